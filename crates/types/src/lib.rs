@@ -1,0 +1,29 @@
+//! Core types shared by every Walras crate.
+//!
+//! Everything here is integer arithmetic: no floating point decides anything that is committed.
+//! Floats appear only as *views* (`to_f64`) for heuristics and display.
+//!
+//! - [`AssetId`], [`AccountId`], [`OfferId`]: identifiers.
+//! - Amounts are `u64` integers of an asset's smallest unit, capped at [`MAX_AMOUNT`] (`i64::MAX`):
+//!   an asset's total issuance never exceeds it, so every per-asset sum fits in `u64` and every
+//!   product of an amount with a price fits the 192-bit helpers in [`fixed`].
+//! - [`Price`]: a limit price or exchange rate, unsigned Q64.64 fixed point (see [`price`]).
+//! - [`Valuation`]: a clearing valuation of one asset; only ratios of valuations mean anything.
+//! - [`Fraction`]: a number in [0, 1) such as the commission ε or the smoothing width μ.
+//! - [`Offer`] and its canonical order [`OfferKey`] = (limit price, account, offer id).
+//! - [`offers_csv`]: the offers CSV of the command-line contract, reader and writer.
+
+pub mod fixed;
+pub mod offer;
+pub mod offers_csv;
+pub mod price;
+
+pub use fixed::{mul_shr64_ceil, mul_shr64_floor};
+pub use offer::{AccountId, AssetId, Offer, OfferId, OfferKey, PairId};
+pub use price::{Fraction, Price, PriceError, Valuation};
+
+/// The largest amount of any asset that can exist: issuance is capped at `i64::MAX` units.
+pub const MAX_AMOUNT: u64 = i64::MAX as u64;
+
+/// The most assets one exchange instance trades. Clearing work grows with the square of this.
+pub const MAX_ASSETS: usize = 1024;

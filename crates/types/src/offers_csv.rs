@@ -1,0 +1,260 @@
+//! The offers and fills CSV formats of the command-line contract.
+//!
+//! Offers: header `offer_id,account,sell,buy,amount,min_price`; assets are 0..N-1, `amount` a
+//! positive integer, `min_price` a positive decimal (units of `buy` per unit of `sell`).
+//! Fills: header `offer_id,sold,bought`, one row per offer that traded.
+//!
+//! The reader checks every row and reports the first problem with its line number (the header is
+//! line 1); it never panics on any input.
+
+use crate::{AccountId, AssetId, Offer, OfferId, Price, PriceError, MAX_AMOUNT};
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, BufRead, Write};
+
+pub const OFFERS_HEADER: &str = "offer_id,account,sell,buy,amount,min_price";
+pub const FILLS_HEADER: &str = "offer_id,sold,bought";
+
+/// A problem in an offers CSV, naming the line.
+#[derive(Debug)]
+pub enum OffersCsvError {
+    Io(io::Error),
+    Empty,
+    Header { found: String },
+    FieldCount { line: usize, found: usize },
+    Field { line: usize, column: &'static str, text: String, reason: String },
+    UnknownAsset { line: usize, column: &'static str, asset: u64, assets: usize },
+    SameAsset { line: usize, asset: u16 },
+    Amount { line: usize, text: String, reason: &'static str },
+    Price { line: usize, error: PriceError },
+    DuplicateOfferId { line: usize, offer_id: u64, first_line: usize },
+    AssetTotalTooLarge { line: usize, asset: u16 },
+}
+
+impl fmt::Display for OffersCsvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use OffersCsvError::*;
+        match self {
+            Io(error) => write!(f, "reading offers: {error}"),
+            Empty => write!(f, "offers file is empty: expected header '{OFFERS_HEADER}'"),
+            Header { found } => {
+                write!(f, "line 1: expected header '{OFFERS_HEADER}', found '{found}'")
+            }
+            FieldCount { line, found } => {
+                write!(f, "line {line}: expected 6 comma-separated fields, found {found}")
+            }
+            Field { line, column, text, reason } => {
+                write!(f, "line {line}: {column} '{text}' {reason}")
+            }
+            UnknownAsset { line, column, asset, assets } => write!(
+                f,
+                "line {line}: {column} asset {asset} is unknown (assets are 0..{})",
+                assets - 1
+            ),
+            SameAsset { line, asset } => {
+                write!(f, "line {line}: offer sells and buys the same asset {asset}")
+            }
+            Amount { line, text, reason } => write!(f, "line {line}: amount '{text}' {reason}"),
+            Price { line, error } => write!(f, "line {line}: min_price {error}"),
+            DuplicateOfferId { line, offer_id, first_line } => write!(
+                f,
+                "line {line}: offer_id {offer_id} was already used on line {first_line}"
+            ),
+            AssetTotalTooLarge { line, asset } => write!(
+                f,
+                "line {line}: offers of asset {asset} add up to more than the issuance cap 2^63-1"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for OffersCsvError {}
+
+/// Reads and validates an offers CSV for an exchange of `assets` assets.
+pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, OffersCsvError> {
+    let mut lines = input.lines();
+    let header = lines.next().ok_or(OffersCsvError::Empty)?.map_err(OffersCsvError::Io)?;
+    if header.trim_end_matches('\r').trim() != OFFERS_HEADER {
+        return Err(OffersCsvError::Header { found: header });
+    }
+    let mut offers = Vec::new();
+    let mut first_line_of_id: HashMap<u64, usize> = HashMap::new();
+    let mut total_per_asset = vec![0u64; assets];
+    for (index, line) in lines.enumerate() {
+        let line_number = index + 2;
+        let line = line.map_err(OffersCsvError::Io)?;
+        let row = line.trim_end_matches('\r');
+        if row.trim().is_empty() {
+            continue;
+        }
+        let offer = parse_row(row, line_number, assets)?;
+        if let Some(&first_line) = first_line_of_id.get(&offer.id.0) {
+            return Err(OffersCsvError::DuplicateOfferId {
+                line: line_number,
+                offer_id: offer.id.0,
+                first_line,
+            });
+        }
+        first_line_of_id.insert(offer.id.0, line_number);
+        let total = &mut total_per_asset[offer.sell.0 as usize];
+        *total = total
+            .checked_add(offer.amount)
+            .filter(|sum| *sum <= MAX_AMOUNT)
+            .ok_or(OffersCsvError::AssetTotalTooLarge { line: line_number, asset: offer.sell.0 })?;
+        offers.push(offer);
+    }
+    Ok(offers)
+}
+
+fn parse_row(row: &str, line: usize, assets: usize) -> Result<Offer, OffersCsvError> {
+    let fields: Vec<&str> = row.split(',').map(str::trim).collect();
+    if fields.len() != 6 {
+        return Err(OffersCsvError::FieldCount { line, found: fields.len() });
+    }
+    let integer = |column: &'static str, text: &str| -> Result<u64, OffersCsvError> {
+        text.parse::<u64>().map_err(|_| OffersCsvError::Field {
+            line,
+            column,
+            text: text.to_string(),
+            reason: "is not a non-negative integer".to_string(),
+        })
+    };
+    let asset = |column: &'static str, text: &str| -> Result<AssetId, OffersCsvError> {
+        let asset = integer(column, text)?;
+        if asset >= assets as u64 {
+            return Err(OffersCsvError::UnknownAsset { line, column, asset, assets });
+        }
+        Ok(AssetId(asset as u16))
+    };
+    let id = OfferId(integer("offer_id", fields[0])?);
+    let account = AccountId(integer("account", fields[1])?);
+    let sell = asset("sell", fields[2])?;
+    let buy = asset("buy", fields[3])?;
+    if sell == buy {
+        return Err(OffersCsvError::SameAsset { line, asset: sell.0 });
+    }
+    let amount = parse_amount(fields[4], line)?;
+    let min_price =
+        Price::parse_limit(fields[5]).map_err(|error| OffersCsvError::Price { line, error })?;
+    Ok(Offer { id, account, sell, buy, amount, min_price })
+}
+
+fn parse_amount(text: &str, line: usize) -> Result<u64, OffersCsvError> {
+    let error = |reason| OffersCsvError::Amount { line, text: text.to_string(), reason };
+    if text.starts_with('-') {
+        return Err(error("must be positive"));
+    }
+    let amount: u64 = text.parse().map_err(|_| {
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            error("exceeds the issuance cap 2^63-1")
+        } else {
+            error("is not an integer")
+        }
+    })?;
+    if amount == 0 {
+        return Err(error("must be positive"));
+    }
+    if amount > MAX_AMOUNT {
+        return Err(error("exceeds the issuance cap 2^63-1"));
+    }
+    Ok(amount)
+}
+
+/// Writes offers in the contract's CSV format. Limit prices are written as the shortest decimal
+/// that reads back to exactly the same [`Price`].
+pub fn write_offers(mut out: impl Write, offers: &[Offer]) -> io::Result<()> {
+    writeln!(out, "{OFFERS_HEADER}")?;
+    for offer in offers {
+        writeln!(
+            out,
+            "{},{},{},{},{},{}",
+            offer.id.0,
+            offer.account.0,
+            offer.sell.0,
+            offer.buy.0,
+            offer.amount,
+            offer.min_price.to_exact_decimal()
+        )?;
+    }
+    Ok(())
+}
+
+/// One row of the fills CSV: how much an offer sold and how much it received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FillRow {
+    pub offer_id: OfferId,
+    pub sold: u64,
+    pub bought: u64,
+}
+
+/// Writes fills in the contract's CSV format.
+pub fn write_fills(mut out: impl Write, fills: impl IntoIterator<Item = FillRow>) -> io::Result<()> {
+    writeln!(out, "{FILLS_HEADER}")?;
+    for fill in fills {
+        writeln!(out, "{},{},{}", fill.offer_id.0, fill.sold, fill.bought)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn read(text: &str, assets: usize) -> Result<Vec<Offer>, OffersCsvError> {
+        read_offers(text.as_bytes(), assets)
+    }
+
+    fn error_text(text: &str, assets: usize) -> String {
+        read(text, assets).unwrap_err().to_string()
+    }
+
+    const HEADER: &str = "offer_id,account,sell,buy,amount,min_price\n";
+
+    #[test]
+    fn reads_valid_rows_and_round_trips() {
+        let text = format!("{HEADER}1,7,0,1,100,1.5\n2,8,1,0,50,0.000000001\n");
+        let offers = read(&text, 2).unwrap();
+        assert_eq!(offers.len(), 2);
+        assert_eq!(offers[0].amount, 100);
+        assert_eq!(offers[1].sell, AssetId(1));
+        let mut written = Vec::new();
+        write_offers(&mut written, &offers).unwrap();
+        let again = read(std::str::from_utf8(&written).unwrap(), 2).unwrap();
+        assert_eq!(again, offers);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let cases = [
+            (format!("{HEADER}1,7,0,1,100,1.5\n2,7,0,x\n"), "line 3: expected 6"),
+            (format!("{HEADER}1,7,0,5,100,1.5\n"), "line 2: buy asset 5 is unknown"),
+            (format!("{HEADER}1,7,0,1,-3,1.5\n"), "line 2: amount '-3' must be positive"),
+            (format!("{HEADER}1,7,0,1,0,1.5\n"), "line 2: amount '0' must be positive"),
+            (format!("{HEADER}1,7,0,1,1.5,1.5\n"), "line 2: amount '1.5' is not an integer"),
+            (format!("{HEADER}1,7,0,1,9,0\n"), "line 2: min_price '0' must be positive"),
+            (format!("{HEADER}1,7,0,1,9,-1\n"), "line 2: min_price '-1' must be positive"),
+            (format!("{HEADER}1,7,0,1,9,abc\n"), "line 2: min_price 'abc' is not a decimal"),
+            (format!("{HEADER}1,7,0,1,9,1\n\n1,8,1,0,9,1\n"), "line 4: offer_id 1 was already"),
+            (format!("{HEADER}1,7,1,1,9,1\n"), "line 2: offer sells and buys the same"),
+            (
+                format!("{HEADER}1,7,0,1,9223372036854775807,1\n2,7,0,1,1,1\n"),
+                "line 3: offers of asset 0 add up",
+            ),
+            (format!("{HEADER}1,7,0,1,99999999999999999999,1\n"), "exceeds the issuance cap"),
+            ("offer,account\n".to_string(), "line 1: expected header"),
+            (String::new(), "offers file is empty"),
+        ];
+        for (text, expected) in cases {
+            let message = error_text(&text, 3);
+            assert!(message.contains(expected), "{message:?} lacks {expected:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(body in "[0-9a-z,.\\-\\n ]{0,200}") {
+            let _ = read(&format!("{HEADER}{body}"), 4);
+        }
+    }
+}
