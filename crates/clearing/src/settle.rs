@@ -1,0 +1,330 @@
+//! Exact settlement: from valuations to integer trades that conserve every asset.
+//!
+//! 1. Valuations are quantised to integers ([`quantize`]); from here on nothing is a float except
+//!    the LP's answer, which is only a suggestion.
+//! 2. Per pair, with the exact rate `r = floor(p_S · 2^64 / p_B)`: `U` = amount of offers with limit
+//!    `≤ r` (the most that may trade), `L` = amount of offers with limit `< floor(r · (1 − μ))` (what
+//!    must trade for μ-completeness).
+//! 3. The LP of appendix D picks value flows; `x = floor(y / p_S)` clamped into `[L, U]`.
+//! 4. Offers fill in canonical order until `x` is sold; each receives
+//!    `floor(sold · floor(r · (1 − ε)))`: every rounding favours the auctioneer.
+//! 5. Conservation is then checked exactly: per asset, payouts must not exceed receipts. Rounding
+//!    `y` down to units can leave an asset a few units short (and with ε = 0 there is no commission
+//!    to absorb that). [`repair`] removes every deficit by lowering the sales *into* the short
+//!    asset, preferring pairs whose seller asset has the most slack. Each step strictly lowers the
+//!    total sold, so it terminates; in practice it takes a handful of steps or none.
+//!
+//! What is left over per asset — receipts minus payouts — is burned.
+
+use crate::book::{OrderBooks, PairBook};
+use crate::lp::{self, LpError, PairFlowBounds};
+use walras_types::offers_csv::FillRow;
+use walras_types::{mul_shr64_floor, Fraction, Price, Valuation};
+
+/// The clearing of one pair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PairClearing {
+    pub sell: u16,
+    pub buy: u16,
+    /// Index of the pair in [`OrderBooks::pairs`].
+    pub book_index: usize,
+    /// Exchange rate `floor(p_sell · 2^64 / p_buy)`.
+    pub rate: Price,
+    /// Rate paid out: `floor(rate · (1 − ε))`.
+    pub payout_rate: Price,
+    /// Amount that had to trade for μ-completeness.
+    pub lower: u64,
+    /// Amount offered at limit prices at or below the rate.
+    pub upper: u64,
+    /// Amount of `sell` sold (x of appendix D).
+    pub sold: u64,
+    /// Amount of `buy` paid out to the pair's offers.
+    pub bought: u64,
+    /// Offers (in canonical order) that sold their whole amount.
+    pub full_fills: usize,
+    /// Amount sold by the next offer, which trades partially; 0 if none does.
+    pub partial_sold: u64,
+}
+
+/// The exact outcome of clearing at given valuations.
+#[derive(Clone, Debug)]
+pub struct Settlement {
+    pub valuations: Vec<Valuation>,
+    /// Pairs with offers at limit prices at or below their rate, in book order.
+    pub pairs: Vec<PairClearing>,
+    /// Per asset: receipts minus payouts, burned.
+    pub burned: Vec<u64>,
+    /// Whether the LP was feasible with the μ-completeness lower bounds.
+    pub lp_with_lower_bounds: bool,
+    /// Whether every pair sold at least its lower bound (μ-completeness holds).
+    pub lower_bounds_met: bool,
+    /// Deficit repairs made after rounding.
+    pub repairs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettleError {
+    /// Tâtonnement produced a non-finite or non-positive valuation.
+    BadValuation { asset: usize },
+    Lp(LpError),
+    /// The deficit repair did not finish within its step limit (a bug).
+    RepairLimit,
+}
+
+impl std::fmt::Display for SettleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SettleError::BadValuation { asset } => {
+                write!(f, "internal error: valuation of asset {asset} is not a positive number")
+            }
+            SettleError::Lp(error) => write!(f, "{error}"),
+            SettleError::RepairLimit => {
+                write!(f, "internal error: conservation repair exceeded its step limit")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SettleError {}
+
+/// Quantises float valuations to integers, the largest becoming [`Valuation::NORMALIZED_MAX`].
+pub fn quantize(prices: &[f64]) -> Result<Vec<Valuation>, SettleError> {
+    if let Some(asset) = prices.iter().position(|price| !(price.is_finite() && *price > 0.0)) {
+        return Err(SettleError::BadValuation { asset });
+    }
+    let largest = prices.iter().cloned().fold(0.0f64, f64::max);
+    let scale = Valuation::NORMALIZED_MAX as f64 / largest;
+    Ok(prices.iter().map(|price| Valuation(((price * scale).round() as u64).max(1))).collect())
+}
+
+/// Settles the books at `valuations`: exact amounts, fills and burns.
+///
+/// `lp_epsilon` is the commission the LP plans with; it should be a little below `epsilon` (what
+/// is charged) so the difference absorbs rounding to whole units.
+pub fn settle(
+    books: &OrderBooks,
+    valuations: &[Valuation],
+    epsilon: Fraction,
+    mu: Fraction,
+    lp_epsilon: f64,
+) -> Result<Settlement, SettleError> {
+    let assets = books.assets();
+    let mut pairs = exact_bounds(books, valuations, epsilon, mu);
+    let bounds: Vec<PairFlowBounds> = pairs
+        .iter()
+        .map(|pair| {
+            let value = valuations[pair.sell as usize].0 as f64;
+            PairFlowBounds {
+                sell: pair.sell as usize,
+                buy: pair.buy as usize,
+                lower: pair.lower as f64 * value,
+                upper: pair.upper as f64 * value,
+            }
+        })
+        .collect();
+    let (flows, lp_with_lower_bounds) = match lp::solve(assets, &bounds, lp_epsilon) {
+        Ok(flows) => (flows, true),
+        Err(LpError::Infeasible) => {
+            let relaxed: Vec<PairFlowBounds> =
+                bounds.iter().map(|bound| PairFlowBounds { lower: 0.0, ..*bound }).collect();
+            (lp::solve(assets, &relaxed, lp_epsilon).map_err(SettleError::Lp)?, false)
+        }
+        Err(error) => return Err(SettleError::Lp(error)),
+    };
+    let mut states: Vec<PairState> = pairs
+        .iter_mut()
+        .zip(&flows)
+        .map(|(pair, flow)| {
+            let floor = if lp_with_lower_bounds { pair.lower } else { 0 };
+            let units = (flow / valuations[pair.sell as usize].0 as f64).floor();
+            pair.sold = (units.max(0.0) as u64).clamp(floor, pair.upper);
+            PairState::new(books, &books.pairs()[pair.book_index], pair)
+        })
+        .collect();
+    let repairs = repair(&mut pairs, &mut states, valuations)?;
+    let burned = finish_pairs(books, &mut pairs, &states, assets);
+    let lower_bounds_met = pairs.iter().all(|pair| pair.sold >= pair.lower);
+    Ok(Settlement {
+        valuations: valuations.to_vec(),
+        pairs,
+        burned,
+        lp_with_lower_bounds,
+        lower_bounds_met,
+        repairs,
+    })
+}
+
+/// Exact rates and bounds for every pair with something in the money.
+fn exact_bounds(
+    books: &OrderBooks,
+    valuations: &[Valuation],
+    epsilon: Fraction,
+    mu: Fraction,
+) -> Vec<PairClearing> {
+    let mut pairs = Vec::new();
+    for (book_index, pair) in books.pairs().iter().enumerate() {
+        let rate = valuations[pair.sell as usize].rate_to(valuations[pair.buy as usize]);
+        let may_trade = books.count_at_or_below(pair, rate);
+        if may_trade == 0 {
+            continue;
+        }
+        let must_trade = books.count_below(pair, rate.discounted_floor(mu));
+        pairs.push(PairClearing {
+            sell: pair.sell,
+            buy: pair.buy,
+            book_index,
+            rate,
+            payout_rate: rate.discounted_floor(epsilon),
+            lower: books.amount_before(pair, must_trade),
+            upper: books.amount_before(pair, may_trade),
+            sold: 0,
+            bought: 0,
+            full_fills: 0,
+            partial_sold: 0,
+        });
+    }
+    pairs
+}
+
+/// Payout bookkeeping of one pair for amounts up to its initial `sold`.
+struct PairState {
+    /// Exact prefix sums of amounts (from the book).
+    cumulative: Vec<u64>,
+    /// Payout of the first j offers filled in full, for j up to the initial fill point.
+    payout_prefix: Vec<u128>,
+    payout_rate: Price,
+}
+
+impl PairState {
+    fn new(books: &OrderBooks, book: &PairBook, pair: &PairClearing) -> PairState {
+        let cumulative = books.cumulative_amounts(book);
+        let full = full_fills(cumulative, pair.sold);
+        let mut payout_prefix = Vec::with_capacity(full + 1);
+        payout_prefix.push(0u128);
+        let mut total = 0u128;
+        for offer in &books.offers(book)[..full] {
+            total += mul_shr64_floor(pair.payout_rate.0, offer.amount);
+            payout_prefix.push(total);
+        }
+        PairState { cumulative: cumulative[..=full].to_vec(), payout_prefix, payout_rate: pair.payout_rate }
+    }
+
+    /// Total payout when `sold` units are sold (sold ≤ the initial amount).
+    fn payout(&self, sold: u64) -> u128 {
+        let full = full_fills(&self.cumulative, sold);
+        let partial = sold - self.cumulative[full];
+        self.payout_prefix[full] + mul_shr64_floor(self.payout_rate.0, partial)
+    }
+
+    /// The largest sale up to `sold` whose payout is at most `target`.
+    fn largest_sale_paying_at_most(&self, sold: u64, target: u128) -> u64 {
+        let (mut low, mut high) = (0u64, sold); // payout(low) <= target is invariant once found
+        if self.payout(0) > target {
+            return 0;
+        }
+        while low < high {
+            let middle = low + (high - low).div_ceil(2);
+            if self.payout(middle) <= target {
+                low = middle;
+            } else {
+                high = middle - 1;
+            }
+        }
+        low
+    }
+}
+
+/// Number of offers filled in full when `sold` units are sold: the largest j with
+/// `cumulative[j] <= sold`.
+fn full_fills(cumulative: &[u64], sold: u64) -> usize {
+    cumulative.partition_point(|amount| *amount <= sold) - 1
+}
+
+/// Removes every asset deficit (payouts above receipts) by lowering sales into short assets.
+fn repair(
+    pairs: &mut [PairClearing],
+    states: &mut [PairState],
+    valuations: &[Valuation],
+) -> Result<u32, SettleError> {
+    let assets = valuations.len();
+    let mut received = vec![0u128; assets];
+    let mut paid = vec![0u128; assets];
+    let mut payouts: Vec<u128> = Vec::with_capacity(pairs.len());
+    for (pair, state) in pairs.iter().zip(states.iter()) {
+        let payout = state.payout(pair.sold);
+        received[pair.sell as usize] += pair.sold as u128;
+        paid[pair.buy as usize] += payout;
+        payouts.push(payout);
+    }
+    let step_limit = 64 * (pairs.len() as u32 + assets as u32) + 1024;
+    let mut repairs = 0u32;
+    while let Some(short) = (0..assets).find(|asset| paid[*asset] > received[*asset]) {
+        if repairs == step_limit {
+            return Err(SettleError::RepairLimit);
+        }
+        repairs += 1;
+        let deficit = paid[short] - received[short];
+        let slack_value = |asset: usize| {
+            (received[asset] as f64 - paid[asset] as f64) * valuations[asset].0 as f64
+        };
+        let chosen = (0..pairs.len())
+                        // A pair paying nothing cannot reduce the deficit: skip it so every step makes progress.
+            .filter(|index| pairs[*index].buy as usize == short && payouts[*index] > 0)
+            .max_by(|a, b| {
+                let (slack_a, slack_b) =
+                    (slack_value(pairs[*a].sell as usize), slack_value(pairs[*b].sell as usize));
+                slack_a.total_cmp(&slack_b).then(b.cmp(a)) // ties: lowest index
+            })
+            .expect("an asset with payouts has a pair paying into it");
+        let pair = &mut pairs[chosen];
+        let target = payouts[chosen].saturating_sub(deficit);
+        let new_sold = states[chosen].largest_sale_paying_at_most(pair.sold, target);
+        let new_payout = states[chosen].payout(new_sold);
+        received[pair.sell as usize] -= (pair.sold - new_sold) as u128;
+        paid[short] -= payouts[chosen] - new_payout;
+        payouts[chosen] = new_payout;
+        pair.sold = new_sold;
+    }
+    Ok(repairs)
+}
+
+/// Fills in payouts and fill points; returns the burned amount per asset.
+fn finish_pairs(
+    books: &OrderBooks,
+    pairs: &mut [PairClearing],
+    states: &[PairState],
+    assets: usize,
+) -> Vec<u64> {
+    let mut received = vec![0u64; assets];
+    let mut paid = vec![0u64; assets];
+    for (pair, state) in pairs.iter_mut().zip(states) {
+        let cumulative = books.cumulative_amounts(&books.pairs()[pair.book_index]);
+        pair.full_fills = full_fills(cumulative, pair.sold);
+        pair.partial_sold = pair.sold - cumulative[pair.full_fills];
+        pair.bought = u64::try_from(state.payout(pair.sold))
+            .expect("conservation bounds every payout by the asset's receipts");
+        received[pair.sell as usize] += pair.sold;
+        paid[pair.buy as usize] += pair.bought;
+    }
+    received.iter().zip(&paid).map(|(r, p)| r - p).collect()
+}
+
+impl Settlement {
+    /// One row per offer that traded, pair by pair in book order, offers in canonical order.
+    pub fn fills<'a>(&'a self, books: &'a OrderBooks) -> impl Iterator<Item = FillRow> + 'a {
+        self.pairs.iter().flat_map(move |pair| {
+            let offers = books.offers(&books.pairs()[pair.book_index]);
+            let partial = (pair.partial_sold > 0).then(|| (offers[pair.full_fills], pair.partial_sold));
+            offers[..pair.full_fills]
+                .iter()
+                .map(|offer| (*offer, offer.amount))
+                .chain(partial)
+                .map(move |(offer, sold)| FillRow {
+                    offer_id: offer.id,
+                    sold,
+                    bought: u64::try_from(mul_shr64_floor(pair.payout_rate.0, sold))
+                        .expect("conservation bounds every payout"),
+                })
+        })
+    }
+}

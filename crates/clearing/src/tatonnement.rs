@@ -1,0 +1,310 @@
+//! Tâtonnement (SPEEDEX §5 and appendix C.1): iterative price adjustment towards clearing
+//! valuations, several differently-tuned instances raced against each other.
+//!
+//! One iteration of an instance, at valuations `p` with value-weighted net demand
+//! `z_A = bought_A − sold_A` (from a smoothed [`demand::query`]):
+//!
+//! - proposes `p'_A = p_A · (1 + δ · z_A / v_A)`, the step clamped to a factor in [1/2, 2]:
+//!   multiplicative, in value units (so redenominating an asset changes nothing), normalised by a
+//!   volume `v_A` estimated from the current query (the smaller or the larger side of the asset's
+//!   trade), so thin and thick assets move at comparable relative speeds;
+//! - rescales `p'` to geometric mean 1 (only ratios matter);
+//! - queries demand at `p'` and compares the line-search heuristic `Σ_A z_A²` (the squared l2 norm
+//!   of value net demand): if it went down, moves to `p'` and grows δ; otherwise keeps `p` and
+//!   shrinks δ — a backtracking line search with a weakened acceptance rule.
+//!
+//! Convergence is judged on the current prices: cheaply every iteration (the smoothed demand itself
+//! satisfies conservation with the commission), and every `feasibility_interval` iterations by the
+//! max-flow test of the clearing LP (appendix C.3), which also exploits the freedom within μ.
+//!
+//! Racing: instances are dealt to `threads` plain OS threads; each thread runs its instances
+//! round-robin in short slices and stops when any instance has converged or the deadline passed.
+//! No thread ever spin-waits. With one thread the outcome is a deterministic function of the input.
+
+use crate::book::OrderBooks;
+use crate::demand::{self, DemandWorkspace};
+use crate::flow;
+use crate::lp::PairFlowBounds;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Which per-asset volume normalises an asset's step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VolumeNormalization {
+    /// min(sold, bought): aggressive on assets close to balance.
+    SmallerSide,
+    /// max(sold, bought): the relative step never exceeds δ.
+    LargerSide,
+}
+
+/// Control parameters of one tâtonnement instance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Control {
+    pub step_initial: f64,
+    pub step_grow: f64,
+    pub step_shrink: f64,
+    pub volume: VolumeNormalization,
+}
+
+/// The instances raced by default, most generally useful first.
+pub fn default_controls() -> Vec<Control> {
+    use VolumeNormalization::*;
+    vec![
+        Control { step_initial: 0.5, step_grow: 1.5, step_shrink: 0.6, volume: LargerSide },
+        Control { step_initial: 0.1, step_grow: 1.2, step_shrink: 0.5, volume: SmallerSide },
+        Control { step_initial: 1.0, step_grow: 2.0, step_shrink: 0.4, volume: LargerSide },
+        Control { step_initial: 0.05, step_grow: 1.1, step_shrink: 0.7, volume: SmallerSide },
+    ]
+}
+
+/// What every instance of one race shares.
+#[derive(Clone, Copy, Debug)]
+pub struct RaceParams {
+    pub epsilon: f64,
+    pub mu: f64,
+    /// Iterations between max-flow feasibility checks.
+    pub feasibility_interval: u32,
+    pub deadline: Instant,
+    pub threads: usize,
+}
+
+/// One instance's final state.
+#[derive(Clone, Debug)]
+pub struct InstanceResult {
+    pub control: Control,
+    /// Valuations, geometric mean 1.
+    pub prices: Vec<f64>,
+    pub iterations: u64,
+    pub converged: bool,
+}
+
+/// Every instance's result and which one converged first, if any.
+#[derive(Clone, Debug)]
+pub struct RaceOutcome {
+    pub winner: Option<usize>,
+    pub results: Vec<InstanceResult>,
+}
+
+/// Iterations an instance runs before the thread looks at the clock and the other instances.
+const SLICE_ITERATIONS: u32 = 8;
+const STEP_MIN: f64 = 1e-9;
+
+/// Races one instance per control from `start` prices until one converges or the deadline passes.
+pub fn race(books: &OrderBooks, controls: &[Control], start: &[f64], params: RaceParams) -> RaceOutcome {
+    assert!(!controls.is_empty(), "a race needs at least one instance");
+    let threads = params.threads.clamp(1, controls.len());
+    let stop = AtomicBool::new(false);
+    let winner: Mutex<Option<usize>> = Mutex::new(None);
+    let run_share = |thread: usize| -> Vec<(usize, InstanceResult)> {
+        let indices: Vec<usize> = (thread..controls.len()).step_by(threads).collect();
+        let mut instances: Vec<Instance> =
+            indices.iter().map(|&index| Instance::new(books, controls[index], start)).collect();
+        'outer: while !stop.load(Ordering::Relaxed) && Instant::now() < params.deadline {
+            for (slot, instance) in instances.iter_mut().enumerate() {
+                if instance.run(SLICE_ITERATIONS, &params) {
+                    let mut first = winner.lock().unwrap_or_else(|poison| poison.into_inner());
+                    if first.is_none() {
+                        *first = Some(indices[slot]);
+                    }
+                    stop.store(true, Ordering::Relaxed);
+                    break 'outer;
+                }
+                if stop.load(Ordering::Relaxed) {
+                    break 'outer;
+                }
+            }
+        }
+        indices.into_iter().zip(instances.into_iter().map(Instance::into_result)).collect()
+    };
+    let mut results: Vec<(usize, InstanceResult)> = if threads == 1 {
+        run_share(0)
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                (0..threads).map(|thread| scope.spawn(move || run_share(thread))).collect();
+            handles
+                .into_iter()
+                .flat_map(|handle| handle.join().expect("tâtonnement thread panicked"))
+                .collect()
+        })
+    };
+    results.sort_by_key(|(index, _)| *index);
+    let winner = winner.into_inner().unwrap_or_else(|poison| poison.into_inner());
+    RaceOutcome { winner, results: results.into_iter().map(|(_, result)| result).collect() }
+}
+
+struct Instance<'b> {
+    books: &'b OrderBooks,
+    control: Control,
+    prices: Vec<f64>,
+    trial_prices: Vec<f64>,
+    current: DemandWorkspace,
+    trial: DemandWorkspace,
+    heuristic: f64,
+    step: f64,
+    iterations: u64,
+    converged: bool,
+    flow_bounds: Vec<PairFlowBounds>,
+}
+
+impl<'b> Instance<'b> {
+    fn new(books: &'b OrderBooks, control: Control, start: &[f64]) -> Instance<'b> {
+        let mut prices = start.to_vec();
+        normalize(&mut prices);
+        let current = DemandWorkspace::new(books);
+        Instance {
+            books,
+            control,
+            trial_prices: prices.clone(),
+            prices,
+            trial: current.clone(),
+            current,
+            heuristic: f64::INFINITY,
+            step: control.step_initial,
+            iterations: 0,
+            converged: false,
+            flow_bounds: Vec::with_capacity(books.pairs().len()),
+        }
+    }
+
+    /// Runs up to `iterations` iterations; true once converged.
+    fn run(&mut self, iterations: u32, params: &RaceParams) -> bool {
+        if self.heuristic.is_infinite() {
+            demand::query(self.books, &self.prices, params.mu, &mut self.current);
+            self.heuristic = heuristic(&self.current);
+            self.converged = self.check_converged(params, true);
+        }
+        for _ in 0..iterations {
+            if self.converged {
+                break;
+            }
+            self.iterate(params);
+            let full_check = self.iterations % params.feasibility_interval as u64 == 0;
+            self.converged = self.check_converged(params, full_check);
+        }
+        self.converged
+    }
+
+    fn iterate(&mut self, params: &RaceParams) {
+        self.iterations += 1;
+        self.propose();
+        demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
+        let trial_heuristic = heuristic(&self.trial);
+        if trial_heuristic < self.heuristic {
+            std::mem::swap(&mut self.prices, &mut self.trial_prices);
+            std::mem::swap(&mut self.current, &mut self.trial);
+            self.heuristic = trial_heuristic;
+            self.step *= self.control.step_grow;
+        } else {
+            self.step = (self.step * self.control.step_shrink).max(STEP_MIN);
+        }
+    }
+
+    /// Writes the multiplicative, volume-normalised step from `prices` into `trial_prices`.
+    fn propose(&mut self) {
+        let total: f64 = self.current.sold_value.iter().sum();
+        let volume_floor = (total * 1e-12).max(f64::MIN_POSITIVE);
+        for asset in 0..self.prices.len() {
+            let sold = self.current.sold_value[asset];
+            let bought = self.current.bought_value[asset];
+            let volume = match self.control.volume {
+                VolumeNormalization::SmallerSide => sold.min(bought),
+                VolumeNormalization::LargerSide => sold.max(bought),
+            }
+            .max(volume_floor);
+            let change = (self.step * (bought - sold) / volume).clamp(-0.5, 1.0);
+            self.trial_prices[asset] = self.prices[asset] * (1.0 + change);
+        }
+        normalize(&mut self.trial_prices);
+    }
+
+    fn check_converged(&mut self, params: &RaceParams, full: bool) -> bool {
+        let witness = self
+            .current
+            .sold_value
+            .iter()
+            .zip(&self.current.bought_value)
+            .all(|(sold, bought)| *sold >= (1.0 - params.epsilon) * bought);
+        if witness || !full {
+            return witness;
+        }
+        self.flow_bounds.clear();
+        for (index, pair) in self.books.pairs().iter().enumerate() {
+            self.flow_bounds.push(PairFlowBounds {
+                sell: pair.sell as usize,
+                buy: pair.buy as usize,
+                lower: self.current.pair_lower_value[index],
+                upper: self.current.pair_upper_value[index],
+            });
+        }
+        flow::circulation_feasible(self.books.assets(), &self.flow_bounds, params.epsilon)
+    }
+
+    fn into_result(self) -> InstanceResult {
+        InstanceResult {
+            control: self.control,
+            prices: self.prices,
+            iterations: self.iterations,
+            converged: self.converged,
+        }
+    }
+}
+
+/// Squared l2 norm of value net demand.
+fn heuristic(workspace: &DemandWorkspace) -> f64 {
+    workspace
+        .sold_value
+        .iter()
+        .zip(&workspace.bought_value)
+        .map(|(sold, bought)| (bought - sold) * (bought - sold))
+        .sum()
+}
+
+/// Rescales to geometric mean 1.
+pub fn normalize(prices: &mut [f64]) {
+    let mean_log = prices.iter().map(|price| price.ln()).sum::<f64>() / prices.len() as f64;
+    let factor = (-mean_log).exp();
+    for price in prices.iter_mut() {
+        *price *= factor;
+    }
+}
+
+/// A starting point from the books alone: valuations whose ratios best fit (least squares in
+/// log space, weighted by offer count) each pair's median limit price. Cheap — a few sweeps over
+/// the pairs — and usually within a few percent of the clearing valuations.
+pub fn initial_guess(books: &OrderBooks) -> Vec<f64> {
+    let assets = books.assets();
+    let edges: Vec<(usize, usize, f64, f64)> = books
+        .pairs()
+        .iter()
+        .map(|pair| {
+            let median = books.points(pair)[pair.len() / 2].limit;
+            (pair.sell as usize, pair.buy as usize, median.ln(), pair.len() as f64)
+        })
+        .collect();
+    let mut log_prices = vec![0.0f64; assets];
+    let mut weighted_sum = vec![0.0f64; assets];
+    let mut weight_total = vec![0.0f64; assets];
+    for _sweep in 0..60 {
+        weighted_sum.fill(0.0);
+        weight_total.fill(0.0);
+        for &(sell, buy, log_rate, weight) in &edges {
+            // log p_sell - log p_buy ≈ log_rate
+            weighted_sum[sell] += weight * (log_prices[buy] + log_rate);
+            weight_total[sell] += weight;
+            weighted_sum[buy] += weight * (log_prices[sell] - log_rate);
+            weight_total[buy] += weight;
+        }
+        for asset in 0..assets {
+            if weight_total[asset] > 0.0 {
+                // Damped Jacobi: the undamped update oscillates on two-asset markets.
+                let target = weighted_sum[asset] / weight_total[asset];
+                log_prices[asset] = 0.5 * (log_prices[asset] + target);
+            }
+        }
+    }
+    let mut prices: Vec<f64> = log_prices.iter().map(|log| log.clamp(-600.0, 600.0).exp()).collect();
+    normalize(&mut prices);
+    prices
+}

@@ -1,0 +1,223 @@
+//! `walras bench`: benchmarks that print their figures with the command that produced them.
+
+use super::{args, CliError};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+use walras_clearing::demand::{self, DemandWorkspace};
+use walras_clearing::{clear, ClearingParams, OrderBooks};
+use walras_sim::{generate_offers, OfferModel, OfferWorkload};
+use walras_types::Fraction;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Clearing speed and quality over generated batches (books built outside the timing).
+    Clearing(ClearingBenchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ClearingBenchArgs {
+    #[arg(long, default_value = "50", value_parser = args::asset_count)]
+    assets: usize,
+    /// Batch sizes, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000,500000,1000000")]
+    offers: Vec<usize>,
+    /// Models, comma-separated: cycles, skewed, wide
+    #[arg(long, value_delimiter = ',', default_value = "cycles,skewed,wide")]
+    models: Vec<OfferModel>,
+    /// Independent instances (seeds) per model and size; figures are medians over them
+    #[arg(long, default_value_t = 3)]
+    seeds: u64,
+    /// First seed
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, default_value = "2^-15", value_parser = args::fraction)]
+    epsilon: Fraction,
+    #[arg(long, default_value = "2^-10", value_parser = args::fraction)]
+    mu: Fraction,
+    #[arg(long, default_value_t = 2000)]
+    timeout_ms: u64,
+    #[arg(long, default_value = "1", value_parser = args::thread_count)]
+    threads: usize,
+    /// Demand queries timed per instance
+    #[arg(long, default_value_t = 300)]
+    queries: usize,
+    /// Print one JSON object per instance instead of the table
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize, Clone)]
+struct InstanceFigures {
+    model: String,
+    offers: usize,
+    seed: u64,
+    converged: bool,
+    iterations: u64,
+    millis: f64,
+    price_millis: f64,
+    settle_millis: f64,
+    prepare_millis: f64,
+    query_micros_warm: f64,
+    query_micros_cold: f64,
+    unrealized_utility_ratio: f64,
+    achieved_mu: f64,
+    repairs: u32,
+}
+
+pub fn run(command: BenchCommand) -> Result<(), CliError> {
+    match command {
+        BenchCommand::Clearing(args) => bench_clearing(args),
+    }
+}
+
+fn bench_clearing(args: ClearingBenchArgs) -> Result<(), CliError> {
+    let command: Vec<String> = std::env::args().collect();
+    if !args.json {
+        println!("# command: {}", command.join(" "));
+        println!("# machine: {}", machine_description());
+        println!(
+            "# assets {}, ε {:.3e}, μ {:.3e}, threads {}, timeout {} ms; medians over {} seeds",
+            args.assets,
+            args.epsilon.to_f64(),
+            args.mu.to_f64(),
+            args.threads,
+            args.timeout_ms,
+            args.seeds
+        );
+        println!(
+            "{:<7} {:>8} {:>5} {:>9} {:>6} {:>9} {:>9} {:>10} {:>10} {:>11}",
+            "model", "offers", "conv", "iters", "", "millis", "prepare", "query_us", "cold_us",
+            "unrealized"
+        );
+    }
+    for model in &args.models {
+        for &offers in &args.offers {
+            let mut figures = Vec::new();
+            for seed in args.seed..args.seed + args.seeds {
+                let figure = run_instance(&args, *model, offers, seed)?;
+                if args.json {
+                    println!("{}", serde_json::to_string(&figure)?);
+                }
+                figures.push(figure);
+            }
+            if !args.json {
+                print_row(*model, offers, &figures);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run_instance(
+    args: &ClearingBenchArgs,
+    model: OfferModel,
+    offers: usize,
+    seed: u64,
+) -> Result<InstanceFigures, CliError> {
+    let workload = OfferWorkload { assets: args.assets, offers, seed, model };
+    workload.validate().map_err(CliError)?;
+    let generated = generate_offers(&workload);
+    let prepare_started = Instant::now();
+    let books = OrderBooks::build(generated.offers, args.assets, args.threads)?;
+    let prepare_millis = prepare_started.elapsed().as_secs_f64() * 1e3;
+    let params = ClearingParams {
+        epsilon: args.epsilon,
+        mu: args.mu,
+        timeout: Duration::from_millis(args.timeout_ms),
+        threads: args.threads,
+        ..ClearingParams::default()
+    };
+    let clearing = clear(&books, &params)?;
+    let prices: Vec<f64> =
+        clearing.settlement.valuations.iter().map(|valuation| valuation.0 as f64).collect();
+    let (warm, cold) = time_queries(&books, &prices, args.mu.to_f64(), args.queries);
+    Ok(InstanceFigures {
+        model: model.name().to_string(),
+        offers,
+        seed,
+        converged: clearing.converged,
+        iterations: clearing.iterations,
+        millis: clearing.millis(),
+        price_millis: clearing.price_millis,
+        settle_millis: clearing.settle_millis,
+        prepare_millis,
+        query_micros_warm: warm,
+        query_micros_cold: cold,
+        unrealized_utility_ratio: clearing.quality.unrealized_utility_ratio,
+        achieved_mu: clearing.quality.achieved_mu,
+        repairs: clearing.settlement.repairs,
+    })
+}
+
+/// Median single-thread demand-query time in µs: warm (search hints from the previous query,
+/// prices moving by up to 0.1% as in late tâtonnement) and cold (fresh hints each time).
+fn time_queries(books: &OrderBooks, prices: &[f64], mu: f64, queries: usize) -> (f64, f64) {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut jitter = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        1.0 + ((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2e-3
+    };
+    let mut workspace = DemandWorkspace::new(books);
+    let mut trial = prices.to_vec();
+    let mut warm = Vec::with_capacity(queries);
+    let mut cold = Vec::with_capacity(queries.div_ceil(10));
+    for query in 0..queries.max(1) {
+        for (slot, price) in trial.iter_mut().zip(prices) {
+            *slot = price * jitter();
+        }
+        let started = Instant::now();
+        demand::query(books, &trial, mu, &mut workspace);
+        warm.push(started.elapsed().as_secs_f64() * 1e6);
+        if query % 10 == 0 {
+            let mut fresh = DemandWorkspace::new(books);
+            let started = Instant::now();
+            demand::query(books, &trial, mu, &mut fresh);
+            cold.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    (median(&mut warm), median(&mut cold))
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn print_row(model: OfferModel, offers: usize, figures: &[InstanceFigures]) {
+    let pick = |get: fn(&InstanceFigures) -> f64| {
+        let mut values: Vec<f64> = figures.iter().map(get).collect();
+        median(&mut values)
+    };
+    let converged = figures.iter().filter(|figure| figure.converged).count();
+    println!(
+        "{:<7} {:>8} {:>2}/{:<2} {:>9.0} {:>6} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>10.3}%",
+        model.name(),
+        offers,
+        converged,
+        figures.len(),
+        pick(|figure| figure.iterations as f64),
+        "",
+        pick(|figure| figure.millis),
+        pick(|figure| figure.prepare_millis),
+        pick(|figure| figure.query_micros_warm),
+        pick(|figure| figure.query_micros_cold),
+        pick(|figure| figure.unrealized_utility_ratio) * 100.0,
+    );
+}
+
+/// CPU model and core count, for the record.
+fn machine_description() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|name| name.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let cores = std::thread::available_parallelism().map_or(0, |count| count.get());
+    format!("{model}, {cores} cores available")
+}

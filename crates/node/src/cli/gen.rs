@@ -1,0 +1,48 @@
+//! `walras gen`: workload generators.
+
+use super::{args, CliError};
+use std::io::{BufWriter, Write};
+use walras_sim::{generate_offers, OfferModel, OfferWorkload};
+use walras_types::offers_csv;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum GenCommand {
+    /// Write an offers CSV to stdout.
+    Offers(GenOffersArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GenOffersArgs {
+    /// Number of assets N
+    #[arg(long, value_parser = args::asset_count)]
+    assets: usize,
+    /// Number of offers
+    #[arg(long)]
+    offers: usize,
+    /// Random seed: the same seed gives the same offers
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Market model: cycles (SPEEDEX §7), skewed (§6.2-like volume), wide (valuations 1e-6..1e6)
+    #[arg(long, default_value = "cycles")]
+    model: OfferModel,
+}
+
+pub fn run(command: GenCommand) -> Result<(), CliError> {
+    match command {
+        GenCommand::Offers(args) => {
+            let workload = OfferWorkload {
+                assets: args.assets,
+                offers: args.offers,
+                seed: args.seed,
+                model: args.model,
+            };
+            workload.validate().map_err(CliError)?;
+            let generated = generate_offers(&workload);
+            let stdout = std::io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            offers_csv::write_offers(&mut out, &generated.offers)?;
+            out.flush()?;
+            Ok(())
+        }
+    }
+}
