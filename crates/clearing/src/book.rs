@@ -44,13 +44,30 @@ impl PairBook {
 /// Why offers cannot be booked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BookError {
-    AssetCount { assets: usize },
-    UnknownAsset { offer_id: u64, asset: u16, assets: usize },
-    SameAsset { offer_id: u64 },
-    Amount { offer_id: u64, amount: u64 },
-    LimitPrice { offer_id: u64 },
-    AssetTotalTooLarge { asset: u16 },
-    TooManyOffers { offers: usize },
+    AssetCount {
+        assets: usize,
+    },
+    UnknownAsset {
+        offer_id: u64,
+        asset: u16,
+        assets: usize,
+    },
+    SameAsset {
+        offer_id: u64,
+    },
+    Amount {
+        offer_id: u64,
+        amount: u64,
+    },
+    LimitPrice {
+        offer_id: u64,
+    },
+    AssetTotalTooLarge {
+        asset: u16,
+    },
+    TooManyOffers {
+        offers: usize,
+    },
 }
 
 impl std::fmt::Display for BookError {
@@ -62,18 +79,31 @@ impl std::fmt::Display for BookError {
                 "{assets} assets is out of range: clearing needs 2..={}",
                 walras_types::MAX_ASSETS
             ),
-            UnknownAsset { offer_id, asset, assets } => {
-                write!(f, "offer {offer_id}: asset {asset} is not below the asset count {assets}")
+            UnknownAsset {
+                offer_id,
+                asset,
+                assets,
+            } => {
+                write!(
+                    f,
+                    "offer {offer_id}: asset {asset} is not below the asset count {assets}"
+                )
             }
             SameAsset { offer_id } => write!(f, "offer {offer_id} sells and buys the same asset"),
             Amount { offer_id, amount } => {
                 write!(f, "offer {offer_id}: amount {amount} is not in 1..=2^63-1")
             }
             LimitPrice { offer_id } => {
-                write!(f, "offer {offer_id}: limit price outside the accepted range 1e-10..=1e12")
+                write!(
+                    f,
+                    "offer {offer_id}: limit price outside the accepted range 1e-10..=1e12"
+                )
             }
             AssetTotalTooLarge { asset } => {
-                write!(f, "offers of asset {asset} add up to more than the issuance cap 2^63-1")
+                write!(
+                    f,
+                    "offers of asset {asset} add up to more than the issuance cap 2^63-1"
+                )
             }
             TooManyOffers { offers } => write!(f, "{offers} offers is more than 2^31 - 1"),
         }
@@ -94,14 +124,24 @@ pub struct OrderBooks {
 
 impl OrderBooks {
     /// Validates and indexes `offers`, sorting with up to `threads` threads.
-    pub fn build(offers: Vec<Offer>, assets: usize, threads: usize) -> Result<OrderBooks, BookError> {
+    pub fn build(
+        offers: Vec<Offer>,
+        assets: usize,
+        threads: usize,
+    ) -> Result<OrderBooks, BookError> {
         validate(&offers, assets)?;
         let (offers, pair_bounds) = group_by_pair(offers, assets);
         let mut offers = offers;
         sort_pairs(&mut offers, &pair_bounds, threads.max(1));
         let pairs = pair_books(&pair_bounds, assets);
         let (points, exact_cum_amount) = curve_points(&offers, &pairs);
-        Ok(OrderBooks { assets, offers, pairs, points, exact_cum_amount })
+        Ok(OrderBooks {
+            assets,
+            offers,
+            pairs,
+            points,
+            exact_cum_amount,
+        })
     }
 
     pub fn assets(&self) -> usize {
@@ -144,12 +184,14 @@ impl OrderBooks {
 
     /// How many of the pair's offers have a limit price `<= rate` (they may trade at `rate`).
     pub fn count_at_or_below(&self, pair: &PairBook, rate: Price) -> usize {
-        self.offers(pair).partition_point(|offer| offer.min_price <= rate)
+        self.offers(pair)
+            .partition_point(|offer| offer.min_price <= rate)
     }
 
     /// How many of the pair's offers have a limit price `< rate`.
     pub fn count_below(&self, pair: &PairBook, rate: Price) -> usize {
-        self.offers(pair).partition_point(|offer| offer.min_price < rate)
+        self.offers(pair)
+            .partition_point(|offer| offer.min_price < rate)
     }
 }
 
@@ -158,21 +200,30 @@ fn validate(offers: &[Offer], assets: usize) -> Result<(), BookError> {
         return Err(BookError::AssetCount { assets });
     }
     if offers.len() > i32::MAX as usize {
-        return Err(BookError::TooManyOffers { offers: offers.len() });
+        return Err(BookError::TooManyOffers {
+            offers: offers.len(),
+        });
     }
     let mut totals = vec![0u64; assets];
     for offer in offers {
         let offer_id = offer.id.0;
         for asset in [offer.sell.0, offer.buy.0] {
             if asset as usize >= assets {
-                return Err(BookError::UnknownAsset { offer_id, asset, assets });
+                return Err(BookError::UnknownAsset {
+                    offer_id,
+                    asset,
+                    assets,
+                });
             }
         }
         if offer.sell == offer.buy {
             return Err(BookError::SameAsset { offer_id });
         }
         if offer.amount == 0 || offer.amount > MAX_AMOUNT {
-            return Err(BookError::Amount { offer_id, amount: offer.amount });
+            return Err(BookError::Amount {
+                offer_id,
+                amount: offer.amount,
+            });
         }
         if offer.min_price < Price::MIN_LIMIT || offer.min_price > Price::MAX_LIMIT {
             return Err(BookError::LimitPrice { offer_id });
@@ -181,7 +232,9 @@ fn validate(offers: &[Offer], assets: usize) -> Result<(), BookError> {
         *total = total
             .checked_add(offer.amount)
             .filter(|sum| *sum <= MAX_AMOUNT)
-            .ok_or(BookError::AssetTotalTooLarge { asset: offer.sell.0 })?;
+            .ok_or(BookError::AssetTotalTooLarge {
+                asset: offer.sell.0,
+            })?;
     }
     Ok(())
 }
@@ -232,8 +285,10 @@ fn sort_pairs(offers: &mut [Offer], bounds: &[usize], threads: usize) {
             let run_end = bounds[run_end_bucket];
             let (run, tail) = rest.split_at_mut(run_end - run_start);
             rest = tail;
-            let run_bounds: Vec<usize> =
-                bounds[bucket..=run_end_bucket].iter().map(|bound| bound - run_start).collect();
+            let run_bounds: Vec<usize> = bounds[bucket..=run_end_bucket]
+                .iter()
+                .map(|bound| bound - run_start)
+                .collect();
             scope.spawn(move || {
                 for window in run_bounds.windows(2) {
                     sort_bucket(&mut run[window[0]..window[1]]);
@@ -273,7 +328,11 @@ fn curve_points(offers: &[Offer], pairs: &[PairBook]) -> (Vec<CurvePoint>, Vec<u
         let mut cum_amount_limit = 0.0f64;
         for offer in &offers[pair.offers_start as usize..pair.offers_end as usize] {
             let limit = offer.min_price.to_f64();
-            points.push(CurvePoint { limit, cum_amount: cum_amount as f64, cum_amount_limit });
+            points.push(CurvePoint {
+                limit,
+                cum_amount: cum_amount as f64,
+                cum_amount_limit,
+            });
             exact.push(cum_amount);
             cum_amount += offer.amount; // bounded by the per-asset cap checked in validate()
             cum_amount_limit += offer.amount as f64 * limit;
@@ -335,7 +394,10 @@ mod tests {
             (vec![offer(1, 0, 0, 1, 1.0)], "same asset"),
             (vec![offer(1, 0, 1, 0, 1.0)], "amount 0"),
             (vec![offer(1, 0, 1, 1, 1e-11)], "limit price"),
-            (vec![offer(1, 0, 1, MAX_AMOUNT, 1.0), offer(2, 0, 1, 1, 1.0)], "issuance cap"),
+            (
+                vec![offer(1, 0, 1, MAX_AMOUNT, 1.0), offer(2, 0, 1, 1, 1.0)],
+                "issuance cap",
+            ),
         ];
         for (offers, expected) in cases {
             let message = OrderBooks::build(offers, 3, 1).unwrap_err().to_string();

@@ -37,8 +37,16 @@ impl DemandWorkspace {
     pub fn new(books: &OrderBooks) -> DemandWorkspace {
         let pairs = books.pairs().len();
         DemandWorkspace {
-            hint_low: books.pairs().iter().map(|pair| (pair.len() / 2) as u32).collect(),
-            hint_high: books.pairs().iter().map(|pair| (pair.len() / 2) as u32).collect(),
+            hint_low: books
+                .pairs()
+                .iter()
+                .map(|pair| (pair.len() / 2) as u32)
+                .collect(),
+            hint_high: books
+                .pairs()
+                .iter()
+                .map(|pair| (pair.len() / 2) as u32)
+                .collect(),
             sold_value: vec![0.0; books.assets()],
             bought_value: vec![0.0; books.assets()],
             pair_lower_value: vec![0.0; pairs],
@@ -64,9 +72,11 @@ pub fn query(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut Demand
         let high = partition_from_hint(points, workspace.hint_high[index], |limit| limit <= rate);
         let threshold = rate * band_start;
         let low = if mu > 0.0 {
-            partition_from_hint(points, workspace.hint_low[index].min(high as u32), |limit| {
-                limit < threshold
-            })
+            partition_from_hint(
+                points,
+                workspace.hint_low[index].min(high as u32),
+                |limit| limit < threshold,
+            )
         } else {
             high
         };
@@ -137,9 +147,17 @@ mod tests {
     fn points_with(limits: &[f64]) -> Vec<CurvePoint> {
         let mut points: Vec<CurvePoint> = limits
             .iter()
-            .map(|&limit| CurvePoint { limit, cum_amount: 0.0, cum_amount_limit: 0.0 })
+            .map(|&limit| CurvePoint {
+                limit,
+                cum_amount: 0.0,
+                cum_amount_limit: 0.0,
+            })
             .collect();
-        points.push(CurvePoint { limit: f64::INFINITY, cum_amount: 0.0, cum_amount_limit: 0.0 });
+        points.push(CurvePoint {
+            limit: f64::INFINITY,
+            cum_amount: 0.0,
+            cum_amount_limit: 0.0,
+        });
         points
     }
 
@@ -195,7 +213,10 @@ mod tests {
                 })
                 .sum();
             let sold = workspace.sold_value[0];
-            assert!((sold - expected).abs() <= 1e-9 * expected.max(1.0), "{rate}: {sold} vs {expected}");
+            assert!(
+                (sold - expected).abs() <= 1e-9 * expected.max(1.0),
+                "{rate}: {sold} vs {expected}"
+            );
             assert_eq!(workspace.bought_value[1], sold);
         }
     }

@@ -151,7 +151,12 @@ mod tests {
     use crate::lp;
 
     fn pair(sell: usize, buy: usize, lower: f64, upper: f64) -> PairFlowBounds {
-        PairFlowBounds { sell, buy, lower, upper }
+        PairFlowBounds {
+            sell,
+            buy,
+            lower,
+            upper,
+        }
     }
 
     #[test]
@@ -160,8 +165,24 @@ mod tests {
             (2, vec![pair(0, 1, 0.0, 10.0), pair(1, 0, 0.0, 4.0)], 0.0),
             (2, vec![pair(0, 1, 5.0, 10.0), pair(1, 0, 0.0, 4.0)], 0.0),
             (2, vec![pair(0, 1, 4.0, 10.0), pair(1, 0, 3.0, 4.0)], 0.0),
-            (3, vec![pair(0, 1, 3.0, 9.0), pair(1, 2, 0.0, 2.0), pair(2, 0, 0.0, 7.0)], 0.0),
-            (3, vec![pair(0, 1, 2.0, 9.0), pair(1, 2, 2.0, 2.0), pair(2, 0, 0.0, 7.0)], 0.0),
+            (
+                3,
+                vec![
+                    pair(0, 1, 3.0, 9.0),
+                    pair(1, 2, 0.0, 2.0),
+                    pair(2, 0, 0.0, 7.0),
+                ],
+                0.0,
+            ),
+            (
+                3,
+                vec![
+                    pair(0, 1, 2.0, 9.0),
+                    pair(1, 2, 2.0, 2.0),
+                    pair(2, 0, 0.0, 7.0),
+                ],
+                0.0,
+            ),
             // commission: 4.02 in, 4 out, ε·4.02 = 0.0402 >= 0.02
             (2, vec![pair(0, 1, 4.02, 10.0), pair(1, 0, 0.0, 4.0)], 0.01),
             (2, vec![pair(0, 1, 4.5, 10.0), pair(1, 0, 0.0, 4.0)], 0.01),

@@ -34,6 +34,9 @@ pub struct ClearingParams {
     pub mu: Fraction,
     /// Tâtonnement gives up after this long and takes its best prices.
     pub timeout: Duration,
+    /// Tâtonnement also gives up after this many iterations per instance; unlike the timeout this
+    /// cut-off does not depend on the machine, so with one thread clearing is deterministic.
+    pub max_iterations: u64,
     /// Threads racing tâtonnement instances.
     pub threads: usize,
     /// Iterations between LP feasibility checks inside tâtonnement.
@@ -50,6 +53,7 @@ impl Default for ClearingParams {
             epsilon: Fraction::power_of_two(15),
             mu: Fraction::power_of_two(10),
             timeout: Duration::from_secs(2),
+            max_iterations: u64::MAX,
             threads: 1,
             feasibility_interval: 10,
             start_prices: None,
@@ -120,6 +124,7 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
         mu: params.mu.to_f64(),
         feasibility_interval: params.feasibility_interval.max(1),
         deadline: started + params.timeout,
+        max_iterations: params.max_iterations,
         threads: params.threads,
     };
     let outcome = tatonnement::race(books, &params.controls, &start_prices, race_params);
@@ -156,9 +161,8 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
         }
     }
     let (instance, settlement, quality) = best.expect("at least one instance ran");
-    let converged = outcome.winner.is_some()
-        && settlement.lp_with_lower_bounds
-        && settlement.lower_bounds_met;
+    let converged =
+        outcome.winner.is_some() && settlement.lp_with_lower_bounds && settlement.lower_bounds_met;
     Ok(Clearing {
         converged,
         iterations: outcome.results[instance].iterations,
@@ -173,10 +177,14 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
 
 fn validate(books: &OrderBooks, params: &ClearingParams) -> Result<(), ClearingError> {
     if params.controls.is_empty() {
-        return Err(ClearingError::InvalidParams("at least one tâtonnement control".into()));
+        return Err(ClearingError::InvalidParams(
+            "at least one tâtonnement control".into(),
+        ));
     }
     if params.threads == 0 {
-        return Err(ClearingError::InvalidParams("threads must be at least 1".into()));
+        return Err(ClearingError::InvalidParams(
+            "threads must be at least 1".into(),
+        ));
     }
     if let Some(prices) = &params.start_prices {
         if prices.len() != books.assets() || prices.iter().any(|p| !(p.is_finite() && *p > 0.0)) {

@@ -68,7 +68,9 @@ pub fn solve(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> Result<Ve
     Ok(variables
         .iter()
         .zip(pairs)
-        .map(|(variable, pair)| (solution.var_value(*variable) * scale).clamp(pair.lower, pair.upper))
+        .map(|(variable, pair)| {
+            (solution.var_value(*variable) * scale).clamp(pair.lower, pair.upper)
+        })
         .collect())
 }
 
@@ -77,13 +79,21 @@ mod tests {
     use super::*;
 
     fn pair(sell: usize, buy: usize, lower: f64, upper: f64) -> PairFlowBounds {
-        PairFlowBounds { sell, buy, lower, upper }
+        PairFlowBounds {
+            sell,
+            buy,
+            lower,
+            upper,
+        }
     }
 
     #[test]
     fn two_asset_circulation_takes_the_smaller_side() {
         let flows = solve(2, &[pair(0, 1, 0.0, 10.0), pair(1, 0, 0.0, 4.0)], 0.0).unwrap();
-        assert!((flows[0] - 4.0).abs() < 1e-6 && (flows[1] - 4.0).abs() < 1e-6, "{flows:?}");
+        assert!(
+            (flows[0] - 4.0).abs() < 1e-6 && (flows[1] - 4.0).abs() < 1e-6,
+            "{flows:?}"
+        );
     }
 
     #[test]
@@ -108,8 +118,15 @@ mod tests {
 
     #[test]
     fn three_cycle_carries_its_bottleneck() {
-        let pairs = [pair(0, 1, 0.0, 9.0), pair(1, 2, 0.0, 2.0), pair(2, 0, 0.0, 7.0)];
+        let pairs = [
+            pair(0, 1, 0.0, 9.0),
+            pair(1, 2, 0.0, 2.0),
+            pair(2, 0, 0.0, 7.0),
+        ];
         let flows = solve(3, &pairs, 0.0).unwrap();
-        assert!(flows.iter().all(|flow| (flow - 2.0).abs() < 1e-6), "{flows:?}");
+        assert!(
+            flows.iter().all(|flow| (flow - 2.0).abs() < 1e-6),
+            "{flows:?}"
+        );
     }
 }

@@ -31,7 +31,10 @@ pub fn measure(books: &OrderBooks, settlement: &Settlement) -> Quality {
         let book = &books.pairs()[pair.book_index];
         let offers = books.offers(book);
         let in_the_money = books.count_at_or_below(book, pair.rate);
-        let (sell_value, buy_value) = (valuations[pair.sell as usize], valuations[pair.buy as usize]);
+        let (sell_value, buy_value) = (
+            valuations[pair.sell as usize],
+            valuations[pair.buy as usize],
+        );
         let rate = pair.rate.to_f64();
         for (index, offer) in offers[..in_the_money].iter().enumerate() {
             let sold = match index.cmp(&pair.full_fills) {

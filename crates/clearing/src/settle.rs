@@ -11,8 +11,12 @@
 //! 5. Conservation is then checked exactly: per asset, payouts must not exceed receipts. Rounding
 //!    `y` down to units can leave an asset a few units short (and with ε = 0 there is no commission
 //!    to absorb that). [`repair`] removes every deficit by lowering the sales *into* the short
-//!    asset, preferring pairs whose seller asset has the most slack. Each step strictly lowers the
-//!    total sold, so it terminates; in practice it takes a handful of steps or none.
+//!    asset, preferring pairs whose seller asset has the most slack. A cut can move the deficit to
+//!    the seller's asset and, around a trading cycle with no commission, back again; so each time
+//!    an asset runs short again the cut asked of it doubles. Every step strictly lowers the total
+//!    sold and the doubling bounds the number of visits per asset by about 64 (the bits of an
+//!    amount), so it terminates; on liquid markets the floors of the many payouts leave slack and
+//!    it takes a handful of steps or none.
 //!
 //! What is left over per asset — receipts minus payouts — is burned.
 
@@ -65,7 +69,9 @@ pub struct Settlement {
 #[derive(Debug, Clone, PartialEq)]
 pub enum SettleError {
     /// Tâtonnement produced a non-finite or non-positive valuation.
-    BadValuation { asset: usize },
+    BadValuation {
+        asset: usize,
+    },
     Lp(LpError),
     /// The deficit repair did not finish within its step limit (a bug).
     RepairLimit,
@@ -75,11 +81,17 @@ impl std::fmt::Display for SettleError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SettleError::BadValuation { asset } => {
-                write!(f, "internal error: valuation of asset {asset} is not a positive number")
+                write!(
+                    f,
+                    "internal error: valuation of asset {asset} is not a positive number"
+                )
             }
             SettleError::Lp(error) => write!(f, "{error}"),
             SettleError::RepairLimit => {
-                write!(f, "internal error: conservation repair exceeded its step limit")
+                write!(
+                    f,
+                    "internal error: conservation repair exceeded its step limit"
+                )
             }
         }
     }
@@ -89,12 +101,18 @@ impl std::error::Error for SettleError {}
 
 /// Quantises float valuations to integers, the largest becoming [`Valuation::NORMALIZED_MAX`].
 pub fn quantize(prices: &[f64]) -> Result<Vec<Valuation>, SettleError> {
-    if let Some(asset) = prices.iter().position(|price| !(price.is_finite() && *price > 0.0)) {
+    if let Some(asset) = prices
+        .iter()
+        .position(|price| !(price.is_finite() && *price > 0.0))
+    {
         return Err(SettleError::BadValuation { asset });
     }
     let largest = prices.iter().cloned().fold(0.0f64, f64::max);
     let scale = Valuation::NORMALIZED_MAX as f64 / largest;
-    Ok(prices.iter().map(|price| Valuation(((price * scale).round() as u64).max(1))).collect())
+    Ok(prices
+        .iter()
+        .map(|price| Valuation(((price * scale).round() as u64).max(1)))
+        .collect())
 }
 
 /// Settles the books at `valuations`: exact amounts, fills and burns.
@@ -125,9 +143,17 @@ pub fn settle(
     let (flows, lp_with_lower_bounds) = match lp::solve(assets, &bounds, lp_epsilon) {
         Ok(flows) => (flows, true),
         Err(LpError::Infeasible) => {
-            let relaxed: Vec<PairFlowBounds> =
-                bounds.iter().map(|bound| PairFlowBounds { lower: 0.0, ..*bound }).collect();
-            (lp::solve(assets, &relaxed, lp_epsilon).map_err(SettleError::Lp)?, false)
+            let relaxed: Vec<PairFlowBounds> = bounds
+                .iter()
+                .map(|bound| PairFlowBounds {
+                    lower: 0.0,
+                    ..*bound
+                })
+                .collect();
+            (
+                lp::solve(assets, &relaxed, lp_epsilon).map_err(SettleError::Lp)?,
+                false,
+            )
         }
         Err(error) => return Err(SettleError::Lp(error)),
     };
@@ -206,7 +232,11 @@ impl PairState {
             total += mul_shr64_floor(pair.payout_rate.0, offer.amount);
             payout_prefix.push(total);
         }
-        PairState { cumulative: cumulative[..=full].to_vec(), payout_prefix, payout_rate: pair.payout_rate }
+        PairState {
+            cumulative: cumulative[..=full].to_vec(),
+            payout_prefix,
+            payout_rate: pair.payout_rate,
+        }
     }
 
     /// Total payout when `sold` units are sold (sold ≤ the initial amount).
@@ -256,23 +286,28 @@ fn repair(
         paid[pair.buy as usize] += payout;
         payouts.push(payout);
     }
-    let step_limit = 64 * (pairs.len() as u32 + assets as u32) + 1024;
+    let step_limit = 130 * (pairs.len() as u32 + assets as u32) + 1024;
     let mut repairs = 0u32;
+    let mut visits = vec![0u32; assets];
     while let Some(short) = (0..assets).find(|asset| paid[*asset] > received[*asset]) {
         if repairs == step_limit {
             return Err(SettleError::RepairLimit);
         }
         repairs += 1;
-        let deficit = paid[short] - received[short];
+        let backoff = 1u128 << visits[short].min(126);
+        visits[short] += 1;
+        let deficit = (paid[short] - received[short]).saturating_mul(backoff);
         let slack_value = |asset: usize| {
             (received[asset] as f64 - paid[asset] as f64) * valuations[asset].0 as f64
         };
         let chosen = (0..pairs.len())
-                        // A pair paying nothing cannot reduce the deficit: skip it so every step makes progress.
+            // A pair paying nothing cannot reduce the deficit: skip it so every step makes progress.
             .filter(|index| pairs[*index].buy as usize == short && payouts[*index] > 0)
             .max_by(|a, b| {
-                let (slack_a, slack_b) =
-                    (slack_value(pairs[*a].sell as usize), slack_value(pairs[*b].sell as usize));
+                let (slack_a, slack_b) = (
+                    slack_value(pairs[*a].sell as usize),
+                    slack_value(pairs[*b].sell as usize),
+                );
                 slack_a.total_cmp(&slack_b).then(b.cmp(a)) // ties: lowest index
             })
             .expect("an asset with payouts has a pair paying into it");
@@ -314,7 +349,8 @@ impl Settlement {
     pub fn fills<'a>(&'a self, books: &'a OrderBooks) -> impl Iterator<Item = FillRow> + 'a {
         self.pairs.iter().flat_map(move |pair| {
             let offers = books.offers(&books.pairs()[pair.book_index]);
-            let partial = (pair.partial_sold > 0).then(|| (offers[pair.full_fills], pair.partial_sold));
+            let partial =
+                (pair.partial_sold > 0).then(|| (offers[pair.full_fills], pair.partial_sold));
             offers[..pair.full_fills]
                 .iter()
                 .map(|offer| (*offer, offer.amount))

@@ -51,10 +51,30 @@ pub struct Control {
 pub fn default_controls() -> Vec<Control> {
     use VolumeNormalization::*;
     vec![
-        Control { step_initial: 0.5, step_grow: 1.5, step_shrink: 0.6, volume: LargerSide },
-        Control { step_initial: 0.1, step_grow: 1.2, step_shrink: 0.5, volume: SmallerSide },
-        Control { step_initial: 1.0, step_grow: 2.0, step_shrink: 0.4, volume: LargerSide },
-        Control { step_initial: 0.05, step_grow: 1.1, step_shrink: 0.7, volume: SmallerSide },
+        Control {
+            step_initial: 0.5,
+            step_grow: 1.5,
+            step_shrink: 0.6,
+            volume: LargerSide,
+        },
+        Control {
+            step_initial: 0.1,
+            step_grow: 1.2,
+            step_shrink: 0.5,
+            volume: SmallerSide,
+        },
+        Control {
+            step_initial: 1.0,
+            step_grow: 2.0,
+            step_shrink: 0.4,
+            volume: LargerSide,
+        },
+        Control {
+            step_initial: 0.05,
+            step_grow: 1.1,
+            step_shrink: 0.7,
+            volume: SmallerSide,
+        },
     ]
 }
 
@@ -66,6 +86,8 @@ pub struct RaceParams {
     /// Iterations between max-flow feasibility checks.
     pub feasibility_interval: u32,
     pub deadline: Instant,
+    /// Iterations after which an instance stops: a deterministic alternative to the deadline.
+    pub max_iterations: u64,
     pub threads: usize,
 }
 
@@ -91,16 +113,29 @@ const SLICE_ITERATIONS: u32 = 8;
 const STEP_MIN: f64 = 1e-9;
 
 /// Races one instance per control from `start` prices until one converges or the deadline passes.
-pub fn race(books: &OrderBooks, controls: &[Control], start: &[f64], params: RaceParams) -> RaceOutcome {
+pub fn race(
+    books: &OrderBooks,
+    controls: &[Control],
+    start: &[f64],
+    params: RaceParams,
+) -> RaceOutcome {
     assert!(!controls.is_empty(), "a race needs at least one instance");
     let threads = params.threads.clamp(1, controls.len());
     let stop = AtomicBool::new(false);
     let winner: Mutex<Option<usize>> = Mutex::new(None);
     let run_share = |thread: usize| -> Vec<(usize, InstanceResult)> {
         let indices: Vec<usize> = (thread..controls.len()).step_by(threads).collect();
-        let mut instances: Vec<Instance> =
-            indices.iter().map(|&index| Instance::new(books, controls[index], start)).collect();
+        let mut instances: Vec<Instance> = indices
+            .iter()
+            .map(|&index| Instance::new(books, controls[index], start))
+            .collect();
         'outer: while !stop.load(Ordering::Relaxed) && Instant::now() < params.deadline {
+            if instances
+                .iter()
+                .all(|instance| instance.iterations >= params.max_iterations)
+            {
+                break;
+            }
             for (slot, instance) in instances.iter_mut().enumerate() {
                 if instance.run(SLICE_ITERATIONS, &params) {
                     let mut first = winner.lock().unwrap_or_else(|poison| poison.into_inner());
@@ -115,14 +150,18 @@ pub fn race(books: &OrderBooks, controls: &[Control], start: &[f64], params: Rac
                 }
             }
         }
-        indices.into_iter().zip(instances.into_iter().map(Instance::into_result)).collect()
+        indices
+            .into_iter()
+            .zip(instances.into_iter().map(Instance::into_result))
+            .collect()
     };
     let mut results: Vec<(usize, InstanceResult)> = if threads == 1 {
         run_share(0)
     } else {
         std::thread::scope(|scope| {
-            let handles: Vec<_> =
-                (0..threads).map(|thread| scope.spawn(move || run_share(thread))).collect();
+            let handles: Vec<_> = (0..threads)
+                .map(|thread| scope.spawn(move || run_share(thread)))
+                .collect();
             handles
                 .into_iter()
                 .flat_map(|handle| handle.join().expect("tâtonnement thread panicked"))
@@ -130,8 +169,13 @@ pub fn race(books: &OrderBooks, controls: &[Control], start: &[f64], params: Rac
         })
     };
     results.sort_by_key(|(index, _)| *index);
-    let winner = winner.into_inner().unwrap_or_else(|poison| poison.into_inner());
-    RaceOutcome { winner, results: results.into_iter().map(|(_, result)| result).collect() }
+    let winner = winner
+        .into_inner()
+        .unwrap_or_else(|poison| poison.into_inner());
+    RaceOutcome {
+        winner,
+        results: results.into_iter().map(|(_, result)| result).collect(),
+    }
 }
 
 struct Instance<'b> {
@@ -176,11 +220,13 @@ impl<'b> Instance<'b> {
             self.converged = self.check_converged(params, true);
         }
         for _ in 0..iterations {
-            if self.converged {
+            if self.converged || self.iterations >= params.max_iterations {
                 break;
             }
             self.iterate(params);
-            let full_check = self.iterations % params.feasibility_interval as u64 == 0;
+            let full_check = self
+                .iterations
+                .is_multiple_of(params.feasibility_interval as u64);
             self.converged = self.check_converged(params, full_check);
         }
         self.converged
@@ -280,7 +326,12 @@ pub fn initial_guess(books: &OrderBooks) -> Vec<f64> {
         .iter()
         .map(|pair| {
             let median = books.points(pair)[pair.len() / 2].limit;
-            (pair.sell as usize, pair.buy as usize, median.ln(), pair.len() as f64)
+            (
+                pair.sell as usize,
+                pair.buy as usize,
+                median.ln(),
+                pair.len() as f64,
+            )
         })
         .collect();
     let mut log_prices = vec![0.0f64; assets];
@@ -304,7 +355,10 @@ pub fn initial_guess(books: &OrderBooks) -> Vec<f64> {
             }
         }
     }
-    let mut prices: Vec<f64> = log_prices.iter().map(|log| log.clamp(-600.0, 600.0).exp()).collect();
+    let mut prices: Vec<f64> = log_prices
+        .iter()
+        .map(|log| log.clamp(-600.0, 600.0).exp())
+        .collect();
     normalize(&mut prices);
     prices
 }

@@ -48,7 +48,10 @@ mod tests {
 
     #[test]
     fn extremes() {
-        assert_eq!(mul_shr64_floor(u128::MAX, u64::MAX), u128::MAX - (1u128 << 64));
+        assert_eq!(
+            mul_shr64_floor(u128::MAX, u64::MAX),
+            u128::MAX - (1u128 << 64)
+        );
         assert_eq!(mul_shr64_floor(1 << 64, 5), 5);
         assert_eq!(mul_shr64_ceil(1, 1), 1);
         assert_eq!(mul_shr64_floor(1, 1), 0);

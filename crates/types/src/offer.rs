@@ -36,12 +36,19 @@ pub struct Offer {
 
 impl Offer {
     pub fn pair(&self) -> PairId {
-        PairId { sell: self.sell, buy: self.buy }
+        PairId {
+            sell: self.sell,
+            buy: self.buy,
+        }
     }
 
     /// The offer's position in its pair's book.
     pub fn key(&self) -> OfferKey {
-        OfferKey { min_price: self.min_price, account: self.account, id: self.id }
+        OfferKey {
+            min_price: self.min_price,
+            account: self.account,
+            id: self.id,
+        }
     }
 }
 
@@ -68,6 +75,9 @@ mod tests {
         };
         let mut keys = vec![key(2, 0, 0), key(1, 5, 9), key(1, 5, 3), key(1, 2, 99)];
         keys.sort();
-        assert_eq!(keys, vec![key(1, 2, 99), key(1, 5, 3), key(1, 5, 9), key(2, 0, 0)]);
+        assert_eq!(
+            keys,
+            vec![key(1, 2, 99), key(1, 5, 3), key(1, 5, 9), key(2, 0, 0)]
+        );
     }
 }

@@ -20,15 +20,47 @@ pub const FILLS_HEADER: &str = "offer_id,sold,bought";
 pub enum OffersCsvError {
     Io(io::Error),
     Empty,
-    Header { found: String },
-    FieldCount { line: usize, found: usize },
-    Field { line: usize, column: &'static str, text: String, reason: String },
-    UnknownAsset { line: usize, column: &'static str, asset: u64, assets: usize },
-    SameAsset { line: usize, asset: u16 },
-    Amount { line: usize, text: String, reason: &'static str },
-    Price { line: usize, error: PriceError },
-    DuplicateOfferId { line: usize, offer_id: u64, first_line: usize },
-    AssetTotalTooLarge { line: usize, asset: u16 },
+    Header {
+        found: String,
+    },
+    FieldCount {
+        line: usize,
+        found: usize,
+    },
+    Field {
+        line: usize,
+        column: &'static str,
+        text: String,
+        reason: String,
+    },
+    UnknownAsset {
+        line: usize,
+        column: &'static str,
+        asset: u64,
+        assets: usize,
+    },
+    SameAsset {
+        line: usize,
+        asset: u16,
+    },
+    Amount {
+        line: usize,
+        text: String,
+        reason: &'static str,
+    },
+    Price {
+        line: usize,
+        error: PriceError,
+    },
+    DuplicateOfferId {
+        line: usize,
+        offer_id: u64,
+        first_line: usize,
+    },
+    AssetTotalTooLarge {
+        line: usize,
+        asset: u16,
+    },
 }
 
 impl fmt::Display for OffersCsvError {
@@ -38,25 +70,48 @@ impl fmt::Display for OffersCsvError {
             Io(error) => write!(f, "reading offers: {error}"),
             Empty => write!(f, "offers file is empty: expected header '{OFFERS_HEADER}'"),
             Header { found } => {
-                write!(f, "line 1: expected header '{OFFERS_HEADER}', found '{found}'")
+                write!(
+                    f,
+                    "line 1: expected header '{OFFERS_HEADER}', found '{found}'"
+                )
             }
             FieldCount { line, found } => {
-                write!(f, "line {line}: expected 6 comma-separated fields, found {found}")
+                write!(
+                    f,
+                    "line {line}: expected 6 comma-separated fields, found {found}"
+                )
             }
-            Field { line, column, text, reason } => {
+            Field {
+                line,
+                column,
+                text,
+                reason,
+            } => {
                 write!(f, "line {line}: {column} '{text}' {reason}")
             }
-            UnknownAsset { line, column, asset, assets } => write!(
+            UnknownAsset {
+                line,
+                column,
+                asset,
+                assets,
+            } => write!(
                 f,
                 "line {line}: {column} asset {asset} is unknown (assets are 0..{})",
                 assets - 1
             ),
             SameAsset { line, asset } => {
-                write!(f, "line {line}: offer sells and buys the same asset {asset}")
+                write!(
+                    f,
+                    "line {line}: offer sells and buys the same asset {asset}"
+                )
             }
             Amount { line, text, reason } => write!(f, "line {line}: amount '{text}' {reason}"),
             Price { line, error } => write!(f, "line {line}: min_price {error}"),
-            DuplicateOfferId { line, offer_id, first_line } => write!(
+            DuplicateOfferId {
+                line,
+                offer_id,
+                first_line,
+            } => write!(
                 f,
                 "line {line}: offer_id {offer_id} was already used on line {first_line}"
             ),
@@ -73,7 +128,10 @@ impl std::error::Error for OffersCsvError {}
 /// Reads and validates an offers CSV for an exchange of `assets` assets.
 pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, OffersCsvError> {
     let mut lines = input.lines();
-    let header = lines.next().ok_or(OffersCsvError::Empty)?.map_err(OffersCsvError::Io)?;
+    let header = lines
+        .next()
+        .ok_or(OffersCsvError::Empty)?
+        .map_err(OffersCsvError::Io)?;
     if header.trim_end_matches('\r').trim() != OFFERS_HEADER {
         return Err(OffersCsvError::Header { found: header });
     }
@@ -100,7 +158,10 @@ pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, Off
         *total = total
             .checked_add(offer.amount)
             .filter(|sum| *sum <= MAX_AMOUNT)
-            .ok_or(OffersCsvError::AssetTotalTooLarge { line: line_number, asset: offer.sell.0 })?;
+            .ok_or(OffersCsvError::AssetTotalTooLarge {
+                line: line_number,
+                asset: offer.sell.0,
+            })?;
         offers.push(offer);
     }
     Ok(offers)
@@ -109,7 +170,10 @@ pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, Off
 fn parse_row(row: &str, line: usize, assets: usize) -> Result<Offer, OffersCsvError> {
     let fields: Vec<&str> = row.split(',').map(str::trim).collect();
     if fields.len() != 6 {
-        return Err(OffersCsvError::FieldCount { line, found: fields.len() });
+        return Err(OffersCsvError::FieldCount {
+            line,
+            found: fields.len(),
+        });
     }
     let integer = |column: &'static str, text: &str| -> Result<u64, OffersCsvError> {
         text.parse::<u64>().map_err(|_| OffersCsvError::Field {
@@ -122,7 +186,12 @@ fn parse_row(row: &str, line: usize, assets: usize) -> Result<Offer, OffersCsvEr
     let asset = |column: &'static str, text: &str| -> Result<AssetId, OffersCsvError> {
         let asset = integer(column, text)?;
         if asset >= assets as u64 {
-            return Err(OffersCsvError::UnknownAsset { line, column, asset, assets });
+            return Err(OffersCsvError::UnknownAsset {
+                line,
+                column,
+                asset,
+                assets,
+            });
         }
         Ok(AssetId(asset as u16))
     };
@@ -131,16 +200,30 @@ fn parse_row(row: &str, line: usize, assets: usize) -> Result<Offer, OffersCsvEr
     let sell = asset("sell", fields[2])?;
     let buy = asset("buy", fields[3])?;
     if sell == buy {
-        return Err(OffersCsvError::SameAsset { line, asset: sell.0 });
+        return Err(OffersCsvError::SameAsset {
+            line,
+            asset: sell.0,
+        });
     }
     let amount = parse_amount(fields[4], line)?;
     let min_price =
         Price::parse_limit(fields[5]).map_err(|error| OffersCsvError::Price { line, error })?;
-    Ok(Offer { id, account, sell, buy, amount, min_price })
+    Ok(Offer {
+        id,
+        account,
+        sell,
+        buy,
+        amount,
+        min_price,
+    })
 }
 
 fn parse_amount(text: &str, line: usize) -> Result<u64, OffersCsvError> {
-    let error = |reason| OffersCsvError::Amount { line, text: text.to_string(), reason };
+    let error = |reason| OffersCsvError::Amount {
+        line,
+        text: text.to_string(),
+        reason,
+    };
     if text.starts_with('-') {
         return Err(error("must be positive"));
     }
@@ -188,7 +271,10 @@ pub struct FillRow {
 }
 
 /// Writes fills in the contract's CSV format.
-pub fn write_fills(mut out: impl Write, fills: impl IntoIterator<Item = FillRow>) -> io::Result<()> {
+pub fn write_fills(
+    mut out: impl Write,
+    fills: impl IntoIterator<Item = FillRow>,
+) -> io::Result<()> {
     writeln!(out, "{FILLS_HEADER}")?;
     for fill in fills {
         writeln!(out, "{},{},{}", fill.offer_id.0, fill.sold, fill.bought)?;
@@ -227,21 +313,54 @@ mod tests {
     #[test]
     fn errors_name_the_line() {
         let cases = [
-            (format!("{HEADER}1,7,0,1,100,1.5\n2,7,0,x\n"), "line 3: expected 6"),
-            (format!("{HEADER}1,7,0,5,100,1.5\n"), "line 2: buy asset 5 is unknown"),
-            (format!("{HEADER}1,7,0,1,-3,1.5\n"), "line 2: amount '-3' must be positive"),
-            (format!("{HEADER}1,7,0,1,0,1.5\n"), "line 2: amount '0' must be positive"),
-            (format!("{HEADER}1,7,0,1,1.5,1.5\n"), "line 2: amount '1.5' is not an integer"),
-            (format!("{HEADER}1,7,0,1,9,0\n"), "line 2: min_price '0' must be positive"),
-            (format!("{HEADER}1,7,0,1,9,-1\n"), "line 2: min_price '-1' must be positive"),
-            (format!("{HEADER}1,7,0,1,9,abc\n"), "line 2: min_price 'abc' is not a decimal"),
-            (format!("{HEADER}1,7,0,1,9,1\n\n1,8,1,0,9,1\n"), "line 4: offer_id 1 was already"),
-            (format!("{HEADER}1,7,1,1,9,1\n"), "line 2: offer sells and buys the same"),
+            (
+                format!("{HEADER}1,7,0,1,100,1.5\n2,7,0,x\n"),
+                "line 3: expected 6",
+            ),
+            (
+                format!("{HEADER}1,7,0,5,100,1.5\n"),
+                "line 2: buy asset 5 is unknown",
+            ),
+            (
+                format!("{HEADER}1,7,0,1,-3,1.5\n"),
+                "line 2: amount '-3' must be positive",
+            ),
+            (
+                format!("{HEADER}1,7,0,1,0,1.5\n"),
+                "line 2: amount '0' must be positive",
+            ),
+            (
+                format!("{HEADER}1,7,0,1,1.5,1.5\n"),
+                "line 2: amount '1.5' is not an integer",
+            ),
+            (
+                format!("{HEADER}1,7,0,1,9,0\n"),
+                "line 2: min_price '0' must be positive",
+            ),
+            (
+                format!("{HEADER}1,7,0,1,9,-1\n"),
+                "line 2: min_price '-1' must be positive",
+            ),
+            (
+                format!("{HEADER}1,7,0,1,9,abc\n"),
+                "line 2: min_price 'abc' is not a decimal",
+            ),
+            (
+                format!("{HEADER}1,7,0,1,9,1\n\n1,8,1,0,9,1\n"),
+                "line 4: offer_id 1 was already",
+            ),
+            (
+                format!("{HEADER}1,7,1,1,9,1\n"),
+                "line 2: offer sells and buys the same",
+            ),
             (
                 format!("{HEADER}1,7,0,1,9223372036854775807,1\n2,7,0,1,1,1\n"),
                 "line 3: offers of asset 0 add up",
             ),
-            (format!("{HEADER}1,7,0,1,99999999999999999999,1\n"), "exceeds the issuance cap"),
+            (
+                format!("{HEADER}1,7,0,1,99999999999999999999,1\n"),
+                "exceeds the issuance cap",
+            ),
             ("offer,account\n".to_string(), "line 1: expected header"),
             (String::new(), "offers file is empty"),
         ];

@@ -31,7 +31,11 @@ pub enum PriceError {
     /// Zero or negative.
     NotPositive(String),
     /// Outside the accepted range.
-    OutOfRange { text: String, min: String, max: String },
+    OutOfRange {
+        text: String,
+        min: String,
+        max: String,
+    },
 }
 
 impl fmt::Display for PriceError {
@@ -84,7 +88,10 @@ impl Price {
 
     /// The nearest price to a positive float (for generators and tests, never for state).
     pub fn from_f64(value: f64) -> Price {
-        assert!(value.is_finite() && value >= 0.0, "price from invalid float {value}");
+        assert!(
+            value.is_finite() && value >= 0.0,
+            "price from invalid float {value}"
+        );
         Price((value * 18_446_744_073_709_551_616.0).round() as u128)
     }
 
@@ -160,7 +167,10 @@ impl Fraction {
 
     /// 2^-exponent, for exponent in 1..=63.
     pub fn power_of_two(exponent: u32) -> Fraction {
-        assert!((1..=63).contains(&exponent), "2^-{exponent} is not a Q0.64 fraction");
+        assert!(
+            (1..=63).contains(&exponent),
+            "2^-{exponent} is not a Q0.64 fraction"
+        );
         Fraction(1u64 << (64 - exponent))
     }
 
@@ -268,7 +278,11 @@ fn parse_q64(text: &str, rounding: Rounding) -> Result<Price, PriceError> {
     let divisor_exponent = (-scale) as u32;
     if divisor_exponent > 38 {
         let nonzero = mantissa > 0;
-        return Ok(Price(if rounding == Rounding::Up && nonzero { 1 } else { 0 }));
+        return Ok(Price(if rounding == Rounding::Up && nonzero {
+            1
+        } else {
+            0
+        }));
     }
     let divisor = 10u128.pow(divisor_exponent);
     let integer = mantissa / divisor;
@@ -337,7 +351,10 @@ mod tests {
         assert_eq!(Price::parse_limit("2.5").unwrap(), Price(5u128 << 63));
         assert_eq!(Price::parse_limit("0.25").unwrap(), Price(1u128 << 62));
         assert_eq!(Price::parse_limit("25e-2").unwrap(), Price(1u128 << 62));
-        assert_eq!(Price::parse_limit("1000000000000").unwrap(), Price::MAX_LIMIT);
+        assert_eq!(
+            Price::parse_limit("1000000000000").unwrap(),
+            Price::MAX_LIMIT
+        );
     }
 
     #[test]
@@ -353,11 +370,26 @@ mod tests {
         for text in ["", ".", "abc", "1.2.3", "1e", "--1", "1,5", "0x10", "1e999"] {
             assert!(Price::parse_limit(text).is_err(), "{text:?} accepted");
         }
-        assert!(matches!(Price::parse_limit("0"), Err(PriceError::NotPositive(_))));
-        assert!(matches!(Price::parse_limit("0.000"), Err(PriceError::NotPositive(_))));
-        assert!(matches!(Price::parse_limit("-3"), Err(PriceError::NotPositive(_))));
-        assert!(matches!(Price::parse_limit("1e13"), Err(PriceError::OutOfRange { .. })));
-        assert!(matches!(Price::parse_limit("1e-11"), Err(PriceError::OutOfRange { .. })));
+        assert!(matches!(
+            Price::parse_limit("0"),
+            Err(PriceError::NotPositive(_))
+        ));
+        assert!(matches!(
+            Price::parse_limit("0.000"),
+            Err(PriceError::NotPositive(_))
+        ));
+        assert!(matches!(
+            Price::parse_limit("-3"),
+            Err(PriceError::NotPositive(_))
+        ));
+        assert!(matches!(
+            Price::parse_limit("1e13"),
+            Err(PriceError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            Price::parse_limit("1e-11"),
+            Err(PriceError::OutOfRange { .. })
+        ));
     }
 
     #[test]
@@ -367,7 +399,10 @@ mod tests {
             let price = Price::parse_limit(&text).unwrap();
             let expected = 1.2345678 * 10f64.powi(exponent);
             let relative_error = (price.to_f64() - expected).abs() / expected;
-            assert!(relative_error < 1e-9, "{text}: relative error {relative_error}");
+            assert!(
+                relative_error < 1e-9,
+                "{text}: relative error {relative_error}"
+            );
             // and 1.2345679e.. is a different price
             let next = Price::parse_limit(&format!("1.2345679e{exponent}")).unwrap();
             assert!(next > price);
@@ -377,7 +412,10 @@ mod tests {
     #[test]
     fn fractions() {
         assert_eq!(Fraction::parse("0.5").unwrap(), Fraction(1 << 63));
-        assert_eq!(Fraction::parse("0.000030517578125").unwrap(), Fraction::power_of_two(15));
+        assert_eq!(
+            Fraction::parse("0.000030517578125").unwrap(),
+            Fraction::power_of_two(15)
+        );
         assert_eq!(Fraction::parse("0").unwrap(), Fraction::ZERO);
         assert!(Fraction::parse("1").is_err());
         assert!(Fraction::parse("-0.1").is_err());

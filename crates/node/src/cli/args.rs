@@ -4,9 +4,13 @@ use walras_types::{Fraction, MAX_ASSETS};
 
 /// An asset count in 2..=MAX_ASSETS.
 pub fn asset_count(text: &str) -> Result<usize, String> {
-    let count: usize = text.parse().map_err(|_| format!("'{text}' is not a whole number"))?;
+    let count: usize = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a whole number"))?;
     if !(2..=MAX_ASSETS).contains(&count) {
-        return Err(format!("{count} is out of range: use 2..={MAX_ASSETS} assets"));
+        return Err(format!(
+            "{count} is out of range: use 2..={MAX_ASSETS} assets"
+        ));
     }
     Ok(count)
 }
@@ -14,8 +18,9 @@ pub fn asset_count(text: &str) -> Result<usize, String> {
 /// A fraction in [0, 1): a decimal (`0.001`) or a power of two (`2^-10`).
 pub fn fraction(text: &str) -> Result<Fraction, String> {
     if let Some(exponent) = text.strip_prefix("2^-") {
-        let exponent: u32 =
-            exponent.parse().map_err(|_| format!("'{text}': expected 2^-K with K in 1..=63"))?;
+        let exponent: u32 = exponent
+            .parse()
+            .map_err(|_| format!("'{text}': expected 2^-K with K in 1..=63"))?;
         if !(1..=63).contains(&exponent) {
             return Err(format!("'{text}': expected 2^-K with K in 1..=63"));
         }
@@ -39,7 +44,10 @@ mod tests {
     #[test]
     fn parses_fractions_both_ways() {
         assert_eq!(fraction("2^-15").unwrap(), Fraction::power_of_two(15));
-        assert_eq!(fraction("0.0009765625").unwrap(), Fraction::power_of_two(10));
+        assert_eq!(
+            fraction("0.0009765625").unwrap(),
+            Fraction::power_of_two(10)
+        );
         assert!(fraction("2^-0").is_err());
         assert!(fraction("1.5").is_err());
         assert!(asset_count("1").is_err());

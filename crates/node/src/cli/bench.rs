@@ -19,7 +19,11 @@ pub struct ClearingBenchArgs {
     #[arg(long, default_value = "50", value_parser = args::asset_count)]
     assets: usize,
     /// Batch sizes, comma-separated
-    #[arg(long, value_delimiter = ',', default_value = "10000,100000,500000,1000000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "10000,100000,500000,1000000"
+    )]
     offers: Vec<usize>,
     /// Models, comma-separated: cycles, skewed, wide
     #[arg(long, value_delimiter = ',', default_value = "cycles,skewed,wide")]
@@ -86,7 +90,15 @@ fn bench_clearing(args: ClearingBenchArgs) -> Result<(), CliError> {
         );
         println!(
             "{:<7} {:>8} {:>5} {:>9} {:>6} {:>9} {:>9} {:>10} {:>10} {:>11}",
-            "model", "offers", "conv", "iters", "", "millis", "prepare", "query_us", "cold_us",
+            "model",
+            "offers",
+            "conv",
+            "iters",
+            "",
+            "millis",
+            "prepare",
+            "query_us",
+            "cold_us",
             "unrealized"
         );
     }
@@ -114,7 +126,12 @@ fn run_instance(
     offers: usize,
     seed: u64,
 ) -> Result<InstanceFigures, CliError> {
-    let workload = OfferWorkload { assets: args.assets, offers, seed, model };
+    let workload = OfferWorkload {
+        assets: args.assets,
+        offers,
+        seed,
+        model,
+    };
     workload.validate().map_err(CliError)?;
     let generated = generate_offers(&workload);
     let prepare_started = Instant::now();
@@ -128,8 +145,12 @@ fn run_instance(
         ..ClearingParams::default()
     };
     let clearing = clear(&books, &params)?;
-    let prices: Vec<f64> =
-        clearing.settlement.valuations.iter().map(|valuation| valuation.0 as f64).collect();
+    let prices: Vec<f64> = clearing
+        .settlement
+        .valuations
+        .iter()
+        .map(|valuation| valuation.0 as f64)
+        .collect();
     let (warm, cold) = time_queries(&books, &prices, args.mu.to_f64(), args.queries);
     Ok(InstanceFigures {
         model: model.name().to_string(),

@@ -137,7 +137,11 @@ fn report(
         assets: args.assets,
         offers,
         prices: settlement.valuations.iter().map(relative).collect(),
-        valuations: settlement.valuations.iter().map(|valuation| valuation.0).collect(),
+        valuations: settlement
+            .valuations
+            .iter()
+            .map(|valuation| valuation.0)
+            .collect(),
         trades: settlement
             .pairs
             .iter()
@@ -181,16 +185,21 @@ fn print_summary(out: &mut impl Write, report: &ClearReport) -> std::io::Result<
         "{} offers over {} assets: {} after {} iterations",
         report.offers,
         report.assets,
-        if report.converged { "converged" } else { "did not converge" },
+        if report.converged {
+            "converged"
+        } else {
+            "did not converge"
+        },
         report.iterations
     )?;
     writeln!(
         out,
         "{} pairs traded; unrealized/realized utility {}; achieved ε {:.3e}, μ {:.3e}",
         report.trades.len(),
-        report
-            .unrealized_utility_ratio
-            .map_or("n/a (nothing traded)".to_string(), |ratio| format!("{:.3}%", ratio * 100.0)),
+        report.unrealized_utility_ratio.map_or(
+            "n/a (nothing traded)".to_string(),
+            |ratio| format!("{:.3}%", ratio * 100.0)
+        ),
         report.achieved_epsilon,
         report.achieved_mu
     )?;
@@ -203,5 +212,8 @@ fn print_summary(out: &mut impl Write, report: &ClearReport) -> std::io::Result<
         report.prepare_millis,
         report.read_millis
     )?;
-    writeln!(out, "use --json for prices and trades, --fills FILE for per-offer fills")
+    writeln!(
+        out,
+        "use --json for prices and trades, --fills FILE for per-offer fills"
+    )
 }
