@@ -1,24 +1,44 @@
 //! Order books laid out for demand queries (SPEEDEX appendix G, §9.2).
 //!
 //! Offers are grouped by ordered pair (counting sort on the pair) and sorted within a pair in the
-//! canonical order (limit price, account, offer id). For each pair the book keeps one
-//! [`CurvePoint`] per offer plus a sentinel: the offer's limit price and the *exclusive* prefix
-//! sums of amount and amount × limit price before it. A demand query then needs, per pair, two
-//! searches for partition points and reads everything it needs from the two points found — one
-//! cache line each. Exact `u64` prefix sums of amounts sit beside them for settlement.
+//! canonical order (limit price, account, offer id).
+//!
+//! For demand queries each pair's supply curve is cut into [`Block`]s of [`BLOCK_OFFERS`] offers,
+//! aligned to cache lines: the offers' limit prices and the block-local running sums of amount and
+//! amount × limit, as floats. Beside them, per block, a *pivot*: the block's first limit price and
+//! the prefix sums before the block. A search finds its block in the small pivot array (walked in
+//! pair order, so it streams through the cache), counts the passing limits inside the block with
+//! independent compares, and reads one running sum of each kind. Exact `u64` prefix sums of amounts sit beside all
+//! this for settlement.
 
 use walras_types::{Offer, Price, MAX_AMOUNT};
 
-/// One offer's place on its pair's supply curve (floats: heuristics only).
-#[repr(C)]
+/// Offers per [`Block`].
+pub const BLOCK_OFFERS: usize = 16;
+
+/// Up to [`BLOCK_OFFERS`] consecutive offers of one pair (floats: heuristics only): five cache
+/// lines, of which a search reads two — the limits, and the line holding its running sums.
+///
+/// Limits are stored as `f32` (16 per cache line). Rounding a limit by up to 6e-8 of its value
+/// moves where a demand query puts that one offer relative to the rate by as much; the smoothed
+/// demand is continuous there, so the effect on tâtonnement is negligible, and nothing exact ever
+/// reads these floats. Unused slots hold limit `+inf` and repeat the block's totals.
+#[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct CurvePoint {
-    /// This offer's limit price; `+inf` for the sentinel after the last offer.
-    pub limit: f64,
-    /// Sum of the amounts of the offers before this one.
-    pub cum_amount: f64,
-    /// Sum of amount × limit price of the offers before this one.
-    pub cum_amount_limit: f64,
+pub struct Block {
+    pub limits: [f32; BLOCK_OFFERS],
+    /// Amount and amount × limit of this block's offers up to and including each slot.
+    pub through: [PrefixSums; BLOCK_OFFERS],
+}
+
+/// Prefix sums before a block (floats: heuristics only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PrefixSums {
+    /// Sum of the amounts of the offers before the block.
+    pub amount: f64,
+    /// Sum of amount × limit price of the offers before the block.
+    pub amount_limit: f64,
 }
 
 /// The offers selling `sell` for `buy`.
@@ -28,7 +48,10 @@ pub struct PairBook {
     pub buy: u16,
     offers_start: u32,
     offers_end: u32,
-    points_start: u32,
+    /// First block (and pivot) of this pair.
+    blocks_start: u32,
+    /// First exact prefix sum of this pair (offers_start + index of the pair).
+    exact_start: u32,
 }
 
 impl PairBook {
@@ -38,6 +61,11 @@ impl PairBook {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Blocks holding this pair's offers.
+    pub fn block_count(&self) -> usize {
+        self.len().div_ceil(BLOCK_OFFERS)
     }
 }
 
@@ -118,7 +146,13 @@ pub struct OrderBooks {
     assets: usize,
     offers: Vec<Offer>,
     pairs: Vec<PairBook>,
-    points: Vec<CurvePoint>,
+    blocks: Vec<Block>,
+    /// Per block: its first limit price (as stored in the block).
+    pivot_limits: Vec<f32>,
+    /// Per block: prefix sums before it.
+    pivot_sums: Vec<PrefixSums>,
+    /// Per pair: total amount and amount × limit (the prefix sums after its last offer).
+    pair_totals: Vec<PrefixSums>,
     exact_cum_amount: Vec<u64>,
 }
 
@@ -134,13 +168,16 @@ impl OrderBooks {
         let mut offers = offers;
         sort_pairs(&mut offers, &pair_bounds, threads.max(1));
         let pairs = pair_books(&pair_bounds, assets);
-        let (points, exact_cum_amount) = curve_points(&offers, &pairs);
+        let curves = Curves::build(&offers, &pairs);
         Ok(OrderBooks {
             assets,
             offers,
             pairs,
-            points,
-            exact_cum_amount,
+            blocks: curves.blocks,
+            pivot_limits: curves.pivot_limits,
+            pivot_sums: curves.pivot_sums,
+            pair_totals: curves.pair_totals,
+            exact_cum_amount: curves.exact_cum_amount,
         })
     }
 
@@ -162,24 +199,44 @@ impl OrderBooks {
         &self.offers[pair.offers_start as usize..pair.offers_end as usize]
     }
 
-    /// The pair's curve points: one per offer, then a sentinel with limit `+inf`.
+    /// The pair's blocks.
     #[inline]
-    pub fn points(&self, pair: &PairBook) -> &[CurvePoint] {
-        let start = pair.points_start as usize;
-        &self.points[start..start + pair.len() + 1]
+    pub fn blocks(&self, pair: &PairBook) -> &[Block] {
+        let start = pair.blocks_start as usize;
+        &self.blocks[start..start + pair.block_count()]
+    }
+
+    /// The first limit price of each of the pair's blocks.
+    #[inline]
+    pub fn pivot_limits(&self, pair: &PairBook) -> &[f32] {
+        let start = pair.blocks_start as usize;
+        &self.pivot_limits[start..start + pair.block_count()]
+    }
+
+    /// Prefix sums before each of the pair's blocks.
+    #[inline]
+    pub fn pivot_sums(&self, pair: &PairBook) -> &[PrefixSums] {
+        let start = pair.blocks_start as usize;
+        &self.pivot_sums[start..start + pair.block_count()]
+    }
+
+    /// The pair's totals: amount and amount × limit over all its offers.
+    #[inline]
+    pub fn pair_totals(&self, pair_index: usize) -> PrefixSums {
+        self.pair_totals[pair_index]
     }
 
     /// Exact prefix sums of the pair's amounts: entry j is the amount of its first j offers.
     #[inline]
     pub fn cumulative_amounts(&self, pair: &PairBook) -> &[u64] {
-        let start = pair.points_start as usize;
+        let start = pair.exact_start as usize;
         &self.exact_cum_amount[start..start + pair.len() + 1]
     }
 
     /// Exact amount of the pair's first `count` offers (in canonical order).
     #[inline]
     pub fn amount_before(&self, pair: &PairBook, count: usize) -> u64 {
-        self.exact_cum_amount[pair.points_start as usize + count]
+        self.exact_cum_amount[pair.exact_start as usize + count]
     }
 
     /// How many of the pair's offers have a limit price `<= rate` (they may trade at `rate`).
@@ -302,49 +359,82 @@ fn sort_pairs(offers: &mut [Offer], bounds: &[usize], threads: usize) {
 
 fn pair_books(bounds: &[usize], assets: usize) -> Vec<PairBook> {
     let mut pairs = Vec::new();
-    let mut points_start = 0u32;
+    let mut blocks_start = 0u32;
     for (index, window) in bounds.windows(2).enumerate() {
         if window[0] == window[1] {
             continue;
         }
-        pairs.push(PairBook {
+        let pair = PairBook {
             sell: (index / assets) as u16,
             buy: (index % assets) as u16,
             offers_start: window[0] as u32,
             offers_end: window[1] as u32,
-            points_start,
-        });
-        points_start += (window[1] - window[0]) as u32 + 1;
+            blocks_start,
+            exact_start: (window[0] + pairs.len()) as u32,
+        };
+        blocks_start += pair.block_count() as u32;
+        pairs.push(pair);
     }
     pairs
 }
 
-fn curve_points(offers: &[Offer], pairs: &[PairBook]) -> (Vec<CurvePoint>, Vec<u64>) {
-    let total = offers.len() + pairs.len();
-    let mut points = Vec::with_capacity(total);
-    let mut exact = Vec::with_capacity(total);
-    for pair in pairs {
-        let mut cum_amount = 0u64;
-        let mut cum_amount_limit = 0.0f64;
-        for offer in &offers[pair.offers_start as usize..pair.offers_end as usize] {
-            let limit = offer.min_price.to_f64();
-            points.push(CurvePoint {
-                limit,
-                cum_amount: cum_amount as f64,
-                cum_amount_limit,
-            });
-            exact.push(cum_amount);
-            cum_amount += offer.amount; // bounded by the per-asset cap checked in validate()
-            cum_amount_limit += offer.amount as f64 * limit;
+/// The float curves of every pair, and the exact prefix sums.
+struct Curves {
+    blocks: Vec<Block>,
+    pivot_limits: Vec<f32>,
+    pivot_sums: Vec<PrefixSums>,
+    pair_totals: Vec<PrefixSums>,
+    exact_cum_amount: Vec<u64>,
+}
+
+impl Curves {
+    fn build(offers: &[Offer], pairs: &[PairBook]) -> Curves {
+        let block_total = pairs.iter().map(PairBook::block_count).sum();
+        let mut curves = Curves {
+            blocks: Vec::with_capacity(block_total),
+            pivot_limits: Vec::with_capacity(block_total),
+            pivot_sums: Vec::with_capacity(block_total),
+            pair_totals: Vec::with_capacity(pairs.len()),
+            exact_cum_amount: Vec::with_capacity(offers.len() + pairs.len()),
+        };
+        for pair in pairs {
+            curves.add_pair(&offers[pair.offers_start as usize..pair.offers_end as usize]);
         }
-        points.push(CurvePoint {
-            limit: f64::INFINITY,
-            cum_amount: cum_amount as f64,
-            cum_amount_limit,
-        });
-        exact.push(cum_amount);
+        curves
     }
-    (points, exact)
+
+    fn add_pair(&mut self, offers: &[Offer]) {
+        let mut sums = PrefixSums::default();
+        let mut exact = 0u64;
+        for chunk in offers.chunks(BLOCK_OFFERS) {
+            let mut block = Block {
+                limits: [f32::INFINITY; BLOCK_OFFERS],
+                through: [PrefixSums::default(); BLOCK_OFFERS],
+            };
+            self.pivot_sums.push(sums);
+            let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
+            for slot in 0..BLOCK_OFFERS {
+                if let Some(offer) = chunk.get(slot) {
+                    let limit = offer.min_price.to_f64();
+                    block.limits[slot] = limit as f32;
+                    amount += offer.amount as f64;
+                    amount_limit += offer.amount as f64 * limit;
+                    self.exact_cum_amount.push(exact);
+                    exact += offer.amount; // bounded by the per-asset cap checked in validate()
+                }
+                block.through[slot] = PrefixSums {
+                    amount,
+                    amount_limit,
+                };
+            }
+            sums.amount += amount;
+            sums.amount_limit += amount_limit;
+            self.pivot_limits.push(block.limits[0]);
+            self.blocks.push(block);
+        }
+        self.exact_cum_amount.push(exact);
+        self.pair_totals.push(sums);
+    }
 }
 
 #[cfg(test)]
@@ -378,9 +468,10 @@ mod tests {
             assert_eq!((pair.sell, pair.buy), (0, 1));
             let ids: Vec<u64> = books.offers(&pair).iter().map(|offer| offer.id.0).collect();
             assert_eq!(ids, vec![3, 4, 2]); // price 0.5, then 1.5 by account (1 < 2)
-            let points = books.points(&pair);
-            assert_eq!(points.len(), 4);
-            assert_eq!(points[3].cum_amount, 14.0);
+            assert_eq!(books.blocks(&pair).len(), 1);
+            assert_eq!(books.blocks(&pair)[0].limits[3], f32::INFINITY);
+            assert_eq!(books.pair_totals(0).amount, 14.0);
+            assert_eq!(books.cumulative_amounts(&pair), &[0, 3, 7, 14]);
             assert_eq!(books.amount_before(&pair, 2), 7);
             assert_eq!(books.count_at_or_below(&pair, Price::from_f64(1.5)), 3);
             assert_eq!(books.count_below(&pair, Price::from_f64(1.5)), 1);

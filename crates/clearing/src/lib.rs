@@ -72,6 +72,9 @@ pub struct Clearing {
     pub iterations: u64,
     /// Index of that instance among the controls.
     pub instance: usize,
+    /// Demand queries made by all instances, and the mean time of one.
+    pub queries: u64,
+    pub query_micros_mean: f64,
     pub quality: Quality,
     /// Time to compute prices (tâtonnement).
     pub price_millis: f64,
@@ -163,7 +166,15 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
     let (instance, settlement, quality) = best.expect("at least one instance ran");
     let converged =
         outcome.winner.is_some() && settlement.lp_with_lower_bounds && settlement.lower_bounds_met;
+    let queries: u64 = outcome.results.iter().map(|result| result.queries).sum();
+    let query_nanos: u64 = outcome
+        .results
+        .iter()
+        .map(|result| result.query_nanos)
+        .sum();
     Ok(Clearing {
+        queries,
+        query_micros_mean: query_nanos as f64 / 1e3 / queries.max(1) as f64,
         converged,
         iterations: outcome.results[instance].iterations,
         instance,

@@ -99,6 +99,9 @@ pub struct InstanceResult {
     pub prices: Vec<f64>,
     pub iterations: u64,
     pub converged: bool,
+    /// Demand queries made and the time spent in them.
+    pub queries: u64,
+    pub query_nanos: u64,
 }
 
 /// Every instance's result and which one converged first, if any.
@@ -190,6 +193,8 @@ struct Instance<'b> {
     iterations: u64,
     converged: bool,
     flow_bounds: Vec<PairFlowBounds>,
+    queries: u64,
+    query_nanos: u64,
 }
 
 impl<'b> Instance<'b> {
@@ -209,13 +214,17 @@ impl<'b> Instance<'b> {
             iterations: 0,
             converged: false,
             flow_bounds: Vec::with_capacity(books.pairs().len()),
+            queries: 0,
+            query_nanos: 0,
         }
     }
 
     /// Runs up to `iterations` iterations; true once converged.
     fn run(&mut self, iterations: u32, params: &RaceParams) -> bool {
         if self.heuristic.is_infinite() {
+            let started = Instant::now();
             demand::query(self.books, &self.prices, params.mu, &mut self.current);
+            self.count_query(started);
             self.heuristic = heuristic(&self.current);
             self.converged = self.check_converged(params, true);
         }
@@ -235,7 +244,9 @@ impl<'b> Instance<'b> {
     fn iterate(&mut self, params: &RaceParams) {
         self.iterations += 1;
         self.propose();
+        let started = Instant::now();
         demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
+        self.count_query(started);
         let trial_heuristic = heuristic(&self.trial);
         if trial_heuristic < self.heuristic {
             std::mem::swap(&mut self.prices, &mut self.trial_prices);
@@ -287,12 +298,19 @@ impl<'b> Instance<'b> {
         flow::circulation_feasible(self.books.assets(), &self.flow_bounds, params.epsilon)
     }
 
+    fn count_query(&mut self, started: Instant) {
+        self.queries += 1;
+        self.query_nanos += started.elapsed().as_nanos() as u64;
+    }
+
     fn into_result(self) -> InstanceResult {
         InstanceResult {
             control: self.control,
             prices: self.prices,
             iterations: self.iterations,
             converged: self.converged,
+            queries: self.queries,
+            query_nanos: self.query_nanos,
         }
     }
 }
@@ -325,7 +343,7 @@ pub fn initial_guess(books: &OrderBooks) -> Vec<f64> {
         .pairs()
         .iter()
         .map(|pair| {
-            let median = books.points(pair)[pair.len() / 2].limit;
+            let median = books.offers(pair)[pair.len() / 2].min_price.to_f64();
             (
                 pair.sell as usize,
                 pair.buy as usize,

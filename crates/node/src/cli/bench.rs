@@ -42,9 +42,15 @@ pub struct ClearingBenchArgs {
     timeout_ms: u64,
     #[arg(long, default_value = "1", value_parser = args::thread_count)]
     threads: usize,
-    /// Demand queries timed per instance
+    /// Demand queries timed per instance, after clearing, at the clearing prices moved randomly
     #[arg(long, default_value_t = 300)]
     queries: usize,
+    /// Largest relative move of each price between two timed queries
+    #[arg(long, default_value_t = 1e-3)]
+    jitter: f64,
+    /// Start tâtonnement from equal valuations instead of the fit to the books
+    #[arg(long)]
+    cold_start: bool,
     /// Print one JSON object per instance instead of the table
     #[arg(long)]
     json: bool,
@@ -61,6 +67,8 @@ struct InstanceFigures {
     price_millis: f64,
     settle_millis: f64,
     prepare_millis: f64,
+    queries: u64,
+    query_micros_tatonnement: f64,
     query_micros_warm: f64,
     query_micros_cold: f64,
     unrealized_utility_ratio: f64,
@@ -89,16 +97,17 @@ fn bench_clearing(args: ClearingBenchArgs) -> Result<(), CliError> {
             args.seeds
         );
         println!(
-            "{:<7} {:>8} {:>5} {:>9} {:>6} {:>9} {:>9} {:>10} {:>10} {:>11}",
+            "{:<7} {:>8} {:>5} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10}",
             "model",
             "offers",
             "conv",
             "iters",
-            "",
+            "queries",
             "millis",
             "prepare",
-            "query_us",
-            "cold_us",
+            "tat_q_us",
+            "warm_q_us",
+            "cold_q_us",
             "unrealized"
         );
     }
@@ -142,6 +151,7 @@ fn run_instance(
         mu: args.mu,
         timeout: Duration::from_millis(args.timeout_ms),
         threads: args.threads,
+        start_prices: args.cold_start.then(|| vec![1.0; args.assets]),
         ..ClearingParams::default()
     };
     let clearing = clear(&books, &params)?;
@@ -151,7 +161,7 @@ fn run_instance(
         .iter()
         .map(|valuation| valuation.0 as f64)
         .collect();
-    let (warm, cold) = time_queries(&books, &prices, args.mu.to_f64(), args.queries);
+    let (warm, cold) = time_queries(&books, &prices, args.mu.to_f64(), args.queries, args.jitter);
     Ok(InstanceFigures {
         model: model.name().to_string(),
         offers,
@@ -162,6 +172,8 @@ fn run_instance(
         price_millis: clearing.price_millis,
         settle_millis: clearing.settle_millis,
         prepare_millis,
+        queries: clearing.queries,
+        query_micros_tatonnement: clearing.query_micros_mean,
         query_micros_warm: warm,
         query_micros_cold: cold,
         unrealized_utility_ratio: clearing.quality.unrealized_utility_ratio,
@@ -171,14 +183,20 @@ fn run_instance(
 }
 
 /// Median single-thread demand-query time in µs: warm (search hints from the previous query,
-/// prices moving by up to 0.1% as in late tâtonnement) and cold (fresh hints each time).
-fn time_queries(books: &OrderBooks, prices: &[f64], mu: f64, queries: usize) -> (f64, f64) {
+/// each price moved by up to `jitter` relative) and cold (fresh hints each time).
+fn time_queries(
+    books: &OrderBooks,
+    prices: &[f64],
+    mu: f64,
+    queries: usize,
+    jitter: f64,
+) -> (f64, f64) {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut jitter = || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        1.0 + ((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2e-3
+        1.0 + ((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2.0 * jitter
     };
     let mut workspace = DemandWorkspace::new(books);
     let mut trial = prices.to_vec();
@@ -198,6 +216,14 @@ fn time_queries(books: &OrderBooks, prices: &[f64], mu: f64, queries: usize) -> 
             cold.push(started.elapsed().as_secs_f64() * 1e6);
         }
     }
+    if std::env::var_os("WALRAS_BENCH_MIN").is_some() {
+        let fastest = |values: &[f64]| values.iter().cloned().fold(f64::INFINITY, f64::min);
+        eprintln!(
+            "fastest warm {:.1} µs, cold {:.1} µs",
+            fastest(&warm),
+            fastest(&cold)
+        );
+    }
     (median(&mut warm), median(&mut cold))
 }
 
@@ -213,15 +239,16 @@ fn print_row(model: OfferModel, offers: usize, figures: &[InstanceFigures]) {
     };
     let converged = figures.iter().filter(|figure| figure.converged).count();
     println!(
-        "{:<7} {:>8} {:>2}/{:<2} {:>9.0} {:>6} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>10.3}%",
+        "{:<7} {:>8} {:>2}/{:<2} {:>6.0} {:>7.0} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.4}%",
         model.name(),
         offers,
         converged,
         figures.len(),
         pick(|figure| figure.iterations as f64),
-        "",
+        pick(|figure| figure.queries as f64),
         pick(|figure| figure.millis),
         pick(|figure| figure.prepare_millis),
+        pick(|figure| figure.query_micros_tatonnement),
         pick(|figure| figure.query_micros_warm),
         pick(|figure| figure.query_micros_cold),
         pick(|figure| figure.unrealized_utility_ratio) * 100.0,
