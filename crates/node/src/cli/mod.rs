@@ -3,6 +3,7 @@
 mod args;
 mod bench;
 mod clear;
+mod demo;
 mod gen;
 
 use clap::{Parser, Subcommand};
@@ -17,6 +18,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the main job on the embedded default: a batch generated, cleared and verified.
+    Demo(demo::DemoArgs),
     /// Clear a batch of limit sell offers from a CSV file.
     Clear(clear::ClearArgs),
     /// Generate workloads.
@@ -45,6 +48,7 @@ impl<E: std::error::Error> From<E> for CliError {
 
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
+        Command::Demo(args) => demo::run(args),
         Command::Clear(args) => clear::run(args),
         Command::Gen(command) => gen::run(command),
         Command::Bench(command) => bench::run(command),
