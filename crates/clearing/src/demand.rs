@@ -11,12 +11,14 @@
 //! where `lo` counts offers with `l < (1 − μ) r`, `hi` those with `l ≤ r`, `A` is the prefix sum of
 //! amounts and `AL` of amount × limit. Each search first tries the block the previous query of
 //! the same instance ended in (two pivot loads confirm it still brackets the answer); otherwise it
-//! binary-searches the pair's pivots. It then counts inside one block (see [`crate::book`]). The
-//! next pairs' hinted blocks are prefetched while the current pair is computed.
+//! binary-searches the pair's pivots. It then counts inside one block (see [`crate::book`]). A
+//! query runs in two passes — locate every pair's blocks (prefetching them), then finish — so the
+//! cache misses of different pairs overlap.
 //!
 //! Everything is reported in *value* (amount × valuation), the unit tâtonnement normalises by.
 
 use crate::book::{OrderBooks, PairBook, PrefixSums, BLOCK_OFFERS};
+use crate::grid::SupplyGrid;
 
 /// Per-query outputs and the search hints carried between queries of one tâtonnement instance.
 #[derive(Clone, Debug)]
@@ -33,6 +35,8 @@ pub struct DemandWorkspace {
     /// Per non-empty pair: value of offers that may trade (limit ≤ r).
     pub pair_upper_value: Vec<f64>,
     inverse_prices: Vec<f64>,
+    /// Per non-empty pair: the rate of the current query.
+    rates: Vec<f64>,
 }
 
 impl DemandWorkspace {
@@ -46,6 +50,7 @@ impl DemandWorkspace {
             pair_lower_value: vec![0.0; pairs],
             pair_upper_value: vec![0.0; pairs],
             inverse_prices: vec![0.0; books.assets()],
+            rates: vec![0.0; pairs],
         }
     }
 }
@@ -58,49 +63,145 @@ pub fn query(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut Demand
     for (inverse, price) in workspace.inverse_prices.iter_mut().zip(prices) {
         *inverse = 1.0 / price;
     }
+    locate_all(books, prices, mu, workspace);
+    finish_all(books, prices, mu, workspace);
+}
+
+/// First pass: per pair, the rate and the block each search ends in, found from the small pivot
+/// arrays (read in pair order, so they stream through the cache); the lines the second pass will
+/// read are requested meanwhile, so their latencies overlap across pairs instead of adding up.
+fn locate_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut DemandWorkspace) {
     let band_start = 1.0 - mu;
-    let pairs = books.pairs();
-    for index in 0..pairs.len().min(PREFETCH_DISTANCE) {
-        prefetch_pair(books, workspace, index);
-    }
-    for (index, pair) in pairs.iter().enumerate() {
-        if index + PREFETCH_DISTANCE < pairs.len() {
-            prefetch_pair(books, workspace, index + PREFETCH_DISTANCE);
-        }
-        let sell_price = prices[pair.sell as usize];
-        let rate = sell_price * workspace.inverse_prices[pair.buy as usize];
-        let high = search(books, pair, &mut workspace.hint_high[index], |limit| {
-            limit <= rate
+    for (index, pair) in books.pairs().iter().enumerate() {
+        let rate = prices[pair.sell as usize] * workspace.inverse_prices[pair.buy as usize];
+        workspace.rates[index] = rate;
+        // Limits are stored as f32; compare in f32 (the rounding is as harmless, see book.rs).
+        let (rate_f32, threshold_f32) = (rate as f32, (rate * band_start) as f32);
+        locate(books, pair, &mut workspace.hint_high[index], |limit| {
+            limit <= rate_f32
         });
-        let threshold = rate * band_start;
+        if mu > 0.0 {
+            locate(books, pair, &mut workspace.hint_low[index], |limit| {
+                limit < threshold_f32
+            });
+        }
+    }
+}
+
+/// Second pass: per pair, the prefix sums at both searches' answers and the smoothed demand.
+fn finish_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut DemandWorkspace) {
+    let band_start = 1.0 - mu;
+    let inverse_mu = if mu > 0.0 { 1.0 / mu } else { 0.0 };
+    for (index, pair) in books.pairs().iter().enumerate() {
+        let rate = workspace.rates[index];
+        let (rate_f32, threshold_f32) = (rate as f32, (rate * band_start) as f32);
+        let high = finish(books, pair, &mut workspace.hint_high[index], |limit| {
+            limit <= rate_f32
+        });
         let low = if mu > 0.0 {
-            search(books, pair, &mut workspace.hint_low[index], |limit| {
-                limit < threshold
+            finish(books, pair, &mut workspace.hint_low[index], |limit| {
+                limit < threshold_f32
             })
         } else {
             high
         };
-        let band_amount = high.amount - low.amount;
-        let partial = if band_amount > 0.0 {
-            let band_amount_limit = high.amount_limit - low.amount_limit;
-            ((rate * band_amount - band_amount_limit) / (rate * mu)).clamp(0.0, band_amount)
-        } else {
-            0.0
-        };
-        let value = (low.amount + partial) * sell_price;
-        workspace.sold_value[pair.sell as usize] += value;
-        workspace.bought_value[pair.buy as usize] += value;
+        let (sell, buy) = (pair.sell as usize, pair.buy as usize);
+        let sell_price = prices[sell];
+        // 1/r = p_buy / p_sell: no division here.
+        let inverse_rate = prices[buy] * workspace.inverse_prices[sell];
+        let value = smoothed_supply(low, high, inverse_rate, inverse_mu) * sell_price;
+        workspace.sold_value[sell] += value;
+        workspace.bought_value[buy] += value;
         workspace.pair_lower_value[index] = low.amount * sell_price;
         workspace.pair_upper_value[index] = high.amount * sell_price;
     }
 }
 
-/// Pairs ahead whose hinted blocks are requested before they are needed: the per-pair work is
-/// short, so the loads of one pair overlap the arithmetic of the previous few.
-const PREFETCH_DISTANCE: usize = 4;
+/// Smoothed supply from the prefix sums at `lo` and `hi`: everything below the band, and the
+/// band's offers in proportion to how far the rate clears them.
+#[inline]
+fn smoothed_supply(low: PrefixSums, high: PrefixSums, inverse_rate: f64, inverse_mu: f64) -> f64 {
+    let band_amount = high.amount - low.amount;
+    if band_amount <= 0.0 {
+        return low.amount;
+    }
+    let band_amount_limit = high.amount_limit - low.amount_limit;
+    let partial = (band_amount - band_amount_limit * inverse_rate) * inverse_mu;
+    low.amount + partial.clamp(0.0, band_amount)
+}
+
+/// Smoothed demand at `prices` read from the supply `grid` (see [`crate::grid`]): what
+/// tâtonnement's steps use. A pair whose rate falls outside its table is searched exactly. Pair
+/// bounds are not computed: use [`query`] for those.
+pub fn query_grid(
+    books: &OrderBooks,
+    grid: &SupplyGrid,
+    prices: &[f64],
+    workspace: &mut DemandWorkspace,
+) {
+    debug_assert_eq!(prices.len(), books.assets());
+    workspace.sold_value.fill(0.0);
+    workspace.bought_value.fill(0.0);
+    for (inverse, price) in workspace.inverse_prices.iter_mut().zip(prices) {
+        *inverse = 1.0 / price;
+    }
+    let pairs = books.pairs();
+    let rate_of = |index: usize, inverse_prices: &[f64]| {
+        let pair = &pairs[index];
+        prices[pair.sell as usize] * inverse_prices[pair.buy as usize]
+    };
+    // Pairs come sorted by sell asset: sum its sales locally rather than through memory.
+    let mut selling = pairs.first().map_or(0, |pair| pair.sell as usize);
+    let mut sold = 0.0;
+    for (index, pair) in pairs.iter().enumerate() {
+        if index + GRID_PREFETCH_DISTANCE < pairs.len() {
+            let ahead = index + GRID_PREFETCH_DISTANCE;
+            let address = grid.address(ahead, rate_of(ahead, &workspace.inverse_prices));
+            prefetch(address as *const i8);
+        }
+        let rate = rate_of(index, &workspace.inverse_prices);
+        let supply = match grid.supply(index, rate) {
+            Some(supply) => supply,
+            None => exact_pair_supply(books, pair, index, rate, grid.mu(), workspace),
+        };
+        let value = supply * prices[pair.sell as usize];
+        if pair.sell as usize != selling {
+            workspace.sold_value[selling] += sold;
+            (selling, sold) = (pair.sell as usize, 0.0);
+        }
+        sold += value;
+        workspace.bought_value[pair.buy as usize] += value;
+    }
+    if !pairs.is_empty() {
+        workspace.sold_value[selling] += sold;
+    }
+}
+
+/// Pairs ahead whose table entries are requested before they are read.
+const GRID_PREFETCH_DISTANCE: usize = 8;
+
+/// Smoothed supply of one pair by exact search (the grid's fallback).
+fn exact_pair_supply(
+    books: &OrderBooks,
+    pair: &PairBook,
+    index: usize,
+    rate: f64,
+    mu: f64,
+    workspace: &mut DemandWorkspace,
+) -> f64 {
+    let (rate_f32, threshold_f32) = (rate as f32, (rate * (1.0 - mu)) as f32);
+    let high_hint = &mut workspace.hint_high[index];
+    locate(books, pair, high_hint, |limit| limit <= rate_f32);
+    let high = finish(books, pair, high_hint, |limit| limit <= rate_f32);
+    let low_hint = &mut workspace.hint_low[index];
+    locate(books, pair, low_hint, |limit| limit < threshold_f32);
+    let low = finish(books, pair, low_hint, |limit| limit < threshold_f32);
+    smoothed_supply(low, high, 1.0 / rate, 1.0 / mu)
+}
 
 /// Where a search ended: `blocks` pivots passed, then `slots` offers of the last of those blocks,
-/// giving prefix sums `sums`. Zero blocks means no offer passed.
+/// giving prefix sums `sums`. Zero blocks means no offer passed; zero slots means the block is
+/// known but not yet searched.
 #[derive(Clone, Copy, Debug, Default)]
 struct SearchHint {
     blocks: u32,
@@ -108,83 +209,63 @@ struct SearchHint {
     sums: PrefixSums,
 }
 
-/// Finds the offers of `pair` whose limits pass `below` (a prefix of the canonical order) and
-/// returns the prefix sums over them, starting from (and updating) the previous answer.
+/// Moves `hint` to the block where the offers passing `below` end (a prefix of the canonical
+/// order), checking the previous block first, and prefetches what [`finish`] will read.
 #[inline]
-fn search(
+fn locate(books: &OrderBooks, pair: &PairBook, hint: &mut SearchHint, below: impl Fn(f32) -> bool) {
+    let pivots = books.pivot_limits(pair);
+    let hinted = (hint.blocks as usize).min(pivots.len());
+    let block_holds = (hinted == 0 || below(pivots[hinted - 1]))
+        && (hinted == pivots.len() || !below(pivots[hinted]));
+    if !block_holds {
+        hint.blocks = pivots.partition_point(|limit| below(*limit)) as u32;
+        hint.slots = 0;
+    }
+    if hint.blocks > 0 {
+        // The block's limits and the running sums at the previous answer: prefetching more of
+        // the block measured slower (it evicts what the other pairs prefetched).
+        let block = &books.blocks(pair)[hint.blocks as usize - 1];
+        let guess = (hint.slots as usize).clamp(1, BLOCK_OFFERS) - 1;
+        prefetch(block.limits.as_ptr() as *const i8);
+        prefetch(&block.through[guess] as *const PrefixSums as *const i8);
+    }
+}
+
+/// The prefix sums over the offers passing `below`, in the block [`locate`] chose; reuses the
+/// previous answer when the same offer is still the last to pass.
+#[inline]
+fn finish(
     books: &OrderBooks,
     pair: &PairBook,
     hint: &mut SearchHint,
-    below: impl Fn(f64) -> bool,
+    below: impl Fn(f32) -> bool,
 ) -> PrefixSums {
-    let pivots = books.pivot_limits(pair);
-    let hinted = (hint.blocks as usize).min(pivots.len());
-    let block_holds = (hinted == 0 || below(pivots[hinted - 1] as f64))
-        && (hinted == pivots.len() || !below(pivots[hinted] as f64));
-    if block_holds && hinted == 0 {
-        *hint = SearchHint::default();
+    if hint.blocks == 0 {
+        hint.sums = PrefixSums::default();
         return hint.sums;
     }
-    let passing_blocks = if block_holds {
-        let block = &books.blocks(pair)[hinted - 1];
-        let slots = hint.slots as usize;
-        // The same offer is still the last to pass: nothing to recompute.
-        if (1..=BLOCK_OFFERS).contains(&slots)
-            && below(block.limits[slots - 1] as f64)
-            && (slots == BLOCK_OFFERS || !below(block.limits[slots] as f64))
-        {
-            return hint.sums;
-        }
-        hinted
-    } else {
-        pivots.partition_point(|limit| below(*limit as f64))
-    };
-    if passing_blocks == 0 {
-        *hint = SearchHint::default();
+    let block_index = hint.blocks as usize - 1;
+    let block = &books.blocks(pair)[block_index];
+    let slots = hint.slots as usize;
+    if (1..=BLOCK_OFFERS).contains(&slots)
+        && below(block.limits[slots - 1])
+        && (slots == BLOCK_OFFERS || !below(block.limits[slots]))
+    {
         return hint.sums;
     }
-    let block = &books.blocks(pair)[passing_blocks - 1];
-    let before = books.pivot_sums(pair)[passing_blocks - 1];
+    let before = books.pivot_sums(pair)[block_index];
     let slots = block
         .limits
         .iter()
-        .map(|limit| below(*limit as f64) as usize)
+        .map(|limit| below(*limit) as usize)
         .sum::<usize>();
-    let last = slots.max(1) - 1; // the pivot passed, so at least one slot does
-    let through = block.through[last];
-    *hint = SearchHint {
-        blocks: passing_blocks as u32,
-        slots: slots as u32,
-        sums: PrefixSums {
-            amount: before.amount + through.amount,
-            amount_limit: before.amount_limit + through.amount_limit,
-        },
+    let through = block.through[slots.max(1) - 1]; // the pivot passed, so at least one slot does
+    hint.slots = slots as u32;
+    hint.sums = PrefixSums {
+        amount: before.amount + through.amount,
+        amount_limit: before.amount_limit + through.amount_limit,
     };
     hint.sums
-}
-
-/// Asks the cache for the pivots and block limits the pair's searches will most likely touch.
-#[inline]
-fn prefetch_pair(books: &OrderBooks, workspace: &DemandWorkspace, index: usize) {
-    let pair = &books.pairs()[index];
-    let blocks = books.blocks(pair);
-    let high = &workspace.hint_high[index];
-    let low = &workspace.hint_low[index];
-    prefetch(
-        books
-            .pivot_limits(pair)
-            .as_ptr()
-            .wrapping_add(high.blocks.saturating_sub(1) as usize) as *const i8,
-    );
-    for hint in [high, low] {
-        let block = (hint.blocks as usize)
-            .saturating_sub(1)
-            .min(blocks.len() - 1);
-        let slot = (hint.slots as usize)
-            .saturating_sub(1)
-            .min(BLOCK_OFFERS - 1);
-        prefetch(blocks[block].limits.as_ptr().wrapping_add(slot) as *const i8);
-    }
 }
 
 #[inline(always)]
@@ -203,6 +284,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use walras_types::{AccountId, AssetId, Offer, OfferId, Price};
+
+    fn search(
+        books: &OrderBooks,
+        pair: &PairBook,
+        hint: &mut SearchHint,
+        below: impl Fn(f32) -> bool + Copy,
+    ) -> PrefixSums {
+        locate(books, pair, hint, below);
+        finish(books, pair, hint, below)
+    }
 
     fn offers_with(limits: &[f64]) -> Vec<Offer> {
         limits
@@ -231,10 +322,11 @@ mod tests {
             let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
             let pair = books.pairs()[0];
             for strict in [false, true] {
-                let passes = |limit: f64| if strict { limit < rate } else { limit <= rate };
+                let (rate, previous_rate) = (rate as f32, previous_rate as f32);
+                let passes = |limit: f32| if strict { limit < rate } else { limit <= rate };
                 // Hints only ever come from an earlier search, here at another rate.
                 let mut hint = SearchHint::default();
-                let previous = |limit: f64| if strict { limit < previous_rate } else { limit <= previous_rate };
+                let previous = |limit: f32| if strict { limit < previous_rate } else { limit <= previous_rate };
                 search(&books, &pair, &mut hint, previous);
                 let sums = search(&books, &pair, &mut hint, passes);
                 // A second search from the updated hint must agree (the cached path).
@@ -243,7 +335,7 @@ mod tests {
                     .offers(&pair)
                     .iter()
                     // Classified by the limit as the book stores it (f32), summed exactly.
-                    .filter(|offer| passes(offer.min_price.to_f64() as f32 as f64))
+                    .filter(|offer| passes(offer.min_price.to_f64() as f32))
                     .fold((0.0, 0.0), |(a, al), offer| {
                         let amount = offer.amount as f64;
                         (a + amount, al + amount * offer.min_price.to_f64())

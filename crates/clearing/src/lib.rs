@@ -13,6 +13,7 @@
 pub mod book;
 pub mod demand;
 pub mod flow;
+pub mod grid;
 pub mod lp;
 pub mod quality;
 pub mod settle;
@@ -72,9 +73,12 @@ pub struct Clearing {
     pub iterations: u64,
     /// Index of that instance among the controls.
     pub instance: usize,
-    /// Demand queries made by all instances, and the mean time of one.
+    /// Demand queries made by all instances for their steps, and the mean time of one.
     pub queries: u64,
     pub query_micros_mean: f64,
+    /// Exact queries made to confirm convergence, and the mean time of one.
+    pub check_queries: u64,
+    pub check_micros_mean: f64,
     pub quality: Quality,
     /// Time to compute prices (tâtonnement).
     pub price_millis: f64,
@@ -130,7 +134,17 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
         max_iterations: params.max_iterations,
         threads: params.threads,
     };
-    let outcome = tatonnement::race(books, &params.controls, &start_prices, race_params);
+    let mu = params.mu.to_f64();
+    let own_grid;
+    let grid = match books.supply_grid() {
+        Some(grid) if grid.mu() == mu => Some(grid),
+        _ if mu > 0.0 => {
+            own_grid = grid::SupplyGrid::build(books, mu);
+            Some(&own_grid)
+        }
+        _ => None,
+    };
+    let outcome = tatonnement::race(books, grid, &params.controls, &start_prices, race_params);
     let priced = Instant::now();
     // The winner's prices; after a timeout, whichever instance leaves least utility unrealized.
     let candidates: Vec<usize> = match outcome.winner {
@@ -167,6 +181,16 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
     let converged =
         outcome.winner.is_some() && settlement.lp_with_lower_bounds && settlement.lower_bounds_met;
     let queries: u64 = outcome.results.iter().map(|result| result.queries).sum();
+    let check_queries: u64 = outcome
+        .results
+        .iter()
+        .map(|result| result.check_queries)
+        .sum();
+    let check_nanos: u64 = outcome
+        .results
+        .iter()
+        .map(|result| result.check_nanos)
+        .sum();
     let query_nanos: u64 = outcome
         .results
         .iter()
@@ -175,6 +199,8 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
     Ok(Clearing {
         queries,
         query_micros_mean: query_nanos as f64 / 1e3 / queries.max(1) as f64,
+        check_queries,
+        check_micros_mean: check_nanos as f64 / 1e3 / check_queries.max(1) as f64,
         converged,
         iterations: outcome.results[instance].iterations,
         instance,

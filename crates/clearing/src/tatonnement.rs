@@ -24,6 +24,7 @@
 use crate::book::OrderBooks;
 use crate::demand::{self, DemandWorkspace};
 use crate::flow;
+use crate::grid::SupplyGrid;
 use crate::lp::PairFlowBounds;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -99,9 +100,12 @@ pub struct InstanceResult {
     pub prices: Vec<f64>,
     pub iterations: u64,
     pub converged: bool,
-    /// Demand queries made and the time spent in them.
+    /// Demand queries made for steps, and the time spent in them.
     pub queries: u64,
     pub query_nanos: u64,
+    /// Exact demand queries made to confirm convergence, and the time spent in them.
+    pub check_queries: u64,
+    pub check_nanos: u64,
 }
 
 /// Every instance's result and which one converged first, if any.
@@ -111,13 +115,16 @@ pub struct RaceOutcome {
     pub results: Vec<InstanceResult>,
 }
 
-/// Iterations an instance runs before the thread looks at the clock and the other instances.
-const SLICE_ITERATIONS: u32 = 8;
+/// Iterations an instance runs before its thread looks at the clock and turns to its other
+/// instances. Long enough that one instance's working set stays in cache (instances sharing a core
+/// otherwise evict each other's lines), short enough that a stuck instance soon yields the core.
+const SLICE_ITERATIONS: u32 = 32;
 const STEP_MIN: f64 = 1e-9;
 
 /// Races one instance per control from `start` prices until one converges or the deadline passes.
 pub fn race(
     books: &OrderBooks,
+    grid: Option<&SupplyGrid>,
     controls: &[Control],
     start: &[f64],
     params: RaceParams,
@@ -126,11 +133,14 @@ pub fn race(
     let threads = params.threads.clamp(1, controls.len());
     let stop = AtomicBool::new(false);
     let winner: Mutex<Option<usize>> = Mutex::new(None);
+    // Every instance starts from the same prices: make that first (cold) query once.
+    let first = Instance::new(books, grid, controls[0], start).with_first_query(&params);
+    let first = &first;
     let run_share = |thread: usize| -> Vec<(usize, InstanceResult)> {
         let indices: Vec<usize> = (thread..controls.len()).step_by(threads).collect();
         let mut instances: Vec<Instance> = indices
             .iter()
-            .map(|&index| Instance::new(books, controls[index], start))
+            .map(|&index| first.restarted_with(controls[index]))
             .collect();
         'outer: while !stop.load(Ordering::Relaxed) && Instant::now() < params.deadline {
             if instances
@@ -172,6 +182,11 @@ pub fn race(
         })
     };
     results.sort_by_key(|(index, _)| *index);
+    // The shared first query counts once, with the first instance.
+    results[0].1.queries += first.queries;
+    results[0].1.query_nanos += first.query_nanos;
+    results[0].1.check_queries += first.check_queries;
+    results[0].1.check_nanos += first.check_nanos;
     let winner = winner
         .into_inner()
         .unwrap_or_else(|poison| poison.into_inner());
@@ -183,6 +198,10 @@ pub fn race(
 
 struct Instance<'b> {
     books: &'b OrderBooks,
+    /// Where steps read demand from; `None` means exact queries throughout.
+    grid: Option<&'b SupplyGrid>,
+    /// Exact demand at the current prices, for confirming convergence.
+    exact: DemandWorkspace,
     control: Control,
     prices: Vec<f64>,
     trial_prices: Vec<f64>,
@@ -195,15 +214,24 @@ struct Instance<'b> {
     flow_bounds: Vec<PairFlowBounds>,
     queries: u64,
     query_nanos: u64,
+    check_queries: u64,
+    check_nanos: u64,
 }
 
 impl<'b> Instance<'b> {
-    fn new(books: &'b OrderBooks, control: Control, start: &[f64]) -> Instance<'b> {
+    fn new(
+        books: &'b OrderBooks,
+        grid: Option<&'b SupplyGrid>,
+        control: Control,
+        start: &[f64],
+    ) -> Instance<'b> {
         let mut prices = start.to_vec();
         normalize(&mut prices);
         let current = DemandWorkspace::new(books);
         Instance {
             books,
+            grid,
+            exact: current.clone(),
             control,
             trial_prices: prices.clone(),
             prices,
@@ -216,18 +244,44 @@ impl<'b> Instance<'b> {
             flow_bounds: Vec::with_capacity(books.pairs().len()),
             queries: 0,
             query_nanos: 0,
+            check_queries: 0,
+            check_nanos: 0,
+        }
+    }
+
+    /// Queries demand at the starting prices and checks them.
+    fn with_first_query(mut self, params: &RaceParams) -> Instance<'b> {
+        self.query_current(params);
+        self.heuristic = heuristic(&self.current);
+        self.converged = self.check_converged(params, true);
+        self
+    }
+
+    /// A copy of this (not yet iterated) instance under other controls.
+    fn restarted_with(&self, control: Control) -> Instance<'b> {
+        Instance {
+            books: self.books,
+            grid: self.grid,
+            exact: self.exact.clone(),
+            control,
+            prices: self.prices.clone(),
+            trial_prices: self.trial_prices.clone(),
+            current: self.current.clone(),
+            trial: self.trial.clone(),
+            heuristic: self.heuristic,
+            step: control.step_initial,
+            iterations: 0,
+            converged: self.converged,
+            flow_bounds: Vec::with_capacity(self.flow_bounds.capacity()),
+            queries: 0,
+            query_nanos: 0,
+            check_queries: 0,
+            check_nanos: 0,
         }
     }
 
     /// Runs up to `iterations` iterations; true once converged.
     fn run(&mut self, iterations: u32, params: &RaceParams) -> bool {
-        if self.heuristic.is_infinite() {
-            let started = Instant::now();
-            demand::query(self.books, &self.prices, params.mu, &mut self.current);
-            self.count_query(started);
-            self.heuristic = heuristic(&self.current);
-            self.converged = self.check_converged(params, true);
-        }
         for _ in 0..iterations {
             if self.converged || self.iterations >= params.max_iterations {
                 break;
@@ -245,7 +299,10 @@ impl<'b> Instance<'b> {
         self.iterations += 1;
         self.propose();
         let started = Instant::now();
-        demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
+        match self.grid {
+            Some(grid) => demand::query_grid(self.books, grid, &self.trial_prices, &mut self.trial),
+            None => demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial),
+        }
         self.count_query(started);
         let trial_heuristic = heuristic(&self.trial);
         if trial_heuristic < self.heuristic {
@@ -276,23 +333,47 @@ impl<'b> Instance<'b> {
         normalize(&mut self.trial_prices);
     }
 
+    /// Demand at the starting prices.
+    fn query_current(&mut self, params: &RaceParams) {
+        let started = Instant::now();
+        match self.grid {
+            Some(grid) => demand::query_grid(self.books, grid, &self.prices, &mut self.current),
+            None => demand::query(self.books, &self.prices, params.mu, &mut self.current),
+        }
+        self.count_query(started);
+    }
+
+    /// Cheap test every iteration: the smoothed demand itself conserves every asset with the
+    /// commission. Every `full` iteration, or when the cheap test passes on the grid's
+    /// approximate demand, the decision is made on exact demand: the cheap test again, then the
+    /// max-flow test of the LP.
     fn check_converged(&mut self, params: &RaceParams, full: bool) -> bool {
-        let witness = self
-            .current
-            .sold_value
-            .iter()
-            .zip(&self.current.bought_value)
-            .all(|(sold, bought)| *sold >= (1.0 - params.epsilon) * bought);
-        if witness || !full {
-            return witness;
+        let cheap = conserves(&self.current, params.epsilon);
+        if !cheap && !full {
+            return false;
+        }
+        let exact = if self.grid.is_some() {
+            let started = Instant::now();
+            demand::query(self.books, &self.prices, params.mu, &mut self.exact);
+            self.check_queries += 1;
+            self.check_nanos += started.elapsed().as_nanos() as u64;
+            &self.exact
+        } else {
+            &self.current
+        };
+        if conserves(exact, params.epsilon) {
+            return true;
+        }
+        if !full {
+            return false;
         }
         self.flow_bounds.clear();
         for (index, pair) in self.books.pairs().iter().enumerate() {
             self.flow_bounds.push(PairFlowBounds {
                 sell: pair.sell as usize,
                 buy: pair.buy as usize,
-                lower: self.current.pair_lower_value[index],
-                upper: self.current.pair_upper_value[index],
+                lower: exact.pair_lower_value[index],
+                upper: exact.pair_upper_value[index],
             });
         }
         flow::circulation_feasible(self.books.assets(), &self.flow_bounds, params.epsilon)
@@ -311,8 +392,19 @@ impl<'b> Instance<'b> {
             converged: self.converged,
             queries: self.queries,
             query_nanos: self.query_nanos,
+            check_queries: self.check_queries,
+            check_nanos: self.check_nanos,
         }
     }
+}
+
+/// Whether every asset is sold to the auctioneer at least as much as it pays out, less ε.
+fn conserves(workspace: &DemandWorkspace, epsilon: f64) -> bool {
+    workspace
+        .sold_value
+        .iter()
+        .zip(&workspace.bought_value)
+        .all(|(sold, bought)| *sold >= (1.0 - epsilon) * bought)
 }
 
 /// Squared l2 norm of value net demand.

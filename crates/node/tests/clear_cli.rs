@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn walras(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_walras")).args(args).output().expect("walras runs")
+    Command::new(env!("CARGO_BIN_EXE_walras"))
+        .args(args)
+        .output()
+        .expect("walras runs")
 }
 
 fn temp_file(name: &str, contents: &str) -> PathBuf {
@@ -23,26 +26,75 @@ fn assert_fails_with(args: &[&str], expected: &str) {
     let output = walras(args);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{args:?} succeeded");
-    assert!(stderr.contains(expected), "{args:?}: stderr {stderr:?} lacks {expected:?}");
+    assert!(
+        stderr.contains(expected),
+        "{args:?}: stderr {stderr:?} lacks {expected:?}"
+    );
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
 }
 
 #[test]
 fn bad_offer_files_name_the_line() {
     let cases = [
-        ("malformed.csv", format!("{HEADER}1,7,0,1,100,1.5\n2,7,0\n"), "line 3: expected 6"),
-        ("unknown.csv", format!("{HEADER}1,7,0,9,100,1.5\n"), "line 2: buy asset 9 is unknown"),
-        ("negative.csv", format!("{HEADER}1,7,0,1,-5,1.5\n"), "line 2: amount '-5' must be positive"),
-        ("zero.csv", format!("{HEADER}1,7,0,1,0,1.5\n"), "line 2: amount '0' must be positive"),
-        ("price0.csv", format!("{HEADER}1,7,0,1,5,0\n"), "line 2: min_price '0' must be positive"),
-        ("priceneg.csv", format!("{HEADER}1,7,0,1,5,-2\n"), "line 2: min_price '-2' must be positive"),
-        ("dup.csv", format!("{HEADER}4,7,0,1,5,1\n4,8,1,0,5,1\n"), "line 3: offer_id 4 was already used on line 2"),
-        ("header.csv", "id,who\n1,2\n".to_string(), "line 1: expected header"),
-        ("binary.csv", format!("{HEADER}\u{0}\u{1}\u{2},,,\n"), "line 2"),
+        (
+            "malformed.csv",
+            format!("{HEADER}1,7,0,1,100,1.5\n2,7,0\n"),
+            "line 3: expected 6",
+        ),
+        (
+            "unknown.csv",
+            format!("{HEADER}1,7,0,9,100,1.5\n"),
+            "line 2: buy asset 9 is unknown",
+        ),
+        (
+            "negative.csv",
+            format!("{HEADER}1,7,0,1,-5,1.5\n"),
+            "line 2: amount '-5' must be positive",
+        ),
+        (
+            "zero.csv",
+            format!("{HEADER}1,7,0,1,0,1.5\n"),
+            "line 2: amount '0' must be positive",
+        ),
+        (
+            "price0.csv",
+            format!("{HEADER}1,7,0,1,5,0\n"),
+            "line 2: min_price '0' must be positive",
+        ),
+        (
+            "priceneg.csv",
+            format!("{HEADER}1,7,0,1,5,-2\n"),
+            "line 2: min_price '-2' must be positive",
+        ),
+        (
+            "dup.csv",
+            format!("{HEADER}4,7,0,1,5,1\n4,8,1,0,5,1\n"),
+            "line 3: offer_id 4 was already used on line 2",
+        ),
+        (
+            "header.csv",
+            "id,who\n1,2\n".to_string(),
+            "line 1: expected header",
+        ),
+        (
+            "binary.csv",
+            format!("{HEADER}\u{0}\u{1}\u{2},,,\n"),
+            "line 2",
+        ),
     ];
     for (name, contents, expected) in cases {
         let path = temp_file(name, &contents);
-        assert_fails_with(&["clear", "--offers", path.to_str().unwrap(), "--assets", "3", "--json"], expected);
+        assert_fails_with(
+            &[
+                "clear",
+                "--offers",
+                path.to_str().unwrap(),
+                "--assets",
+                "3",
+                "--json",
+            ],
+            expected,
+        );
     }
 }
 
@@ -50,29 +102,90 @@ fn bad_offer_files_name_the_line() {
 fn bad_arguments_are_refused() {
     let path = temp_file("ok.csv", &format!("{HEADER}1,7,0,1,100,1.5\n"));
     let file = path.to_str().unwrap();
-    assert_fails_with(&["clear", "--offers", file, "--assets", "1", "--json"], "out of range");
-    assert_fails_with(&["clear", "--offers", file, "--assets", "5000", "--json"], "out of range");
-    assert_fails_with(&["clear", "--offers", file, "--assets", "x", "--json"], "not a whole number");
-    assert_fails_with(&["clear", "--offers", file, "--assets", "3", "--epsilon", "1.5"], "outside");
-    assert_fails_with(&["clear", "--offers", "/nonexistent/offers.csv", "--assets", "3"], "cannot open");
-    assert_fails_with(&["gen", "offers", "--assets", "1", "--offers", "5"], "out of range");
-    assert_fails_with(&["gen", "offers", "--assets", "3", "--offers", "5", "--model", "nope"], "nope");
+    assert_fails_with(
+        &["clear", "--offers", file, "--assets", "1", "--json"],
+        "out of range",
+    );
+    assert_fails_with(
+        &["clear", "--offers", file, "--assets", "5000", "--json"],
+        "out of range",
+    );
+    assert_fails_with(
+        &["clear", "--offers", file, "--assets", "x", "--json"],
+        "not a whole number",
+    );
+    assert_fails_with(
+        &[
+            "clear",
+            "--offers",
+            file,
+            "--assets",
+            "3",
+            "--epsilon",
+            "1.5",
+        ],
+        "outside",
+    );
+    assert_fails_with(
+        &[
+            "clear",
+            "--offers",
+            "/nonexistent/offers.csv",
+            "--assets",
+            "3",
+        ],
+        "cannot open",
+    );
+    assert_fails_with(
+        &["gen", "offers", "--assets", "1", "--offers", "5"],
+        "out of range",
+    );
+    assert_fails_with(
+        &[
+            "gen", "offers", "--assets", "3", "--offers", "5", "--model", "nope",
+        ],
+        "nope",
+    );
 }
 
 #[test]
 fn generated_offers_clear_to_the_json_contract() {
-    let generated = walras(&["gen", "offers", "--assets", "6", "--offers", "3000", "--seed", "3"]);
+    let generated = walras(&[
+        "gen", "offers", "--assets", "6", "--offers", "3000", "--seed", "3",
+    ]);
     assert!(generated.status.success());
-    let path = temp_file("generated.csv", std::str::from_utf8(&generated.stdout).unwrap());
+    let path = temp_file(
+        "generated.csv",
+        std::str::from_utf8(&generated.stdout).unwrap(),
+    );
     let fills = path.with_extension("fills.csv");
     let output = walras(&[
-        "clear", "--offers", path.to_str().unwrap(), "--assets", "6", "--json",
-        "--fills", fills.to_str().unwrap(),
+        "clear",
+        "--offers",
+        path.to_str().unwrap(),
+        "--assets",
+        "6",
+        "--json",
+        "--fills",
+        fills.to_str().unwrap(),
     ]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    for key in ["prices", "trades", "converged", "iterations", "epsilon", "mu",
-                "unrealized_utility_ratio", "millis", "prepare_millis"] {
+    for key in [
+        "prices",
+        "trades",
+        "converged",
+        "iterations",
+        "epsilon",
+        "mu",
+        "unrealized_utility_ratio",
+        "millis",
+        "prepare_millis",
+    ] {
         assert!(result.get(key).is_some(), "JSON lacks {key}");
     }
     let prices = result["prices"].as_array().unwrap();
@@ -81,8 +194,10 @@ fn generated_offers_clear_to_the_json_contract() {
     // Conservation from the JSON alone: per asset, sold to the auctioneer covers bought from it.
     let mut balance = [0i128; 6];
     for trade in result["trades"].as_array().unwrap() {
-        balance[trade["sell"].as_u64().unwrap() as usize] += trade["sold"].as_u64().unwrap() as i128;
-        balance[trade["buy"].as_u64().unwrap() as usize] -= trade["bought"].as_u64().unwrap() as i128;
+        balance[trade["sell"].as_u64().unwrap() as usize] +=
+            trade["sold"].as_u64().unwrap() as i128;
+        balance[trade["buy"].as_u64().unwrap() as usize] -=
+            trade["bought"].as_u64().unwrap() as i128;
     }
     assert!(balance.iter().all(|net| *net >= 0), "{balance:?}");
     let fills_text = std::fs::read_to_string(&fills).unwrap();

@@ -69,8 +69,12 @@ struct InstanceFigures {
     prepare_millis: f64,
     queries: u64,
     query_micros_tatonnement: f64,
-    query_micros_warm: f64,
-    query_micros_cold: f64,
+    check_queries: u64,
+    check_micros_tatonnement: f64,
+    grid_query_micros_warm: f64,
+    grid_query_micros_cold: f64,
+    exact_query_micros_warm: f64,
+    exact_query_micros_cold: f64,
     unrealized_utility_ratio: f64,
     achieved_mu: f64,
     repairs: u32,
@@ -97,7 +101,7 @@ fn bench_clearing(args: ClearingBenchArgs) -> Result<(), CliError> {
             args.seeds
         );
         println!(
-            "{:<7} {:>8} {:>5} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10}",
+            "{:<7} {:>8} {:>5} {:>6} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>10}",
             "model",
             "offers",
             "conv",
@@ -106,8 +110,10 @@ fn bench_clearing(args: ClearingBenchArgs) -> Result<(), CliError> {
             "millis",
             "prepare",
             "tat_q_us",
-            "warm_q_us",
-            "cold_q_us",
+            "grid_warm",
+            "grid_cold",
+            "exact_wrm",
+            "exact_cld",
             "unrealized"
         );
     }
@@ -144,7 +150,8 @@ fn run_instance(
     workload.validate().map_err(CliError)?;
     let generated = generate_offers(&workload);
     let prepare_started = Instant::now();
-    let books = OrderBooks::build(generated.offers, args.assets, args.threads)?;
+    let books =
+        OrderBooks::build(generated.offers, args.assets, args.threads)?.with_supply_grid(args.mu);
     let prepare_millis = prepare_started.elapsed().as_secs_f64() * 1e3;
     let params = ClearingParams {
         epsilon: args.epsilon,
@@ -161,7 +168,7 @@ fn run_instance(
         .iter()
         .map(|valuation| valuation.0 as f64)
         .collect();
-    let (warm, cold) = time_queries(&books, &prices, args.mu.to_f64(), args.queries, args.jitter);
+    let times = time_queries(&books, &prices, args.mu.to_f64(), args.queries, args.jitter);
     Ok(InstanceFigures {
         model: model.name().to_string(),
         offers,
@@ -174,57 +181,110 @@ fn run_instance(
         prepare_millis,
         queries: clearing.queries,
         query_micros_tatonnement: clearing.query_micros_mean,
-        query_micros_warm: warm,
-        query_micros_cold: cold,
+        check_queries: clearing.check_queries,
+        check_micros_tatonnement: clearing.check_micros_mean,
+        grid_query_micros_warm: times.grid_warm,
+        grid_query_micros_cold: times.grid_cold,
+        exact_query_micros_warm: times.exact_warm,
+        exact_query_micros_cold: times.exact_cold,
         unrealized_utility_ratio: clearing.quality.unrealized_utility_ratio,
         achieved_mu: clearing.quality.achieved_mu,
         repairs: clearing.settlement.repairs,
     })
 }
 
-/// Median single-thread demand-query time in µs: warm (search hints from the previous query,
-/// each price moved by up to `jitter` relative) and cold (fresh hints each time).
+/// Median single-thread demand-query times, in µs.
+struct QueryTimes {
+    /// The supply-table query tâtonnement's steps use, prices moving between queries.
+    grid_warm: f64,
+    /// The same after every cache line was evicted.
+    grid_cold: f64,
+    /// The exact query (convergence checks), search hints from the previous query.
+    exact_warm: f64,
+    /// The exact query with fresh hints after every cache line was evicted.
+    exact_cold: f64,
+}
+
+/// Times demand queries at `prices`, each price moved by up to `jitter` (relative) per query.
 fn time_queries(
     books: &OrderBooks,
     prices: &[f64],
     mu: f64,
     queries: usize,
     jitter: f64,
-) -> (f64, f64) {
+) -> QueryTimes {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut jitter = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        1.0 + ((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2.0 * jitter
-    };
-    let mut workspace = DemandWorkspace::new(books);
-    let mut trial = prices.to_vec();
-    let mut warm = Vec::with_capacity(queries);
-    let mut cold = Vec::with_capacity(queries.div_ceil(10));
-    for query in 0..queries.max(1) {
-        for (slot, price) in trial.iter_mut().zip(prices) {
-            *slot = price * jitter();
+    let mut moved = |prices: &[f64], trial: &mut Vec<f64>| {
+        trial.clear();
+        for price in prices {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let uniform = (state >> 11) as f64 / (1u64 << 53) as f64;
+            trial.push(price * (1.0 + (uniform - 0.5) * 2.0 * jitter));
         }
+    };
+    let grid = books.supply_grid();
+    let mut workspace = DemandWorkspace::new(books);
+    let mut trial = Vec::with_capacity(prices.len());
+    let mut evictor = vec![0u8; 48 << 20]; // larger than the last-level cache
+    let mut times: [Vec<f64>; 4] = Default::default();
+    let timed = |run: &mut dyn FnMut()| {
         let started = Instant::now();
-        demand::query(books, &trial, mu, &mut workspace);
-        warm.push(started.elapsed().as_secs_f64() * 1e6);
+        run();
+        started.elapsed().as_secs_f64() * 1e6
+    };
+    for query in 0..queries.max(1) {
+        moved(prices, &mut trial);
+        if let Some(grid) = grid {
+            times[0].push(timed(&mut || {
+                demand::query_grid(books, grid, &trial, &mut workspace)
+            }));
+        }
+        times[2].push(timed(&mut || {
+            demand::query(books, &trial, mu, &mut workspace)
+        }));
         if query % 10 == 0 {
             let mut fresh = DemandWorkspace::new(books);
-            let started = Instant::now();
-            demand::query(books, &trial, mu, &mut fresh);
-            cold.push(started.elapsed().as_secs_f64() * 1e6);
+            for (kind, slot) in [(true, 1), (false, 3)] {
+                evictor
+                    .iter_mut()
+                    .for_each(|byte| *byte = byte.wrapping_add(1));
+                std::hint::black_box(&evictor);
+                match (kind, grid) {
+                    (true, Some(grid)) => times[slot].push(timed(&mut || {
+                        demand::query_grid(books, grid, &trial, &mut fresh)
+                    })),
+                    (true, None) => {}
+                    (false, _) => times[slot]
+                        .push(timed(&mut || demand::query(books, &trial, mu, &mut fresh))),
+                }
+            }
         }
     }
     if std::env::var_os("WALRAS_BENCH_MIN").is_some() {
         let fastest = |values: &[f64]| values.iter().cloned().fold(f64::INFINITY, f64::min);
         eprintln!(
-            "fastest warm {:.1} µs, cold {:.1} µs",
-            fastest(&warm),
-            fastest(&cold)
+            "fastest: grid warm {:.1} cold {:.1}, exact warm {:.1} cold {:.1} µs",
+            fastest(&times[0]),
+            fastest(&times[1]),
+            fastest(&times[2]),
+            fastest(&times[3])
         );
     }
-    (median(&mut warm), median(&mut cold))
+    let [grid_warm, grid_cold, exact_warm, exact_cold] = times.map(|mut values| {
+        if values.is_empty() {
+            f64::NAN
+        } else {
+            median(&mut values)
+        }
+    });
+    QueryTimes {
+        grid_warm,
+        grid_cold,
+        exact_warm,
+        exact_cold,
+    }
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -239,7 +299,7 @@ fn print_row(model: OfferModel, offers: usize, figures: &[InstanceFigures]) {
     };
     let converged = figures.iter().filter(|figure| figure.converged).count();
     println!(
-        "{:<7} {:>8} {:>2}/{:<2} {:>6.0} {:>7.0} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.4}%",
+        "{:<7} {:>8} {:>2}/{:<2} {:>6.0} {:>7.0} {:>7.1} {:>7.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.4}%",
         model.name(),
         offers,
         converged,
@@ -249,8 +309,10 @@ fn print_row(model: OfferModel, offers: usize, figures: &[InstanceFigures]) {
         pick(|figure| figure.millis),
         pick(|figure| figure.prepare_millis),
         pick(|figure| figure.query_micros_tatonnement),
-        pick(|figure| figure.query_micros_warm),
-        pick(|figure| figure.query_micros_cold),
+        pick(|figure| figure.grid_query_micros_warm),
+        pick(|figure| figure.grid_query_micros_cold),
+        pick(|figure| figure.exact_query_micros_warm),
+        pick(|figure| figure.exact_query_micros_cold),
         pick(|figure| figure.unrealized_utility_ratio) * 100.0,
     );
 }

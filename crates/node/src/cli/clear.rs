@@ -63,7 +63,9 @@ struct ClearReport {
     threads: usize,
     instance: usize,
     millis: f64,
+    /// Sorting and indexing the books, including the supply table (`grid_millis`).
     prepare_millis: f64,
+    grid_millis: f64,
     price_millis: f64,
     settle_millis: f64,
     read_millis: f64,
@@ -89,6 +91,9 @@ pub fn run(args: ClearArgs) -> Result<(), CliError> {
 
     let prepare_started = Instant::now();
     let books = OrderBooks::build(offers, args.assets, args.threads)?;
+    let grid_started = Instant::now();
+    let books = books.with_supply_grid(args.mu);
+    let grid_millis = grid_started.elapsed().as_secs_f64() * 1e3;
     let prepare_millis = prepare_started.elapsed().as_secs_f64() * 1e3;
 
     let params = ClearingParams {
@@ -102,7 +107,8 @@ pub fn run(args: ClearArgs) -> Result<(), CliError> {
     if let Some(path) = &args.fills {
         write_fills(path, &books, &clearing)?;
     }
-    let report = report(&args, offer_count, &clearing, prepare_millis, read_millis);
+    let mut report = report(&args, offer_count, &clearing, prepare_millis, read_millis);
+    report.grid_millis = grid_millis;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.json {
@@ -173,6 +179,7 @@ fn report(
         instance: clearing.instance,
         millis: clearing.millis(),
         prepare_millis,
+        grid_millis: 0.0,
         price_millis: clearing.price_millis,
         settle_millis: clearing.settle_millis,
         read_millis,

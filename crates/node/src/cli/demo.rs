@@ -24,8 +24,12 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: DemoArgs) -> Result<(), CliError> {
-    let workload =
-        OfferWorkload { assets: args.assets, offers: args.offers, seed: args.seed, model: args.model };
+    let workload = OfferWorkload {
+        assets: args.assets,
+        offers: args.offers,
+        seed: args.seed,
+        model: args.model,
+    };
     workload.validate().map_err(CliError)?;
     println!("Walras demo: one batch of the batch exchange");
     println!(
@@ -36,7 +40,10 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
     let offers = generated.offers;
     let started = Instant::now();
     let books = OrderBooks::build(offers.clone(), args.assets, 2)?;
-    println!("  sorted and indexed the books in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "  sorted and indexed the books in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    );
     let params = ClearingParams {
         epsilon: Fraction::power_of_two(15),
         mu: Fraction::power_of_two(10),
@@ -59,14 +66,26 @@ fn print_clearing(clearing: &Clearing) {
     println!(
         "  cleared in {:.1} ms: {} after {} tâtonnement iterations",
         clearing.millis(),
-        if clearing.converged { "converged" } else { "timed out (best prices used)" },
+        if clearing.converged {
+            "converged"
+        } else {
+            "timed out (best prices used)"
+        },
         clearing.iterations
     );
     println!(
         "  {} asset pairs traded; {} offers filled in full, {} partially",
         traded,
-        settlement.pairs.iter().map(|pair| pair.full_fills).sum::<usize>(),
-        settlement.pairs.iter().filter(|pair| pair.partial_sold > 0).count()
+        settlement
+            .pairs
+            .iter()
+            .map(|pair| pair.full_fills)
+            .sum::<usize>(),
+        settlement
+            .pairs
+            .iter()
+            .filter(|pair| pair.partial_sold > 0)
+            .count()
     );
     println!(
         "  quality: {:.4}% of utility left unrealized; achieved ε {:.2e}, μ {:.2e}",
@@ -93,7 +112,10 @@ fn verify(
         let rate = valuations[offer.sell.0 as usize].rate_to(valuations[offer.buy.0 as usize]);
         let most = rate.discounted_floor(epsilon).times_amount_floor(fill.sold);
         if offer.min_price > rate || Some(fill.bought) != most {
-            return Err(CliError(format!("offer {} traded outside its limit", offer.id.0)));
+            return Err(CliError(format!(
+                "offer {} traded outside its limit",
+                offer.id.0
+            )));
         }
         net[offer.sell.0 as usize] += fill.sold as i128;
         net[offer.buy.0 as usize] -= fill.bought as i128;
