@@ -46,6 +46,9 @@ pub struct ClearingParams {
     pub start_prices: Option<Vec<f64>>,
     /// The tâtonnement instances raced.
     pub controls: Vec<tatonnement::Control>,
+    /// Whether tâtonnement's steps read the supply table (see [`grid`]) rather than searching
+    /// the books exactly.
+    pub supply_grid: bool,
 }
 
 impl Default for ClearingParams {
@@ -59,6 +62,7 @@ impl Default for ClearingParams {
             feasibility_interval: 10,
             start_prices: None,
             controls: tatonnement::default_controls(),
+            supply_grid: true,
         }
     }
 }
@@ -137,6 +141,7 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
     let mu = params.mu.to_f64();
     let own_grid;
     let grid = match books.supply_grid() {
+        _ if !params.supply_grid => None,
         Some(grid) if grid.mu() == mu => Some(grid),
         _ if mu > 0.0 => {
             own_grid = grid::SupplyGrid::build(books, mu);

@@ -115,6 +115,12 @@ pub struct RaceOutcome {
     pub results: Vec<InstanceResult>,
 }
 
+/// An instance stops reading the supply table after this many rejected steps in a row, or this
+/// many iterations: near equilibrium the table's interpolation error can hide the remaining
+/// imbalance from the line search, and exact queries always see it.
+const GRID_REJECTIONS_MAX: u32 = 16;
+const GRID_ITERATIONS_MAX: u64 = 256;
+
 /// Iterations an instance runs before its thread looks at the clock and turns to its other
 /// instances. Long enough that one instance's working set stays in cache (instances sharing a core
 /// otherwise evict each other's lines), short enough that a stuck instance soon yields the core.
@@ -216,6 +222,8 @@ struct Instance<'b> {
     query_nanos: u64,
     check_queries: u64,
     check_nanos: u64,
+    /// Steps rejected since the last accepted one.
+    rejections_in_row: u32,
 }
 
 impl<'b> Instance<'b> {
@@ -246,6 +254,7 @@ impl<'b> Instance<'b> {
             query_nanos: 0,
             check_queries: 0,
             check_nanos: 0,
+            rejections_in_row: 0,
         }
     }
 
@@ -277,6 +286,7 @@ impl<'b> Instance<'b> {
             query_nanos: 0,
             check_queries: 0,
             check_nanos: 0,
+            rejections_in_row: 0,
         }
     }
 
@@ -310,8 +320,16 @@ impl<'b> Instance<'b> {
             std::mem::swap(&mut self.current, &mut self.trial);
             self.heuristic = trial_heuristic;
             self.step *= self.control.step_grow;
+            self.rejections_in_row = 0;
         } else {
             self.step = (self.step * self.control.step_shrink).max(STEP_MIN);
+            self.rejections_in_row += 1;
+        }
+        if self.grid.is_some()
+            && (self.rejections_in_row >= GRID_REJECTIONS_MAX
+                || self.iterations >= GRID_ITERATIONS_MAX)
+        {
+            self.leave_grid(params);
         }
     }
 
@@ -333,7 +351,16 @@ impl<'b> Instance<'b> {
         normalize(&mut self.trial_prices);
     }
 
-    /// Demand at the starting prices.
+    /// From now on query exactly; the current demand and heuristic are recomputed to match.
+    fn leave_grid(&mut self, params: &RaceParams) {
+        self.grid = None;
+        self.query_current(params);
+        self.heuristic = heuristic(&self.current);
+        self.step = self.control.step_initial;
+        self.rejections_in_row = 0;
+    }
+
+    /// Demand at the current prices.
     fn query_current(&mut self, params: &RaceParams) {
         let started = Instant::now();
         match self.grid {

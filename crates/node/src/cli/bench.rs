@@ -51,6 +51,9 @@ pub struct ClearingBenchArgs {
     /// Start tâtonnement from equal valuations instead of the fit to the books
     #[arg(long)]
     cold_start: bool,
+    /// Tâtonnement's steps search the books exactly instead of reading the supply table
+    #[arg(long)]
+    exact_queries: bool,
     /// Print one JSON object per instance instead of the table
     #[arg(long)]
     json: bool,
@@ -159,6 +162,7 @@ fn run_instance(
         timeout: Duration::from_millis(args.timeout_ms),
         threads: args.threads,
         start_prices: args.cold_start.then(|| vec![1.0; args.assets]),
+        supply_grid: !args.exact_queries,
         ..ClearingParams::default()
     };
     let clearing = clear(&books, &params)?;
