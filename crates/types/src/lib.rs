@@ -12,15 +12,18 @@
 //! - [`Fraction`]: a number in [0, 1) such as the commission ε or the smoothing width μ.
 //! - [`Offer`] and its canonical order [`OfferKey`] = (limit price, account, offer id).
 //! - [`offers_csv`]: the offers CSV of the command-line contract, reader and writer.
+//! - [`transaction`]: transactions and their canonical binary encoding.
 
 pub mod fixed;
 pub mod offer;
 pub mod offers_csv;
 pub mod price;
+pub mod transaction;
 
 pub use fixed::{mul_shr64_ceil, mul_shr64_floor};
 pub use offer::{AccountId, AssetId, Offer, OfferId, OfferKey, PairId};
 pub use price::{Fraction, Price, PriceError, Valuation};
+pub use transaction::{DecodeError, Operation, SignedTransaction, Transaction};
 
 /// The largest amount of any asset that can exist: issuance is capped at `i64::MAX` units.
 pub const MAX_AMOUNT: u64 = i64::MAX as u64;

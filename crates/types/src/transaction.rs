@@ -1,0 +1,483 @@
+//! Transactions and their canonical binary encoding.
+//!
+//! A transaction is signed by its source account and carries a sequence number. Within a block a
+//! source's sequence numbers may leave gaps but must lie in `(last, last + 64]` (SPEEDEX K.4);
+//! an offer's id is the sequence number of the transaction that created it, so (account, offer
+//! id) is unique without a global counter. A cancel names the offer's full key — pair, limit
+//! price, and id — so it can find the offer in its pair's book without an index.
+//!
+//! Encoding (big-endian throughout):
+//!
+//! ```text
+//! transaction := version:u8 (=1) source:u64 sequence:u64 operation
+//! operation   := 0x01 new_account:u64 public_key:[32]                 create account
+//!              | 0x02 sell:u16 buy:u16 amount:u64 min_price:u128      create offer
+//!              | 0x03 sell:u16 buy:u16 min_price:u128 offer_id:u64    cancel offer
+//!              | 0x04 to:u64 asset:u16 amount:u64                     payment
+//! signed      := transaction signature:[64]
+//! ```
+//!
+//! Decoding accepts exactly this and nothing else (no trailing bytes, known tags, positive
+//! amounts, distinct assets of an offer, limit prices in range), so every decoded transaction
+//! re-encodes to the bytes it came from. The signature covers the encoded transaction.
+
+use crate::{AccountId, AssetId, OfferId, Price, MAX_AMOUNT};
+use std::fmt;
+
+/// The only encoding version so far.
+pub const TRANSACTION_VERSION: u8 = 1;
+/// How far ahead of an account's last sequence number a transaction may be.
+pub const SEQUENCE_WINDOW: u64 = 64;
+
+/// What a transaction does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// Creates an empty account controlled by `public_key`.
+    CreateAccount {
+        new_account: AccountId,
+        public_key: [u8; 32],
+    },
+    /// Locks `amount` of `sell` in a new offer; its id is the transaction's sequence number.
+    CreateOffer {
+        sell: AssetId,
+        buy: AssetId,
+        amount: u64,
+        min_price: Price,
+    },
+    /// Cancels one of the source's open offers, returning what is left of it.
+    CancelOffer {
+        sell: AssetId,
+        buy: AssetId,
+        min_price: Price,
+        offer_id: OfferId,
+    },
+    /// Moves `amount` of `asset` to `to`.
+    Payment {
+        to: AccountId,
+        asset: AssetId,
+        amount: u64,
+    },
+}
+
+/// A transaction before signing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Transaction {
+    pub source: AccountId,
+    pub sequence: u64,
+    pub operation: Operation,
+}
+
+/// A transaction with its source's ed25519 signature over [`Transaction::encode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SignedTransaction {
+    pub transaction: Transaction,
+    pub signature: [u8; 64],
+}
+
+/// Why bytes are not a transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    Truncated { needed: usize, available: usize },
+    TrailingBytes { extra: usize },
+    Version(u8),
+    UnknownOperation(u8),
+    ZeroAmount,
+    AmountTooLarge(u64),
+    SameAsset(u16),
+    LimitPrice,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use DecodeError::*;
+        match self {
+            Truncated { needed, available } => {
+                write!(
+                    f,
+                    "transaction truncated: needed {needed} more bytes, {available} left"
+                )
+            }
+            TrailingBytes { extra } => write!(f, "{extra} bytes after the end of the transaction"),
+            Version(version) => write!(f, "unknown transaction version {version}"),
+            UnknownOperation(tag) => write!(f, "unknown operation tag {tag:#04x}"),
+            ZeroAmount => write!(f, "amount must be positive"),
+            AmountTooLarge(amount) => write!(f, "amount {amount} exceeds the issuance cap 2^63-1"),
+            SameAsset(asset) => write!(f, "offer sells and buys the same asset {asset}"),
+            LimitPrice => write!(f, "limit price outside the accepted range 1e-10..=1e12"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+const TAG_CREATE_ACCOUNT: u8 = 1;
+const TAG_CREATE_OFFER: u8 = 2;
+const TAG_CANCEL_OFFER: u8 = 3;
+const TAG_PAYMENT: u8 = 4;
+
+impl Transaction {
+    /// The canonical bytes (what is signed and hashed).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        self.encode_into(&mut out);
+        out
+    }
+
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.push(TRANSACTION_VERSION);
+        out.extend_from_slice(&self.source.0.to_be_bytes());
+        out.extend_from_slice(&self.sequence.to_be_bytes());
+        match self.operation {
+            Operation::CreateAccount {
+                new_account,
+                public_key,
+            } => {
+                out.push(TAG_CREATE_ACCOUNT);
+                out.extend_from_slice(&new_account.0.to_be_bytes());
+                out.extend_from_slice(&public_key);
+            }
+            Operation::CreateOffer {
+                sell,
+                buy,
+                amount,
+                min_price,
+            } => {
+                out.push(TAG_CREATE_OFFER);
+                out.extend_from_slice(&sell.0.to_be_bytes());
+                out.extend_from_slice(&buy.0.to_be_bytes());
+                out.extend_from_slice(&amount.to_be_bytes());
+                out.extend_from_slice(&min_price.0.to_be_bytes());
+            }
+            Operation::CancelOffer {
+                sell,
+                buy,
+                min_price,
+                offer_id,
+            } => {
+                out.push(TAG_CANCEL_OFFER);
+                out.extend_from_slice(&sell.0.to_be_bytes());
+                out.extend_from_slice(&buy.0.to_be_bytes());
+                out.extend_from_slice(&min_price.0.to_be_bytes());
+                out.extend_from_slice(&offer_id.0.to_be_bytes());
+            }
+            Operation::Payment { to, asset, amount } => {
+                out.push(TAG_PAYMENT);
+                out.extend_from_slice(&to.0.to_be_bytes());
+                out.extend_from_slice(&asset.0.to_be_bytes());
+                out.extend_from_slice(&amount.to_be_bytes());
+            }
+        }
+    }
+
+    /// Decodes exactly one transaction occupying all of `bytes`.
+    pub fn decode(bytes: &[u8]) -> Result<Transaction, DecodeError> {
+        let mut reader = Reader { bytes, at: 0 };
+        let transaction = reader.transaction()?;
+        reader.finish()?;
+        Ok(transaction)
+    }
+}
+
+impl SignedTransaction {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128);
+        self.encode_into(&mut out);
+        out
+    }
+
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        self.transaction.encode_into(out);
+        out.extend_from_slice(&self.signature);
+    }
+
+    /// Decodes exactly one signed transaction occupying all of `bytes`.
+    pub fn decode(bytes: &[u8]) -> Result<SignedTransaction, DecodeError> {
+        let mut reader = Reader { bytes, at: 0 };
+        let signed = reader.signed_transaction()?;
+        reader.finish()?;
+        Ok(signed)
+    }
+
+    /// Decodes a sequence of signed transactions, each prefixed by its length as a u16.
+    pub fn decode_list(bytes: &[u8]) -> Result<Vec<SignedTransaction>, DecodeError> {
+        let mut reader = Reader { bytes, at: 0 };
+        let mut list = Vec::new();
+        while reader.at < bytes.len() {
+            let length = reader.u16()? as usize;
+            let body = reader.take(length)?;
+            list.push(SignedTransaction::decode(body)?);
+        }
+        Ok(list)
+    }
+
+    /// Encodes a list in the format [`SignedTransaction::decode_list`] reads.
+    pub fn encode_list(list: &[SignedTransaction]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(list.len() * 130);
+        let mut body = Vec::with_capacity(128);
+        for signed in list {
+            body.clear();
+            signed.encode_into(&mut body);
+            out.extend_from_slice(&(body.len() as u16).to_be_bytes());
+            out.extend_from_slice(&body);
+        }
+        out
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize) -> Result<&'a [u8], DecodeError> {
+        let available = self.bytes.len() - self.at;
+        if count > available {
+            return Err(DecodeError::Truncated {
+                needed: count,
+                available,
+            });
+        }
+        let slice = &self.bytes[self.at..self.at + count];
+        self.at += count;
+        Ok(slice)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut array = [0u8; N];
+        array.copy_from_slice(self.take(N)?);
+        Ok(array)
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+
+    fn u128(&mut self) -> Result<u128, DecodeError> {
+        Ok(u128::from_be_bytes(self.array()?))
+    }
+
+    fn amount(&mut self) -> Result<u64, DecodeError> {
+        match self.u64()? {
+            0 => Err(DecodeError::ZeroAmount),
+            amount if amount > MAX_AMOUNT => Err(DecodeError::AmountTooLarge(amount)),
+            amount => Ok(amount),
+        }
+    }
+
+    fn limit_price(&mut self) -> Result<Price, DecodeError> {
+        let price = Price(self.u128()?);
+        if price < Price::MIN_LIMIT || price > Price::MAX_LIMIT {
+            return Err(DecodeError::LimitPrice);
+        }
+        Ok(price)
+    }
+
+    fn pair(&mut self) -> Result<(AssetId, AssetId), DecodeError> {
+        let (sell, buy) = (AssetId(self.u16()?), AssetId(self.u16()?));
+        if sell == buy {
+            return Err(DecodeError::SameAsset(sell.0));
+        }
+        Ok((sell, buy))
+    }
+
+    fn transaction(&mut self) -> Result<Transaction, DecodeError> {
+        let version = self.u8()?;
+        if version != TRANSACTION_VERSION {
+            return Err(DecodeError::Version(version));
+        }
+        let source = AccountId(self.u64()?);
+        let sequence = self.u64()?;
+        let operation = match self.u8()? {
+            TAG_CREATE_ACCOUNT => Operation::CreateAccount {
+                new_account: AccountId(self.u64()?),
+                public_key: self.array()?,
+            },
+            TAG_CREATE_OFFER => {
+                let (sell, buy) = self.pair()?;
+                let amount = self.amount()?;
+                Operation::CreateOffer {
+                    sell,
+                    buy,
+                    amount,
+                    min_price: self.limit_price()?,
+                }
+            }
+            TAG_CANCEL_OFFER => {
+                let (sell, buy) = self.pair()?;
+                let min_price = self.limit_price()?;
+                Operation::CancelOffer {
+                    sell,
+                    buy,
+                    min_price,
+                    offer_id: OfferId(self.u64()?),
+                }
+            }
+            TAG_PAYMENT => Operation::Payment {
+                to: AccountId(self.u64()?),
+                asset: AssetId(self.u16()?),
+                amount: self.amount()?,
+            },
+            tag => return Err(DecodeError::UnknownOperation(tag)),
+        };
+        Ok(Transaction {
+            source,
+            sequence,
+            operation,
+        })
+    }
+
+    fn signed_transaction(&mut self) -> Result<SignedTransaction, DecodeError> {
+        let transaction = self.transaction()?;
+        Ok(SignedTransaction {
+            transaction,
+            signature: self.array()?,
+        })
+    }
+
+    fn finish(&self) -> Result<(), DecodeError> {
+        match self.bytes.len() - self.at {
+            0 => Ok(()),
+            extra => Err(DecodeError::TrailingBytes { extra }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn operation() -> impl Strategy<Value = Operation> {
+        let price = (Price::MIN_LIMIT.0..=Price::MAX_LIMIT.0).prop_map(Price);
+        let pair = (0u16..100, 0u16..100).prop_filter("distinct assets", |(a, b)| a != b);
+        prop_oneof![
+            (any::<u64>(), any::<[u8; 32]>()).prop_map(|(account, public_key)| {
+                Operation::CreateAccount {
+                    new_account: AccountId(account),
+                    public_key,
+                }
+            }),
+            (pair.clone(), 1..=MAX_AMOUNT, price.clone()).prop_map(
+                |((s, b), amount, min_price)| {
+                    Operation::CreateOffer {
+                        sell: AssetId(s),
+                        buy: AssetId(b),
+                        amount,
+                        min_price,
+                    }
+                }
+            ),
+            (pair, price, any::<u64>()).prop_map(|((s, b), min_price, id)| {
+                Operation::CancelOffer {
+                    sell: AssetId(s),
+                    buy: AssetId(b),
+                    min_price,
+                    offer_id: OfferId(id),
+                }
+            }),
+            (any::<u64>(), any::<u16>(), 1..=MAX_AMOUNT).prop_map(|(to, asset, amount)| {
+                Operation::Payment {
+                    to: AccountId(to),
+                    asset: AssetId(asset),
+                    amount,
+                }
+            }),
+        ]
+    }
+
+    fn signed() -> impl Strategy<Value = SignedTransaction> {
+        (
+            any::<u64>(),
+            any::<u64>(),
+            operation(),
+            any::<[u8; 32]>(),
+            any::<[u8; 32]>(),
+        )
+            .prop_map(|(source, sequence, operation, low, high)| {
+                let mut signature = [0u8; 64];
+                signature[..32].copy_from_slice(&low);
+                signature[32..].copy_from_slice(&high);
+                SignedTransaction {
+                    transaction: Transaction {
+                        source: AccountId(source),
+                        sequence,
+                        operation,
+                    },
+                    signature,
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn encoding_round_trips(signed in signed()) {
+            let bytes = signed.encode();
+            prop_assert_eq!(SignedTransaction::decode(&bytes), Ok(signed));
+            prop_assert_eq!(Transaction::decode(&signed.transaction.encode()), Ok(signed.transaction));
+        }
+
+        #[test]
+        fn lists_round_trip(list in proptest::collection::vec(signed(), 0..20)) {
+            let bytes = SignedTransaction::encode_list(&list);
+            prop_assert_eq!(SignedTransaction::decode_list(&bytes), Ok(list));
+        }
+
+        /// Arbitrary bytes decode to an error or to a transaction that re-encodes to them.
+        #[test]
+        fn decoding_is_canonical_and_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(signed) = SignedTransaction::decode(&bytes) {
+                prop_assert_eq!(signed.encode(), bytes.clone());
+            }
+            let _ = SignedTransaction::decode_list(&bytes);
+            let _ = Transaction::decode(&bytes);
+        }
+
+        #[test]
+        fn truncation_and_trailing_bytes_are_errors(signed in signed(), cut in 1usize..40) {
+            let bytes = signed.encode();
+            let cut = cut.min(bytes.len());
+            prop_assert!(SignedTransaction::decode(&bytes[..bytes.len() - cut]).is_err());
+            let mut longer = bytes.clone();
+            longer.push(0);
+            prop_assert_eq!(SignedTransaction::decode(&longer), Err(DecodeError::TrailingBytes { extra: 1 }));
+        }
+    }
+
+    #[test]
+    fn invalid_fields_are_named() {
+        let offer = Transaction {
+            source: AccountId(1),
+            sequence: 2,
+            operation: Operation::CreateOffer {
+                sell: AssetId(0),
+                buy: AssetId(1),
+                amount: 5,
+                min_price: Price::ONE,
+            },
+        };
+        let mut bytes = offer.encode();
+        bytes[0] = 9;
+        assert_eq!(Transaction::decode(&bytes), Err(DecodeError::Version(9)));
+        let mut bytes = offer.encode();
+        bytes[17] = 0x77;
+        assert_eq!(
+            Transaction::decode(&bytes),
+            Err(DecodeError::UnknownOperation(0x77))
+        );
+        let mut bytes = offer.encode();
+        bytes[21] = 0; // low byte of the buy asset: 1 -> 0
+        assert_eq!(Transaction::decode(&bytes), Err(DecodeError::SameAsset(0)));
+        let mut bytes = offer.encode();
+        bytes[22..30].copy_from_slice(&0u64.to_be_bytes());
+        assert_eq!(Transaction::decode(&bytes), Err(DecodeError::ZeroAmount));
+    }
+}
