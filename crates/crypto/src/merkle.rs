@@ -1,0 +1,208 @@
+//! Merkle batch signatures: sign many messages with one ed25519 signature.
+//!
+//! A signer builds a binary Merkle tree over the messages' hashes, signs the root once, and hands
+//! each recipient its message's inclusion proof. A verifier recomputes the root from (message
+//! hash, proof) and checks the one signature.
+//!
+//! Tree shape: leaf `i` is `H_leaf(message_hash_i)`; each level pairs nodes left to right into
+//! `H_node(left ‖ right)`, and a last unpaired node moves up unchanged (never duplicated, so no two
+//! different leaf lists share a root). Leaf and inner hashes are in different domains, so a leaf
+//! can never be presented as an inner node. What is signed is `H_root(leaf_count ‖ root)`, not the
+//! bare root: it cannot be mistaken for any other signed 32-byte message, and it fixes the tree
+//! shape the proofs are checked against.
+
+use std::fmt;
+
+use crate::error::VerifyError;
+use crate::hash::{domain, hash_in, Hash, Hasher};
+use crate::sign::{verify, Keypair, PublicKey, Signature};
+
+/// Most messages one batch signature covers (the leaf index travels as a `u32`).
+pub const MERKLE_BATCH_MESSAGES_MAX: usize = u32::MAX as usize;
+
+/// A batch that cannot be signed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MerkleBatchError {
+    /// No messages: there is nothing to sign.
+    Empty,
+    /// More than [`MERKLE_BATCH_MESSAGES_MAX`] messages.
+    TooManyMessages { messages: usize },
+}
+
+impl fmt::Display for MerkleBatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MerkleBatchError::Empty => write!(f, "a Merkle batch needs at least one message"),
+            MerkleBatchError::TooManyMessages { messages } => write!(
+                f,
+                "a Merkle batch holds at most {MERKLE_BATCH_MESSAGES_MAX} messages, got \
+                 {messages}; split it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MerkleBatchError {}
+
+/// A Merkle tree over message hashes, every level kept so proofs are read off directly.
+#[derive(Clone, Debug)]
+pub struct MerkleTree {
+    /// `levels[0]` holds the leaf hashes, the last level the root alone.
+    levels: Vec<Vec<Hash>>,
+}
+
+impl MerkleTree {
+    /// Builds the tree over `message_hashes` (in this order).
+    pub fn new(message_hashes: &[Hash]) -> Result<MerkleTree, MerkleBatchError> {
+        if message_hashes.is_empty() {
+            return Err(MerkleBatchError::Empty);
+        }
+        if message_hashes.len() > MERKLE_BATCH_MESSAGES_MAX {
+            return Err(MerkleBatchError::TooManyMessages {
+                messages: message_hashes.len(),
+            });
+        }
+        let mut levels = vec![message_hashes.iter().map(leaf_hash).collect::<Vec<_>>()];
+        while let Some(level) = levels.last().filter(|level| level.len() > 1) {
+            levels.push(level.chunks(2).map(parent_of_pair).collect());
+        }
+        Ok(MerkleTree { levels })
+    }
+
+    /// The root hash.
+    pub fn root(&self) -> Hash {
+        // `new` guarantees a last level with exactly one hash.
+        self.levels
+            .last()
+            .and_then(|level| level.first())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Number of messages.
+    pub fn leaf_count(&self) -> usize {
+        self.levels[0].len()
+    }
+
+    /// The inclusion proof of message `leaf_index`, or `None` past the end.
+    pub fn proof(&self, leaf_index: usize) -> Option<MerkleProof> {
+        if leaf_index >= self.leaf_count() {
+            return None;
+        }
+        let mut siblings = Vec::new();
+        let mut index = leaf_index;
+        for level in &self.levels[..self.levels.len() - 1] {
+            if let Some(sibling) = level.get(index ^ 1) {
+                siblings.push(*sibling);
+            }
+            index /= 2;
+        }
+        Some(MerkleProof {
+            leaf_index: leaf_index as u32,
+            siblings,
+        })
+    }
+}
+
+/// Where one message sits in a batch and the sibling hashes from its leaf up to the root
+/// (levels where the node had no sibling contribute none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MerkleProof {
+    pub leaf_index: u32,
+    pub siblings: Vec<Hash>,
+}
+
+/// One signature over a whole batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MerkleBatchSignature {
+    /// Number of messages in the batch; fixes the tree shape.
+    pub leaf_count: u32,
+    /// Signature over `H_root(leaf_count ‖ root)`.
+    pub signature: Signature,
+}
+
+/// Signs every message of `message_hashes` at once; proof `i` is for message `i`.
+pub fn sign_merkle_batch(
+    keypair: &Keypair,
+    message_hashes: &[Hash],
+) -> Result<(MerkleBatchSignature, Vec<MerkleProof>), MerkleBatchError> {
+    let tree = MerkleTree::new(message_hashes)?;
+    let leaf_count = tree.leaf_count() as u32;
+    let signature = keypair.sign(signed_root(leaf_count, &tree.root()).as_bytes());
+    let proofs = (0..tree.leaf_count())
+        .filter_map(|index| tree.proof(index))
+        .collect();
+    Ok((
+        MerkleBatchSignature {
+            leaf_count,
+            signature,
+        },
+        proofs,
+    ))
+}
+
+/// Checks that `message_hash` is in the batch `batch` signed by `public_key`, at the place
+/// `proof` says.
+pub fn verify_merkle_batch_member(
+    public_key: &PublicKey,
+    message_hash: &Hash,
+    batch: &MerkleBatchSignature,
+    proof: &MerkleProof,
+) -> Result<(), VerifyError> {
+    let root = root_from_proof(message_hash, batch.leaf_count, proof)
+        .ok_or(VerifyError::BadInclusionProof)?;
+    let message = signed_root(batch.leaf_count, &root);
+    verify(public_key, message.as_bytes(), &batch.signature)
+}
+
+/// Recomputes the root, or `None` when the proof does not fit a tree of `leaf_count` leaves.
+fn root_from_proof(message_hash: &Hash, leaf_count: u32, proof: &MerkleProof) -> Option<Hash> {
+    if proof.leaf_index >= leaf_count {
+        return None;
+    }
+    let mut siblings = proof.siblings.iter();
+    let (mut index, mut width) = (proof.leaf_index, leaf_count);
+    let mut node = leaf_hash(message_hash);
+    while width > 1 {
+        let has_sibling = index % 2 == 1 || index + 1 < width;
+        if has_sibling {
+            let sibling = siblings.next()?;
+            node = if index % 2 == 0 {
+                node_hash(&node, sibling)
+            } else {
+                node_hash(sibling, &node)
+            };
+        }
+        index /= 2;
+        width = width.div_ceil(2);
+    }
+    // Surplus siblings mean the proof was made for another shape.
+    siblings.next().is_none().then_some(node)
+}
+
+fn leaf_hash(message_hash: &Hash) -> Hash {
+    hash_in(domain::MERKLE_LEAF, message_hash.as_bytes())
+}
+
+fn node_hash(left: &Hash, right: &Hash) -> Hash {
+    let mut hasher = Hasher::new(domain::MERKLE_NODE);
+    hasher.update(left.as_bytes()).update(right.as_bytes());
+    hasher.finalize()
+}
+
+fn parent_of_pair(pair: &[Hash]) -> Hash {
+    match pair {
+        [left, right] => node_hash(left, right),
+        [alone] => *alone,
+        _ => unreachable!("chunks(2) yields one or two hashes"),
+    }
+}
+
+/// The 32-byte message the batch signature signs.
+fn signed_root(leaf_count: u32, root: &Hash) -> Hash {
+    let mut hasher = Hasher::new(domain::MERKLE_ROOT);
+    hasher
+        .update(&leaf_count.to_be_bytes())
+        .update(root.as_bytes());
+    hasher.finalize()
+}

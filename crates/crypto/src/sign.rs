@@ -1,0 +1,199 @@
+//! ed25519 keys, signing and single verification (over `ed25519-dalek`).
+//!
+//! Single verification is dalek's `verify_strict`: it rejects non-canonical `s`, small-order `R`
+//! and small-order keys, the RFC 8032 checks that stop a third party from minting a second valid
+//! signature from a first. Small-order keys are also refused when a [`PublicKey`] is decoded, so
+//! an account can never be created with a key whose signatures anyone could forge.
+
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{DecodeError, VerifyError};
+use crate::hex;
+
+/// Bytes in an encoded [`PublicKey`].
+pub const PUBLIC_KEY_BYTES: usize = 32;
+/// Bytes in an encoded [`Signature`].
+pub const SIGNATURE_BYTES: usize = 64;
+/// Bytes in a [`SecretKey`] seed.
+pub const SECRET_SEED_BYTES: usize = 32;
+
+/// An ed25519 secret key: the RFC 8032 32-byte seed. Its `Debug` hides the bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretKey([u8; SECRET_SEED_BYTES]);
+
+impl SecretKey {
+    /// The secret key with this seed. Deterministic: tests and simulations derive seeds from a
+    /// counter; production seeds must come from a cryptographic RNG.
+    pub fn from_seed(seed: [u8; SECRET_SEED_BYTES]) -> SecretKey {
+        SecretKey(seed)
+    }
+
+    /// The seed bytes (handle with care).
+    pub fn seed(&self) -> &[u8; SECRET_SEED_BYTES] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretKey(..)")
+    }
+}
+
+/// A secret key expanded for signing, with its public key. Expanding costs a SHA-512 and a
+/// scalar multiplication, so signers keep a `Keypair` rather than a [`SecretKey`].
+#[derive(Clone)]
+pub struct Keypair {
+    signing: SigningKey,
+    public: PublicKey,
+}
+
+impl Keypair {
+    /// Expands `secret` for signing.
+    pub fn from_secret(secret: &SecretKey) -> Keypair {
+        let signing = SigningKey::from_bytes(secret.seed());
+        let public = PublicKey(signing.verifying_key().to_bytes());
+        Keypair { signing, public }
+    }
+
+    /// Same as `Keypair::from_secret(&SecretKey::from_seed(seed))`.
+    pub fn from_seed(seed: [u8; SECRET_SEED_BYTES]) -> Keypair {
+        Keypair::from_secret(&SecretKey::from_seed(seed))
+    }
+
+    /// The public key that verifies this keypair's signatures.
+    pub fn public_key(&self) -> PublicKey {
+        self.public
+    }
+
+    /// Signs `message` (deterministic, RFC 8032).
+    pub fn sign(&self, message: &[u8]) -> Signature {
+        Signature(self.signing.sign(message).to_bytes())
+    }
+}
+
+impl fmt::Debug for Keypair {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Keypair {{ public: {}, .. }}", self.public)
+    }
+}
+
+/// An ed25519 public key: a compressed curve point that is known to decode and not to have
+/// small order (both checked by every constructor).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PublicKey([u8; PUBLIC_KEY_BYTES]);
+
+impl PublicKey {
+    /// Decodes a public key, refusing wrong lengths, non-points and small-order points.
+    pub fn from_bytes(bytes: &[u8]) -> Result<PublicKey, DecodeError> {
+        let array =
+            <[u8; PUBLIC_KEY_BYTES]>::try_from(bytes).map_err(|_| DecodeError::WrongLength {
+                what: "public key",
+                expected: PUBLIC_KEY_BYTES,
+                actual: bytes.len(),
+            })?;
+        let point = VerifyingKey::from_bytes(&array).map_err(|_| DecodeError::NotACurvePoint)?;
+        if point.is_weak() {
+            return Err(DecodeError::WeakPublicKey);
+        }
+        Ok(PublicKey(array))
+    }
+
+    /// The 32-byte encoding.
+    pub fn as_bytes(&self) -> &[u8; PUBLIC_KEY_BYTES] {
+        &self.0
+    }
+
+    /// The dalek key. Decompresses the point again (a field square root): checked at
+    /// construction, so failure means memory corruption, reported as a bad signature.
+    pub(crate) fn to_dalek(self) -> Result<VerifyingKey, VerifyError> {
+        VerifyingKey::from_bytes(&self.0).map_err(|_| VerifyError::BadSignature)
+    }
+}
+
+impl fmt::Display for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        hex::write(f, &self.0)
+    }
+}
+
+impl fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PublicKey({self})")
+    }
+}
+
+impl FromStr for PublicKey {
+    type Err = DecodeError;
+
+    fn from_str(text: &str) -> Result<PublicKey, DecodeError> {
+        let bytes: [u8; PUBLIC_KEY_BYTES] = hex::decode_array("public key", text)?;
+        PublicKey::from_bytes(&bytes)
+    }
+}
+
+/// An ed25519 signature `R ‖ s`. Decoding checks only the length; whether `R` and `s` are well
+/// formed is part of verification.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Signature([u8; SIGNATURE_BYTES]);
+
+impl Signature {
+    /// Reads a signature from exactly [`SIGNATURE_BYTES`] bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Signature, DecodeError> {
+        let array =
+            <[u8; SIGNATURE_BYTES]>::try_from(bytes).map_err(|_| DecodeError::WrongLength {
+                what: "signature",
+                expected: SIGNATURE_BYTES,
+                actual: bytes.len(),
+            })?;
+        Ok(Signature(array))
+    }
+
+    /// The 64-byte encoding.
+    pub fn as_bytes(&self) -> &[u8; SIGNATURE_BYTES] {
+        &self.0
+    }
+
+    pub(crate) fn to_dalek(self) -> ed25519_dalek::Signature {
+        ed25519_dalek::Signature::from_bytes(&self.0)
+    }
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        hex::write(f, &self.0)
+    }
+}
+
+impl fmt::Debug for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Signature({self})")
+    }
+}
+
+impl FromStr for Signature {
+    type Err = DecodeError;
+
+    fn from_str(text: &str) -> Result<Signature, DecodeError> {
+        hex::decode_array("signature", text).map(Signature)
+    }
+}
+
+/// Signs `message` with `keypair`.
+pub fn sign(keypair: &Keypair, message: &[u8]) -> Signature {
+    keypair.sign(message)
+}
+
+/// Checks one signature (strict RFC 8032 rules, see the module docs).
+pub fn verify(
+    public_key: &PublicKey,
+    message: &[u8],
+    signature: &Signature,
+) -> Result<(), VerifyError> {
+    public_key
+        .to_dalek()?
+        .verify_strict(message, &signature.to_dalek())
+        .map_err(|_| VerifyError::BadSignature)
+}
