@@ -1,0 +1,241 @@
+//! Batch insertion.
+//!
+//! A batch is sorted by key (last entry wins for a repeated key, as with one-by-one inserts),
+//! then merged into the trie top-down. At each node the sorted batch splits, by the key nibble
+//! where the node branches, into runs that belong to disjoint subtrees; each run is merged into
+//! the existing child or built into a fresh local subtree. Those per-child tasks are independent,
+//! so they run on separate threads (see [`crate::parallel`]); results are reassembled in nibble
+//! order. The trie's shape is a function of its key set alone, so any split gives the same trie.
+
+use crate::nibble::{bitmap_nibbles, common_prefix_nibbles, nibble, truncated};
+use crate::node::{Branch, Node};
+use crate::parallel::run_weighted;
+
+/// A batch entry waiting to become a leaf. The value is moved out when the leaf is made.
+pub(crate) struct Pending<const KEY_BYTES: usize, V> {
+    pub key: [u8; KEY_BYTES],
+    pub value: Option<V>,
+}
+
+/// Sorts `batch` by key, keeping for each key only the entry that came last.
+///
+/// With several threads, entries are first bucketed by the first nibble where keys differ (one
+/// pass, order kept within a bucket) and the buckets sorted in parallel.
+pub(crate) fn sort_batch<const KEY_BYTES: usize, V: Send>(
+    batch: Vec<([u8; KEY_BYTES], V)>,
+    threads: usize,
+) -> Vec<Pending<KEY_BYTES, V>> {
+    let sorted = if threads > 1 {
+        sort_in_buckets(batch, threads)
+    } else {
+        sort_stably(batch)
+    };
+    let mut unique: Vec<Pending<KEY_BYTES, V>> = Vec::with_capacity(sorted.len());
+    for (key, value) in sorted {
+        match unique.last_mut() {
+            // The stable sort kept input order among equal keys: a later entry overrides.
+            Some(last) if last.key == key => last.value = Some(value),
+            _ => unique.push(Pending {
+                key,
+                value: Some(value),
+            }),
+        }
+    }
+    unique
+}
+
+fn sort_stably<const KEY_BYTES: usize, V>(
+    mut batch: Vec<([u8; KEY_BYTES], V)>,
+) -> Vec<([u8; KEY_BYTES], V)> {
+    batch.sort_by_key(|entry| entry.0);
+    batch
+}
+
+fn sort_in_buckets<const KEY_BYTES: usize, V: Send>(
+    batch: Vec<([u8; KEY_BYTES], V)>,
+    threads: usize,
+) -> Vec<([u8; KEY_BYTES], V)> {
+    let total = batch.len();
+    let split_nibble = first_differing_nibble(&batch);
+    let mut buckets: Vec<Vec<([u8; KEY_BYTES], V)>> = (0..16).map(|_| Vec::new()).collect();
+    for entry in batch {
+        buckets[usize::from(nibble(&entry.0, split_nibble))].push(entry);
+    }
+    let sorted = run_weighted(
+        buckets,
+        threads,
+        |bucket| bucket.len() as u64,
+        |b, _| sort_stably(b),
+    );
+    let mut out = Vec::with_capacity(total);
+    sorted.into_iter().for_each(|bucket| out.extend(bucket));
+    out
+}
+
+/// The first nibble position where the batch's keys are not all equal (0 if they all are), so
+/// that buckets split the batch even when every key shares a prefix, as offers of one price
+/// range do.
+fn first_differing_nibble<const KEY_BYTES: usize, V>(batch: &[([u8; KEY_BYTES], V)]) -> usize {
+    let Some((first, _)) = batch.first() else {
+        return 0;
+    };
+    let shared = batch
+        .iter()
+        .map(|(key, _)| common_prefix_nibbles(first, key))
+        .min()
+        .unwrap_or(0);
+    if shared >= 2 * KEY_BYTES {
+        0
+    } else {
+        shared
+    }
+}
+
+/// Merges `batch` (sorted, unique keys) into the subtree `existing`; `None` stands for an
+/// empty subtree. Returns `None` only when both are empty.
+pub(crate) fn merge<const KEY_BYTES: usize, V: Send>(
+    existing: Option<Node<KEY_BYTES, V>>,
+    batch: &mut [Pending<KEY_BYTES, V>],
+    threads: usize,
+) -> Option<Node<KEY_BYTES, V>> {
+    if batch.is_empty() {
+        return existing;
+    }
+    Some(match existing {
+        None => build(batch, threads),
+        Some(node) => merge_into(node, batch, threads),
+    })
+}
+
+/// A fresh subtree holding exactly `batch` (non-empty).
+fn build<const KEY_BYTES: usize, V: Send>(
+    batch: &mut [Pending<KEY_BYTES, V>],
+    threads: usize,
+) -> Node<KEY_BYTES, V> {
+    if let [single] = batch {
+        return leaf_from(single);
+    }
+    let depth = common_prefix_nibbles(&batch[0].key, &batch[batch.len() - 1].key);
+    let prefix = truncated(&batch[0].key, depth);
+    let tasks = join_tasks(std::iter::empty(), split_by_nibble(batch, depth));
+    Node::new_branch(prefix, depth, run_tasks(tasks, threads))
+}
+
+fn merge_into<const KEY_BYTES: usize, V: Send>(
+    node: Node<KEY_BYTES, V>,
+    batch: &mut [Pending<KEY_BYTES, V>],
+    threads: usize,
+) -> Node<KEY_BYTES, V> {
+    let (first, last) = (&batch[0].key, &batch[batch.len() - 1].key);
+    let node_depth = node.depth();
+    let depth = node_depth
+        .min(common_prefix_nibbles(node.path(), first))
+        .min(common_prefix_nibbles(first, last));
+    if depth == node_depth {
+        return match node {
+            // The batch is this one key (keys are unique): the new value replaces the old,
+            // reviving the key if it was marked deleted.
+            Node::Leaf(_) => leaf_from(&mut batch[0]),
+            Node::Branch(branch) => merge_children(branch, batch, threads),
+        };
+    }
+    // The node's path and the batch part ways at `depth`: a new branch there holds both.
+    let prefix = truncated(first, depth);
+    let node_nibble = nibble(node.path(), depth);
+    let tasks = join_tasks(
+        std::iter::once((node_nibble, node)),
+        split_by_nibble(batch, depth),
+    );
+    Node::new_branch(prefix, depth, run_tasks(tasks, threads))
+}
+
+/// Merges `batch` (all keys under `branch`'s prefix) into the branch's children.
+fn merge_children<const KEY_BYTES: usize, V: Send>(
+    mut branch: Box<Branch<KEY_BYTES, V>>,
+    batch: &mut [Pending<KEY_BYTES, V>],
+    threads: usize,
+) -> Node<KEY_BYTES, V> {
+    let depth = usize::from(branch.depth);
+    // Reuse the children's allocation for the merged children: this runs for every branch a
+    // batch touches.
+    let mut children = std::mem::take(&mut branch.children);
+    let existing = bitmap_nibbles(branch.bitmap).zip(children.drain(..));
+    let tasks = join_tasks(existing, split_by_nibble(batch, depth));
+    children.extend(run_tasks(tasks, threads));
+    branch.children = children;
+    branch.recount();
+    *branch.dirty.get_mut() = true;
+    Node::Branch(branch)
+}
+
+fn leaf_from<const KEY_BYTES: usize, V>(entry: &mut Pending<KEY_BYTES, V>) -> Node<KEY_BYTES, V> {
+    // Each entry reaches exactly one leaf position, so its value is still there.
+    let value = entry
+        .value
+        .take()
+        .expect("each batch entry becomes exactly one leaf");
+    Node::new_leaf(entry.key, value)
+}
+
+/// Merging work for one child slot: an existing child, new entries, or both.
+struct Task<'a, const KEY_BYTES: usize, V> {
+    existing: Option<Node<KEY_BYTES, V>>,
+    batch: &'a mut [Pending<KEY_BYTES, V>],
+}
+
+/// Pairs existing children and batch runs by nibble, in nibble order.
+fn join_tasks<'a, const KEY_BYTES: usize, V>(
+    existing: impl Iterator<Item = (u8, Node<KEY_BYTES, V>)>,
+    runs: Vec<(u8, &'a mut [Pending<KEY_BYTES, V>])>,
+) -> Vec<Task<'a, KEY_BYTES, V>> {
+    let mut tasks = Vec::with_capacity(16);
+    let mut existing = existing.peekable();
+    for (run_nibble, run) in runs {
+        while let Some((_, child)) =
+            existing.next_if(|(child_nibble, _)| *child_nibble < run_nibble)
+        {
+            tasks.push(Task {
+                existing: Some(child),
+                batch: &mut [],
+            });
+        }
+        let child = existing.next_if(|(child_nibble, _)| *child_nibble == run_nibble);
+        tasks.push(Task {
+            existing: child.map(|(_, child)| child),
+            batch: run,
+        });
+    }
+    tasks.extend(existing.map(|(_, child)| Task {
+        existing: Some(child),
+        batch: &mut [],
+    }));
+    tasks
+}
+
+fn run_tasks<const KEY_BYTES: usize, V: Send>(
+    tasks: Vec<Task<'_, KEY_BYTES, V>>,
+    threads: usize,
+) -> Vec<Node<KEY_BYTES, V>> {
+    let weight = |task: &Task<'_, KEY_BYTES, V>| task.batch.len() as u64;
+    let merged = run_weighted(tasks, threads, weight, |task, budget| {
+        merge(task.existing, task.batch, budget)
+    });
+    merged.into_iter().flatten().collect()
+}
+
+/// Splits a sorted batch whose keys share `depth` nibbles into runs by the next nibble.
+fn split_by_nibble<const KEY_BYTES: usize, V>(
+    batch: &mut [Pending<KEY_BYTES, V>],
+    depth: usize,
+) -> Vec<(u8, &mut [Pending<KEY_BYTES, V>])> {
+    let mut runs = Vec::new();
+    let mut rest = batch;
+    while let Some(first) = rest.first() {
+        let run_nibble = nibble(&first.key, depth);
+        let run_len = rest.partition_point(|entry| nibble(&entry.key, depth) <= run_nibble);
+        let (run, tail) = std::mem::take(&mut rest).split_at_mut(run_len);
+        runs.push((run_nibble, run));
+        rest = tail;
+    }
+    runs
+}

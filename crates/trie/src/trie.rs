@@ -1,0 +1,140 @@
+//! The [`Trie`] type: the public face of the modules beside it.
+
+use walras_crypto::Hash;
+
+use crate::hashing::{empty_root_hash, refresh};
+use crate::iter::Iter;
+use crate::merge::{merge, sort_batch};
+use crate::nibble::nibble;
+use crate::node::Node;
+use crate::proof::{prove, Proof};
+use crate::{delete, invariants};
+
+/// Longest supported key. Depths are stored in a byte, which would allow 127; 64 is plenty.
+pub const KEY_BYTES_MAX: usize = 64;
+
+/// A Merkle-Patricia trie from `KEY_BYTES`-byte keys to values `V` (see the crate docs).
+pub struct Trie<const KEY_BYTES: usize, V = Vec<u8>> {
+    root: Option<Node<KEY_BYTES, V>>,
+}
+
+impl<const KEY_BYTES: usize, V> Default for Trie<KEY_BYTES, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const KEY_BYTES: usize, V> Trie<KEY_BYTES, V> {
+    const KEY_BYTES_SUPPORTED: () = assert!(
+        KEY_BYTES >= 1 && KEY_BYTES <= KEY_BYTES_MAX,
+        "keys are 1 to 64 bytes"
+    );
+
+    /// An empty trie.
+    pub fn new() -> Self {
+        // Rejects unsupported key lengths at compile time.
+        let () = Self::KEY_BYTES_SUPPORTED;
+        Trie { root: None }
+    }
+
+    /// Number of live (not deleted) keys. O(1).
+    pub fn len(&self) -> usize {
+        self.root
+            .as_ref()
+            .map_or(0, |root| root.live_leaves() as usize)
+    }
+
+    /// True when no key is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keys marked deleted and not yet removed by [`Trie::clean`]. O(1).
+    pub fn deleted_len(&self) -> usize {
+        self.root.as_ref().map_or(0, |root| root.deleted() as usize)
+    }
+
+    /// The value of a live `key`.
+    pub fn get(&self, key: &[u8; KEY_BYTES]) -> Option<&V> {
+        let mut node = self.root.as_ref()?;
+        loop {
+            match node {
+                Node::Leaf(leaf) => {
+                    let live = !leaf.deleted.load(std::sync::atomic::Ordering::Relaxed);
+                    return (leaf.key == *key && live).then_some(&leaf.value);
+                }
+                Node::Branch(branch) => {
+                    node = branch.child(nibble(key, usize::from(branch.depth)))?
+                }
+            }
+        }
+    }
+
+    /// Live entries in increasing key order.
+    pub fn iter(&self) -> Iter<'_, KEY_BYTES, V> {
+        Iter::new(self.root.as_ref())
+    }
+
+    /// Live entries with key `>= start`, in increasing key order (an offer book from a price).
+    pub fn range_from(&self, start: &[u8; KEY_BYTES]) -> Iter<'_, KEY_BYTES, V> {
+        Iter::from_key(self.root.as_ref(), start)
+    }
+
+    /// Marks `key` deleted; true if it was live. Takes `&self`: threads may delete
+    /// concurrently. The root hash ignores the key from now on; memory is reclaimed by `clean`.
+    pub fn mark_deleted(&self, key: &[u8; KEY_BYTES]) -> bool {
+        self.root
+            .as_ref()
+            .is_some_and(|root| delete::mark_deleted(root, key))
+    }
+
+    /// Removes every key marked deleted, visiting only subtrees that hold some. Leaves the
+    /// root hash and cached hashes unchanged.
+    pub fn clean(&mut self) {
+        self.root = self.root.take().and_then(delete::clean);
+    }
+
+    /// Panics, saying what is wrong, if a structural invariant is broken. For tests.
+    #[doc(hidden)]
+    pub fn check_invariants(&self)
+    where
+        V: AsRef<[u8]>,
+    {
+        if let Some(root) = &self.root {
+            if let Err(problem) = invariants::check(root) {
+                panic!("trie invariant broken: {problem}");
+            }
+        }
+    }
+}
+
+impl<const KEY_BYTES: usize, V: AsRef<[u8]> + Send> Trie<KEY_BYTES, V> {
+    /// Inserts (or overwrites, or revives) every entry of `batch`; for a key given twice the
+    /// later entry wins. Uses up to `threads` threads; the resulting trie is the same for any
+    /// thread count and equals inserting the entries one by one.
+    pub fn insert_batch(&mut self, batch: Vec<([u8; KEY_BYTES], V)>, threads: usize) {
+        let mut pending = sort_batch(batch, threads);
+        self.root = merge(self.root.take(), &mut pending, threads.max(1));
+    }
+
+    /// Inserts one entry; prefer [`Trie::insert_batch`] for many.
+    pub fn insert(&mut self, key: [u8; KEY_BYTES], value: V) {
+        self.insert_batch(vec![(key, value)], 1);
+    }
+
+    /// Hash of the live entries, recomputing only what changed since the last call, on up to
+    /// `threads` threads. Depends only on the set of live (key, value) pairs.
+    pub fn root_hash(&mut self, threads: usize) -> Hash {
+        let live_hash = self
+            .root
+            .as_mut()
+            .and_then(|root| refresh(root, threads.max(1)));
+        live_hash.unwrap_or_else(empty_root_hash)
+    }
+
+    /// A proof of `key`'s presence (with its value) or absence, for the current root hash.
+    /// Cheap after [`Trie::root_hash`]; parts changed since are hashed on the fly.
+    pub fn prove(&self, key: &[u8; KEY_BYTES]) -> Proof<KEY_BYTES> {
+        prove(self.root.as_ref(), key)
+    }
+}
