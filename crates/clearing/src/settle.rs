@@ -68,6 +68,29 @@ pub struct Settlement {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum SettleError {
+    /// Given valuations are not one positive integer per asset.
+    ValuationCount {
+        given: usize,
+        assets: usize,
+    },
+    /// A given amount names a pair with nothing at or below its rate.
+    NothingToTrade {
+        sell: u16,
+        buy: u16,
+    },
+    /// A given amount exceeds what the pair's offers may sell at its rate.
+    BeyondLimitPrices {
+        sell: u16,
+        buy: u16,
+        sold: u64,
+        upper: u64,
+    },
+    /// Given amounts would pay out more of an asset than the auctioneer receives.
+    NotConserved {
+        asset: usize,
+        received: u128,
+        paid: u128,
+    },
     /// Tâtonnement produced a non-finite or non-positive valuation.
     BadValuation {
         asset: usize,
@@ -84,6 +107,37 @@ impl std::fmt::Display for SettleError {
                 write!(
                     f,
                     "internal error: valuation of asset {asset} is not a positive number"
+                )
+            }
+            SettleError::ValuationCount { given, assets } => {
+                write!(
+                    f,
+                    "{given} valuations given for {assets} assets (all must be positive)"
+                )
+            }
+            SettleError::NothingToTrade { sell, buy } => {
+                write!(
+                    f,
+                    "pair {sell}->{buy} trades but no offer is at or below its rate"
+                )
+            }
+            SettleError::BeyondLimitPrices {
+                sell,
+                buy,
+                sold,
+                upper,
+            } => write!(
+                f,
+                "pair {sell}->{buy} sells {sold} but offers at or below its rate hold only {upper}"
+            ),
+            SettleError::NotConserved {
+                asset,
+                received,
+                paid,
+            } => {
+                write!(
+                    f,
+                    "asset {asset} not conserved: {received} received, {paid} paid out"
                 )
             }
             SettleError::Lp(error) => write!(f, "{error}"),
@@ -177,6 +231,69 @@ pub fn settle(
         lp_with_lower_bounds,
         lower_bounds_met,
         repairs,
+    })
+}
+
+/// Settles the books with amounts decided elsewhere (a block header: `(sell, buy, sold)` per
+/// traded pair), checking them exactly instead of computing them: every amount is at most what
+/// the pair's offers at or below its rate hold (so no offer trades beyond its limit), and no
+/// asset pays out more than it receives. μ-completeness is reported, not required.
+pub fn settle_given(
+    books: &OrderBooks,
+    valuations: &[Valuation],
+    epsilon: Fraction,
+    mu: Fraction,
+    trades: &[(u16, u16, u64)],
+) -> Result<Settlement, SettleError> {
+    let assets = books.assets();
+    if valuations.len() != assets || valuations.iter().any(|valuation| valuation.0 == 0) {
+        return Err(SettleError::ValuationCount {
+            given: valuations.len(),
+            assets,
+        });
+    }
+    let mut pairs = exact_bounds(books, valuations, epsilon, mu);
+    for &(sell, buy, sold) in trades {
+        let pair = pairs
+            .iter_mut()
+            .find(|pair| pair.sell == sell && pair.buy == buy)
+            .ok_or(SettleError::NothingToTrade { sell, buy })?;
+        if sold > pair.upper {
+            return Err(SettleError::BeyondLimitPrices {
+                sell,
+                buy,
+                sold,
+                upper: pair.upper,
+            });
+        }
+        pair.sold = sold;
+    }
+    let states: Vec<PairState> = pairs
+        .iter()
+        .map(|pair| PairState::new(books, &books.pairs()[pair.book_index], pair))
+        .collect();
+    let mut received = vec![0u128; assets];
+    let mut paid = vec![0u128; assets];
+    for (pair, state) in pairs.iter().zip(&states) {
+        received[pair.sell as usize] += pair.sold as u128;
+        paid[pair.buy as usize] += state.payout(pair.sold);
+    }
+    if let Some(asset) = (0..assets).find(|asset| paid[*asset] > received[*asset]) {
+        return Err(SettleError::NotConserved {
+            asset,
+            received: received[asset],
+            paid: paid[asset],
+        });
+    }
+    let burned = finish_pairs(books, &mut pairs, &states, assets);
+    let lower_bounds_met = pairs.iter().all(|pair| pair.sold >= pair.lower);
+    Ok(Settlement {
+        valuations: valuations.to_vec(),
+        pairs,
+        burned,
+        lp_with_lower_bounds: lower_bounds_met,
+        lower_bounds_met,
+        repairs: 0,
     })
 }
 

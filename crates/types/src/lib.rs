@@ -15,6 +15,7 @@
 //! - [`transaction`]: transactions and their canonical binary encoding.
 
 pub mod fixed;
+pub mod genesis;
 pub mod offer;
 pub mod offers_csv;
 pub mod price;

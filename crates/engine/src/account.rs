@@ -1,0 +1,119 @@
+//! Accounts: key, sequence number, balances.
+
+use walras_types::{AssetId, MAX_AMOUNT};
+
+/// One account's state. Balances are sparse — an account holds a few of many assets — and kept
+/// sorted by asset so the account encodes canonically.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    pub public_key: [u8; 32],
+    /// The highest sequence number used; the next transaction must lie in
+    /// `(last_sequence, last_sequence + SEQUENCE_WINDOW]`.
+    pub last_sequence: u64,
+    balances: Vec<(AssetId, u64)>,
+}
+
+impl Account {
+    pub fn new(public_key: [u8; 32], balances: Vec<(AssetId, u64)>) -> Account {
+        let mut account = Account {
+            public_key,
+            last_sequence: 0,
+            balances,
+        };
+        account.balances.retain(|(_, amount)| *amount > 0);
+        account.balances.sort_by_key(|(asset, _)| *asset);
+        account
+    }
+
+    pub fn balance(&self, asset: AssetId) -> u64 {
+        match self
+            .balances
+            .binary_search_by_key(&asset, |(held, _)| *held)
+        {
+            Ok(at) => self.balances[at].1,
+            Err(_) => 0,
+        }
+    }
+
+    pub fn balances(&self) -> &[(AssetId, u64)] {
+        &self.balances
+    }
+
+    /// Adds to a balance. Panics past the issuance cap: every credit is matched by a debit or
+    /// a trade within the asset's issuance, so that would be a bug, not bad input.
+    pub fn credit(&mut self, asset: AssetId, amount: u64) {
+        if amount == 0 {
+            return;
+        }
+        match self
+            .balances
+            .binary_search_by_key(&asset, |(held, _)| *held)
+        {
+            Ok(at) => {
+                let balance = &mut self.balances[at].1;
+                *balance = balance
+                    .checked_add(amount)
+                    .filter(|sum| *sum <= MAX_AMOUNT)
+                    .expect("a balance exceeded the issuance cap");
+            }
+            Err(at) => self.balances.insert(at, (asset, amount)),
+        }
+    }
+
+    /// Subtracts from a balance. Panics on overdraft: filtering admits only debits the balance
+    /// covers, so that would be a bug, not bad input.
+    pub fn debit(&mut self, asset: AssetId, amount: u64) {
+        if amount == 0 {
+            return;
+        }
+        let at = self
+            .balances
+            .binary_search_by_key(&asset, |(held, _)| *held)
+            .expect("debit of an asset the account does not hold");
+        let balance = &mut self.balances[at].1;
+        *balance = balance
+            .checked_sub(amount)
+            .expect("overdraft past filtering");
+        if *balance == 0 {
+            self.balances.remove(at);
+        }
+    }
+
+    /// Canonical bytes, committed in the account trie:
+    /// `public_key[32] last_sequence:u64 count:u16 (asset:u16 amount:u64)*`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(42 + 10 * self.balances.len());
+        out.extend_from_slice(&self.public_key);
+        out.extend_from_slice(&self.last_sequence.to_be_bytes());
+        out.extend_from_slice(&(self.balances.len() as u16).to_be_bytes());
+        for (asset, amount) in &self.balances {
+            out.extend_from_slice(&asset.0.to_be_bytes());
+            out.extend_from_slice(&amount.to_be_bytes());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credits_and_debits_keep_balances_sparse_and_sorted() {
+        let mut account = Account::new([0; 32], vec![(AssetId(3), 5), (AssetId(1), 0)]);
+        assert_eq!(account.balances(), &[(AssetId(3), 5)]);
+        account.credit(AssetId(1), 7);
+        account.credit(AssetId(3), 1);
+        assert_eq!(account.balances(), &[(AssetId(1), 7), (AssetId(3), 6)]);
+        account.debit(AssetId(1), 7);
+        assert_eq!(account.balance(AssetId(1)), 0);
+        assert_eq!(account.balances(), &[(AssetId(3), 6)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "overdraft")]
+    fn overdraft_is_a_bug() {
+        let mut account = Account::new([0; 32], vec![(AssetId(0), 5)]);
+        account.debit(AssetId(0), 6);
+    }
+}

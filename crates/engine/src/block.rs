@@ -1,0 +1,225 @@
+//! Blocks and their headers.
+//!
+//! A block is a *set* of transactions: its effect does not depend on their order, and its
+//! transaction root is a Merkle root over the transaction hashes sorted. The header carries the
+//! clearing result — valuations and, per traded pair, the amount sold and the key of the last
+//! offer that traded (SPEEDEX K.3) — so a follower can check it exactly without re-running
+//! tâtonnement.
+//!
+//! Encoding (big-endian):
+//!
+//! ```text
+//! header := height:u64 previous:[32] transactions_root:[32] state_root:[32]
+//!           assets:u16 valuation:u64 * assets
+//!           trades:u32 (sell:u16 buy:u16 sold:u64 price:u128 account:u64 offer:u64) * trades
+//! block  := header transaction_list        (see SignedTransaction::encode_list)
+//! ```
+
+use walras_crypto::{hash_in, Domain, Hash, MerkleTree};
+use walras_types::{AccountId, AssetId, OfferId, OfferKey, Price, SignedTransaction};
+
+pub const HEADER_DOMAIN: Domain = Domain::new("walras/header");
+pub use walras_crypto::domain::TRANSACTION as TRANSACTION_DOMAIN;
+
+/// What one pair traded in a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PairTrade {
+    pub sell: AssetId,
+    pub buy: AssetId,
+    /// Amount of `sell` sold by the pair's offers.
+    pub sold: u64,
+    /// The last offer (in canonical order) that traded, fully or partially.
+    pub last_offer: OfferKey,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockHeader {
+    pub height: u64,
+    pub previous: Hash,
+    pub transactions_root: Hash,
+    pub state_root: Hash,
+    /// Clearing valuations, one per asset.
+    pub valuations: Vec<u64>,
+    /// Traded pairs in pair order.
+    pub trades: Vec<PairTrade>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub header: BlockHeader,
+    pub transactions: Vec<SignedTransaction>,
+}
+
+/// Why bytes are not a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockDecodeError {
+    Truncated,
+    TrailingBytes,
+    Transactions(walras_types::DecodeError),
+    LimitPrice,
+    Unsorted,
+}
+
+impl std::fmt::Display for BlockDecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BlockDecodeError::Truncated => write!(f, "block header truncated"),
+            BlockDecodeError::TrailingBytes => write!(f, "bytes after the end of the block"),
+            BlockDecodeError::Transactions(error) => write!(f, "block transactions: {error}"),
+            BlockDecodeError::LimitPrice => write!(f, "trade names an offer with an invalid price"),
+            BlockDecodeError::Unsorted => write!(f, "header trades are not in strict pair order"),
+        }
+    }
+}
+
+impl std::error::Error for BlockDecodeError {}
+
+impl BlockHeader {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(110 + 8 * self.valuations.len() + 52 * self.trades.len());
+        out.extend_from_slice(&self.height.to_be_bytes());
+        out.extend_from_slice(self.previous.as_bytes());
+        out.extend_from_slice(self.transactions_root.as_bytes());
+        out.extend_from_slice(self.state_root.as_bytes());
+        out.extend_from_slice(&(self.valuations.len() as u16).to_be_bytes());
+        for valuation in &self.valuations {
+            out.extend_from_slice(&valuation.to_be_bytes());
+        }
+        out.extend_from_slice(&(self.trades.len() as u32).to_be_bytes());
+        for trade in &self.trades {
+            out.extend_from_slice(&trade.sell.0.to_be_bytes());
+            out.extend_from_slice(&trade.buy.0.to_be_bytes());
+            out.extend_from_slice(&trade.sold.to_be_bytes());
+            out.extend_from_slice(&trade.last_offer.min_price.0.to_be_bytes());
+            out.extend_from_slice(&trade.last_offer.account.0.to_be_bytes());
+            out.extend_from_slice(&trade.last_offer.id.0.to_be_bytes());
+        }
+        out
+    }
+
+    pub fn hash(&self) -> Hash {
+        hash_in(HEADER_DOMAIN, &self.encode())
+    }
+}
+
+impl Block {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = self.header.encode();
+        out.extend_from_slice(&SignedTransaction::encode_list(&self.transactions));
+        out
+    }
+
+    /// Decodes a block; never panics on any input.
+    pub fn decode(bytes: &[u8]) -> Result<Block, BlockDecodeError> {
+        let mut reader = Reader { bytes, at: 0 };
+        let header = reader.header()?;
+        let transactions = SignedTransaction::decode_list(&bytes[reader.at..])
+            .map_err(BlockDecodeError::Transactions)?;
+        Ok(Block {
+            header,
+            transactions,
+        })
+    }
+}
+
+/// The hash of one transaction (what the transaction root commits to).
+pub fn transaction_hash(transaction: &SignedTransaction) -> Hash {
+    hash_in(TRANSACTION_DOMAIN, &transaction.encode())
+}
+
+/// Merkle root over the sorted transaction hashes: a block is a set.
+pub fn transactions_root(transactions: &[SignedTransaction]) -> Hash {
+    root_of_hashes(transactions.iter().map(transaction_hash).collect())
+}
+
+/// Merkle root over transaction hashes, sorted first.
+pub fn root_of_hashes(mut hashes: Vec<Hash>) -> Hash {
+    hashes.sort_unstable();
+    match MerkleTree::new(&hashes) {
+        Ok(tree) => tree.root(),
+        Err(_) => hash_in(TRANSACTION_DOMAIN, b""), // no transactions
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize) -> Result<&'a [u8], BlockDecodeError> {
+        if self.bytes.len() - self.at < count {
+            return Err(BlockDecodeError::Truncated);
+        }
+        let slice = &self.bytes[self.at..self.at + count];
+        self.at += count;
+        Ok(slice)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], BlockDecodeError> {
+        let mut array = [0u8; N];
+        array.copy_from_slice(self.take(N)?);
+        Ok(array)
+    }
+
+    fn hash(&mut self) -> Result<Hash, BlockDecodeError> {
+        Ok(Hash(self.array()?))
+    }
+
+    fn header(&mut self) -> Result<BlockHeader, BlockDecodeError> {
+        let height = u64::from_be_bytes(self.array()?);
+        let previous = self.hash()?;
+        let transactions_root = self.hash()?;
+        let state_root = self.hash()?;
+        let assets = u16::from_be_bytes(self.array()?) as usize;
+        let mut valuations = Vec::with_capacity(assets);
+        for _ in 0..assets {
+            valuations.push(u64::from_be_bytes(self.array()?));
+        }
+        let trade_count = u32::from_be_bytes(self.array()?) as usize;
+        // Each trade takes 52 bytes: refuse counts the input cannot hold before allocating.
+        if trade_count > (self.bytes.len() - self.at) / 52 {
+            return Err(BlockDecodeError::Truncated);
+        }
+        let mut trades: Vec<PairTrade> = Vec::with_capacity(trade_count);
+        for _ in 0..trade_count {
+            let trade = self.trade()?;
+            if let Some(previous) = trades.last() {
+                if (previous.sell, previous.buy) >= (trade.sell, trade.buy) {
+                    return Err(BlockDecodeError::Unsorted);
+                }
+            }
+            trades.push(trade);
+        }
+        Ok(BlockHeader {
+            height,
+            previous,
+            transactions_root,
+            state_root,
+            valuations,
+            trades,
+        })
+    }
+
+    fn trade(&mut self) -> Result<PairTrade, BlockDecodeError> {
+        let sell = AssetId(u16::from_be_bytes(self.array()?));
+        let buy = AssetId(u16::from_be_bytes(self.array()?));
+        let sold = u64::from_be_bytes(self.array()?);
+        let min_price = Price(u128::from_be_bytes(self.array()?));
+        if min_price < Price::MIN_LIMIT || min_price > Price::MAX_LIMIT {
+            return Err(BlockDecodeError::LimitPrice);
+        }
+        let account = AccountId(u64::from_be_bytes(self.array()?));
+        let id = OfferId(u64::from_be_bytes(self.array()?));
+        Ok(PairTrade {
+            sell,
+            buy,
+            sold,
+            last_offer: OfferKey {
+                min_price,
+                account,
+                id,
+            },
+        })
+    }
+}

@@ -1,0 +1,704 @@
+//! Block execution in phases (SPEEDEX §3, §8, appendix K).
+//!
+//! 1. Signatures: transaction hashes, then batch verification in hash order (a block is a set:
+//!    the acceptance rule of `walras_crypto` must not depend on the order it arrived in).
+//! 2. Filtering (see [`crate::filter`]).
+//! 3. Planning, without touching the state: the offers cancelled and created, and the books as
+//!    clearing will see them.
+//! 4. Clearing: the proposer runs tâtonnement and the LP; a follower checks the header's
+//!    valuations and amounts exactly (no offer beyond its limit, every asset conserved, the
+//!    stated last offers) and rejects an inconsistent header *before any state change*.
+//! 5. Applying, sharded by account slot range: debits, sequence numbers, refunds; payment
+//!    credits routed to the receiver's shard; books updated per pair; trades executed per pair
+//!    with seller payouts routed by shard; burns.
+//! 6. Commitment: changed accounts and offers into the tries, the state root.
+//!
+//! Threads coordinate only by ownership: a phase hands each thread a disjoint `&mut` range of
+//! accounts (or pairs) and messages for other ranges are applied in the next phase. There is no
+//! lock and nothing depends on scheduling; the state root is the same for any thread count.
+
+use crate::account::Account;
+use crate::block::{transaction_hash, Block, BlockHeader, PairTrade};
+use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
+use crate::state::{offer_trie_key, ExchangeState};
+use std::time::{Duration, Instant};
+use walras_clearing::{
+    clear, settle, ClearingError, ClearingParams, OrderBooks, SettleError, Settlement,
+};
+use walras_crypto::{verify_batches_parallel, Hash, PublicKey, Signature};
+use walras_types::{
+    AccountId, AssetId, Offer, OfferId, OfferKey, Operation, SignedTransaction, Valuation,
+};
+
+/// How a node executes blocks.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub threads: usize,
+    pub verify_signatures: bool,
+    /// Commission, smoothing and tâtonnement limits. For replicated execution the proposer's
+    /// clearing must not depend on the machine: use `max_iterations`, not the timeout.
+    pub clearing: ClearingParams,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            threads: 1,
+            verify_signatures: true,
+            clearing: ClearingParams {
+                timeout: Duration::from_secs(3600),
+                max_iterations: 5_000,
+                ..ClearingParams::default()
+            },
+        }
+    }
+}
+
+/// Wall-clock time of each phase, in milliseconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PhaseTimings {
+    pub signatures: f64,
+    pub filter: f64,
+    pub plan: f64,
+    pub clearing: f64,
+    pub apply: f64,
+    pub commit: f64,
+}
+
+impl PhaseTimings {
+    pub fn total(&self) -> f64 {
+        self.signatures + self.filter + self.plan + self.clearing + self.apply + self.commit
+    }
+}
+
+/// What executing one block did.
+#[derive(Clone, Debug)]
+pub struct BlockOutcome {
+    pub header: BlockHeader,
+    pub accepted: usize,
+    /// Dropped transactions: index in the block and why.
+    pub dropped: Vec<(u32, DropReason)>,
+    /// Whether clearing was μ-complete.
+    pub converged: bool,
+    pub timings: PhaseTimings,
+}
+
+/// Why a block was not applied. Nothing in the state changed, except for `StateRootMismatch`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineError {
+    Clearing(ClearingError),
+    /// The header's clearing does not check out.
+    HeaderClearing(SettleError),
+    HeaderHeight {
+        expected: u64,
+        found: u64,
+    },
+    HeaderPrevious,
+    HeaderTransactionsRoot,
+    /// A traded pair's last offer is not the one the amounts imply.
+    HeaderLastOffer {
+        sell: u16,
+        buy: u16,
+    },
+    /// Executing the block gave another state root than the header's: this node and the
+    /// proposer disagree, and the node must stop.
+    StateRootMismatch {
+        expected: String,
+        computed: String,
+    },
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::Clearing(error) => write!(f, "clearing failed: {error}"),
+            EngineError::HeaderClearing(error) => write!(f, "block header rejected: {error}"),
+            EngineError::HeaderHeight { expected, found } => {
+                write!(
+                    f,
+                    "block header rejected: height {found}, expected {expected}"
+                )
+            }
+            EngineError::HeaderPrevious => {
+                write!(
+                    f,
+                    "block header rejected: it does not follow the last block"
+                )
+            }
+            EngineError::HeaderTransactionsRoot => {
+                write!(f, "block header rejected: transactions root does not match")
+            }
+            EngineError::HeaderLastOffer { sell, buy } => write!(
+                f,
+                "block header rejected: pair {sell}->{buy} names the wrong last offer"
+            ),
+            EngineError::StateRootMismatch { expected, computed } => write!(
+                f,
+                "state root {computed} differs from the header's {expected}: stop this node"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+/// The block's effect, decided before anything changes.
+struct Plan {
+    filtered: Filtered,
+    transactions_root: Hash,
+    /// (pair index, key, amount) of every offer created.
+    new_offers: Vec<(usize, OfferKey, u64)>,
+    /// (pair index, key) of every offer cancelled.
+    cancelled: Vec<(usize, OfferKey)>,
+    /// New accounts: (id, public key), sorted by id.
+    new_accounts: Vec<(AccountId, [u8; 32])>,
+    books: OrderBooks,
+}
+
+/// A credit for an account of another shard.
+type Credit = (u32, AssetId, u64);
+
+/// A shard's accounts and its accepted transactions.
+type SourceShard<'a> = (usize, &'a mut [Account], &'a Vec<Admitted>);
+
+impl ExchangeState {
+    /// Proposes and applies a block of `transactions`: filters them, clears, executes; returns
+    /// the block (its header carrying the clearing result) for other nodes.
+    pub fn propose(
+        &mut self,
+        transactions: Vec<SignedTransaction>,
+        config: &EngineConfig,
+    ) -> Result<(Block, BlockOutcome), EngineError> {
+        let mut timings = PhaseTimings::default();
+        let plan = self.plan(&transactions, config, true, &mut timings);
+        let started = Instant::now();
+        let clearing = clear(&plan.books, &config.clearing).map_err(EngineError::Clearing)?;
+        timings.clearing = elapsed_ms(started);
+        let header = BlockHeader {
+            height: self.height + 1,
+            previous: self.last_header_hash,
+            transactions_root: plan.transactions_root,
+            state_root: Hash::default(),
+            valuations: clearing.settlement.valuations.iter().map(|v| v.0).collect(),
+            trades: header_trades(&plan.books, &clearing.settlement),
+        };
+        let (accepted, dropped) = (
+            plan.filtered.accepted_count(),
+            plan.filtered.dropped.clone(),
+        );
+        let state_root = self.execute(
+            &transactions,
+            plan,
+            &clearing.settlement,
+            config,
+            &mut timings,
+        );
+        let header = BlockHeader {
+            state_root,
+            ..header
+        };
+        self.last_header_hash = header.hash();
+        let outcome = BlockOutcome {
+            header: header.clone(),
+            accepted,
+            dropped,
+            converged: clearing.converged,
+            timings,
+        };
+        Ok((
+            Block {
+                header,
+                transactions,
+            },
+            outcome,
+        ))
+    }
+
+    /// Applies a block proposed elsewhere (the follower path): checks its header's clearing
+    /// exactly instead of running tâtonnement, and rejects an inconsistent header with no change
+    /// to the state.
+    pub fn apply(
+        &mut self,
+        block: &Block,
+        config: &EngineConfig,
+    ) -> Result<BlockOutcome, EngineError> {
+        let header = &block.header;
+        if header.height != self.height + 1 {
+            return Err(EngineError::HeaderHeight {
+                expected: self.height + 1,
+                found: header.height,
+            });
+        }
+        if header.previous != self.last_header_hash {
+            return Err(EngineError::HeaderPrevious);
+        }
+        let mut timings = PhaseTimings::default();
+        let plan = self.plan(&block.transactions, config, false, &mut timings);
+        if plan.transactions_root != header.transactions_root {
+            return Err(EngineError::HeaderTransactionsRoot);
+        }
+        let started = Instant::now();
+        let valuations: Vec<Valuation> = header.valuations.iter().map(|v| Valuation(*v)).collect();
+        let given: Vec<(u16, u16, u64)> = header
+            .trades
+            .iter()
+            .map(|trade| (trade.sell.0, trade.buy.0, trade.sold))
+            .collect();
+        let settlement = settle::settle_given(
+            &plan.books,
+            &valuations,
+            config.clearing.epsilon,
+            config.clearing.mu,
+            &given,
+        )
+        .map_err(EngineError::HeaderClearing)?;
+        let implied = header_trades(&plan.books, &settlement);
+        if let Some(trade) = header
+            .trades
+            .iter()
+            .zip(&implied)
+            .find(|(a, b)| a != b)
+            .map(|(a, _)| a)
+        {
+            return Err(EngineError::HeaderLastOffer {
+                sell: trade.sell.0,
+                buy: trade.buy.0,
+            });
+        }
+        timings.clearing = elapsed_ms(started);
+        let converged = settlement.lower_bounds_met;
+        let (accepted, dropped) = (
+            plan.filtered.accepted_count(),
+            plan.filtered.dropped.clone(),
+        );
+        let state_root = self.execute(&block.transactions, plan, &settlement, config, &mut timings);
+        if state_root != header.state_root {
+            return Err(EngineError::StateRootMismatch {
+                expected: header.state_root.to_string(),
+                computed: state_root.to_string(),
+            });
+        }
+        self.last_header_hash = header.hash();
+        Ok(BlockOutcome {
+            header: header.clone(),
+            accepted,
+            dropped,
+            converged,
+            timings,
+        })
+    }
+
+    /// Phases 1–3: everything decided from the state at the start of the block.
+    fn plan(
+        &self,
+        transactions: &[SignedTransaction],
+        config: &EngineConfig,
+        with_grid: bool,
+        timings: &mut PhaseTimings,
+    ) -> Plan {
+        let threads = config.threads.max(1);
+        let started = Instant::now();
+        let hashes = parallel_map(transactions, threads, transaction_hash);
+        let transactions_root = transactions_root_of(hashes.clone());
+        let signature_ok = if config.verify_signatures {
+            self.verify_signatures(transactions, &hashes, threads)
+        } else {
+            vec![true; transactions.len()]
+        };
+        timings.signatures = elapsed_ms(started);
+        let started = Instant::now();
+        let filtered = filter(self, transactions, &signature_ok, threads);
+        timings.filter = elapsed_ms(started);
+        let started = Instant::now();
+        let mut new_offers = Vec::new();
+        let mut cancelled = Vec::new();
+        let mut new_accounts = Vec::new();
+        for (index, _) in filtered.accepted.iter().flatten() {
+            let transaction = &transactions[*index as usize].transaction;
+            let source = transaction.source;
+            match transaction.operation {
+                Operation::CreateOffer {
+                    sell,
+                    buy,
+                    amount,
+                    min_price,
+                } => {
+                    let key = OfferKey {
+                        min_price,
+                        account: source,
+                        id: OfferId(transaction.sequence),
+                    };
+                    new_offers.push((self.pair_index(sell, buy), key, amount));
+                }
+                Operation::CancelOffer {
+                    sell,
+                    buy,
+                    min_price,
+                    offer_id,
+                } => {
+                    let key = OfferKey {
+                        min_price,
+                        account: source,
+                        id: offer_id,
+                    };
+                    cancelled.push((self.pair_index(sell, buy), key));
+                }
+                Operation::CreateAccount {
+                    new_account,
+                    public_key,
+                } => {
+                    new_accounts.push((new_account, public_key));
+                }
+                Operation::Payment { .. } => {}
+            }
+        }
+        new_offers.sort_unstable();
+        cancelled.sort_unstable();
+        new_accounts.sort_unstable();
+        let books = self.clearing_books(&cancelled, &new_offers, threads);
+        let books = if with_grid {
+            books.with_supply_grid(config.clearing.mu)
+        } else {
+            books
+        };
+        timings.plan = elapsed_ms(started);
+        Plan {
+            filtered,
+            transactions_root,
+            new_offers,
+            cancelled,
+            new_accounts,
+            books,
+        }
+    }
+
+    /// Per transaction, whether its signature is accepted. Verified in transaction-hash order:
+    /// batch acceptance depends on how signatures are grouped, and a block is a set.
+    fn verify_signatures(
+        &self,
+        transactions: &[SignedTransaction],
+        hashes: &[Hash],
+        threads: usize,
+    ) -> Vec<bool> {
+        let mut order: Vec<usize> = (0..transactions.len()).collect();
+        order.sort_unstable_by_key(|index| hashes[*index]);
+        let prepared: Vec<Option<(Vec<u8>, PublicKey, Signature)>> =
+            parallel_map(&order, threads, |index| {
+                let signed = &transactions[*index];
+                let slot = self.slot(signed.transaction.source)?;
+                let key = PublicKey::from_bytes(&self.accounts[slot as usize].public_key).ok()?;
+                let signature = Signature::from_bytes(&signed.signature).ok()?;
+                Some((signed.transaction.encode(), key, signature))
+            });
+        let items: Vec<(&[u8], &PublicKey, &Signature)> = prepared
+            .iter()
+            .flatten()
+            .map(|(message, key, signature)| (message.as_slice(), key, signature))
+            .collect();
+        let verdicts = verify_batches_parallel(&items, threads);
+        let mut accepted = vec![false; transactions.len()];
+        let mut verdict = verdicts.into_iter();
+        for (position, entry) in prepared.iter().enumerate() {
+            if entry.is_some() {
+                accepted[order[position]] = verdict.next().unwrap_or(false);
+            }
+        }
+        accepted
+    }
+
+    /// The offers clearing sees: those open now, less the cancelled, plus the new.
+    fn clearing_books(
+        &self,
+        cancelled: &[(usize, OfferKey)],
+        new_offers: &[(usize, OfferKey, u64)],
+        threads: usize,
+    ) -> OrderBooks {
+        let mut offers: Vec<Offer> = Vec::with_capacity(self.open_offer_count() + new_offers.len());
+        let mut cancel = cancelled.iter().peekable();
+        for (index, book) in self.books.iter().enumerate() {
+            let (sell, buy) = (
+                AssetId((index / self.assets) as u16),
+                AssetId((index % self.assets) as u16),
+            );
+            for (key, amount) in book {
+                if cancel.peek() == Some(&&(index, *key)) {
+                    cancel.next();
+                    continue;
+                }
+                offers.push(offer(sell, buy, key, *amount));
+            }
+        }
+        for (index, key, amount) in new_offers {
+            let (sell, buy) = (
+                AssetId((index / self.assets) as u16),
+                AssetId((index % self.assets) as u16),
+            );
+            offers.push(offer(sell, buy, key, *amount));
+        }
+        OrderBooks::build(offers, self.assets, threads)
+            .unwrap_or_else(|error| panic!("open offers break a book invariant: {error}"))
+    }
+
+    /// Phases 5–6: apply the block's effects and commit them; returns the new state root.
+    fn execute(
+        &mut self,
+        transactions: &[SignedTransaction],
+        plan: Plan,
+        settlement: &Settlement,
+        config: &EngineConfig,
+        timings: &mut PhaseTimings,
+    ) -> Hash {
+        let threads = config.threads.max(1);
+        let started = Instant::now();
+        let width = shard_width(self.accounts.len(), threads);
+        let (outboxes, mut touched) =
+            self.apply_sources(transactions, &plan.filtered, width, threads);
+        self.apply_credits(outboxes, width, threads);
+        self.update_books(&plan.cancelled, &plan.new_offers);
+        let trade_credits = self.execute_trades(&plan.books, settlement, width, threads);
+        touched.extend(trade_credits.iter().flatten().map(|(slot, _, _)| *slot));
+        self.apply_credits(trade_credits, width, threads);
+        for (asset, burned) in settlement.burned.iter().enumerate() {
+            self.burned[asset] += burned;
+        }
+        for (id, public_key) in &plan.new_accounts {
+            touched.push(self.accounts.len() as u32);
+            self.slots.insert(*id, self.accounts.len() as u32);
+            self.account_ids.push(*id);
+            self.accounts.push(Account::new(*public_key, Vec::new()));
+        }
+        timings.apply = elapsed_ms(started);
+        let started = Instant::now();
+        touched.sort_unstable();
+        touched.dedup();
+        self.commit_accounts(&touched, threads);
+        for trie in &mut self.offer_tries {
+            if trie.deleted_len() > 0 {
+                trie.clean();
+            }
+        }
+        self.height += 1;
+        let root = self.state_root(threads);
+        timings.commit = elapsed_ms(started);
+        root
+    }
+
+    /// Source-side effects, per shard: sequence numbers, debits, refunds. Returns payment
+    /// credits per destination shard and the slots touched.
+    fn apply_sources(
+        &mut self,
+        transactions: &[SignedTransaction],
+        filtered: &Filtered,
+        width: usize,
+        threads: usize,
+    ) -> (Vec<Vec<Credit>>, Vec<u32>) {
+        let slots = &self.slots;
+        let refunds = &filtered.cancel_amounts;
+        let shards: Vec<SourceShard> = self
+            .accounts
+            .chunks_mut(width)
+            .zip(&filtered.accepted)
+            .enumerate()
+            .map(|(shard, (accounts, accepted))| (shard, accounts, accepted))
+            .collect();
+        let results = run_parallel(shards, threads, |(shard, accounts, accepted)| {
+            let base = (shard * width) as u32;
+            let mut outbox: Vec<Vec<Credit>> = vec![Vec::new(); threads];
+            let mut touched = Vec::with_capacity(accepted.len() * 2);
+            for (index, slot) in accepted {
+                let transaction = &transactions[*index as usize].transaction;
+                let account = &mut accounts[(slot - base) as usize];
+                account.last_sequence = account.last_sequence.max(transaction.sequence);
+                touched.push(*slot);
+                match transaction.operation {
+                    Operation::Payment { to, asset, amount } => {
+                        account.debit(asset, amount);
+                        let receiver = slots[&to];
+                        outbox[receiver as usize / width].push((receiver, asset, amount));
+                        touched.push(receiver);
+                    }
+                    Operation::CreateOffer { sell, amount, .. } => account.debit(sell, amount),
+                    Operation::CancelOffer { sell, .. } => {
+                        let at = refunds
+                            .binary_search_by_key(index, |(i, _)| *i)
+                            .expect("every accepted cancel has its amount");
+                        account.credit(sell, refunds[at].1);
+                    }
+                    Operation::CreateAccount { .. } => {}
+                }
+            }
+            (outbox, touched)
+        });
+        let mut outboxes: Vec<Vec<Credit>> = vec![Vec::new(); threads];
+        let mut touched = Vec::new();
+        for (outbox, shard_touched) in results {
+            for (destination, credits) in outbox.into_iter().enumerate() {
+                outboxes[destination].extend(credits);
+            }
+            touched.extend(shard_touched);
+        }
+        (outboxes, touched)
+    }
+
+    /// Applies credits, each shard its own. Additions commute, so order does not matter.
+    fn apply_credits(&mut self, credits: Vec<Vec<Credit>>, width: usize, threads: usize) {
+        let shards: Vec<(usize, &mut [Account], Vec<Credit>)> = self
+            .accounts
+            .chunks_mut(width)
+            .zip(credits)
+            .enumerate()
+            .map(|(shard, (accounts, credits))| (shard, accounts, credits))
+            .collect();
+        run_parallel(shards, threads, |(shard, accounts, credits)| {
+            let base = (shard * width) as u32;
+            for (slot, asset, amount) in credits {
+                accounts[(slot - base) as usize].credit(asset, amount);
+            }
+        });
+    }
+
+    /// Removes cancelled offers and adds new ones, in the books and the offer tries.
+    fn update_books(
+        &mut self,
+        cancelled: &[(usize, OfferKey)],
+        new_offers: &[(usize, OfferKey, u64)],
+    ) {
+        for (pair, key) in cancelled {
+            self.books[*pair].remove(key);
+            self.offer_tries[*pair].mark_deleted(&offer_trie_key(key));
+        }
+        for run in new_offers.chunk_by(|a, b| a.0 == b.0) {
+            let pair = run[0].0;
+            let mut batch = Vec::with_capacity(run.len());
+            for (_, key, amount) in run {
+                self.books[pair].insert(*key, *amount);
+                batch.push((offer_trie_key(key), amount.to_be_bytes()));
+            }
+            self.offer_tries[pair].insert_batch(batch, 1);
+        }
+    }
+
+    /// Fills the traded offers of every pair in canonical order; returns seller payouts as
+    /// credits per destination shard.
+    fn execute_trades(
+        &mut self,
+        books: &OrderBooks,
+        settlement: &Settlement,
+        width: usize,
+        threads: usize,
+    ) -> Vec<Vec<Credit>> {
+        let mut credits: Vec<Vec<Credit>> = vec![Vec::new(); threads];
+        for pair in settlement.pairs.iter().filter(|pair| pair.sold > 0) {
+            let index = pair.sell as usize * self.assets + pair.buy as usize;
+            let buy = AssetId(pair.buy);
+            let offers = books.offers(&books.pairs()[pair.book_index]);
+            let payout = |sold: u64| {
+                pair.payout_rate
+                    .times_amount_floor(sold)
+                    .expect("payouts are bounded by conservation")
+            };
+            for offer in &offers[..pair.full_fills] {
+                let key = offer.key();
+                self.books[index].remove(&key);
+                self.offer_tries[index].mark_deleted(&offer_trie_key(&key));
+                let seller = self.slots[&offer.account];
+                credits[seller as usize / width].push((seller, buy, payout(offer.amount)));
+            }
+            if pair.partial_sold > 0 {
+                let offer = &offers[pair.full_fills];
+                let key = offer.key();
+                let remaining = offer.amount - pair.partial_sold;
+                self.books[index].insert(key, remaining);
+                self.offer_tries[index].insert(offer_trie_key(&key), remaining.to_be_bytes());
+                let seller = self.slots[&offer.account];
+                credits[seller as usize / width].push((seller, buy, payout(pair.partial_sold)));
+            }
+        }
+        credits
+    }
+}
+
+/// Per traded pair: amount sold and the last offer that traded.
+fn header_trades(books: &OrderBooks, settlement: &Settlement) -> Vec<PairTrade> {
+    settlement
+        .pairs
+        .iter()
+        .filter(|pair| pair.sold > 0)
+        .map(|pair| {
+            let offers = books.offers(&books.pairs()[pair.book_index]);
+            let last = if pair.partial_sold > 0 {
+                pair.full_fills
+            } else {
+                pair.full_fills - 1
+            };
+            PairTrade {
+                sell: AssetId(pair.sell),
+                buy: AssetId(pair.buy),
+                sold: pair.sold,
+                last_offer: offers[last].key(),
+            }
+        })
+        .collect()
+}
+
+fn offer(sell: AssetId, buy: AssetId, key: &OfferKey, amount: u64) -> Offer {
+    Offer {
+        id: key.id,
+        account: key.account,
+        sell,
+        buy,
+        amount,
+        min_price: key.min_price,
+    }
+}
+
+fn transactions_root_of(hashes: Vec<Hash>) -> Hash {
+    crate::block::root_of_hashes(hashes)
+}
+
+/// `map` over `items` in order, split into `threads` contiguous pieces.
+fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    map: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    if threads <= 1 || items.len() < 1024 {
+        return items.iter().map(&map).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|piece| scope.spawn(|| piece.iter().map(&map).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| handle.join().expect("worker panicked"))
+            .collect()
+    })
+}
+
+/// Runs `work` on each item, each on its own thread when there are several threads.
+fn run_parallel<T: Send, R: Send>(
+    items: Vec<T>,
+    threads: usize,
+    work: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    if threads <= 1 {
+        return items.into_iter().map(work).collect();
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .into_iter()
+            .map(|item| scope.spawn(|| work(item)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("worker panicked"))
+            .collect()
+    })
+}
+
+fn elapsed_ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
+}

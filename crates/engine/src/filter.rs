@@ -1,0 +1,417 @@
+//! Deterministic filtering of a block's transactions (SPEEDEX §8, appendix I).
+//!
+//! A block is a set; its transactions cannot see each other's effects. So validity is decided
+//! against the state at the start of the block, in three steps:
+//!
+//! 1. Each transaction alone (in parallel): its source exists, its signature verified, its
+//!    sequence number is in `(last, last + 64]`, its assets exist, a payment's receiver exists, a
+//!    cancel names an open offer of its source, a new account's id is free. Failing any of these
+//!    drops that transaction only.
+//! 2. Across the block: two creations of the same account id drop both.
+//! 3. Per source account (accounts sharded by slot range over threads): if its remaining
+//!    transactions reuse a sequence number, cancel one offer twice, or together debit some asset
+//!    beyond its balance, *all* of them are dropped.
+//!
+//! Nothing else is dropped; the outcome does not depend on the order of transactions in the block
+//! or on the number of threads.
+
+use crate::state::ExchangeState;
+use std::collections::HashSet;
+use walras_types::transaction::SEQUENCE_WINDOW;
+use walras_types::{AccountId, AssetId, OfferKey, Operation, Price, SignedTransaction, MAX_AMOUNT};
+
+/// Why a transaction took no effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// Fields no encoded transaction can have (same-asset offer, zero or over-cap amount, limit
+    /// price out of range): only possible for transactions built in memory.
+    Malformed,
+    UnknownSource,
+    BadSignature,
+    SequenceOutOfWindow,
+    UnknownAsset,
+    UnknownReceiver,
+    UnknownOffer,
+    AccountExists,
+    DuplicateAccountCreation,
+    /// The source's transactions together overdraw an asset.
+    AccountOverdraft,
+    /// The source's transactions reuse a sequence number.
+    AccountReusedSequence,
+    /// The source's transactions cancel one offer twice.
+    AccountDoubleCancel,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 12] = [
+        DropReason::Malformed,
+        DropReason::UnknownSource,
+        DropReason::BadSignature,
+        DropReason::SequenceOutOfWindow,
+        DropReason::UnknownAsset,
+        DropReason::UnknownReceiver,
+        DropReason::UnknownOffer,
+        DropReason::AccountExists,
+        DropReason::DuplicateAccountCreation,
+        DropReason::AccountOverdraft,
+        DropReason::AccountReusedSequence,
+        DropReason::AccountDoubleCancel,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "malformed",
+            DropReason::UnknownSource => "unknown_source",
+            DropReason::BadSignature => "bad_signature",
+            DropReason::SequenceOutOfWindow => "sequence_out_of_window",
+            DropReason::UnknownAsset => "unknown_asset",
+            DropReason::UnknownReceiver => "unknown_receiver",
+            DropReason::UnknownOffer => "unknown_offer",
+            DropReason::AccountExists => "account_exists",
+            DropReason::DuplicateAccountCreation => "duplicate_account_creation",
+            DropReason::AccountOverdraft => "account_overdraft",
+            DropReason::AccountReusedSequence => "account_reused_sequence",
+            DropReason::AccountDoubleCancel => "account_double_cancel",
+        }
+    }
+}
+
+/// An accepted transaction: (index in the block, source slot).
+pub type Admitted = (u32, u32);
+
+/// One shard's verdicts: accepted, and dropped with reasons.
+type ShardVerdict = (Vec<Admitted>, Vec<(u32, DropReason)>);
+
+/// Accepted transactions, grouped by the shard of their source and sorted by (slot, sequence),
+/// and the dropped ones with their reasons (sorted by index).
+pub struct Filtered {
+    /// Per shard: (transaction index, source slot).
+    pub accepted: Vec<Vec<Admitted>>,
+    pub dropped: Vec<(u32, DropReason)>,
+    /// Remaining amount of each offer a cancel will remove, by transaction index.
+    pub cancel_amounts: Vec<(u32, u64)>,
+}
+
+impl Filtered {
+    pub fn accepted_count(&self) -> usize {
+        self.accepted.iter().map(Vec::len).sum()
+    }
+}
+
+/// The contiguous slot ranges of `threads` shards over `accounts` accounts.
+pub fn shard_width(accounts: usize, threads: usize) -> usize {
+    accounts.div_ceil(threads.max(1)).max(1)
+}
+
+/// Filters `transactions` against `state`; `signature_ok[i]` says whether transaction i's
+/// signature verified (all true when verification is off).
+pub fn filter(
+    state: &ExchangeState,
+    transactions: &[SignedTransaction],
+    signature_ok: &[bool],
+    threads: usize,
+) -> Filtered {
+    let threads = threads.max(1);
+    let checked = check_each(state, transactions, signature_ok, threads);
+    let mut dropped: Vec<(u32, DropReason)> = Vec::new();
+    let mut candidates: Vec<(u32, u32)> = Vec::with_capacity(transactions.len());
+    for (index, outcome) in checked.iter().enumerate() {
+        match outcome {
+            Ok(slot) => candidates.push((index as u32, *slot)),
+            Err(reason) => dropped.push((index as u32, *reason)),
+        }
+    }
+    drop_duplicate_creations(transactions, &mut candidates, &mut dropped);
+    let width = shard_width(state.accounts.len(), threads);
+    let mut shards: Vec<Vec<(u32, u32)>> = vec![Vec::new(); threads];
+    for (index, slot) in candidates {
+        shards[slot as usize / width].push((index, slot));
+    }
+    let results: Vec<ShardVerdict> = run_sharded(shards, threads, |shard| {
+        check_accounts(state, transactions, shard)
+    });
+    let mut accepted = Vec::with_capacity(threads);
+    for (shard_accepted, shard_dropped) in results {
+        accepted.push(shard_accepted);
+        dropped.extend(shard_dropped);
+    }
+    dropped.sort_unstable();
+    let cancel_amounts = cancel_amounts(state, transactions, &accepted);
+    Filtered {
+        accepted,
+        dropped,
+        cancel_amounts,
+    }
+}
+
+/// Runs `work` on each shard, on its own thread when there are several.
+fn run_sharded<T: Send, R: Send>(
+    shards: Vec<T>,
+    threads: usize,
+    work: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    if threads == 1 {
+        return shards.into_iter().map(work).collect();
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = shards
+            .into_iter()
+            .map(|shard| scope.spawn(|| work(shard)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("filter thread panicked"))
+            .collect()
+    })
+}
+
+/// Step 1: each transaction alone.
+fn check_each(
+    state: &ExchangeState,
+    transactions: &[SignedTransaction],
+    signature_ok: &[bool],
+    threads: usize,
+) -> Vec<Result<u32, DropReason>> {
+    let chunk = transactions.len().div_ceil(threads).max(1);
+    let pieces: Vec<(usize, &[SignedTransaction])> = transactions
+        .chunks(chunk)
+        .enumerate()
+        .map(|(piece, slice)| (piece * chunk, slice))
+        .collect();
+    run_sharded(pieces, threads, |(start, slice)| {
+        slice
+            .iter()
+            .enumerate()
+            .map(|(offset, signed)| check_one(state, signed, signature_ok[start + offset]))
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+fn check_one(
+    state: &ExchangeState,
+    signed: &SignedTransaction,
+    signature_ok: bool,
+) -> Result<u32, DropReason> {
+    let transaction = &signed.transaction;
+    if !well_formed(&transaction.operation) {
+        return Err(DropReason::Malformed);
+    }
+    let slot = state
+        .slot(transaction.source)
+        .ok_or(DropReason::UnknownSource)?;
+    if !signature_ok {
+        return Err(DropReason::BadSignature);
+    }
+    let last = state.accounts[slot as usize].last_sequence;
+    if transaction.sequence <= last || transaction.sequence - last > SEQUENCE_WINDOW {
+        return Err(DropReason::SequenceOutOfWindow);
+    }
+    let known = |asset: AssetId| (asset.0 as usize) < state.assets;
+    match transaction.operation {
+        Operation::CreateAccount { new_account, .. } => {
+            if state.slot(new_account).is_some() {
+                return Err(DropReason::AccountExists);
+            }
+        }
+        Operation::CreateOffer { sell, buy, .. } => {
+            if !known(sell) || !known(buy) {
+                return Err(DropReason::UnknownAsset);
+            }
+        }
+        Operation::CancelOffer {
+            sell,
+            buy,
+            min_price,
+            offer_id,
+        } => {
+            if !known(sell) || !known(buy) {
+                return Err(DropReason::UnknownAsset);
+            }
+            let key = OfferKey {
+                min_price,
+                account: transaction.source,
+                id: offer_id,
+            };
+            if !state.books[state.pair_index(sell, buy)].contains_key(&key) {
+                return Err(DropReason::UnknownOffer);
+            }
+        }
+        Operation::Payment { to, asset, .. } => {
+            if !known(asset) {
+                return Err(DropReason::UnknownAsset);
+            }
+            if state.slot(to).is_none() {
+                return Err(DropReason::UnknownReceiver);
+            }
+        }
+    }
+    Ok(slot)
+}
+
+/// What decoding guarantees, checked again for transactions that were never encoded.
+fn well_formed(operation: &Operation) -> bool {
+    let amount_ok = |amount: u64| (1..=MAX_AMOUNT).contains(&amount);
+    let price_ok = |price: Price| (Price::MIN_LIMIT..=Price::MAX_LIMIT).contains(&price);
+    match *operation {
+        Operation::CreateAccount { .. } => true,
+        Operation::CreateOffer {
+            sell,
+            buy,
+            amount,
+            min_price,
+        } => sell != buy && amount_ok(amount) && price_ok(min_price),
+        Operation::CancelOffer {
+            sell,
+            buy,
+            min_price,
+            ..
+        } => sell != buy && price_ok(min_price),
+        Operation::Payment { amount, .. } => amount_ok(amount),
+    }
+}
+
+/// Step 2: an account id created twice in the block is created by neither.
+fn drop_duplicate_creations(
+    transactions: &[SignedTransaction],
+    candidates: &mut Vec<(u32, u32)>,
+    dropped: &mut Vec<(u32, DropReason)>,
+) {
+    let mut creations: Vec<(AccountId, u32)> = candidates
+        .iter()
+        .filter_map(
+            |(index, _)| match transactions[*index as usize].transaction.operation {
+                Operation::CreateAccount { new_account, .. } => Some((new_account, *index)),
+                _ => None,
+            },
+        )
+        .collect();
+    creations.sort_unstable();
+    let mut duplicated: HashSet<u32> = HashSet::new();
+    for window in creations.windows(2) {
+        if window[0].0 == window[1].0 {
+            duplicated.insert(window[0].1);
+            duplicated.insert(window[1].1);
+        }
+    }
+    if duplicated.is_empty() {
+        return;
+    }
+    candidates.retain(|(index, _)| {
+        let keep = !duplicated.contains(index);
+        if !keep {
+            dropped.push((*index, DropReason::DuplicateAccountCreation));
+        }
+        keep
+    });
+}
+
+/// Step 3, for one shard: all-or-nothing per source account.
+fn check_accounts(
+    state: &ExchangeState,
+    transactions: &[SignedTransaction],
+    mut shard: Vec<(u32, u32)>,
+) -> ShardVerdict {
+    let sequence = |index: u32| transactions[index as usize].transaction.sequence;
+    shard.sort_unstable_by_key(|(index, slot)| (*slot, sequence(*index), *index));
+    let mut accepted = Vec::with_capacity(shard.len());
+    let mut dropped = Vec::new();
+    for group in shard.chunk_by(|a, b| a.1 == b.1) {
+        match account_violation(state, transactions, group) {
+            None => accepted.extend_from_slice(group),
+            Some(reason) => dropped.extend(group.iter().map(|(index, _)| (*index, reason))),
+        }
+    }
+    (accepted, dropped)
+}
+
+/// Why one account's transactions must all be dropped, if they must. `group` is sorted by
+/// sequence number.
+fn account_violation(
+    state: &ExchangeState,
+    transactions: &[SignedTransaction],
+    group: &[(u32, u32)],
+) -> Option<DropReason> {
+    let operations = || {
+        group
+            .iter()
+            .map(|(index, _)| &transactions[*index as usize].transaction)
+    };
+    let reused = group.windows(2).any(|pair| {
+        transactions[pair[0].0 as usize].transaction.sequence
+            == transactions[pair[1].0 as usize].transaction.sequence
+    });
+    if reused {
+        return Some(DropReason::AccountReusedSequence);
+    }
+    let mut cancelled: Vec<(AssetId, AssetId, OfferKey)> = operations()
+        .filter_map(|transaction| match transaction.operation {
+            Operation::CancelOffer {
+                sell,
+                buy,
+                min_price,
+                offer_id,
+            } => Some((
+                sell,
+                buy,
+                OfferKey {
+                    min_price,
+                    account: transaction.source,
+                    id: offer_id,
+                },
+            )),
+            _ => None,
+        })
+        .collect();
+    cancelled.sort_unstable();
+    if cancelled.windows(2).any(|pair| pair[0] == pair[1]) {
+        return Some(DropReason::AccountDoubleCancel);
+    }
+    let mut debits: Vec<(AssetId, u128)> = operations()
+        .filter_map(|transaction| match transaction.operation {
+            Operation::CreateOffer { sell, amount, .. } => Some((sell, amount as u128)),
+            Operation::Payment { asset, amount, .. } => Some((asset, amount as u128)),
+            _ => None,
+        })
+        .collect();
+    debits.sort_unstable_by_key(|(asset, _)| *asset);
+    let account = &state.accounts[group[0].1 as usize];
+    for run in debits.chunk_by(|a, b| a.0 == b.0) {
+        let total: u128 = run.iter().map(|(_, amount)| amount).sum();
+        if total > account.balance(run[0].0) as u128 {
+            return Some(DropReason::AccountOverdraft);
+        }
+    }
+    None
+}
+
+/// The remaining amount of every offer an accepted cancel removes.
+fn cancel_amounts(
+    state: &ExchangeState,
+    transactions: &[SignedTransaction],
+    accepted: &[Vec<(u32, u32)>],
+) -> Vec<(u32, u64)> {
+    let mut amounts = Vec::new();
+    for (index, _) in accepted.iter().flatten() {
+        let transaction = &transactions[*index as usize].transaction;
+        if let Operation::CancelOffer {
+            sell,
+            buy,
+            min_price,
+            offer_id,
+        } = transaction.operation
+        {
+            let key = OfferKey {
+                min_price,
+                account: transaction.source,
+                id: offer_id,
+            };
+            let amount = state.books[state.pair_index(sell, buy)][&key];
+            amounts.push((*index, amount));
+        }
+    }
+    amounts.sort_unstable();
+    amounts
+}

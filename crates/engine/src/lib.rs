@@ -1,0 +1,20 @@
+//! The exchange: state, transactions' effects, deterministic filtering, parallel block
+//! execution, block headers and the follower's exact check of a proposer's clearing.
+//!
+//! - [`state::ExchangeState`]: accounts, open offers, burns, and the state root.
+//! - [`filter`]: which transactions of a block take effect (SPEEDEX §8, appendix I).
+//! - [`execute`]: proposing ([`ExchangeState::propose`]) and applying
+//!   ([`ExchangeState::apply`]) blocks, in phases sharded over threads.
+//! - [`block`]: blocks, headers, their encodings and hashes.
+
+pub mod account;
+pub mod block;
+pub mod execute;
+pub mod filter;
+pub mod state;
+
+pub use account::Account;
+pub use block::{Block, BlockHeader, PairTrade};
+pub use execute::{BlockOutcome, EngineConfig, EngineError, PhaseTimings};
+pub use filter::DropReason;
+pub use state::ExchangeState;

@@ -1,0 +1,231 @@
+//! Exchange state: accounts, open offers, burns; and its commitment (the state root).
+//!
+//! Accounts live in a `Vec` indexed by *slot* (their position), with a map from account id to
+//! slot. Execution shards accounts by contiguous slot ranges, so each thread owns a disjoint
+//! `&mut` range and nothing needs a lock. Open offers live per ordered pair in canonical order.
+//!
+//! The state root commits to everything: an account trie (key: account id, value: the encoded
+//! account) and one offer trie per pair (key: big-endian limit price ‖ account ‖ offer id, so key
+//! order is canonical order; value: remaining amount), combined with the burns per asset and the
+//! height (see [`ExchangeState::state_root`]). Hashing never depends on map iteration order.
+
+use crate::account::Account;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use walras_crypto::{Domain, Hash, Hasher as HashWriter};
+use walras_trie::Trie;
+use walras_types::genesis::Genesis;
+use walras_types::{AccountId, AssetId, OfferKey, PairId, MAX_AMOUNT};
+
+/// Hash domain of the state root.
+pub const STATE_DOMAIN: Domain = Domain::new("walras/state");
+
+/// Bytes of an offer trie key: limit price (16) ‖ account (8) ‖ offer id (8).
+pub const OFFER_KEY_BYTES: usize = 32;
+
+/// A fast hasher for account ids (already well distributed). Only for lookups: nothing iterates
+/// this map in an order that matters.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ *byte as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (value ^ (value >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    }
+}
+
+pub type SlotMap = HashMap<AccountId, u32, BuildHasherDefault<IdHasher>>;
+
+/// Why a genesis cannot start an exchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateError {
+    Genesis(String),
+}
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateError::Genesis(message) => write!(f, "invalid genesis: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for StateError {}
+
+/// The whole exchange.
+pub struct ExchangeState {
+    pub(crate) assets: usize,
+    pub(crate) accounts: Vec<Account>,
+    pub(crate) account_ids: Vec<AccountId>,
+    pub(crate) slots: SlotMap,
+    /// Per pair index (`sell * assets + buy`): open offers and their remaining amounts.
+    pub(crate) books: Vec<BTreeMap<OfferKey, u64>>,
+    pub(crate) issued: Vec<u64>,
+    pub(crate) burned: Vec<u64>,
+    pub(crate) height: u64,
+    pub(crate) last_header_hash: Hash,
+    pub(crate) account_trie: Trie<8>,
+    pub(crate) offer_tries: Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>>,
+}
+
+impl ExchangeState {
+    /// The state before the first block.
+    pub fn from_genesis(genesis: &Genesis, threads: usize) -> Result<ExchangeState, StateError> {
+        genesis
+            .validate()
+            .map_err(|error| StateError::Genesis(error.to_string()))?;
+        let assets = genesis.assets as usize;
+        let mut issued = vec![0u64; assets];
+        let mut accounts = Vec::with_capacity(genesis.accounts.len());
+        let mut account_ids = Vec::with_capacity(genesis.accounts.len());
+        let mut slots = SlotMap::default();
+        slots.reserve(genesis.accounts.len());
+        for entry in &genesis.accounts {
+            for (asset, amount) in &entry.balances {
+                let total = &mut issued[asset.0 as usize];
+                *total = total
+                    .checked_add(*amount)
+                    .filter(|sum| *sum <= MAX_AMOUNT)
+                    .ok_or_else(|| {
+                        StateError::Genesis(format!("asset {} over issuance cap", asset.0))
+                    })?;
+            }
+            slots.insert(entry.id, accounts.len() as u32);
+            account_ids.push(entry.id);
+            accounts.push(Account::new(entry.public_key, entry.balances.clone()));
+        }
+        let mut state = ExchangeState {
+            assets,
+            accounts,
+            account_ids,
+            slots,
+            books: vec![BTreeMap::new(); assets * assets],
+            burned: vec![0; assets],
+            issued,
+            height: 0,
+            last_header_hash: Hash([0; 32]),
+            account_trie: Trie::new(),
+            offer_tries: (0..assets * assets).map(|_| Trie::new()).collect(),
+        };
+        let all: Vec<u32> = (0..state.accounts.len() as u32).collect();
+        state.commit_accounts(&all, threads);
+        Ok(state)
+    }
+
+    pub fn assets(&self) -> usize {
+        self.assets
+    }
+
+    pub fn height(&self) -> u64 {
+        self.height
+    }
+
+    pub fn account_count(&self) -> usize {
+        self.accounts.len()
+    }
+
+    pub fn account(&self, id: AccountId) -> Option<&Account> {
+        self.slots
+            .get(&id)
+            .map(|slot| &self.accounts[*slot as usize])
+    }
+
+    pub fn burned(&self) -> &[u64] {
+        &self.burned
+    }
+
+    pub fn issued(&self) -> &[u64] {
+        &self.issued
+    }
+
+    /// Open offers of a pair in canonical order, with remaining amounts.
+    pub fn book(&self, pair: PairId) -> &BTreeMap<OfferKey, u64> {
+        &self.books[pair.sell.0 as usize * self.assets + pair.buy.0 as usize]
+    }
+
+    pub fn open_offer_count(&self) -> usize {
+        self.books.iter().map(BTreeMap::len).sum()
+    }
+
+    /// Per asset: balances + amounts locked in open offers + burned. Equals [`Self::issued`]
+    /// in every reachable state (the conservation invariant).
+    pub fn accounted(&self) -> Vec<u128> {
+        let mut totals = vec![0u128; self.assets];
+        for account in &self.accounts {
+            for (asset, amount) in account.balances() {
+                totals[asset.0 as usize] += *amount as u128;
+            }
+        }
+        for (index, book) in self.books.iter().enumerate() {
+            let sell = index / self.assets;
+            totals[sell] += book.values().map(|amount| *amount as u128).sum::<u128>();
+        }
+        for (asset, burned) in self.burned.iter().enumerate() {
+            totals[asset] += *burned as u128;
+        }
+        totals
+    }
+
+    /// Writes the given accounts into the account trie.
+    pub(crate) fn commit_accounts(&mut self, slots: &[u32], threads: usize) {
+        let batch: Vec<([u8; 8], Vec<u8>)> = slots
+            .iter()
+            .map(|slot| {
+                let slot = *slot as usize;
+                (
+                    self.account_ids[slot].0.to_be_bytes(),
+                    self.accounts[slot].encode(),
+                )
+            })
+            .collect();
+        self.account_trie.insert_batch(batch, threads);
+    }
+
+    /// The commitment to the whole state:
+    /// `H_state(height ‖ account root ‖ (sell ‖ buy ‖ offer root) for every pair with open
+    /// offers, in pair order ‖ burned per asset)`.
+    pub fn state_root(&mut self, threads: usize) -> Hash {
+        let account_root = self.account_trie.root_hash(threads);
+        let mut writer = HashWriter::new(STATE_DOMAIN);
+        writer.update(&self.height.to_be_bytes());
+        writer.update(account_root.as_bytes());
+        for (index, trie) in self.offer_tries.iter_mut().enumerate() {
+            if trie.is_empty() {
+                continue;
+            }
+            let (sell, buy) = ((index / self.assets) as u16, (index % self.assets) as u16);
+            writer.update(&sell.to_be_bytes());
+            writer.update(&buy.to_be_bytes());
+            writer.update(trie.root_hash(1).as_bytes());
+        }
+        for burned in &self.burned {
+            writer.update(&burned.to_be_bytes());
+        }
+        writer.finalize()
+    }
+
+    pub(crate) fn slot(&self, id: AccountId) -> Option<u32> {
+        self.slots.get(&id).copied()
+    }
+
+    pub(crate) fn pair_index(&self, sell: AssetId, buy: AssetId) -> usize {
+        sell.0 as usize * self.assets + buy.0 as usize
+    }
+}
+
+/// The offer trie key of an offer: its canonical order as bytes.
+pub fn offer_trie_key(key: &OfferKey) -> [u8; OFFER_KEY_BYTES] {
+    let mut bytes = [0u8; OFFER_KEY_BYTES];
+    bytes[..16].copy_from_slice(&key.min_price.0.to_be_bytes());
+    bytes[16..24].copy_from_slice(&key.account.0.to_be_bytes());
+    bytes[24..].copy_from_slice(&key.id.0.to_be_bytes());
+    bytes
+}

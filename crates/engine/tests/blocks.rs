@@ -1,0 +1,510 @@
+//! Block execution end to end, on small random workloads with invalid transactions mixed in.
+//!
+//! Each test builds a genesis of a few dozen keyed accounts, then blocks of signed transactions
+//! (payments, offers near "true" valuations, cancels of earlier offers, account creations) plus
+//! deliberately invalid ones, and checks after every block:
+//! - conservation: per asset, balances + locked in offers + burned = issued, exactly;
+//! - limit prices: every traded pair's last (highest-priced) offer is at or below the rate;
+//! - determinism: 1, 2 and 8 threads, and shuffled transaction order, give the same state roots;
+//! - the follower path: a replica applying the proposer's blocks reaches the same roots, and a
+//!   tampered header is rejected with the replica's state unchanged;
+//! - filtering: each kind of invalid transaction is dropped with its reason, nothing else is.
+
+use proptest::prelude::*;
+use walras_crypto::Keypair;
+use walras_engine::{Block, DropReason, EngineConfig, EngineError, ExchangeState};
+use walras_types::genesis::{Genesis, GenesisAccount};
+use walras_types::{
+    AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction, Valuation,
+};
+
+const ASSETS: usize = 4;
+
+fn keypair(account: u64) -> Keypair {
+    let mut seed = [7u8; 32];
+    seed[..8].copy_from_slice(&account.to_be_bytes());
+    Keypair::from_seed(seed)
+}
+
+fn genesis(accounts: u64) -> Genesis {
+    Genesis {
+        assets: ASSETS as u16,
+        accounts: (0..accounts)
+            .map(|id| GenesisAccount {
+                id: AccountId(id),
+                public_key: *keypair(id).public_key().as_bytes(),
+                balances: (0..ASSETS as u16)
+                    .map(|asset| (AssetId(asset), 1_000_000_000))
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn sign(source: u64, sequence: u64, operation: Operation) -> SignedTransaction {
+    let transaction = Transaction {
+        source: AccountId(source),
+        sequence,
+        operation,
+    };
+    let signature = *keypair(source).sign(&transaction.encode()).as_bytes();
+    SignedTransaction {
+        transaction,
+        signature,
+    }
+}
+
+fn config(threads: usize) -> EngineConfig {
+    EngineConfig {
+        threads,
+        ..EngineConfig::default()
+    }
+}
+
+/// What a generated transaction is meant to be.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Intent {
+    Valid,
+    Invalid(DropReason),
+}
+
+/// Builds blocks step by step against a model of the accounts' sequence numbers and offers.
+struct Workload {
+    accounts: u64,
+    next_sequence: Vec<u64>,
+    open_offers: Vec<(u64, AssetId, AssetId, Price, u64)>,
+    next_new_account: u64,
+    valuations: [f64; ASSETS],
+}
+
+impl Workload {
+    fn new(accounts: u64) -> Workload {
+        Workload {
+            accounts,
+            next_sequence: vec![1; accounts as usize],
+            open_offers: Vec::new(),
+            next_new_account: 1_000,
+            valuations: [1.0, 2.0, 0.5, 4.0],
+        }
+    }
+
+    fn sequence(&mut self, account: u64) -> u64 {
+        let sequence = self.next_sequence[account as usize];
+        self.next_sequence[account as usize] += 1;
+        sequence
+    }
+
+    /// One block: `choices` drive what each transaction is; every account sends at most one
+    /// kind of invalid transaction so each drop has exactly one cause.
+    fn block(&mut self, choices: &[(u8, u64, u64, u64)]) -> Vec<(SignedTransaction, Intent)> {
+        let mut block = Vec::new();
+        let mut spoiled = vec![false; self.accounts as usize];
+        for &(kind, a, b, c) in choices {
+            let source = a % self.accounts;
+            if spoiled[source as usize] {
+                continue;
+            }
+            match kind % 10 {
+                0..=3 => {
+                    let sell = AssetId((b % ASSETS as u64) as u16);
+                    let step = 1 + (b / 7) % (ASSETS as u64 - 1);
+                    let buy = AssetId(((sell.0 as u64 + step) % ASSETS as u64) as u16);
+                    let rate = self.valuations[sell.0 as usize] / self.valuations[buy.0 as usize];
+                    let offset = (c % 600) as f64 / 10_000.0 - 0.01;
+                    let min_price = Price::from_f64(rate * (1.0 - offset));
+                    let amount = 1_000 + c % 100_000;
+                    let sequence = self.sequence(source);
+                    self.open_offers
+                        .push((source, sell, buy, min_price, sequence));
+                    let operation = Operation::CreateOffer {
+                        sell,
+                        buy,
+                        amount,
+                        min_price,
+                    };
+                    block.push((sign(source, sequence, operation), Intent::Valid));
+                }
+                4 | 5 => {
+                    let to = AccountId(b % self.accounts);
+                    let asset = AssetId((c % ASSETS as u64) as u16);
+                    let operation = Operation::Payment {
+                        to,
+                        asset,
+                        amount: 1 + c % 5_000,
+                    };
+                    let sequence = self.sequence(source);
+                    block.push((sign(source, sequence, operation), Intent::Valid));
+                }
+                6 => {
+                    // Cancel an offer this account made in an earlier block (it may have been
+                    // filled since: then the exchange reports it unknown, which the test allows).
+                    let Some(at) = self.open_offers.iter().position(|offer| offer.0 == source)
+                    else {
+                        continue;
+                    };
+                    let (_, sell, buy, min_price, id) = self.open_offers.remove(at);
+                    let operation = Operation::CancelOffer {
+                        sell,
+                        buy,
+                        min_price,
+                        offer_id: OfferId(id),
+                    };
+                    let sequence = self.sequence(source);
+                    block.push((sign(source, sequence, operation), Intent::Valid));
+                }
+                7 => {
+                    let new_account = AccountId(self.next_new_account);
+                    self.next_new_account += 1;
+                    let public_key = *keypair(new_account.0).public_key().as_bytes();
+                    let sequence = self.sequence(source);
+                    let operation = Operation::CreateAccount {
+                        new_account,
+                        public_key,
+                    };
+                    block.push((sign(source, sequence, operation), Intent::Valid));
+                }
+                _ => {
+                    spoiled[source as usize] = true;
+                    block.extend(self.invalid(source, b, c));
+                }
+            }
+        }
+        expect_account_wide_drops(&mut block);
+        self.retract_invalid_offers(&block);
+        for valuation in self.valuations.iter_mut() {
+            *valuation *= 1.0 + 0.01 * ((choices.len() % 3) as f64 - 1.0);
+        }
+        block
+    }
+
+    /// Offers recorded as open whose creating transaction will be dropped never exist.
+    fn retract_invalid_offers(&mut self, block: &[(SignedTransaction, Intent)]) {
+        for (signed, intent) in block {
+            if let (Intent::Invalid(_), Operation::CreateOffer { .. }) =
+                (intent, signed.transaction.operation)
+            {
+                let (source, sequence) = (signed.transaction.source.0, signed.transaction.sequence);
+                self.open_offers
+                    .retain(|offer| !(offer.0 == source && offer.4 == sequence));
+            }
+        }
+    }
+
+    fn invalid(&mut self, source: u64, b: u64, c: u64) -> Vec<(SignedTransaction, Intent)> {
+        let asset = AssetId((c % ASSETS as u64) as u16);
+        let pay = |to: u64, amount: u64| Operation::Payment {
+            to: AccountId(to),
+            asset,
+            amount,
+        };
+        match b % 5 {
+            0 => {
+                let mut signed = sign(
+                    source,
+                    self.sequence(source),
+                    pay((source + 1) % self.accounts, 5),
+                );
+                signed.signature[5] ^= 1;
+                vec![(signed, Intent::Invalid(DropReason::BadSignature))]
+            }
+            1 => {
+                let sequence = self.sequence(source);
+                let reason = Intent::Invalid(DropReason::AccountReusedSequence);
+                vec![
+                    (
+                        sign(source, sequence, pay((source + 1) % self.accounts, 3)),
+                        reason,
+                    ),
+                    (
+                        sign(source, sequence, pay((source + 2) % self.accounts, 4)),
+                        reason,
+                    ),
+                ]
+            }
+            2 => {
+                // Two payments that together exceed any balance the account can have.
+                let reason = Intent::Invalid(DropReason::AccountOverdraft);
+                let first = self.sequence(source);
+                let second = self.sequence(source);
+                vec![
+                    (
+                        sign(
+                            source,
+                            first,
+                            pay((source + 1) % self.accounts, 4_000_000_000_000),
+                        ),
+                        reason,
+                    ),
+                    (
+                        sign(
+                            source,
+                            second,
+                            pay((source + 2) % self.accounts, 4_000_000_000_000),
+                        ),
+                        reason,
+                    ),
+                ]
+            }
+            3 => {
+                let sequence = self.sequence(source) + 100; // beyond the 64 window
+                vec![(
+                    sign(source, sequence, pay((source + 1) % self.accounts, 1)),
+                    Intent::Invalid(DropReason::SequenceOutOfWindow),
+                )]
+            }
+            _ => {
+                let operation = Operation::Payment {
+                    to: AccountId(999_999),
+                    asset,
+                    amount: 1,
+                };
+                vec![(
+                    sign(source, self.sequence(source), operation),
+                    Intent::Invalid(DropReason::UnknownReceiver),
+                )]
+            }
+        }
+    }
+}
+
+/// Overdrafts and reused sequence numbers drop *every* transaction of their source.
+fn expect_account_wide_drops(block: &mut [(SignedTransaction, Intent)]) {
+    let account_wide: Vec<(AccountId, Intent)> = block
+        .iter()
+        .filter(|(_, intent)| {
+            matches!(
+                intent,
+                Intent::Invalid(DropReason::AccountOverdraft | DropReason::AccountReusedSequence)
+            )
+        })
+        .map(|(signed, intent)| (signed.transaction.source, *intent))
+        .collect();
+    for (signed, intent) in block.iter_mut() {
+        if let Some((_, wide)) = account_wide
+            .iter()
+            .find(|(source, _)| *source == signed.transaction.source)
+        {
+            *intent = *wide;
+        }
+    }
+}
+
+fn choices() -> impl Strategy<Value = Vec<Vec<(u8, u64, u64, u64)>>> {
+    proptest::collection::vec(
+        proptest::collection::vec(
+            (any::<u8>(), any::<u64>(), any::<u64>(), any::<u64>()),
+            20..120,
+        ),
+        1..5,
+    )
+}
+
+/// Checks conservation and limit prices after a block.
+fn check_block(state: &ExchangeState, block: &Block) {
+    let issued: Vec<u128> = state
+        .issued()
+        .iter()
+        .map(|amount| *amount as u128)
+        .collect();
+    assert_eq!(
+        state.accounted(),
+        issued,
+        "conservation after block {}",
+        block.header.height
+    );
+    let valuations: Vec<Valuation> = block
+        .header
+        .valuations
+        .iter()
+        .map(|v| Valuation(*v))
+        .collect();
+    for trade in &block.header.trades {
+        let rate = valuations[trade.sell.0 as usize].rate_to(valuations[trade.buy.0 as usize]);
+        assert!(
+            trade.last_offer.min_price <= rate,
+            "pair traded beyond a limit price"
+        );
+    }
+}
+
+fn check_drops(block: &[(SignedTransaction, Intent)], dropped: &[(u32, DropReason)]) {
+    for (index, (signed, intent)) in block.iter().enumerate() {
+        let drop = dropped
+            .iter()
+            .find(|(at, _)| *at as usize == index)
+            .map(|(_, reason)| *reason);
+        // A cancel of an offer filled since is dropped alone, before account-wide rules apply.
+        let cancel = matches!(signed.transaction.operation, Operation::CancelOffer { .. });
+        if cancel && drop == Some(DropReason::UnknownOffer) {
+            continue;
+        }
+        match (intent, drop) {
+            (Intent::Invalid(expected), Some(reason)) => {
+                assert_eq!(reason, *expected, "tx {index}")
+            }
+            (Intent::Invalid(expected), None) => panic!("tx {index}: {expected:?} was accepted"),
+            (Intent::Valid, None) | (Intent::Valid, Some(DropReason::UnknownOffer)) => {}
+            (Intent::Valid, Some(reason)) => panic!("valid tx {index} dropped: {reason:?}"),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn blocks_conserve_respect_limits_and_replicate(plan in choices(), seed in any::<u64>()) {
+        let genesis = genesis(40);
+        let mut proposer = ExchangeState::from_genesis(&genesis, 1).unwrap();
+        let mut replicas: Vec<(usize, ExchangeState)> = [2usize, 8]
+            .iter()
+            .map(|threads| (*threads, ExchangeState::from_genesis(&genesis, *threads).unwrap()))
+            .collect();
+        let mut workload = Workload::new(40);
+        for (step, choice) in plan.iter().enumerate() {
+            let intended = workload.block(choice);
+            let transactions: Vec<SignedTransaction> = intended.iter().map(|(tx, _)| *tx).collect();
+            let (block, outcome) = proposer.propose(transactions.clone(), &config(1)).unwrap();
+            check_block(&proposer, &block);
+            check_drops(&intended, &outcome.dropped);
+            if std::env::var_os("WALRAS_TEST_STATS").is_some() {
+                eprintln!("STATS trades {} accepted {} dropped {}", block.header.trades.len(), outcome.accepted, outcome.dropped.len());
+            }
+            for (threads, replica) in replicas.iter_mut() {
+                // Same block, transactions shuffled: a block is a set.
+                let mut shuffled = block.clone();
+                let rotation = (seed as usize + step) % shuffled.transactions.len().max(1);
+                shuffled.transactions.rotate_left(rotation);
+                shuffled.transactions.reverse();
+                let applied = replica.apply(&shuffled, &config(*threads)).unwrap();
+                prop_assert_eq!(applied.header.state_root, block.header.state_root);
+                prop_assert_eq!(applied.accepted, outcome.accepted);
+            }
+        }
+    }
+
+    #[test]
+    fn tampered_headers_are_rejected_without_state_change(plan in choices()) {
+        let genesis = genesis(30);
+        let mut proposer = ExchangeState::from_genesis(&genesis, 1).unwrap();
+        let mut follower = ExchangeState::from_genesis(&genesis, 1).unwrap();
+        let mut workload = Workload::new(30);
+        for choice in &plan {
+            let transactions: Vec<SignedTransaction> = workload.block(choice).into_iter().map(|(tx, _)| tx).collect();
+            let (block, _) = proposer.propose(transactions, &config(1)).unwrap();
+            let before = follower.state_root(1);
+            for tampered in tamperings(&block) {
+                let result = follower.apply(&tampered, &config(1));
+                prop_assert!(result.is_err(), "a tampered header was accepted");
+                prop_assert_eq!(follower.state_root(1), before);
+            }
+            follower.apply(&block, &config(1)).unwrap();
+        }
+    }
+}
+
+/// Headers that claim more than the books allow, or a different clearing.
+fn tamperings(block: &Block) -> Vec<Block> {
+    let mut tampered = Vec::new();
+    if let Some(first) = block.header.trades.first() {
+        let mut more = block.clone();
+        more.header.trades[0].sold = first.sold + 1_000_000_000_000;
+        tampered.push(more);
+        let mut skewed = block.clone();
+        let asset = first.buy.0 as usize;
+        skewed.header.valuations[asset] /= 2; // buy asset cheaper: payouts double
+        tampered.push(skewed);
+    }
+    let mut wrong_root = block.clone();
+    wrong_root.header.transactions_root = walras_crypto::hash(b"not these transactions");
+    tampered.push(wrong_root);
+    let mut wrong_height = block.clone();
+    wrong_height.header.height += 1;
+    tampered.push(wrong_height);
+    tampered
+}
+
+#[test]
+fn an_offer_cannot_be_created_and_cancelled_in_one_block() {
+    let genesis = genesis(2);
+    let mut state = ExchangeState::from_genesis(&genesis, 1).unwrap();
+    let (sell, buy, min_price) = (AssetId(0), AssetId(1), Price::ONE);
+    let create = sign(
+        0,
+        1,
+        Operation::CreateOffer {
+            sell,
+            buy,
+            amount: 10,
+            min_price,
+        },
+    );
+    let cancel = sign(
+        0,
+        2,
+        Operation::CancelOffer {
+            sell,
+            buy,
+            min_price,
+            offer_id: OfferId(1),
+        },
+    );
+    let (_, outcome) = state.propose(vec![create, cancel], &config(1)).unwrap();
+    assert_eq!(outcome.dropped, vec![(1, DropReason::UnknownOffer)]);
+    assert_eq!(state.open_offer_count(), 1);
+}
+
+#[test]
+fn two_creations_of_one_account_create_neither() {
+    let genesis = genesis(3);
+    let mut state = ExchangeState::from_genesis(&genesis, 1).unwrap();
+    let public_key = *keypair(50).public_key().as_bytes();
+    let create = |source| {
+        sign(
+            source,
+            1,
+            Operation::CreateAccount {
+                new_account: AccountId(50),
+                public_key,
+            },
+        )
+    };
+    let (_, outcome) = state
+        .propose(vec![create(0), create(1)], &config(1))
+        .unwrap();
+    assert_eq!(outcome.dropped.len(), 2);
+    assert!(outcome
+        .dropped
+        .iter()
+        .all(|(_, reason)| *reason == DropReason::DuplicateAccountCreation));
+    assert!(state.account(AccountId(50)).is_none());
+}
+
+#[test]
+fn inconsistent_last_offer_is_rejected() {
+    let genesis = genesis(10);
+    let mut proposer = ExchangeState::from_genesis(&genesis, 1).unwrap();
+    let mut follower = ExchangeState::from_genesis(&genesis, 1).unwrap();
+    let mut workload = Workload::new(10);
+    let choices: Vec<(u8, u64, u64, u64)> = (0..200u64)
+        .map(|i| ((i % 4) as u8, i, i * 31, i * 7919))
+        .collect();
+    let transactions: Vec<SignedTransaction> = workload
+        .block(&choices)
+        .into_iter()
+        .map(|(tx, _)| tx)
+        .collect();
+    let (block, _) = proposer.propose(transactions, &config(1)).unwrap();
+    let first = block
+        .header
+        .trades
+        .first()
+        .expect("200 offers near the valuations trade");
+    let mut tampered = block.clone();
+    tampered.header.trades[0].last_offer.id = OfferId(first.last_offer.id.0 + 999);
+    assert!(matches!(
+        follower.apply(&tampered, &config(1)),
+        Err(EngineError::HeaderLastOffer { .. })
+    ));
+    follower.apply(&block, &config(1)).unwrap();
+}
