@@ -54,7 +54,11 @@ impl Keypair {
     /// Expands `secret` for signing.
     pub fn from_secret(secret: &SecretKey) -> Keypair {
         let signing = SigningKey::from_bytes(secret.seed());
-        let public = PublicKey(signing.verifying_key().to_bytes());
+        let point = signing.verifying_key();
+        let public = PublicKey {
+            bytes: point.to_bytes(),
+            point,
+        };
         Keypair { signing, public }
     }
 
@@ -81,9 +85,40 @@ impl fmt::Debug for Keypair {
 }
 
 /// An ed25519 public key: a compressed curve point that is known to decode and not to have
-/// small order (both checked by every constructor).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PublicKey([u8; PUBLIC_KEY_BYTES]);
+/// small order (both checked by every constructor). It keeps the decompressed point beside its
+/// encoding: decompressing costs a field square root, and a key verifies many signatures.
+/// Compared, ordered and hashed by its encoding.
+#[derive(Clone, Copy)]
+pub struct PublicKey {
+    bytes: [u8; PUBLIC_KEY_BYTES],
+    point: VerifyingKey,
+}
+
+impl PartialEq for PublicKey {
+    fn eq(&self, other: &PublicKey) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for PublicKey {}
+
+impl PartialOrd for PublicKey {
+    fn partial_cmp(&self, other: &PublicKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for PublicKey {
+    fn cmp(&self, other: &PublicKey) -> std::cmp::Ordering {
+        self.bytes.cmp(&other.bytes)
+    }
+}
+
+impl std::hash::Hash for PublicKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.bytes.hash(state);
+    }
+}
 
 impl PublicKey {
     /// Decodes a public key, refusing wrong lengths, non-points and small-order points.
@@ -98,24 +133,26 @@ impl PublicKey {
         if point.is_weak() {
             return Err(DecodeError::WeakPublicKey);
         }
-        Ok(PublicKey(array))
+        Ok(PublicKey {
+            bytes: array,
+            point,
+        })
     }
 
     /// The 32-byte encoding.
     pub fn as_bytes(&self) -> &[u8; PUBLIC_KEY_BYTES] {
-        &self.0
+        &self.bytes
     }
 
-    /// The dalek key. Decompresses the point again (a field square root): checked at
-    /// construction, so failure means memory corruption, reported as a bad signature.
+    /// The dalek key (already decompressed and checked at construction).
     pub(crate) fn to_dalek(self) -> Result<VerifyingKey, VerifyError> {
-        VerifyingKey::from_bytes(&self.0).map_err(|_| VerifyError::BadSignature)
+        Ok(self.point)
     }
 }
 
 impl fmt::Display for PublicKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        hex::write(f, &self.0)
+        hex::write(f, &self.bytes)
     }
 }
 

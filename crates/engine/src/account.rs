@@ -1,5 +1,7 @@
 //! Accounts: key, sequence number, balances.
 
+use std::sync::OnceLock;
+use walras_crypto::PublicKey;
 use walras_types::{AssetId, MAX_AMOUNT};
 
 /// One account's state. Balances are sparse — an account holds a few of many assets — and kept
@@ -7,6 +9,9 @@ use walras_types::{AssetId, MAX_AMOUNT};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Account {
     pub public_key: [u8; 32],
+    /// The key decoded for verification, on first use: decoding costs a field square root, and
+    /// most accounts of a large genesis never sign anything. `None` inside: not a valid key.
+    verifying_key: OnceLock<Option<PublicKey>>,
     /// The highest sequence number used; the next transaction must lie in
     /// `(last_sequence, last_sequence + SEQUENCE_WINDOW]`.
     pub last_sequence: u64,
@@ -17,12 +22,20 @@ impl Account {
     pub fn new(public_key: [u8; 32], balances: Vec<(AssetId, u64)>) -> Account {
         let mut account = Account {
             public_key,
+            verifying_key: OnceLock::new(),
             last_sequence: 0,
             balances,
         };
         account.balances.retain(|(_, amount)| *amount > 0);
         account.balances.sort_by_key(|(asset, _)| *asset);
         account
+    }
+
+    /// The decoded public key, or `None` if the stored bytes are not a valid key.
+    pub fn verifying_key(&self) -> Option<&PublicKey> {
+        self.verifying_key
+            .get_or_init(|| PublicKey::from_bytes(&self.public_key).ok())
+            .as_ref()
     }
 
     pub fn balance(&self, asset: AssetId) -> u64 {

@@ -382,18 +382,18 @@ impl ExchangeState {
     ) -> Vec<bool> {
         let mut order: Vec<usize> = (0..transactions.len()).collect();
         order.sort_unstable_by_key(|index| hashes[*index]);
-        let prepared: Vec<Option<(Vec<u8>, PublicKey, Signature)>> =
+        let prepared: Vec<Option<(Vec<u8>, &PublicKey, Signature)>> =
             parallel_map(&order, threads, |index| {
                 let signed = &transactions[*index];
                 let slot = self.slot(signed.transaction.source)?;
-                let key = PublicKey::from_bytes(&self.accounts[slot as usize].public_key).ok()?;
+                let key = self.accounts[slot as usize].verifying_key()?;
                 let signature = Signature::from_bytes(&signed.signature).ok()?;
                 Some((signed.transaction.encode(), key, signature))
             });
         let items: Vec<(&[u8], &PublicKey, &Signature)> = prepared
             .iter()
             .flatten()
-            .map(|(message, key, signature)| (message.as_slice(), key, signature))
+            .map(|(message, key, signature)| (message.as_slice(), *key, signature))
             .collect();
         let verdicts = verify_batches_parallel(&items, threads);
         let mut accepted = vec![false; transactions.len()];

@@ -5,6 +5,7 @@ mod bench;
 mod clear;
 mod demo;
 mod gen;
+mod replay;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +26,8 @@ enum Command {
     /// Generate workloads.
     #[command(subcommand)]
     Gen(gen::GenCommand),
+    /// Execute a generated workload's blocks and report throughput.
+    Replay(replay::ReplayArgs),
     /// Measure performance.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -51,6 +54,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Demo(args) => demo::run(args),
         Command::Clear(args) => clear::run(args),
         Command::Gen(command) => gen::run(command),
+        Command::Replay(args) => replay::run(args),
         Command::Bench(command) => bench::run(command),
     }
 }

@@ -1,0 +1,199 @@
+//! `walras replay DIR`: executes a generated workload's blocks and reports throughput.
+//!
+//! Reads `DIR/genesis.bin` and `DIR/blocks/*.bin` (in name order; see `walras gen workload`),
+//! decodes everything first (not timed), then proposes and applies each block with the batch
+//! engine, printing per block the time, tx/s and state root on stderr and, at the end, one JSON
+//! object on stdout.
+
+use super::{args, CliError};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use walras_engine::{EngineConfig, ExchangeState};
+use walras_types::genesis::Genesis;
+use walras_types::SignedTransaction;
+
+#[derive(clap::Args, Debug)]
+pub struct ReplayArgs {
+    /// Workload directory written by `walras gen workload`
+    dir: PathBuf,
+    /// Worker threads for every parallel phase
+    #[arg(long, default_value = "1", value_parser = args::thread_count)]
+    threads: usize,
+    /// Skip signature verification (to measure the rest)
+    #[arg(long)]
+    no_verify_signatures: bool,
+    /// Print the summary as JSON (it always goes to stdout; per-block lines go to stderr)
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct BlockReport {
+    height: u64,
+    transactions: usize,
+    accepted: usize,
+    dropped: usize,
+    millis: f64,
+    tx_per_s: f64,
+    converged: bool,
+    state_root: String,
+    phases_millis: [f64; 6],
+}
+
+#[derive(Serialize)]
+struct ReplayReport {
+    engine: &'static str,
+    threads: usize,
+    verify_signatures: bool,
+    accounts: usize,
+    blocks: usize,
+    transactions: usize,
+    accepted: usize,
+    millis: f64,
+    tx_per_s: f64,
+    /// Median over the blocks after the first (which warms up the books).
+    steady_tx_per_s_median: f64,
+    state_root: String,
+    per_block: Vec<BlockReport>,
+}
+
+pub fn run(args: ReplayArgs) -> Result<(), CliError> {
+    let genesis = read_genesis(&args.dir)?;
+    let blocks = read_blocks(&args.dir)?;
+    let config = EngineConfig {
+        threads: args.threads,
+        verify_signatures: !args.no_verify_signatures,
+        ..EngineConfig::default()
+    };
+    let mut state = ExchangeState::from_genesis(&genesis, args.threads)?;
+    let mut per_block = Vec::with_capacity(blocks.len());
+    for (number, transactions) in blocks.into_iter().enumerate() {
+        let count = transactions.len();
+        let started = Instant::now();
+        let (block, outcome) = state
+            .propose(transactions, &config)
+            .map_err(|error| CliError(format!("block {}: {error}", number + 1)))?;
+        let seconds = started.elapsed().as_secs_f64();
+        let timings = outcome.timings;
+        let report = BlockReport {
+            height: block.header.height,
+            transactions: count,
+            accepted: outcome.accepted,
+            dropped: outcome.dropped.len(),
+            millis: seconds * 1e3,
+            tx_per_s: count as f64 / seconds,
+            converged: outcome.converged,
+            state_root: block.header.state_root.to_string(),
+            phases_millis: [
+                timings.signatures,
+                timings.filter,
+                timings.plan,
+                timings.clearing,
+                timings.apply,
+                timings.commit,
+            ],
+        };
+        eprintln!(
+            "block {:>4}: {:>7} txs ({:>7} accepted) in {:>8.1} ms = {:>9.0} tx/s  root {}  \
+             [sig {:.0} filter {:.0} plan {:.0} clear {:.0} apply {:.0} commit {:.0} ms]",
+            report.height,
+            report.transactions,
+            report.accepted,
+            report.millis,
+            report.tx_per_s,
+            &report.state_root[..16],
+            timings.signatures,
+            timings.filter,
+            timings.plan,
+            timings.clearing,
+            timings.apply,
+            timings.commit
+        );
+        per_block.push(report);
+    }
+    let summary = summarize(&args, &state, per_block);
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        println!(
+            "{} blocks, {} transactions ({} accepted) in {:.1} ms: {:.0} tx/s overall, {:.0} tx/s \
+             median of steady blocks; state root {}",
+            summary.blocks,
+            summary.transactions,
+            summary.accepted,
+            summary.millis,
+            summary.tx_per_s,
+            summary.steady_tx_per_s_median,
+            summary.state_root
+        );
+    }
+    Ok(())
+}
+
+fn summarize(
+    args: &ReplayArgs,
+    state: &ExchangeState,
+    per_block: Vec<BlockReport>,
+) -> ReplayReport {
+    let transactions: usize = per_block.iter().map(|block| block.transactions).sum();
+    let accepted: usize = per_block.iter().map(|block| block.accepted).sum();
+    let millis: f64 = per_block.iter().map(|block| block.millis).sum();
+    let mut steady: Vec<f64> = per_block
+        .iter()
+        .skip(1)
+        .map(|block| block.tx_per_s)
+        .collect();
+    if steady.is_empty() {
+        steady = per_block.iter().map(|block| block.tx_per_s).collect();
+    }
+    steady.sort_by(f64::total_cmp);
+    ReplayReport {
+        engine: "batch",
+        threads: args.threads,
+        verify_signatures: !args.no_verify_signatures,
+        accounts: state.account_count(),
+        blocks: per_block.len(),
+        transactions,
+        accepted,
+        millis,
+        tx_per_s: transactions as f64 / (millis / 1e3).max(1e-9),
+        steady_tx_per_s_median: steady.get(steady.len() / 2).copied().unwrap_or(0.0),
+        state_root: per_block
+            .last()
+            .map_or_else(String::new, |block| block.state_root.clone()),
+        per_block,
+    }
+}
+
+fn read_genesis(dir: &Path) -> Result<Genesis, CliError> {
+    let path = dir.join("genesis.bin");
+    let bytes = std::fs::read(&path)
+        .map_err(|error| CliError(format!("cannot read {}: {error}", path.display())))?;
+    Genesis::decode(&bytes).map_err(|error| CliError(format!("{}: {error}", path.display())))
+}
+
+fn read_blocks(dir: &Path) -> Result<Vec<Vec<SignedTransaction>>, CliError> {
+    let blocks_dir = dir.join("blocks");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&blocks_dir)
+        .map_err(|error| CliError(format!("cannot read {}: {error}", blocks_dir.display())))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|extension| extension == "bin"))
+        .collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(CliError(format!(
+            "no block files (*.bin) in {}",
+            blocks_dir.display()
+        )));
+    }
+    paths
+        .iter()
+        .map(|path| {
+            let bytes = std::fs::read(path)
+                .map_err(|error| CliError(format!("cannot read {}: {error}", path.display())))?;
+            SignedTransaction::decode_list(&bytes)
+                .map_err(|error| CliError(format!("{}: {error}", path.display())))
+        })
+        .collect()
+}
