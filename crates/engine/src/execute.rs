@@ -20,12 +20,14 @@
 use crate::account::Account;
 use crate::block::{transaction_hash, Block, BlockHeader, PairTrade};
 use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
-use crate::state::{offer_trie_key, ExchangeState};
+use crate::state::{offer_trie_key, ExchangeState, SlotMap, OFFER_KEY_BYTES};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use walras_clearing::{
     clear, settle, ClearingError, ClearingParams, OrderBooks, SettleError, Settlement,
 };
 use walras_crypto::{verify_batches_parallel, Hash, PublicKey, Signature};
+use walras_trie::Trie;
 use walras_types::{
     AccountId, AssetId, Offer, OfferId, OfferKey, Operation, SignedTransaction, Valuation,
 };
@@ -454,8 +456,7 @@ impl ExchangeState {
         let (outboxes, mut touched) =
             self.apply_sources(transactions, &plan.filtered, width, threads);
         self.apply_credits(outboxes, width, threads);
-        self.update_books(&plan.cancelled, &plan.new_offers);
-        let trade_credits = self.execute_trades(&plan.books, settlement, width, threads);
+        let trade_credits = self.update_pairs(&plan, settlement, width, threads);
         touched.extend(trade_credits.iter().flatten().map(|(slot, _, _)| *slot));
         self.apply_credits(trade_credits, width, threads);
         for (asset, burned) in settlement.burned.iter().enumerate() {
@@ -472,11 +473,6 @@ impl ExchangeState {
         touched.sort_unstable();
         touched.dedup();
         self.commit_accounts(&touched, threads);
-        for trie in &mut self.offer_tries {
-            if trie.deleted_len() > 0 {
-                trie.clean();
-            }
-        }
         self.height += 1;
         let root = self.state_root(threads);
         timings.commit = elapsed_ms(started);
@@ -557,39 +553,106 @@ impl ExchangeState {
         });
     }
 
-    /// Removes cancelled offers and adds new ones, in the books and the offer tries.
-    fn update_books(
+    /// Per pair, in parallel over contiguous pair ranges: removes cancelled offers, adds new
+    /// ones, fills the traded offers in canonical order, and rehashes the pair's offer trie.
+    /// Returns seller payouts as credits per destination account shard.
+    fn update_pairs(
         &mut self,
-        cancelled: &[(usize, OfferKey)],
-        new_offers: &[(usize, OfferKey, u64)],
-    ) {
-        for (pair, key) in cancelled {
-            self.books[*pair].remove(key);
-            self.offer_tries[*pair].mark_deleted(&offer_trie_key(key));
-        }
-        for run in new_offers.chunk_by(|a, b| a.0 == b.0) {
-            let pair = run[0].0;
-            let mut batch = Vec::with_capacity(run.len());
-            for (_, key, amount) in run {
-                self.books[pair].insert(*key, *amount);
-                batch.push((offer_trie_key(key), amount.to_be_bytes()));
+        plan: &Plan,
+        settlement: &Settlement,
+        width: usize,
+        threads: usize,
+    ) -> Vec<Vec<Credit>> {
+        let assets = self.assets;
+        let per_range = self.books.len().div_ceil(threads);
+        let slots = &self.slots;
+        let ranges: Vec<PairRange> = self
+            .books
+            .chunks_mut(per_range)
+            .zip(self.offer_tries.chunks_mut(per_range))
+            .enumerate()
+            .map(|(range, (books, tries))| PairRange {
+                start: range * per_range,
+                books,
+                tries,
+            })
+            .collect();
+        let outboxes = run_parallel(ranges, threads, |mut range| {
+            range.cancel(&plan.cancelled);
+            range.add(&plan.new_offers);
+            let credits = range.trade(&plan.books, settlement, assets, slots, width, threads);
+            range.rehash();
+            credits
+        });
+        let mut credits: Vec<Vec<Credit>> = vec![Vec::new(); threads];
+        for outbox in outboxes {
+            for (destination, batch) in outbox.into_iter().enumerate() {
+                credits[destination].extend(batch);
             }
-            self.offer_tries[pair].insert_batch(batch, 1);
+        }
+        credits
+    }
+}
+
+/// A contiguous range of pairs, owned by one thread during [`ExchangeState::update_pairs`].
+struct PairRange<'a> {
+    start: usize,
+    books: &'a mut [BTreeMap<OfferKey, u64>],
+    tries: &'a mut [Trie<OFFER_KEY_BYTES, [u8; 8]>],
+}
+
+impl PairRange<'_> {
+    fn contains(&self, pair: usize) -> bool {
+        (self.start..self.start + self.books.len()).contains(&pair)
+    }
+
+    /// The part of a list sorted by pair index that falls in this range.
+    fn slice<'s, T>(&self, sorted: &'s [T], pair_of: impl Fn(&T) -> usize) -> &'s [T] {
+        let low = sorted.partition_point(|item| pair_of(item) < self.start);
+        let high = sorted.partition_point(|item| pair_of(item) < self.start + self.books.len());
+        &sorted[low..high]
+    }
+
+    fn cancel(&mut self, cancelled: &[(usize, OfferKey)]) {
+        for (pair, key) in self.slice(cancelled, |(pair, _)| *pair) {
+            let local = pair - self.start;
+            self.books[local].remove(key);
+            self.tries[local].mark_deleted(&offer_trie_key(key));
         }
     }
 
-    /// Fills the traded offers of every pair in canonical order; returns seller payouts as
-    /// credits per destination shard.
-    fn execute_trades(
+    fn add(&mut self, new_offers: &[(usize, OfferKey, u64)]) {
+        for run in self
+            .slice(new_offers, |(pair, _, _)| *pair)
+            .chunk_by(|a, b| a.0 == b.0)
+        {
+            let local = run[0].0 - self.start;
+            let mut batch = Vec::with_capacity(run.len());
+            for (_, key, amount) in run {
+                self.books[local].insert(*key, *amount);
+                batch.push((offer_trie_key(key), amount.to_be_bytes()));
+            }
+            self.tries[local].insert_batch(batch, 1);
+        }
+    }
+
+    /// Fills this range's traded pairs; returns payouts per destination account shard.
+    fn trade(
         &mut self,
         books: &OrderBooks,
         settlement: &Settlement,
+        assets: usize,
+        slots: &SlotMap,
         width: usize,
         threads: usize,
     ) -> Vec<Vec<Credit>> {
         let mut credits: Vec<Vec<Credit>> = vec![Vec::new(); threads];
         for pair in settlement.pairs.iter().filter(|pair| pair.sold > 0) {
-            let index = pair.sell as usize * self.assets + pair.buy as usize;
+            let index = pair.sell as usize * assets + pair.buy as usize;
+            if !self.contains(index) {
+                continue;
+            }
+            let local = index - self.start;
             let buy = AssetId(pair.buy);
             let offers = books.offers(&books.pairs()[pair.book_index]);
             let payout = |sold: u64| {
@@ -597,24 +660,36 @@ impl ExchangeState {
                     .times_amount_floor(sold)
                     .expect("payouts are bounded by conservation")
             };
+            let mut pay = |account: &AccountId, amount: u64| {
+                let seller = slots[account];
+                credits[seller as usize / width].push((seller, buy, amount));
+            };
             for offer in &offers[..pair.full_fills] {
                 let key = offer.key();
-                self.books[index].remove(&key);
-                self.offer_tries[index].mark_deleted(&offer_trie_key(&key));
-                let seller = self.slots[&offer.account];
-                credits[seller as usize / width].push((seller, buy, payout(offer.amount)));
+                self.books[local].remove(&key);
+                self.tries[local].mark_deleted(&offer_trie_key(&key));
+                pay(&offer.account, payout(offer.amount));
             }
             if pair.partial_sold > 0 {
                 let offer = &offers[pair.full_fills];
                 let key = offer.key();
                 let remaining = offer.amount - pair.partial_sold;
-                self.books[index].insert(key, remaining);
-                self.offer_tries[index].insert(offer_trie_key(&key), remaining.to_be_bytes());
-                let seller = self.slots[&offer.account];
-                credits[seller as usize / width].push((seller, buy, payout(pair.partial_sold)));
+                self.books[local].insert(key, remaining);
+                self.tries[local].insert(offer_trie_key(&key), remaining.to_be_bytes());
+                pay(&offer.account, payout(pair.partial_sold));
             }
         }
         credits
+    }
+
+    /// Sweeps deleted offers and hashes each changed trie, so the state root finds them ready.
+    fn rehash(&mut self) {
+        for trie in self.tries.iter_mut() {
+            if trie.deleted_len() > 0 {
+                trie.clean();
+            }
+            trie.root_hash(1);
+        }
     }
 }
 

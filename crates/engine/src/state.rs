@@ -176,16 +176,28 @@ impl ExchangeState {
 
     /// Writes the given accounts into the account trie.
     pub(crate) fn commit_accounts(&mut self, slots: &[u32], threads: usize) {
-        let batch: Vec<([u8; 8], Vec<u8>)> = slots
-            .iter()
-            .map(|slot| {
-                let slot = *slot as usize;
-                (
-                    self.account_ids[slot].0.to_be_bytes(),
-                    self.accounts[slot].encode(),
-                )
+        let encode = |slot: &u32| {
+            let slot = *slot as usize;
+            (
+                self.account_ids[slot].0.to_be_bytes(),
+                self.accounts[slot].encode(),
+            )
+        };
+        let batch: Vec<([u8; 8], Vec<u8>)> = if threads <= 1 || slots.len() < 4096 {
+            slots.iter().map(encode).collect()
+        } else {
+            let chunk = slots.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = slots
+                    .chunks(chunk)
+                    .map(|piece| scope.spawn(move || piece.iter().map(encode).collect::<Vec<_>>()))
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|handle| handle.join().expect("encoder panicked"))
+                    .collect()
             })
-            .collect();
+        };
         self.account_trie.insert_batch(batch, threads);
     }
 

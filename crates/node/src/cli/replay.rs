@@ -23,6 +23,10 @@ pub struct ReplayArgs {
     /// Skip signature verification (to measure the rest)
     #[arg(long)]
     no_verify_signatures: bool,
+    /// Shuffle each block's transactions with this seed first: a block is a set, so the state
+    /// roots must not change
+    #[arg(long)]
+    shuffle: Option<u64>,
     /// Print the summary as JSON (it always goes to stdout; per-block lines go to stderr)
     #[arg(long)]
     json: bool,
@@ -60,7 +64,15 @@ struct ReplayReport {
 
 pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     let genesis = read_genesis(&args.dir)?;
-    let blocks = read_blocks(&args.dir)?;
+    let mut blocks = read_blocks(&args.dir)?;
+    if let Some(seed) = args.shuffle {
+        for (number, block) in blocks.iter_mut().enumerate() {
+            shuffle(
+                block,
+                seed ^ (number as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
+        }
+    }
     let config = EngineConfig {
         threads: args.threads,
         verify_signatures: !args.no_verify_signatures,
@@ -163,6 +175,17 @@ fn summarize(
             .last()
             .map_or_else(String::new, |block| block.state_root.clone()),
         per_block,
+    }
+}
+
+/// Fisher–Yates with a xorshift generator: reproducible for a seed.
+fn shuffle<T>(items: &mut [T], seed: u64) {
+    let mut state = seed | 1;
+    for index in (1..items.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        items.swap(index, (state % (index as u64 + 1)) as usize);
     }
 }
 
