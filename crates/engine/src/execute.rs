@@ -97,6 +97,8 @@ pub enum EngineError {
     },
     HeaderPrevious,
     HeaderTransactionsRoot,
+    /// The header's trades are not one entry per pair that traded.
+    HeaderTrades,
     /// A traded pair's last offer is not the one the amounts imply.
     HeaderLastOffer {
         sell: u16,
@@ -129,6 +131,12 @@ impl std::fmt::Display for EngineError {
             }
             EngineError::HeaderTransactionsRoot => {
                 write!(f, "block header rejected: transactions root does not match")
+            }
+            EngineError::HeaderTrades => {
+                write!(
+                    f,
+                    "block header rejected: trades must list each traded pair once"
+                )
             }
             EngineError::HeaderLastOffer { sell, buy } => write!(
                 f,
@@ -255,6 +263,10 @@ impl ExchangeState {
         )
         .map_err(EngineError::HeaderClearing)?;
         let implied = header_trades(&plan.books, &settlement);
+        if implied.len() != header.trades.len() {
+            // Zero amounts or a pair listed twice: not the canonical list of what traded.
+            return Err(EngineError::HeaderTrades);
+        }
         if let Some(trade) = header
             .trades
             .iter()

@@ -415,6 +415,11 @@ fn tamperings(block: &Block) -> Vec<Block> {
         skewed.header.valuations[asset] /= 2; // buy asset cheaper: payouts double
         tampered.push(skewed);
     }
+    if let Some(first) = block.header.trades.first() {
+        let mut repeated = block.clone();
+        repeated.header.trades.insert(0, *first);
+        tampered.push(repeated);
+    }
     let mut wrong_root = block.clone();
     wrong_root.header.transactions_root = walras_crypto::hash(b"not these transactions");
     tampered.push(wrong_root);
