@@ -5,6 +5,12 @@
 //! after another in the order given, and each sees every earlier one's effect. That is what makes
 //! it a baseline — every offer changes the price the next one meets, so nothing can run in
 //! parallel. It keeps no tries and computes no state root: it measures the matching alone.
+//! Signatures, when checked, are checked one at a time on the executing thread, in order.
+//!
+//! A transaction is rejected, changing nothing, with the [`DropReason`] of the first check it
+//! fails: well-formed, source exists, signature, sequence in `(last, last + 64]`, assets exist,
+//! then per operation — the balance covers the debit *now*, a cancel names a resting offer of
+//! its source (pair, limit and id), a payment's receiver exists, a new account's id is free.
 //!
 //! # Matching
 //!
