@@ -34,7 +34,8 @@ pub enum DropReason {
     UnknownOffer,
     AccountExists,
     DuplicateAccountCreation,
-    /// The source's transactions together overdraw an asset.
+    /// The source's transactions together overdraw an asset (in the serial order book: this
+    /// transaction's debit exceeds the balance at the moment it runs).
     AccountOverdraft,
     /// The source's transactions reuse a sequence number.
     AccountReusedSequence,
@@ -252,7 +253,7 @@ fn check_one(
 }
 
 /// What decoding guarantees, checked again for transactions that were never encoded.
-fn well_formed(operation: &Operation) -> bool {
+pub(crate) fn well_formed(operation: &Operation) -> bool {
     let amount_ok = |amount: u64| (1..=MAX_AMOUNT).contains(&amount);
     let price_ok = |price: Price| (Price::MIN_LIMIT..=Price::MAX_LIMIT).contains(&price);
     match *operation {

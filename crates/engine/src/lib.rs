@@ -6,15 +6,18 @@
 //! - [`execute`]: proposing ([`ExchangeState::propose`]) and applying
 //!   ([`ExchangeState::apply`]) blocks, in phases sharded over threads.
 //! - [`block`]: blocks, headers, their encodings and hashes.
+//! - [`orderbook`]: the serial price-time-priority exchange SPEEDEX is compared against.
 
 pub mod account;
 pub mod block;
 pub mod execute;
 pub mod filter;
+pub mod orderbook;
 pub mod state;
 
 pub use account::Account;
 pub use block::{Block, BlockHeader, PairTrade};
 pub use execute::{BlockOutcome, EngineConfig, EngineError, PhaseTimings};
 pub use filter::DropReason;
+pub use orderbook::{Fill, OrderbookBlockStats, OrderbookExchange};
 pub use state::ExchangeState;
