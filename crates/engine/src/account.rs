@@ -6,7 +6,7 @@ use walras_types::{AssetId, MAX_AMOUNT};
 
 /// One account's state. Balances are sparse — an account holds a few of many assets — and kept
 /// sorted by asset so the account encodes canonically.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Account {
     pub public_key: [u8; 32],
     /// The key decoded for verification, on first use: decoding costs a field square root, and
@@ -17,6 +17,17 @@ pub struct Account {
     pub last_sequence: u64,
     balances: Vec<(AssetId, u64)>,
 }
+
+/// Equal when the committed fields are: the decoded-key cache is not state.
+impl PartialEq for Account {
+    fn eq(&self, other: &Account) -> bool {
+        self.public_key == other.public_key
+            && self.last_sequence == other.last_sequence
+            && self.balances == other.balances
+    }
+}
+
+impl Eq for Account {}
 
 impl Account {
     pub fn new(public_key: [u8; 32], balances: Vec<(AssetId, u64)>) -> Account {

@@ -40,7 +40,7 @@ use crate::account::Account;
 use crate::filter::{well_formed, DropReason};
 use crate::state::{SlotMap, StateError};
 use std::collections::{BTreeMap, HashMap};
-use walras_crypto::{verify, PublicKey, Signature};
+use walras_crypto::{verify, Signature};
 use walras_types::genesis::Genesis;
 use walras_types::transaction::SEQUENCE_WINDOW;
 use walras_types::{
@@ -515,13 +515,14 @@ impl OrderbookExchange {
 /// Whether the source's key signed the transaction. A key that is not a valid curve point (an
 /// account can be created with any 32 bytes) signs nothing.
 fn signature_valid(account: &Account, signed: &SignedTransaction) -> bool {
-    let Ok(key) = PublicKey::from_bytes(&account.public_key) else {
+    // The account caches its decoded key, as in the batch engine.
+    let Some(key) = account.verifying_key() else {
         return false;
     };
     let Ok(signature) = Signature::from_bytes(&signed.signature) else {
         return false;
     };
-    verify(&key, &signed.transaction.encode(), &signature).is_ok()
+    verify(key, &signed.transaction.encode(), &signature).is_ok()
 }
 
 /// Whether a taker at limit `taker_limit` (B per S) and a maker at `maker_limit` (S per B) can
