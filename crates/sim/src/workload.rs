@@ -12,7 +12,7 @@
 //! [`MAX_AMOUNT`](walras_types::MAX_AMOUNT)) while typical amounts are large integers.
 //!
 //! **Blocks.** Each block has exactly `txs_per_block` transactions. A slot is an injected fault
-//! with probability 1%; otherwise about 72.5% create an offer, 18% cancel an offer, 8% are
+//! with probability 1%; otherwise about 73.5% create an offer, 18% cancel an offer, 8% are
 //! payments and 0.5% create accounts (in the first block, with nothing to cancel yet, cancels
 //! become offers). In detail:
 //!
@@ -45,9 +45,12 @@
 //! **Faults** ([`FaultKind`]), each recorded in [`Workload::faults`] at the position of the
 //! transaction that completes the conflict:
 //!
-//! - `Overdraft`: the account's debits of one asset in the block exceed the asset's whole supply,
-//!   so they exceed its balance however much it gained from trades. All the account's
-//!   transactions in the block are dropped.
+//! - `Overdraft`: the account's debits of one asset in the block exceed its balance. Preferably
+//!   the fault is a debit the account could afford on its own, on top of earlier debits of the
+//!   block, of an asset whose balance the generator knows exactly (the account never offered to
+//!   buy it nor cancelled an offer selling it, so no trade or cancel can have added to it);
+//!   otherwise the debits add up to more than the asset's whole supply, which overdraws whatever
+//!   trades brought in. All the account's transactions in the block are dropped.
 //! - `ReusedSequence`: a second transaction reusing the sequence number of the account's first
 //!   transaction in the block (both validly signed). All its transactions are dropped.
 //! - `BadSignature`: an otherwise ordinary transaction with one bit of its signature flipped.

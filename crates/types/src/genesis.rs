@@ -293,8 +293,8 @@ fn check_balance_order(
 fn encode_account(account: &GenesisAccount, out: &mut Vec<u8>) {
     out.extend_from_slice(&account.id.0.to_be_bytes());
     out.extend_from_slice(&account.public_key);
-    // A valid account holds at most MAX_ASSETS (1024) balances; an invalid one is truncated
-    // here, and its bytes then fail to decode.
+    // A valid account holds at most MAX_ASSETS (1024) balances; for an invalid one with 2^16
+    // or more the count wraps, and the bytes then fail to decode.
     out.extend_from_slice(&(account.balances.len() as u16).to_be_bytes());
     for &(asset, amount) in &account.balances {
         out.extend_from_slice(&asset.0.to_be_bytes());
