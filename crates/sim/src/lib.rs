@@ -8,7 +8,12 @@
 //! are in the money when made, some are not, and the drift makes older ones stale. Accounts
 //! follow a power law (a few accounts make most offers).
 //!
-//! The models ([`OfferModel`]):
+//! [`generate_workload`] (module [`workload`]) makes a genesis state and blocks of signed
+//! transactions (offers, cancels, payments, account creations) in the SPEEDEX §7 model, with
+//! injected invalid transactions recorded as [`InjectedFault`]s; [`WorkloadGenerator`] makes the
+//! same workload one block at a time.
+//!
+//! The offer models ([`OfferModel`]):
 //!
 //! - **`cycles`** (default; the synthetic model of SPEEDEX §7): valuations start log-uniform over
 //!   [0.1, 10] and drift slowly (σ = 0.02 per batch). Trades go along cycles of 2..=7 distinct
@@ -39,6 +44,11 @@
 
 pub mod offers;
 pub mod rng;
+pub mod workload;
 
 pub use offers::{generate_offers, GeneratedOffers, OfferModel, OfferWorkload, UnknownModel};
 pub use rng::{PowerLaw, Rng, WeightedIndex};
+pub use workload::{
+    generate_workload, FaultCounts, FaultKind, GeneratedBlock, InjectedFault, OperationCounts,
+    Workload, WorkloadError, WorkloadGenerator, WorkloadParams, WorkloadStats,
+};

@@ -200,15 +200,28 @@ impl Valuations {
     fn advance_to(&mut self, created: usize) -> bool {
         let mut changed = false;
         while created >= self.next_step_at {
-            let drift = -0.5 * self.sigma * self.sigma;
-            for value in &mut self.values {
-                *value *= (drift + self.sigma * self.rng.normal()).exp();
-            }
+            gbm_step(&mut self.values, self.sigma, &mut self.rng);
             self.next_step_at += self.batch_len;
             changed = true;
         }
         changed
     }
+}
+
+/// One step of a geometric Brownian motion with volatility `sigma` and no drift in expectation:
+/// each value is multiplied by `exp(-sigma^2 / 2 + sigma * Z)`, `Z` standard normal.
+pub(crate) fn gbm_step(values: &mut [f64], sigma: f64, rng: &mut Rng) {
+    let drift = -0.5 * sigma * sigma;
+    for value in values {
+        *value *= (drift + sigma * rng.normal()).exp();
+    }
+}
+
+/// The relative distance `d` of a limit price below the valuation ratio, `limit = ratio × (1 − d)`:
+/// normal with mean [`DISTANCE_MEAN`] and standard deviation [`DISTANCE_SD`], clamped to
+/// ±[`MAX_DISTANCE`]. Mostly positive, so most offers are in the money when made.
+pub(crate) fn limit_distance(rng: &mut Rng) -> f64 {
+    (DISTANCE_MEAN + DISTANCE_SD * rng.normal()).clamp(-MAX_DISTANCE, MAX_DISTANCE)
 }
 
 /// Collects offers with float amounts, then fixes the integer amounts.
@@ -244,8 +257,7 @@ impl Builder {
     /// `v_sell / v_buy`.
     fn push(&mut self, sell: usize, buy: usize, value: f64, valuations: &[f64]) {
         debug_assert_ne!(sell, buy);
-        let distance = (DISTANCE_MEAN + DISTANCE_SD * self.price_rng.normal())
-            .clamp(-MAX_DISTANCE, MAX_DISTANCE);
+        let distance = limit_distance(&mut self.price_rng);
         let limit = (valuations[sell] / valuations[buy] * (1.0 - distance))
             .clamp(MIN_GENERATED_PRICE, MAX_GENERATED_PRICE);
         let units = value / valuations[sell];
@@ -291,7 +303,7 @@ impl Builder {
 
 /// Puts `k` distinct uniformly random assets, in random order, at the front of `permutation`
 /// (a partial Fisher–Yates shuffle of a permutation kept between calls).
-fn choose_distinct(rng: &mut Rng, permutation: &mut [usize], k: usize) {
+pub(crate) fn choose_distinct(rng: &mut Rng, permutation: &mut [usize], k: usize) {
     let n = permutation.len();
     for i in 0..k {
         let j = i + rng.index(n - i);

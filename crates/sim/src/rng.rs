@@ -171,6 +171,20 @@ impl PowerLaw {
         false
     }
 
+    /// The probability that [`PowerLaw::sample`] returns `index` (up to float rounding): the
+    /// density's mass on [index + 1, index + 2). Zero for indices outside 0..n.
+    pub fn probability(&self, index: usize) -> f64 {
+        if index >= self.n {
+            return 0.0;
+        }
+        let (lo, hi) = (index as f64 + 1.0, index as f64 + 2.0);
+        if self.one_minus_s == 0.0 {
+            (hi.ln() - lo.ln()) / self.span
+        } else {
+            (hi.powf(self.one_minus_s) - lo.powf(self.one_minus_s)) / self.span
+        }
+    }
+
     /// One index in 0..n.
     #[inline]
     pub fn sample(&self, rng: &mut Rng) -> usize {
@@ -364,6 +378,24 @@ mod tests {
         assert_eq!(single.sample(&mut rng), 0);
         let flat = PowerLaw::new(4, 0.0);
         assert!((0..1000).all(|_| flat.sample(&mut rng) < 4));
+    }
+
+    #[test]
+    fn power_law_probabilities_sum_to_one_and_match_sampling() {
+        for exponent in [0.0, 1.0, 1.2] {
+            let law = PowerLaw::new(50, exponent);
+            let total: f64 = (0..50).map(|i| law.probability(i)).sum();
+            assert!((total - 1.0).abs() < 1e-9, "exponent {exponent}: {total}");
+            assert_eq!(law.probability(50), 0.0);
+            let mut rng = Rng::new(13);
+            let draws = 200_000;
+            let zeros = (0..draws).filter(|_| law.sample(&mut rng) == 0).count();
+            let expected = law.probability(0) * draws as f64;
+            assert!(
+                (zeros as f64 - expected).abs() < 5.0 * expected.sqrt(),
+                "exponent {exponent}: {zeros} zeros, expected {expected}"
+            );
+        }
     }
 
     #[test]

@@ -1,64 +1,159 @@
-//! The genesis state: the accounts an exchange starts with, their keys and balances.
+//! The genesis state: which accounts exist at block 0, their keys and their balances.
 //!
-//! Encoding (big-endian): `"WALRASG1" assets:u16 accounts:u64 (id:u64 public_key:[32]
-//! balances:u16 (asset:u16 amount:u64)*)*`. Canonical: accounts sorted by id without
-//! duplicates, each account's balances sorted by asset without duplicates, amounts positive,
-//! per-asset totals within the issuance cap. Decoding accepts exactly the canonical form.
+//! Every genesis account starts with sequence number 0 (its first transaction may use 1..=64) and
+//! no open offers. Issuance happens only here: an asset's total supply is the sum of its genesis
+//! balances and is at most [`MAX_AMOUNT`], which keeps every per-asset sum in a `u64`.
+//!
+//! Encoding (big-endian throughout):
+//!
+//! ```text
+//! genesis := magic:"WALRASG1" assets:u16 account_count:u64 account{account_count}
+//! account := id:u64 public_key:[32] balance_count:u16 balance{balance_count}
+//! balance := asset:u16 amount:u64
+//! ```
+//!
+//! Decoding accepts exactly the canonical form and nothing else: accounts strictly increasing by
+//! id, each account's balances strictly increasing by asset, every asset below `assets`, every
+//! amount positive, every asset's total at most [`MAX_AMOUNT`], no trailing bytes. So every
+//! decoded genesis re-encodes to the bytes it came from, and two files describe the same state
+//! exactly when they are byte-equal.
+//!
+//! Public keys are stored as bytes: whether they are valid ed25519 points is checked by whoever
+//! verifies signatures (this crate knows no cryptography).
 
-use crate::{AccountId, AssetId, MAX_AMOUNT};
+use crate::{AccountId, AssetId, MAX_AMOUNT, MAX_ASSETS};
 use std::fmt;
 
-const MAGIC: &[u8; 8] = b"WALRASG1";
+/// The first bytes of every encoded genesis (format name and version).
+pub const GENESIS_MAGIC: [u8; 8] = *b"WALRASG1";
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Bytes of an account with no balances: id, public key, balance count.
+const ACCOUNT_HEADER_BYTES: usize = 8 + 32 + 2;
+/// Bytes of one balance: asset and amount.
+const BALANCE_BYTES: usize = 2 + 8;
+
+/// One account of the genesis state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GenesisAccount {
     pub id: AccountId,
+    /// The ed25519 public key that signs for the account.
     pub public_key: [u8; 32],
-    /// Sorted by asset; amounts positive.
+    /// Balances, sorted by asset, every amount positive.
     pub balances: Vec<(AssetId, u64)>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The state before the first block.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Genesis {
+    /// Number of assets: ids 0..assets.
     pub assets: u16,
-    /// Sorted by id; ids unique.
+    /// Accounts, sorted by id, ids unique.
     pub accounts: Vec<GenesisAccount>,
 }
 
+/// Why a genesis is not acceptable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GenesisError {
-    Magic,
-    Truncated,
-    TrailingBytes,
+    /// The bytes do not start with [`GENESIS_MAGIC`].
+    BadMagic,
+    Truncated {
+        needed: usize,
+        available: usize,
+    },
+    TrailingBytes {
+        extra: usize,
+    },
+    /// The asset count is 0 or above [`MAX_ASSETS`].
     AssetCount(u16),
-    UnsortedAccounts { id: u64 },
-    UnsortedBalances { account: u64 },
-    UnknownAsset { account: u64, asset: u16 },
-    ZeroBalance { account: u64, asset: u16 },
-    AssetTotalTooLarge { asset: u16 },
+    /// Account ids are not strictly increasing.
+    AccountsOutOfOrder {
+        previous: AccountId,
+        id: AccountId,
+    },
+    DuplicateAccount(AccountId),
+    /// An account's balances are not strictly increasing by asset.
+    BalancesOutOfOrder {
+        account: AccountId,
+        previous: AssetId,
+        asset: AssetId,
+    },
+    DuplicateBalance {
+        account: AccountId,
+        asset: AssetId,
+    },
+    UnknownAsset {
+        account: AccountId,
+        asset: AssetId,
+        assets: u16,
+    },
+    ZeroBalance {
+        account: AccountId,
+        asset: AssetId,
+    },
+    /// The balances of one asset add up to more than [`MAX_AMOUNT`].
+    SupplyTooLarge {
+        asset: AssetId,
+    },
 }
 
 impl fmt::Display for GenesisError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use GenesisError::*;
         match self {
-            Magic => write!(f, "not a Walras genesis file (bad magic)"),
-            Truncated => write!(f, "genesis truncated"),
-            TrailingBytes => write!(f, "bytes after the end of the genesis"),
-            AssetCount(assets) => write!(f, "{assets} assets: need 2..={}", crate::MAX_ASSETS),
-            UnsortedAccounts { id } => write!(f, "account {id} is out of order or repeated"),
-            UnsortedBalances { account } => {
-                write!(f, "account {account}: balances out of order or repeated")
+            BadMagic => write!(
+                f,
+                "not a Walras genesis file: it does not start with \"WALRASG1\""
+            ),
+            Truncated { needed, available } => write!(
+                f,
+                "genesis truncated: needed {needed} more bytes, {available} left; \
+                 was the file copied whole?"
+            ),
+            TrailingBytes { extra } => {
+                write!(f, "{extra} bytes after the end of the genesis")
             }
-            UnknownAsset { account, asset } => {
-                write!(f, "account {account} holds unknown asset {asset}")
+            AssetCount(assets) => {
+                write!(f, "genesis has {assets} assets; expected 1..={MAX_ASSETS}")
             }
-            ZeroBalance { account, asset } => {
-                write!(f, "account {account} lists a zero balance of asset {asset}")
-            }
-            AssetTotalTooLarge { asset } => {
-                write!(f, "asset {asset}: balances exceed the issuance cap 2^63-1")
-            }
+            AccountsOutOfOrder { previous, id } => write!(
+                f,
+                "genesis accounts must be sorted by id: account {} follows {}",
+                id.0, previous.0
+            ),
+            DuplicateAccount(id) => write!(f, "genesis lists account {} twice", id.0),
+            BalancesOutOfOrder {
+                account,
+                previous,
+                asset,
+            } => write!(
+                f,
+                "account {}: balances must be sorted by asset: asset {} follows {}",
+                account.0, asset.0, previous.0
+            ),
+            DuplicateBalance { account, asset } => write!(
+                f,
+                "account {} lists a balance of asset {} twice",
+                account.0, asset.0
+            ),
+            UnknownAsset {
+                account,
+                asset,
+                assets,
+            } => write!(
+                f,
+                "account {} holds asset {}, but the genesis has only assets 0..{}",
+                account.0, asset.0, assets
+            ),
+            ZeroBalance { account, asset } => write!(
+                f,
+                "account {} lists a zero balance of asset {}; omit zero balances",
+                account.0, asset.0
+            ),
+            SupplyTooLarge { asset } => write!(
+                f,
+                "the balances of asset {} add up to more than the issuance cap 2^63-1",
+                asset.0
+            ),
         }
     }
 }
@@ -66,94 +161,144 @@ impl fmt::Display for GenesisError {
 impl std::error::Error for GenesisError {}
 
 impl Genesis {
-    /// Checks the canonical-form rules.
-    pub fn validate(&self) -> Result<(), GenesisError> {
-        if !(2..=crate::MAX_ASSETS).contains(&(self.assets as usize)) {
-            return Err(GenesisError::AssetCount(self.assets));
-        }
-        let mut totals = vec![0u64; self.assets as usize];
-        for (index, account) in self.accounts.iter().enumerate() {
-            let id = account.id.0;
-            if index > 0 && self.accounts[index - 1].id >= account.id {
-                return Err(GenesisError::UnsortedAccounts { id });
-            }
-            for (position, (asset, amount)) in account.balances.iter().enumerate() {
-                if position > 0 && account.balances[position - 1].0 >= *asset {
-                    return Err(GenesisError::UnsortedBalances { account: id });
-                }
-                if asset.0 >= self.assets {
-                    return Err(GenesisError::UnknownAsset {
-                        account: id,
-                        asset: asset.0,
-                    });
-                }
-                if *amount == 0 {
-                    return Err(GenesisError::ZeroBalance {
-                        account: id,
-                        asset: asset.0,
-                    });
-                }
-                let total = &mut totals[asset.0 as usize];
-                *total = total
-                    .checked_add(*amount)
-                    .filter(|sum| *sum <= MAX_AMOUNT)
-                    .ok_or(GenesisError::AssetTotalTooLarge { asset: asset.0 })?;
-            }
-        }
-        Ok(())
-    }
-
+    /// The canonical bytes. Encoding does not check the genesis: an invalid one encodes to bytes
+    /// that [`Genesis::decode`] rejects.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(18 + self.accounts.len() * 62);
-        out.extend_from_slice(MAGIC);
+        let balances: usize = self.accounts.iter().map(|a| a.balances.len()).sum();
+        let mut out = Vec::with_capacity(
+            GENESIS_MAGIC.len()
+                + 10
+                + self.accounts.len() * ACCOUNT_HEADER_BYTES
+                + balances * BALANCE_BYTES,
+        );
+        out.extend_from_slice(&GENESIS_MAGIC);
         out.extend_from_slice(&self.assets.to_be_bytes());
         out.extend_from_slice(&(self.accounts.len() as u64).to_be_bytes());
         for account in &self.accounts {
-            out.extend_from_slice(&account.id.0.to_be_bytes());
-            out.extend_from_slice(&account.public_key);
-            out.extend_from_slice(&(account.balances.len() as u16).to_be_bytes());
-            for (asset, amount) in &account.balances {
-                out.extend_from_slice(&asset.0.to_be_bytes());
-                out.extend_from_slice(&amount.to_be_bytes());
-            }
+            encode_account(account, &mut out);
         }
         out
     }
 
-    /// Decodes and validates; never panics on any input.
+    /// Decodes and validates a genesis occupying all of `bytes`.
     pub fn decode(bytes: &[u8]) -> Result<Genesis, GenesisError> {
         let mut reader = Reader { bytes, at: 0 };
-        if reader.take(8)? != MAGIC {
-            return Err(GenesisError::Magic);
+        if reader.take(GENESIS_MAGIC.len())? != GENESIS_MAGIC {
+            return Err(GenesisError::BadMagic);
         }
-        let assets = u16::from_be_bytes(reader.array()?);
-        let count = u64::from_be_bytes(reader.array()?);
-        // An account takes at least 42 bytes: refuse counts the input cannot hold.
-        if count > (bytes.len() / 42) as u64 {
-            return Err(GenesisError::Truncated);
+        let assets = reader.u16()?;
+        let account_count = reader.u64()?;
+        // Bound the allocation by what the input can hold, not by what it claims.
+        let capacity = usize::try_from(account_count)
+            .unwrap_or(usize::MAX)
+            .min(reader.remaining() / ACCOUNT_HEADER_BYTES);
+        let mut accounts = Vec::with_capacity(capacity);
+        for _ in 0..account_count {
+            accounts.push(reader.account()?);
         }
-        let mut accounts = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            let id = AccountId(u64::from_be_bytes(reader.array()?));
-            let public_key = reader.array()?;
-            let balance_count = u16::from_be_bytes(reader.array()?);
-            let mut balances = Vec::with_capacity(balance_count as usize);
-            for _ in 0..balance_count {
-                let asset = AssetId(u16::from_be_bytes(reader.array()?));
-                balances.push((asset, u64::from_be_bytes(reader.array()?)));
-            }
-            accounts.push(GenesisAccount {
-                id,
-                public_key,
-                balances,
-            });
-        }
-        if reader.at != bytes.len() {
-            return Err(GenesisError::TrailingBytes);
-        }
+        reader.finish()?;
         let genesis = Genesis { assets, accounts };
         genesis.validate()?;
         Ok(genesis)
+    }
+
+    /// Checks every rule of the canonical form (see the module docs).
+    pub fn validate(&self) -> Result<(), GenesisError> {
+        if self.assets == 0 || usize::from(self.assets) > MAX_ASSETS {
+            return Err(GenesisError::AssetCount(self.assets));
+        }
+        let mut supply = vec![0u64; usize::from(self.assets)];
+        let mut previous: Option<AccountId> = None;
+        for account in &self.accounts {
+            check_account_order(previous, account.id)?;
+            self.check_balances(account, &mut supply)?;
+            previous = Some(account.id);
+        }
+        Ok(())
+    }
+
+    /// Checks one account's balances and adds them to `supply` (per asset).
+    fn check_balances(
+        &self,
+        account: &GenesisAccount,
+        supply: &mut [u64],
+    ) -> Result<(), GenesisError> {
+        let mut previous: Option<AssetId> = None;
+        for &(asset, amount) in &account.balances {
+            check_balance_order(account.id, previous, asset)?;
+            if asset.0 >= self.assets {
+                return Err(GenesisError::UnknownAsset {
+                    account: account.id,
+                    asset,
+                    assets: self.assets,
+                });
+            }
+            if amount == 0 {
+                return Err(GenesisError::ZeroBalance {
+                    account: account.id,
+                    asset,
+                });
+            }
+            let total = &mut supply[usize::from(asset.0)];
+            *total = total
+                .checked_add(amount)
+                .filter(|&total| total <= MAX_AMOUNT)
+                .ok_or(GenesisError::SupplyTooLarge { asset })?;
+            previous = Some(asset);
+        }
+        Ok(())
+    }
+
+    /// Each asset's total supply (the sum of its balances), indexed by asset. Saturates at
+    /// `u64::MAX` for a genesis that fails [`Genesis::validate`].
+    pub fn supply(&self) -> Vec<u64> {
+        let mut supply = vec![0u64; usize::from(self.assets)];
+        for account in &self.accounts {
+            for &(asset, amount) in &account.balances {
+                if let Some(total) = supply.get_mut(usize::from(asset.0)) {
+                    *total = total.saturating_add(amount);
+                }
+            }
+        }
+        supply
+    }
+}
+
+fn check_account_order(previous: Option<AccountId>, id: AccountId) -> Result<(), GenesisError> {
+    match previous {
+        Some(previous) if previous == id => Err(GenesisError::DuplicateAccount(id)),
+        Some(previous) if previous > id => Err(GenesisError::AccountsOutOfOrder { previous, id }),
+        _ => Ok(()),
+    }
+}
+
+fn check_balance_order(
+    account: AccountId,
+    previous: Option<AssetId>,
+    asset: AssetId,
+) -> Result<(), GenesisError> {
+    match previous {
+        Some(previous) if previous == asset => {
+            Err(GenesisError::DuplicateBalance { account, asset })
+        }
+        Some(previous) if previous > asset => Err(GenesisError::BalancesOutOfOrder {
+            account,
+            previous,
+            asset,
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn encode_account(account: &GenesisAccount, out: &mut Vec<u8>) {
+    out.extend_from_slice(&account.id.0.to_be_bytes());
+    out.extend_from_slice(&account.public_key);
+    // A valid account holds at most MAX_ASSETS (1024) balances; for an invalid one with 2^16
+    // or more the count wraps, and the bytes then fail to decode.
+    out.extend_from_slice(&(account.balances.len() as u16).to_be_bytes());
+    for &(asset, amount) in &account.balances {
+        out.extend_from_slice(&asset.0.to_be_bytes());
+        out.extend_from_slice(&amount.to_be_bytes());
     }
 }
 
@@ -163,9 +308,17 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
     fn take(&mut self, count: usize) -> Result<&'a [u8], GenesisError> {
-        if self.bytes.len() - self.at < count {
-            return Err(GenesisError::Truncated);
+        let available = self.remaining();
+        if count > available {
+            return Err(GenesisError::Truncated {
+                needed: count,
+                available,
+            });
         }
         let slice = &self.bytes[self.at..self.at + count];
         self.at += count;
@@ -177,6 +330,37 @@ impl<'a> Reader<'a> {
         array.copy_from_slice(self.take(N)?);
         Ok(array)
     }
+
+    fn u16(&mut self) -> Result<u16, GenesisError> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, GenesisError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+
+    fn account(&mut self) -> Result<GenesisAccount, GenesisError> {
+        let id = AccountId(self.u64()?);
+        let public_key = self.array()?;
+        let count = usize::from(self.u16()?);
+        let mut balances = Vec::with_capacity(count.min(self.remaining() / BALANCE_BYTES));
+        for _ in 0..count {
+            let asset = AssetId(self.u16()?);
+            balances.push((asset, self.u64()?));
+        }
+        Ok(GenesisAccount {
+            id,
+            public_key,
+            balances,
+        })
+    }
+
+    fn finish(&self) -> Result<(), GenesisError> {
+        match self.remaining() {
+            0 => Ok(()),
+            extra => Err(GenesisError::TrailingBytes { extra }),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -184,58 +368,213 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn sample() -> Genesis {
+    fn account(id: u64, balances: &[(u16, u64)]) -> GenesisAccount {
+        GenesisAccount {
+            id: AccountId(id),
+            public_key: [id as u8; 32],
+            balances: balances.iter().map(|&(a, x)| (AssetId(a), x)).collect(),
+        }
+    }
+
+    fn small() -> Genesis {
         Genesis {
             assets: 3,
             accounts: vec![
-                GenesisAccount {
-                    id: AccountId(1),
-                    public_key: [1; 32],
-                    balances: vec![(AssetId(0), 5), (AssetId(2), 9)],
-                },
-                GenesisAccount {
-                    id: AccountId(4),
-                    public_key: [2; 32],
-                    balances: vec![],
-                },
+                account(1, &[(0, 10), (2, 5)]),
+                account(4, &[]),
+                account(9, &[(1, 7)]),
             ],
         }
     }
 
-    #[test]
-    fn round_trips_and_rejects_non_canonical_forms() {
-        let genesis = sample();
-        assert_eq!(Genesis::decode(&genesis.encode()), Ok(genesis.clone()));
-        let mut unsorted = genesis.clone();
-        unsorted.accounts.swap(0, 1);
-        assert!(matches!(
-            Genesis::decode(&unsorted.encode()),
-            Err(GenesisError::UnsortedAccounts { .. })
-        ));
-        let mut zero = genesis.clone();
-        zero.accounts[0].balances[0].1 = 0;
-        assert!(matches!(
-            zero.validate(),
-            Err(GenesisError::ZeroBalance { .. })
-        ));
-        let mut unknown = genesis.clone();
-        unknown.accounts[0].balances[1].0 = AssetId(3);
-        assert!(matches!(
-            unknown.validate(),
-            Err(GenesisError::UnknownAsset { .. })
-        ));
-        let mut trailing = genesis.encode();
-        trailing.push(0);
-        assert_eq!(Genesis::decode(&trailing), Err(GenesisError::TrailingBytes));
+    /// A valid genesis: ids and assets drawn as sets (so sorted and unique), amounts small
+    /// enough that no asset's total can exceed the cap.
+    fn valid_genesis() -> impl Strategy<Value = Genesis> {
+        (1u16..=40).prop_flat_map(|assets| {
+            let balances = proptest::collection::btree_map(0..assets, 1u64..=1 << 50, 0..6);
+            let account = (any::<[u8; 32]>(), balances);
+            proptest::collection::btree_map(any::<u64>(), account, 0..20).prop_map(
+                move |accounts| Genesis {
+                    assets,
+                    accounts: accounts
+                        .into_iter()
+                        .map(|(id, (public_key, balances))| GenesisAccount {
+                            id: AccountId(id),
+                            public_key,
+                            balances: balances
+                                .into_iter()
+                                .map(|(asset, amount)| (AssetId(asset), amount))
+                                .collect(),
+                        })
+                        .collect(),
+                },
+            )
+        })
     }
 
     proptest! {
         #[test]
-        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let _ = Genesis::decode(&bytes);
-            let mut prefixed = MAGIC.to_vec();
-            prefixed.extend_from_slice(&bytes);
-            let _ = Genesis::decode(&prefixed);
+        fn encoding_round_trips(genesis in valid_genesis()) {
+            prop_assert_eq!(genesis.validate(), Ok(()));
+            let bytes = genesis.encode();
+            prop_assert_eq!(Genesis::decode(&bytes), Ok(genesis));
         }
+
+        /// Arbitrary bytes, with or without the magic, decode to an error or to a genesis that
+        /// re-encodes to exactly those bytes.
+        #[test]
+        fn decoding_never_panics_and_is_canonical(
+            with_magic in any::<bool>(),
+            body in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut bytes = if with_magic { GENESIS_MAGIC.to_vec() } else { Vec::new() };
+            bytes.extend_from_slice(&body);
+            if let Ok(genesis) = Genesis::decode(&bytes) {
+                prop_assert_eq!(genesis.encode(), bytes);
+            }
+        }
+
+        /// Flipping any one byte of a valid encoding gives an error or another canonical genesis.
+        #[test]
+        fn corrupted_bytes_stay_canonical(genesis in valid_genesis(), at in any::<usize>(), bit in 0u8..8) {
+            let mut bytes = genesis.encode();
+            let at = at % bytes.len();
+            bytes[at] ^= 1 << bit;
+            if let Ok(decoded) = Genesis::decode(&bytes) {
+                prop_assert_eq!(decoded.encode(), bytes);
+            }
+        }
+
+        #[test]
+        fn truncation_and_trailing_bytes_are_errors(genesis in valid_genesis(), cut in 1usize..30) {
+            let bytes = genesis.encode();
+            let cut = cut.min(bytes.len());
+            prop_assert!(Genesis::decode(&bytes[..bytes.len() - cut]).is_err());
+            let mut longer = bytes;
+            longer.push(0);
+            prop_assert_eq!(Genesis::decode(&longer), Err(GenesisError::TrailingBytes { extra: 1 }));
+        }
+    }
+
+    fn decode_modified(modify: impl FnOnce(&mut Genesis)) -> Result<Genesis, GenesisError> {
+        let mut genesis = small();
+        modify(&mut genesis);
+        Genesis::decode(&genesis.encode())
+    }
+
+    #[test]
+    fn every_rule_has_its_error() {
+        assert_eq!(decode_modified(|_| {}), Ok(small()));
+        assert_eq!(
+            decode_modified(|g| g.assets = 0),
+            Err(GenesisError::AssetCount(0))
+        );
+        assert_eq!(
+            decode_modified(|g| g.assets = MAX_ASSETS as u16 + 1),
+            Err(GenesisError::AssetCount(MAX_ASSETS as u16 + 1))
+        );
+        assert_eq!(
+            decode_modified(|g| g.accounts.swap(0, 1)),
+            Err(GenesisError::AccountsOutOfOrder {
+                previous: AccountId(4),
+                id: AccountId(1)
+            })
+        );
+        assert_eq!(
+            decode_modified(|g| g.accounts[1].id = AccountId(1)),
+            Err(GenesisError::DuplicateAccount(AccountId(1)))
+        );
+        assert_eq!(
+            decode_modified(|g| g.accounts[0].balances.swap(0, 1)),
+            Err(GenesisError::BalancesOutOfOrder {
+                account: AccountId(1),
+                previous: AssetId(2),
+                asset: AssetId(0)
+            })
+        );
+        assert_eq!(
+            decode_modified(|g| g.accounts[0].balances[1].0 = AssetId(0)),
+            Err(GenesisError::DuplicateBalance {
+                account: AccountId(1),
+                asset: AssetId(0)
+            })
+        );
+        assert_eq!(
+            decode_modified(|g| g.accounts[2].balances[0].0 = AssetId(3)),
+            Err(GenesisError::UnknownAsset {
+                account: AccountId(9),
+                asset: AssetId(3),
+                assets: 3
+            })
+        );
+        assert_eq!(
+            decode_modified(|g| g.accounts[2].balances[0].1 = 0),
+            Err(GenesisError::ZeroBalance {
+                account: AccountId(9),
+                asset: AssetId(1)
+            })
+        );
+        assert_eq!(
+            decode_modified(|g| g.accounts[0].balances[0].1 = MAX_AMOUNT),
+            Ok({
+                let mut g = small();
+                g.accounts[0].balances[0].1 = MAX_AMOUNT;
+                g
+            })
+        );
+        assert_eq!(
+            decode_modified(|g| {
+                g.accounts[0].balances[0].1 = MAX_AMOUNT;
+                g.accounts[1].balances.push((AssetId(0), 1));
+            }),
+            Err(GenesisError::SupplyTooLarge { asset: AssetId(0) })
+        );
+        assert_eq!(
+            decode_modified(|g| g.accounts[2].balances[0].1 = u64::MAX),
+            Err(GenesisError::SupplyTooLarge { asset: AssetId(1) })
+        );
+    }
+
+    #[test]
+    fn framing_errors_are_named() {
+        let bytes = small().encode();
+        let mut wrong_magic = bytes.clone();
+        wrong_magic[7] = b'2';
+        assert_eq!(Genesis::decode(&wrong_magic), Err(GenesisError::BadMagic));
+        assert_eq!(
+            Genesis::decode(&bytes[..4]),
+            Err(GenesisError::Truncated {
+                needed: 8,
+                available: 4
+            })
+        );
+        // A count far beyond the input must fail cleanly, not allocate for it.
+        let mut huge_count = bytes[..10].to_vec();
+        huge_count.extend_from_slice(&u64::MAX.to_be_bytes());
+        assert!(matches!(
+            Genesis::decode(&huge_count),
+            Err(GenesisError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn supply_sums_each_asset() {
+        assert_eq!(small().supply(), vec![10, 7, 5]);
+    }
+
+    #[test]
+    fn layout_matches_the_documented_format() {
+        let genesis = Genesis {
+            assets: 2,
+            accounts: vec![account(0x0102, &[(1, 0x0a0b)])],
+        };
+        let mut expected = b"WALRASG1".to_vec();
+        expected.extend_from_slice(&[0, 2]);
+        expected.extend_from_slice(&1u64.to_be_bytes());
+        expected.extend_from_slice(&0x0102u64.to_be_bytes());
+        expected.extend_from_slice(&[2u8; 32]);
+        expected.extend_from_slice(&[0, 1, 0, 1]);
+        expected.extend_from_slice(&0x0a0bu64.to_be_bytes());
+        assert_eq!(genesis.encode(), expected);
     }
 }

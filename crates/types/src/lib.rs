@@ -13,6 +13,7 @@
 //! - [`Offer`] and its canonical order [`OfferKey`] = (limit price, account, offer id).
 //! - [`offers_csv`]: the offers CSV of the command-line contract, reader and writer.
 //! - [`transaction`]: transactions and their canonical binary encoding.
+//! - [`genesis`]: the accounts, keys and balances before the first block, and their encoding.
 
 pub mod fixed;
 pub mod genesis;
@@ -22,6 +23,7 @@ pub mod price;
 pub mod transaction;
 
 pub use fixed::{mul_shr64_ceil, mul_shr64_floor};
+pub use genesis::{Genesis, GenesisAccount, GenesisError, GENESIS_MAGIC};
 pub use offer::{AccountId, AssetId, Offer, OfferId, OfferKey, PairId};
 pub use price::{Fraction, Price, PriceError, Valuation};
 pub use transaction::{DecodeError, Operation, SignedTransaction, Transaction};

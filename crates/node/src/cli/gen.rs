@@ -1,5 +1,7 @@
 //! `walras gen`: workload generators.
 
+mod workload;
+
 use super::{args, CliError};
 use std::io::{BufWriter, Write};
 use walras_sim::{generate_offers, OfferModel, OfferWorkload};
@@ -9,6 +11,9 @@ use walras_types::offers_csv;
 pub enum GenCommand {
     /// Write an offers CSV to stdout.
     Offers(GenOffersArgs),
+    /// Write a genesis and blocks of signed transactions (SPEEDEX §7 model, with injected
+    /// faults) to a directory.
+    Workload(workload::GenWorkloadArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -44,5 +49,6 @@ pub fn run(command: GenCommand) -> Result<(), CliError> {
             out.flush()?;
             Ok(())
         }
+        GenCommand::Workload(args) => workload::run(args),
     }
 }
