@@ -416,6 +416,7 @@ impl WorkloadGenerator {
             flip_signature_bit(&mut transactions[index], &mut self.block_rng);
         }
         self.ledger.commit(&plan);
+        self.forget_filled_offers();
         self.count(&plan, &transactions);
         let block = GeneratedBlock {
             number,
@@ -430,6 +431,18 @@ impl WorkloadGenerator {
         );
         self.next_block += 1;
         Some(block)
+    }
+
+    /// Drops from the cancel candidates every offer at or near the money at this block's
+    /// valuations: the exchange has most likely filled it, and cancelling it would only be
+    /// rejected (and not use up its sequence number). What remains is likely still resting.
+    fn forget_filled_offers(&mut self) {
+        let valuations = &self.valuations;
+        self.ledger.open_offers.retain(|offer| {
+            let ratio =
+                valuations[usize::from(offer.sell.0)] / valuations[usize::from(offer.buy.0)];
+            offer.min_price.to_f64() > ratio * (1.0 + LIKELY_OPEN_MARGIN)
+        });
     }
 
     fn count(&mut self, plan: &block::BlockPlan, transactions: &[SignedTransaction]) {
@@ -462,6 +475,10 @@ fn flip_signature_bit(signed: &mut SignedTransaction, rng: &mut Rng) {
 ///
 /// # Panics
 /// If the parameters are invalid (see [`WorkloadParams::validate`]).
+/// How far above the valuation ratio an offer's limit must be to count as still resting: the
+/// clearing rate is not exactly the model's ratio.
+const LIKELY_OPEN_MARGIN: f64 = 0.005;
+
 pub fn generate_workload(params: &WorkloadParams, threads: usize) -> Workload {
     let mut generator = match WorkloadGenerator::new(params, threads) {
         Ok(generator) => generator,

@@ -54,6 +54,8 @@ struct BlockReport {
     converged: bool,
     state_root: String,
     phases_millis: [f64; 6],
+    /// Dropped transactions per reason (batch engine).
+    dropped_by_reason: std::collections::BTreeMap<&'static str, usize>,
 }
 
 #[derive(Serialize)]
@@ -128,6 +130,7 @@ fn replay_orderbook(
             converged: true,
             state_root: String::new(),
             phases_millis: [0.0; 6],
+            dropped_by_reason: Default::default(),
         };
         eprintln!(
             "block {:>4}: {:>7} txs ({:>7} accepted, {:>6} trades) in {:>8.1} ms = {:>9.0} tx/s",
@@ -172,6 +175,13 @@ fn replay_batch(
             tx_per_s: count as f64 / seconds,
             converged: outcome.converged,
             state_root: block.header.state_root.to_string(),
+            dropped_by_reason: outcome.dropped.iter().fold(
+                Default::default(),
+                |mut counts, (_, reason)| {
+                    *counts.entry(reason.name()).or_insert(0) += 1;
+                    counts
+                },
+            ),
             phases_millis: [
                 timings.signatures,
                 timings.filter,
