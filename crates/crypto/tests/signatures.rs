@@ -217,10 +217,12 @@ fn torsion_signatures_get_the_same_verdict_for_every_thread_count() {
         .filter(|index| !torsion_positions.contains(index) && !sequential[*index])
         .count();
     assert_eq!(honest_rejected, 0, "every valid signature is accepted");
-    // The reason for fixed chunks: batches do accept some of these (each with chance 1/2).
-    let torsion_accepted = torsion_positions.iter().filter(|&&i| sequential[i]).count();
-    assert!(
-        (1..40).contains(&torsion_accepted),
-        "{torsion_accepted} of 40 accepted"
+    // Batches accept such a signature with chance 1/2, and a failed run is halved and tried
+    // again, so most are accepted (only the key holder can make one: no forgery). What consensus
+    // needs is that the verdict is a function of the item list: the same on every run.
+    assert_eq!(
+        verify_each(&items),
+        sequential,
+        "the verdict is reproducible"
     );
 }
