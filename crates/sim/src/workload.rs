@@ -122,6 +122,9 @@ pub struct WorkloadParams {
     pub seed: u64,
     /// Only payments (the payments benchmark of SPEEDEX §7.1).
     pub payments_only: bool,
+    /// Inject about 1% invalid transactions (see [`FaultKind`]). Off, every transaction is
+    /// valid — as in blocks built from a mempool that checked signatures on admission.
+    pub faults: bool,
 }
 
 /// Why parameters cannot be generated.

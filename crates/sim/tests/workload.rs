@@ -26,6 +26,7 @@ fn params(accounts: usize, blocks: usize, txs_per_block: usize, seed: u64) -> Wo
         txs_per_block,
         seed,
         payments_only: false,
+        faults: true,
     }
 }
 
@@ -492,6 +493,7 @@ fn replay_holds_across_seeds_and_shapes() {
             txs_per_block: txs,
             seed,
             payments_only: false,
+            faults: true,
         };
         let workload = generate_workload(&params, 2);
         let (created, _) = Replay::new(&workload).run();
@@ -503,6 +505,7 @@ fn replay_holds_across_seeds_and_shapes() {
 fn payments_only_has_only_payments() {
     let params = WorkloadParams {
         payments_only: true,
+        faults: true,
         ..params(300, 3, 1_000, 9)
     };
     let workload = generate_workload(&params, 2);

@@ -136,7 +136,7 @@ impl<'a> BlockPlanner<'a> {
     pub fn plan(mut self) -> BlockPlan {
         while self.transactions.len() < self.params.txs_per_block {
             let slots_left = self.params.txs_per_block - self.transactions.len();
-            if self.rng.uniform_f64() < FAULT_RATE {
+            if self.rng.uniform_f64() < FAULT_RATE && self.params.faults {
                 self.inject_fault(slots_left);
             } else {
                 self.push_regular();

@@ -43,6 +43,9 @@ pub struct GenWorkloadArgs {
     /// Only payments (the payments benchmark)
     #[arg(long)]
     payments_only: bool,
+    /// Inject no invalid transactions (by default about 1% are: see faults.csv)
+    #[arg(long)]
+    no_faults: bool,
     /// Signing threads (default: all cores)
     #[arg(long, value_parser = args::thread_count)]
     threads: Option<usize>,
@@ -62,6 +65,7 @@ pub fn run(args: GenWorkloadArgs) -> Result<(), CliError> {
         txs_per_block: args.txs_per_block,
         seed: args.seed,
         payments_only: args.payments_only,
+        faults: !args.no_faults,
     };
     params.validate()?;
     let threads = args.threads.unwrap_or_else(default_threads);
@@ -173,6 +177,7 @@ fn summary_json(params: &WorkloadParams, stats: &WorkloadStats) -> Value {
             "txs_per_block": params.txs_per_block,
             "seed": params.seed,
             "payments_only": params.payments_only,
+            "faults": params.faults,
         },
         "key_pool": key_pool_size(params.accounts),
         "stats": {
