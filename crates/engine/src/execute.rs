@@ -20,6 +20,7 @@
 use crate::account::Account;
 use crate::block::{transaction_hash, Block, BlockHeader, PairTrade};
 use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
+use crate::parallel::{map_in_order, run_each};
 use crate::state::{offer_trie_key, ExchangeState, SlotMap, OFFER_KEY_BYTES};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -312,7 +313,7 @@ impl ExchangeState {
     ) -> Plan {
         let threads = config.threads.max(1);
         let started = Instant::now();
-        let hashes = parallel_map(transactions, threads, transaction_hash);
+        let hashes = map_in_order(transactions, threads, transaction_hash);
         let transactions_root = transactions_root_of(hashes.clone());
         let signature_ok = if config.verify_signatures {
             self.verify_signatures(transactions, &hashes, threads)
@@ -397,7 +398,7 @@ impl ExchangeState {
         let mut order: Vec<usize> = (0..transactions.len()).collect();
         order.sort_unstable_by_key(|index| hashes[*index]);
         let prepared: Vec<Option<(Vec<u8>, &PublicKey, Signature)>> =
-            parallel_map(&order, threads, |index| {
+            map_in_order(&order, threads, |index| {
                 let signed = &transactions[*index];
                 let slot = self.slot(signed.transaction.source)?;
                 let key = self.accounts[slot as usize].verifying_key()?;
@@ -511,7 +512,7 @@ impl ExchangeState {
             .enumerate()
             .map(|(shard, (accounts, accepted))| (shard, accounts, accepted))
             .collect();
-        let results = run_parallel(shards, threads, |(shard, accounts, accepted)| {
+        let results = run_each(shards, threads, |(shard, accounts, accepted)| {
             let base = (shard * width) as u32;
             let mut outbox: Vec<Vec<Credit>> = vec![Vec::new(); threads];
             let mut touched = Vec::with_capacity(accepted.len() * 2);
@@ -559,7 +560,7 @@ impl ExchangeState {
             .enumerate()
             .map(|(shard, (accounts, credits))| (shard, accounts, credits))
             .collect();
-        run_parallel(shards, threads, |(shard, accounts, credits)| {
+        run_each(shards, threads, |(shard, accounts, credits)| {
             let base = (shard * width) as u32;
             for (slot, asset, amount) in credits {
                 accounts[(slot - base) as usize].credit(asset, amount);
@@ -591,7 +592,7 @@ impl ExchangeState {
                 tries,
             })
             .collect();
-        let outboxes = run_parallel(ranges, threads, |mut range| {
+        let outboxes = run_each(ranges, threads, |mut range| {
             range.cancel(&plan.cancelled);
             range.add(&plan.new_offers);
             let credits = range.trade(&plan.books, settlement, assets, slots, width, threads);
@@ -743,49 +744,6 @@ fn offer(sell: AssetId, buy: AssetId, key: &OfferKey, amount: u64) -> Offer {
 
 fn transactions_root_of(hashes: Vec<Hash>) -> Hash {
     crate::block::root_of_hashes(hashes)
-}
-
-/// `map` over `items` in order, split into `threads` contiguous pieces.
-fn parallel_map<T: Sync, R: Send>(
-    items: &[T],
-    threads: usize,
-    map: impl Fn(&T) -> R + Sync,
-) -> Vec<R> {
-    if threads <= 1 || items.len() < 1024 {
-        return items.iter().map(&map).collect();
-    }
-    let chunk = items.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|piece| scope.spawn(|| piece.iter().map(&map).collect::<Vec<R>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|handle| handle.join().expect("worker panicked"))
-            .collect()
-    })
-}
-
-/// Runs `work` on each item, each on its own thread when there are several threads.
-fn run_parallel<T: Send, R: Send>(
-    items: Vec<T>,
-    threads: usize,
-    work: impl Fn(T) -> R + Sync,
-) -> Vec<R> {
-    if threads <= 1 {
-        return items.into_iter().map(work).collect();
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .into_iter()
-            .map(|item| scope.spawn(|| work(item)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| handle.join().expect("worker panicked"))
-            .collect()
-    })
 }
 
 fn elapsed_ms(started: Instant) -> f64 {

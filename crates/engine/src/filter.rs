@@ -15,6 +15,7 @@
 //! Nothing else is dropped; the outcome does not depend on the order of transactions in the block
 //! or on the number of threads.
 
+use crate::parallel::{map_in_order, run_each};
 use crate::state::ExchangeState;
 use std::collections::HashSet;
 use walras_types::transaction::SEQUENCE_WINDOW;
@@ -128,7 +129,7 @@ pub fn filter(
     for (index, slot) in candidates {
         shards[slot as usize / width].push((index, slot));
     }
-    let results: Vec<ShardVerdict> = run_sharded(shards, threads, |shard| {
+    let results: Vec<ShardVerdict> = run_each(shards, threads, |shard| {
         check_accounts(state, transactions, shard)
     });
     let mut accepted = Vec::with_capacity(threads);
@@ -145,27 +146,6 @@ pub fn filter(
     }
 }
 
-/// Runs `work` on each shard, on its own thread when there are several.
-fn run_sharded<T: Send, R: Send>(
-    shards: Vec<T>,
-    threads: usize,
-    work: impl Fn(T) -> R + Sync,
-) -> Vec<R> {
-    if threads == 1 {
-        return shards.into_iter().map(work).collect();
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = shards
-            .into_iter()
-            .map(|shard| scope.spawn(|| work(shard)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| handle.join().expect("filter thread panicked"))
-            .collect()
-    })
-}
-
 /// Step 1: each transaction alone.
 fn check_each(
     state: &ExchangeState,
@@ -173,22 +153,10 @@ fn check_each(
     signature_ok: &[bool],
     threads: usize,
 ) -> Vec<Result<u32, DropReason>> {
-    let chunk = transactions.len().div_ceil(threads).max(1);
-    let pieces: Vec<(usize, &[SignedTransaction])> = transactions
-        .chunks(chunk)
-        .enumerate()
-        .map(|(piece, slice)| (piece * chunk, slice))
-        .collect();
-    run_sharded(pieces, threads, |(start, slice)| {
-        slice
-            .iter()
-            .enumerate()
-            .map(|(offset, signed)| check_one(state, signed, signature_ok[start + offset]))
-            .collect::<Vec<_>>()
+    let indices: Vec<usize> = (0..transactions.len()).collect();
+    map_in_order(&indices, threads, |index| {
+        check_one(state, &transactions[*index], signature_ok[*index])
     })
-    .into_iter()
-    .flatten()
-    .collect()
 }
 
 fn check_one(

@@ -13,6 +13,7 @@ pub mod block;
 pub mod execute;
 pub mod filter;
 pub mod orderbook;
+mod parallel;
 pub mod state;
 
 pub use account::Account;
