@@ -111,7 +111,9 @@ impl BlockStore {
             let meta = open_meta(opener, txn, dir)?;
             let blocks = create_database(opener, txn, "blocks")?;
             let headers = create_database(opener, txn, "headers")?;
-            Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit((meta, blocks, headers)))
+            Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit((
+                meta, blocks, headers,
+            )))
         })?;
         let CommitOrAbort::Commit((meta, blocks, headers)) = opened;
         Ok(BlockStore {
@@ -307,12 +309,10 @@ impl Iterator for Blocks<'_> {
 }
 
 fn decode_height(key: &[u8]) -> Result<u64, StoreError> {
-    let bytes: [u8; 8] = key
-        .try_into()
-        .map_err(|_| StoreError::CorruptHeaderEntry {
-            height: 0,
-            reason: format!("a key of {} bytes, expected 8", key.len()),
-        })?;
+    let bytes: [u8; 8] = key.try_into().map_err(|_| StoreError::CorruptHeaderEntry {
+        height: 0,
+        reason: format!("a key of {} bytes, expected 8", key.len()),
+    })?;
     Ok(u64::from_be_bytes(bytes))
 }
 
@@ -425,6 +425,7 @@ fn create_database<'e>(
     txn: &mut RwTxn<'e>,
     name: &str,
 ) -> Result<OpeningTable<'e>, StoreError> {
-    opener.create_database(txn, Some(name))
+    opener
+        .create_database(txn, Some(name))
         .map_err(StoreError::lmdb("creating a database"))
 }

@@ -66,15 +66,19 @@ fn append_refuses_a_block_that_does_not_extend_the_log() {
     let dir = TempDir::new("refuse");
     let (store, mut state) = fresh_store(dir.path());
     propose_and_append(&store, &mut state);
-    let (next, _) = state
-        .propose(common::transactions(2), &config())
-        .unwrap();
+    let (next, _) = state.propose(common::transactions(2), &config()).unwrap();
 
     let mut skipping = next.clone();
     skipping.header.height = 3;
     let error = store.append(&skipping).err().unwrap();
     assert!(
-        matches!(error, StoreError::HeightNotNext { expected: 2, found: 3 }),
+        matches!(
+            error,
+            StoreError::HeightNotNext {
+                expected: 2,
+                found: 3
+            }
+        ),
         "{error}"
     );
     let mut forked = next.clone();
@@ -87,7 +91,10 @@ fn append_refuses_a_block_that_does_not_extend_the_log() {
     let replayed = store.block(1).unwrap().unwrap();
     assert!(matches!(
         store.append(&replayed),
-        Err(StoreError::HeightNotNext { expected: 2, found: 1 })
+        Err(StoreError::HeightNotNext {
+            expected: 2,
+            found: 1
+        })
     ));
 
     assert_eq!(store.last_height().unwrap(), 1);

@@ -70,7 +70,10 @@ fn kill_and_recover(name: &str, kills: usize) {
     let height = state.height();
     let next = propose_and_append(&store, &mut state);
     assert_eq!(next.header.height, height + 1);
-    eprintln!("{kills} kills, {} blocks reported committed", committed.len());
+    eprintln!(
+        "{kills} kills, {} blocks reported committed",
+        committed.len()
+    );
 }
 
 /// Starts a writer, kills it `delay` after it is ready, and returns what it reported committed.
@@ -99,7 +102,12 @@ fn run_writer_then_kill(dir: &Path, delay: Duration) -> Vec<(u64, String)> {
 
 fn spawn_writer(dir: &Path) -> Child {
     Command::new(std::env::current_exe().expect("the test binary's path"))
-        .args(["crash_writer_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "crash_writer_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(WRITER_DIR_VAR, dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

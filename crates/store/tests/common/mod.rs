@@ -95,7 +95,7 @@ pub fn transactions(height: u64) -> Vec<SignedTransaction> {
 
 fn operation(account: u64, mix: u64) -> Operation {
     let sell = AssetId((mix % ASSETS as u64) as u16);
-    if mix % 3 == 0 {
+    if mix.is_multiple_of(3) {
         return Operation::Payment {
             to: AccountId((account + 1) % ACCOUNTS),
             asset: sell,
@@ -126,7 +126,9 @@ pub fn propose_and_append(store: &BlockStore, state: &mut ExchangeState) -> Bloc
 /// A store initialised with [`genesis`] and the live state beside it.
 pub fn fresh_store(dir: &Path) -> (BlockStore, ExchangeState) {
     let store = BlockStore::open(dir).expect("a new directory opens");
-    store.init(&genesis()).expect("an empty store takes a genesis");
+    store
+        .init(&genesis())
+        .expect("an empty store takes a genesis");
     let state = ExchangeState::from_genesis(&genesis(), 1).expect("the genesis is valid");
     (store, state)
 }
