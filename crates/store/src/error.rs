@@ -1,0 +1,120 @@
+//! The one error type of the crate: every message says what went wrong and what to do.
+
+use std::fmt;
+use std::path::PathBuf;
+use walras_engine::EngineError;
+
+/// Why a store operation failed.
+#[derive(Debug)]
+pub enum StoreError {
+    /// LMDB or the file system failed while doing `action`.
+    Lmdb {
+        action: &'static str,
+        source: heed::Error,
+    },
+    /// The directory holds something that is not a Walras store.
+    NotAStore { dir: PathBuf, reason: String },
+    /// The directory is a Walras store of another format version.
+    FormatVersion { dir: PathBuf, found: String },
+    /// The store has no genesis yet: call [`BlockStore::init`](crate::BlockStore::init) first.
+    NotInitialized,
+    /// `init` was given a genesis other than the stored one.
+    GenesisMismatch,
+    /// The stored genesis does not decode or does not start an exchange.
+    CorruptGenesis { reason: String },
+    /// An appended block's height is not the last height + 1.
+    HeightNotNext { expected: u64, found: u64 },
+    /// An appended block's `previous` is not the hash of the last stored header.
+    PreviousMismatch { height: u64 },
+    /// A stored block does not decode, or is stored under another height than its own.
+    CorruptBlock { height: u64, reason: String },
+    /// A stored header entry is malformed or disagrees with its block.
+    CorruptHeaderEntry { height: u64, reason: String },
+    /// The header index names a block that the block log lacks.
+    MissingBlock { height: u64 },
+    /// Re-applying a stored block failed: the log is not a valid chain from its genesis.
+    Replay { height: u64, error: EngineError },
+    /// The LMDB map is full.
+    MapFull { map_size_bytes: usize },
+}
+
+impl StoreError {
+    pub(crate) fn lmdb(action: &'static str) -> impl FnOnce(heed::Error) -> StoreError {
+        move |source| match source {
+            heed::Error::Mdb(heed::MdbError::MapFull) => StoreError::MapFull { map_size_bytes: 0 },
+            source => StoreError::Lmdb { action, source },
+        }
+    }
+}
+
+/// For `?` inside heed's database-opening closure, whose error type must come from heed's.
+impl From<heed::Error> for StoreError {
+    fn from(source: heed::Error) -> StoreError {
+        StoreError::lmdb("opening the databases")(source)
+    }
+}
+
+const DAMAGED: &str = "the store is damaged: restore it from a backup or resync from a peer";
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Lmdb { action, source } => write!(f, "store: {action} failed: {source}"),
+            StoreError::NotAStore { dir, reason } => write!(
+                f,
+                "{} is not a Walras store ({reason}); choose an empty or new directory",
+                dir.display()
+            ),
+            StoreError::FormatVersion { dir, found } => write!(
+                f,
+                "{} is a store of format {found:?}, this build reads {:?}; use a matching build",
+                dir.display(),
+                String::from_utf8_lossy(crate::FORMAT)
+            ),
+            StoreError::NotInitialized => {
+                write!(f, "the store has no genesis; initialise it with a genesis first")
+            }
+            StoreError::GenesisMismatch => write!(
+                f,
+                "the store holds another genesis; use a new directory for this chain"
+            ),
+            StoreError::CorruptGenesis { reason } => {
+                write!(f, "stored genesis is invalid ({reason}); {DAMAGED}")
+            }
+            StoreError::HeightNotNext { expected, found } => write!(
+                f,
+                "block refused: height {found}, the next height is {expected}"
+            ),
+            StoreError::PreviousMismatch { height } => write!(
+                f,
+                "block {height} refused: its previous hash is not the last stored header's"
+            ),
+            StoreError::CorruptBlock { height, reason } => {
+                write!(f, "stored block {height} is corrupt ({reason}); {DAMAGED}")
+            }
+            StoreError::CorruptHeaderEntry { height, reason } => {
+                write!(f, "stored header of block {height} is corrupt ({reason}); {DAMAGED}")
+            }
+            StoreError::MissingBlock { height } => {
+                write!(f, "stored block {height} is missing; {DAMAGED}")
+            }
+            StoreError::Replay { height, error } => {
+                write!(f, "stored block {height} does not replay: {error}; {DAMAGED}")
+            }
+            StoreError::MapFull { map_size_bytes } => write!(
+                f,
+                "the store is full (map size {map_size_bytes} bytes); reopen it with a larger map size"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Lmdb { source, .. } => Some(source),
+            StoreError::Replay { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! The block log: one LMDB environment, three databases (see the crate documentation).
+
+use crate::StoreError;
+use heed::types::Bytes;
+use heed::{CommitOrAbort, Database, DatabaseOpener, Env, EnvOpenOptions, RoTxn, RwTxn, WithTls};
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use walras_crypto::Hash;
+use walras_engine::{Block, BlockHeader};
+use walras_types::genesis::Genesis;
+
+/// The on-disk format and its version, stored under `meta/format`.
+pub const FORMAT: &[u8] = b"walras-store/1";
+/// Default LMDB map size: the most the store can hold (address space, not disk).
+pub const DEFAULT_MAP_SIZE_BYTES: usize = 16 << 30;
+
+const FORMAT_KEY: &[u8] = b"format";
+const GENESIS_KEY: &[u8] = b"genesis";
+/// `meta`, `blocks`, `headers`.
+const DATABASE_COUNT_MAX: u32 = 3;
+/// The `previous` of block 1: no header precedes it.
+const GENESIS_PREVIOUS: Hash = Hash([0; 32]);
+const HEADER_ENTRY_BYTES: usize = 64;
+
+/// How to open a store.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// LMDB map size; a multiple of the OS page size.
+    pub map_size_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            map_size_bytes: DEFAULT_MAP_SIZE_BYTES,
+        }
+    }
+}
+
+/// What the `headers` database holds per height.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderEntry {
+    pub header_hash: Hash,
+    pub state_root: Hash,
+}
+
+impl HeaderEntry {
+    pub(crate) fn of(header: &BlockHeader) -> HeaderEntry {
+        HeaderEntry {
+            header_hash: header.hash(),
+            state_root: header.state_root,
+        }
+    }
+
+    fn encode(&self) -> [u8; HEADER_ENTRY_BYTES] {
+        let mut out = [0; HEADER_ENTRY_BYTES];
+        out[..32].copy_from_slice(self.header_hash.as_bytes());
+        out[32..].copy_from_slice(self.state_root.as_bytes());
+        out
+    }
+
+    fn decode(height: u64, bytes: &[u8]) -> Result<HeaderEntry, StoreError> {
+        if bytes.len() != HEADER_ENTRY_BYTES {
+            return Err(StoreError::CorruptHeaderEntry {
+                height,
+                reason: format!("{} bytes, expected {HEADER_ENTRY_BYTES}", bytes.len()),
+            });
+        }
+        let hash = |range: &[u8]| Hash(range.try_into().unwrap_or([0; 32]));
+        Ok(HeaderEntry {
+            header_hash: hash(&bytes[..32]),
+            state_root: hash(&bytes[32..]),
+        })
+    }
+}
+
+/// The node's block log. Writers are serialised by LMDB; readers never block.
+pub struct BlockStore {
+    env: Env,
+    dir: PathBuf,
+    map_size_bytes: usize,
+    meta: Table,
+    blocks: Table,
+    headers: Table,
+}
+
+/// A database of the store, usable for the environment's whole life.
+type Table = Database<'static, Bytes, Bytes>;
+/// A database while the transaction that opens it is still running.
+type OpeningTable<'e> = Database<'e, Bytes, Bytes>;
+
+impl BlockStore {
+    /// Opens the store in `dir` with default options, creating it if missing.
+    pub fn open(dir: &Path) -> Result<BlockStore, StoreError> {
+        BlockStore::open_with(dir, &StoreOptions::default())
+    }
+
+    /// Opens the store in `dir`, creating the directory and the store if missing. Refuses a
+    /// non-empty directory without a store, and a store of another format.
+    pub fn open_with(dir: &Path, options: &StoreOptions) -> Result<BlockStore, StoreError> {
+        check_directory(dir)?;
+        let env = open_env(dir, options)?;
+        // A process killed inside a read transaction leaves its reader slot taken; freeing it
+        // lets LMDB reuse the pages that reader pinned.
+        env.clear_stale_readers()
+            .map_err(StoreError::lmdb("clearing stale readers"))?;
+        let txn = env
+            .write_txn()
+            .map_err(StoreError::lmdb("opening the store"))?;
+        let opened = env.create_databases_and_commit(txn, |opener, txn| {
+            let meta = open_meta(opener, txn, dir)?;
+            let blocks = create_database(opener, txn, "blocks")?;
+            let headers = create_database(opener, txn, "headers")?;
+            Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit((
+                meta, blocks, headers,
+            )))
+        })?;
+        let CommitOrAbort::Commit((meta, blocks, headers)) = opened;
+        Ok(BlockStore {
+            env,
+            dir: dir.to_path_buf(),
+            map_size_bytes: options.map_size_bytes,
+            meta,
+            blocks,
+            headers,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Stores the genesis of the chain. Only on a store without one; storing the same genesis
+    /// again is a no-op (so a node may call it on every start), another one is refused.
+    pub fn init(&self, genesis: &Genesis) -> Result<(), StoreError> {
+        let bytes = genesis.encode();
+        let mut txn = self.write_txn()?;
+        let stored = self
+            .meta
+            .get(&txn, GENESIS_KEY)
+            .map_err(StoreError::lmdb("reading the genesis"))?;
+        match stored {
+            Some(stored) if stored == bytes.as_slice() => return Ok(()),
+            Some(_) => return Err(StoreError::GenesisMismatch),
+            None => {}
+        }
+        self.meta
+            .put(&mut txn, GENESIS_KEY, &bytes)
+            .map_err(self.write_error("storing the genesis"))?;
+        self.commit(txn)
+    }
+
+    /// The stored genesis, if `init` was called.
+    pub fn genesis(&self) -> Result<Option<Genesis>, StoreError> {
+        let txn = self.read_txn()?;
+        let stored = self
+            .meta
+            .get(&txn, GENESIS_KEY)
+            .map_err(StoreError::lmdb("reading the genesis"))?;
+        stored
+            .map(|bytes| {
+                Genesis::decode(bytes).map_err(|error| StoreError::CorruptGenesis {
+                    reason: error.to_string(),
+                })
+            })
+            .transpose()
+    }
+
+    /// Appends `block` durably: block and header entry in one transaction, synced to disk
+    /// before this returns. Refuses, changing nothing, a block that does not extend the log.
+    pub fn append(&self, block: &Block) -> Result<(), StoreError> {
+        let mut txn = self.write_txn()?;
+        if self
+            .meta
+            .get(&txn, GENESIS_KEY)
+            .map_err(StoreError::lmdb("reading the genesis"))?
+            .is_none()
+        {
+            return Err(StoreError::NotInitialized);
+        }
+        self.check_extends(&txn, &block.header)?;
+        let key = block.header.height.to_be_bytes();
+        self.blocks
+            .put(&mut txn, &key, &block.encode())
+            .map_err(self.write_error("writing a block"))?;
+        self.headers
+            .put(&mut txn, &key, &HeaderEntry::of(&block.header).encode())
+            .map_err(self.write_error("writing a header entry"))?;
+        self.commit(txn)
+    }
+
+    /// Height of the last stored block; 0 when there is none.
+    pub fn last_height(&self) -> Result<u64, StoreError> {
+        let txn = self.read_txn()?;
+        Ok(self.last_entry(&txn)?.map_or(0, |(height, _)| height))
+    }
+
+    /// The block at `height`, if stored.
+    pub fn block(&self, height: u64) -> Result<Option<Block>, StoreError> {
+        let txn = self.read_txn()?;
+        let stored = self
+            .blocks
+            .get(&txn, &height.to_be_bytes())
+            .map_err(StoreError::lmdb("reading a block"))?;
+        stored.map(|bytes| decode_block(height, bytes)).transpose()
+    }
+
+    /// The header entry at `height`, if stored.
+    pub fn header_entry(&self, height: u64) -> Result<Option<HeaderEntry>, StoreError> {
+        let txn = self.read_txn()?;
+        let stored = self
+            .headers
+            .get(&txn, &height.to_be_bytes())
+            .map_err(StoreError::lmdb("reading a header entry"))?;
+        stored
+            .map(|bytes| HeaderEntry::decode(height, bytes))
+            .transpose()
+    }
+
+    /// The stored blocks from `height` on, in height order, up to the first height not stored.
+    pub fn blocks_from(&self, height: u64) -> Blocks<'_> {
+        Blocks {
+            store: self,
+            next_height: height,
+            done: false,
+        }
+    }
+
+    fn check_extends(&self, txn: &RoTxn, header: &BlockHeader) -> Result<(), StoreError> {
+        let (last_height, previous) = match self.last_entry(txn)? {
+            Some((height, entry)) => (height, entry.header_hash),
+            None => (0, GENESIS_PREVIOUS),
+        };
+        if header.height != last_height + 1 {
+            return Err(StoreError::HeightNotNext {
+                expected: last_height + 1,
+                found: header.height,
+            });
+        }
+        if header.previous != previous {
+            return Err(StoreError::PreviousMismatch {
+                height: header.height,
+            });
+        }
+        Ok(())
+    }
+
+    fn last_entry(&self, txn: &RoTxn) -> Result<Option<(u64, HeaderEntry)>, StoreError> {
+        let last = self
+            .headers
+            .last(txn)
+            .map_err(StoreError::lmdb("reading the last header entry"))?;
+        let Some((key, value)) = last else {
+            return Ok(None);
+        };
+        let height = decode_height(key)?;
+        Ok(Some((height, HeaderEntry::decode(height, value)?)))
+    }
+
+    fn read_txn(&self) -> Result<RoTxn<'_, WithTls>, StoreError> {
+        self.env
+            .read_txn()
+            .map_err(StoreError::lmdb("starting a read transaction"))
+    }
+
+    fn write_txn(&self) -> Result<RwTxn<'_>, StoreError> {
+        self.env
+            .write_txn()
+            .map_err(StoreError::lmdb("starting a write transaction"))
+    }
+
+    /// Commits synchronously: LMDB fsyncs the data and the meta page before returning.
+    fn commit(&self, txn: RwTxn<'_>) -> Result<(), StoreError> {
+        txn.commit().map_err(self.write_error("committing"))
+    }
+
+    /// Like [`StoreError::lmdb`], filling in the map size a full map needs to exceed.
+    fn write_error(&self, action: &'static str) -> impl FnOnce(heed::Error) -> StoreError {
+        let map_size_bytes = self.map_size_bytes;
+        move |source| match StoreError::lmdb(action)(source) {
+            StoreError::MapFull { .. } => StoreError::MapFull { map_size_bytes },
+            error => error,
+        }
+    }
+}
+
+/// Iterator over stored blocks by height; see [`BlockStore::blocks_from`]. Stops after the
+/// first error.
+pub struct Blocks<'a> {
+    store: &'a BlockStore,
+    next_height: u64,
+    done: bool,
+}
+
+impl Iterator for Blocks<'_> {
+    type Item = Result<Block, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        // One short read transaction per block: a long one would pin old pages while the
+        // caller (recovery) spends seconds per block.
+        let item = self.store.block(self.next_height).transpose();
+        self.done = !matches!(item, Some(Ok(_)));
+        self.next_height += 1;
+        item
+    }
+}
+
+fn decode_height(key: &[u8]) -> Result<u64, StoreError> {
+    let bytes: [u8; 8] = key.try_into().map_err(|_| StoreError::CorruptHeaderEntry {
+        height: 0,
+        reason: format!("a key of {} bytes, expected 8", key.len()),
+    })?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+fn decode_block(height: u64, bytes: &[u8]) -> Result<Block, StoreError> {
+    let block = Block::decode(bytes).map_err(|error| StoreError::CorruptBlock {
+        height,
+        reason: error.to_string(),
+    })?;
+    if block.header.height != height {
+        return Err(StoreError::CorruptBlock {
+            height,
+            reason: format!("it says it is block {}", block.header.height),
+        });
+    }
+    Ok(block)
+}
+
+/// Creates `dir` if missing; refuses a non-empty directory that holds no LMDB data file, so a
+/// mistyped path never scatters a store among someone else's files.
+fn check_directory(dir: &Path) -> Result<(), StoreError> {
+    let not_a_store = |reason: String| StoreError::NotAStore {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    std::fs::create_dir_all(dir).map_err(|error| not_a_store(error.to_string()))?;
+    if dir.join("data.mdb").is_file() {
+        return Ok(());
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(|error| not_a_store(error.to_string()))?;
+    match entries.next() {
+        None => Ok(()),
+        Some(_) => Err(not_a_store(
+            "the directory is not empty and has no data.mdb".into(),
+        )),
+    }
+}
+
+fn open_env(dir: &Path, options: &StoreOptions) -> Result<Env, StoreError> {
+    let mut env_options = EnvOpenOptions::new();
+    env_options
+        .map_size(options.map_size_bytes)
+        .max_dbs(DATABASE_COUNT_MAX);
+    // SAFETY: the mapped file is only written through LMDB (this process or another one
+    // holding LMDB's lock), no unsafe flags are set (commits are synchronous), and heed makes
+    // opening the same path twice in one process return the same environment.
+    let opened = unsafe { env_options.open(dir) };
+    opened.map_err(|error| match error {
+        heed::Error::Mdb(heed::MdbError::Invalid | heed::MdbError::VersionMismatch) => {
+            StoreError::NotAStore {
+                dir: dir.to_path_buf(),
+                reason: format!("data.mdb is not an LMDB file this build reads: {error}"),
+            }
+        }
+        error => StoreError::lmdb("opening the LMDB environment")(error),
+    })
+}
+
+/// Opens `meta`, creating it (and stamping the format) in a fresh environment, and checks the
+/// format of an existing one.
+fn open_meta<'e>(
+    opener: &DatabaseOpener<'e, WithTls>,
+    txn: &mut RwTxn<'e>,
+    dir: &Path,
+) -> Result<OpeningTable<'e>, StoreError> {
+    let existing: Option<OpeningTable<'e>> = opener
+        .open_database(txn, Some("meta"))
+        .map_err(StoreError::lmdb("opening the meta database"))?;
+    let Some(meta) = existing else {
+        return create_meta(opener, txn, dir);
+    };
+    let format = meta
+        .get(txn, FORMAT_KEY)
+        .map_err(StoreError::lmdb("reading the store format"))?;
+    match format {
+        Some(format) if format == FORMAT => Ok(meta),
+        found => Err(StoreError::FormatVersion {
+            dir: dir.to_path_buf(),
+            found: String::from_utf8_lossy(found.unwrap_or(b"none")).into_owned(),
+        }),
+    }
+}
+
+fn create_meta<'e>(
+    opener: &DatabaseOpener<'e, WithTls>,
+    txn: &mut RwTxn<'e>,
+    dir: &Path,
+) -> Result<OpeningTable<'e>, StoreError> {
+    let main: Option<OpeningTable<'e>> = opener
+        .open_database(txn, None)
+        .map_err(StoreError::lmdb("opening the main database"))?;
+    if let Some(main) = main {
+        if !main
+            .is_empty(txn)
+            .map_err(StoreError::lmdb("reading the main database"))?
+        {
+            return Err(StoreError::NotAStore {
+                dir: dir.to_path_buf(),
+                reason: "an LMDB environment of another program".into(),
+            });
+        }
+    }
+    let meta = create_database(opener, txn, "meta")?;
+    meta.put(txn, FORMAT_KEY, FORMAT)
+        .map_err(StoreError::lmdb("stamping the store format"))?;
+    Ok(meta)
+}
+
+fn create_database<'e>(
+    opener: &DatabaseOpener<'e, WithTls>,
+    txn: &mut RwTxn<'e>,
+    name: &str,
+) -> Result<OpeningTable<'e>, StoreError> {
+    opener
+        .create_database(txn, Some(name))
+        .map_err(StoreError::lmdb("creating a database"))
+}
