@@ -1,5 +1,7 @@
 //! `walras`: the command-line interface to the Walras exchange.
 
+#[allow(dead_code)] // until the server and client use all of it
+mod api;
 mod cli;
 
 use clap::Parser;

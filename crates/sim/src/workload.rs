@@ -75,7 +75,7 @@
 //! for any thread count (for a given build and platform, see the crate docs on floats).
 
 mod block;
-mod keys;
+pub mod keys;
 mod ledger;
 
 use crate::rng::Rng;

@@ -1,0 +1,153 @@
+//! What the server and the client share: the JSON bodies ([`wire`]), the conversion between a
+//! transaction and its JSON form, and the development genesis with its derivable keys.
+
+pub mod wire;
+
+use walras_crypto::{Keypair, PublicKey, Signature};
+use walras_sim::workload::keys::{key_pool_size, key_seed};
+use walras_sim::{WorkloadGenerator, WorkloadParams};
+use walras_types::{
+    AccountId, AssetId, Genesis, OfferId, Operation, Price, SignedTransaction, Transaction,
+};
+use wire::{DevGenesisJson, OperationJson, TransactionJson};
+
+/// The most accounts a development genesis may have (its keys come from a pool of 65,536).
+pub const DEV_ACCOUNTS_MAX: u64 = 10_000_000;
+
+/// The genesis of a development network: `accounts` accounts holding some of `assets` assets, as
+/// the workload generator builds it. Its keys are derived from the public `seed`
+/// ([`dev_keypair`]), so anyone can sign for any account: for tests and demos only.
+pub fn dev_genesis(dev: &DevGenesisJson, threads: usize) -> Result<Genesis, String> {
+    let params = WorkloadParams {
+        accounts: dev.accounts as usize,
+        assets: dev.assets as usize,
+        blocks: 1,
+        txs_per_block: 1,
+        seed: dev.seed,
+        payments_only: false,
+        faults: false,
+    };
+    let generator = WorkloadGenerator::new(&params, threads).map_err(|error| error.to_string())?;
+    Ok(generator.genesis().clone())
+}
+
+/// The key of `account` in the development genesis `dev`.
+pub fn dev_keypair(dev: &DevGenesisJson, account: AccountId) -> Keypair {
+    let pool = key_pool_size(dev.accounts as usize) as u64;
+    Keypair::from_seed(key_seed(dev.seed, account.0 % pool))
+}
+
+/// The JSON form of a signed transaction.
+pub fn transaction_to_json(signed: &SignedTransaction) -> TransactionJson {
+    let transaction = &signed.transaction;
+    let operation = match transaction.operation {
+        Operation::CreateAccount {
+            new_account,
+            public_key,
+        } => OperationJson::CreateAccount {
+            new_account: new_account.0,
+            public_key: hex(&public_key),
+        },
+        Operation::CreateOffer {
+            sell,
+            buy,
+            amount,
+            min_price,
+        } => OperationJson::CreateOffer {
+            sell: sell.0,
+            buy: buy.0,
+            amount,
+            min_price: min_price.to_exact_decimal(),
+        },
+        Operation::CancelOffer {
+            sell,
+            buy,
+            min_price,
+            offer_id,
+        } => OperationJson::CancelOffer {
+            sell: sell.0,
+            buy: buy.0,
+            min_price: min_price.to_exact_decimal(),
+            offer_id: offer_id.0,
+        },
+        Operation::Payment { to, asset, amount } => OperationJson::Payment {
+            to: to.0,
+            asset: asset.0,
+            amount,
+        },
+    };
+    TransactionJson {
+        source: transaction.source.0,
+        sequence: transaction.sequence,
+        operation,
+        signature: hex(&signed.signature),
+    }
+}
+
+/// Parses the JSON form; the result is checked exactly as a decoded binary transaction is (it
+/// goes through `SignedTransaction::decode`), so both forms accept the same transactions.
+pub fn transaction_from_json(json: &TransactionJson) -> Result<SignedTransaction, String> {
+    let operation = match &json.operation {
+        OperationJson::CreateAccount {
+            new_account,
+            public_key,
+        } => {
+            let key: PublicKey = public_key
+                .parse()
+                .map_err(|error| format!("public_key: {error}"))?;
+            Operation::CreateAccount {
+                new_account: AccountId(*new_account),
+                public_key: *key.as_bytes(),
+            }
+        }
+        OperationJson::CreateOffer {
+            sell,
+            buy,
+            amount,
+            min_price,
+        } => Operation::CreateOffer {
+            sell: AssetId(*sell),
+            buy: AssetId(*buy),
+            amount: *amount,
+            min_price: parse_price(min_price)?,
+        },
+        OperationJson::CancelOffer {
+            sell,
+            buy,
+            min_price,
+            offer_id,
+        } => Operation::CancelOffer {
+            sell: AssetId(*sell),
+            buy: AssetId(*buy),
+            min_price: parse_price(min_price)?,
+            offer_id: OfferId(*offer_id),
+        },
+        OperationJson::Payment { to, asset, amount } => Operation::Payment {
+            to: AccountId(*to),
+            asset: AssetId(*asset),
+            amount: *amount,
+        },
+    };
+    let signature: Signature = json
+        .signature
+        .parse()
+        .map_err(|error| format!("signature: {error}"))?;
+    let signed = SignedTransaction {
+        transaction: Transaction {
+            source: AccountId(json.source),
+            sequence: json.sequence,
+            operation,
+        },
+        signature: *signature.as_bytes(),
+    };
+    SignedTransaction::decode(&signed.encode()).map_err(|error| error.to_string())
+}
+
+fn parse_price(text: &str) -> Result<Price, String> {
+    Price::parse_limit(text).map_err(|error| format!("min_price: {error}"))
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
