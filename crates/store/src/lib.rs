@@ -10,6 +10,8 @@
 //! | `meta`    | `b"genesis"`          | the encoded [`Genesis`](walras_types::genesis::Genesis) |
 //! | `blocks`  | height, u64 big-endian | the encoded [`Block`](walras_engine::Block)  |
 //! | `headers` | height, u64 big-endian | header hash (32 bytes) then state root (32)  |
+//! | `results` | height, u64 big-endian | the block's dropped transactions: index and reason |
+//! | `meta`    | `b"app/"` + name      | application values ([`BlockStore::put_app_meta`]) |
 //!
 //! Keys are big-endian so LMDB's byte order is height order: the last entry is the last block.
 //! `headers` lets the store check a new block's height and `previous` without decoding blocks.
@@ -39,5 +41,5 @@ mod recover;
 mod store;
 
 pub use error::StoreError;
-pub use recover::{recover, recover_store};
+pub use recover::{recover, recover_store, recover_store_with};
 pub use store::{BlockStore, Blocks, HeaderEntry, StoreOptions, DEFAULT_MAP_SIZE_BYTES, FORMAT};

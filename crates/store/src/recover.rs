@@ -3,7 +3,7 @@
 use crate::store::HeaderEntry;
 use crate::{BlockStore, StoreError};
 use std::path::Path;
-use walras_engine::{EngineConfig, ExchangeState};
+use walras_engine::{Block, BlockOutcome, EngineConfig, ExchangeState};
 
 /// Opens the store in `dir` and rebuilds the state: genesis, then every stored block through
 /// the follower path, which checks each header and state root. Fails on the first block that
@@ -24,6 +24,18 @@ pub fn recover_store(
     config: &EngineConfig,
     threads: usize,
 ) -> Result<ExchangeState, StoreError> {
+    recover_store_with(store, config, threads, |_, _| {})
+}
+
+/// [`recover_store`], calling `on_block` with each block re-applied and what it did (so a node
+/// can rebuild its indexes in the same pass). Each block's recomputed dropped transactions must
+/// equal the stored ones.
+pub fn recover_store_with(
+    store: &BlockStore,
+    config: &EngineConfig,
+    threads: usize,
+    mut on_block: impl FnMut(&Block, &BlockOutcome),
+) -> Result<ExchangeState, StoreError> {
     let genesis = store.genesis()?.ok_or(StoreError::NotInitialized)?;
     let mut state = ExchangeState::from_genesis(&genesis, threads).map_err(|error| {
         StoreError::CorruptGenesis {
@@ -34,9 +46,16 @@ pub fn recover_store(
         let block = block?;
         let height = block.header.height;
         check_header_entry(store, height, HeaderEntry::of(&block.header))?;
-        state
+        let outcome = state
             .apply(&block, config)
             .map_err(|error| StoreError::Replay { height, error })?;
+        if store.dropped(height)?.as_deref() != Some(outcome.dropped.as_slice()) {
+            return Err(StoreError::CorruptBlock {
+                height,
+                reason: "its stored results differ from re-executing it".into(),
+            });
+        }
+        on_block(&block, &outcome);
     }
     let last_height = store.last_height()?;
     if state.height() < last_height {

@@ -6,18 +6,20 @@ use heed::{CommitOrAbort, Database, DatabaseOpener, Env, EnvOpenOptions, RoTxn, 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use walras_crypto::Hash;
-use walras_engine::{Block, BlockHeader};
+use walras_engine::{Block, BlockHeader, DropReason};
 use walras_types::genesis::Genesis;
 
 /// The on-disk format and its version, stored under `meta/format`.
-pub const FORMAT: &[u8] = b"walras-store/1";
+pub const FORMAT: &[u8] = b"walras-store/2";
 /// Default LMDB map size: the most the store can hold (address space, not disk).
 pub const DEFAULT_MAP_SIZE_BYTES: usize = 16 << 30;
 
 const FORMAT_KEY: &[u8] = b"format";
 const GENESIS_KEY: &[u8] = b"genesis";
-/// `meta`, `blocks`, `headers`.
-const DATABASE_COUNT_MAX: u32 = 3;
+/// Prefix of the keys that applications store in `meta` ([`BlockStore::put_app_meta`]).
+const APP_META_PREFIX: &[u8] = b"app/";
+/// `meta`, `blocks`, `headers`, `results`.
+const DATABASE_COUNT_MAX: u32 = 4;
 /// The `previous` of block 1: no header precedes it.
 const GENESIS_PREVIOUS: Hash = Hash([0; 32]);
 const HEADER_ENTRY_BYTES: usize = 64;
@@ -82,6 +84,7 @@ pub struct BlockStore {
     meta: Table,
     blocks: Table,
     headers: Table,
+    results: Table,
 }
 
 /// A database of the store, usable for the environment's whole life.
@@ -111,11 +114,12 @@ impl BlockStore {
             let meta = open_meta(opener, txn, dir)?;
             let blocks = create_database(opener, txn, "blocks")?;
             let headers = create_database(opener, txn, "headers")?;
+            let results = create_database(opener, txn, "results")?;
             Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit((
-                meta, blocks, headers,
+                meta, blocks, headers, results,
             )))
         })?;
-        let CommitOrAbort::Commit((meta, blocks, headers)) = opened;
+        let CommitOrAbort::Commit((meta, blocks, headers, results)) = opened;
         Ok(BlockStore {
             env,
             dir: dir.to_path_buf(),
@@ -123,6 +127,7 @@ impl BlockStore {
             meta,
             blocks,
             headers,
+            results,
         })
     }
 
@@ -166,9 +171,10 @@ impl BlockStore {
             .transpose()
     }
 
-    /// Appends `block` durably: block and header entry in one transaction, synced to disk
-    /// before this returns. Refuses, changing nothing, a block that does not extend the log.
-    pub fn append(&self, block: &Block) -> Result<(), StoreError> {
+    /// Appends `block` durably, with the transactions its execution `dropped` (index in the
+    /// block, reason): block, header entry and results in one transaction, synced to disk before
+    /// this returns. Refuses, changing nothing, a block that does not extend the log.
+    pub fn append(&self, block: &Block, dropped: &[(u32, DropReason)]) -> Result<(), StoreError> {
         let mut txn = self.write_txn()?;
         if self
             .meta
@@ -186,7 +192,41 @@ impl BlockStore {
         self.headers
             .put(&mut txn, &key, &HeaderEntry::of(&block.header).encode())
             .map_err(self.write_error("writing a header entry"))?;
+        self.results
+            .put(&mut txn, &key, &encode_dropped(dropped))
+            .map_err(self.write_error("writing block results"))?;
         self.commit(txn)
+    }
+
+    /// The transactions that block `height` dropped, with why; `None` if no such block.
+    pub fn dropped(&self, height: u64) -> Result<Option<Vec<(u32, DropReason)>>, StoreError> {
+        let txn = self.read_txn()?;
+        let stored = self
+            .results
+            .get(&txn, &height.to_be_bytes())
+            .map_err(StoreError::lmdb("reading block results"))?;
+        stored
+            .map(|bytes| decode_dropped(height, bytes))
+            .transpose()
+    }
+
+    /// Stores an application value under `key` in `meta`, apart from the store's own keys.
+    pub fn put_app_meta(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        let mut txn = self.write_txn()?;
+        self.meta
+            .put(&mut txn, &app_meta_key(key), value)
+            .map_err(self.write_error("writing application metadata"))?;
+        self.commit(txn)
+    }
+
+    /// The application value stored under `key`, if any.
+    pub fn app_meta(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.read_txn()?;
+        let stored = self
+            .meta
+            .get(&txn, &app_meta_key(key))
+            .map_err(StoreError::lmdb("reading application metadata"))?;
+        Ok(stored.map(<[u8]>::to_vec))
     }
 
     /// Height of the last stored block; 0 when there is none.
@@ -306,6 +346,56 @@ impl Iterator for Blocks<'_> {
         self.next_height += 1;
         item
     }
+}
+
+fn app_meta_key(key: &str) -> Vec<u8> {
+    [APP_META_PREFIX, key.as_bytes()].concat()
+}
+
+/// `count:u32 (index:u32 reason:u8)*`, big-endian; a reason is its position in
+/// [`DropReason::ALL`].
+fn encode_dropped(dropped: &[(u32, DropReason)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + 5 * dropped.len());
+    out.extend_from_slice(&(dropped.len() as u32).to_be_bytes());
+    for (index, reason) in dropped {
+        out.extend_from_slice(&index.to_be_bytes());
+        out.push(reason_code(*reason));
+    }
+    out
+}
+
+fn reason_code(reason: DropReason) -> u8 {
+    DropReason::ALL
+        .iter()
+        .position(|known| *known == reason)
+        .expect("DropReason::ALL lists every reason") as u8
+}
+
+fn decode_dropped(height: u64, bytes: &[u8]) -> Result<Vec<(u32, DropReason)>, StoreError> {
+    let corrupt = |reason: String| StoreError::CorruptBlock {
+        height,
+        reason: format!("its results: {reason}"),
+    };
+    let (count, items) = bytes
+        .split_first_chunk::<4>()
+        .ok_or_else(|| corrupt("truncated".into()))?;
+    let count = u32::from_be_bytes(*count) as usize;
+    if items.len() != 5 * count {
+        return Err(corrupt(format!(
+            "{} bytes for {count} entries",
+            items.len()
+        )));
+    }
+    items
+        .chunks_exact(5)
+        .map(|item| {
+            let index = u32::from_be_bytes([item[0], item[1], item[2], item[3]]);
+            let reason = DropReason::ALL
+                .get(item[4] as usize)
+                .ok_or_else(|| corrupt(format!("unknown reason code {}", item[4])))?;
+            Ok((index, *reason))
+        })
+        .collect()
 }
 
 fn decode_height(key: &[u8]) -> Result<u64, StoreError> {

@@ -70,7 +70,7 @@ fn append_refuses_a_block_that_does_not_extend_the_log() {
 
     let mut skipping = next.clone();
     skipping.header.height = 3;
-    let error = store.append(&skipping).err().unwrap();
+    let error = store.append(&skipping, &[]).err().unwrap();
     assert!(
         matches!(
             error,
@@ -83,14 +83,14 @@ fn append_refuses_a_block_that_does_not_extend_the_log() {
     );
     let mut forked = next.clone();
     forked.header.previous = Hash([9; 32]);
-    let error = store.append(&forked).err().unwrap();
+    let error = store.append(&forked, &[]).err().unwrap();
     assert!(
         matches!(error, StoreError::PreviousMismatch { height: 2 }),
         "{error}"
     );
     let replayed = store.block(1).unwrap().unwrap();
     assert!(matches!(
-        store.append(&replayed),
+        store.append(&replayed, &[]),
         Err(StoreError::HeightNotNext {
             expected: 2,
             found: 1
@@ -101,7 +101,7 @@ fn append_refuses_a_block_that_does_not_extend_the_log() {
     assert_eq!(store.block(2).unwrap(), None);
     assert_eq!(store.header_entry(2).unwrap(), None);
     assert_eq!(store.header_entry(3).unwrap(), None);
-    store.append(&next).unwrap();
+    store.append(&next, &[]).unwrap();
     drop(store);
     let (_, mut recovered) = recover(dir.path(), &config(), 1).unwrap();
     assert_eq!(recovered.state_root(1), state.state_root(1));

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{config, fresh_store, genesis, propose_and_append, TempDir};
+use walras_engine::DropReason;
 use walras_store::{recover, BlockStore, StoreError};
 
 #[test]
@@ -80,4 +81,39 @@ fn open_refuses_a_data_file_that_is_not_lmdb() {
     std::fs::write(dir.path().join("data.mdb"), vec![0xA5; 64 * 1024]).unwrap();
     let error = BlockStore::open(dir.path()).err().unwrap();
     assert!(matches!(error, StoreError::NotAStore { .. }), "{error}");
+}
+
+#[test]
+fn block_results_and_app_metadata_survive_reopening() {
+    let dir = TempDir::new("results");
+    let (store, mut live) = fresh_store(dir.path());
+    let height = live.height() + 1;
+    let (block, _) = live
+        .propose(common::transactions(height), &config())
+        .unwrap();
+    // Every reason, so each code round-trips; the store does not interpret the list.
+    let dropped: Vec<(u32, DropReason)> = DropReason::ALL
+        .iter()
+        .enumerate()
+        .map(|(index, reason)| (index as u32 * 7, *reason))
+        .collect();
+    store.append(&block, &dropped).unwrap();
+    store
+        .put_app_meta("genesis", b"not the store's genesis")
+        .unwrap();
+    drop(store);
+
+    let store = BlockStore::open(dir.path()).unwrap();
+    assert_eq!(store.dropped(1).unwrap(), Some(dropped));
+    assert_eq!(store.dropped(2).unwrap(), None);
+    assert_eq!(
+        store.app_meta("genesis").unwrap().as_deref(),
+        Some(&b"not the store's genesis"[..])
+    );
+    assert_eq!(store.app_meta("missing").unwrap(), None);
+    assert_eq!(
+        store.genesis().unwrap(),
+        Some(genesis()),
+        "application keys live apart from the store's own"
+    );
 }

@@ -116,10 +116,12 @@ fn operation(account: u64, mix: u64) -> Operation {
 /// Proposes the next block on `state` and appends it to `store`.
 pub fn propose_and_append(store: &BlockStore, state: &mut ExchangeState) -> Block {
     let height = state.height() + 1;
-    let (block, _) = state
+    let (block, outcome) = state
         .propose(transactions(height), &config())
         .expect("the workload's blocks clear");
-    store.append(&block).expect("the next block is appended");
+    store
+        .append(&block, &outcome.dropped)
+        .expect("the next block is appended");
     block
 }
 
