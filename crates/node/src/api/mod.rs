@@ -33,8 +33,13 @@ pub fn dev_genesis(dev: &DevGenesisJson, threads: usize) -> Result<Genesis, Stri
 
 /// The key of `account` in the development genesis `dev`.
 pub fn dev_keypair(dev: &DevGenesisJson, account: AccountId) -> Keypair {
+    Keypair::from_seed(dev_secret_seed(dev, account))
+}
+
+/// The secret seed of [`dev_keypair`] (what `walras keygen --dev-account` writes to a key file).
+pub fn dev_secret_seed(dev: &DevGenesisJson, account: AccountId) -> [u8; 32] {
     let pool = key_pool_size(dev.accounts as usize) as u64;
-    Keypair::from_seed(key_seed(dev.seed, account.0 % pool))
+    key_seed(dev.seed, account.0 % pool)
 }
 
 /// The JSON form of a signed transaction.

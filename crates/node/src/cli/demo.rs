@@ -1,150 +1,411 @@
-//! `walras demo`: the main job on the embedded default, in one command.
+//! `walras demo`: a whole node under load, in one command.
 //!
-//! Today that is the batch exchange's heart: generate a batch of limit sell offers, clear it at
-//! one set of valuations, verify the result exactly (conservation per asset, limit prices) and
-//! print a readable summary. It grows into a node under load as the node lands.
+//! Starts `walras node` as a child process on a fresh data directory (with a generated
+//! development genesis, listening on a free local port), runs the open-loop load generator
+//! against it in this process, prints what happened — blocks, committed throughput, accepted
+//! and dropped transactions, submit-to-commit latency, the clearing prices — then stops the
+//! node with SIGTERM, as an operator would, and waits for it. The data directory is kept, so
+//! the chain it made can be served again. (`walras demo-batch` is the batch clearing alone.)
 
-use super::{args, CliError};
-use std::time::{Duration, Instant};
-use walras_clearing::{clear, Clearing, ClearingParams, OrderBooks};
-use walras_sim::{generate_offers, OfferModel, OfferWorkload};
-use walras_types::{Fraction, Offer, Valuation};
+use super::loadgen::{check_committed, positive_number};
+use super::remote::block_on;
+use super::CliError;
+use crate::api::wire::{PricesJson, StatusJson};
+use crate::client::loadgen::{self, mix::Mix, LoadgenConfig, LoadgenReport};
+use crate::client::NodeClient;
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long the node may take to print its address (it builds the genesis first).
+const NODE_START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the node may take to stop after SIGTERM before it is killed.
+const NODE_STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lines of the node's output kept to explain a failure.
+const OUTPUT_TAIL_LINES: usize = 40;
+/// What the node prints first; the rest of the line is its URL.
+const LISTENING_PREFIX: &str = "walras node listening on ";
 
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
-    #[arg(long, default_value = "20", value_parser = args::asset_count)]
-    assets: usize,
-    #[arg(long, default_value_t = 200_000)]
-    offers: usize,
+    /// Data directory for the node [default: a new directory under the system temp dir]; an
+    /// existing one must be empty
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// How long to send
+    #[arg(long, default_value_t = 15.0, value_parser = positive_number)]
+    seconds: f64,
+    /// Transactions offered per second
+    #[arg(long, default_value_t = 2000.0, value_parser = positive_number)]
+    rate: f64,
+    /// Development accounts the load comes from
+    #[arg(long, default_value_t = 1000)]
+    accounts: usize,
+    /// Seed of the development genesis and of the load
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Market model: cycles, skewed or wide
-    #[arg(long, default_value = "cycles")]
-    model: OfferModel,
 }
 
 pub fn run(args: DemoArgs) -> Result<(), CliError> {
-    let workload = OfferWorkload {
-        assets: args.assets,
-        offers: args.offers,
+    let data = prepare_data_dir(args.data.as_deref())?;
+    println!("Walras demo: a solo node under an open-loop load of signed transactions");
+    println!("  data directory  {}", data.display());
+    let mut node = NodeProcess::start(&data, args.seed)?;
+    println!("  node            {} (pid {})", node.url, node.child.id());
+    println!(
+        "  load            {} tx/s for {} s from {} development accounts: offers near the \
+         current prices, some cancels and payments",
+        args.rate, args.seconds, args.accounts
+    );
+    let driven = block_on(drive(&node.url, &args)).and_then(|result| result);
+    let stopped = node.stop();
+    let (report, prices, status) = match (driven, stopped) {
+        (Ok(results), Ok(())) => results,
+        (Err(error), Ok(())) => return Err(error),
+        (Ok(_), Err(error)) => return Err(error),
+        (Err(driving), Err(stopping)) => {
+            return Err(CliError(format!("{driving}\n  and then: {stopping}")))
+        }
+    };
+    print_results(&report, &prices, &status, &node.url, &data);
+    check_committed(&report)
+}
+
+/// The load, then the prices and status it led to.
+async fn drive(
+    url: &str,
+    args: &DemoArgs,
+) -> Result<(LoadgenReport, PricesJson, StatusJson), CliError> {
+    let config = LoadgenConfig {
+        accounts: args.accounts,
+        mix: Mix::Trading,
         seed: args.seed,
-        model: args.model,
+        progress: true,
+        ..LoadgenConfig::new(url, args.rate, Duration::from_secs_f64(args.seconds))
     };
-    workload.validate().map_err(CliError)?;
-    println!("Walras demo: one batch of the batch exchange");
-    println!(
-        "  generating {} limit sell offers over {} assets ({} model, seed {})",
-        args.offers, args.assets, args.model, args.seed
-    );
-    let generated = generate_offers(&workload);
-    let offers = generated.offers;
-    let started = Instant::now();
-    let books = OrderBooks::build(offers.clone(), args.assets, 2)?;
-    println!(
-        "  sorted and indexed the books in {:.1} ms",
-        started.elapsed().as_secs_f64() * 1e3
-    );
-    let params = ClearingParams {
-        epsilon: Fraction::power_of_two(15),
-        mu: Fraction::power_of_two(10),
-        timeout: Duration::from_secs(2),
-        ..ClearingParams::default()
-    };
-    let clearing = clear(&books, &params)?;
-    print_clearing(&clearing);
-    verify(&books, &offers, &clearing, params.epsilon)?;
-    print_prices(&clearing.settlement.valuations, &generated.valuations);
-    println!();
-    println!("Next: `walras gen offers ... > offers.csv` then `walras clear --offers offers.csv --assets N --json`;");
-    println!("      `walras bench clearing` for the benchmark table (see BENCHMARKS.md).");
-    Ok(())
+    let report = loadgen::run(&config).await?;
+    let client = NodeClient::new(url)?;
+    let prices = client.prices().await?;
+    let status = client.status().await?;
+    Ok((report, prices, status))
 }
 
-fn print_clearing(clearing: &Clearing) {
-    let settlement = &clearing.settlement;
-    let traded = settlement.pairs.iter().filter(|pair| pair.sold > 0).count();
-    println!(
-        "  cleared in {:.1} ms: {} after {} tâtonnement iterations",
-        clearing.millis(),
-        if clearing.converged {
-            "converged"
-        } else {
-            "timed out (best prices used)"
-        },
-        clearing.iterations
-    );
-    println!(
-        "  {} asset pairs traded; {} offers filled in full, {} partially",
-        traded,
-        settlement
-            .pairs
-            .iter()
-            .map(|pair| pair.full_fills)
-            .sum::<usize>(),
-        settlement
-            .pairs
-            .iter()
-            .filter(|pair| pair.partial_sold > 0)
-            .count()
-    );
-    println!(
-        "  quality: {:.4}% of utility left unrealized; achieved ε {:.2e}, μ {:.2e}",
-        clearing.quality.unrealized_utility_ratio * 100.0,
-        clearing.quality.achieved_epsilon,
-        clearing.quality.achieved_mu
-    );
-}
-
-/// Re-checks the result from the per-offer fills, exactly, as an auditor would.
-fn verify(
-    books: &OrderBooks,
-    offers: &[Offer],
-    clearing: &Clearing,
-    epsilon: Fraction,
-) -> Result<(), CliError> {
-    let by_id: std::collections::HashMap<u64, &Offer> =
-        offers.iter().map(|offer| (offer.id.0, offer)).collect();
-    let valuations = &clearing.settlement.valuations;
-    let mut net = vec![0i128; books.assets()];
-    let mut fills = 0usize;
-    for fill in clearing.settlement.fills(books) {
-        let offer = by_id[&fill.offer_id.0];
-        let rate = valuations[offer.sell.0 as usize].rate_to(valuations[offer.buy.0 as usize]);
-        let most = rate.discounted_floor(epsilon).times_amount_floor(fill.sold);
-        if offer.min_price > rate || Some(fill.bought) != most {
+/// The directory to use: `data` if it is new or empty, else a new one under the temp dir.
+fn prepare_data_dir(data: Option<&Path>) -> Result<PathBuf, CliError> {
+    let io = |path: &Path, error: std::io::Error| CliError(format!("{}: {error}", path.display()));
+    let Some(path) = data else {
+        let stamp_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_millis());
+        let path =
+            std::env::temp_dir().join(format!("walras-demo-{}-{stamp_ms}", std::process::id()));
+        std::fs::create_dir(&path).map_err(|error| io(&path, error))?;
+        return Ok(path);
+    };
+    if path.exists() {
+        let mut entries = std::fs::read_dir(path).map_err(|error| io(path, error))?;
+        if entries.next().is_some() {
             return Err(CliError(format!(
-                "offer {} traded outside its limit",
-                offer.id.0
+                "{} is not empty: the demo starts a fresh chain, so give a new or empty \
+                 directory (to serve an existing one, run `walras node --data {}`)",
+                path.display(),
+                path.display()
             )));
         }
-        net[offer.sell.0 as usize] += fill.sold as i128;
-        net[offer.buy.0 as usize] -= fill.bought as i128;
-        fills += 1;
+        return Ok(path.to_path_buf());
     }
-    if let Some(asset) = net.iter().position(|balance| *balance < 0) {
-        return Err(CliError(format!("asset {asset} not conserved")));
-    }
-    let burned: i128 = net.iter().sum();
-    println!(
-        "  verified {fills} fills exactly: every asset conserved ({burned} units burned as commission \
-         and rounding), no offer below its limit price"
-    );
-    Ok(())
+    std::fs::create_dir_all(path).map_err(|error| io(path, error))?;
+    Ok(path.to_path_buf())
 }
 
-fn print_prices(valuations: &[Valuation], true_valuations: &[f64]) {
-    println!();
-    println!("  asset   clearing valuation   model's valuation (both relative to asset 0)");
-    let base = valuations[0].0 as f64;
-    for (asset, valuation) in valuations.iter().enumerate().take(8) {
-        println!(
-            "  {:>5}   {:>18.6}   {:>17.6}",
-            asset,
-            valuation.0 as f64 / base,
-            true_valuations[asset] / true_valuations[0]
-        );
+/// `walras node` as a child process: its URL, and the tail of its output for error messages.
+/// Dropping it kills the process (so an early return never leaves a node running).
+struct NodeProcess {
+    child: Child,
+    url: String,
+    output: Arc<Mutex<VecDeque<String>>>,
+    stopped: bool,
+}
+
+impl NodeProcess {
+    fn start(data: &Path, seed: u64) -> Result<NodeProcess, CliError> {
+        let exe = std::env::current_exe()
+            .map_err(|error| CliError(format!("cannot find the walras executable: {error}")))?;
+        let mut child = Command::new(exe)
+            .arg("node")
+            .arg("--data")
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0", "--dev-seed", &seed.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|error| CliError(format!("cannot start `walras node`: {error}")))?;
+        let output = Arc::new(Mutex::new(VecDeque::new()));
+        let (first_line, first_line_rx) = mpsc::channel();
+        if let Some(stdout) = child.stdout.take() {
+            drain_lines(stdout, output.clone(), Some(first_line));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            drain_lines(stderr, output.clone(), None);
+        }
+        let mut node = NodeProcess {
+            child,
+            url: String::new(),
+            output,
+            stopped: false,
+        };
+        node.url = node.await_url(&first_line_rx)?;
+        Ok(node)
     }
-    if valuations.len() > 8 {
-        println!("  ... and {} more assets", valuations.len() - 8);
+
+    /// Reads the node's first stdout line: `walras node listening on http://ADDR`.
+    fn await_url(&mut self, first_line: &mpsc::Receiver<String>) -> Result<String, CliError> {
+        match first_line.recv_timeout(NODE_START_TIMEOUT) {
+            Ok(line) => match line.strip_prefix(LISTENING_PREFIX) {
+                Some(url) => Ok(url.trim().to_string()),
+                None => Err(self.failure(&format!(
+                    "the node's first line was {line:?}, not \"{LISTENING_PREFIX}http://ADDR\""
+                ))),
+            },
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(self.failure(&format!(
+                "the node printed no address within {} s",
+                NODE_START_TIMEOUT.as_secs()
+            ))),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = self.child.wait().ok();
+                self.stopped = true;
+                Err(self.failure(&format!(
+                    "the node exited before listening ({})",
+                    describe(status)
+                )))
+            }
+        }
+    }
+
+    /// SIGTERM, then wait; killed if it does not stop in time. A non-zero exit is an error.
+    fn stop(&mut self) -> Result<(), CliError> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        if let Err(error) = terminate(&mut self.child) {
+            return Err(self.failure(&format!("cannot signal the node: {error}")));
+        }
+        let deadline = Instant::now() + NODE_STOP_TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(()),
+                Ok(Some(status)) => {
+                    return Err(self.failure(&format!(
+                        "the node exited with {} when stopped",
+                        describe(Some(status))
+                    )))
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Ok(None) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return Err(self.failure(&format!(
+                        "the node did not stop within {} s of SIGTERM and was killed",
+                        NODE_STOP_TIMEOUT.as_secs()
+                    )));
+                }
+                Err(error) => {
+                    return Err(self.failure(&format!("cannot wait for the node: {error}")))
+                }
+            }
+        }
+    }
+
+    /// An error naming `what` went wrong, with the node's last lines of output.
+    fn failure(&self, what: &str) -> CliError {
+        // Give the drain threads a moment to catch the node's last words.
+        std::thread::sleep(Duration::from_millis(100));
+        let tail = self
+            .output
+            .lock()
+            .map(|lines| lines.iter().cloned().collect::<Vec<_>>().join("\n    "))
+            .unwrap_or_default();
+        if tail.is_empty() {
+            CliError(what.to_string())
+        } else {
+            CliError(format!("{what}; the node's last output:\n    {tail}"))
+        }
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Reads `source` line by line on a thread until it closes (so the node never blocks on a
+/// full pipe); the first line goes to `first_line`, the others to the kept tail.
+fn drain_lines(
+    source: impl Read + Send + 'static,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    mut first_line: Option<mpsc::Sender<String>>,
+) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(source).lines() {
+            let Ok(line) = line else { return };
+            if let Some(sender) = first_line.take() {
+                let _ = sender.send(line);
+                continue;
+            }
+            if let Ok(mut lines) = tail.lock() {
+                if lines.len() == OUTPUT_TAIL_LINES {
+                    lines.pop_front();
+                }
+                lines.push_back(line);
+            }
+        }
+    });
+}
+
+/// Asks the child to stop the way an operator would (SIGTERM), so it shuts down cleanly.
+#[cfg(unix)]
+fn terminate(child: &mut Child) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(child.id())
+        .map_err(|_| std::io::Error::other("process id out of range"))?;
+    // SAFETY: kill(2) touches no memory of ours. The child has not been waited for, so its
+    // pid cannot have been reused by another process.
+    let result = unsafe { libc::kill(pid, libc::SIGTERM) };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(unix))]
+fn terminate(child: &mut Child) -> std::io::Result<()> {
+    child.kill()
+}
+
+fn describe(status: Option<ExitStatus>) -> String {
+    match status {
+        Some(status) => status.to_string(),
+        None => "exit status unknown".to_string(),
+    }
+}
+
+fn print_results(
+    report: &LoadgenReport,
+    prices: &PricesJson,
+    status: &StatusJson,
+    url: &str,
+    data: &Path,
+) {
+    println!();
+    println!("Results");
+    let heights = match report.first_height {
+        Some(first) => format!(" (heights {first}..={})", report.last_height),
+        None => String::new(),
+    };
+    println!(
+        "  blocks          {} committed while loaded{heights}; chain height {}",
+        report.blocks, status.height
+    );
+    println!(
+        "  throughput      {} of our transactions in blocks: {:.1} tx/s (offered {:.1} tx/s)",
+        report.committed, report.committed_tx_per_s, report.offered_tx_per_s
+    );
+    println!(
+        "  outcome         accepted {}, dropped {}{}; never committed {}",
+        report.accepted,
+        report.dropped,
+        loadgen::by_key(&report.dropped_by_reason),
+        report.never_committed
+    );
+    println!(
+        "  admission       sent {}, admitted {}, rejected {}{}; not sent {} (in-flight cap), \
+         {} (sequence windows full)",
+        report.sent,
+        report.admitted,
+        report.rejected,
+        loadgen::by_key(&report.rejected_by_code),
+        report.not_sent,
+        report.skipped_window
+    );
+    let latency = &report.latency;
+    println!(
+        "  latency         submit to commit: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
+        latency.p50_ms, latency.p99_ms, latency.p999_ms, latency.max_ms
+    );
+    print_prices(prices);
+    println!(
+        "  state           {} accounts, {} open offers, state root {}",
+        status.accounts, status.open_offers, status.state_root
+    );
+    for note in &report.notes {
+        println!("  note            {note}");
+    }
+    println!("  API             {url} (the node is stopped now)");
+    println!("  data            {}", data.display());
+    println!();
+    println!(
+        "Serve it again:   walras node --data {} --listen 127.0.0.1:8080",
+        data.display()
+    );
+    println!("then, e.g.:       walras query status; walras query prices; walras query block 1");
+}
+
+fn print_prices(prices: &PricesJson) {
+    if prices.height == 0 || prices.prices.is_empty() {
+        println!("  prices          none: no block was committed");
+        return;
+    }
+    let shown: Vec<String> = prices
+        .prices
+        .iter()
+        .take(10)
+        .map(|price| format!("{price:.4}"))
+        .collect();
+    let more = prices.prices.len().saturating_sub(10);
+    let more = if more > 0 {
+        format!(" ... and {more} more")
+    } else {
+        String::new()
+    };
+    println!(
+        "  prices          at height {}, asset i in units of asset 0: {}{more}",
+        prices.height,
+        shown.join(" ")
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_directories_must_be_new_or_empty() {
+        let base = std::env::temp_dir().join(format!("walras-demo-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let fresh = base.join("fresh");
+        assert_eq!(prepare_data_dir(Some(&fresh)).unwrap(), fresh);
+        assert_eq!(
+            prepare_data_dir(Some(&fresh)).unwrap(),
+            fresh,
+            "empty is fine"
+        );
+        std::fs::write(fresh.join("something"), b"x").unwrap();
+        let error = prepare_data_dir(Some(&fresh)).unwrap_err();
+        assert!(error.0.contains("is not empty"), "{error}");
+        let default = prepare_data_dir(None).unwrap();
+        assert!(default.is_dir());
+        std::fs::remove_dir_all(&default).unwrap();
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

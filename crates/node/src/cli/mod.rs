@@ -4,8 +4,14 @@ mod args;
 mod bench;
 mod clear;
 mod demo;
+mod demo_batch;
 mod gen;
+mod keygen;
+mod loadgen;
+mod query;
+mod remote;
 mod replay;
+mod tx;
 
 use clap::{Parser, Subcommand};
 
@@ -19,8 +25,10 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the main job on the embedded default: a batch generated, cleared and verified.
+    /// Run a node under load: a fresh node, the load generator against it, a summary.
     Demo(demo::DemoArgs),
+    /// Clear one generated batch without a node, and verify it exactly.
+    DemoBatch(demo_batch::DemoBatchArgs),
     /// Clear a batch of limit sell offers from a CSV file.
     Clear(clear::ClearArgs),
     /// Generate workloads.
@@ -31,6 +39,20 @@ enum Command {
     /// Measure performance.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Make a key file: a fresh random key, or a development account's key.
+    Keygen(keygen::KeygenArgs),
+    /// Account transactions, signed and sent to a node.
+    #[command(subcommand)]
+    Account(tx::AccountCommand),
+    /// Offer transactions, signed and sent to a node.
+    #[command(subcommand)]
+    Offer(tx::OfferCommand),
+    /// Pay another account: a payment transaction, signed and sent to a node.
+    Pay(tx::PayArgs),
+    /// Read a node's state: status, accounts, offers, books, blocks, prices, transactions.
+    Query(query::QueryArgs),
+    /// Offer a node an open-loop load of signed transactions and measure commit latency.
+    Loadgen(loadgen::LoadgenArgs),
 }
 
 /// An error for the user: printed as `error: <message>` with a non-zero exit.
@@ -52,9 +74,16 @@ impl<E: std::error::Error> From<E> for CliError {
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
+        Command::DemoBatch(args) => demo_batch::run(args),
         Command::Clear(args) => clear::run(args),
         Command::Gen(command) => gen::run(command),
         Command::Replay(args) => replay::run(args),
         Command::Bench(command) => bench::run(command),
+        Command::Keygen(args) => keygen::run(args),
+        Command::Account(command) => tx::run_account(command),
+        Command::Offer(command) => tx::run_offer(command),
+        Command::Pay(args) => tx::run_pay(args),
+        Command::Query(args) => query::run(args),
+        Command::Loadgen(args) => loadgen::run(args),
     }
 }

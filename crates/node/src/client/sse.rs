@@ -1,0 +1,154 @@
+//! A parser for `text/event-stream` (server-sent events), fed bytes as they arrive.
+//!
+//! The format (WHATWG HTML, "server-sent events"): lines end in `\n`, `\r\n` or `\r`; a line
+//! `field: value` sets a field (one optional space after the colon is dropped); `data` lines
+//! accumulate, joined by `\n`; a line starting with `:` is a comment (servers send them as
+//! keep-alives); a blank line ends the event. An event with no `data` is not dispatched. Only
+//! `event` and `data` matter here (`id` and `retry` are for browser reconnection).
+
+/// Longest line kept: a longer one is a broken or hostile stream, and is cut rather than
+/// buffered without limit.
+const LINE_BYTES_MAX: usize = 16 << 20;
+
+/// One dispatched event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event` field, or `message` when absent.
+    pub name: String,
+    pub data: String,
+}
+
+/// Incremental parser: [`SseParser::push`] any split of the stream, get whole events back.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    /// Bytes of the current, unfinished line.
+    line: Vec<u8>,
+    /// The previous chunk ended in `\r`: a `\n` starting the next one belongs to that line end.
+    after_cr: bool,
+    name: Option<String>,
+    data: Option<String>,
+}
+
+impl SseParser {
+    /// Consumes `bytes` and returns the events they complete, in order.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        let mut events = Vec::new();
+        for &byte in bytes {
+            let after_cr = std::mem::replace(&mut self.after_cr, false);
+            match byte {
+                b'\n' if after_cr => {}
+                b'\n' | b'\r' => {
+                    self.after_cr = byte == b'\r';
+                    let line = std::mem::take(&mut self.line);
+                    if let Some(event) = self.end_line(&line) {
+                        events.push(event);
+                    }
+                }
+                _ if self.line.len() < LINE_BYTES_MAX => self.line.push(byte),
+                _ => {}
+            }
+        }
+        events
+    }
+
+    /// Handles one complete line; a blank line may dispatch an event.
+    fn end_line(&mut self, line: &[u8]) -> Option<SseEvent> {
+        if line.is_empty() {
+            return self.dispatch();
+        }
+        if line[0] == b':' {
+            return None;
+        }
+        let text = String::from_utf8_lossy(line);
+        let (field, value) = match text.find(':') {
+            Some(colon) => {
+                let value = &text[colon + 1..];
+                (&text[..colon], value.strip_prefix(' ').unwrap_or(value))
+            }
+            None => (&text[..], ""),
+        };
+        match field {
+            "event" => self.name = Some(value.to_string()),
+            "data" => match &mut self.data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(value);
+                }
+                None => self.data = Some(value.to_string()),
+            },
+            _ => {}
+        }
+        None
+    }
+
+    fn dispatch(&mut self) -> Option<SseEvent> {
+        let name = self.name.take();
+        let data = self.data.take()?;
+        Some(SseEvent {
+            name: name
+                .filter(|name| !name.is_empty())
+                .unwrap_or_else(|| "message".to_string()),
+            data,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(name: &str, data: &str) -> SseEvent {
+        SseEvent {
+            name: name.to_string(),
+            data: data.to_string(),
+        }
+    }
+
+    #[test]
+    fn parses_events_comments_and_multiline_data() {
+        let stream = b": keep-alive\n\nevent: block\ndata: {\"height\":1}\n\n\
+                       data:first\ndata: second\nid: 7\n\nevent: block\n\n";
+        let events = SseParser::default().push(stream);
+        assert_eq!(
+            events,
+            vec![
+                event("block", "{\"height\":1}"),
+                event("message", "first\nsecond"),
+            ]
+        );
+    }
+
+    #[test]
+    fn any_split_of_the_stream_gives_the_same_events() {
+        let stream =
+            b"event: block\r\ndata: a\r\n\r\nevent: block\rdata: b\r\revent:block\ndata:c\n\n";
+        let whole = SseParser::default().push(stream);
+        assert_eq!(
+            whole,
+            vec![
+                event("block", "a"),
+                event("block", "b"),
+                event("block", "c")
+            ]
+        );
+        for split in 0..stream.len() {
+            let mut parser = SseParser::default();
+            let mut events = parser.push(&stream[..split]);
+            events.extend(parser.push(&stream[split..]));
+            assert_eq!(events, whole, "split at {split}");
+        }
+        let mut parser = SseParser::default();
+        let byte_by_byte: Vec<SseEvent> = stream
+            .iter()
+            .flat_map(|byte| parser.push(std::slice::from_ref(byte)))
+            .collect();
+        assert_eq!(byte_by_byte, whole);
+    }
+
+    #[test]
+    fn an_unfinished_event_is_not_dispatched() {
+        let mut parser = SseParser::default();
+        assert!(parser.push(b"event: block\ndata: x\n").is_empty());
+        assert_eq!(parser.push(b"\n"), vec![event("block", "x")]);
+    }
+}
