@@ -3,6 +3,7 @@
 #[allow(dead_code)] // until the server and client use all of it
 mod api;
 mod cli;
+mod server;
 
 use clap::Parser;
 use std::process::ExitCode;

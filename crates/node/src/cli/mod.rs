@@ -5,6 +5,7 @@ mod bench;
 mod clear;
 mod demo;
 mod gen;
+mod node;
 mod replay;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,8 @@ enum Command {
     /// Generate workloads.
     #[command(subcommand)]
     Gen(gen::GenCommand),
+    /// Run a solo node: store, block producer and HTTP API.
+    Node(node::NodeArgs),
     /// Execute a generated workload's blocks and report throughput.
     Replay(replay::ReplayArgs),
     /// Measure performance.
@@ -54,6 +57,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Demo(args) => demo::run(args),
         Command::Clear(args) => clear::run(args),
         Command::Gen(command) => gen::run(command),
+        Command::Node(args) => node::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Bench(command) => bench::run(command),
     }
