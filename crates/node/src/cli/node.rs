@@ -1,11 +1,11 @@
 //! `walras node`: run a solo node (see [`crate::server`]).
 
 use super::{args, CliError};
-use crate::api::wire::DevGenesisJson;
-use crate::api::DEV_ACCOUNTS_MAX;
-use crate::server::{GenesisSource, NodeConfig};
 use std::path::PathBuf;
 use std::time::Duration;
+use walras_node::api::wire::DevGenesisJson;
+use walras_node::api::DEV_ACCOUNTS_MAX;
+use walras_node::server::{GenesisSource, NodeConfig};
 
 #[derive(clap::Args, Debug)]
 pub struct NodeArgs {
@@ -82,5 +82,5 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
         rate_limit_rps: args.rate_limit_rps,
         rate_limit_burst: args.rate_limit_burst.max(1),
     };
-    crate::server::run(config).map_err(|error| CliError(error.to_string()))
+    walras_node::server::run(config).map_err(|error| CliError(error.to_string()))
 }

@@ -71,6 +71,10 @@ impl Mempool {
         self.pending.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// Transactions waiting for the next block.
     pub fn waiting(&self) -> usize {
         self.waiting.len()

@@ -87,6 +87,8 @@ fn error(context: &str) -> impl Fn(&dyn std::fmt::Display) -> NodeError + '_ {
 pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads.clamp(2, 8))
+        // Signature checks of batch submissions run here: no more of them than cores.
+        .max_blocking_threads(config.threads.max(2))
         .enable_all()
         .build()
         .map_err(|cause| error("starting the async runtime")(&cause))?;
