@@ -1,9 +1,6 @@
 //! `walras`: the command-line interface to the Walras exchange.
 
-#[allow(dead_code)] // until the server and client use all of it
-mod api;
 mod cli;
-mod client;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -156,3 +156,85 @@ fn parse_price(text: &str) -> Result<Price, String> {
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signed(operation: Operation) -> SignedTransaction {
+        SignedTransaction {
+            transaction: Transaction {
+                source: AccountId(3),
+                sequence: 9,
+                operation,
+            },
+            signature: [5; 64],
+        }
+    }
+
+    #[test]
+    fn every_operation_round_trips_through_json() {
+        let key = *Keypair::from_seed([1; 32]).public_key().as_bytes();
+        let price = Price::parse_limit("1.2345").unwrap();
+        let operations = [
+            Operation::CreateAccount {
+                new_account: AccountId(77),
+                public_key: key,
+            },
+            Operation::CreateOffer {
+                sell: AssetId(0),
+                buy: AssetId(1),
+                amount: 10,
+                min_price: price,
+            },
+            Operation::CancelOffer {
+                sell: AssetId(1),
+                buy: AssetId(0),
+                min_price: price,
+                offer_id: OfferId(4),
+            },
+            Operation::Payment {
+                to: AccountId(8),
+                asset: AssetId(2),
+                amount: 1,
+            },
+        ];
+        for operation in operations {
+            let original = signed(operation);
+            let json = serde_json::to_string(&transaction_to_json(&original)).unwrap();
+            let parsed: TransactionJson = serde_json::from_str(&json).unwrap();
+            assert_eq!(transaction_from_json(&parsed), Ok(original), "{json}");
+        }
+    }
+
+    #[test]
+    fn json_with_invalid_fields_is_refused_with_the_field_named() {
+        let mut json = transaction_to_json(&signed(Operation::Payment {
+            to: AccountId(8),
+            asset: AssetId(2),
+            amount: 0,
+        }));
+        assert!(transaction_from_json(&json).unwrap_err().contains("amount"));
+        json.operation = OperationJson::CreateOffer {
+            sell: 1,
+            buy: 2,
+            amount: 5,
+            min_price: "1e13".into(),
+        };
+        assert!(transaction_from_json(&json)
+            .unwrap_err()
+            .contains("min_price"));
+        json.signature = "00".into();
+        assert!(transaction_from_json(&json)
+            .unwrap_err()
+            .contains("min_price"));
+        json.operation = OperationJson::Payment {
+            to: 1,
+            asset: 1,
+            amount: 1,
+        };
+        assert!(transaction_from_json(&json)
+            .unwrap_err()
+            .contains("signature"));
+    }
+}

@@ -10,15 +10,15 @@
 use super::loadgen::{check_committed, positive_number};
 use super::remote::block_on;
 use super::CliError;
-use crate::api::wire::{PricesJson, StatusJson};
-use crate::client::loadgen::{self, mix::Mix, LoadgenConfig, LoadgenReport};
-use crate::client::NodeClient;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use walras_node::api::wire::{PricesJson, StatusJson};
+use walras_node::client::loadgen::{self, mix::Mix, LoadgenConfig, LoadgenReport};
+use walras_node::client::NodeClient;
 
 /// How long the node may take to print its address (it builds the genesis first).
 const NODE_START_TIMEOUT: Duration = Duration::from_secs(120);

@@ -2,9 +2,9 @@
 
 use super::remote::{block_on, dev_genesis, NodeArgs};
 use super::CliError;
-use crate::api::dev_secret_seed;
-use crate::client::keyfile;
 use std::path::PathBuf;
+use walras_node::api::dev_secret_seed;
+use walras_node::client::keyfile;
 use walras_types::AccountId;
 
 #[derive(clap::Args, Debug)]

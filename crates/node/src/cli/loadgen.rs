@@ -1,10 +1,10 @@
 //! `walras loadgen`: the open-loop load generator against a running node (see
-//! [`crate::client::loadgen`]).
+//! [`walras_node::client::loadgen`]).
 
 use super::remote::{block_on, NodeArgs};
 use super::CliError;
-use crate::client::loadgen::{self, mix::Mix, LoadgenConfig, LoadgenReport};
 use std::time::Duration;
+use walras_node::client::loadgen::{self, mix::Mix, LoadgenConfig, LoadgenReport};
 
 #[derive(clap::Args, Debug)]
 pub struct LoadgenArgs {

@@ -8,6 +8,7 @@ mod demo_batch;
 mod gen;
 mod keygen;
 mod loadgen;
+mod node;
 mod query;
 mod remote;
 mod replay;
@@ -34,6 +35,8 @@ enum Command {
     /// Generate workloads.
     #[command(subcommand)]
     Gen(gen::GenCommand),
+    /// Run a solo node: store, block producer and HTTP API.
+    Node(node::NodeArgs),
     /// Execute a generated workload's blocks and report throughput.
     Replay(replay::ReplayArgs),
     /// Measure performance.
@@ -77,6 +80,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::DemoBatch(args) => demo_batch::run(args),
         Command::Clear(args) => clear::run(args),
         Command::Gen(command) => gen::run(command),
+        Command::Node(args) => node::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Bench(command) => bench::run(command),
         Command::Keygen(args) => keygen::run(args),

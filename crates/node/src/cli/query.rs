@@ -3,12 +3,12 @@
 
 use super::remote::{block_on, NodeArgs};
 use super::CliError;
-use crate::api::wire::{
+use serde::Serialize;
+use walras_node::api::wire::{
     AccountJson, AccountOffersJson, BlockJson, BookJson, PricesJson, StatusJson,
     TransactionStatusJson,
 };
-use crate::client::NodeClient;
-use serde::Serialize;
+use walras_node::client::NodeClient;
 
 #[derive(clap::Args, Debug)]
 pub struct QueryArgs {
@@ -101,7 +101,7 @@ fn checked_hash(text: &str) -> Result<String, CliError> {
     Ok(hash.to_string())
 }
 
-fn not_found(error: crate::client::ClientError, client: &NodeClient, hash: &str) -> CliError {
+fn not_found(error: walras_node::client::ClientError, client: &NodeClient, hash: &str) -> CliError {
     if error.is_not_found() {
         CliError(format!(
             "the node at {} knows no transaction {hash} (never admitted, or forgotten)",

@@ -2,9 +2,9 @@
 //! the development genesis read from the node's status.
 
 use super::CliError;
-use crate::api::wire::DevGenesisJson;
-use crate::client::NodeClient;
 use std::future::Future;
+use walras_node::api::wire::DevGenesisJson;
+use walras_node::client::NodeClient;
 
 /// The default node address: what `walras node --listen` is usually given.
 pub const DEFAULT_NODE: &str = "http://127.0.0.1:8080";

@@ -5,13 +5,13 @@
 
 use super::remote::{block_on, dev_genesis, NodeArgs};
 use super::CliError;
-use crate::api::dev_keypair;
-use crate::api::wire::TransactionStatusJson;
-use crate::client::{keyfile, NodeClient};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use walras_crypto::{Keypair, PublicKey};
 use walras_engine::block::transaction_hash;
+use walras_node::api::dev_keypair;
+use walras_node::api::wire::TransactionStatusJson;
+use walras_node::client::{keyfile, NodeClient};
 use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};
 
 /// How long `--wait` waits for the transaction's block.

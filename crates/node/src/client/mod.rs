@@ -58,7 +58,6 @@ impl ClientError {
     }
 
     /// The API's error code (`replayed`, `unknown_account`, ...), when the node answered.
-    #[cfg(test)]
     pub fn code(&self) -> Option<&str> {
         match self {
             ClientError::Api { code, .. } => Some(code),

@@ -43,12 +43,10 @@ impl SendSchedule {
         rest
     }
 
-    #[cfg(test)]
     pub fn total(&self) -> u64 {
         self.total
     }
 
-    #[cfg(test)]
     pub fn released(&self) -> u64 {
         self.released
     }

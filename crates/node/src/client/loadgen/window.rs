@@ -45,7 +45,6 @@ impl SequenceWindow {
         self.next <= self.committed + WINDOW_USE
     }
 
-    #[cfg(test)]
     pub fn outstanding(&self) -> u32 {
         self.outstanding
     }

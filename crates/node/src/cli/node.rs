@@ -1,0 +1,86 @@
+//! `walras node`: run a solo node (see [`crate::server`]).
+
+use super::{args, CliError};
+use std::path::PathBuf;
+use std::time::Duration;
+use walras_node::api::wire::DevGenesisJson;
+use walras_node::api::DEV_ACCOUNTS_MAX;
+use walras_node::server::{GenesisSource, NodeConfig};
+
+#[derive(clap::Args, Debug)]
+pub struct NodeArgs {
+    /// Data directory: created with a new store if missing or empty, else reopened.
+    #[arg(long)]
+    data: PathBuf,
+    /// Address to serve the HTTP API on (port 0: any free port, printed on the first line).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Genesis file for a new store; without it a development genesis is generated.
+    #[arg(long, conflicts_with_all = ["dev_accounts", "dev_assets", "dev_seed"])]
+    genesis: Option<PathBuf>,
+    /// Accounts of a generated development genesis (its keys are derivable by anyone).
+    #[arg(long, default_value_t = 10_000)]
+    dev_accounts: u64,
+    #[arg(long, default_value = "10", value_parser = args::asset_count)]
+    dev_assets: usize,
+    #[arg(long, default_value_t = 1)]
+    dev_seed: u64,
+    /// A block is cut when this long has passed since the last one and something is waiting.
+    #[arg(long, default_value_t = 250)]
+    block_interval_ms: u64,
+    /// ... or when this many transactions are waiting.
+    #[arg(long, default_value_t = 50_000)]
+    max_block_txs: usize,
+    /// Most pending transactions; beyond it submissions get 503 (back-pressure).
+    #[arg(long, default_value_t = 200_000)]
+    mempool_capacity: usize,
+    /// Execution threads (default: all cores).
+    #[arg(long, value_parser = args::thread_count)]
+    threads: Option<usize>,
+    /// Wall-clock limit of tâtonnement per block.
+    #[arg(long, default_value_t = 500)]
+    clearing_timeout_ms: u64,
+    /// Requests per second per client IP (0: no limit).
+    #[arg(long, default_value_t = 2_000)]
+    rate_limit_rps: u32,
+    #[arg(long, default_value_t = 4_000)]
+    rate_limit_burst: u32,
+}
+
+pub fn run(args: NodeArgs) -> Result<(), CliError> {
+    if !(2..=DEV_ACCOUNTS_MAX).contains(&args.dev_accounts) {
+        return Err(CliError(format!(
+            "--dev-accounts must be 2..={DEV_ACCOUNTS_MAX}, got {}",
+            args.dev_accounts
+        )));
+    }
+    if args.max_block_txs == 0 || args.mempool_capacity == 0 {
+        return Err(CliError(
+            "--max-block-txs and --mempool-capacity must be positive".into(),
+        ));
+    }
+    let genesis = match args.genesis {
+        Some(path) => GenesisSource::File(path),
+        None => GenesisSource::Dev(DevGenesisJson {
+            seed: args.dev_seed,
+            accounts: args.dev_accounts,
+            assets: args.dev_assets as u16,
+        }),
+    };
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let config = NodeConfig {
+        data_dir: args.data,
+        listen: args.listen,
+        genesis,
+        block_interval: Duration::from_millis(args.block_interval_ms.max(1)),
+        max_block_txs: args.max_block_txs,
+        mempool_capacity: args.mempool_capacity,
+        threads,
+        clearing_timeout: Duration::from_millis(args.clearing_timeout_ms.max(1)),
+        rate_limit_rps: args.rate_limit_rps,
+        rate_limit_burst: args.rate_limit_burst.max(1),
+    };
+    walras_node::server::run(config).map_err(|error| CliError(error.to_string()))
+}

@@ -1,0 +1,175 @@
+//! Prometheus metrics, written in the text exposition format by hand: a few counters and
+//! gauges need no dependency. Labelled counters live in `BTreeMap`s so the output order is
+//! stable.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+#[derive(Default)]
+pub struct Metrics {
+    pub height: AtomicU64,
+    pub blocks_total: AtomicU64,
+    pub transactions_committed_total: AtomicU64,
+    pub transactions_accepted_total: AtomicU64,
+    pub transactions_admitted_total: AtomicU64,
+    pub block_execute_micros_total: AtomicU64,
+    pub block_persist_micros_total: AtomicU64,
+    pub block_transactions_last: AtomicU64,
+    pub sse_subscribers: AtomicU64,
+    dropped_total: Mutex<BTreeMap<&'static str, u64>>,
+    rejected_total: Mutex<BTreeMap<&'static str, u64>>,
+    responses_total: Mutex<BTreeMap<(String, u16), u64>>,
+}
+
+fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K, by: u64) {
+    if let Ok(mut map) = map.lock() {
+        *map.entry(key).or_insert(0) += by;
+    }
+}
+
+impl Metrics {
+    pub fn count_dropped(&self, reason: &'static str) {
+        bump(&self.dropped_total, reason, 1);
+    }
+
+    pub fn count_rejected(&self, code: &'static str) {
+        bump(&self.rejected_total, code, 1);
+    }
+
+    /// `route` is the matched route template (`/v1/accounts/{id}`), never the raw path, so the
+    /// label set stays bounded whatever clients send.
+    pub fn count_response(&self, route: &str, status: u16) {
+        bump(&self.responses_total, (route.to_string(), status), 1);
+    }
+
+    /// The exposition text; `mempool` is (transactions, capacity).
+    pub fn render(&self, mempool: (usize, usize)) -> String {
+        let mut out = String::new();
+        let load = |value: &AtomicU64| value.load(Ordering::Relaxed);
+        gauge(
+            &mut out,
+            "walras_height",
+            "Height of the last committed block.",
+            load(&self.height),
+        );
+        counter(
+            &mut out,
+            "walras_blocks_total",
+            "Blocks committed by this process.",
+            load(&self.blocks_total),
+        );
+        counter(
+            &mut out,
+            "walras_transactions_committed_total",
+            "Transactions included in committed blocks (accepted or dropped).",
+            load(&self.transactions_committed_total),
+        );
+        counter(
+            &mut out,
+            "walras_transactions_accepted_total",
+            "Transactions that took effect.",
+            load(&self.transactions_accepted_total),
+        );
+        counter(
+            &mut out,
+            "walras_transactions_admitted_total",
+            "Transactions admitted to the mempool.",
+            load(&self.transactions_admitted_total),
+        );
+        let seconds = |micros: u64| micros as f64 / 1e6;
+        counter_f64(
+            &mut out,
+            "walras_block_execute_seconds_total",
+            "Time spent executing blocks (signatures to state root).",
+            seconds(load(&self.block_execute_micros_total)),
+        );
+        counter_f64(
+            &mut out,
+            "walras_block_persist_seconds_total",
+            "Time spent committing blocks to the store (synchronous).",
+            seconds(load(&self.block_persist_micros_total)),
+        );
+        gauge(
+            &mut out,
+            "walras_block_transactions",
+            "Transactions in the last committed block.",
+            load(&self.block_transactions_last),
+        );
+        gauge(
+            &mut out,
+            "walras_mempool_transactions",
+            "Transactions pending.",
+            mempool.0 as u64,
+        );
+        gauge(
+            &mut out,
+            "walras_mempool_capacity",
+            "Most transactions pending.",
+            mempool.1 as u64,
+        );
+        gauge(
+            &mut out,
+            "walras_sse_subscribers",
+            "Open event streams.",
+            load(&self.sse_subscribers),
+        );
+        labelled(
+            &mut out,
+            "walras_transactions_dropped_total",
+            "Transactions in blocks that took no effect, by reason.",
+            &self.dropped_total,
+            |reason| format!("reason=\"{reason}\""),
+        );
+        labelled(
+            &mut out,
+            "walras_admission_rejected_total",
+            "Submissions refused, by error code.",
+            &self.rejected_total,
+            |code| format!("code=\"{code}\""),
+        );
+        labelled(
+            &mut out,
+            "walras_http_responses_total",
+            "HTTP responses by route and status.",
+            &self.responses_total,
+            |(route, status)| format!("route=\"{route}\",status=\"{status}\""),
+        );
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
+    header(out, name, help, "gauge");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+    header(out, name, help, "counter");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn counter_f64(out: &mut String, name: &str, help: &str, value: f64) {
+    header(out, name, help, "counter");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn labelled<K: Ord>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    map: &Mutex<BTreeMap<K, u64>>,
+    labels: impl Fn(&K) -> String,
+) {
+    header(out, name, help, "counter");
+    if let Ok(map) = map.lock() {
+        for (key, value) in map.iter() {
+            let _ = writeln!(out, "{name}{{{}}} {value}", labels(key));
+        }
+    }
+}

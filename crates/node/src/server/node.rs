@@ -1,0 +1,277 @@
+//! The node's shared state and the solo block producer.
+//!
+//! One producer thread owns block production: it waits until the mempool holds a full block or
+//! the block interval has passed with something waiting, takes the transactions, proposes and
+//! executes the block under the state's write lock, appends it to the store (synchronous
+//! commit), and only then reports it: mempool, recent-transaction index, tip, metrics, events.
+//! "Reported committed" therefore always means "on disk".
+//!
+//! Signatures are not verified again inside the block: admission verified each one against
+//! the source's key, and keys never change. Recovery re-verifies everything.
+
+use super::mempool::Mempool;
+use super::metrics::Metrics;
+use super::recent::RecentTransactions;
+use crate::api::wire::{BlockEventJson, DevGenesisJson};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::broadcast;
+use walras_crypto::Hash;
+use walras_engine::{BlockOutcome, EngineConfig, EngineError, ExchangeState};
+use walras_store::{BlockStore, StoreError};
+use walras_types::SignedTransaction;
+
+/// How blocks are cut and executed.
+#[derive(Clone, Debug)]
+pub struct ProducerConfig {
+    pub block_interval: Duration,
+    pub max_block_txs: usize,
+    pub engine: EngineConfig,
+}
+
+/// The last committed block, as clients see it.
+#[derive(Clone, Debug, Default)]
+pub struct Tip {
+    pub height: u64,
+    pub block_hash: Hash,
+    pub state_root: Hash,
+    pub valuations: Vec<u64>,
+}
+
+/// Everything the HTTP handlers and the producer share.
+pub struct Shared {
+    /// Written only by the producer, for the length of one block.
+    pub state: tokio::sync::RwLock<ExchangeState>,
+    pub mempool: Mutex<Mempool>,
+    /// Signalled when the mempool gets work for the producer, and on shutdown.
+    pub producer_wake: Condvar,
+    pub store: BlockStore,
+    pub recent: Mutex<RecentTransactions>,
+    pub tip: RwLock<Tip>,
+    pub events: broadcast::Sender<Arc<BlockEventJson>>,
+    pub metrics: Metrics,
+    pub dev_genesis: Option<DevGenesisJson>,
+    pub assets: u16,
+    pub max_block_txs: usize,
+    pub shutting_down: AtomicBool,
+}
+
+/// Why the producer stopped the node.
+#[derive(Debug)]
+pub enum ProducerError {
+    Engine(EngineError),
+    Store(StoreError),
+}
+
+impl std::fmt::Display for ProducerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProducerError::Engine(error) => write!(f, "block production failed: {error}"),
+            ProducerError::Store(error) => write!(
+                f,
+                "committing a block failed, so the node stopped (nothing after the last \
+                 committed block was reported): {error}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProducerError {}
+
+impl Shared {
+    /// The mempool, even if a thread panicked while holding it (its data stays consistent:
+    /// every method finishes its changes before returning).
+    pub fn mempool(&self) -> MutexGuard<'_, Mempool> {
+        self.mempool
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn recent(&self) -> MutexGuard<'_, RecentTransactions> {
+        self.recent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn tip(&self) -> Tip {
+        self.tip
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Asks the producer to stop after the block it is executing, if any.
+    pub fn shut_down(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let _guard = self.mempool();
+        self.producer_wake.notify_all();
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}
+
+/// Produces blocks until shutdown; an error stops the node.
+pub fn run_producer(shared: &Shared, config: &ProducerConfig) -> Result<(), ProducerError> {
+    let mut last_cut = Instant::now();
+    while let Some(batch) = wait_for_batch(shared, config, &mut last_cut) {
+        produce_block(shared, config, batch)?;
+    }
+    Ok(())
+}
+
+/// Waits until a block is due: `max_block_txs` waiting, or the interval since the last cut
+/// has passed and something is waiting. `None` on shutdown (what is waiting is dropped: the
+/// mempool is not durable).
+fn wait_for_batch(
+    shared: &Shared,
+    config: &ProducerConfig,
+    last_cut: &mut Instant,
+) -> Option<Vec<(Hash, SignedTransaction)>> {
+    let mut mempool = shared.mempool();
+    loop {
+        if shared.is_shutting_down() {
+            return None;
+        }
+        let now = Instant::now();
+        let due = *last_cut + config.block_interval;
+        let waiting = mempool.waiting();
+        if waiting >= config.max_block_txs || (waiting > 0 && now >= due) {
+            *last_cut = now;
+            return Some(mempool.take(config.max_block_txs));
+        }
+        let timeout = if waiting > 0 {
+            due - now
+        } else {
+            config.block_interval
+        };
+        mempool = shared
+            .producer_wake
+            .wait_timeout(mempool, timeout)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .0;
+    }
+}
+
+fn produce_block(
+    shared: &Shared,
+    config: &ProducerConfig,
+    batch: Vec<(Hash, SignedTransaction)>,
+) -> Result<(), ProducerError> {
+    let transactions: Vec<SignedTransaction> = batch.iter().map(|(_, signed)| *signed).collect();
+    let mut state = shared.state.blocking_write();
+    let started = Instant::now();
+    let (block, outcome) = state
+        .propose(transactions, &config.engine)
+        .map_err(ProducerError::Engine)?;
+    let executed = Instant::now();
+    shared
+        .store
+        .append(&block, &outcome.dropped)
+        .map_err(ProducerError::Store)?;
+    let persisted = Instant::now();
+    shared.mempool().committed(&batch, |source| {
+        state.account(source).map(|account| account.last_sequence)
+    });
+    drop(state);
+    let hashes = batch.into_iter().map(|(hash, _)| hash).collect();
+    shared
+        .recent()
+        .insert_block(block.header.height, hashes, &outcome.dropped);
+    *shared
+        .tip
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Tip {
+        height: block.header.height,
+        block_hash: block.header.hash(),
+        state_root: block.header.state_root,
+        valuations: block.header.valuations.clone(),
+    };
+    let timings = BlockTimings {
+        execute: executed - started,
+        persist: persisted - executed,
+    };
+    record_metrics(
+        &shared.metrics,
+        &outcome,
+        block.transactions.len(),
+        &timings,
+    );
+    let event = block_event(&outcome, block.transactions.len(), &timings);
+    // No subscriber is not an error.
+    let _ = shared.events.send(Arc::new(event));
+    Ok(())
+}
+
+struct BlockTimings {
+    execute: Duration,
+    persist: Duration,
+}
+
+fn record_metrics(
+    metrics: &Metrics,
+    outcome: &BlockOutcome,
+    transactions: usize,
+    timings: &BlockTimings,
+) {
+    let add = |counter: &std::sync::atomic::AtomicU64, value: u64| {
+        counter.fetch_add(value, Ordering::Relaxed);
+    };
+    metrics
+        .height
+        .store(outcome.header.height, Ordering::Relaxed);
+    add(&metrics.blocks_total, 1);
+    add(&metrics.transactions_committed_total, transactions as u64);
+    add(
+        &metrics.transactions_accepted_total,
+        outcome.accepted as u64,
+    );
+    add(
+        &metrics.block_execute_micros_total,
+        timings.execute.as_micros() as u64,
+    );
+    add(
+        &metrics.block_persist_micros_total,
+        timings.persist.as_micros() as u64,
+    );
+    metrics
+        .block_transactions_last
+        .store(transactions as u64, Ordering::Relaxed);
+    for (_, reason) in &outcome.dropped {
+        metrics.count_dropped(reason.name());
+    }
+}
+
+/// Display prices: each valuation relative to asset 0's.
+pub fn display_prices(valuations: &[u64]) -> Vec<f64> {
+    match valuations.first() {
+        Some(&base) if base > 0 => valuations.iter().map(|v| *v as f64 / base as f64).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn block_event(
+    outcome: &BlockOutcome,
+    transactions: usize,
+    timings: &BlockTimings,
+) -> BlockEventJson {
+    let header = &outcome.header;
+    BlockEventJson {
+        height: header.height,
+        hash: header.hash().to_string(),
+        state_root: header.state_root.to_string(),
+        transactions: transactions as u32,
+        accepted: outcome.accepted as u32,
+        dropped: outcome.dropped.len() as u32,
+        converged: outcome.converged,
+        trades: header.trades.len() as u32,
+        prices: display_prices(&header.valuations),
+        execute_ms: timings.execute.as_secs_f64() * 1e3,
+        persist_ms: timings.persist.as_secs_f64() * 1e3,
+        committed_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64),
+    }
+}

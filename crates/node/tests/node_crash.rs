@@ -1,0 +1,162 @@
+//! Crash test: a node under load is killed with SIGKILL at random instants and restarted on
+//! the same data directory. Every (height, state root) the node ever reported through
+//! `/v1/status` must be served again with the same state root after every restart; at the
+//! end, no transaction was applied twice (accepted (source, sequence) pairs are unique across
+//! the whole chain) and every block re-executes (the restart's recovery checks each root).
+//! The load is open loop: batches of payments every 20 ms, whatever the node does.
+
+mod node_support;
+
+use node_support::*;
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+use walras_engine::Block;
+use walras_sim::Rng;
+use walras_types::SignedTransaction;
+
+const LOAD_ACCOUNTS: u64 = 40;
+
+/// Sends payments from accounts `0..LOAD_ACCOUNTS` forever, 8 per 20 ms.
+async fn load(client: &reqwest::Client, url: &str, rng: &mut Rng) {
+    let mut senders = Vec::new();
+    for account in 0..LOAD_ACCOUNTS {
+        let (_, body) = get(client, &format!("{url}/v1/accounts/{account}")).await;
+        let next = body["next_sequence"].as_u64().unwrap();
+        let asset = balances(client, url, account)
+            .await
+            .first()
+            .map(|(asset, _)| *asset)
+            .unwrap();
+        senders.push((account, next, asset));
+    }
+    loop {
+        let batch: Vec<SignedTransaction> = (0..8)
+            .map(|_| {
+                let sender = &mut senders[rng.below(LOAD_ACCOUNTS) as usize];
+                let to = (sender.0 + 1 + rng.below(LOAD_ACCOUNTS - 1)) % LOAD_ACCOUNTS;
+                let signed = payment(sender.0, sender.1, to, sender.2, 1 + rng.below(5));
+                sender.1 += 1;
+                signed
+            })
+            .collect();
+        let _ = client
+            .post(format!("{url}/v1/transactions/batch"))
+            .header("content-type", "application/octet-stream")
+            .body(SignedTransaction::encode_list(&batch))
+            .send()
+            .await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Records every (height, state root) the node reports, checking it never changes its mind.
+async fn watch(client: &reqwest::Client, url: &str, reported: &mut BTreeMap<u64, String>) {
+    loop {
+        if let Ok(response) = client.get(format!("{url}/v1/status")).send().await {
+            if let Ok(status) = response.json::<serde_json::Value>().await {
+                let height = status["height"].as_u64().unwrap();
+                let root = status["state_root"].as_str().unwrap().to_string();
+                let known = reported.entry(height).or_insert_with(|| root.clone());
+                assert_eq!(
+                    *known, root,
+                    "height {height} reported with two state roots"
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Every reported block is served with its reported state root.
+async fn check_reported(client: &reqwest::Client, url: &str, reported: &BTreeMap<u64, String>) {
+    for (height, root) in reported.iter().filter(|(height, _)| **height > 0) {
+        let (status, block) = get(client, &format!("{url}/v1/blocks/{height}")).await;
+        assert_eq!(status, 200, "reported block {height} lost after a crash");
+        assert_eq!(
+            block["state_root"].as_str(),
+            Some(root.as_str()),
+            "block {height}"
+        );
+    }
+}
+
+/// No (source, sequence) accepted twice in the whole chain; returns the accepted count.
+async fn check_no_double_apply(client: &reqwest::Client, url: &str) -> usize {
+    let (_, status) = get(client, &format!("{url}/v1/status")).await;
+    let height = status["height"].as_u64().unwrap();
+    let mut accepted = HashSet::new();
+    for h in 1..=height {
+        let raw = client
+            .get(format!("{url}/v1/blocks/{h}/raw"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let block = Block::decode(&raw).unwrap();
+        let (_, json) = get(client, &format!("{url}/v1/blocks/{h}")).await;
+        let dropped: HashSet<u64> = json["dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["index"].as_u64().unwrap())
+            .collect();
+        for (index, signed) in block.transactions.iter().enumerate() {
+            if !dropped.contains(&(index as u64)) {
+                let slot = (signed.transaction.source, signed.transaction.sequence);
+                assert!(accepted.insert(slot), "{slot:?} applied twice (block {h})");
+            }
+        }
+    }
+    accepted.len()
+}
+
+fn crash_rounds(kills: u32, seed: u64) {
+    let dir = TempDir::new("crash");
+    let mut rng = Rng::new(seed);
+    let mut reported: BTreeMap<u64, String> = BTreeMap::new();
+    for round in 0..kills {
+        let node = NodeProcess::start(dir.path(), &["--rate-limit-rps", "0"]);
+        let url = node.url.clone();
+        let run_ms = 200 + rng.below(1_000);
+        let mut load_rng = Rng::with_stream(seed, u64::from(round) + 1);
+        runtime().block_on(async {
+            let client = reqwest::Client::new();
+            check_reported(&client, &url, &reported).await;
+            tokio::select! {
+                _ = load(&client, &url, &mut load_rng) => {},
+                _ = watch(&client, &url, &mut reported) => {},
+                _ = tokio::time::sleep(Duration::from_millis(run_ms)) => {},
+            }
+        });
+        node.sigkill();
+    }
+    let node = NodeProcess::start(dir.path(), &[]);
+    let accepted = runtime().block_on(async {
+        let client = reqwest::Client::new();
+        check_reported(&client, &node.url, &reported).await;
+        check_no_double_apply(&client, &node.url).await
+    });
+    let last = *reported.keys().last().unwrap();
+    assert!(
+        last >= u64::from(kills),
+        "the node made progress: height {last} after {kills} kills"
+    );
+    assert!(accepted > 0);
+    eprintln!(
+        "{kills} kills: {} heights reported, last {last}, {accepted} transactions accepted",
+        reported.len()
+    );
+}
+
+#[test]
+fn reported_blocks_survive_sigkill_under_load_3_times() {
+    crash_rounds(3, 7);
+}
+
+#[test]
+#[ignore = "slow: 20 kills; run with --ignored"]
+fn reported_blocks_survive_sigkill_under_load_20_times() {
+    crash_rounds(20, 11);
+}

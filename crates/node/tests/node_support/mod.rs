@@ -1,0 +1,197 @@
+//! Support for tests that run a real `walras node` process: start it on a free port, wait for
+//! its address line, kill it (gracefully or with SIGKILL), and talk to it over HTTP.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use walras_crypto::Keypair;
+use walras_sim::workload::keys::{key_pool_size, key_seed};
+use walras_types::{AccountId, AssetId, Operation, SignedTransaction, Transaction};
+
+pub const DEV_ACCOUNTS: u64 = 200;
+pub const DEV_SEED: u64 = 1;
+
+/// A temporary directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!(
+            "walras-node-test-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running node, killed on drop.
+pub struct NodeProcess {
+    child: Child,
+    pub url: String,
+}
+
+impl NodeProcess {
+    /// Starts `walras node` on `data` with a small dev genesis; waits for the address line.
+    pub fn start(data: &Path, extra: &[&str]) -> NodeProcess {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_walras"));
+        command
+            .args(["node", "--data"])
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0", "--dev-accounts"])
+            .arg(DEV_ACCOUNTS.to_string())
+            .args(["--dev-assets", "4"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if !extra.contains(&"--block-interval-ms") {
+            command.args(["--block-interval-ms", "50"]);
+        }
+        let mut child = command.spawn().expect("walras node starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let url = first
+            .strip_prefix("walras node listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_string();
+        // Keep draining stdout so the node never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        NodeProcess { child, url }
+    }
+
+    pub fn sigkill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then waits; returns whether it exited successfully.
+    pub fn terminate(mut self) -> bool {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..200 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn dev_key(account: u64) -> Keypair {
+    let pool = key_pool_size(DEV_ACCOUNTS as usize) as u64;
+    Keypair::from_seed(key_seed(DEV_SEED, account % pool))
+}
+
+pub fn sign(transaction: Transaction) -> SignedTransaction {
+    let signature = dev_key(transaction.source.0).sign(&transaction.encode());
+    SignedTransaction {
+        transaction,
+        signature: *signature.as_bytes(),
+    }
+}
+
+pub fn payment(source: u64, sequence: u64, to: u64, asset: u16, amount: u64) -> SignedTransaction {
+    sign(Transaction {
+        source: AccountId(source),
+        sequence,
+        operation: Operation::Payment {
+            to: AccountId(to),
+            asset: AssetId(asset),
+            amount,
+        },
+    })
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// GET returning (status, JSON body).
+pub async fn get(client: &reqwest::Client, url: &str) -> (u16, serde_json::Value) {
+    let response = client.get(url).send().await.expect("the node answers");
+    let status = response.status().as_u16();
+    let body = response.json().await.unwrap_or(serde_json::Value::Null);
+    (status, body)
+}
+
+/// POST of bytes with a content type, returning (status, JSON body).
+pub async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value) {
+    let response = client
+        .post(url)
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .expect("the node answers");
+    let status = response.status().as_u16();
+    let body = response.json().await.unwrap_or(serde_json::Value::Null);
+    (status, body)
+}
+
+/// An account's (asset, amount) balances.
+pub async fn balances(client: &reqwest::Client, url: &str, account: u64) -> Vec<(u16, u64)> {
+    let (status, body) = get(client, &format!("{url}/v1/accounts/{account}")).await;
+    assert_eq!(status, 200, "{body}");
+    body["balances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["asset"].as_u64().unwrap() as u16,
+                b["amount"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Polls the transaction's status until it is not pending (10 s at most).
+pub async fn wait_committed(client: &reqwest::Client, url: &str, hash: &str) -> serde_json::Value {
+    for _ in 0..200 {
+        let (status, body) = get(client, &format!("{url}/v1/transactions/{hash}")).await;
+        assert_eq!(status, 200, "{body}");
+        if body["status"] != "pending" {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("transaction {hash} still pending after 10 s");
+}
