@@ -100,7 +100,8 @@ impl SupplyGrid {
             return Some(table.total);
         }
         let offset = key.wrapping_sub(table.first_key);
-        if offset + 1 >= table.points as u64 {
+        // Compared without adding 1: a key just below first_key wraps to u64::MAX.
+        if offset >= u64::from(table.points).saturating_sub(1) {
             return None; // also catches keys below first_key (the subtraction wraps)
         }
         let at = table.values_start as usize + offset as usize;
@@ -293,5 +294,23 @@ mod tests {
         let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), mu);
         assert_eq!(grid.supply(0, 10.0), None);
         assert!(grid.supply(0, 100.02).is_some());
+    }
+
+    /// Regression: a rate whose key is exactly one below the table's first key made
+    /// `offset + 1` overflow (a panic with overflow checks, which killed a node's block
+    /// producer under the load generator; a read of the wrong table's value without them).
+    #[test]
+    fn a_rate_one_cell_below_the_table_has_no_answer() {
+        let mu = 2f64.powi(-10);
+        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), mu);
+        let table = grid.tables[0];
+        assert!(
+            table.first_key > table.nothing_below_key,
+            "the table starts above the lowest limit"
+        );
+        let just_below = f64::from_bits((table.first_key - 1) << grid.shift);
+        assert_eq!(grid.supply(0, just_below), None);
+        let first = f64::from_bits(table.first_key << grid.shift);
+        assert!(grid.supply(0, first).is_some());
     }
 }
