@@ -207,10 +207,8 @@ fn submit(signer: &SignerArgs, operation: Operation) -> Result<u64, CliError> {
     block_on(async {
         let client = signer.node.client()?;
         let keypair = signing_key(&client, signer).await?;
-        let sequence = match signer.sequence {
-            Some(sequence) => sequence,
-            None => source_account(&client, signer, &keypair).await?,
-        };
+        let next_sequence = source_account(&client, signer, &keypair).await?;
+        let sequence = signer.sequence.unwrap_or(next_sequence);
         let signed = sign(&keypair, signer.source, sequence, operation)?;
         let hash = transaction_hash(&signed).to_string();
         if signer.submit_json {
