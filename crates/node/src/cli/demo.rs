@@ -314,7 +314,7 @@ fn print_results(
         None => String::new(),
     };
     println!(
-        "  blocks          {} committed while loaded{heights}; chain height {}",
+        "  blocks          {} committed during the run{heights}; chain height {}",
         report.blocks, status.height
     );
     println!(
@@ -330,13 +330,14 @@ fn print_results(
     );
     println!(
         "  admission       sent {}, admitted {}, rejected {}{}; not sent {} (in-flight cap), \
-         {} (sequence windows full)",
+         {} (sequence windows full), {} (accounts awaiting answers)",
         report.sent,
         report.admitted,
         report.rejected,
         loadgen::by_key(&report.rejected_by_code),
         report.not_sent,
-        report.skipped_window
+        report.skipped_window,
+        report.skipped_busy
     );
     let latency = &report.latency;
     println!(

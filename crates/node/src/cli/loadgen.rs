@@ -16,7 +16,8 @@ pub struct LoadgenArgs {
     /// How long to send
     #[arg(long, value_parser = positive_number)]
     seconds: f64,
-    /// Development accounts to send from (ids 0..N)
+    /// Development accounts to send from (ids 0..N). Each account has at most one request in
+    /// flight and 48 transactions outstanding: raise it for high rates
     #[arg(long, default_value_t = 1000)]
     accounts: usize,
     /// Interval between batch requests, in milliseconds

@@ -1,7 +1,7 @@
 //! `walras query ...`: reads from a node, printed for a person or, with `--json`, as the API's
 //! own JSON.
 
-use super::remote::{block_on, NodeArgs};
+use super::remote::{block_on, DEFAULT_NODE};
 use super::CliError;
 use serde::Serialize;
 use walras_node::api::wire::{
@@ -17,8 +17,9 @@ pub struct QueryArgs {
     /// Print the node's JSON answer instead of text
     #[arg(long, global = true)]
     json: bool,
-    #[command(flatten)]
-    node: NodeArgs,
+    /// Base URL of the node's HTTP API
+    #[arg(long, global = true, default_value = DEFAULT_NODE)]
+    node: String,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -48,7 +49,7 @@ enum QueryCommand {
 }
 
 pub fn run(args: QueryArgs) -> Result<(), CliError> {
-    let client = args.node.client()?;
+    let client = NodeClient::new(&args.node)?;
     let json = args.json;
     block_on(async move {
         match args.what {

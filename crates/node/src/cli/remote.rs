@@ -12,7 +12,7 @@ pub const DEFAULT_NODE: &str = "http://127.0.0.1:8080";
 #[derive(clap::Args, Debug, Clone)]
 pub struct NodeArgs {
     /// Base URL of the node's HTTP API
-    #[arg(long, global = true, default_value = DEFAULT_NODE)]
+    #[arg(long, default_value = DEFAULT_NODE)]
     pub node: String,
 }
 

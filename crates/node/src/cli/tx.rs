@@ -23,17 +23,8 @@ pub struct SignerArgs {
     /// The account that signs and pays for the transaction
     #[arg(long, value_name = "ID")]
     source: u64,
-    /// Key file of the source account (as written by `walras keygen`)
-    #[arg(
-        long,
-        value_name = "FILE",
-        required_unless_present = "dev",
-        conflicts_with = "dev"
-    )]
-    key: Option<PathBuf>,
-    /// Sign with the source's development key (the node must run a development genesis)
-    #[arg(long)]
-    dev: bool,
+    #[command(flatten)]
+    signing_key: SigningKeyArgs,
     /// Sequence number [default: the account's next_sequence on the node]
     #[arg(long, value_name = "N")]
     sequence: Option<u64>,
@@ -47,6 +38,18 @@ pub struct SignerArgs {
     node: NodeArgs,
 }
 
+/// Exactly one of them.
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct SigningKeyArgs {
+    /// Key file of the source account (as written by `walras keygen`)
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// Sign with the source's development key (the node must run a development genesis)
+    #[arg(long)]
+    dev: bool,
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub enum AccountCommand {
     /// Create an account controlled by a public key
@@ -58,14 +61,22 @@ pub struct CreateAccountArgs {
     /// Id of the account to create
     #[arg(long, value_name = "ID")]
     new_account: u64,
-    /// Its public key, hex
-    #[arg(long, value_name = "HEX", required_unless_present = "new_key", conflicts_with = "new_key", value_parser = parse_public_key)]
-    public_key: Option<PublicKey>,
-    /// Make a fresh key for it and write it to FILE (readable by you only)
-    #[arg(long, value_name = "FILE")]
-    new_key: Option<PathBuf>,
+    #[command(flatten)]
+    new_key: NewAccountKeyArgs,
     #[command(flatten)]
     signer: SignerArgs,
+}
+
+/// Exactly one of them.
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct NewAccountKeyArgs {
+    /// The new account's public key, hex
+    #[arg(long, value_name = "HEX", value_parser = parse_public_key)]
+    public_key: Option<PublicKey>,
+    /// Make a fresh key for the new account and write it to FILE (readable by you only)
+    #[arg(long, value_name = "FILE")]
+    new_key: Option<PathBuf>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -138,7 +149,7 @@ fn parse_public_key(text: &str) -> Result<PublicKey, String> {
 
 pub fn run_account(command: AccountCommand) -> Result<(), CliError> {
     let AccountCommand::Create(args) = command;
-    let public_key = match (&args.public_key, &args.new_key) {
+    let public_key = match (&args.new_key.public_key, &args.new_key.new_key) {
         (Some(key), _) => *key,
         (None, Some(path)) => {
             // Written before submitting, so a created account never lacks its key.
@@ -229,7 +240,7 @@ fn submit(signer: &SignerArgs, operation: Operation) -> Result<u64, CliError> {
 }
 
 async fn signing_key(client: &NodeClient, signer: &SignerArgs) -> Result<Keypair, CliError> {
-    match &signer.key {
+    match &signer.signing_key.key {
         Some(path) => Ok(keyfile::read(path)?),
         None => {
             let dev = dev_genesis(client).await?;
@@ -257,7 +268,7 @@ async fn source_account(
     })?;
     let public_key = keypair.public_key().to_string();
     if account.public_key != public_key {
-        let which = match &signer.key {
+        let which = match &signer.signing_key.key {
             Some(path) => format!("the key in {}", path.display()),
             None => "the development key".to_string(),
         };

@@ -62,11 +62,27 @@ pub struct LoadAccount {
     /// are ignored, so the estimate only errs low and an account never overdraws.
     pub balances: Vec<(u16, u64)>,
     pub resting: Vec<RestingOffer>,
+    /// Some of its transactions are in a request the node has not answered yet. It sends
+    /// nothing more until then: the node admits requests concurrently, so a later request
+    /// could be admitted first, and if a block were cut between the two, the lower sequence
+    /// number would arrive after the higher one had committed and be refused. Within one
+    /// request the node admits in order, so an account may have several transactions there.
+    pub in_request: bool,
 }
 
 impl LoadAccount {
-    /// Whether it has room in its window and something to spend.
-    pub fn can_send(&self) -> bool {
+    pub fn new(id: u64, window: SequenceWindow, balances: Vec<(u16, u64)>) -> LoadAccount {
+        LoadAccount {
+            id,
+            window,
+            balances,
+            resting: Vec::new(),
+            in_request: false,
+        }
+    }
+
+    /// Whether it has something to spend and room in its window.
+    pub fn can_spend(&self) -> bool {
         self.window.has_room() && self.balances.iter().any(|&(_, b)| b >= SPENDABLE_MIN)
     }
 }
@@ -227,12 +243,7 @@ mod tests {
     use super::*;
 
     fn account(id: u64, balances: Vec<(u16, u64)>) -> LoadAccount {
-        LoadAccount {
-            id,
-            window: SequenceWindow::new(0, 1),
-            balances,
-            resting: Vec::new(),
-        }
+        LoadAccount::new(id, SequenceWindow::new(0, 1), balances)
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! waiting for earlier ones. A slow node therefore shows up as latency and as in-flight
 //! requests, not as a quietly lower offered rate. What cannot be sent is counted and reported:
 //! `not_sent` when the in-flight request cap is reached, `skipped_window` when every account's
-//! sequence window is full ([`window`]).
+//! sequence window is full ([`window`]), `skipped_busy` when every account with room is
+//! waiting for the answer to a request carrying its transactions (an account never has two
+//! requests in flight: see [`mix::LoadAccount::in_request`]).
 //!
 //! Commits are seen through `GET /v1/events`: for each block event the driver fetches the raw
 //! block (to hash its transactions) and its summary (for the dropped ones), and matches them
@@ -33,7 +35,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
-use tracker::{Planned, Tracker};
+use tracker::{CommittedBlock, Planned, Tracker};
 use walras_crypto::{Hash, Keypair};
 use walras_engine::block::transaction_hash;
 use walras_types::{AccountId, SignedTransaction};
@@ -172,6 +174,9 @@ pub struct LoadgenReport {
     pub not_sent: u64,
     /// Due but not sent because every account's sequence window was full.
     pub skipped_window: u64,
+    /// Due but not sent because every account with room was waiting for the node to answer
+    /// a request carrying its transactions (see [`mix::LoadAccount::in_request`]).
+    pub skipped_busy: u64,
     /// Due but not sent because no account had anything left to spend.
     pub skipped_no_funds: u64,
     /// Sent in requests that got no answer.
@@ -223,7 +228,7 @@ pub async fn run(config: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> 
         accounts,
         market,
     )));
-    let watcher = spawn_block_watcher(client.clone(), events, tracker.clone(), status.height);
+    let watcher = BlockWatcher::start(client.clone(), events, tracker.clone(), status.height);
     let started = Instant::now();
     let progress = config
         .progress
@@ -238,10 +243,10 @@ pub async fn run(config: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> 
     sender.send_for(config, started).await;
     drain(&tracker, &in_flight, config.drain_timeout).await;
     let elapsed = started.elapsed();
-    watcher.abort();
+    watcher.stop();
     if let Some(progress) = progress {
         progress.abort();
-        eprintln!();
+        ProgressLine::new().finish();
     }
     let tracker = lock(&tracker);
     Ok(report(
@@ -266,6 +271,7 @@ async fn load_accounts(
         .buffered(ACCOUNT_FETCHES_MAX);
     let mut accounts = Vec::with_capacity(count);
     let mut keys = Vec::with_capacity(count);
+    let line = ProgressLine::new();
     while let Some(fetched) = fetches.next().await {
         let json = fetched?;
         let keypair = dev_keypair(dev, AccountId(json.id));
@@ -274,27 +280,31 @@ async fn load_accounts(
         }
         accounts.push(load_account(json));
         keys.push(keypair);
-        if progress && (accounts.len() % 100 == 0 || accounts.len() == count) {
-            eprint!("\rloadgen: fetched {}/{count} accounts", accounts.len());
+        let done = accounts.len() == count;
+        if progress && (done || (line.terminal && accounts.len() % 100 == 0)) {
+            line.show(&format!(
+                "loadgen: fetched {}/{count} accounts",
+                accounts.len()
+            ));
         }
     }
     if progress {
-        eprintln!();
+        line.finish();
     }
     Ok((accounts, keys))
 }
 
 fn load_account(json: AccountJson) -> LoadAccount {
-    LoadAccount {
-        id: json.id,
-        window: SequenceWindow::new(json.last_sequence, json.next_sequence),
-        balances: json
-            .balances
-            .iter()
-            .map(|balance| (balance.asset, balance.amount))
-            .collect(),
-        resting: Vec::new(),
-    }
+    let balances = json
+        .balances
+        .iter()
+        .map(|balance| (balance.asset, balance.amount))
+        .collect();
+    LoadAccount::new(
+        json.id,
+        SequenceWindow::new(json.last_sequence, json.next_sequence),
+        balances,
+    )
 }
 
 fn lock(tracker: &Mutex<Tracker>) -> MutexGuard<'_, Tracker> {
@@ -370,18 +380,18 @@ async fn send_batch(
 ) {
     let signing = tokio::task::spawn_blocking(move || {
         let signed = sign_all(&keys, &planned);
-        (planned, signed)
+        let hashes: Vec<Hash> = signed.iter().map(transaction_hash).collect();
+        (planned, signed, hashes)
     });
-    let Ok((planned, signed)) = signing.await else {
+    let Ok((planned, signed, hashes)) = signing.await else {
         return; // the runtime is shutting down
     };
-    let hashes: Vec<Hash> = signed.iter().map(transaction_hash).collect();
     lock(tracker).register(&planned, &hashes, due_at);
     let answer = client.submit_batch(&signed).await;
     let mut tracker = lock(tracker);
     match answer {
         Ok(response) if response.results.len() == hashes.len() => {
-            tracker.admission_results(&hashes, &response)
+            tracker.admission_results(&planned, &hashes, &response)
         }
         Ok(response) => {
             let note = format!(
@@ -390,14 +400,14 @@ async fn send_batch(
                 response.results.len()
             );
             tracker.notes.push(note);
-            tracker.batch_lost(&hashes);
+            tracker.batch_lost(&planned, &hashes);
         }
-        Err(ClientError::Api { code, .. }) => tracker.batch_refused(&hashes, &code),
+        Err(ClientError::Api { code, .. }) => tracker.batch_refused(&planned, &hashes, &code),
         Err(error) => {
             if tracker.counters.send_failed == 0 {
                 tracker.notes.push(format!("first failed request: {error}"));
             }
-            tracker.batch_lost(&hashes);
+            tracker.batch_lost(&planned, &hashes);
         }
     }
 }
@@ -430,24 +440,37 @@ async fn drain(tracker: &Mutex<Tracker>, in_flight: &Semaphore, timeout: Duratio
 
 /// Two tasks: one reads the event stream and stamps each event's arrival; the other fetches
 /// each block (and any the stream skipped) and hands it to the tracker. Split so that slow
-/// block fetches never delay the stamping. Aborting the handle stops both.
-fn spawn_block_watcher(
-    client: NodeClient,
-    events: BlockEvents,
-    tracker: Arc<Mutex<Tracker>>,
-    start_height: u64,
-) -> JoinHandle<()> {
-    let (arrivals, receiver) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
+/// block fetches never delay the stamping.
+struct BlockWatcher {
+    reader: JoinHandle<()>,
+    follower: JoinHandle<()>,
+}
+
+impl BlockWatcher {
+    fn start(
+        client: NodeClient,
+        events: BlockEvents,
+        tracker: Arc<Mutex<Tracker>>,
+        start_height: u64,
+    ) -> BlockWatcher {
+        let (arrivals, receiver) = mpsc::unbounded_channel();
         let reader = tokio::spawn(read_events(
             client.clone(),
             events,
             arrivals,
             tracker.clone(),
         ));
-        follow_blocks(&client, &tracker, receiver, start_height + 1).await;
-        reader.abort();
-    })
+        let follower = tokio::spawn(async move {
+            follow_blocks(&client, &tracker, receiver, start_height + 1).await;
+        });
+        BlockWatcher { reader, follower }
+    }
+
+    /// Stops both tasks (closing the event stream).
+    fn stop(self) {
+        self.reader.abort();
+        self.follower.abort();
+    }
 }
 
 async fn read_events(
@@ -507,7 +530,10 @@ async fn follow_blocks(
         // Heights the stream skipped (a reconnect) are fetched too, stamped with this arrival.
         while next_height <= event.height {
             match fetch_block(client, next_height).await {
-                Ok((block, summary)) => lock(tracker).block(&block, &summary, arrived),
+                Ok((block, summary)) => {
+                    let committed = CommittedBlock::new(block, &summary);
+                    lock(tracker).block(&committed, arrived);
+                }
                 Err(error) => lock(tracker)
                     .notes
                     .push(format!("block {next_height} skipped: {error}")),
@@ -540,14 +566,44 @@ fn spawn_progress(
     duration: Duration,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
+        let line = ProgressLine::new();
         let mut timer = tokio::time::interval(Duration::from_secs(1));
         timer.tick().await;
         loop {
             timer.tick().await;
-            let line = progress_line(&lock(&tracker), started.elapsed(), duration);
-            eprint!("\r{line:<100}");
+            line.show(&progress_line(&lock(&tracker), started.elapsed(), duration));
         }
     })
+}
+
+/// Progress on stderr: one line rewritten in place on a terminal; plain lines otherwise, so
+/// a log file gets no carriage returns.
+#[derive(Clone, Copy)]
+struct ProgressLine {
+    terminal: bool,
+}
+
+impl ProgressLine {
+    fn new() -> ProgressLine {
+        ProgressLine {
+            terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        }
+    }
+
+    fn show(&self, line: &str) {
+        if self.terminal {
+            eprint!("\r{line:<100}");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    /// Ends the rewritten line.
+    fn finish(&self) {
+        if self.terminal {
+            eprintln!();
+        }
+    }
 }
 
 fn progress_line(tracker: &Tracker, elapsed: Duration, duration: Duration) -> String {
@@ -598,6 +654,7 @@ fn report(
         rejected_by_code: counters.rejected_by_code.clone(),
         not_sent: counters.not_sent,
         skipped_window: counters.skipped_window,
+        skipped_busy: counters.skipped_busy,
         skipped_no_funds: counters.skipped_no_funds,
         send_failed: counters.send_failed,
         committed: counters.committed,
@@ -640,12 +697,13 @@ impl LoadgenReport {
         line(
             &mut out,
             format!(
-                "  offered    {} ({:.1} tx/s); sent {}; not sent {} (in-flight cap), {} (sequence windows full), {} (no funds); {} in failed requests",
+                "  offered    {} ({:.1} tx/s); sent {}; not sent {} (in-flight cap), {} (sequence windows full), {} (accounts awaiting answers), {} (no funds); {} in failed requests",
                 self.offered,
                 self.offered_tx_per_s,
                 self.sent,
                 self.not_sent,
                 self.skipped_window,
+                self.skipped_busy,
                 self.skipped_no_funds,
                 self.send_failed
             ),

@@ -34,6 +34,51 @@ struct Outstanding {
     in_window: bool,
 }
 
+/// A committed block as the tracker needs it: prepared before taking the tracker's lock, since
+/// hashing a block of 50,000 transactions takes milliseconds.
+#[derive(Clone, Debug)]
+pub struct CommittedBlock {
+    pub height: u64,
+    pub valuations: Vec<u64>,
+    pub transactions: Vec<CommittedTransaction>,
+}
+
+#[derive(Clone, Debug)]
+pub struct CommittedTransaction {
+    pub hash: Hash,
+    pub transaction: Transaction,
+    /// Why the block dropped it, if it did.
+    pub dropped: Option<String>,
+}
+
+impl CommittedBlock {
+    /// Joins the raw block (the transactions) with its summary (which were dropped, why).
+    pub fn new(block: Block, summary: &BlockJson) -> CommittedBlock {
+        let mut dropped: HashMap<Hash, &str> = summary
+            .dropped
+            .iter()
+            .filter_map(|item| Some((item.hash.parse::<Hash>().ok()?, item.reason.as_str())))
+            .collect();
+        let transactions = block
+            .transactions
+            .iter()
+            .map(|signed| {
+                let hash = transaction_hash(signed);
+                CommittedTransaction {
+                    hash,
+                    transaction: signed.transaction,
+                    dropped: dropped.remove(&hash).map(str::to_string),
+                }
+            })
+            .collect();
+        CommittedBlock {
+            height: block.header.height,
+            valuations: block.header.valuations,
+            transactions,
+        }
+    }
+}
+
 /// Counts the report is made of.
 #[derive(Clone, Debug, Default)]
 pub struct Counters {
@@ -48,6 +93,8 @@ pub struct Counters {
     pub not_sent: u64,
     /// Due but not sent: every account's sequence window was full.
     pub skipped_window: u64,
+    /// Due but not sent: every account with room was waiting for the node to answer a request.
+    pub skipped_busy: u64,
     /// Due but not sent: no account had a balance left to spend.
     pub skipped_no_funds: u64,
     /// Sent in requests that got no answer (fate unknown; counted as committed if they are).
@@ -119,8 +166,10 @@ impl Tracker {
         self.outstanding.len()
     }
 
-    /// Plans up to `count` transactions, one account after another; what cannot be planned is
-    /// counted as skipped (windows full, or nothing left to spend).
+    /// Plans up to `count` transactions for one request, one account after another; what
+    /// cannot be planned is counted as skipped (windows full, accounts waiting for answers, or
+    /// nothing left to spend). The accounts used wait for the request's answer
+    /// ([`Tracker::answered`]) before sending again.
     pub fn plan(&mut self, count: u64) -> Vec<Planned> {
         let mut planned = Vec::with_capacity(count as usize);
         for attempt in 0..count {
@@ -145,31 +194,48 @@ impl Tracker {
                 },
             });
         }
+        for item in &planned {
+            self.accounts[item.account as usize].in_request = true;
+        }
         planned
     }
 
-    /// The next account, round-robin, that has room in its window and something to spend.
+    /// The node answered the request carrying `planned` (or it failed): their accounts may
+    /// send again.
+    fn answered(&mut self, planned: &[Planned]) {
+        for item in planned {
+            self.accounts[item.account as usize].in_request = false;
+        }
+    }
+
+    /// The next account, round-robin, that is not waiting for an answer, has room in its
+    /// window and something to spend.
     fn next_sender(&mut self) -> Option<usize> {
         for _ in 0..self.accounts.len() {
             let index = self.cursor;
             self.cursor = (self.cursor + 1) % self.accounts.len();
-            if self.accounts[index].can_send() {
+            let account = &self.accounts[index];
+            if !account.in_request && account.can_spend() {
                 return Some(index);
             }
         }
         None
     }
 
+    /// Counts `count` transactions that found no sender, under the most telling reason.
     fn count_skipped(&mut self, count: u64) {
-        let any_funds = self
-            .accounts
+        let accounts = &self.accounts;
+        let counter = if accounts.iter().any(LoadAccount::can_spend) {
+            &mut self.counters.skipped_busy
+        } else if accounts
             .iter()
-            .any(|account| account.balances.iter().any(|&(_, b)| b > 0));
-        if any_funds {
-            self.counters.skipped_window += count;
+            .any(|a| a.balances.iter().any(|&(_, b)| b > 0))
+        {
+            &mut self.counters.skipped_window
         } else {
-            self.counters.skipped_no_funds += count;
-        }
+            &mut self.counters.skipped_no_funds
+        };
+        *counter += count;
     }
 
     /// Records signed transactions as outstanding, just before their request leaves.
@@ -188,8 +254,14 @@ impl Tracker {
         self.counters.sent += planned.len() as u64;
     }
 
-    /// The node's per-item answer to a batch.
-    pub fn admission_results(&mut self, hashes: &[Hash], response: &BatchSubmitResponse) {
+    /// The node's per-item answer to the batch of `planned` (whose hashes are `hashes`).
+    pub fn admission_results(
+        &mut self,
+        planned: &[Planned],
+        hashes: &[Hash],
+        response: &BatchSubmitResponse,
+    ) {
+        self.answered(planned);
         for (hash, result) in hashes.iter().zip(&response.results) {
             match &result.error {
                 None => self.counters.admitted += 1,
@@ -199,7 +271,8 @@ impl Tracker {
     }
 
     /// The node refused the whole request with an API error (`rate_limited`, `too_large`...).
-    pub fn batch_refused(&mut self, hashes: &[Hash], code: &str) {
+    pub fn batch_refused(&mut self, planned: &[Planned], hashes: &[Hash], code: &str) {
+        self.answered(planned);
         for hash in hashes {
             self.rejected(hash, code);
         }
@@ -207,7 +280,8 @@ impl Tracker {
 
     /// The request got no usable answer: its transactions may or may not have been admitted.
     /// Their sequence numbers are never reused; they stay outstanding in case they commit.
-    pub fn batch_lost(&mut self, hashes: &[Hash]) {
+    pub fn batch_lost(&mut self, planned: &[Planned], hashes: &[Hash]) {
+        self.answered(planned);
         self.counters.send_failed += hashes.len() as u64;
         for hash in hashes {
             let Some(entry) = self.outstanding.get_mut(hash) else {
@@ -241,32 +315,25 @@ impl Tracker {
 
     /// A committed block: matches its transactions against the outstanding ones, at the
     /// instant its event arrived.
-    pub fn block(&mut self, block: &Block, summary: &BlockJson, committed_at: Instant) {
-        let dropped: HashMap<Hash, &str> = summary
-            .dropped
-            .iter()
-            .filter_map(|item| Some((item.hash.parse::<Hash>().ok()?, item.reason.as_str())))
-            .collect();
+    pub fn block(&mut self, block: &CommittedBlock, committed_at: Instant) {
         self.count_block(block);
-        let valuations = &block.header.valuations;
-        for signed in &block.transactions {
-            let hash = transaction_hash(signed);
-            let reason = dropped.get(&hash).copied();
-            let transaction = &signed.transaction;
+        for item in &block.transactions {
+            let transaction = &item.transaction;
             let index = self.index_of.get(&transaction.source.0).copied();
-            if let (Some(index), None) = (index, reason) {
+            if let (Some(index), None) = (index, &item.dropped) {
                 self.accounts[index as usize]
                     .window
                     .committed(transaction.sequence);
             }
-            if let Some(entry) = self.outstanding.remove(&hash) {
-                self.commit(entry, transaction, reason, valuations, committed_at);
+            if let Some(entry) = self.outstanding.remove(&item.hash) {
+                let dropped = item.dropped.as_deref();
+                self.commit(entry, transaction, dropped, &block.valuations, committed_at);
             }
         }
     }
 
-    fn count_block(&mut self, block: &Block) {
-        let height = block.header.height;
+    fn count_block(&mut self, block: &CommittedBlock) {
+        let height = block.height;
         self.counters.blocks += 1;
         self.counters.first_height.get_or_insert(height);
         self.counters.last_height = self.counters.last_height.max(height);
@@ -342,11 +409,12 @@ mod tests {
 
     fn tracker(accounts: u64) -> Tracker {
         let accounts = (0..accounts)
-            .map(|id| LoadAccount {
-                id,
-                window: SequenceWindow::new(0, 1),
-                balances: vec![(0, 1 << 40), (1, 1 << 40)],
-                resting: Vec::new(),
+            .map(|id| {
+                LoadAccount::new(
+                    id,
+                    SequenceWindow::new(0, 1),
+                    vec![(0, 1 << 40), (1, 1 << 40)],
+                )
             })
             .collect();
         Tracker::new(Mix::Trading, 1, accounts, Market::flat(3))
@@ -408,6 +476,7 @@ mod tests {
         let planned = tracker.plan(10);
         let sources: Vec<u64> = planned.iter().map(|p| p.transaction.source.0).collect();
         assert_eq!(sources, vec![0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+        tracker.answered(&planned);
         let more = tracker.plan(200);
         assert_eq!(planned.len() + more.len(), 2 * WINDOW_USE as usize);
         assert_eq!(
@@ -431,7 +500,6 @@ mod tests {
         let (signed, hashes) = signed(&planned);
         let sent_at = Instant::now();
         tracker.register(&planned, &hashes, sent_at);
-        assert!(tracker.plan(1).is_empty());
         let response = BatchSubmitResponse {
             admitted: WINDOW_USE as u32 - 1,
             rejected: 1,
@@ -447,13 +515,15 @@ mod tests {
                 })
                 .collect(),
         };
-        tracker.admission_results(&hashes, &response);
+        tracker.admission_results(&planned, &hashes, &response);
+        assert!(tracker.plan(1).is_empty(), "the window is full");
+        assert_eq!(tracker.counters.skipped_window, 1);
         assert_eq!(tracker.counters.rejected_by_code["rate_limited"], 1);
         assert_eq!(tracker.outstanding(), WINDOW_USE as usize - 1);
         // The block holds the rest; one of them is dropped.
         let (block, summary) = block(5, signed[1..].to_vec(), &[(hashes[1], "account_overdraft")]);
         let committed_at = sent_at + std::time::Duration::from_millis(300);
-        tracker.block(&block, &summary, committed_at);
+        tracker.block(&CommittedBlock::new(block, &summary), committed_at);
         assert_eq!(tracker.outstanding(), 0);
         assert_eq!(tracker.counters.committed, WINDOW_USE - 1);
         assert_eq!(tracker.counters.dropped_by_reason["account_overdraft"], 1);
@@ -469,16 +539,37 @@ mod tests {
     }
 
     #[test]
+    fn an_account_waits_for_the_answer_to_its_request_before_sending_again() {
+        let mut tracker = tracker(3);
+        let first = tracker.plan(2);
+        let second = tracker.plan(5);
+        let sources = |planned: &[Planned]| -> Vec<u64> {
+            planned.iter().map(|p| p.transaction.source.0).collect()
+        };
+        assert_eq!(sources(&first), vec![0, 1]);
+        assert_eq!(
+            sources(&second),
+            vec![2, 2, 2, 2, 2],
+            "only account 2 was free"
+        );
+        assert!(tracker.plan(4).is_empty());
+        assert_eq!(tracker.counters.skipped_busy, 4);
+        assert_eq!(tracker.counters.skipped_window, 0);
+        tracker.answered(&first);
+        assert_eq!(sources(&tracker.plan(2)), vec![0, 1]);
+    }
+
+    #[test]
     fn lost_requests_never_reuse_their_sequences_but_still_count_if_committed() {
         let mut tracker = tracker(1);
         let planned = tracker.plan(3);
         let (signed, hashes) = signed(&planned);
         tracker.register(&planned, &hashes, Instant::now());
-        tracker.batch_lost(&hashes);
+        tracker.batch_lost(&planned, &hashes);
         assert_eq!(tracker.counters.send_failed, 3);
         assert_eq!(tracker.plan(1)[0].transaction.sequence, 4);
         let (block, summary) = block(1, signed.clone(), &[]);
-        tracker.block(&block, &summary, Instant::now());
+        tracker.block(&CommittedBlock::new(block, &summary), Instant::now());
         assert_eq!(tracker.counters.accepted, 3);
     }
 
