@@ -181,6 +181,9 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         assert!(matches!(write(&path, &seed), Err(KeyFileError::Exists(_))));
+        if let Some(directory) = path.parent() {
+            let _ = std::fs::remove_dir_all(directory);
+        }
     }
 
     #[test]
