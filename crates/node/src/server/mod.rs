@@ -102,10 +102,10 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     let producer = std::thread::Builder::new()
         .name("producer".into())
         .spawn(move || {
-            let result = node::run_producer(&producer_shared, &producer_config);
-            // Whatever stopped the producer stops the server too.
-            producer_shared.shut_down();
-            result
+            // Whatever stops the producer, a panic included, stops the server too: a node
+            // that admits transactions it will never commit must not keep serving.
+            let _stop_server = StopOnDrop(producer_shared.clone());
+            node::run_producer(&producer_shared, &producer_config)
         })
         .map_err(|cause| error("starting the block producer")(&cause))?;
     let served = runtime.block_on(serve(&config, shared.clone()));
@@ -118,6 +118,15 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     produced.map_err(|cause| NodeError(cause.to_string()))?;
     eprintln!("walras node: stopped at height {}", shared.tip().height);
     Ok(())
+}
+
+/// Shuts the node down when dropped (also while unwinding from a panic).
+struct StopOnDrop(Arc<Shared>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.shut_down();
+    }
 }
 
 fn proposer_engine_config(config: &NodeConfig) -> EngineConfig {
