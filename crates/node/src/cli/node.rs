@@ -37,8 +37,9 @@ pub struct NodeArgs {
     /// Execution threads (default: all cores).
     #[arg(long, value_parser = args::thread_count)]
     threads: Option<usize>,
-    /// Wall-clock limit of tâtonnement per block.
-    #[arg(long, default_value_t = 500)]
+    /// Wall-clock limit of tâtonnement per block. Small batches that do not converge run to
+    /// it (the block is still exact, only less complete), so it bounds their latency.
+    #[arg(long, default_value_t = 100)]
     clearing_timeout_ms: u64,
     /// Requests per second per client IP (0: no limit).
     #[arg(long, default_value_t = 2_000)]
