@@ -18,6 +18,9 @@
 use walras_crypto::{hash_in, Domain, Hash, MerkleTree};
 use walras_types::{AccountId, AssetId, OfferId, OfferKey, Price, SignedTransaction};
 
+/// Encoded bytes of one [`PairTrade`]: sell, buy, sold, limit price, account, offer id.
+pub const TRADE_BYTES: usize = 2 + 2 + 8 + 16 + 8 + 8;
+
 pub const HEADER_DOMAIN: Domain = Domain::new("walras/header");
 pub use walras_crypto::domain::TRANSACTION as TRANSACTION_DOMAIN;
 
@@ -76,7 +79,8 @@ impl std::error::Error for BlockDecodeError {}
 
 impl BlockHeader {
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(110 + 8 * self.valuations.len() + 52 * self.trades.len());
+        let mut out =
+            Vec::with_capacity(110 + 8 * self.valuations.len() + TRADE_BYTES * self.trades.len());
         out.extend_from_slice(&self.height.to_be_bytes());
         out.extend_from_slice(self.previous.as_bytes());
         out.extend_from_slice(self.transactions_root.as_bytes());
@@ -99,6 +103,16 @@ impl BlockHeader {
 
     pub fn hash(&self) -> Hash {
         hash_in(HEADER_DOMAIN, &self.encode())
+    }
+
+    /// Decodes a header occupying all of `bytes`; never panics on any input.
+    pub fn decode(bytes: &[u8]) -> Result<BlockHeader, BlockDecodeError> {
+        let mut reader = Reader { bytes, at: 0 };
+        let header = reader.header()?;
+        if reader.at != bytes.len() {
+            return Err(BlockDecodeError::TrailingBytes);
+        }
+        Ok(header)
     }
 }
 
@@ -177,8 +191,9 @@ impl<'a> Reader<'a> {
             valuations.push(u64::from_be_bytes(self.array()?));
         }
         let trade_count = u32::from_be_bytes(self.array()?) as usize;
-        // Each trade takes 52 bytes: refuse counts the input cannot hold before allocating.
-        if trade_count > (self.bytes.len() - self.at) / 52 {
+        // Refuse counts the input cannot hold before allocating. (This once said 52 bytes a
+        // trade, which refused every header with trades and no transactions after it.)
+        if trade_count > (self.bytes.len() - self.at) / TRADE_BYTES {
             return Err(BlockDecodeError::Truncated);
         }
         let mut trades: Vec<PairTrade> = Vec::with_capacity(trade_count);

@@ -166,6 +166,16 @@ struct Plan {
     books: OrderBooks,
 }
 
+/// A block planned and cleared (proposer) or checked (follower), not yet executed.
+struct Cleared {
+    plan: Plan,
+    settlement: Settlement,
+    /// The block's header; its state root is not yet known.
+    header: BlockHeader,
+    converged: bool,
+    timings: PhaseTimings,
+}
+
 /// A credit for an account of another shard.
 type Credit = (u32, AssetId, u64);
 
@@ -180,8 +190,80 @@ impl ExchangeState {
         transactions: Vec<SignedTransaction>,
         config: &EngineConfig,
     ) -> Result<(Block, BlockOutcome), EngineError> {
+        let cleared = self.clear_block(&transactions, config)?;
+        let outcome = self.execute_cleared(&transactions, cleared, config);
+        self.last_header_hash = outcome.header.hash();
+        Ok((
+            Block {
+                header: outcome.header.clone(),
+                transactions,
+            },
+            outcome,
+        ))
+    }
+
+    /// The proposer's half of [`Self::propose`] with nothing changed: the header a replicated
+    /// proposer puts in its proposal, and whether clearing converged. The header's state root
+    /// is zero: the block is executed once it is decided ([`Self::apply_decided`]).
+    pub fn propose_header(
+        &self,
+        transactions: &[SignedTransaction],
+        config: &EngineConfig,
+    ) -> Result<(BlockHeader, bool), EngineError> {
+        let cleared = self.clear_block(transactions, config)?;
+        Ok((cleared.header, cleared.converged))
+    }
+
+    /// Applies a block proposed elsewhere (the follower path): checks its header's clearing
+    /// exactly instead of running tâtonnement, and rejects an inconsistent header with no change
+    /// to the state.
+    pub fn apply(
+        &mut self,
+        block: &Block,
+        config: &EngineConfig,
+    ) -> Result<BlockOutcome, EngineError> {
+        let cleared = self.check_block(block, config)?;
+        let outcome = self.execute_cleared(&block.transactions, cleared, config);
+        if outcome.header.state_root != block.header.state_root {
+            return Err(EngineError::StateRootMismatch {
+                expected: block.header.state_root.to_string(),
+                computed: outcome.header.state_root.to_string(),
+            });
+        }
+        self.last_header_hash = outcome.header.hash();
+        Ok(outcome)
+    }
+
+    /// Checks a proposed block exactly, as [`Self::apply`] does before it changes anything —
+    /// height, previous header, transactions root, and the clearing (conservation, limit
+    /// prices, the last offers) — except for the state root, which a proposal cannot know.
+    /// Nothing changes.
+    pub fn check(&self, block: &Block, config: &EngineConfig) -> Result<(), EngineError> {
+        self.check_block(block, config).map(|_| ())
+    }
+
+    /// Applies a block that consensus decided: checked like [`Self::check`], then executed.
+    /// The header's state root is ignored; the outcome's header carries the computed one (the
+    /// header to store, and the one the next block's `previous` names).
+    pub fn apply_decided(
+        &mut self,
+        block: &Block,
+        config: &EngineConfig,
+    ) -> Result<BlockOutcome, EngineError> {
+        let cleared = self.check_block(block, config)?;
+        let outcome = self.execute_cleared(&block.transactions, cleared, config);
+        self.last_header_hash = outcome.header.hash();
+        Ok(outcome)
+    }
+
+    /// The proposer's phases 1–4: plan and clear, nothing changed.
+    fn clear_block(
+        &self,
+        transactions: &[SignedTransaction],
+        config: &EngineConfig,
+    ) -> Result<Cleared, EngineError> {
         let mut timings = PhaseTimings::default();
-        let plan = self.plan(&transactions, config, true, &mut timings);
+        let plan = self.plan(transactions, config, true, &mut timings);
         let started = Instant::now();
         let clearing = clear(&plan.books, &config.clearing).map_err(EngineError::Clearing)?;
         timings.clearing = elapsed_ms(started);
@@ -193,46 +275,17 @@ impl ExchangeState {
             valuations: clearing.settlement.valuations.iter().map(|v| v.0).collect(),
             trades: header_trades(&plan.books, &clearing.settlement),
         };
-        let (accepted, dropped) = (
-            plan.filtered.accepted_count(),
-            plan.filtered.dropped.clone(),
-        );
-        let state_root = self.execute(
-            &transactions,
+        Ok(Cleared {
             plan,
-            &clearing.settlement,
-            config,
-            &mut timings,
-        );
-        let header = BlockHeader {
-            state_root,
-            ..header
-        };
-        self.last_header_hash = header.hash();
-        let outcome = BlockOutcome {
-            header: header.clone(),
-            accepted,
-            dropped,
+            settlement: clearing.settlement,
+            header,
             converged: clearing.converged,
             timings,
-        };
-        Ok((
-            Block {
-                header,
-                transactions,
-            },
-            outcome,
-        ))
+        })
     }
 
-    /// Applies a block proposed elsewhere (the follower path): checks its header's clearing
-    /// exactly instead of running tâtonnement, and rejects an inconsistent header with no change
-    /// to the state.
-    pub fn apply(
-        &mut self,
-        block: &Block,
-        config: &EngineConfig,
-    ) -> Result<BlockOutcome, EngineError> {
+    /// The follower's phases 1–4: plan, and check the header's clearing exactly.
+    fn check_block(&self, block: &Block, config: &EngineConfig) -> Result<Cleared, EngineError> {
         let header = &block.header;
         if header.height != self.height + 1 {
             return Err(EngineError::HeaderHeight {
@@ -281,26 +334,45 @@ impl ExchangeState {
             });
         }
         timings.clearing = elapsed_ms(started);
-        let converged = settlement.lower_bounds_met;
+        Ok(Cleared {
+            plan,
+            converged: settlement.lower_bounds_met,
+            settlement,
+            header: header.clone(),
+            timings,
+        })
+    }
+
+    /// Phases 5–6 of a cleared block; the outcome's header carries the new state root. The
+    /// caller records the header hash once it accepts the root.
+    fn execute_cleared(
+        &mut self,
+        transactions: &[SignedTransaction],
+        cleared: Cleared,
+        config: &EngineConfig,
+    ) -> BlockOutcome {
+        let Cleared {
+            plan,
+            settlement,
+            header,
+            converged,
+            mut timings,
+        } = cleared;
         let (accepted, dropped) = (
             plan.filtered.accepted_count(),
             plan.filtered.dropped.clone(),
         );
-        let state_root = self.execute(&block.transactions, plan, &settlement, config, &mut timings);
-        if state_root != header.state_root {
-            return Err(EngineError::StateRootMismatch {
-                expected: header.state_root.to_string(),
-                computed: state_root.to_string(),
-            });
-        }
-        self.last_header_hash = header.hash();
-        Ok(BlockOutcome {
-            header: header.clone(),
+        let state_root = self.execute(transactions, plan, &settlement, config, &mut timings);
+        BlockOutcome {
+            header: BlockHeader {
+                state_root,
+                ..header
+            },
             accepted,
             dropped,
             converged,
             timings,
-        })
+        }
     }
 
     /// Phases 1–3: everything decided from the state at the start of the block.

@@ -403,6 +403,40 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// The replicated path (CometBFT): a proposer computes only a header, every node checks the
+    /// proposal without changing anything, then executes it once decided. The states reached
+    /// are the solo proposer's, block by block, and a tampered proposal fails the check with
+    /// the state unchanged.
+    #[test]
+    fn decided_proposals_reach_the_solo_state_roots(plan in choices()) {
+        let genesis = genesis(30);
+        let mut solo = ExchangeState::from_genesis(&genesis, 1).unwrap();
+        let mut replicated = ExchangeState::from_genesis(&genesis, 2).unwrap();
+        let mut workload = Workload::new(30);
+        for choice in &plan {
+            let transactions: Vec<SignedTransaction> = workload.block(choice).into_iter().map(|(tx, _)| tx).collect();
+            let (header, _) = replicated.propose_header(&transactions, &config(2)).unwrap();
+            prop_assert_eq!(header.state_root, walras_crypto::Hash::default());
+            let proposal = Block { header, transactions: transactions.clone() };
+            let before = replicated.state_root(1);
+            prop_assert!(replicated.check(&proposal, &config(1)).is_ok());
+            for tampered in tamperings(&proposal) {
+                prop_assert!(replicated.check(&tampered, &config(1)).is_err(), "accepted {:?}", tampered.header);
+                prop_assert!(replicated.apply_decided(&tampered, &config(1)).is_err());
+            }
+            prop_assert_eq!(replicated.state_root(1), before);
+            let decided = replicated.apply_decided(&proposal, &config(2)).unwrap();
+            let (block, _) = solo.propose(transactions, &config(1)).unwrap();
+            // Same clearing inputs and a deterministic tâtonnement: the same block.
+            prop_assert_eq!(&decided.header, &block.header);
+            prop_assert_eq!(replicated.state_root(1), solo.state_root(1));
+        }
+    }
+}
+
 /// Headers that claim more than the books allow, or a different clearing.
 fn tamperings(block: &Block) -> Vec<Block> {
     let mut tampered = Vec::new();
@@ -514,4 +548,41 @@ fn inconsistent_last_offer_is_rejected() {
         Err(EngineError::HeaderLastOffer { .. })
     ));
     follower.apply(&block, &config(1)).unwrap();
+}
+
+/// Regression: the decoder once assumed 52 bytes a trade (they take 44), so a header with
+/// trades and nothing after it — a block whose resting offers trade with no new transactions,
+/// or a header alone in a CometBFT proposal — did not decode.
+#[test]
+fn a_header_with_trades_and_no_transactions_round_trips() {
+    use walras_engine::{BlockHeader, PairTrade};
+    use walras_types::OfferKey;
+    let trade = |sell: u16, buy: u16| PairTrade {
+        sell: AssetId(sell),
+        buy: AssetId(buy),
+        sold: 17,
+        last_offer: OfferKey {
+            min_price: Price::parse_limit("1.5").unwrap(),
+            account: AccountId(3),
+            id: OfferId(9),
+        },
+    };
+    let header = BlockHeader {
+        height: 4,
+        previous: walras_crypto::hash(b"previous"),
+        transactions_root: walras_crypto::hash(b"none"),
+        state_root: walras_crypto::hash(b"state"),
+        valuations: vec![1, 2, 3, 4],
+        trades: vec![trade(0, 1), trade(1, 0), trade(2, 3)],
+    };
+    assert_eq!(
+        header.encode().len(),
+        110 + 8 * 4 + 3 * walras_engine::block::TRADE_BYTES
+    );
+    assert_eq!(BlockHeader::decode(&header.encode()), Ok(header.clone()));
+    let block = Block {
+        header,
+        transactions: Vec::new(),
+    };
+    assert_eq!(Block::decode(&block.encode()), Ok(block));
 }

@@ -8,6 +8,7 @@ mod demo_batch;
 mod gen;
 mod keygen;
 mod loadgen;
+mod localnet;
 mod node;
 mod query;
 mod remote;
@@ -35,8 +36,10 @@ enum Command {
     /// Generate workloads.
     #[command(subcommand)]
     Gen(gen::GenCommand),
-    /// Run a solo node: store, block producer and HTTP API.
+    /// Run a node: store, HTTP API, and a solo block producer or a CometBFT validator.
     Node(node::NodeArgs),
+    /// Create and start (or stop: `localnet down`) an N-validator CometBFT network on loopback.
+    Localnet(localnet::LocalnetArgs),
     /// Execute a generated workload's blocks and report throughput.
     Replay(replay::ReplayArgs),
     /// Measure performance.
@@ -81,6 +84,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Clear(args) => clear::run(args),
         Command::Gen(command) => gen::run(command),
         Command::Node(args) => node::run(args),
+        Command::Localnet(args) => localnet::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Bench(command) => bench::run(command),
         Command::Keygen(args) => keygen::run(args),

@@ -1,11 +1,12 @@
-//! `walras node`: run a solo node (see [`crate::server`]).
+//! `walras node`: run a node, solo or as a CometBFT validator (see [`walras_node::server`]).
 
 use super::{args, CliError};
 use std::path::PathBuf;
 use std::time::Duration;
 use walras_node::api::wire::DevGenesisJson;
 use walras_node::api::DEV_ACCOUNTS_MAX;
-use walras_node::server::{GenesisSource, NodeConfig};
+use walras_node::server::cometbft::{find_binary, CometbftConfig};
+use walras_node::server::{Consensus, GenesisSource, NodeConfig};
 
 #[derive(clap::Args, Debug)]
 pub struct NodeArgs {
@@ -46,6 +47,22 @@ pub struct NodeArgs {
     rate_limit_rps: u32,
     #[arg(long, default_value_t = 4_000)]
     rate_limit_burst: u32,
+    /// Who orders blocks: this node alone, or CometBFT (this node is its ABCI++ application
+    /// and starts it as a child process).
+    #[arg(long, value_enum, default_value = "solo")]
+    consensus: ConsensusKind,
+    /// CometBFT's home (config/, data/; outside --data), for --consensus cometbft.
+    #[arg(long, required_if_eq("consensus", "cometbft"))]
+    cometbft_home: Option<PathBuf>,
+    /// The cometbft executable. Default: $WALRAS_COMETBFT, the PATH, then ~/go/bin.
+    #[arg(long)]
+    cometbft_bin: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ConsensusKind {
+    Solo,
+    Cometbft,
 }
 
 pub fn run(args: NodeArgs) -> Result<(), CliError> {
@@ -71,6 +88,24 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
+    let consensus = match args.consensus {
+        ConsensusKind::Solo => Consensus::Solo,
+        ConsensusKind::Cometbft => Consensus::Cometbft(CometbftConfig {
+            binary: match args.cometbft_bin {
+                Some(path) => path,
+                None => find_binary().ok_or_else(|| {
+                    CliError(
+                        "no cometbft executable found (PATH, ~/go/bin, $WALRAS_COMETBFT): run \
+                         scripts/install-cometbft.sh or pass --cometbft-bin"
+                            .into(),
+                    )
+                })?,
+            },
+            home: args
+                .cometbft_home
+                .ok_or_else(|| CliError("--consensus cometbft needs --cometbft-home".into()))?,
+        }),
+    };
     let config = NodeConfig {
         data_dir: args.data,
         listen: args.listen,
@@ -82,6 +117,7 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
         clearing_timeout: Duration::from_millis(args.clearing_timeout_ms.max(1)),
         rate_limit_rps: args.rate_limit_rps,
         rate_limit_burst: args.rate_limit_burst.max(1),
+        consensus,
     };
     walras_node::server::run(config).map_err(|error| CliError(error.to_string()))
 }

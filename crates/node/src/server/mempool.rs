@@ -139,6 +139,17 @@ impl Mempool {
         self.waiting.drain(..count).collect()
     }
 
+    /// Forgets a transaction that was taken but will never commit here (in replicated mode:
+    /// CometBFT refused it, or it stayed uncommitted too long), so its source may sign that
+    /// sequence number again. Nothing happens if it is not pending.
+    pub fn forget(&mut self, hash: &Hash, signed: &SignedTransaction) {
+        if self.pending.remove(hash) {
+            let transaction = &signed.transaction;
+            self.slots
+                .remove(&(transaction.source, transaction.sequence));
+        }
+    }
+
     /// Forgets the transactions of a committed block and updates the cached last sequence
     /// number of each source to `last_sequence(source)` (read from the state after the block).
     pub fn committed(

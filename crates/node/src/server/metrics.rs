@@ -18,6 +18,12 @@ pub struct Metrics {
     pub block_persist_micros_total: AtomicU64,
     pub block_transactions_last: AtomicU64,
     pub sse_subscribers: AtomicU64,
+    /// Replicated mode: proposals this node built, their clearing time, proposals it rejected,
+    /// and transactions CometBFT refused after admission here.
+    pub proposals_total: AtomicU64,
+    pub proposal_micros_total: AtomicU64,
+    pub proposals_rejected_total: AtomicU64,
+    pub forward_refused_total: AtomicU64,
     dropped_total: Mutex<BTreeMap<&'static str, u64>>,
     rejected_total: Mutex<BTreeMap<&'static str, u64>>,
     responses_total: Mutex<BTreeMap<(String, u16), u64>>,
@@ -36,6 +42,17 @@ impl Metrics {
 
     pub fn count_rejected(&self, code: &'static str) {
         bump(&self.rejected_total, code, 1);
+    }
+
+    pub fn count_proposal(&self, clearing: std::time::Duration) {
+        self.proposals_total.fetch_add(1, Ordering::Relaxed);
+        self.proposal_micros_total
+            .fetch_add(clearing.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    pub fn count_rejected_proposal(&self) {
+        self.proposals_rejected_total
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// `route` is the matched route template (`/v1/accounts/{id}`), never the raw path, so the
@@ -77,6 +94,30 @@ impl Metrics {
             "walras_transactions_admitted_total",
             "Transactions admitted to the mempool.",
             load(&self.transactions_admitted_total),
+        );
+        counter(
+            &mut out,
+            "walras_proposals_total",
+            "Proposals built by this node (replicated mode).",
+            load(&self.proposals_total),
+        );
+        counter(
+            &mut out,
+            "walras_proposal_micros_total",
+            "Time spent clearing proposals, in microseconds (replicated mode).",
+            load(&self.proposal_micros_total),
+        );
+        counter(
+            &mut out,
+            "walras_proposals_rejected_total",
+            "Proposals this node rejected in ProcessProposal (replicated mode).",
+            load(&self.proposals_rejected_total),
+        );
+        counter(
+            &mut out,
+            "walras_forward_refused_total",
+            "Admitted transactions CometBFT refused or that never committed (replicated mode).",
+            load(&self.forward_refused_total),
         );
         let seconds = |micros: u64| micros as f64 / 1e6;
         counter_f64(

@@ -3,6 +3,7 @@
 //! thread cuts, executes and durably commits blocks.
 
 mod admission;
+pub mod cometbft;
 mod failure;
 mod limits;
 pub mod mempool;
@@ -65,6 +66,17 @@ pub struct NodeConfig {
     /// Requests per second per client IP; 0 turns the limit off.
     pub rate_limit_rps: u32,
     pub rate_limit_burst: u32,
+    /// Who orders blocks.
+    pub consensus: Consensus,
+}
+
+/// Who orders blocks.
+#[derive(Clone, Debug)]
+pub enum Consensus {
+    /// This process cuts blocks itself (the embedded default).
+    Solo,
+    /// CometBFT does; this node is its ABCI++ application.
+    Cometbft(cometbft::CometbftConfig),
 }
 
 /// Why the node could not start or stopped.
@@ -93,10 +105,24 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         .build()
         .map_err(|cause| error("starting the async runtime")(&cause))?;
     let shared = Arc::new(open_and_recover(&config)?);
+    let result = match &config.consensus {
+        Consensus::Solo => run_solo(&config, shared, &runtime),
+        Consensus::Cometbft(cometbft) => run_replicated(&config, cometbft, shared, &runtime),
+    };
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    result
+}
+
+/// Solo mode: a producer thread cuts, executes and stores blocks.
+fn run_solo(
+    config: &NodeConfig,
+    shared: Arc<Shared>,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<(), NodeError> {
     let producer_config = ProducerConfig {
         block_interval: config.block_interval,
         max_block_txs: config.max_block_txs,
-        engine: proposer_engine_config(&config),
+        engine: proposer_engine_config(config),
     };
     let producer_shared = shared.clone();
     let producer = std::thread::Builder::new()
@@ -108,14 +134,35 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
             node::run_producer(&producer_shared, &producer_config)
         })
         .map_err(|cause| error("starting the block producer")(&cause))?;
-    let served = runtime.block_on(serve(&config, shared.clone()));
+    let served = runtime.block_on(serve(config, shared.clone()));
     shared.shut_down();
     let produced = producer
         .join()
         .map_err(|_| NodeError("the block producer panicked".into()))?;
-    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     served?;
     produced.map_err(|cause| NodeError(cause.to_string()))?;
+    eprintln!("walras node: stopped at height {}", shared.tip().height);
+    Ok(())
+}
+
+/// Replicated mode: CometBFT orders blocks through the ABCI app.
+fn run_replicated(
+    config: &NodeConfig,
+    cometbft: &cometbft::CometbftConfig,
+    shared: Arc<Shared>,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<(), NodeError> {
+    let app_config = cometbft::AppConfig {
+        proposer: proposer_engine_config(config),
+        follower: recovery_engine_config(config),
+        max_block_txs: config.max_block_txs,
+    };
+    let running = cometbft::start(&shared, cometbft, app_config, runtime)?;
+    let served = runtime.block_on(serve(config, shared.clone()));
+    shared.shut_down();
+    let stopped = running.stop();
+    served?;
+    stopped?;
     eprintln!("walras node: stopped at height {}", shared.tip().height);
     Ok(())
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
 use walras_crypto::Hash;
-use walras_engine::{BlockOutcome, EngineConfig, EngineError, ExchangeState};
+use walras_engine::{Block, BlockOutcome, EngineConfig, EngineError, ExchangeState};
 use walras_store::{BlockStore, StoreError};
 use walras_types::SignedTransaction;
 
@@ -177,6 +177,24 @@ fn produce_block(
     });
     drop(state);
     let hashes = batch.into_iter().map(|(hash, _)| hash).collect();
+    let timings = BlockTimings {
+        execute: executed - started,
+        persist: persisted - executed,
+    };
+    publish_block(shared, &block, &outcome, hashes, &timings);
+    Ok(())
+}
+
+/// Reports a block that is on disk: recent-transaction index, tip, metrics, events. Whatever
+/// orders blocks (the solo producer, or CometBFT through the ABCI app) calls this only after
+/// the store committed the block.
+pub(super) fn publish_block(
+    shared: &Shared,
+    block: &Block,
+    outcome: &BlockOutcome,
+    hashes: Vec<Hash>,
+    timings: &BlockTimings,
+) {
     shared
         .recent()
         .insert_block(block.header.height, hashes, &outcome.dropped);
@@ -189,25 +207,15 @@ fn produce_block(
         state_root: block.header.state_root,
         valuations: block.header.valuations.clone(),
     };
-    let timings = BlockTimings {
-        execute: executed - started,
-        persist: persisted - executed,
-    };
-    record_metrics(
-        &shared.metrics,
-        &outcome,
-        block.transactions.len(),
-        &timings,
-    );
-    let event = block_event(&outcome, block.transactions.len(), &timings);
+    record_metrics(&shared.metrics, outcome, block.transactions.len(), timings);
+    let event = block_event(outcome, block.transactions.len(), timings);
     // No subscriber is not an error.
     let _ = shared.events.send(Arc::new(event));
-    Ok(())
 }
 
-struct BlockTimings {
-    execute: Duration,
-    persist: Duration,
+pub(super) struct BlockTimings {
+    pub execute: Duration,
+    pub persist: Duration,
 }
 
 fn record_metrics(
