@@ -8,9 +8,8 @@
 mod node_support;
 
 use node_support::*;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
-use walras_engine::Block;
 use walras_sim::Rng;
 use walras_types::SignedTransaction;
 
@@ -78,38 +77,6 @@ async fn check_reported(client: &reqwest::Client, url: &str, reported: &BTreeMap
             "block {height}"
         );
     }
-}
-
-/// No (source, sequence) accepted twice in the whole chain; returns the accepted count.
-async fn check_no_double_apply(client: &reqwest::Client, url: &str) -> usize {
-    let (_, status) = get(client, &format!("{url}/v1/status")).await;
-    let height = status["height"].as_u64().unwrap();
-    let mut accepted = HashSet::new();
-    for h in 1..=height {
-        let raw = client
-            .get(format!("{url}/v1/blocks/{h}/raw"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        let block = Block::decode(&raw).unwrap();
-        let (_, json) = get(client, &format!("{url}/v1/blocks/{h}")).await;
-        let dropped: HashSet<u64> = json["dropped"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["index"].as_u64().unwrap())
-            .collect();
-        for (index, signed) in block.transactions.iter().enumerate() {
-            if !dropped.contains(&(index as u64)) {
-                let slot = (signed.transaction.source, signed.transaction.sequence);
-                assert!(accepted.insert(slot), "{slot:?} applied twice (block {h})");
-            }
-        }
-    }
-    accepted.len()
 }
 
 fn crash_rounds(kills: u32, seed: u64) {

@@ -113,6 +113,24 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     result
 }
 
+/// The ABCI application over the node's store, recovered, with nothing started: no CometBFT,
+/// no HTTP server. Tests drive it as CometBFT would (a mock consensus: no clocks, no network).
+pub fn abci_app(config: &NodeConfig) -> Result<cometbft::WalrasApp, NodeError> {
+    let shared = Arc::new(open_and_recover(config)?);
+    Ok(cometbft::WalrasApp::new(
+        shared,
+        replicated_app_config(config),
+    ))
+}
+
+fn replicated_app_config(config: &NodeConfig) -> cometbft::AppConfig {
+    cometbft::AppConfig {
+        proposer: proposer_engine_config(config),
+        follower: recovery_engine_config(config),
+        max_block_txs: config.max_block_txs,
+    }
+}
+
 /// Solo mode: a producer thread cuts, executes and stores blocks.
 fn run_solo(
     config: &NodeConfig,
@@ -152,12 +170,7 @@ fn run_replicated(
     shared: Arc<Shared>,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<(), NodeError> {
-    let app_config = cometbft::AppConfig {
-        proposer: proposer_engine_config(config),
-        follower: recovery_engine_config(config),
-        max_block_txs: config.max_block_txs,
-    };
-    let running = cometbft::start(&shared, cometbft, app_config, runtime)?;
+    let running = cometbft::start(&shared, cometbft, replicated_app_config(config), runtime)?;
     let served = runtime.block_on(serve(config, shared.clone()));
     shared.shut_down();
     let stopped = running.stop();

@@ -3,11 +3,13 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use walras_crypto::Keypair;
+use walras_engine::Block;
 use walras_sim::workload::keys::{key_pool_size, key_seed};
 use walras_types::{AccountId, AssetId, Operation, SignedTransaction, Transaction};
 
@@ -194,4 +196,36 @@ pub async fn wait_committed(client: &reqwest::Client, url: &str, hash: &str) -> 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("transaction {hash} still pending after 10 s");
+}
+
+/// No (source, sequence) accepted twice in the whole chain; returns the accepted count.
+pub async fn check_no_double_apply(client: &reqwest::Client, url: &str) -> usize {
+    let (_, status) = get(client, &format!("{url}/v1/status")).await;
+    let height = status["height"].as_u64().unwrap();
+    let mut accepted = HashSet::new();
+    for h in 1..=height {
+        let raw = client
+            .get(format!("{url}/v1/blocks/{h}/raw"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let block = Block::decode(&raw).unwrap();
+        let (_, json) = get(client, &format!("{url}/v1/blocks/{h}")).await;
+        let dropped: HashSet<u64> = json["dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["index"].as_u64().unwrap())
+            .collect();
+        for (index, signed) in block.transactions.iter().enumerate() {
+            if !dropped.contains(&(index as u64)) {
+                let slot = (signed.transaction.source, signed.transaction.sequence);
+                assert!(accepted.insert(slot), "{slot:?} applied twice (block {h})");
+            }
+        }
+    }
+    accepted.len()
 }

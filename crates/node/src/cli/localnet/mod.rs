@@ -19,6 +19,8 @@ use walras_node::server::cometbft::find_binary;
 
 /// How long `down` waits for a node to stop before killing it.
 const STOP_GRACE: Duration = Duration::from_secs(15);
+/// How long a restart waits for a validator's ports to be released.
+const PORTS_WAIT: Duration = Duration::from_secs(20);
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -155,6 +157,7 @@ fn create(args: &UpArgs, validators: usize, dir: &Path) -> Result<Layout, CliErr
 
 /// Starts one validator in the background, in its own session.
 fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> Result<(), CliError> {
+    wait_ports_free(node)?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -211,6 +214,29 @@ fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> Result<(), Cl
         node.api,
         node.log().display()
     );
+    Ok(())
+}
+
+/// Waits until the validator's CometBFT ports can be bound: a CometBFT killed with its node
+/// (the parent-death signal) may take a moment to release them.
+fn wait_ports_free(node: &NodeLayout) -> Result<(), CliError> {
+    let addresses = [
+        format!("127.0.0.1:{}", node.p2p_port),
+        node.rpc.trim_start_matches("http://").to_string(),
+        node.api.trim_start_matches("http://").to_string(),
+    ];
+    let deadline = Instant::now() + PORTS_WAIT;
+    for address in &addresses {
+        while std::net::TcpListener::bind(address).is_err() {
+            if Instant::now() > deadline {
+                return Err(CliError(format!(
+                    "node{}: {address} stays in use; is another program on it?",
+                    node.index
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
     Ok(())
 }
 

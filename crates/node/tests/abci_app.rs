@@ -1,0 +1,230 @@
+//! The ABCI++ application driven directly, as CometBFT would drive it, with no CometBFT and
+//! no clock (a mock consensus): PrepareProposal → ProcessProposal → FinalizeBlock → Commit.
+//!
+//! Checks that ProcessProposal rejects, with no change to the state, every proposal whose
+//! clearing violates conservation (more sold than the offers hold) or a limit price
+//! (valuations under which the traded offers' limits are not met), and proposals that are
+//! not Walras blocks; that it accepts the honest proposal; that FinalizeBlock's app hash is
+//! the stored block's state root; that Info reports what Commit stored, also after a
+//! restart; and that CheckTx refuses malformed, tag-shaped, badly signed and replayed
+//! transactions with their codes.
+
+mod node_support;
+
+use bytes::Bytes;
+use node_support::TempDir;
+use std::time::Duration;
+use tendermint_abci::Application;
+use tendermint_proto::v0_38::abci::{
+    response_process_proposal::ProposalStatus, CheckTxType, RequestCheckTx, RequestFinalizeBlock,
+    RequestInfo, RequestInitChain, RequestPrepareProposal, RequestProcessProposal,
+};
+use walras_engine::BlockHeader;
+use walras_node::api::wire::DevGenesisJson;
+use walras_node::api::{dev_genesis, dev_keypair};
+use walras_node::server::cometbft::app::code;
+use walras_node::server::cometbft::proposal;
+use walras_node::server::{abci_app, Consensus, GenesisSource, NodeConfig};
+use walras_types::{AccountId, AssetId, Operation, Price, SignedTransaction, Transaction};
+
+const DEV: DevGenesisJson = DevGenesisJson {
+    seed: 5,
+    accounts: 100,
+    assets: 3,
+};
+
+fn config(data: &std::path::Path) -> NodeConfig {
+    NodeConfig {
+        data_dir: data.to_path_buf(),
+        listen: "127.0.0.1:0".into(),
+        genesis: GenesisSource::Dev(DEV),
+        block_interval: Duration::from_millis(100),
+        max_block_txs: 1000,
+        mempool_capacity: 1000,
+        threads: 1,
+        clearing_timeout: Duration::from_millis(500),
+        rate_limit_rps: 0,
+        rate_limit_burst: 1,
+        consensus: Consensus::Solo,
+    }
+}
+
+fn sign(source: u64, sequence: u64, operation: Operation) -> SignedTransaction {
+    let transaction = Transaction {
+        source: AccountId(source),
+        sequence,
+        operation,
+    };
+    let signature = dev_keypair(&DEV, transaction.source).sign(&transaction.encode());
+    SignedTransaction {
+        transaction,
+        signature: *signature.as_bytes(),
+    }
+}
+
+/// Two accounts holding different assets, each offering to sell what it holds for what the
+/// other holds at a limit of 0.5: they cross at any valuation ratio in (0.5, 2).
+fn crossing_offers() -> Vec<SignedTransaction> {
+    let genesis = dev_genesis(&DEV, 1).unwrap();
+    let holder = |asset: u16, except: Option<u64>| {
+        genesis
+            .accounts
+            .iter()
+            .find(|account| {
+                Some(account.id.0) != except
+                    && account
+                        .balances
+                        .iter()
+                        .any(|(held, amount)| held.0 == asset && *amount >= 1_000_000)
+            })
+            .map(|account| account.id.0)
+            .expect("a dev account holds the asset")
+    };
+    let seller_of_0 = holder(0, None);
+    let seller_of_1 = holder(1, Some(seller_of_0));
+    let offer = |source: u64, sell: u16, buy: u16| {
+        sign(
+            source,
+            1,
+            Operation::CreateOffer {
+                sell: AssetId(sell),
+                buy: AssetId(buy),
+                amount: 1_000_000,
+                min_price: Price::parse_limit("0.5").unwrap(),
+            },
+        )
+    };
+    vec![offer(seller_of_0, 0, 1), offer(seller_of_1, 1, 0)]
+}
+
+fn encoded(transactions: &[SignedTransaction]) -> Vec<Bytes> {
+    transactions
+        .iter()
+        .map(|signed| Bytes::from(signed.encode()))
+        .collect()
+}
+
+fn process(app: &impl Application, txs: Vec<Bytes>, height: i64) -> ProposalStatus {
+    let response = app.process_proposal(RequestProcessProposal {
+        txs,
+        height,
+        ..RequestProcessProposal::default()
+    });
+    ProposalStatus::try_from(response.status).unwrap()
+}
+
+/// The proposal's txs with its header changed by `change`.
+fn tampered(txs: &[Bytes], change: impl Fn(&mut BlockHeader)) -> Vec<Bytes> {
+    let mut header =
+        BlockHeader::decode(txs[0].strip_prefix(proposal::HEADER_TAG).unwrap()).unwrap();
+    change(&mut header);
+    proposal::encode(&header, &txs[1..])
+}
+
+fn check_tx(app: &impl Application, tx: Vec<u8>) -> u32 {
+    app.check_tx(RequestCheckTx {
+        tx: Bytes::from(tx),
+        r#type: CheckTxType::New as i32,
+    })
+    .code
+}
+
+#[test]
+fn process_proposal_rejects_clearings_that_break_conservation_or_limit_prices() {
+    let dir = TempDir::new("abci");
+    let app = abci_app(&config(dir.path())).unwrap();
+    app.init_chain(RequestInitChain {
+        initial_height: 1,
+        ..RequestInitChain::default()
+    });
+    let offers = crossing_offers();
+    let prepared = app
+        .prepare_proposal(RequestPrepareProposal {
+            txs: encoded(&offers),
+            max_tx_bytes: 1 << 20,
+            height: 1,
+            ..RequestPrepareProposal::default()
+        })
+        .txs;
+    assert_eq!(prepared.len(), 1 + offers.len(), "header + transactions");
+    let header =
+        BlockHeader::decode(prepared[0].strip_prefix(proposal::HEADER_TAG).unwrap()).unwrap();
+    assert_eq!(header.trades.len(), 2, "the two offers trade: {header:?}");
+
+    let info_before = app.info(RequestInfo::default());
+    // Conservation: a pair claims to sell more than its offers hold.
+    let oversold = tampered(&prepared, |header| header.trades[0].sold += 10_000_000);
+    assert_eq!(process(&app, oversold, 1), ProposalStatus::Reject);
+    // Limit prices: the sold asset made nearly worthless, so trading at p_sell/p_buy is far
+    // below the offers' limit of 0.5.
+    let below_limit = tampered(&prepared, |header| {
+        let sell = header.trades[0].sell.0 as usize;
+        header.valuations[sell] = 1;
+    });
+    assert_eq!(process(&app, below_limit, 1), ProposalStatus::Reject);
+    // Not a Walras block: no header, a header for another height, an undecodable entry.
+    assert_eq!(
+        process(&app, prepared[1..].to_vec(), 1),
+        ProposalStatus::Reject
+    );
+    assert_eq!(process(&app, prepared.clone(), 2), ProposalStatus::Reject);
+    let mut garbage = prepared.clone();
+    garbage.push(Bytes::from_static(b"\x01 not a transaction"));
+    assert_eq!(process(&app, garbage, 1), ProposalStatus::Reject);
+    assert_eq!(process(&app, Vec::new(), 1), ProposalStatus::Reject);
+    // A rejected proposal changes nothing.
+    assert_eq!(app.info(RequestInfo::default()), info_before);
+
+    // The honest proposal is accepted, executes, and commits.
+    assert_eq!(process(&app, prepared.clone(), 1), ProposalStatus::Accept);
+    let finalized = app.finalize_block(RequestFinalizeBlock {
+        txs: prepared.clone(),
+        height: 1,
+        ..RequestFinalizeBlock::default()
+    });
+    assert_eq!(finalized.tx_results.len(), prepared.len());
+    assert!(finalized
+        .tx_results
+        .iter()
+        .all(|result| result.code == code::OK));
+    assert_eq!(finalized.app_hash.len(), 32);
+    app.commit();
+    let info = app.info(RequestInfo::default());
+    assert_eq!(info.last_block_height, 1);
+    assert_eq!(info.last_block_app_hash, finalized.app_hash);
+
+    // CheckTx against the committed state.
+    assert_eq!(check_tx(&app, offers[0].encode()), code::REPLAYED);
+    assert_eq!(check_tx(&app, b"\x01\x02".to_vec()), code::MALFORMED);
+    assert_eq!(
+        check_tx(&app, prepared[0].to_vec()),
+        code::MALFORMED,
+        "a header is no transaction"
+    );
+    let mut forged = sign(
+        offers[0].transaction.source.0,
+        2,
+        offers[0].transaction.operation,
+    );
+    forged.signature[0] ^= 1;
+    assert_eq!(check_tx(&app, forged.encode()), code::BAD_SIGNATURE);
+    let unknown = sign(10_000, 1, offers[0].transaction.operation);
+    assert_eq!(check_tx(&app, unknown.encode()), code::UNKNOWN_ACCOUNT);
+    let far = sign(
+        offers[0].transaction.source.0,
+        500,
+        offers[0].transaction.operation,
+    );
+    assert_eq!(check_tx(&app, far.encode()), code::SEQUENCE_OUT_OF_WINDOW);
+    let next = sign(
+        offers[0].transaction.source.0,
+        2,
+        offers[0].transaction.operation,
+    );
+    assert_eq!(check_tx(&app, next.encode()), code::OK);
+
+    // A restart recovers what Commit stored, and Info says so (the handshake's input).
+    drop(app);
+    let reopened = abci_app(&config(dir.path())).unwrap();
+    assert_eq!(reopened.info(RequestInfo::default()), info);
+}
