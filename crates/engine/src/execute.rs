@@ -111,6 +111,8 @@ pub enum EngineError {
         expected: String,
         computed: String,
     },
+    /// [`ExchangeState::apply_checked`] got a check of another block or another state.
+    StaleCheck,
 }
 
 impl std::fmt::Display for EngineError {
@@ -143,6 +145,10 @@ impl std::fmt::Display for EngineError {
                 f,
                 "block header rejected: pair {sell}->{buy} names the wrong last offer"
             ),
+            EngineError::StaleCheck => write!(
+                f,
+                "the block was checked against another state or was another block: check it again"
+            ),
             EngineError::StateRootMismatch { expected, computed } => write!(
                 f,
                 "state root {computed} differs from the header's {expected}: stop this node"
@@ -164,6 +170,17 @@ struct Plan {
     /// New accounts: (id, public key), sorted by id.
     new_accounts: Vec<(AccountId, [u8; 32])>,
     books: OrderBooks,
+}
+
+/// A block checked against a state by [`ExchangeState::check`], ready to execute on that
+/// state with [`ExchangeState::apply_checked`].
+pub struct CheckedBlock {
+    /// The last header hash of the state it was checked against.
+    previous: Hash,
+    transactions: usize,
+    /// Execution uses the check's thread count: the plan is sharded by it.
+    threads: usize,
+    cleared: Cleared,
 }
 
 /// A block planned and cleared (proposer) or checked (follower), not yet executed.
@@ -238,8 +255,17 @@ impl ExchangeState {
     /// height, previous header, transactions root, and the clearing (conservation, limit
     /// prices, the last offers) — except for the state root, which a proposal cannot know.
     /// Nothing changes.
-    pub fn check(&self, block: &Block, config: &EngineConfig) -> Result<(), EngineError> {
-        self.check_block(block, config).map(|_| ())
+    ///
+    /// The result can execute the block later ([`Self::apply_checked`]) without checking it
+    /// (and verifying its signatures) again.
+    pub fn check(&self, block: &Block, config: &EngineConfig) -> Result<CheckedBlock, EngineError> {
+        let cleared = self.check_block(block, config)?;
+        Ok(CheckedBlock {
+            previous: self.last_header_hash,
+            transactions: block.transactions.len(),
+            threads: config.threads,
+            cleared,
+        })
     }
 
     /// Applies a block that consensus decided: checked like [`Self::check`], then executed.
@@ -250,8 +276,32 @@ impl ExchangeState {
         block: &Block,
         config: &EngineConfig,
     ) -> Result<BlockOutcome, EngineError> {
-        let cleared = self.check_block(block, config)?;
-        let outcome = self.execute_cleared(&block.transactions, cleared, config);
+        let checked = self.check(block, config)?;
+        self.apply_checked(block, checked, config)
+    }
+
+    /// [`Self::apply_decided`] for a block [`Self::check`] already checked against this very
+    /// state, executed with the check's thread count (the state root is the same for any). A check made against another state (another height or previous block) or of
+    /// another header is refused with [`EngineError::StaleCheck`], nothing changed.
+    pub fn apply_checked(
+        &mut self,
+        block: &Block,
+        checked: CheckedBlock,
+        config: &EngineConfig,
+    ) -> Result<BlockOutcome, EngineError> {
+        if checked.previous != self.last_header_hash
+            || checked.cleared.header.height != self.height + 1
+            || checked.cleared.header != block.header
+            || checked.transactions != block.transactions.len()
+        {
+            return Err(EngineError::StaleCheck);
+        }
+        // The plan's shards are cut for the thread count it was made with.
+        let config = EngineConfig {
+            threads: checked.threads,
+            ..config.clone()
+        };
+        let outcome = self.execute_cleared(&block.transactions, checked.cleared, &config);
         self.last_header_hash = outcome.header.hash();
         Ok(outcome)
     }

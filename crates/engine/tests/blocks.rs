@@ -422,13 +422,22 @@ proptest! {
             prop_assert_eq!(header.state_root, walras_crypto::Hash::default());
             let proposal = Block { header, transactions: transactions.clone() };
             let before = replicated.state_root(1);
-            prop_assert!(replicated.check(&proposal, &config(1)).is_ok());
+            let checked = replicated.check(&proposal, &config(1)).unwrap();
+            let stale = replicated.check(&proposal, &config(1)).unwrap();
             for tampered in tamperings(&proposal) {
                 prop_assert!(replicated.check(&tampered, &config(1)).is_err(), "accepted {:?}", tampered.header);
                 prop_assert!(replicated.apply_decided(&tampered, &config(1)).is_err());
             }
             prop_assert_eq!(replicated.state_root(1), before);
-            let decided = replicated.apply_decided(&proposal, &config(2)).unwrap();
+            let decided = if proposal.header.height % 2 == 0 {
+                replicated.apply_checked(&proposal, checked, &config(2)).unwrap()
+            } else {
+                replicated.apply_decided(&proposal, &config(2)).unwrap()
+            };
+            // A check of the state before this block no longer applies.
+            let after = replicated.state_root(1);
+            prop_assert_eq!(replicated.apply_checked(&proposal, stale, &config(1)).unwrap_err(), EngineError::StaleCheck);
+            prop_assert_eq!(replicated.state_root(1), after);
             let (block, _) = solo.propose(transactions, &config(1)).unwrap();
             // Same clearing inputs and a deterministic tâtonnement: the same block.
             prop_assert_eq!(&decided.header, &block.header);

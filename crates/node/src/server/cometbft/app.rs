@@ -2,10 +2,10 @@
 //!
 //! | call | what it does here |
 //! |---|---|
-//! | `CheckTx` | the mempool's admission checks against the committed state: decodes, known source, sequence window, signature (a recheck skips the signature: keys never change) |
+//! | `CheckTx` | the mempool's admission checks against the committed state: decodes, known source, sequence window, signature (skipped on a recheck, since keys never change, and for what this node's API admitted, since admission verified it) |
 //! | `PrepareProposal` | takes CometBFT's transactions up to the byte and count limits, runs clearing (tâtonnement and LP) on them without changing the state, and puts the clearing header in front ([`super::proposal`]) |
 //! | `ProcessProposal` | checks the proposal exactly, as a follower checks a block (conservation, limit prices, the last offers, height, previous header, transactions root, signatures), without running tâtonnement and without changing the state; rejects what fails |
-//! | `FinalizeBlock` | executes the decided block; the app hash is the new state root |
+//! | `FinalizeBlock` | executes the decided block, reusing ProcessProposal's check of it when it is the block this node accepted last; the app hash is the new state root |
 //! | `Commit` | appends the block to the store (synchronous), then reports it: tip, events, metrics, this node's mempool |
 //! | `Info` | the last stored height and its state root, so CometBFT replays only what the store lacks |
 //! | `Query` | `/status` and `/accounts/{id}` as JSON |
@@ -31,7 +31,7 @@ use tendermint_proto::v0_38::abci::{
 };
 use walras_crypto::{verify_batches_parallel, Hash, Signature};
 use walras_engine::block::transaction_hash;
-use walras_engine::{Block, BlockOutcome, EngineConfig, ExchangeState};
+use walras_engine::{Block, BlockOutcome, CheckedBlock, EngineConfig, EngineError, ExchangeState};
 use walras_types::transaction::SEQUENCE_WINDOW;
 use walras_types::{AccountId, SignedTransaction};
 
@@ -66,6 +66,9 @@ pub struct AppConfig {
 pub struct WalrasApp {
     shared: Arc<Shared>,
     config: Arc<AppConfig>,
+    /// The last proposal ProcessProposal accepted (CometBFT's block hash and the check), so
+    /// FinalizeBlock of that block does not check it, and verify its signatures, again.
+    checked: Arc<Mutex<Option<(Bytes, CheckedBlock)>>>,
     /// The block FinalizeBlock executed, waiting for Commit to store it.
     decided: Arc<Mutex<Option<Decided>>>,
 }
@@ -82,6 +85,7 @@ impl WalrasApp {
         WalrasApp {
             shared,
             config: Arc::new(config),
+            checked: Arc::new(Mutex::new(None)),
             decided: Arc::new(Mutex::new(None)),
         }
     }
@@ -126,7 +130,9 @@ impl WalrasApp {
                 ),
             ));
         }
-        if recheck {
+        // A recheck: keys never change, so a signature once verified stays valid. A
+        // transaction this node's API admitted: admission verified its signature.
+        if recheck || self.shared.mempool().contains(&transaction_hash(&signed)) {
             return Ok(());
         }
         let key = account.verifying_key().copied();
@@ -345,7 +351,11 @@ impl Application for WalrasApp {
                     .map_err(|error| error.to_string())
             });
         let status = match verdict {
-            Ok(()) => ProposalStatus::Accept,
+            Ok(checked) => {
+                *self.checked.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((request.hash, checked));
+                ProposalStatus::Accept
+            }
             Err(reason) => {
                 eprintln!(
                     "walras node: rejected the proposal for height {}: {reason}",
@@ -368,16 +378,29 @@ impl Application for WalrasApp {
             ))
         });
         let started = Instant::now();
+        let checked = self
+            .checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .filter(|(hash, _)| *hash == request.hash)
+            .map(|(_, checked)| checked);
         let outcome = {
             let mut state = self.shared.state.blocking_write();
-            state
-                .apply_decided(&block, &self.config.follower)
-                .unwrap_or_else(|error| {
-                    self.halt(&format!(
-                        "the decided block at height {} does not execute: {error}",
-                        request.height
-                    ))
-                })
+            let follower = &self.config.follower;
+            let applied = match checked {
+                Some(checked) => match state.apply_checked(&block, checked, follower) {
+                    Err(EngineError::StaleCheck) => state.apply_decided(&block, follower),
+                    result => result,
+                },
+                None => state.apply_decided(&block, follower),
+            };
+            applied.unwrap_or_else(|error| {
+                self.halt(&format!(
+                    "the decided block at height {} does not execute: {error}",
+                    request.height
+                ))
+            })
         };
         let executed = Block {
             header: outcome.header.clone(),
