@@ -23,6 +23,7 @@ pub struct Metrics {
     pub proposals_total: AtomicU64,
     pub proposal_micros_total: AtomicU64,
     pub proposals_rejected_total: AtomicU64,
+    pub proposal_check_micros_total: AtomicU64,
     pub forward_refused_total: AtomicU64,
     dropped_total: Mutex<BTreeMap<&'static str, u64>>,
     rejected_total: Mutex<BTreeMap<&'static str, u64>>,
@@ -106,6 +107,12 @@ impl Metrics {
             "walras_proposal_micros_total",
             "Time spent clearing proposals, in microseconds (replicated mode).",
             load(&self.proposal_micros_total),
+        );
+        counter(
+            &mut out,
+            "walras_proposal_check_micros_total",
+            "Time spent checking proposals in ProcessProposal, in microseconds (replicated mode).",
+            load(&self.proposal_check_micros_total),
         );
         counter(
             &mut out,

@@ -343,6 +343,7 @@ impl Application for WalrasApp {
     }
 
     fn process_proposal(&self, request: RequestProcessProposal) -> ResponseProcessProposal {
+        let started = Instant::now();
         let verdict = proposal::decode(&request.txs, request.height)
             .map_err(|error| error.to_string())
             .and_then(|block| {
@@ -350,6 +351,10 @@ impl Application for WalrasApp {
                     .check(&block, &self.config.follower)
                     .map_err(|error| error.to_string())
             });
+        self.shared.metrics.proposal_check_micros_total.fetch_add(
+            started.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let status = match verdict {
             Ok(checked) => {
                 *self.checked.lock().unwrap_or_else(|p| p.into_inner()) =
