@@ -17,7 +17,7 @@ use std::time::Duration;
 use tendermint_abci::Application;
 use tendermint_proto::v0_38::abci::{
     response_process_proposal::ProposalStatus, CheckTxType, RequestCheckTx, RequestFinalizeBlock,
-    RequestInfo, RequestInitChain, RequestPrepareProposal, RequestProcessProposal,
+    RequestInfo, RequestInitChain, RequestPrepareProposal, RequestProcessProposal, RequestQuery,
 };
 use walras_engine::BlockHeader;
 use walras_node::api::wire::DevGenesisJson;
@@ -121,6 +121,10 @@ fn tampered(txs: &[Bytes], change: impl Fn(&mut BlockHeader)) -> Vec<Bytes> {
     proposal::encode(&header, &txs[1..])
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 fn check_tx(app: &impl Application, tx: Vec<u8>) -> u32 {
     app.check_tx(RequestCheckTx {
         tx: Bytes::from(tx),
@@ -192,6 +196,34 @@ fn process_proposal_rejects_clearings_that_break_conservation_or_limit_prices() 
     let info = app.info(RequestInfo::default());
     assert_eq!(info.last_block_height, 1);
     assert_eq!(info.last_block_app_hash, finalized.app_hash);
+
+    // Query serves the committed state.
+    let queried = app.query(RequestQuery {
+        path: format!("/accounts/{}", offers[0].transaction.source.0),
+        ..RequestQuery::default()
+    });
+    assert_eq!(queried.code, code::OK, "{}", queried.log);
+    let account: serde_json::Value = serde_json::from_slice(&queried.value).unwrap();
+    assert_eq!(account["last_sequence"], 1);
+    assert_eq!(queried.height, 1);
+    let status = app.query(RequestQuery {
+        path: "/status".into(),
+        ..RequestQuery::default()
+    });
+    let status: serde_json::Value = serde_json::from_slice(&status.value).unwrap();
+    assert_eq!(status["height"], 1);
+    assert_eq!(
+        status["state_root"].as_str().unwrap(),
+        hex(&finalized.app_hash)
+    );
+    for bad in ["/nothing", "/accounts/x", "/accounts/99999"] {
+        let answer = app.query(RequestQuery {
+            path: bad.into(),
+            ..RequestQuery::default()
+        });
+        assert_ne!(answer.code, code::OK, "{bad}");
+        assert!(!answer.log.is_empty());
+    }
 
     // CheckTx against the committed state.
     assert_eq!(check_tx(&app, offers[0].encode()), code::REPLAYED);
