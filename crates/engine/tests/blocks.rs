@@ -429,7 +429,7 @@ proptest! {
                 prop_assert!(replicated.apply_decided(&tampered, &config(1)).is_err());
             }
             prop_assert_eq!(replicated.state_root(1), before);
-            let decided = if proposal.header.height % 2 == 0 {
+            let decided = if proposal.header.height.is_multiple_of(2) {
                 replicated.apply_checked(&proposal, checked, &config(2)).unwrap()
             } else {
                 replicated.apply_decided(&proposal, &config(2)).unwrap()
