@@ -14,6 +14,7 @@ use setup::{Layout, NodeLayout};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use walras_node::api::DEV_ACCOUNTS_MAX;
 use walras_node::client::NodeClient;
 use walras_node::server::cometbft::find_binary;
 
@@ -49,14 +50,14 @@ struct UpArgs {
     #[arg(long)]
     cometbft_bin: Option<PathBuf>,
     /// Accounts of the shared development genesis.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(2..=DEV_ACCOUNTS_MAX))]
     dev_accounts: u64,
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value = "10", value_parser = super::args::asset_count)]
     dev_assets: usize,
     #[arg(long, default_value_t = 1)]
     dev_seed: u64,
     /// Execution threads per node (all validators share this machine).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value = "1", value_parser = super::args::thread_count)]
     threads: usize,
     /// CometBFT's pause after each commit, in milliseconds (its block cadence).
     #[arg(long, default_value_t = 500)]
@@ -143,7 +144,7 @@ fn create(args: &UpArgs, validators: usize, dir: &Path) -> Result<Layout, CliErr
         "walras localnet: creating {validators} validators in {}",
         dir.display()
     );
-    setup::create(&setup::Plan {
+    let created = setup::create(&setup::Plan {
         dir,
         validators,
         cometbft_bin,
@@ -152,7 +153,12 @@ fn create(args: &UpArgs, validators: usize, dir: &Path) -> Result<Layout, CliErr
         dev_seed: args.dev_seed,
         threads: args.threads.max(1),
         timeout_commit_ms: args.timeout_commit_ms.max(1),
-    })
+    });
+    if created.is_err() {
+        // The directory was empty or missing: leave it so, and the command can be run again.
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    created
 }
 
 /// Starts one validator in the background, in its own session.
@@ -261,6 +267,14 @@ fn wait_until_serving(layout: &Layout, limit: Duration) -> Result<(), CliError> 
         for node in &layout.nodes {
             let client = NodeClient::new(&node.api)?;
             loop {
+                if running_pid(node).is_none() {
+                    return Err(CliError(format!(
+                        "node{} exited; the end of {}:\n{}",
+                        node.index,
+                        node.log().display(),
+                        log_tail(&node.log(), 12)
+                    )));
+                }
                 match client.status().await {
                     Ok(status) if status.height > 0 => break,
                     _ if Instant::now() > deadline => {
@@ -277,6 +291,13 @@ fn wait_until_serving(layout: &Layout, limit: Duration) -> Result<(), CliError> 
         }
         Ok(())
     })?
+}
+
+/// The last `lines` lines of a log file.
+fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
 fn print_summary(dir: &Path, layout: &Layout) {
