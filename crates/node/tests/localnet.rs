@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use walras_sim::Rng;
-use walras_types::SignedTransaction;
 
 const VALIDATORS: usize = 4;
 const LOAD_ACCOUNTS: u64 = 60;
@@ -133,43 +132,10 @@ impl Drop for Localnet {
     }
 }
 
-/// Sends payments from accounts `0..LOAD_ACCOUNTS` to `url`, 10 every 50 ms, until dropped.
-async fn load(client: &reqwest::Client, url: &str, rng: &mut Rng) {
-    let mut senders = Vec::new();
-    for account in 0..LOAD_ACCOUNTS {
-        let (_, body) = get(client, &format!("{url}/v1/accounts/{account}")).await;
-        let next = body["next_sequence"].as_u64().unwrap();
-        let asset = balances(client, url, account)
-            .await
-            .first()
-            .map(|(asset, _)| *asset)
-            .unwrap();
-        senders.push((account, next, asset));
-    }
-    loop {
-        let batch: Vec<SignedTransaction> = (0..10)
-            .map(|_| {
-                let sender = &mut senders[rng.below(LOAD_ACCOUNTS) as usize];
-                let to = (sender.0 + 1 + rng.below(LOAD_ACCOUNTS - 1)) % LOAD_ACCOUNTS;
-                let signed = payment(sender.0, sender.1, to, sender.2, 1 + rng.below(5));
-                sender.1 += 1;
-                signed
-            })
-            .collect();
-        let _ = client
-            .post(format!("{url}/v1/transactions/batch"))
-            .header("content-type", "application/octet-stream")
-            .body(SignedTransaction::encode_list(&batch))
-            .send()
-            .await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn load_for(client: &reqwest::Client, url: &str, seconds: u64, seed: u64) {
     let mut rng = Rng::new(seed);
     tokio::select! {
-        _ = load(client, url, &mut rng) => {},
+        _ = load_payments(client, url, &mut rng, PaymentLoad { accounts: LOAD_ACCOUNTS, per_batch: 10, every_ms: 50 }) => {},
         _ = tokio::time::sleep(Duration::from_secs(seconds)) => {},
     }
 }

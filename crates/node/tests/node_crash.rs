@@ -11,42 +11,8 @@ use node_support::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use walras_sim::Rng;
-use walras_types::SignedTransaction;
 
 const LOAD_ACCOUNTS: u64 = 40;
-
-/// Sends payments from accounts `0..LOAD_ACCOUNTS` forever, 8 per 20 ms.
-async fn load(client: &reqwest::Client, url: &str, rng: &mut Rng) {
-    let mut senders = Vec::new();
-    for account in 0..LOAD_ACCOUNTS {
-        let (_, body) = get(client, &format!("{url}/v1/accounts/{account}")).await;
-        let next = body["next_sequence"].as_u64().unwrap();
-        let asset = balances(client, url, account)
-            .await
-            .first()
-            .map(|(asset, _)| *asset)
-            .unwrap();
-        senders.push((account, next, asset));
-    }
-    loop {
-        let batch: Vec<SignedTransaction> = (0..8)
-            .map(|_| {
-                let sender = &mut senders[rng.below(LOAD_ACCOUNTS) as usize];
-                let to = (sender.0 + 1 + rng.below(LOAD_ACCOUNTS - 1)) % LOAD_ACCOUNTS;
-                let signed = payment(sender.0, sender.1, to, sender.2, 1 + rng.below(5));
-                sender.1 += 1;
-                signed
-            })
-            .collect();
-        let _ = client
-            .post(format!("{url}/v1/transactions/batch"))
-            .header("content-type", "application/octet-stream")
-            .body(SignedTransaction::encode_list(&batch))
-            .send()
-            .await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// Records every (height, state root) the node reports, checking it never changes its mind.
 async fn watch(client: &reqwest::Client, url: &str, reported: &mut BTreeMap<u64, String>) {
@@ -92,7 +58,7 @@ fn crash_rounds(kills: u32, seed: u64) {
             let client = reqwest::Client::new();
             check_reported(&client, &url, &reported).await;
             tokio::select! {
-                _ = load(&client, &url, &mut load_rng) => {},
+                _ = load_payments(&client, &url, &mut load_rng, PaymentLoad { accounts: LOAD_ACCOUNTS, per_batch: 8, every_ms: 20 }) => {},
                 _ = watch(&client, &url, &mut reported) => {},
                 _ = tokio::time::sleep(Duration::from_millis(run_ms)) => {},
             }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use walras_node::api::wire::DevGenesisJson;
 use walras_node::api::DEV_ACCOUNTS_MAX;
-use walras_node::server::cometbft::{find_binary, CometbftConfig};
+use walras_node::server::cometbft::{binary_or_find, CometbftConfig};
 use walras_node::server::{Consensus, GenesisSource, NodeConfig};
 
 #[derive(clap::Args, Debug)]
@@ -91,16 +91,7 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
     let consensus = match args.consensus {
         ConsensusKind::Solo => Consensus::Solo,
         ConsensusKind::Cometbft => Consensus::Cometbft(CometbftConfig {
-            binary: match args.cometbft_bin {
-                Some(path) => path,
-                None => find_binary().ok_or_else(|| {
-                    CliError(
-                        "no cometbft executable found (PATH, ~/go/bin, $WALRAS_COMETBFT): run \
-                         scripts/install-cometbft.sh or pass --cometbft-bin"
-                            .into(),
-                    )
-                })?,
-            },
+            binary: binary_or_find(args.cometbft_bin)?,
             home: args
                 .cometbft_home
                 .ok_or_else(|| CliError("--consensus cometbft needs --cometbft-home".into()))?,

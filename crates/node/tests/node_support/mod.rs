@@ -229,3 +229,51 @@ pub async fn check_no_double_apply(client: &reqwest::Client, url: &str) -> usize
     }
     accepted.len()
 }
+
+/// An open-loop payment load: `per_batch` payments every `every_ms` among accounts
+/// `0..accounts`, each paying in the first asset it holds.
+#[derive(Clone, Copy)]
+pub struct PaymentLoad {
+    pub accounts: u64,
+    pub per_batch: usize,
+    pub every_ms: u64,
+}
+
+/// Sends `load` to `url` as batch submissions until dropped; answers are ignored (the node
+/// may be down or refusing: the load is open loop).
+pub async fn load_payments(
+    client: &reqwest::Client,
+    url: &str,
+    rng: &mut walras_sim::Rng,
+    load: PaymentLoad,
+) {
+    let mut senders = Vec::new();
+    for account in 0..load.accounts {
+        let (_, body) = get(client, &format!("{url}/v1/accounts/{account}")).await;
+        let next = body["next_sequence"].as_u64().unwrap();
+        let asset = balances(client, url, account)
+            .await
+            .first()
+            .map(|(asset, _)| *asset)
+            .unwrap();
+        senders.push((account, next, asset));
+    }
+    loop {
+        let batch: Vec<SignedTransaction> = (0..load.per_batch)
+            .map(|_| {
+                let sender = &mut senders[rng.below(load.accounts) as usize];
+                let to = (sender.0 + 1 + rng.below(load.accounts - 1)) % load.accounts;
+                let signed = payment(sender.0, sender.1, to, sender.2, 1 + rng.below(5));
+                sender.1 += 1;
+                signed
+            })
+            .collect();
+        let _ = client
+            .post(format!("{url}/v1/transactions/batch"))
+            .header("content-type", "application/octet-stream")
+            .body(SignedTransaction::encode_list(&batch))
+            .send()
+            .await;
+        tokio::time::sleep(Duration::from_millis(load.every_ms)).await;
+    }
+}

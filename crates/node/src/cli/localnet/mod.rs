@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use walras_node::api::DEV_ACCOUNTS_MAX;
 use walras_node::client::NodeClient;
-use walras_node::server::cometbft::find_binary;
+use walras_node::server::cometbft::binary_or_find;
 
 /// How long `down` waits for a node to stop before killing it.
 const STOP_GRACE: Duration = Duration::from_secs(15);
@@ -128,16 +128,7 @@ fn create(args: &UpArgs, validators: usize, dir: &Path) -> Result<Layout, CliErr
     }
     std::fs::create_dir_all(dir)
         .map_err(|error| CliError(format!("creating {}: {error}", dir.display())))?;
-    let cometbft_bin = match &args.cometbft_bin {
-        Some(path) => path.clone(),
-        None => find_binary().ok_or_else(|| {
-            CliError(
-                "no cometbft executable found (PATH, ~/go/bin, $WALRAS_COMETBFT): run \
-                 scripts/install-cometbft.sh or pass --cometbft-bin"
-                    .into(),
-            )
-        })?,
-    };
+    let cometbft_bin = binary_or_find(args.cometbft_bin.clone())?;
     let cometbft_bin = std::fs::canonicalize(&cometbft_bin)
         .map_err(|error| CliError(format!("cometbft at {}: {error}", cometbft_bin.display())))?;
     eprintln!(

@@ -154,6 +154,17 @@ fn rpc_url(config_text: &str) -> Result<String, NodeError> {
     Ok(format!("http://{address}"))
 }
 
+/// The executable named, or else the one [`find_binary`] finds; an error saying how to get one.
+pub fn binary_or_find(named: Option<PathBuf>) -> Result<PathBuf, NodeError> {
+    named.or_else(find_binary).ok_or_else(|| {
+        NodeError(
+            "no cometbft executable found (PATH, ~/go/bin, $WALRAS_COMETBFT): run \
+             scripts/install-cometbft.sh or pass --cometbft-bin"
+                .into(),
+        )
+    })
+}
+
 /// The `cometbft` executable to use when none is named: `$WALRAS_COMETBFT`, then `cometbft`
 /// on the PATH, then `$GOBIN`/`$GOPATH/bin`/`~/go/bin` (where `go install` puts it).
 pub fn find_binary() -> Option<PathBuf> {
