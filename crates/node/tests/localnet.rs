@@ -9,6 +9,8 @@
 //!    reported is served again unchanged, the network commits again, and no (source,
 //!    sequence) is accepted twice in the whole chain.
 //!
+//! A slower variant (ignored in CI) kills validators at random instants 20 times.
+//!
 //! The test installs the pinned CometBFT with `scripts/install-cometbft.sh` when it is
 //! missing (a `go install`, minutes on a fresh machine); it fails, rather than skips, when it
 //! cannot.
@@ -133,10 +135,14 @@ impl Drop for Localnet {
 }
 
 async fn load_for(client: &reqwest::Client, url: &str, seconds: u64, seed: u64) {
+    load_for_ms(client, url, seconds * 1000, seed).await;
+}
+
+async fn load_for_ms(client: &reqwest::Client, url: &str, millis: u64, seed: u64) {
     let mut rng = Rng::new(seed);
     tokio::select! {
         _ = load_payments(client, url, &mut rng, PaymentLoad { accounts: LOAD_ACCOUNTS, per_batch: 10, every_ms: 50 }) => {},
-        _ = tokio::time::sleep(Duration::from_secs(seconds)) => {},
+        _ = tokio::time::sleep(Duration::from_millis(millis)) => {},
     }
 }
 
@@ -264,4 +270,71 @@ fn four_validators_agree_survive_crashes_and_catch_up() {
             roots.len()
         );
     });
+}
+
+/// Validators killed with SIGKILL at random instants under load, `rounds` times (every fifth
+/// round all four at once): after every restart all nodes agree at every height, every
+/// (height, state root) any node had reported is unchanged, and at the end no (source,
+/// sequence) was accepted twice.
+fn random_kill_rounds(rounds: u64, seed: u64) {
+    let net = Localnet::up(TempDir::new("localnet-kills"), cometbft_binary());
+    let apis = net.apis.clone();
+    let mut rng = Rng::new(seed);
+    let client = reqwest::Client::new();
+    let mut reported: BTreeMap<u64, String> = BTreeMap::new();
+    runtime().block_on(async {
+        for round in 0..rounds {
+            let loaded = &apis[rng.below(VALIDATORS as u64) as usize];
+            load_for_ms(&client, loaded, 300 + rng.below(2_000), seed + round).await;
+            for url in &apis {
+                if let Some((height, root)) = status(&client, url).await {
+                    let known = reported.entry(height).or_insert_with(|| root.clone());
+                    assert_eq!(*known, root, "height {height} reported with two roots");
+                }
+            }
+            let victims: Vec<usize> = if round % 5 == 4 {
+                (0..VALIDATORS).collect()
+            } else {
+                vec![rng.below(VALIDATORS as u64) as usize]
+            };
+            for victim in &victims {
+                net.kill(*victim);
+            }
+            if let Some(survivor) = (0..VALIDATORS).find(|index| !victims.contains(index)) {
+                let (height, _) = status(&client, &apis[survivor]).await.unwrap();
+                wait_for_height(
+                    &client,
+                    &apis[survivor],
+                    height + 2,
+                    Duration::from_secs(30),
+                )
+                .await;
+            }
+            net.run_up();
+            let highest = reported.keys().last().copied().unwrap_or(0);
+            for url in &apis {
+                wait_for_height(&client, url, highest + 1, Duration::from_secs(60)).await;
+            }
+            let (roots, _) = check_agreement(&client, &apis).await;
+            for (height, root) in reported.iter().filter(|(height, _)| **height > 0) {
+                assert_eq!(
+                    roots.get(height),
+                    Some(root),
+                    "round {round}: height {height} changed"
+                );
+            }
+        }
+        let accepted = check_no_double_apply(&client, &apis[0]).await;
+        assert!(accepted > 0);
+        eprintln!(
+            "localnet: {rounds} kill rounds, {} heights reported, {accepted} transactions accepted",
+            reported.len()
+        );
+    });
+}
+
+#[test]
+#[ignore = "slow: 20 kill rounds, minutes; run with --ignored"]
+fn validators_killed_at_random_20_times_keep_agreeing() {
+    random_kill_rounds(20, 17);
 }
