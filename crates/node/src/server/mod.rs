@@ -1,6 +1,7 @@
-//! `walras node`: a solo node. Opens (or creates) the store, recovers the state by replaying
-//! every stored block and checking its state root, then serves the HTTP API while a producer
-//! thread cuts, executes and durably commits blocks.
+//! `walras node`: opens (or creates) the store, recovers the state by replaying every stored
+//! block and checking its state root, then serves the HTTP API while blocks are ordered either
+//! by a solo producer thread that cuts, executes and durably commits them ([`Consensus::Solo`],
+//! the embedded default) or by CometBFT through the ABCI++ app ([`cometbft`]).
 
 mod admission;
 pub mod cometbft;
