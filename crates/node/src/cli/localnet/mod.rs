@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use walras_node::api::DEV_ACCOUNTS_MAX;
 use walras_node::client::NodeClient;
-use walras_node::server::cometbft::binary_or_find;
+use walras_node::server::cometbft::{binary_or_find, COMETBFT_VERSION};
 
 /// How long `down` waits for a node to stop before killing it.
 const STOP_GRACE: Duration = Duration::from_secs(15);
@@ -131,6 +131,7 @@ fn create(args: &UpArgs, validators: usize, dir: &Path) -> Result<Layout, CliErr
     let cometbft_bin = binary_or_find(args.cometbft_bin.clone())?;
     let cometbft_bin = std::fs::canonicalize(&cometbft_bin)
         .map_err(|error| CliError(format!("cometbft at {}: {error}", cometbft_bin.display())))?;
+    warn_on_other_version(&cometbft_bin);
     eprintln!(
         "walras localnet: creating {validators} validators in {}",
         dir.display()
@@ -150,6 +151,22 @@ fn create(args: &UpArgs, validators: usize, dir: &Path) -> Result<Layout, CliErr
         let _ = std::fs::remove_dir_all(dir);
     }
     created
+}
+
+/// Says so when the executable is not the CometBFT release Walras is tested with.
+fn warn_on_other_version(binary: &Path) {
+    let reported = Command::new(binary)
+        .arg("version")
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .unwrap_or_default();
+    if reported != COMETBFT_VERSION {
+        eprintln!(
+            "walras localnet: {} reports version {reported:?}; Walras is tested with CometBFT \
+             {COMETBFT_VERSION} (scripts/install-cometbft.sh installs it)",
+            binary.display()
+        );
+    }
 }
 
 /// Starts one validator in the background, in its own session.
