@@ -220,15 +220,14 @@ impl ExchangeState {
     }
 
     /// The proposer's half of [`Self::propose`] with nothing changed: the header a replicated
-    /// proposer puts in its proposal, and whether clearing converged. The header's state root
-    /// is zero: the block is executed once it is decided ([`Self::apply_decided`]).
+    /// proposer puts in its proposal. Its state root is zero: the block is executed once it is
+    /// decided ([`Self::apply_decided`]).
     pub fn propose_header(
         &self,
         transactions: &[SignedTransaction],
         config: &EngineConfig,
-    ) -> Result<(BlockHeader, bool), EngineError> {
-        let cleared = self.clear_block(transactions, config)?;
-        Ok((cleared.header, cleared.converged))
+    ) -> Result<BlockHeader, EngineError> {
+        Ok(self.clear_block(transactions, config)?.header)
     }
 
     /// Applies a block proposed elsewhere (the follower path): checks its header's clearing
@@ -281,8 +280,10 @@ impl ExchangeState {
     }
 
     /// [`Self::apply_decided`] for a block [`Self::check`] already checked against this very
-    /// state, executed with the check's thread count (the state root is the same for any). A check made against another state (another height or previous block) or of
-    /// another header is refused with [`EngineError::StaleCheck`], nothing changed.
+    /// state, executed with the check's thread count (the state root is the same for any). A
+    /// check made against another state (another height or previous block) or of another
+    /// header is refused with [`EngineError::StaleCheck`], nothing changed. The caller passes
+    /// the transactions that were checked (the ABCI app keys its check by block hash).
     pub fn apply_checked(
         &mut self,
         block: &Block,

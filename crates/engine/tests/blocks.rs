@@ -418,7 +418,7 @@ proptest! {
         let mut workload = Workload::new(30);
         for choice in &plan {
             let transactions: Vec<SignedTransaction> = workload.block(choice).into_iter().map(|(tx, _)| tx).collect();
-            let (header, _) = replicated.propose_header(&transactions, &config(2)).unwrap();
+            let header = replicated.propose_header(&transactions, &config(2)).unwrap();
             prop_assert_eq!(header.state_root, walras_crypto::Hash::default());
             let proposal = Block { header, transactions: transactions.clone() };
             let before = replicated.state_root(1);

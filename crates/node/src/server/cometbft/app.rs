@@ -308,26 +308,23 @@ impl Application for WalrasApp {
         let state = self.state();
         let header_max = proposal::header_bytes_max(state.assets());
         let budget = (request.max_tx_bytes.max(0) as usize).saturating_sub(header_max);
-        let (raw, transactions) = self.select(request.txs, budget);
+        let (mut raw, transactions) = self.select(request.txs, budget);
         let started = Instant::now();
-        let header = match state.propose_header(&transactions, &self.config.proposer) {
-            Ok((header, _)) => header,
-            Err(error) => {
+        let proposer = &self.config.proposer;
+        let cleared = state
+            .propose_header(&transactions, proposer)
+            .or_else(|error| {
                 eprintln!(
                     "walras node: clearing a proposal of {} transactions failed ({error}); \
-                     proposing an empty block",
+                 proposing an empty block",
                     transactions.len()
                 );
-                match state.propose_header(&[], &self.config.proposer) {
-                    Ok((header, _)) => {
-                        return ResponsePrepareProposal {
-                            txs: proposal::encode(&header, &[]),
-                        }
-                    }
-                    // No header: every validator rejects it and the round moves on.
-                    Err(_) => return ResponsePrepareProposal { txs: Vec::new() },
-                }
-            }
+                raw.clear();
+                state.propose_header(&[], proposer)
+            });
+        let Ok(header) = cleared else {
+            // No header: every validator rejects the proposal and the round moves on.
+            return ResponsePrepareProposal { txs: Vec::new() };
         };
         if header.height as i64 != request.height {
             eprintln!(
