@@ -7,7 +7,6 @@
 mod node_support;
 
 use node_support::*;
-use walras_engine::Block;
 use walras_sim::Rng;
 use walras_types::SignedTransaction;
 
@@ -82,15 +81,7 @@ fn a_payment_is_admitted_committed_and_moves_balances_exactly() {
         assert_eq!(code, 200);
         assert_eq!(status_json["height"].as_u64(), Some(height));
         assert_eq!(block["state_root"], status_json["state_root"]);
-        let raw = client
-            .get(format!("{url}/v1/blocks/{height}/raw"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        let decoded = Block::decode(&raw).expect("the raw block decodes");
+        let decoded = raw_block(&client, &url, height).await;
         assert!(decoded.transactions.contains(&signed));
         assert_eq!(
             decoded.header.state_root.to_string(),

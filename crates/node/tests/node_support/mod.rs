@@ -198,21 +198,26 @@ pub async fn wait_committed(client: &reqwest::Client, url: &str, hash: &str) -> 
     panic!("transaction {hash} still pending after 10 s");
 }
 
+/// Block `height` as `/v1/blocks/{height}/raw` serves it, decoded.
+pub async fn raw_block(client: &reqwest::Client, url: &str, height: u64) -> Block {
+    let raw = client
+        .get(format!("{url}/v1/blocks/{height}/raw"))
+        .send()
+        .await
+        .expect("the node answers")
+        .bytes()
+        .await
+        .expect("the block's bytes arrive");
+    Block::decode(&raw).expect("the raw block decodes")
+}
+
 /// No (source, sequence) accepted twice in the whole chain; returns the accepted count.
 pub async fn check_no_double_apply(client: &reqwest::Client, url: &str) -> usize {
     let (_, status) = get(client, &format!("{url}/v1/status")).await;
     let height = status["height"].as_u64().unwrap();
     let mut accepted = HashSet::new();
     for h in 1..=height {
-        let raw = client
-            .get(format!("{url}/v1/blocks/{h}/raw"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        let block = Block::decode(&raw).unwrap();
+        let block = raw_block(client, url, h).await;
         let (_, json) = get(client, &format!("{url}/v1/blocks/{h}")).await;
         let dropped: HashSet<u64> = json["dropped"]
             .as_array()
