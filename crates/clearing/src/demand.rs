@@ -34,12 +34,24 @@ pub struct DemandWorkspace {
     pub pair_lower_value: Vec<f64>,
     /// Per non-empty pair: value of offers that may trade (limit ≤ r).
     pub pair_upper_value: Vec<f64>,
+    /// Per non-empty pair: smoothed value sold (exact queries only).
+    pair_value: Vec<f64>,
     inverse_prices: Vec<f64>,
     /// Per non-empty pair: the rate of the current query.
     rates: Vec<f64>,
 }
 
 impl DemandWorkspace {
+    /// The rate `p_sell / p_buy` of pair `index` at the last exact query.
+    pub fn rate(&self, index: usize) -> f64 {
+        self.rates[index]
+    }
+
+    /// The smoothed value sold on pair `index` at the last exact query.
+    pub fn pair_flow_value(&self, index: usize) -> f64 {
+        self.pair_value[index]
+    }
+
     pub fn new(books: &OrderBooks) -> DemandWorkspace {
         let pairs = books.pairs().len();
         DemandWorkspace {
@@ -49,6 +61,7 @@ impl DemandWorkspace {
             bought_value: vec![0.0; books.assets()],
             pair_lower_value: vec![0.0; pairs],
             pair_upper_value: vec![0.0; pairs],
+            pair_value: vec![0.0; pairs],
             inverse_prices: vec![0.0; books.assets()],
             rates: vec![0.0; pairs],
         }
@@ -112,6 +125,7 @@ fn finish_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut Deman
         let value = smoothed_supply(low, high, inverse_rate, inverse_mu) * sell_price;
         workspace.sold_value[sell] += value;
         workspace.bought_value[buy] += value;
+        workspace.pair_value[index] = value;
         workspace.pair_lower_value[index] = low.amount * sell_price;
         workspace.pair_upper_value[index] = high.amount * sell_price;
     }
@@ -197,6 +211,25 @@ fn exact_pair_supply(
     locate(books, pair, low_hint, |limit| limit < threshold_f32);
     let low = finish(books, pair, low_hint, |limit| limit < threshold_f32);
     smoothed_supply(low, high, 1.0 / rate, 1.0 / mu)
+}
+
+/// Amount of the pair's offers whose limit is at most `rate` (floats, for slope estimates): a
+/// binary search of the pivots and a count inside one block, without hints.
+pub fn amount_at_or_below(books: &OrderBooks, pair: &PairBook, rate: f64) -> f64 {
+    let rate = rate as f32;
+    let below = |limit: f32| limit <= rate;
+    let pivots = books.pivot_limits(pair);
+    let blocks = pivots.partition_point(|limit| below(*limit));
+    if blocks == 0 {
+        return 0.0;
+    }
+    let block = &books.blocks(pair)[blocks - 1];
+    let slots = block
+        .limits
+        .iter()
+        .map(|limit| below(*limit) as usize)
+        .sum::<usize>();
+    books.pivot_sums(pair)[blocks - 1].amount + block.through[slots.max(1) - 1].amount
 }
 
 /// Where a search ended: `blocks` pivots passed, then `slots` offers of the last of those blocks,

@@ -15,6 +15,7 @@ pub mod demand;
 pub mod flow;
 pub mod grid;
 pub mod lp;
+pub mod newton;
 pub mod quality;
 pub mod settle;
 pub mod tatonnement;

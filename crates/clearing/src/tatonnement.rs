@@ -26,6 +26,7 @@ use crate::demand::{self, DemandWorkspace};
 use crate::flow;
 use crate::grid::SupplyGrid;
 use crate::lp::PairFlowBounds;
+use crate::newton::NewtonStepper;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -39,9 +40,20 @@ pub enum VolumeNormalization {
     LargerSide,
 }
 
+/// How an instance steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Method {
+    /// SPEEDEX's tâtonnement: each asset moves by its own volume-normalised net demand.
+    #[default]
+    Tatonnement,
+    /// Damped Newton steps on the whole system (see [`crate::newton`]); the step fields are unused.
+    Newton,
+}
+
 /// Control parameters of one tâtonnement instance.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Control {
+    pub method: Method,
     pub step_initial: f64,
     pub step_grow: f64,
     pub step_shrink: f64,
@@ -53,24 +65,35 @@ pub fn default_controls() -> Vec<Control> {
     use VolumeNormalization::*;
     vec![
         Control {
+            method: Method::Newton,
+            step_initial: 1.0,
+            step_grow: 1.0,
+            step_shrink: 1.0,
+            volume: LargerSide,
+        },
+        Control {
+            method: Method::Tatonnement,
             step_initial: 0.5,
             step_grow: 1.5,
             step_shrink: 0.6,
             volume: LargerSide,
         },
         Control {
+            method: Method::Tatonnement,
             step_initial: 0.1,
             step_grow: 1.2,
             step_shrink: 0.5,
             volume: SmallerSide,
         },
         Control {
+            method: Method::Tatonnement,
             step_initial: 1.0,
             step_grow: 2.0,
             step_shrink: 0.4,
             volume: LargerSide,
         },
         Control {
+            method: Method::Tatonnement,
             step_initial: 0.05,
             step_grow: 1.1,
             step_shrink: 0.7,
@@ -126,6 +149,10 @@ const GRID_ITERATIONS_MAX: u64 = 256;
 /// otherwise evict each other's lines), short enough that a stuck instance soon yields the core.
 const SLICE_ITERATIONS: u32 = 32;
 const STEP_MIN: f64 = 1e-9;
+/// An instance whose best heuristic has not improved by [`PROGRESS_MIN`] (relative) for this many
+/// iterations has stalled and stops: tiny or degenerate books must not spin until the deadline.
+const STALL_ITERATIONS: u64 = 256;
+const PROGRESS_MIN: f64 = 1e-3;
 
 /// Races one instance per control from `start` prices until one converges or the deadline passes.
 pub fn race(
@@ -149,10 +176,7 @@ pub fn race(
             .map(|&index| first.restarted_with(controls[index]))
             .collect();
         'outer: while !stop.load(Ordering::Relaxed) && Instant::now() < params.deadline {
-            if instances
-                .iter()
-                .all(|instance| instance.iterations >= params.max_iterations)
-            {
+            if instances.iter().all(|instance| instance.finished(&params)) {
                 break;
             }
             for (slot, instance) in instances.iter_mut().enumerate() {
@@ -224,6 +248,12 @@ struct Instance<'b> {
     check_nanos: u64,
     /// Steps rejected since the last accepted one.
     rejections_in_row: u32,
+    /// The damped Newton stepper, for [`Method::Newton`] instances.
+    newton: Option<NewtonStepper>,
+    /// The heuristic when the instance last made progress, and the iteration it did.
+    progress_heuristic: f64,
+    progress_iteration: u64,
+    stalled: bool,
 }
 
 impl<'b> Instance<'b> {
@@ -255,6 +285,10 @@ impl<'b> Instance<'b> {
             check_queries: 0,
             check_nanos: 0,
             rejections_in_row: 0,
+            newton: None,
+            progress_heuristic: f64::INFINITY,
+            progress_iteration: 0,
+            stalled: false,
         }
     }
 
@@ -287,16 +321,43 @@ impl<'b> Instance<'b> {
             check_queries: 0,
             check_nanos: 0,
             rejections_in_row: 0,
+            newton: None,
+            progress_heuristic: self.heuristic,
+            progress_iteration: 0,
+            stalled: false,
         }
+    }
+
+    /// Whether this instance will iterate no more.
+    fn finished(&self, params: &RaceParams) -> bool {
+        self.converged || self.stalled || self.iterations >= params.max_iterations
+    }
+
+    /// Newton instances step on exact demand: leave the grid and set up the stepper.
+    fn start_newton(&mut self, params: &RaceParams) {
+        if self.grid.is_some() {
+            self.grid = None;
+            self.query_current(params);
+            self.heuristic = heuristic(&self.current);
+            self.progress_heuristic = self.heuristic;
+        }
+        self.newton = Some(NewtonStepper::new(self.books, params.mu));
     }
 
     /// Runs up to `iterations` iterations; true once converged.
     fn run(&mut self, iterations: u32, params: &RaceParams) -> bool {
+        if self.control.method == Method::Newton && self.newton.is_none() && !self.converged {
+            self.start_newton(params);
+        }
         for _ in 0..iterations {
-            if self.converged || self.iterations >= params.max_iterations {
+            if self.finished(params) {
                 break;
             }
-            self.iterate(params);
+            match self.newton {
+                Some(_) => self.iterate_newton(params),
+                None => self.iterate(params),
+            }
+            self.note_progress();
             let full_check = self
                 .iterations
                 .is_multiple_of(params.feasibility_interval as u64);
@@ -330,6 +391,40 @@ impl<'b> Instance<'b> {
                 || self.iterations >= GRID_ITERATIONS_MAX)
         {
             self.leave_grid(params);
+        }
+    }
+
+    /// One damped Newton step on exact demand (see [`crate::newton`]).
+    fn iterate_newton(&mut self, params: &RaceParams) {
+        self.iterations += 1;
+        let stepper = self.newton.as_mut().expect("a Newton instance has a stepper");
+        stepper.propose(self.books, &self.prices, &self.current, &mut self.trial_prices);
+        normalize(&mut self.trial_prices);
+        let started = Instant::now();
+        demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
+        self.count_query(started);
+        let trial_heuristic = heuristic(&self.trial);
+        let stepper = self.newton.as_mut().expect("a Newton instance has a stepper");
+        if trial_heuristic < self.heuristic {
+            std::mem::swap(&mut self.prices, &mut self.trial_prices);
+            std::mem::swap(&mut self.current, &mut self.trial);
+            self.heuristic = trial_heuristic;
+            stepper.accepted(params.mu);
+        } else {
+            stepper.refused();
+            if stepper.exhausted() {
+                self.stalled = true;
+            }
+        }
+    }
+
+    /// Marks the instance stalled when its heuristic has not improved enough for a while.
+    fn note_progress(&mut self) {
+        if self.heuristic < self.progress_heuristic * (1.0 - PROGRESS_MIN) {
+            self.progress_heuristic = self.heuristic;
+            self.progress_iteration = self.iterations;
+        } else if self.iterations - self.progress_iteration >= STALL_ITERATIONS {
+            self.stalled = true;
         }
     }
 

@@ -42,10 +42,12 @@
 //! gives bit-identical offers for a given build on a given platform; a different libm could, in
 //! rare cases, round a value differently.
 
+pub mod market;
 pub mod offers;
 pub mod rng;
 pub mod workload;
 
+pub use market::{MarketShape, PairChoice};
 pub use offers::{generate_offers, GeneratedOffers, OfferModel, OfferWorkload, UnknownModel};
 pub use rng::{PowerLaw, Rng, WeightedIndex};
 pub use workload::{

@@ -18,6 +18,7 @@
 //! out of the money at the final valuations. With this distance about two thirds of `cycles`
 //! offers are in the money at the final valuations (and 93% at the valuations they were made at).
 
+use crate::market::MarketShape;
 use crate::rng::{PowerLaw, Rng, WeightedIndex};
 use std::fmt;
 use std::str::FromStr;
@@ -70,11 +71,15 @@ pub enum OfferModel {
     SkewedVolume,
     /// Valuations spread over twelve decades; uniform pairs among assets with a direct market.
     WideValuations,
+    /// Books like a real exchange's: every pair quoted on both sides of its rate with symmetric
+    /// noise (see [`crate::market`]).
+    Market,
 }
 
 impl OfferModel {
     /// Every model, in CLI order.
-    pub const ALL: [OfferModel; 3] = [
+    pub const ALL: [OfferModel; 4] = [
+        OfferModel::Market,
         OfferModel::Cycles,
         OfferModel::SkewedVolume,
         OfferModel::WideValuations,
@@ -86,6 +91,7 @@ impl OfferModel {
             OfferModel::Cycles => "cycles",
             OfferModel::SkewedVolume => "skewed",
             OfferModel::WideValuations => "wide",
+            OfferModel::Market => "market",
         }
     }
 }
@@ -134,6 +140,8 @@ pub struct OfferWorkload {
     pub offers: usize,
     pub seed: u64,
     pub model: OfferModel,
+    /// The `market` model's shape (ignored by the others).
+    pub market: MarketShape,
 }
 
 impl OfferWorkload {
@@ -145,7 +153,7 @@ impl OfferWorkload {
                 self.assets
             ));
         }
-        Ok(())
+        self.market.validate()
     }
 }
 
@@ -171,6 +179,7 @@ pub fn generate_offers(workload: &OfferWorkload) -> GeneratedOffers {
         OfferModel::Cycles => cycles(workload),
         OfferModel::SkewedVolume => skewed_volume(workload),
         OfferModel::WideValuations => wide_valuations(workload),
+        OfferModel::Market => crate::market::market(workload),
     }
 }
 
@@ -225,7 +234,7 @@ pub(crate) fn limit_distance(rng: &mut Rng) -> f64 {
 }
 
 /// Collects offers with float amounts, then fixes the integer amounts.
-struct Builder {
+pub(crate) struct Builder {
     offers: Vec<Offer>,
     /// Amount of each offer per unit of value scale: `value / v_sell`.
     units: Vec<f64>,
@@ -237,7 +246,7 @@ struct Builder {
 }
 
 impl Builder {
-    fn new(workload: &OfferWorkload) -> Builder {
+    pub(crate) fn new(workload: &OfferWorkload) -> Builder {
         let pool = (workload.offers / 4).max(MIN_ACCOUNTS);
         Builder {
             offers: Vec::with_capacity(workload.offers),
@@ -249,17 +258,32 @@ impl Builder {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.offers.len()
     }
 
     /// Adds an offer selling `value / v_sell` units of `sell` for `buy`, limit price near
     /// `v_sell / v_buy`.
     fn push(&mut self, sell: usize, buy: usize, value: f64, valuations: &[f64]) {
-        debug_assert_ne!(sell, buy);
         let distance = limit_distance(&mut self.price_rng);
         let limit = (valuations[sell] / valuations[buy] * (1.0 - distance))
             .clamp(MIN_GENERATED_PRICE, MAX_GENERATED_PRICE);
+        self.push_with_limit(sell, buy, value, limit, valuations);
+    }
+
+    /// Adds an offer selling `value / v_sell` units of `sell` for `buy` at `limit`, clamped into
+    /// the accepted range.
+    pub(crate) fn push_with_limit(
+        &mut self,
+        sell: usize,
+        buy: usize,
+        value: f64,
+        limit: f64,
+        valuations: &[f64],
+    ) {
+        debug_assert_ne!(sell, buy);
+        let limit = Price::from_f64(limit.clamp(Price::MIN_LIMIT.to_f64(), Price::MAX_LIMIT.to_f64()))
+            .clamp(Price::MIN_LIMIT, Price::MAX_LIMIT);
         let units = value / valuations[sell];
         self.units.push(units);
         self.units_per_asset[sell] += units;
@@ -269,13 +293,13 @@ impl Builder {
             sell: AssetId(sell as u16),
             buy: AssetId(buy as u16),
             amount: 0,
-            min_price: Price::from_f64(limit),
+            min_price: limit,
         });
     }
 
     /// Fixes integer amounts with one value scale for all assets: [`NOMINAL_VALUE`], lowered
     /// where needed so that no asset's total exceeds [`MAX_GENERATED_TOTAL`].
-    fn finish(mut self) -> Vec<Offer> {
+    pub(crate) fn finish(mut self) -> Vec<Offer> {
         let heaviest = self.units_per_asset.iter().copied().fold(0.0, f64::max);
         let budget = MAX_GENERATED_TOTAL as f64;
         let scale = if heaviest * NOMINAL_VALUE > budget {
@@ -499,6 +523,7 @@ mod tests {
             offers,
             seed,
             model,
+            market: MarketShape::default(),
         }
     }
 

@@ -16,7 +16,7 @@ proptest! {
     fn generation_never_panics(
         assets in 2usize..=64, offers in 0usize..500, seed in any::<u64>(), model in model()
     ) {
-        let generated = generate_offers(&OfferWorkload { assets, offers, seed, model });
+        let generated = generate_offers(&OfferWorkload { assets, offers, seed, model, market: Default::default() });
         prop_assert_eq!(generated.offers.len(), offers);
         let mut totals = vec![0u64; assets];
         for (index, offer) in generated.offers.iter().enumerate() {
@@ -33,7 +33,7 @@ proptest! {
     fn offers_round_trip_through_csv(
         assets in 2usize..=20, offers in 0usize..200, seed in any::<u64>(), model in model()
     ) {
-        let generated = generate_offers(&OfferWorkload { assets, offers, seed, model });
+        let generated = generate_offers(&OfferWorkload { assets, offers, seed, model, market: Default::default() });
         let mut csv = Vec::new();
         write_offers(&mut csv, &generated.offers).unwrap();
         let read = read_offers(csv.as_slice(), assets).unwrap();

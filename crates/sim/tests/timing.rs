@@ -12,6 +12,7 @@ fn one_million_offers_fifty_assets() {
             offers: 1_000_000,
             seed: 1,
             model,
+            market: Default::default(),
         };
         let start = Instant::now();
         let generated = generate_offers(&workload);

@@ -1,11 +1,11 @@
 //! `walras bench`: benchmarks that print their figures with the command that produced them.
 
-use super::{args, CliError};
+use super::{args, market_args, CliError};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use walras_clearing::demand::{self, DemandWorkspace};
 use walras_clearing::{clear, ClearingParams, OrderBooks};
-use walras_sim::{generate_offers, OfferModel, OfferWorkload};
+use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice};
 use walras_types::Fraction;
 
 #[derive(clap::Subcommand, Debug)]
@@ -25,9 +25,18 @@ pub struct ClearingBenchArgs {
         default_value = "10000,100000,500000,1000000"
     )]
     offers: Vec<usize>,
-    /// Models, comma-separated: cycles, skewed, wide
-    #[arg(long, value_delimiter = ',', default_value = "cycles,skewed,wide")]
+    /// Models, comma-separated: market, cycles, skewed, wide
+    #[arg(long, value_delimiter = ',', default_value = "market,cycles,skewed,wide")]
     models: Vec<OfferModel>,
+    /// market model: spreads, comma-separated (each a percentage or a fraction)
+    #[arg(long, value_delimiter = ',', default_value = "0.1%,1%", value_parser = market_args::spread_ppm)]
+    spreads: Vec<u32>,
+    /// market model: pair choices, comma-separated (uniform, power-law)
+    #[arg(long = "pair-choices", value_delimiter = ',', default_value = "uniform,power-law")]
+    pair_choices: Vec<PairChoice>,
+    /// market model: valuations spread over 10^-D..=10^D
+    #[arg(long, default_value_t = 2)]
+    valuation_decades: u8,
     /// Independent instances (seeds) per model and size; figures are medians over them
     #[arg(long, default_value_t = 3)]
     seeds: u64,
@@ -62,6 +71,8 @@ pub struct ClearingBenchArgs {
 #[derive(Serialize, Clone)]
 struct InstanceFigures {
     model: String,
+    /// The market shape (market model only), e.g. `market/1%/uniform`.
+    label: String,
     offers: usize,
     seed: u64,
     converged: bool,
@@ -104,7 +115,7 @@ fn bench_clearing(args: ClearingBenchArgs) -> Result<(), CliError> {
             args.seeds
         );
         println!(
-            "{:<7} {:>8} {:>5} {:>6} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>10}",
+            "{:<16} {:>8} {:>5} {:>6} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>10}",
             "model",
             "offers",
             "conv",
@@ -120,27 +131,63 @@ fn bench_clearing(args: ClearingBenchArgs) -> Result<(), CliError> {
             "unrealized"
         );
     }
-    for model in &args.models {
+    for (model, shape) in model_shapes(&args) {
         for &offers in &args.offers {
             let mut figures = Vec::new();
             for seed in args.seed..args.seed + args.seeds {
-                let figure = run_instance(&args, *model, offers, seed)?;
+                let figure = run_instance(&args, model, shape, offers, seed)?;
                 if args.json {
                     println!("{}", serde_json::to_string(&figure)?);
                 }
                 figures.push(figure);
             }
             if !args.json {
-                print_row(*model, offers, &figures);
+                print_row(&label(model, shape), offers, &figures);
             }
         }
     }
     Ok(())
 }
 
+/// Every (model, shape) to run: the market model once per spread and pair choice.
+fn model_shapes(args: &ClearingBenchArgs) -> Vec<(OfferModel, MarketShape)> {
+    let mut runs = Vec::new();
+    for &model in &args.models {
+        if model != OfferModel::Market {
+            runs.push((model, MarketShape::default()));
+            continue;
+        }
+        for &pairs in &args.pair_choices {
+            for &spread_ppm in &args.spreads {
+                runs.push((
+                    model,
+                    MarketShape {
+                        spread_ppm,
+                        pairs,
+                        valuation_decades: args.valuation_decades,
+                    },
+                ));
+            }
+        }
+    }
+    runs
+}
+
+fn label(model: OfferModel, shape: MarketShape) -> String {
+    if model != OfferModel::Market {
+        return model.name().to_string();
+    }
+    let pairs = match shape.pairs {
+        PairChoice::Uniform => "uni",
+        PairChoice::PowerLaw => "pow",
+    };
+    format!("mkt/{}%/{pairs}", shape.spread_ppm as f64 / 1e4)
+}
+
 fn run_instance(
     args: &ClearingBenchArgs,
     model: OfferModel,
+    shape: MarketShape,
     offers: usize,
     seed: u64,
 ) -> Result<InstanceFigures, CliError> {
@@ -149,6 +196,7 @@ fn run_instance(
         offers,
         seed,
         model,
+        market: shape,
     };
     workload.validate().map_err(CliError)?;
     let generated = generate_offers(&workload);
@@ -175,6 +223,7 @@ fn run_instance(
     let times = time_queries(&books, &prices, args.mu.to_f64(), args.queries, args.jitter);
     Ok(InstanceFigures {
         model: model.name().to_string(),
+        label: label(model, shape),
         offers,
         seed,
         converged: clearing.converged,
@@ -296,15 +345,15 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-fn print_row(model: OfferModel, offers: usize, figures: &[InstanceFigures]) {
+fn print_row(label: &str, offers: usize, figures: &[InstanceFigures]) {
     let pick = |get: fn(&InstanceFigures) -> f64| {
         let mut values: Vec<f64> = figures.iter().map(get).collect();
         median(&mut values)
     };
     let converged = figures.iter().filter(|figure| figure.converged).count();
     println!(
-        "{:<7} {:>8} {:>2}/{:<2} {:>6.0} {:>7.0} {:>7.1} {:>7.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.4}%",
-        model.name(),
+        "{:<16} {:>8} {:>2}/{:<2} {:>6.0} {:>7.0} {:>7.1} {:>7.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.4}%",
+        label,
         offers,
         converged,
         figures.len(),

@@ -29,6 +29,7 @@ pub fn run(args: DemoBatchArgs) -> Result<(), CliError> {
         offers: args.offers,
         seed: args.seed,
         model: args.model,
+        market: Default::default(),
     };
     workload.validate().map_err(CliError)?;
     println!("Walras batch demo: one batch of the batch exchange, cleared without a node");

@@ -2,6 +2,7 @@
 
 mod workload;
 
+use super::market_args::MarketArgs;
 use super::{args, CliError};
 use std::io::{BufWriter, Write};
 use walras_sim::{generate_offers, OfferModel, OfferWorkload};
@@ -27,9 +28,12 @@ pub struct GenOffersArgs {
     /// Random seed: the same seed gives the same offers
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Market model: cycles (SPEEDEX §7), skewed (§6.2-like volume), wide (valuations 1e-6..1e6)
+    /// Market model: market (two-sided books around the rate), cycles (SPEEDEX §7), skewed
+    /// (§6.2-like volume), wide (valuations 1e-6..1e6)
     #[arg(long, default_value = "cycles")]
     model: OfferModel,
+    #[command(flatten)]
+    market: MarketArgs,
 }
 
 pub fn run(command: GenCommand) -> Result<(), CliError> {
@@ -40,6 +44,7 @@ pub fn run(command: GenCommand) -> Result<(), CliError> {
                 offers: args.offers,
                 seed: args.seed,
                 model: args.model,
+                market: args.market.shape(),
             };
             workload.validate().map_err(CliError)?;
             let generated = generate_offers(&workload);

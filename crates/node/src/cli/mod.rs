@@ -8,6 +8,7 @@ mod demo_batch;
 mod gen;
 mod keygen;
 mod loadgen;
+mod market_args;
 mod localnet;
 mod node;
 mod query;
