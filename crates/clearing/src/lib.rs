@@ -150,7 +150,14 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
         }
         _ => None,
     };
-    let outcome = tatonnement::race(books, grid, &params.controls, &start_prices, race_params);
+    let mut outcome = tatonnement::race(books, grid, &params.controls, &start_prices, race_params);
+    if let Some(winner) = outcome.winner {
+        let result = &mut outcome.results[winner];
+        if let Some((prices, queries)) = tatonnement::polish(books, &result.prices, race_params) {
+            result.prices = prices;
+            result.queries += queries;
+        }
+    }
     let priced = Instant::now();
     // The winner's prices; after a timeout, whichever instance leaves least utility unrealized.
     let candidates: Vec<usize> = match outcome.winner {
@@ -186,6 +193,9 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
     let (instance, settlement, quality) = best.expect("at least one instance ran");
     let converged =
         outcome.winner.is_some() && settlement.lp_with_lower_bounds && settlement.lower_bounds_met;
+    if std::env::var_os("WALRAS_DEBUG_LP").is_some() {
+        eprintln!("winner {:?} lp {} met {} repairs {} iters {:?}", outcome.winner, settlement.lp_with_lower_bounds, settlement.lower_bounds_met, settlement.repairs, outcome.results.iter().map(|r| (r.iterations, r.converged)).collect::<Vec<_>>());
+    }
     let queries: u64 = outcome.results.iter().map(|result| result.queries).sum();
     let check_queries: u64 = outcome
         .results

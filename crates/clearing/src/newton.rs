@@ -46,6 +46,8 @@ const DAMPING_GROW: f64 = 4.0;
 /// Above this many assets the step is solved by Gauss–Seidel sweeps instead of a dense LU.
 pub const DENSE_SOLVE_ASSETS_MAX: usize = 160;
 const GAUSS_SEIDEL_SWEEPS: usize = 30;
+/// Smallest merit scale of an asset, as a fraction of the value of everything offered of it.
+pub const MERIT_SCALE_FLOOR: f64 = 1e-3;
 
 /// The damped Newton stepper's state between iterations.
 #[derive(Clone, Debug)]
@@ -58,12 +60,22 @@ pub struct NewtonStepper {
     /// Row-major `n × n` system and its right-hand side (then the solution).
     matrix: Vec<f64>,
     solution: Vec<f64>,
+    /// Per asset: total amount offered for sale.
+    offered: Vec<f64>,
+    /// Per asset: the scale its net demand is measured in by [`NewtonStepper::merit`].
+    merit_scale: Vec<f64>,
 }
 
 impl NewtonStepper {
     pub fn new(books: &OrderBooks, mu: f64) -> NewtonStepper {
         let assets = books.assets();
+        let mut offered = vec![0.0; assets];
+        for (index, pair) in books.pairs().iter().enumerate() {
+            offered[pair.sell as usize] += books.pair_totals(index).amount;
+        }
         NewtonStepper {
+            offered,
+            merit_scale: vec![1.0; assets],
             damping: DAMPING_INITIAL,
             window: (4.0 * mu).clamp(mu.max(1e-6), WINDOW_MAX),
             slopes: vec![0.0; books.pairs().len()],
@@ -92,6 +104,32 @@ impl NewtonStepper {
             let step = if step.is_finite() { *step } else { 0.0 };
             *trial = price * step.clamp(-STEP_LOG_MAX, STEP_LOG_MAX).exp();
         }
+    }
+
+    /// Measures net demand from now on relative to each asset's volume at `current` (at least
+    /// [`MERIT_SCALE_FLOOR`] of the value offered), so that the merit weighs a cheap or thin
+    /// asset's imbalance like a deep one's. The scale stays fixed while steps from one point are
+    /// compared, so the Newton direction remains a descent direction for the merit.
+    pub fn rescale(&mut self, prices: &[f64], current: &DemandWorkspace) {
+        for asset in 0..prices.len() {
+            let volume = current.sold_value[asset].max(current.bought_value[asset]);
+            let floor = MERIT_SCALE_FLOOR * prices[asset] * self.offered[asset];
+            self.merit_scale[asset] = volume.max(floor).max(f64::MIN_POSITIVE);
+        }
+    }
+
+    /// Sum over assets of (net demand / scale)².
+    pub fn merit(&self, workspace: &DemandWorkspace) -> f64 {
+        workspace
+            .sold_value
+            .iter()
+            .zip(&workspace.bought_value)
+            .zip(&self.merit_scale)
+            .map(|((sold, bought), scale)| {
+                let relative = (bought - sold) / scale;
+                relative * relative
+            })
+            .sum()
     }
 
     /// The proposed step was taken: trust the model more, and look at the scale it moved.

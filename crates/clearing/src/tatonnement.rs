@@ -154,6 +154,59 @@ const STEP_MIN: f64 = 1e-9;
 const STALL_ITERATIONS: u64 = 256;
 const PROGRESS_MIN: f64 = 1e-3;
 
+/// Damped Newton steps taken after convergence, at most.
+pub const POLISH_ITERATIONS_MAX: u64 = 8;
+/// The smoothing width polishing balances, as a fraction of μ.
+const POLISH_MU_FRACTION: f64 = 0.25;
+
+/// Improves converged valuations: convergence only says the LP is feasible with the μ band's
+/// freedom, and on books whose offers sit within a few μ of the rate that is already true far from
+/// where demand balances, leaving much of the band untraded. Up to [`POLISH_ITERATIONS_MAX`] damped
+/// Newton steps move towards balance (stopping once every asset's net demand is within a quarter
+/// of ε of its volume); the result is kept only if it is still converged. Returns the new prices
+/// and the queries made, or `None` when nothing better was found.
+pub fn polish(books: &OrderBooks, prices: &[f64], params: RaceParams) -> Option<(Vec<f64>, u64)> {
+    let control = default_controls()
+        .into_iter()
+        .find(|control| control.method == Method::Newton)
+        .expect("a Newton control");
+    // Balance demand smoothed over a narrower band than μ: closer to where what may trade (not
+    // only what must) balances, which is what the LP then realizes.
+    let target = RaceParams {
+        mu: params.mu * POLISH_MU_FRACTION,
+        ..params
+    };
+    let mut instance = Instance::new(books, None, control, prices);
+    instance.query_current(&target);
+    instance.start_newton(&target);
+    let start_heuristic = instance.heuristic;
+    while instance.iterations < POLISH_ITERATIONS_MAX
+        && !instance.stalled
+        && Instant::now() < params.deadline
+        && !balanced(&instance.current, params.epsilon / 4.0)
+    {
+        instance.iterate_newton(&target);
+    }
+    let improved = instance.heuristic < start_heuristic;
+    if !improved {
+        return None;
+    }
+    instance.query_current(&params);
+    if !instance.check_converged(&params, true) {
+        return None;
+    }
+    Some((instance.prices, instance.queries))
+}
+
+/// Whether every asset's net demand is within `tolerance` of its traded volume.
+fn balanced(workspace: &DemandWorkspace, tolerance: f64) -> bool {
+    workspace
+        .sold_value
+        .iter()
+        .zip(&workspace.bought_value)
+        .all(|(sold, bought)| (bought - sold).abs() <= tolerance * sold.max(*bought))
+}
+
 /// Races one instance per control from `start` prices until one converges or the deadline passes.
 pub fn race(
     books: &OrderBooks,
@@ -176,7 +229,11 @@ pub fn race(
             .map(|&index| first.restarted_with(controls[index]))
             .collect();
         'outer: while !stop.load(Ordering::Relaxed) && Instant::now() < params.deadline {
-            if instances.iter().all(|instance| instance.finished(&params)) {
+            // A converged instance is not "done": its run below reports the win.
+            if instances
+                .iter()
+                .all(|instance| !instance.converged && instance.finished(&params))
+            {
                 break;
             }
             for (slot, instance) in instances.iter_mut().enumerate() {
@@ -338,10 +395,12 @@ impl<'b> Instance<'b> {
         if self.grid.is_some() {
             self.grid = None;
             self.query_current(params);
-            self.heuristic = heuristic(&self.current);
-            self.progress_heuristic = self.heuristic;
         }
-        self.newton = Some(NewtonStepper::new(self.books, params.mu));
+        let mut stepper = NewtonStepper::new(self.books, params.mu);
+        stepper.rescale(&self.prices, &self.current);
+        self.heuristic = stepper.merit(&self.current);
+        self.progress_heuristic = self.heuristic;
+        self.newton = Some(stepper);
     }
 
     /// Runs up to `iterations` iterations; true once converged.
@@ -403,13 +462,13 @@ impl<'b> Instance<'b> {
         let started = Instant::now();
         demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
         self.count_query(started);
-        let trial_heuristic = heuristic(&self.trial);
         let stepper = self.newton.as_mut().expect("a Newton instance has a stepper");
-        if trial_heuristic < self.heuristic {
+        if stepper.merit(&self.trial) < self.heuristic {
             std::mem::swap(&mut self.prices, &mut self.trial_prices);
             std::mem::swap(&mut self.current, &mut self.trial);
-            self.heuristic = trial_heuristic;
             stepper.accepted(params.mu);
+            stepper.rescale(&self.prices, &self.current);
+            self.heuristic = stepper.merit(&self.current);
         } else {
             stepper.refused();
             if stepper.exhausted() {
