@@ -311,6 +311,8 @@ fn a_store_failure_stops_the_node_with_an_error_while_clients_hold_connections()
     let started = Instant::now();
     // Payments grow the block log until a write fails; the load is open loop and stops
     // mattering once the node is down.
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load_done = done.clone();
     let load = std::thread::spawn(move || {
         runtime().block_on(async {
             let client = reqwest::Client::new();
@@ -320,11 +322,15 @@ fn a_store_failure_stops_the_node_with_an_error_while_clients_hold_connections()
                 per_batch: 200,
                 every_ms: 20,
             };
-            let _ = tokio::time::timeout(
-                Duration::from_secs(30),
-                load_payments(&client, &url, &mut rng, load),
-            )
-            .await;
+            let finished = async {
+                while !load_done.load(std::sync::atomic::Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            };
+            tokio::select! {
+                () = load_payments(&client, &url, &mut rng, load) => {},
+                () = finished => {},
+            }
         })
     });
     let status = node.exit_within(Duration::from_secs(20) + GRACE);
@@ -335,6 +341,8 @@ fn a_store_failure_stops_the_node_with_an_error_while_clients_hold_connections()
             node.stderr()
         )
     });
+    let exited_after = started.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = load.join();
     let stderr = node.stderr();
     assert!(!status.success(), "a failed store is an error exit");
@@ -342,10 +350,7 @@ fn a_store_failure_stops_the_node_with_an_error_while_clients_hold_connections()
         stderr.contains("committing a block failed"),
         "the error names the failed commit:\n{stderr}"
     );
-    eprintln!(
-        "exited {status} {:?} after the load started",
-        started.elapsed()
-    );
+    eprintln!("exited ({status}) {exited_after:?} after the load started");
 }
 
 /// Trigger: 500 connections that send nothing, half a head, or one request and then nothing
