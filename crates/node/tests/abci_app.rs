@@ -46,6 +46,7 @@ fn config(data: &std::path::Path) -> NodeConfig {
         rate_limit_rps: 0,
         rate_limit_burst: 1,
         consensus: Consensus::Solo,
+        serve: Default::default(),
     }
 }
 

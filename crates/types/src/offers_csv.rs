@@ -5,7 +5,10 @@
 //! Fills: header `offer_id,sold,bought`, one row per offer that traded.
 //!
 //! The reader checks every row and reports the first problem with its line number (the header is
-//! line 1); it never panics on any input.
+//! line 1); it never panics on any input. A UTF-8 byte-order mark before the header (as some
+//! spreadsheets write) is accepted; a NUL byte or text that is not UTF-8 is refused as not a
+//! text CSV. Messages quote at most [`QUOTED_BYTES_MAX`] bytes of the input, so a huge line
+//! does not flood the terminal.
 
 use crate::{AccountId, AssetId, Offer, OfferId, Price, PriceError, MAX_AMOUNT};
 use std::collections::HashMap;
@@ -14,11 +17,23 @@ use std::io::{self, BufRead, Write};
 
 pub const OFFERS_HEADER: &str = "offer_id,account,sell,buy,amount,min_price";
 pub const FILLS_HEADER: &str = "offer_id,sold,bought";
+/// The most bytes of input an error message quotes; longer text is cut with an ellipsis.
+pub const QUOTED_BYTES_MAX: usize = 200;
+/// The UTF-8 byte-order mark.
+const BYTE_ORDER_MARK: char = '\u{feff}';
 
 /// A problem in an offers CSV, naming the line.
 #[derive(Debug)]
 pub enum OffersCsvError {
     Io(io::Error),
+    /// The line is not UTF-8 text.
+    NotText {
+        line: usize,
+    },
+    /// The line holds a NUL byte (a binary file, or UTF-16 text).
+    NulByte {
+        line: usize,
+    },
     Empty,
     Header {
         found: String,
@@ -68,6 +83,15 @@ impl fmt::Display for OffersCsvError {
         use OffersCsvError::*;
         match self {
             Io(error) => write!(f, "reading offers: {error}"),
+            NotText { line } => write!(
+                f,
+                "line {line}: not UTF-8 text: the offers file must be a UTF-8 CSV"
+            ),
+            NulByte { line } => write!(
+                f,
+                "line {line}: contains a NUL byte: the offers file must be a UTF-8 CSV (a \
+                 binary or UTF-16 file?)"
+            ),
             Empty => write!(f, "offers file is empty: expected header '{OFFERS_HEADER}'"),
             Header { found } => {
                 write!(
@@ -128,19 +152,19 @@ impl std::error::Error for OffersCsvError {}
 /// Reads and validates an offers CSV for an exchange of `assets` assets.
 pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, OffersCsvError> {
     let mut lines = input.lines();
-    let header = lines
-        .next()
-        .ok_or(OffersCsvError::Empty)?
-        .map_err(OffersCsvError::Io)?;
+    let header = text_line(lines.next().ok_or(OffersCsvError::Empty)?, 1)?;
+    let header = header.strip_prefix(BYTE_ORDER_MARK).unwrap_or(&header);
     if header.trim_end_matches('\r').trim() != OFFERS_HEADER {
-        return Err(OffersCsvError::Header { found: header });
+        return Err(OffersCsvError::Header {
+            found: quoted(header),
+        });
     }
     let mut offers = Vec::new();
     let mut first_line_of_id: HashMap<u64, usize> = HashMap::new();
     let mut total_per_asset = vec![0u64; assets];
     for (index, line) in lines.enumerate() {
         let line_number = index + 2;
-        let line = line.map_err(OffersCsvError::Io)?;
+        let line = text_line(line, line_number)?;
         let row = line.trim_end_matches('\r');
         if row.trim().is_empty() {
             continue;
@@ -167,6 +191,44 @@ pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, Off
     Ok(offers)
 }
 
+/// A line as text: not UTF-8 and NUL bytes are errors naming the line.
+fn text_line(line: io::Result<String>, number: usize) -> Result<String, OffersCsvError> {
+    let line = line.map_err(|error| match error.kind() {
+        io::ErrorKind::InvalidData => OffersCsvError::NotText { line: number },
+        _ => OffersCsvError::Io(error),
+    })?;
+    if line.contains('\0') {
+        return Err(OffersCsvError::NulByte { line: number });
+    }
+    Ok(line)
+}
+
+/// `text` as an error message may quote it: at most [`QUOTED_BYTES_MAX`] bytes (cut at a
+/// character boundary), then an ellipsis.
+pub fn quoted(text: &str) -> String {
+    if text.len() <= QUOTED_BYTES_MAX {
+        return text.to_string();
+    }
+    let mut end = QUOTED_BYTES_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+/// The price error with its quoted text cut to [`QUOTED_BYTES_MAX`] bytes.
+fn quoted_price_error(error: PriceError) -> PriceError {
+    match error {
+        PriceError::Malformed(text) => PriceError::Malformed(quoted(&text)),
+        PriceError::NotPositive(text) => PriceError::NotPositive(quoted(&text)),
+        PriceError::OutOfRange { text, min, max } => PriceError::OutOfRange {
+            text: quoted(&text),
+            min,
+            max,
+        },
+    }
+}
+
 fn parse_row(row: &str, line: usize, assets: usize) -> Result<Offer, OffersCsvError> {
     let fields: Vec<&str> = row.split(',').map(str::trim).collect();
     if fields.len() != 6 {
@@ -179,7 +241,7 @@ fn parse_row(row: &str, line: usize, assets: usize) -> Result<Offer, OffersCsvEr
         text.parse::<u64>().map_err(|_| OffersCsvError::Field {
             line,
             column,
-            text: text.to_string(),
+            text: quoted(text),
             reason: "is not a non-negative integer".to_string(),
         })
     };
@@ -206,8 +268,10 @@ fn parse_row(row: &str, line: usize, assets: usize) -> Result<Offer, OffersCsvEr
         });
     }
     let amount = parse_amount(fields[4], line)?;
-    let min_price =
-        Price::parse_limit(fields[5]).map_err(|error| OffersCsvError::Price { line, error })?;
+    let min_price = Price::parse_limit(fields[5]).map_err(|error| OffersCsvError::Price {
+        line,
+        error: quoted_price_error(error),
+    })?;
     Ok(Offer {
         id,
         account,
@@ -221,7 +285,7 @@ fn parse_row(row: &str, line: usize, assets: usize) -> Result<Offer, OffersCsvEr
 fn parse_amount(text: &str, line: usize) -> Result<u64, OffersCsvError> {
     let error = |reason| OffersCsvError::Amount {
         line,
-        text: text.to_string(),
+        text: quoted(text),
         reason,
     };
     if text.starts_with('-') {
@@ -367,6 +431,67 @@ mod tests {
         for (text, expected) in cases {
             let message = error_text(&text, 3);
             assert!(message.contains(expected), "{message:?} lacks {expected:?}");
+        }
+    }
+
+    /// Trigger: `1e300` as a limit price was refused as outside "0..=2^64", a range no
+    /// other message names, while `1e13` said the limit range.
+    #[test]
+    fn a_huge_price_names_the_same_range_as_any_other_out_of_range_price() {
+        let huge = error_text(&format!("{HEADER}1,7,0,1,9,1e300\n"), 2);
+        let large = error_text(&format!("{HEADER}1,7,0,1,9,1e13\n"), 2);
+        let range = |message: &str| message.split("range ").nth(1).map(str::to_string);
+        assert!(range(&large).is_some(), "{large}");
+        assert_eq!(range(&huge), range(&large), "{huge} vs {large}");
+        assert!(!huge.contains("2^64"), "{huge}");
+    }
+
+    /// Trigger: a header saved with a UTF-8 byte-order mark (spreadsheets do) was refused as
+    /// "expected header ..., found '\u{feff}offer_id,...'", which looks identical.
+    #[test]
+    fn a_header_with_a_byte_order_mark_is_accepted() {
+        let offers = read(&format!("\u{feff}{HEADER}1,7,0,1,100,1.5\n"), 2).unwrap();
+        assert_eq!(offers.len(), 1);
+    }
+
+    /// Trigger: a NUL byte in a row (a binary or UTF-16 file) was reported as a bad field
+    /// quoting invisible text.
+    #[test]
+    fn a_nul_byte_is_refused_as_not_a_text_csv() {
+        let message = error_text(&format!("{HEADER}1,7,0,1,100,1.5\n2,7,0\x001,100,1.5\n"), 2);
+        assert!(
+            message.starts_with("line 3: contains a NUL byte"),
+            "{message}"
+        );
+        let not_utf8 = read_offers(
+            &b"offer_id,account,sell,buy,amount,min_price\n\xff\n"[..],
+            2,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(not_utf8.starts_with("line 2: not UTF-8 text"), "{not_utf8}");
+    }
+
+    /// Trigger: a 20 KB field (or header) was echoed whole in the error message.
+    #[test]
+    fn errors_quote_at_most_200_bytes_of_input() {
+        let long = "9".repeat(20_000);
+        let cases = [
+            format!("{HEADER}{long}x,7,0,1,100,1.5\n"),
+            format!("{HEADER}1,7,0,1,{long}x,1.5\n"),
+            format!("{HEADER}1,7,0,1,100,{long}x\n"),
+            format!("{HEADER}1,7,0,1,100,{long}\n"),
+            format!("{long}\n"),
+            format!("{HEADER}1,7,0,1,100,é{}\n", "é".repeat(10_000)),
+        ];
+        for text in cases {
+            let message = error_text(&text, 2);
+            assert!(
+                message.len() < QUOTED_BYTES_MAX + 200,
+                "{} bytes: {message:.300}",
+                message.len()
+            );
+            assert!(message.contains('…'), "{message}");
         }
     }
 

@@ -52,6 +52,19 @@ impl fmt::Display for PriceError {
 
 impl std::error::Error for PriceError {}
 
+/// `1e-10`, `1e12`, `2.5e-7`: a bound for a message, in at most 6 significant digits, so that
+/// messages follow the constants.
+fn short_decimal(value: f64) -> String {
+    let text = format!("{value:.5e}");
+    match text.split_once('e') {
+        Some((mantissa, exponent)) => {
+            let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+            format!("{mantissa}e{exponent}")
+        }
+        None => text,
+    }
+}
+
 /// A limit price or exchange rate: units of the bought asset per unit of the sold asset, Q64.64.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Price(pub u128);
@@ -67,16 +80,21 @@ impl Price {
     /// Parses a decimal limit price (`"1.25"`, `"0.000000001"`, `"3e-7"`), rounding up, and checks
     /// it lies in [`Price::MIN_LIMIT`]..=[`Price::MAX_LIMIT`].
     pub fn parse_limit(text: &str) -> Result<Price, PriceError> {
-        let price = parse_q64(text, Rounding::Up)?;
+        let out_of_range = || PriceError::OutOfRange {
+            text: text.to_string(),
+            min: short_decimal(Price::MIN_LIMIT.to_f64()),
+            max: short_decimal(Price::MAX_LIMIT.to_f64()),
+        };
+        // A number too large even for Q64.64 is out of the limit range too: say that range.
+        let price = parse_q64(text, Rounding::Up).map_err(|error| match error {
+            PriceError::OutOfRange { .. } => out_of_range(),
+            other => other,
+        })?;
         if price.0 == 0 && !text_is_positive(text) {
             return Err(PriceError::NotPositive(text.to_string()));
         }
         if price < Price::MIN_LIMIT || price > Price::MAX_LIMIT {
-            return Err(PriceError::OutOfRange {
-                text: text.to_string(),
-                min: "1e-10".to_string(),
-                max: "1e12".to_string(),
-            });
+            return Err(out_of_range());
         }
         Ok(price)
     }

@@ -4,7 +4,8 @@ use super::{args, CliError};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use walras_clearing::{clear, Clearing, ClearingParams, OrderBooks};
 use walras_types::{offers_csv, Fraction, Valuation};
@@ -29,9 +30,13 @@ pub struct ClearArgs {
     /// Threads racing tâtonnement instances (and sorting the books)
     #[arg(long, default_value = "1", value_parser = args::thread_count)]
     threads: usize,
-    /// Write per-offer fills (offer_id,sold,bought) to this CSV file
+    /// Write per-offer fills (offer_id,sold,bought) to this CSV file (a new one: see --force;
+    /// never the offers file)
     #[arg(long)]
     fills: Option<PathBuf>,
+    /// Overwrite an existing --fills file
+    #[arg(long, requires = "fills")]
+    force: bool,
     /// Print the result as one JSON object
     #[arg(long)]
     json: bool,
@@ -81,6 +86,9 @@ struct TradeReport {
 }
 
 pub fn run(args: ClearArgs) -> Result<(), CliError> {
+    if let Some(fills) = &args.fills {
+        check_fills_path(fills, &args.offers, args.force)?;
+    }
     let read_started = Instant::now();
     let file = File::open(&args.offers)
         .map_err(|error| CliError(format!("cannot open {}: {error}", args.offers.display())))?;
@@ -105,7 +113,7 @@ pub fn run(args: ClearArgs) -> Result<(), CliError> {
     };
     let clearing = clear(&books, &params)?;
     if let Some(path) = &args.fills {
-        write_fills(path, &books, &clearing)?;
+        write_fills(path, args.force, &books, &clearing)?;
     }
     let mut report = report(&args, offer_count, &clearing, prepare_millis, read_millis);
     report.grid_millis = grid_millis;
@@ -120,9 +128,51 @@ pub fn run(args: ClearArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn write_fills(path: &PathBuf, books: &OrderBooks, clearing: &Clearing) -> Result<(), CliError> {
-    let file = File::create(path)
-        .map_err(|error| CliError(format!("cannot create {}: {error}", path.display())))?;
+/// Refuses, before any work, a `--fills` path that is the offers file itself (whatever path
+/// names it: a link, `./`, `..`) and, without `force`, one that exists.
+fn check_fills_path(fills: &Path, offers: &Path, force: bool) -> Result<(), CliError> {
+    let Ok(existing) = std::fs::metadata(fills) else {
+        return Ok(()); // nothing there: created later, with create_new
+    };
+    let input = std::fs::metadata(offers)
+        .map_err(|error| CliError(format!("cannot open {}: {error}", offers.display())))?;
+    if (existing.dev(), existing.ino()) == (input.dev(), input.ino()) {
+        return Err(CliError(format!(
+            "--fills {} is the offers file {}: writing fills would destroy the input; choose \
+             another file",
+            fills.display(),
+            offers.display()
+        )));
+    }
+    if !force {
+        return Err(CliError(format!(
+            "--fills {} exists; add --force to overwrite it, or choose another file",
+            fills.display()
+        )));
+    }
+    Ok(())
+}
+
+fn write_fills(
+    path: &Path,
+    force: bool,
+    books: &OrderBooks,
+    clearing: &Clearing,
+) -> Result<(), CliError> {
+    // Without --force the file must still not exist (create_new: no race with the check).
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .create_new(!force)
+        .open(path)
+        .map_err(|error| match error.kind() {
+            std::io::ErrorKind::AlreadyExists => CliError(format!(
+                "--fills {} exists; add --force to overwrite it, or choose another file",
+                path.display()
+            )),
+            _ => CliError(format!("cannot create {}: {error}", path.display())),
+        })?;
     let mut out = BufWriter::new(file);
     offers_csv::write_fills(&mut out, clearing.settlement.fills(books))
         .and_then(|()| out.flush())

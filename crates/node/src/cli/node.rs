@@ -6,7 +6,7 @@ use std::time::Duration;
 use walras_node::api::wire::DevGenesisJson;
 use walras_node::api::DEV_ACCOUNTS_MAX;
 use walras_node::server::cometbft::{binary_or_find, CometbftConfig};
-use walras_node::server::{Consensus, GenesisSource, NodeConfig};
+use walras_node::server::{Consensus, GenesisSource, NodeConfig, ServeLimits};
 
 #[derive(clap::Args, Debug)]
 pub struct NodeArgs {
@@ -57,6 +57,18 @@ pub struct NodeArgs {
     /// The cometbft executable. Default: $WALRAS_COMETBFT, the PATH, then ~/go/bin.
     #[arg(long)]
     cometbft_bin: Option<PathBuf>,
+    /// Connections served at once; one more is answered 503 and closed. Default: 1024, or
+    /// fewer if the open-file limit (raised to its hard limit at start) leaves no room.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    connections_max: Option<u64>,
+    /// A connection that sends no complete request head within this long (a new one, or one
+    /// kept alive between requests) is closed.
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    header_timeout_ms: u64,
+    /// Event streams (/v1/events) one client IP may hold open; all clients together hold at
+    /// most 256.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
+    event_streams_per_client: u64,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +121,11 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
         rate_limit_rps: args.rate_limit_rps,
         rate_limit_burst: args.rate_limit_burst.max(1),
         consensus,
+        serve: ServeLimits {
+            connections_max: args.connections_max.map(|max| max as usize),
+            header_timeout: Duration::from_millis(args.header_timeout_ms),
+            event_streams_per_client_max: args.event_streams_per_client as usize,
+        },
     };
     walras_node::server::run(config).map_err(|error| CliError(error.to_string()))
 }

@@ -1,11 +1,17 @@
 //! `walras replay DIR`: executes a generated workload's blocks and reports throughput.
 //!
-//! Reads `DIR/genesis.bin` and `DIR/blocks/*.bin` (in name order; see `walras gen workload`),
-//! decodes everything first (not timed), then proposes and applies each block with the batch
-//! engine, printing per block the time, tx/s and state root on stderr and, at the end, one JSON
-//! object on stdout.
+//! Reads `DIR/manifest.json`, then the genesis and the block files it lists (see `walras gen
+//! workload`), each checked against the manifest's size and BLAKE2b-256 hash, and refuses block
+//! files it does not list; decodes everything first (not timed), then proposes and applies each
+//! block with the batch engine, printing per block the time, tx/s and state root on stderr and,
+//! at the end, one JSON object on stdout. Each state root is compared with the manifest's
+//! (batch engine with signature verification: the configuration the manifest was made with);
+//! a mismatch is an error.
+
+pub mod manifest;
 
 use super::{args, CliError};
+use manifest::Manifest;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -76,8 +82,9 @@ struct ReplayReport {
 }
 
 pub fn run(args: ReplayArgs) -> Result<(), CliError> {
-    let genesis = read_genesis(&args.dir)?;
-    let mut blocks = read_blocks(&args.dir)?;
+    let manifest = Manifest::read(&args.dir)?;
+    let genesis = read_genesis(&args.dir, &manifest)?;
+    let mut blocks = read_blocks(&args.dir, &manifest)?;
     if let Some(seed) = args.shuffle {
         for (number, block) in blocks.iter_mut().enumerate() {
             shuffle(
@@ -87,8 +94,15 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         }
     }
     let per_block = match args.engine {
-        EngineKind::Batch => replay_batch(&args, &genesis, blocks)?,
-        EngineKind::Orderbook => replay_orderbook(&args, &genesis, &blocks)?,
+        EngineKind::Batch => {
+            let per_block = replay_batch(&args, &genesis, blocks)?;
+            check_roots(&args, &manifest, &per_block)?;
+            per_block
+        }
+        EngineKind::Orderbook => {
+            eprintln!("state roots not compared: the order-book baseline computes none");
+            replay_orderbook(&args, &genesis, &blocks)?
+        }
     };
     let summary = summarize(&args, genesis.accounts.len(), per_block);
     if args.json {
@@ -257,34 +271,64 @@ fn shuffle<T>(items: &mut [T], seed: u64) {
     }
 }
 
-fn read_genesis(dir: &Path) -> Result<Genesis, CliError> {
-    let path = dir.join("genesis.bin");
-    let bytes = std::fs::read(&path)
-        .map_err(|error| CliError(format!("cannot read {}: {error}", path.display())))?;
-    Genesis::decode(&bytes).map_err(|error| CliError(format!("{}: {error}", path.display())))
+/// Compares the state roots with the manifest's, where they are comparable: the manifest's were
+/// computed with signature verification, which decides which bad-signature faults drop.
+fn check_roots(
+    args: &ReplayArgs,
+    manifest: &Manifest,
+    per_block: &[BlockReport],
+) -> Result<(), CliError> {
+    if args.no_verify_signatures {
+        eprintln!(
+            "state roots not compared with the manifest: --no-verify-signatures accepts the \
+             bad signatures the workload injects, so the roots differ by design"
+        );
+        return Ok(());
+    }
+    for (report, expected) in per_block.iter().zip(&manifest.blocks) {
+        if report.state_root != expected.state_root {
+            return Err(CliError(format!(
+                "block {}: state root {} differs from the manifest's {}: this engine does not \
+                 reproduce the workload's chain",
+                report.height, report.state_root, expected.state_root
+            )));
+        }
+    }
+    eprintln!("all {} state roots match the manifest", per_block.len());
+    Ok(())
 }
 
-fn read_blocks(dir: &Path) -> Result<Vec<Vec<SignedTransaction>>, CliError> {
-    let blocks_dir = dir.join("blocks");
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&blocks_dir)
-        .map_err(|error| CliError(format!("cannot read {}: {error}", blocks_dir.display())))?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|extension| extension == "bin"))
-        .collect();
-    paths.sort();
-    if paths.is_empty() {
-        return Err(CliError(format!(
-            "no block files (*.bin) in {}",
-            blocks_dir.display()
-        )));
-    }
-    paths
+fn read_genesis(dir: &Path, manifest: &Manifest) -> Result<Genesis, CliError> {
+    let bytes = manifest.genesis.read_checked(dir)?;
+    Genesis::decode(&bytes).map_err(|error| {
+        CliError(format!(
+            "{}: {error}",
+            dir.join(&manifest.genesis.file).display()
+        ))
+    })
+}
+
+/// The blocks the manifest lists, each checked; refuses block files it does not list.
+fn read_blocks(dir: &Path, manifest: &Manifest) -> Result<Vec<Vec<SignedTransaction>>, CliError> {
+    manifest.check_no_extra_blocks(dir, &dir.join("blocks"))?;
+    manifest
+        .blocks
         .iter()
-        .map(|path| {
-            let bytes = std::fs::read(path)
-                .map_err(|error| CliError(format!("cannot read {}: {error}", path.display())))?;
-            SignedTransaction::decode_list(&bytes)
-                .map_err(|error| CliError(format!("{}: {error}", path.display())))
+        .map(|block| {
+            let bytes = block.file.read_checked(dir)?;
+            let path = dir.join(&block.file.file);
+            let transactions = SignedTransaction::decode_list(&bytes)
+                .map_err(|error| CliError(format!("{}: {error}", path.display())))?;
+            if transactions.len() != block.transactions {
+                return Err(CliError(format!(
+                    "{}: {} transactions but {} says {}",
+                    path.display(),
+                    transactions.len(),
+                    manifest::MANIFEST_FILE,
+                    block.transactions
+                )));
+            }
+            Ok(transactions)
         })
         .collect()
 }

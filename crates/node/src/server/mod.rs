@@ -7,6 +7,7 @@ mod admission;
 pub mod cometbft;
 mod failure;
 mod limits;
+mod listen;
 pub mod mempool;
 mod metrics;
 mod node;
@@ -21,11 +22,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use failure::Failure;
-use limits::RateLimiter;
+use limits::{EventStreamSlots, RateLimiter};
+use listen::ConnectionLimits;
+pub use listen::CONNECTIONS_MAX_DEFAULT;
 use node::{ProducerConfig, Shared, Tip};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
@@ -39,8 +41,8 @@ use walras_types::Genesis;
 const DEV_GENESIS_META_KEY: &str = "dev_genesis";
 /// Requests (other than event streams) that take longer are answered 408.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a stopping node waits for open requests.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long the runtime waits for blocking tasks (signature checks) once the server stopped.
+const RUNTIME_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// Where the genesis of a new store comes from.
 #[derive(Clone, Debug)]
@@ -69,6 +71,31 @@ pub struct NodeConfig {
     pub rate_limit_burst: u32,
     /// Who orders blocks.
     pub consensus: Consensus,
+    /// Limits on connections and event streams.
+    pub serve: ServeLimits,
+}
+
+/// Limits on what clients may hold open.
+#[derive(Clone, Debug)]
+pub struct ServeLimits {
+    /// Connections served at once (`None`: [`CONNECTIONS_MAX_DEFAULT`], or fewer if the
+    /// descriptor limit does not leave room for it).
+    pub connections_max: Option<usize>,
+    /// A connection that sends no complete request head within this long (new, or kept alive
+    /// between requests) is closed.
+    pub header_timeout: Duration,
+    /// Event streams one client IP may hold open (all together: [`routes::SSE_SUBSCRIBERS_MAX`]).
+    pub event_streams_per_client_max: usize,
+}
+
+impl Default for ServeLimits {
+    fn default() -> ServeLimits {
+        ServeLimits {
+            connections_max: None,
+            header_timeout: Duration::from_secs(5),
+            event_streams_per_client_max: 8,
+        }
+    }
 }
 
 /// Who orders blocks.
@@ -98,6 +125,12 @@ fn error(context: &str) -> impl Fn(&dyn std::fmt::Display) -> NodeError + '_ {
 
 /// Runs the node until SIGINT or SIGTERM (exit cleanly) or a producer failure (an error).
 pub fn run(config: NodeConfig) -> Result<(), NodeError> {
+    let descriptors = listen::raise_descriptor_limit()?;
+    let connections = ConnectionLimits {
+        connections_max: listen::connections_max(config.serve.connections_max, descriptors)?,
+        header_timeout: config.serve.header_timeout,
+        shutdown_grace: listen::SHUTDOWN_GRACE,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads.clamp(2, 8))
         // Signature checks of batch submissions run here: no more of them than cores.
@@ -107,10 +140,12 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         .map_err(|cause| error("starting the async runtime")(&cause))?;
     let shared = Arc::new(open_and_recover(&config)?);
     let result = match &config.consensus {
-        Consensus::Solo => run_solo(&config, shared, &runtime),
-        Consensus::Cometbft(cometbft) => run_replicated(&config, cometbft, shared, &runtime),
+        Consensus::Solo => run_solo(&config, &connections, shared, &runtime),
+        Consensus::Cometbft(cometbft) => {
+            run_replicated(&config, cometbft, &connections, shared, &runtime)
+        }
     };
-    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
     result
 }
 
@@ -135,6 +170,7 @@ fn replicated_app_config(config: &NodeConfig) -> cometbft::AppConfig {
 /// Solo mode: a producer thread cuts, executes and stores blocks.
 fn run_solo(
     config: &NodeConfig,
+    connections: &ConnectionLimits,
     shared: Arc<Shared>,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<(), NodeError> {
@@ -153,7 +189,7 @@ fn run_solo(
             node::run_producer(&producer_shared, &producer_config)
         })
         .map_err(|cause| error("starting the block producer")(&cause))?;
-    let served = runtime.block_on(serve(config, shared.clone()));
+    let served = runtime.block_on(serve(config, connections, shared.clone()));
     shared.shut_down();
     let produced = producer
         .join()
@@ -168,11 +204,12 @@ fn run_solo(
 fn run_replicated(
     config: &NodeConfig,
     cometbft: &cometbft::CometbftConfig,
+    connections: &ConnectionLimits,
     shared: Arc<Shared>,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<(), NodeError> {
     let running = cometbft::start(&shared, cometbft, replicated_app_config(config), runtime)?;
-    let served = runtime.block_on(serve(config, shared.clone()));
+    let served = runtime.block_on(serve(config, connections, shared.clone()));
     shared.shut_down();
     let stopped = running.stop();
     served?;
@@ -271,7 +308,7 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         metrics: metrics::Metrics::default(),
         dev_genesis,
         max_block_txs: config.max_block_txs,
-        shutting_down: AtomicBool::new(false),
+        shutting_down: tokio::sync::watch::channel(false).0,
     })
 }
 
@@ -345,61 +382,80 @@ fn recovered_tip(
     })
 }
 
-/// Binds, announces the address on stdout, and serves until shutdown.
-async fn serve(config: &NodeConfig, shared: Arc<Shared>) -> Result<(), NodeError> {
+/// Binds, announces the address on stdout, and serves until shutdown; returns within the
+/// grace period of the stop, whatever clients hold open.
+async fn serve(
+    config: &NodeConfig,
+    connections: &ConnectionLimits,
+    shared: Arc<Shared>,
+) -> Result<(), NodeError> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|cause| error(&format!("listening on {}", config.listen))(&cause))?;
     let address = listener
         .local_addr()
         .map_err(|cause| error("reading the bound address")(&cause))?;
+    // Before the address line: a client (or test) that reads it may signal the node at once,
+    // and a signal without a handler kills the process instead of stopping it.
+    let signals = StopSignals::watch()?;
     // The first line on stdout: scripts and tests wait for it.
     println!("walras node listening on http://{address}");
-    eprintln!("walras node: API at http://{address}/v1 (document: /v1/openapi.json)");
+    eprintln!(
+        "walras node: API at http://{address}/v1 (document: /v1/openapi.json); at most {} \
+         connections",
+        connections.connections_max
+    );
     let limiter = (config.rate_limit_rps > 0).then(|| {
         Arc::new(Mutex::new(RateLimiter::new(
             config.rate_limit_rps,
             config.rate_limit_burst,
         )))
     });
-    let app = router(shared.clone(), limiter);
-    let stop = shutdown_signal(shared.clone());
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stop)
-    .await
-    .map_err(|cause| error("serving HTTP")(&cause))
+    let streams = Arc::new(EventStreamSlots::new(
+        config.serve.event_streams_per_client_max,
+        routes::SSE_SUBSCRIBERS_MAX,
+    ));
+    let app = router(shared.clone(), limiter, streams);
+    let stop = signals.stop(shared);
+    listen::serve_connections(listener, app, connections, stop).await;
+    Ok(())
 }
 
-/// Resolves on SIGINT, SIGTERM, or when the producer stopped.
-async fn shutdown_signal(shared: Arc<Shared>) {
-    let interrupt = tokio::signal::ctrl_c();
-    let mut terminate =
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(cause) => {
-                eprintln!("walras node: cannot watch SIGTERM ({cause}); stop with SIGINT");
-                let _ = interrupt.await;
-                return;
-            }
+/// SIGINT and SIGTERM, watched from the moment this is made.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn watch() -> Result<StopSignals, NodeError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let watch = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|cause| error(&format!("watching {name}"))(&cause))
         };
-    let producer_stopped = async {
-        while !shared.is_shutting_down() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    tokio::select! {
-        _ = interrupt => {},
-        _ = terminate.recv() => {},
-        _ = producer_stopped => {},
+        Ok(StopSignals {
+            interrupt: watch(SignalKind::interrupt(), "SIGINT")?,
+            terminate: watch(SignalKind::terminate(), "SIGTERM")?,
+        })
     }
-    eprintln!("walras node: stopping");
-    shared.shut_down();
+
+    /// Resolves on SIGINT, SIGTERM, or when the node stops for another reason (the producer
+    /// failed); marks the node as stopping, which also ends the event streams.
+    async fn stop(mut self, shared: Arc<Shared>) {
+        tokio::select! {
+            _ = self.interrupt.recv() => eprintln!("walras node: interrupted, stopping"),
+            _ = self.terminate.recv() => eprintln!("walras node: terminated, stopping"),
+            () = shared.stopped() => eprintln!("walras node: stopping"),
+        }
+        shared.shut_down();
+    }
 }
 
-pub fn router(shared: Arc<Shared>, limiter: Option<Arc<Mutex<RateLimiter>>>) -> Router {
+pub fn router(
+    shared: Arc<Shared>,
+    limiter: Option<Arc<Mutex<RateLimiter>>>,
+    streams: Arc<EventStreamSlots>,
+) -> Router {
     let api = Router::new()
         .route(
             "/v1/transactions",
@@ -424,7 +480,9 @@ pub fn router(shared: Arc<Shared>, limiter: Option<Arc<Mutex<RateLimiter>>>) -> 
             REQUEST_TIMEOUT,
         ));
     // Event streams are long-lived: no timeout.
-    let streams = Router::new().route("/v1/events", get(routes::events));
+    let streams = Router::new()
+        .route("/v1/events", get(routes::events))
+        .layer(axum::Extension(streams));
     api.merge(streams)
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)

@@ -13,7 +13,7 @@ use super::mempool::Mempool;
 use super::metrics::Metrics;
 use super::recent::RecentTransactions;
 use crate::api::wire::{BlockEventJson, DevGenesisJson};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
@@ -54,7 +54,8 @@ pub struct Shared {
     pub dev_genesis: Option<DevGenesisJson>,
     pub assets: u16,
     pub max_block_txs: usize,
-    pub shutting_down: AtomicBool,
+    /// `true` once the node is stopping; async tasks (event streams, the server) wait on it.
+    pub shutting_down: tokio::sync::watch::Sender<bool>,
 }
 
 /// Why the producer stopped the node.
@@ -102,14 +103,22 @@ impl Shared {
     }
 
     /// Asks the producer to stop after the block it is executing, if any.
+    /// Also ends every event stream and stops the HTTP server.
     pub fn shut_down(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
+        self.shutting_down.send_replace(true);
         let _guard = self.mempool();
         self.producer_wake.notify_all();
     }
 
     pub fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
+        *self.shutting_down.borrow()
+    }
+
+    /// Resolves once the node is stopping.
+    pub async fn stopped(&self) {
+        let mut stopping = self.shutting_down.subscribe();
+        // `self` owns the sender, so the channel cannot close while this waits.
+        let _ = stopping.wait_for(|stopping| *stopping).await;
     }
 }
 

@@ -78,7 +78,9 @@ pub const ROUTES: &[(&str, &str, &str, &str, &str)] = &[
     (
         "get",
         "/v1/events",
-        "Server-sent events: one `block` event per committed block (data: BlockEvent)",
+        "Server-sent events: one `block` event per committed block (data: BlockEvent). One \
+         client IP may hold --event-streams-per-client streams (429 too_many_streams beyond), \
+         all clients together 256 (503 too_many_subscribers)",
         "200",
         "text/event-stream",
     ),

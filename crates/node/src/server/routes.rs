@@ -3,20 +3,23 @@
 
 use super::admission::admit;
 use super::failure::{body_failure, Failure};
+use super::limits::{EventStreamSlot, EventStreamSlots, StreamRefusal};
 use super::node::{display_prices, Shared};
 use super::openapi;
 use crate::api::transaction_from_json;
 use crate::api::wire::*;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use futures_util::{Stream, StreamExt};
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
@@ -35,8 +38,8 @@ pub const BATCH_BODY_MAX_BYTES: usize = 4 * 1024 * 1024;
 pub const BATCH_TRANSACTIONS_MAX: usize = 10_000;
 /// Most price levels in a book answer.
 pub const BOOK_LEVELS_MAX: usize = 1_000;
-/// Most open event streams.
-pub const SSE_SUBSCRIBERS_MAX: u64 = 256;
+/// Most open event streams, all clients together (each client: `--event-streams-per-client`).
+pub const SSE_SUBSCRIBERS_MAX: usize = 256;
 
 pub async fn submit(
     State(shared): State<AppState>,
@@ -436,48 +439,79 @@ pub async fn status(State(shared): State<AppState>) -> Json<StatusJson> {
     })
 }
 
-/// Decrements the subscriber gauge when the stream is dropped.
-struct SubscriberGuard(AppState);
+/// An open event stream: gives its slot back and decrements the subscriber gauge when the
+/// stream is dropped.
+struct Subscriber {
+    shared: AppState,
+    _slot: EventStreamSlot,
+}
 
-impl Drop for SubscriberGuard {
+impl Drop for Subscriber {
     fn drop(&mut self) {
-        self.0
+        self.shared
             .metrics
             .sse_subscribers
             .fetch_sub(1, Ordering::Relaxed);
     }
 }
 
+/// Block events as server-sent events, until the client leaves or the node stops.
 pub async fn events(
     State(shared): State<AppState>,
+    Extension(slots): Extension<Arc<EventStreamSlots>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
-    let subscribers = shared
+    let slot = slots
+        .take(client.ip())
+        .map_err(|refusal| stream_refused(refusal, client.ip()))?;
+    shared
         .metrics
         .sse_subscribers
         .fetch_add(1, Ordering::Relaxed);
-    let guard = SubscriberGuard(shared.clone());
-    if subscribers >= SSE_SUBSCRIBERS_MAX {
-        return Err(Failure::new(
+    let subscriber = Subscriber {
+        shared: shared.clone(),
+        _slot: slot,
+    };
+    let receiver = shared.events.subscribe();
+    let stopping = shared.clone();
+    let stream = BroadcastStream::new(receiver)
+        .map(move |item| {
+            let _keep = &subscriber;
+            Ok(match item {
+                Ok(event) => Event::default()
+                    .event("block")
+                    .json_data(&*event)
+                    .unwrap_or_else(|_| Event::default().event("error")),
+                Err(BroadcastStreamRecvError::Lagged(missed)) => {
+                    Event::default().event("lagged").data(format!(
+                        "{missed} block events were skipped: this client reads too slowly"
+                    ))
+                }
+            })
+        })
+        // A stopping node ends its streams, so that their connections close at once.
+        .take_until(async move { stopping.stopped().await });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+fn stream_refused(refusal: StreamRefusal, client: IpAddr) -> Failure {
+    match refusal {
+        StreamRefusal::Client { open, max } => Failure::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_streams",
+            format!(
+                "{client} already holds {open} event streams, the most one client may hold \
+                 ({max}); close one first"
+            ),
+        )
+        .retry_after(5.0),
+        StreamRefusal::Total { max } => Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_subscribers",
-            format!("{SSE_SUBSCRIBERS_MAX} event streams are open; retry later"),
+            format!("{max} event streams are open; retry later"),
         )
-        .retry_after(5.0));
+        .retry_after(5.0),
     }
-    let receiver = shared.events.subscribe();
-    let stream = BroadcastStream::new(receiver).map(move |item| {
-        let _keep = &guard;
-        Ok(match item {
-            Ok(event) => Event::default()
-                .event("block")
-                .json_data(&*event)
-                .unwrap_or_else(|_| Event::default().event("error")),
-            Err(BroadcastStreamRecvError::Lagged(missed)) => Event::default().event("lagged").data(
-                format!("{missed} block events were skipped: this client reads too slowly"),
-            ),
-        })
-    });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
 pub async fn metrics(State(shared): State<AppState>) -> Response {

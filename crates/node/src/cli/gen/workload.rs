@@ -8,14 +8,20 @@
 //! - `faults.csv`: `block,index,kind`, one row per injected fault: `block` is the number in the
 //!   block's file name, `index` the 0-based position of the transaction in that block.
 //! - `workload.json`: the parameters and the counts of operations and faults.
+//! - `manifest.json`: the genesis and each block file with its size and BLAKE2b-256 hash, and
+//!   the state root after each block, which `walras replay` checks (see
+//!   [`crate::cli::replay::manifest`]). Computing the roots executes every block once with the
+//!   batch engine, as replay does.
 //!
 //! Blocks are written as they are generated, so memory holds one block at a time.
 
+use super::super::replay::manifest::{BlockEntry, FileEntry, Manifest, MANIFEST_FORMAT};
 use super::super::{args, CliError};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use walras_engine::{EngineConfig, ExchangeState};
 use walras_sim::workload::key_pool_size;
 use walras_sim::{InjectedFault, WorkloadGenerator, WorkloadParams, WorkloadStats};
 use walras_types::SignedTransaction;
@@ -49,7 +55,7 @@ pub struct GenWorkloadArgs {
     /// Signing threads (default: all cores)
     #[arg(long, value_parser = args::thread_count)]
     threads: Option<usize>,
-    /// Write into a non-empty directory, replacing its genesis, blocks, faults and summary
+    /// Write into a non-empty directory, replacing its genesis, blocks, faults, summary and manifest
     #[arg(long)]
     force: bool,
 }
@@ -72,7 +78,21 @@ pub fn run(args: GenWorkloadArgs) -> Result<(), CliError> {
     prepare_directory(&args.out, args.force)?;
     let started = Instant::now();
     let mut generator = WorkloadGenerator::new(&params, threads)?;
-    write_file(&args.out.join("genesis.bin"), &generator.genesis().encode())?;
+    let genesis_bytes = generator.genesis().encode();
+    write_file(&args.out.join("genesis.bin"), &genesis_bytes)?;
+    // The state the manifest's roots come from: replay's default engine configuration.
+    let engine = EngineConfig {
+        threads,
+        verify_signatures: true,
+        ..EngineConfig::default()
+    };
+    let mut state = ExchangeState::from_genesis(generator.genesis(), threads)?;
+    let mut manifest = Manifest {
+        format: MANIFEST_FORMAT,
+        genesis: FileEntry::describe("genesis.bin".into(), &genesis_bytes),
+        block_count: 0,
+        blocks: Vec::with_capacity(params.blocks),
+    };
     eprintln!(
         "genesis: {} accounts, {} assets ({:.1} s)",
         params.accounts,
@@ -82,8 +102,18 @@ pub fn run(args: GenWorkloadArgs) -> Result<(), CliError> {
     let mut faults = Vec::new();
     while let Some(block) = generator.next_block(threads) {
         let number = block.number + 1;
-        let path = args.out.join(BLOCKS_DIR).join(block_file_name(number));
-        write_file(&path, &SignedTransaction::encode_list(&block.transactions))?;
+        let file = format!("{BLOCKS_DIR}/{}", block_file_name(number));
+        let bytes = SignedTransaction::encode_list(&block.transactions);
+        write_file(&args.out.join(&file), &bytes)?;
+        let transactions = block.transactions.len();
+        let (proposed, _) = state
+            .propose(block.transactions, &engine)
+            .map_err(|error| CliError(format!("executing block {number}: {error}")))?;
+        manifest.blocks.push(BlockEntry {
+            file: FileEntry::describe(file, &bytes),
+            transactions,
+            state_root: proposed.header.state_root.to_string(),
+        });
         faults.extend(block.faults);
         eprintln!(
             "block {number}/{} signed ({:.1} s)",
@@ -95,6 +125,8 @@ pub fn run(args: GenWorkloadArgs) -> Result<(), CliError> {
     let summary = summary_json(&params, generator.stats());
     let summary = serde_json::to_string_pretty(&summary)?;
     write_file(&args.out.join("workload.json"), summary.as_bytes())?;
+    manifest.block_count = manifest.blocks.len();
+    manifest.write(&args.out)?;
     eprintln!(
         "wrote {} in {:.1} s",
         args.out.display(),
