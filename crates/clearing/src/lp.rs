@@ -39,21 +39,36 @@ impl std::fmt::Display for LpError {
 }
 
 /// Solves the LP; returns one flow per entry of `pairs`, within its bounds.
+///
+/// Scaling: each pair's flow is solved as the fraction `t = y / upper` of its upper bound, and each
+/// asset's conservation row is divided by the asset's volume (the upper bounds of its pairs). The
+/// solver's tolerance is absolute, so without this an asset whose flows are 10^-6 of the largest
+/// (valuations spanning decades, thin assets) would be balanced only to within 10^-3 of its own
+/// volume: far beyond ε, which the exact settlement then repairs below the μ lower bounds.
 pub fn solve(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> Result<Vec<f64>, LpError> {
     let scale = pairs.iter().map(|pair| pair.upper).fold(0.0f64, f64::max);
     if pairs.is_empty() || scale <= 0.0 {
         return Ok(vec![0.0; pairs.len()]);
+    }
+    let mut volume = vec![0.0f64; assets];
+    for pair in pairs {
+        volume[pair.sell] += pair.upper;
+        volume[pair.buy] += pair.upper;
     }
     let mut problem = Problem::new(OptimizationDirection::Maximize);
     let mut rows: Vec<Vec<(microlp::Variable, f64)>> = vec![Vec::new(); assets];
     let mut variables = Vec::with_capacity(pairs.len());
     for pair in pairs {
         debug_assert!(pair.lower <= pair.upper, "lower bound above upper bound");
-        let lower = (pair.lower / scale).min(pair.upper / scale);
-        let variable = problem.add_var(1.0, (lower, pair.upper / scale));
-        rows[pair.sell].push((variable, 1.0));
-        rows[pair.buy].push((variable, -(1.0 - epsilon)));
-        variables.push(variable);
+        if pair.upper <= 0.0 {
+            variables.push(None);
+            continue;
+        }
+        let lower = (pair.lower / pair.upper).clamp(0.0, 1.0);
+        let variable = problem.add_var(pair.upper / scale, (lower, 1.0));
+        rows[pair.sell].push((variable, pair.upper / volume[pair.sell]));
+        rows[pair.buy].push((variable, -(1.0 - epsilon) * pair.upper / volume[pair.buy]));
+        variables.push(Some(variable));
     }
     for row in rows.iter().filter(|row| !row.is_empty()) {
         problem.add_constraint(row, ComparisonOp::Ge, 0.0);
@@ -68,8 +83,11 @@ pub fn solve(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> Result<Ve
     Ok(variables
         .iter()
         .zip(pairs)
-        .map(|(variable, pair)| {
-            (solution.var_value(*variable) * scale).clamp(pair.lower, pair.upper)
+        .map(|(variable, pair)| match variable {
+            Some(variable) => {
+                (solution.var_value(*variable) * pair.upper).clamp(pair.lower, pair.upper)
+            }
+            None => 0.0,
         })
         .collect())
 }

@@ -463,6 +463,10 @@ impl<'b> Instance<'b> {
         demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
         self.count_query(started);
         let stepper = self.newton.as_mut().expect("a Newton instance has a stepper");
+        if std::env::var_os("WALRAS_DEBUG_NEWTON").is_some() {
+            let worst = self.current.sold_value.iter().zip(&self.current.bought_value).map(|(s,b)| ((b-s)/s.max(*b).max(1e-300)).abs()).fold(0.0f64, f64::max);
+            eprintln!("it {} merit {:.3e} trial {:.3e} worst_rel {:.3e} {}", self.iterations, self.heuristic, stepper.merit(&self.trial), worst, stepper.debug());
+        }
         if stepper.merit(&self.trial) < self.heuristic {
             std::mem::swap(&mut self.prices, &mut self.trial_prices);
             std::mem::swap(&mut self.current, &mut self.trial);
