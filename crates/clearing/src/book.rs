@@ -124,7 +124,8 @@ impl std::fmt::Display for BookError {
             LimitPrice { offer_id } => {
                 write!(
                     f,
-                    "offer {offer_id}: limit price outside the accepted range 1e-10..=1e12"
+                    "offer {offer_id}: limit price outside the accepted range {}",
+                    Price::LIMIT_RANGE_TEXT
                 )
             }
             AssetTotalTooLarge { asset } => {
@@ -298,7 +299,7 @@ fn validate(offers: &[Offer], assets: usize) -> Result<(), BookError> {
                 amount: offer.amount,
             });
         }
-        if offer.min_price < Price::MIN_LIMIT || offer.min_price > Price::MAX_LIMIT {
+        if !offer.min_price.is_valid_limit() {
             return Err(BookError::LimitPrice { offer_id });
         }
         let total = &mut totals[offer.sell.0 as usize];
@@ -500,7 +501,8 @@ mod tests {
             (vec![offer(1, 0, 5, 1, 1.0)], "asset 5"),
             (vec![offer(1, 0, 0, 1, 1.0)], "same asset"),
             (vec![offer(1, 0, 1, 0, 1.0)], "amount 0"),
-            (vec![offer(1, 0, 1, 1, 1e-11)], "limit price"),
+            (vec![offer(1, 0, 1, 1, 1e-13)], Price::LIMIT_RANGE_TEXT),
+            (vec![offer(1, 0, 1, 1, 2e12)], Price::LIMIT_RANGE_TEXT),
             (
                 vec![offer(1, 0, 1, MAX_AMOUNT, 1.0), offer(2, 0, 1, 1, 1.0)],
                 "issuance cap",

@@ -2,7 +2,7 @@
 //!
 //! 1. Valuations are quantised to integers ([`quantize`]); from here on nothing is a float except
 //!    the LP's answer, which is only a suggestion.
-//! 2. Per pair, with the exact rate `r = floor(p_S · 2^64 / p_B)`: `U` = amount of offers with limit
+//! 2. Per pair, with the exact rate `r = floor(p_S · 2^80 / p_B)` (a Q48.80 [`Price`]): `U` = amount of offers with limit
 //!    `≤ r` (the most that may trade), `L` = amount of offers with limit `< floor(r · (1 − μ))` (what
 //!    must trade for μ-completeness).
 //! 3. The LP of appendix D picks value flows; `x = floor(y / p_S)` clamped into `[L, U]`.
@@ -23,7 +23,7 @@
 use crate::book::{OrderBooks, PairBook};
 use crate::lp::{self, LpError, PairFlowBounds};
 use walras_types::offers_csv::FillRow;
-use walras_types::{mul_shr64_floor, Fraction, Price, Valuation};
+use walras_types::{Fraction, Price, Valuation};
 
 /// The clearing of one pair.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub struct PairClearing {
     pub buy: u16,
     /// Index of the pair in [`OrderBooks::pairs`].
     pub book_index: usize,
-    /// Exchange rate `floor(p_sell · 2^64 / p_buy)`.
+    /// Exchange rate `floor(p_sell · 2^80 / p_buy)` ([`Valuation::rate_to`]).
     pub rate: Price,
     /// Rate paid out: `floor(rate · (1 − ε))`.
     pub payout_rate: Price,
@@ -153,7 +153,10 @@ impl std::fmt::Display for SettleError {
 
 impl std::error::Error for SettleError {}
 
-/// Quantises float valuations to integers, the largest becoming [`Valuation::NORMALIZED_MAX`].
+/// Quantises float valuations to integers, the largest becoming [`Valuation::NORMALIZED_MAX`]
+/// (2^126). Each keeps the float's 53 bits while it is above 2^53 — for every asset less than
+/// 10^21 times cheaper than the largest — and at least 9 significant digits up to 8.5e28 times
+/// cheaper (see `walras_types::price`); a float that small rounds to 1 at least.
 pub fn quantize(prices: &[f64]) -> Result<Vec<Valuation>, SettleError> {
     if let Some(asset) = prices
         .iter()
@@ -165,7 +168,7 @@ pub fn quantize(prices: &[f64]) -> Result<Vec<Valuation>, SettleError> {
     let scale = Valuation::NORMALIZED_MAX as f64 / largest;
     Ok(prices
         .iter()
-        .map(|price| Valuation(((price * scale).round() as u64).max(1)))
+        .map(|price| Valuation(((price * scale).round() as u128).max(1)))
         .collect())
 }
 
@@ -349,7 +352,7 @@ impl PairState {
         payout_prefix.push(0u128);
         let mut total = 0u128;
         for offer in &books.offers(book)[..full] {
-            total += mul_shr64_floor(pair.payout_rate.0, offer.amount);
+            total += pair.payout_rate.mul_amount_floor(offer.amount);
             payout_prefix.push(total);
         }
         PairState {
@@ -363,7 +366,7 @@ impl PairState {
     fn payout(&self, sold: u64) -> u128 {
         let full = full_fills(&self.cumulative, sold);
         let partial = sold - self.cumulative[full];
-        self.payout_prefix[full] + mul_shr64_floor(self.payout_rate.0, partial)
+        self.payout_prefix[full] + self.payout_rate.mul_amount_floor(partial)
     }
 
     /// The largest sale up to `sold` whose payout is at most `target`.
@@ -478,7 +481,7 @@ impl Settlement {
                 .map(move |(offer, sold)| FillRow {
                     offer_id: offer.id,
                     sold,
-                    bought: u64::try_from(mul_shr64_floor(pair.payout_rate.0, sold))
+                    bought: u64::try_from(pair.payout_rate.mul_amount_floor(sold))
                         .expect("conservation bounds every payout"),
                 })
         })

@@ -17,9 +17,7 @@ use proptest::prelude::*;
 use std::collections::HashMap;
 use std::time::Duration;
 use walras_clearing::{clear, Clearing, ClearingParams, OrderBooks};
-use walras_types::{
-    mul_shr64_floor, AccountId, AssetId, Fraction, Offer, OfferId, Price, MAX_AMOUNT,
-};
+use walras_types::{AccountId, AssetId, Fraction, Offer, OfferId, Price, MAX_AMOUNT};
 
 #[derive(Clone, Debug)]
 struct Market {
@@ -166,7 +164,7 @@ fn check_invariants(
         );
         assert_eq!(
             *bought as u128,
-            mul_shr64_floor(payout_rate.0, *sold),
+            payout_rate.mul_amount_floor(*sold),
             "offer {id} payout"
         );
         received[offer.sell.0 as usize] += *sold as u128;

@@ -10,7 +10,7 @@
 //!
 //! ```text
 //! header := height:u64 previous:[32] transactions_root:[32] state_root:[32]
-//!           assets:u16 valuation:u64 * assets
+//!           assets:u16 valuation:u128 * assets
 //!           trades:u32 (sell:u16 buy:u16 sold:u64 price:u128 account:u64 offer:u64) * trades
 //! block  := header transaction_list        (see SignedTransaction::encode_list)
 //! ```
@@ -41,8 +41,9 @@ pub struct BlockHeader {
     pub previous: Hash,
     pub transactions_root: Hash,
     pub state_root: Hash,
-    /// Clearing valuations, one per asset.
-    pub valuations: Vec<u64>,
+    /// Clearing valuations, one per asset (raw [`walras_types::Valuation`]s: only their ratios
+    /// mean anything).
+    pub valuations: Vec<u128>,
     /// Traded pairs in pair order.
     pub trades: Vec<PairTrade>,
 }
@@ -80,7 +81,7 @@ impl std::error::Error for BlockDecodeError {}
 impl BlockHeader {
     pub fn encode(&self) -> Vec<u8> {
         let mut out =
-            Vec::with_capacity(110 + 8 * self.valuations.len() + TRADE_BYTES * self.trades.len());
+            Vec::with_capacity(110 + 16 * self.valuations.len() + TRADE_BYTES * self.trades.len());
         out.extend_from_slice(&self.height.to_be_bytes());
         out.extend_from_slice(self.previous.as_bytes());
         out.extend_from_slice(self.transactions_root.as_bytes());
@@ -188,7 +189,7 @@ impl<'a> Reader<'a> {
         let assets = u16::from_be_bytes(self.array()?) as usize;
         let mut valuations = Vec::with_capacity(assets);
         for _ in 0..assets {
-            valuations.push(u64::from_be_bytes(self.array()?));
+            valuations.push(u128::from_be_bytes(self.array()?));
         }
         let trade_count = u32::from_be_bytes(self.array()?) as usize;
         // Refuse counts the input cannot hold before allocating. (This once said 52 bytes a
@@ -221,7 +222,7 @@ impl<'a> Reader<'a> {
         let buy = AssetId(u16::from_be_bytes(self.array()?));
         let sold = u64::from_be_bytes(self.array()?);
         let min_price = Price(u128::from_be_bytes(self.array()?));
-        if min_price < Price::MIN_LIMIT || min_price > Price::MAX_LIMIT {
+        if !min_price.is_valid_limit() {
             return Err(BlockDecodeError::LimitPrice);
         }
         let account = AccountId(u64::from_be_bytes(self.array()?));

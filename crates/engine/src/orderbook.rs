@@ -44,8 +44,7 @@ use walras_crypto::{verify, Signature};
 use walras_types::genesis::Genesis;
 use walras_types::transaction::SEQUENCE_WINDOW;
 use walras_types::{
-    mul_shr64_ceil, AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction,
-    MAX_AMOUNT,
+    AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction, MAX_AMOUNT,
 };
 
 /// How many resting offers one taker may pass over because integer rounding would break its
@@ -526,20 +525,9 @@ fn signature_valid(account: &Account, signed: &SignedTransaction) -> bool {
 }
 
 /// Whether a taker at limit `taker_limit` (B per S) and a maker at `maker_limit` (S per B) can
-/// trade: `taker_limit · maker_limit ≤ 1`, i.e. `p·q ≤ 2^128` on the raw Q64.64 values.
-///
-/// Exact, without 256-bit arithmetic: for an integer p, `p·q ≤ 2^128 ⟺ p ≤ floor(2^128 / q)`,
-/// so no rounding direction is involved. `floor(2^128 / q)` is `floor((2^128 − 1) / q)` plus one
-/// exactly when q divides 2^128 (then the remainder of `2^128 − 1` is `q − 1`).
+/// trade: `taker_limit · maker_limit ≤ 1`, exactly (a 256-bit product of the raw values).
 pub fn crosses(taker_limit: Price, maker_limit: Price) -> bool {
-    if maker_limit.0 == 0 {
-        return true; // a free maker crosses anything; unreachable for validated offers
-    }
-    let q = maker_limit.0;
-    let bump = (u128::MAX % q == q - 1) as u128;
-    // Saturates only for q = 1, where floor(2^128 / q) exceeds every u128 anyway.
-    let reciprocal_floor = (u128::MAX / q).saturating_add(bump);
-    taker_limit.0 <= reciprocal_floor
+    taker_limit.product_at_most_one(maker_limit)
 }
 
 /// The integer size of one fill at the maker's price (see the module docs).
@@ -556,7 +544,8 @@ pub enum TradeSize {
 /// Sizes a fill of a taker with `taker_left` units at limit `taker_limit` against a maker with
 /// `maker_left` units at limit `maker_limit`, at the maker's price, rounding in the maker's
 /// favour. Amounts are at most [`MAX_AMOUNT`] (< 2^63) and limits at most
-/// [`Price::MAX_LIMIT`] (< 2^104), so every intermediate fits in `u128`.
+/// [`Price::MAX_LIMIT`] (10^12), so `ceil(q·y)` is at most the taker's amount and every product
+/// below is exact ([`Price::mul_amount_ceil`], [`Price::divide_amount_floor`]).
 pub fn size_trade(
     taker_left: u64,
     taker_limit: Price,
@@ -564,21 +553,20 @@ pub fn size_trade(
     maker_limit: Price,
 ) -> TradeSize {
     debug_assert!(taker_left <= MAX_AMOUNT && maker_left <= MAX_AMOUNT);
-    if maker_limit.0 == 0 {
-        return TradeSize::TakerTooSmall; // unreachable for validated offers
-    }
-    // floor(taker_left / q): taker_left < 2^63, so the shift fits.
-    let affordable = ((taker_left as u128) << 64) / maker_limit.0;
+    // floor(taker_left / q); a zero limit is unreachable for validated offers.
+    let Some(affordable) = maker_limit.divide_amount_floor(taker_left) else {
+        return TradeSize::TakerTooSmall;
+    };
     let maker_sold = affordable.min(maker_left as u128) as u64;
     if maker_sold == 0 {
         return TradeSize::TakerTooSmall;
     }
     // ceil(q·y) ≤ taker_left because q·y ≤ taker_left and taker_left is an integer.
-    let taker_sold = mul_shr64_ceil(maker_limit.0, maker_sold);
+    let taker_sold = maker_limit.mul_amount_ceil(maker_sold);
     debug_assert!(taker_sold <= taker_left as u128);
     let taker_sold = taker_sold as u64;
     // The taker's limit, exactly: y ≥ p·x ⟺ y ≥ ceil(p·x) for an integer y.
-    if (maker_sold as u128) < mul_shr64_ceil(taker_limit.0, taker_sold) {
+    if (maker_sold as u128) < taker_limit.mul_amount_ceil(taker_sold) {
         return TradeSize::RoundsPastTakerLimit;
     }
     TradeSize::Fill {
@@ -590,7 +578,7 @@ pub fn size_trade(
 #[cfg(test)]
 mod tests {
     //! The two pure pieces of matching, against 256-bit schoolbook arithmetic: `crosses` is
-    //! exactly `p·q ≤ 2^128`, and every `Fill` that `size_trade` returns respects both limits,
+    //! exactly `p·q ≤ 2^160` on the raw Q48.80 values, and every `Fill` that `size_trade` returns respects both limits,
     //! fits both remainders, and trades at least one unit each way.
     use super::*;
     use proptest::prelude::*;
@@ -613,17 +601,31 @@ mod tests {
         )
     }
 
-    /// `price · amount ≤ other · 2^64`, i.e. `price/2^64 · amount ≤ other`, exactly.
+    /// `price · amount ≤ other · 2^80`, i.e. `price/2^80 · amount ≤ other`, exactly.
     fn at_most(price: Price, amount: u64, other: u64) -> bool {
-        wide_mul(price.0, amount as u128) <= (other as u128 >> 64, (other as u128) << 64)
+        let shift = Price::FRAC_BITS;
+        wide_mul(price.0, amount as u128)
+            <= ((other as u128) >> (128 - shift), (other as u128) << shift)
+    }
+
+    /// 2^160 = 2^(2·FRAC_BITS) as (high, low): the raw product of two prices whose product is 1.
+    const ONE_SQUARED: (u128, u128) = (1 << (2 * Price::FRAC_BITS - 128), 0);
+
+    /// `floor(2^160 / q)`: the largest taker limit that crosses a maker at `q`.
+    fn reciprocal_floor(q: Price) -> u128 {
+        let quotient = (ethnum::U256::ONE << (2 * Price::FRAC_BITS)) / ethnum::U256::from(q.0);
+        u128::try_from(quotient).unwrap_or(u128::MAX)
     }
 
     fn limit() -> impl Strategy<Value = Price> {
         prop_oneof![
             (Price::MIN_LIMIT.0..=Price::MAX_LIMIT.0).prop_map(Price),
             // Near 1, where p·q ≈ 1 and rounding decides.
-            ((1u128 << 64) - (1 << 40)..(1u128 << 64) + (1 << 40)).prop_map(Price),
-            (1u128..64).prop_map(|k| Price(k << 61)),
+            (Price::ONE.0 - (1 << 56)..Price::ONE.0 + (1 << 56)).prop_map(Price),
+            (1u128..64).prop_map(|k| Price(k << (Price::FRAC_BITS - 3))),
+            // Near both ends of the accepted range.
+            (Price::MIN_LIMIT.0..Price::MIN_LIMIT.0 << 10).prop_map(Price),
+            (Price::MAX_LIMIT.0 >> 10..=Price::MAX_LIMIT.0).prop_map(Price),
         ]
     }
 
@@ -645,7 +647,7 @@ mod tests {
     #[test]
     fn rounding_past_the_taker_limit_is_refused() {
         // q = 1.5, one unit: the taker would pay 2 for 1, a rate of 0.5 < its limit 0.6.
-        let q = Price(3u128 << 63);
+        let q = Price(3u128 << (Price::FRAC_BITS - 1));
         let p = Price::from_f64(0.6);
         assert!(crosses(p, q));
         assert_eq!(size_trade(10, p, 1, q), TradeSize::RoundsPastTakerLimit);
@@ -662,7 +664,7 @@ mod tests {
         #[test]
         fn crosses_is_exact(p in limit(), q in limit()) {
             let product = wide_mul(p.0, q.0);
-            prop_assert_eq!(crosses(p, q), product <= (1, 0));
+            prop_assert_eq!(crosses(p, q), product <= ONE_SQUARED);
         }
 
         #[test]
@@ -683,8 +685,7 @@ mod tests {
         fn fills_at_the_crossing_point_respect_both_limits(
             taker_left in amount(), maker_left in amount(), q in limit(), inside in 0u128..1 << 20,
         ) {
-            let reciprocal_floor = (u128::MAX / q.0).saturating_sub(inside);
-            let p = Price(reciprocal_floor.max(1));
+            let p = Price(reciprocal_floor(q).saturating_sub(inside).max(1));
             prop_assert!(crosses(p, q));
             if let TradeSize::Fill { taker_sold, maker_sold } = size_trade(taker_left, p, maker_left, q) {
                 prop_assert!(at_most(q, maker_sold, taker_sold), "maker limit");

@@ -581,12 +581,13 @@ fn a_header_with_trades_and_no_transactions_round_trips() {
         previous: walras_crypto::hash(b"previous"),
         transactions_root: walras_crypto::hash(b"none"),
         state_root: walras_crypto::hash(b"state"),
-        valuations: vec![1, 2, 3, 4],
+        // Valuations are u128: the largest one clearing produces must survive the codec.
+        valuations: vec![1, 2, 3, Valuation::NORMALIZED_MAX],
         trades: vec![trade(0, 1), trade(1, 0), trade(2, 3)],
     };
     assert_eq!(
         header.encode().len(),
-        110 + 8 * 4 + 3 * walras_engine::block::TRADE_BYTES
+        110 + 16 * 4 + 3 * walras_engine::block::TRADE_BYTES
     );
     assert_eq!(BlockHeader::decode(&header.encode()), Ok(header.clone()));
     let block = Block {

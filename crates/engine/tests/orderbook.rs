@@ -347,7 +347,7 @@ fn rejections_name_their_reason_and_change_nothing() {
 #[test]
 fn a_maker_too_small_to_fill_within_the_taker_limit_is_passed_over() {
     let mut exchange = small_exchange();
-    let one_and_half = Price(3u128 << 63); // A per B
+    let one_and_half = Price(3u128 << (Price::FRAC_BITS - 1)); // A per B
     run(&mut exchange, sign(1, 1, offer(B, A, 1, one_and_half))).unwrap();
     run(&mut exchange, sign(2, 1, offer(B, A, 100, one_and_half))).unwrap();
     // Selling A for at least 0.6 B per A: one unit of B from account 1 would cost 2 A (0.5 B/A).
@@ -381,9 +381,11 @@ fn wide_mul(a: u128, b: u128) -> (u128, u128) {
     )
 }
 
-/// `price · amount ≤ other`, exactly (price in Q64.64).
+/// `price · amount ≤ other`, exactly (price in Q48.80: compares with `other · 2^80`).
 fn at_most(price: Price, amount: u64, other: u64) -> bool {
-    wide_mul(price.0, amount as u128) <= (0, (other as u128) << 64)
+    let shift = Price::FRAC_BITS;
+    wide_mul(price.0, amount as u128)
+        <= ((other as u128) >> (128 - shift), (other as u128) << shift)
 }
 
 /// A genesis of `balances.len()` accounts with ids 0, 3, 6, ... (gaps give unknown ids).
@@ -409,7 +411,7 @@ fn genesis_of(assets: u16, balances: &[Vec<u64>]) -> Genesis {
 /// Limits that cross often and exactly: eighths around 1, 1 ± tiny raw offsets, and a spread.
 fn limit_from(choice: u64) -> Price {
     match choice % 3 {
-        0 => Price(((4 + (choice >> 2) % 13) as u128) << 61),
+        0 => Price(((4 + (choice >> 2) % 13) as u128) << (Price::FRAC_BITS - 3)),
         1 => Price(Price::ONE.0 + ((choice >> 2) % (1 << 20)) as u128 - (1 << 19)),
         _ => Price::from_f64(0.8 + ((choice >> 2) % 400) as f64 / 1000.0),
     }

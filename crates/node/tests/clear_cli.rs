@@ -204,3 +204,46 @@ fn generated_offers_clear_to_the_json_contract() {
     assert!(fills_text.starts_with("offer_id,sold,bought\n"));
     assert!(fills_text.lines().count() > 100, "a liquid batch trades");
 }
+
+/// The failing example: valuations spread over 10^±6 give limits like 6.8e-12, which
+/// were refused when the accepted range started at 1e-10. Both sides of such a pair (6.8e-12 one
+/// way, 1e11 the other) now clear and trade.
+#[test]
+fn limits_down_to_one_e_minus_twelve_clear_in_both_directions() {
+    let path = temp_file(
+        "tiny.csv",
+        &format!("{HEADER}1,7,0,1,1000000000000000,6.79756164e-12\n2,8,1,0,10000,1e11\n"),
+    );
+    let output = walras(&[
+        "clear",
+        "--offers",
+        path.to_str().unwrap(),
+        "--assets",
+        "2",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let trades = result["trades"].as_array().unwrap();
+    assert_eq!(trades.len(), 2, "both directions trade: {result}");
+}
+
+#[test]
+fn limits_outside_the_range_are_refused_naming_it() {
+    let range = walras_types::Price::LIMIT_RANGE_TEXT;
+    for (name, price) in [("below.csv", "9.99e-13"), ("above.csv", "1.000001e12")] {
+        let path = temp_file(name, &format!("{HEADER}1,7,0,1,5,{price}\n"));
+        assert_fails_with(
+            &[
+                "clear",
+                "--offers",
+                path.to_str().unwrap(),
+                "--assets",
+                "2",
+                "--json",
+            ],
+            &format!("line 2: min_price '{price}' is outside the accepted range {range}"),
+        );
+    }
+}

@@ -27,11 +27,12 @@ use walras_types::{AccountId, AssetId, Offer, OfferId, Price, MAX_AMOUNT, MAX_AS
 /// How many batches a workload is created in; valuations take one random step between batches.
 pub const BATCHES: usize = 20;
 
-/// Limit prices are clamped into `[MIN_GENERATED_PRICE, MAX_GENERATED_PRICE]`, well inside the
-/// accepted range [`Price::MIN_LIMIT`]..=[`Price::MAX_LIMIT`].
-pub const MIN_GENERATED_PRICE: f64 = 1e-9;
+/// Limit prices are clamped into `[MIN_GENERATED_PRICE, MAX_GENERATED_PRICE]`: the whole accepted
+/// range [`Price::MIN_LIMIT`]..=[`Price::MAX_LIMIT`] (10^-12..=10^12), so valuations spread over
+/// 10^±6 are quoted without distortion. `Price::from_f64` maps both ends exactly onto the limits.
+pub const MIN_GENERATED_PRICE: f64 = 1e-12;
 /// See [`MIN_GENERATED_PRICE`].
-pub const MAX_GENERATED_PRICE: f64 = 1e9;
+pub const MAX_GENERATED_PRICE: f64 = 1e12;
 
 /// The most any asset's offers add up to (up to rounding, at most one unit per offer): `2^60`,
 /// an eighth of [`MAX_AMOUNT`].
@@ -413,7 +414,8 @@ fn skewed_volume(workload: &OfferWorkload) -> GeneratedOffers {
 /// twelve-decades/`n` slice, slices in random order), GBM σ = 0.01 per batch. Pairs are uniform
 /// over the ordered pairs whose ratio `v_sell / v_buy` lies in [1e-9, 1e9]: assets further apart
 /// have no direct market in this model. Only when no pair qualifies (possible with 2 assets) are
-/// pairs drawn from all pairs, their limit prices clamped to [1e-9, 1e9].
+/// pairs drawn from all pairs, their limit prices clamped to
+/// [[`MIN_GENERATED_PRICE`], [`MAX_GENERATED_PRICE`]].
 fn wide_valuations(workload: &OfferWorkload) -> GeneratedOffers {
     const SIGMA: f64 = 0.01;
     const LOG10_LO: f64 = -6.0;
@@ -554,6 +556,12 @@ mod tests {
             assert!(total <= u128::from(MAX_GENERATED_TOTAL) + workload.offers as u128);
             assert!(total <= u128::from(MAX_AMOUNT));
         }
+    }
+
+    #[test]
+    fn the_generated_price_range_converts_into_the_accepted_range() {
+        assert_eq!(Price::from_f64(MIN_GENERATED_PRICE), Price::MIN_LIMIT);
+        assert_eq!(Price::from_f64(MAX_GENERATED_PRICE), Price::MAX_LIMIT);
     }
 
     #[test]

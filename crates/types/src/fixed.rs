@@ -1,59 +1,73 @@
-//! Exact wide multiplication helpers for Q64.64 arithmetic.
+//! Exact wide multiplication: a `u128` fixed-point value times a 64-bit integer or fraction.
 //!
-//! A Q64.64 value `a` (a `u128`) times a 64-bit integer or Q0.64 fraction `b` needs 192 bits; the
-//! result shifted right by 64 always fits back into 128 bits. These two helpers are the only place
-//! where that split is written.
+//! The product needs 192 bits; shifted right by 64 or more it fits back into 128 bits. These
+//! helpers are the only place where that split is written: prices (Q48.80) times amounts shift
+//! by [`crate::Price::FRAC_BITS`], prices times Q0.64 fractions by 64.
 
 const LOW_MASK: u128 = u64::MAX as u128;
 
-/// `floor(a * b / 2^64)`, exact.
+/// `floor(a * b / 2^shift)` and whether the division left a remainder, for `shift` in 64..128.
 #[inline]
-pub fn mul_shr64_floor(a: u128, b: u64) -> u128 {
+fn mul_shr(a: u128, b: u64, shift: u32) -> (u128, bool) {
+    debug_assert!((64..128).contains(&shift));
     let b = b as u128;
-    let high = (a >> 64) * b; // < 2^128 because a >> 64 < 2^64 and b < 2^64
-    let low = (a & LOW_MASK) * b; // < 2^128
-    high + (low >> 64) // cannot overflow: the exact result is below a
+    // a * b = high * 2^64 + low, with high, low < 2^128 because each factor of them is < 2^64.
+    let high = (a >> 64) * b;
+    let low = (a & LOW_MASK) * b;
+    // sum < 2^128: high ≤ (2^64 − 1)^2 and low >> 64 < 2^64. a * b = sum * 2^64 + (low & mask).
+    let sum = high + (low >> 64);
+    let extra = shift - 64;
+    let remainder = (sum & ((1u128 << extra) - 1)) != 0 || (low & LOW_MASK) != 0;
+    (sum >> extra, remainder)
 }
 
-/// `ceil(a * b / 2^64)`, exact.
+/// `floor(a * b / 2^shift)`, exact, for `shift` in 64..128.
 #[inline]
-pub fn mul_shr64_ceil(a: u128, b: u64) -> u128 {
-    let floor = mul_shr64_floor(a, b);
-    let remainder_nonzero = ((a & LOW_MASK) * b as u128) & LOW_MASK != 0;
-    floor + remainder_nonzero as u128
+pub fn mul_shr_floor(a: u128, b: u64, shift: u32) -> u128 {
+    mul_shr(a, b, shift).0
+}
+
+/// `ceil(a * b / 2^shift)`, exact, for `shift` in 64..128.
+#[inline]
+pub fn mul_shr_ceil(a: u128, b: u64, shift: u32) -> u128 {
+    let (floor, remainder) = mul_shr(a, b, shift);
+    floor + remainder as u128 // floor < 2^128 − 1 since shift ≥ 64 and a * b < 2^192
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ethnum::U256;
     use proptest::prelude::*;
 
-    fn reference(a: u128, b: u64) -> (u128, bool) {
-        // 256-bit schoolbook on four 64-bit limbs of a and one of b.
-        let limbs = [a as u64, (a >> 64) as u64];
-        let p0 = limbs[0] as u128 * b as u128;
-        let p1 = limbs[1] as u128 * b as u128 + (p0 >> 64);
-        // value = p1 * 2^64 + (p0 & mask); shifted right by 64 = p1
-        (p1, (p0 as u64) != 0)
+    /// The same quotient by 256-bit arithmetic.
+    fn reference(a: u128, b: u64, shift: u32) -> (u128, bool) {
+        let product = U256::from(a) * U256::from(b);
+        let remainder = product & ((U256::ONE << shift) - U256::ONE);
+        ((product >> shift).as_u128(), remainder != U256::ZERO)
     }
 
     proptest! {
         #[test]
-        fn floor_and_ceil_match_schoolbook(a in any::<u128>(), b in any::<u64>()) {
-            let (expected, inexact) = reference(a, b);
-            prop_assert_eq!(mul_shr64_floor(a, b), expected);
-            prop_assert_eq!(mul_shr64_ceil(a, b), expected + inexact as u128);
+        fn floor_and_ceil_match_256_bit_arithmetic(
+            a in any::<u128>(), b in any::<u64>(), shift in 64u32..128,
+        ) {
+            let (expected, inexact) = reference(a, b, shift);
+            prop_assert_eq!(mul_shr_floor(a, b, shift), expected);
+            prop_assert_eq!(mul_shr_ceil(a, b, shift), expected + inexact as u128);
         }
     }
 
     #[test]
     fn extremes() {
         assert_eq!(
-            mul_shr64_floor(u128::MAX, u64::MAX),
+            mul_shr_floor(u128::MAX, u64::MAX, 64),
             u128::MAX - (1u128 << 64)
         );
-        assert_eq!(mul_shr64_floor(1 << 64, 5), 5);
-        assert_eq!(mul_shr64_ceil(1, 1), 1);
-        assert_eq!(mul_shr64_floor(1, 1), 0);
+        assert_eq!(mul_shr_floor(1 << 64, 5, 64), 5);
+        assert_eq!(mul_shr_floor(1 << 80, 5, 80), 5);
+        assert_eq!(mul_shr_ceil(1, 1, 80), 1);
+        assert_eq!(mul_shr_floor(1, 1, 64), 0);
+        assert_eq!(mul_shr_ceil(u128::MAX, u64::MAX, 127), (1 << 65) - 2);
     }
 }

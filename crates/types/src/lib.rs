@@ -7,7 +7,8 @@
 //! - Amounts are `u64` integers of an asset's smallest unit, capped at [`MAX_AMOUNT`] (`i64::MAX`):
 //!   an asset's total issuance never exceeds it, so every per-asset sum fits in `u64` and every
 //!   product of an amount with a price fits the 192-bit helpers in [`fixed`].
-//! - [`Price`]: a limit price or exchange rate, unsigned Q64.64 fixed point (see [`price`]).
+//! - [`Price`]: a limit price or exchange rate, unsigned Q48.80 fixed point; limits are accepted
+//!   from 1e-12 to 1e12 with at least 12 significant digits (see [`price`]).
 //! - [`Valuation`]: a clearing valuation of one asset; only ratios of valuations mean anything.
 //! - [`Fraction`]: a number in [0, 1) such as the commission ε or the smoothing width μ.
 //! - [`Offer`] and its canonical order [`OfferKey`] = (limit price, account, offer id).
@@ -22,7 +23,6 @@ pub mod offers_csv;
 pub mod price;
 pub mod transaction;
 
-pub use fixed::{mul_shr64_ceil, mul_shr64_floor};
 pub use genesis::{Genesis, GenesisAccount, GenesisError, GENESIS_MAGIC};
 pub use offer::{AccountId, AssetId, Offer, OfferId, OfferKey, PairId};
 pub use price::{Fraction, Price, PriceError, Valuation};

@@ -103,7 +103,11 @@ impl fmt::Display for DecodeError {
             ZeroAmount => write!(f, "amount must be positive"),
             AmountTooLarge(amount) => write!(f, "amount {amount} exceeds the issuance cap 2^63-1"),
             SameAsset(asset) => write!(f, "offer sells and buys the same asset {asset}"),
-            LimitPrice => write!(f, "limit price outside the accepted range 1e-10..=1e12"),
+            LimitPrice => write!(
+                f,
+                "limit price outside the accepted range {}",
+                Price::LIMIT_RANGE_TEXT
+            ),
         }
     }
 }
@@ -275,7 +279,7 @@ impl<'a> Reader<'a> {
 
     fn limit_price(&mut self) -> Result<Price, DecodeError> {
         let price = Price(self.u128()?);
-        if price < Price::MIN_LIMIT || price > Price::MAX_LIMIT {
+        if !price.is_valid_limit() {
             return Err(DecodeError::LimitPrice);
         }
         Ok(price)

@@ -3,7 +3,7 @@
 //!
 //! Conventions: hashes, keys and signatures are lowercase hex; amounts are integers; limit prices
 //! are decimal strings (exact: parsing rounds up, printing gives the shortest decimal that parses
-//! back to the same price); valuations are the raw `u64` of the block header, with `prices` beside
+//! back to the same price); valuations are the raw `u128` of the block header, with `prices` beside
 //! them as floats for display only. Every error is [`ApiError`] with a 4xx/5xx status.
 
 use serde::{Deserialize, Serialize};
@@ -170,7 +170,7 @@ pub struct BlockJson {
     pub transactions: u32,
     pub accepted: u32,
     pub dropped: Vec<DroppedJson>,
-    pub valuations: Vec<u64>,
+    pub valuations: Vec<u128>,
     pub trades: Vec<TradeJson>,
 }
 
@@ -198,7 +198,7 @@ pub struct TradeJson {
 pub struct PricesJson {
     /// Height of the block that set them; 0 before the first block (then `valuations` is empty).
     pub height: u64,
-    pub valuations: Vec<u64>,
+    pub valuations: Vec<u128>,
     /// `valuations[i] / valuations[0]`, for display: the price of asset i in units of asset 0.
     pub prices: Vec<f64>,
 }

@@ -50,7 +50,7 @@ struct ClearReport {
     /// Valuations relative to the most valuable asset (1.0).
     prices: Vec<f64>,
     /// The exact integer valuations the trades were computed with.
-    valuations: Vec<u64>,
+    valuations: Vec<u128>,
     trades: Vec<TradeReport>,
     burned: Vec<u64>,
     converged: bool,

@@ -256,7 +256,7 @@ fn transaction_text(status: &TransactionStatusJson) -> String {
 }
 
 /// Valuations as prices in units of asset 0 (empty if there are none or asset 0's is zero).
-fn relative_prices(valuations: &[u64]) -> Vec<f64> {
+fn relative_prices(valuations: &[u128]) -> Vec<f64> {
     match valuations.first() {
         Some(&base) if base > 0 => valuations
             .iter()

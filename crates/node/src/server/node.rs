@@ -36,7 +36,7 @@ pub struct Tip {
     pub height: u64,
     pub block_hash: Hash,
     pub state_root: Hash,
-    pub valuations: Vec<u64>,
+    pub valuations: Vec<u128>,
 }
 
 /// Everything the HTTP handlers and the producer share.
@@ -262,7 +262,7 @@ fn record_metrics(
 }
 
 /// Display prices: each valuation relative to asset 0's.
-pub fn display_prices(valuations: &[u64]) -> Vec<f64> {
+pub fn display_prices(valuations: &[u128]) -> Vec<f64> {
     match valuations.first() {
         Some(&base) if base > 0 => valuations.iter().map(|v| *v as f64 / base as f64).collect(),
         _ => Vec::new(),

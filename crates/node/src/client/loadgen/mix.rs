@@ -165,13 +165,9 @@ fn plan_offer(rng: &mut Rng, account: &mut LoadAccount, market: &Market) -> Opti
     })
 }
 
-/// The nearest limit price the node accepts (1e-10..=1e12) to a float, which may be anything.
+/// The nearest limit price the node accepts (1e-12..=1e12) to a float, which may be anything.
 pub fn limit_price(value: f64) -> Price {
-    if !value.is_finite() || value <= 0.0 {
-        return Price::MIN_LIMIT;
-    }
-    let clamped = value.clamp(Price::MIN_LIMIT.to_f64(), Price::MAX_LIMIT.to_f64());
-    Price::from_f64(clamped).clamp(Price::MIN_LIMIT, Price::MAX_LIMIT)
+    Price::nearest_limit(value)
 }
 
 /// Cancels a resting offer whose limit is still above the current rate (so it probably has

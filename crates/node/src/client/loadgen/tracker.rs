@@ -39,7 +39,7 @@ struct Outstanding {
 #[derive(Clone, Debug)]
 pub struct CommittedBlock {
     pub height: u64,
-    pub valuations: Vec<u64>,
+    pub valuations: Vec<u128>,
     pub transactions: Vec<CommittedTransaction>,
 }
 
@@ -345,7 +345,7 @@ impl Tracker {
         entry: Outstanding,
         transaction: &Transaction,
         dropped_for: Option<&str>,
-        valuations: &[u64],
+        valuations: &[u128],
         committed_at: Instant,
     ) {
         let latency = committed_at.saturating_duration_since(entry.submitted);
@@ -377,7 +377,7 @@ impl Tracker {
 
 /// The offer `transaction` created, if it did not trade in its block: its limit is above the
 /// block's clearing rate, so it rests in the book.
-fn resting_offer(transaction: &Transaction, valuations: &[u64]) -> Option<RestingOffer> {
+fn resting_offer(transaction: &Transaction, valuations: &[u128]) -> Option<RestingOffer> {
     let Operation::CreateOffer {
         sell,
         buy,
