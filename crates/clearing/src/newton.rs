@@ -41,8 +41,8 @@ const STEP_LOG_MAX: f64 = 0.5;
 const DAMPING_INITIAL: f64 = 1.0;
 const DAMPING_MIN: f64 = 1e-7;
 const DAMPING_MAX: f64 = 1e9;
-const DAMPING_SHRINK: f64 = 0.25;
-const DAMPING_GROW: f64 = 4.0;
+const DAMPING_SHRINK: f64 = 0.3;
+const DAMPING_GROW: f64 = 10.0;
 /// Above this many assets the step is solved by Gauss–Seidel sweeps instead of a dense LU.
 pub const DENSE_SOLVE_ASSETS_MAX: usize = 160;
 const GAUSS_SEIDEL_SWEEPS: usize = 30;

@@ -221,6 +221,7 @@ fn quoted_price_error(error: PriceError) -> PriceError {
     match error {
         PriceError::Malformed(text) => PriceError::Malformed(quoted(&text)),
         PriceError::NotPositive(text) => PriceError::NotPositive(quoted(&text)),
+        PriceError::TooManyDigits(text) => PriceError::TooManyDigits(quoted(&text)),
         PriceError::OutOfRange { text, min, max } => PriceError::OutOfRange {
             text: quoted(&text),
             min,
