@@ -15,7 +15,7 @@ for rate in $rates; do
   for run in $(seq 1 "$runs"); do
     data=$(mktemp -d)
     log=$(mktemp)
-    "$walras" node --data "$data/node" --listen 127.0.0.1:0 --dev-accounts 20000 --rate-limit-rps 0 >"$log" 2>/dev/null &
+    "$walras" node --data "$data/node" --listen 127.0.0.1:0 --dev --dev-accounts 20000 --rate-limit-rps 0 >"$log" 2>/dev/null &
     node=$!
     for _ in $(seq 100); do grep -q listening "$log" && break; sleep 0.1; done
     url=$(sed -n 's/^walras node listening on //p' "$log")

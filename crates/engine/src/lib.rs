@@ -10,6 +10,7 @@
 
 pub mod account;
 pub mod block;
+pub mod checkpoint;
 pub mod execute;
 pub mod filter;
 pub mod orderbook;
@@ -18,6 +19,7 @@ pub mod state;
 
 pub use account::Account;
 pub use block::{Block, BlockHeader, PairTrade};
+pub use checkpoint::CheckpointError;
 pub use execute::{BlockOutcome, CheckedBlock, EngineConfig, EngineError, PhaseTimings};
 pub use filter::DropReason;
 pub use orderbook::{Fill, OrderbookBlockStats, OrderbookExchange};

@@ -30,7 +30,13 @@ impl NodeGuard {
         let assets = DEV_ASSETS.to_string();
         NodeGuard::start_with(
             data,
-            &["--dev-accounts", &accounts, "--dev-assets", &assets],
+            &[
+                "--dev",
+                "--dev-accounts",
+                &accounts,
+                "--dev-assets",
+                &assets,
+            ],
         )
     }
 

@@ -16,10 +16,20 @@ pub enum StoreError {
     NotAStore { dir: PathBuf, reason: String },
     /// The directory is a Walras store of another format version.
     FormatVersion { dir: PathBuf, found: String },
-    /// The store has no genesis yet: call [`BlockStore::init`](crate::BlockStore::init) first.
+    /// `data.mdb` exists but holds no genesis: its creation was interrupted.
     NotInitialized,
-    /// `init` was given a genesis other than the stored one.
-    GenesisMismatch,
+    /// The directory has no `data.mdb`: there is no store to open.
+    NoStore { dir: PathBuf },
+    /// A store was to be created where a `data.mdb` already exists.
+    AlreadyExists { dir: PathBuf },
+    /// A checkpoint was to be stored with a block, but the state is not the state after it.
+    CheckpointNotOfBlock { height: u64, state_height: u64 },
+    /// The disk holding the store has no room left for a write.
+    DiskFull {
+        dir: PathBuf,
+        action: &'static str,
+        available_bytes: Option<u64>,
+    },
     /// The stored genesis does not decode or does not start an exchange.
     CorruptGenesis { reason: String },
     /// An appended block's height is not the last height + 1.
@@ -36,6 +46,13 @@ pub enum StoreError {
     Replay { height: u64, error: EngineError },
     /// The LMDB map is full.
     MapFull { map_size_bytes: usize },
+    /// `data.mdb` is shorter than the pages its last commit uses (or empty): mapping it would
+    /// crash the process with SIGBUS on the first read past its end.
+    Truncated {
+        dir: PathBuf,
+        file_bytes: u64,
+        required_bytes: u64,
+    },
 }
 
 impl StoreError {
@@ -71,13 +88,45 @@ impl fmt::Display for StoreError {
                 dir.display(),
                 String::from_utf8_lossy(crate::FORMAT)
             ),
-            StoreError::NotInitialized => {
-                write!(f, "the store has no genesis; initialise it with a genesis first")
-            }
-            StoreError::GenesisMismatch => write!(
+            StoreError::NotInitialized => write!(
                 f,
-                "the store holds another genesis; use a new directory for this chain"
+                "the store holds no genesis (its creation was interrupted); move the directory \
+                 away and create the store again"
             ),
+            StoreError::NoStore { dir } => write!(
+                f,
+                "{} holds no store (no data.mdb); create one first with a genesis \
+                 (`walras init --data DIR --genesis FILE`, or `--dev` for a development chain)",
+                dir.display()
+            ),
+            StoreError::AlreadyExists { dir } => write!(
+                f,
+                "{} already holds a store (data.mdb); it is never re-initialised: open it, or \
+                 choose an empty directory for a new chain",
+                dir.display()
+            ),
+            StoreError::CheckpointNotOfBlock {
+                height,
+                state_height,
+            } => write!(
+                f,
+                "checkpoint refused: block {height} stored with the state of height \
+                 {state_height} (a bug in the caller)"
+            ),
+            StoreError::DiskFull {
+                dir,
+                action,
+                available_bytes,
+            } => {
+                write!(f, "store: {action} failed: the disk holding {} is full", dir.display())?;
+                if let Some(available_bytes) = available_bytes {
+                    write!(f, " ({available_bytes} bytes free)")?;
+                }
+                write!(
+                    f,
+                    "; every block reported committed is kept: free space, then restart"
+                )
+            }
             StoreError::CorruptGenesis { reason } => {
                 write!(f, "stored genesis is invalid ({reason}); {DAMAGED}")
             }
@@ -101,6 +150,17 @@ impl fmt::Display for StoreError {
             StoreError::Replay { height, error } => {
                 write!(f, "stored block {height} does not replay: {error}; {DAMAGED}")
             }
+            StoreError::Truncated {
+                dir,
+                file_bytes,
+                required_bytes,
+            } => write!(
+                f,
+                "{} is truncated: it has {file_bytes} bytes, its last commit needs at least \
+                 {required_bytes}; the store is damaged: restore the directory from a backup or \
+                 resync into a new one (this file is left untouched)",
+                dir.join("data.mdb").display()
+            ),
             StoreError::MapFull { map_size_bytes } => write!(
                 f,
                 "the store is full (map size {map_size_bytes} bytes); reopen it with a larger map size"

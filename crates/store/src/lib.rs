@@ -1,8 +1,9 @@
-//! Durable storage for a Walras node: the block log on LMDB, and recovery by re-applying it.
+//! Durable storage for a Walras node: the block log and state checkpoints on LMDB, and
+//! recovery from the newest checkpoint by re-applying the blocks after it.
 //!
 //! # Layout
 //!
-//! One LMDB environment in one directory (`data.mdb`, `lock.mdb`), holding three databases:
+//! One LMDB environment in one directory (`data.mdb`, `lock.mdb`), holding five databases:
 //!
 //! | database  | key                   | value                                        |
 //! |-----------|-----------------------|----------------------------------------------|
@@ -12,6 +13,7 @@
 //! | `headers` | height, u64 big-endian | header hash (32 bytes) then state root (32)  |
 //! | `results` | height, u64 big-endian | the block's dropped transactions: index and reason |
 //! | `meta`    | `b"app/"` + name      | application values ([`BlockStore::put_app_meta`]) |
+//! | `checkpoints` | height, u64 big-endian | the state after that block ([`walras_engine::checkpoint`]) |
 //!
 //! Keys are big-endian so LMDB's byte order is height order: the last entry is the last block.
 //! `headers` lets the store check a new block's height and `previous` without decoding blocks.
@@ -21,13 +23,35 @@
 //! [`BlockStore::append`] writes a block and its header entry in one write transaction and
 //! commits it with LMDB's default synchronous commit (no `NO_SYNC`, no `NO_META_SYNC`, no
 //! `WRITE_MAP`): when `append` returns, the block is on disk, and a crash at any instant leaves
-//! either the whole block or none of it. Nothing else is stored: the exchange state is rebuilt by
-//! [`recover`], which replays every block from genesis through the follower path
-//! ([`ExchangeState::apply`](walras_engine::ExchangeState::apply)), so every header and every
-//! state root is checked again; a stored block that does not check out stops recovery with an
-//! error naming its height. Recovery never truncates the log.
+//! either the whole block or none of it.
 //!
-//! Recovery time grows with the chain: state snapshots, which would bound it, are not stored yet.
+//! # Creating and opening
+//!
+//! [`BlockStore::create_with`] makes a new store with its genesis in one transaction and
+//! refuses a directory that already has a `data.mdb`, whatever its size;
+//! [`BlockStore::open_with`] opens an existing one and never creates anything. Before LMDB maps
+//! `data.mdb`, its size is checked against its meta pages: an empty or truncated file is refused
+//! ([`StoreError::Truncated`]) instead of being taken for a new store or crashing the process
+//! with SIGBUS.
+//!
+//! # Checkpoints and recovery (restart in O(state))
+//!
+//! [`BlockStore::append_with_state`] also stores, every
+//! [`StoreOptions::checkpoint_interval_blocks`] blocks and in the block's own transaction, a
+//! checkpoint of the state after it; the two newest are kept. [`recover`] rebuilds the state
+//! from the newest checkpoint whose rebuilt state root and header hash equal the stored
+//! header's, then replays the later blocks through the follower path
+//! ([`ExchangeState::apply`](walras_engine::ExchangeState::apply)), so every header and every
+//! state root after it is checked again. A checkpoint that does not check out is skipped and
+//! reported ([`Recovery::refused_checkpoints`]); a stored block that does not check out stops
+//! recovery with an error naming its height. Recovery never truncates the log, which is kept
+//! whole for audit and for CometBFT's replay.
+//!
+//! # Full disk
+//!
+//! A write that fails because the disk is full (ENOSPC, or LMDB's EIO for a short write with
+//! almost no space left) is [`StoreError::DiskFull`]; the failed transaction is aborted, so
+//! everything committed before it stays.
 //!
 //! # Map size
 //!
@@ -37,9 +61,13 @@
 //! [`StoreOptions::map_size_bytes`].
 
 mod error;
+mod file_check;
 mod recover;
 mod store;
 
 pub use error::StoreError;
-pub use recover::{recover, recover_store, recover_store_with};
-pub use store::{BlockStore, Blocks, HeaderEntry, StoreOptions, DEFAULT_MAP_SIZE_BYTES, FORMAT};
+pub use recover::{recover, recover_store, recover_store_with, Recovery, RefusedCheckpoint};
+pub use store::{
+    BlockStore, Blocks, HeaderEntry, StoreOptions, DEFAULT_CHECKPOINT_INTERVAL_BLOCKS,
+    DEFAULT_MAP_SIZE_BYTES, FORMAT,
+};

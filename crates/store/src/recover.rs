@@ -1,13 +1,31 @@
-//! Rebuilding the exchange state from the block log.
+//! Rebuilding the exchange state: from the newest checkpoint that checks out (or from genesis),
+//! then the blocks stored after it.
 
 use crate::store::HeaderEntry;
 use crate::{BlockStore, StoreError};
 use std::path::Path;
 use walras_engine::{Block, BlockOutcome, EngineConfig, ExchangeState};
 
-/// Opens the store in `dir` and rebuilds the state: genesis, then every stored block through
-/// the follower path, which checks each header and state root. Fails on the first block that
-/// does not check out, naming its height; never drops blocks.
+/// What recovery did, for the operator: where it started and what it refused on the way.
+pub struct Recovery {
+    pub state: ExchangeState,
+    /// Height of the checkpoint recovery started from; 0 when it started from genesis.
+    pub checkpoint_height: u64,
+    /// Blocks re-applied after that checkpoint.
+    pub replayed_blocks: u64,
+    /// Checkpoints that did not check out, newest first, with why; recovery fell back past
+    /// them. Not empty means the store is damaged: a node must say so loudly.
+    pub refused_checkpoints: Vec<RefusedCheckpoint>,
+}
+
+/// A stored checkpoint that recovery did not use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedCheckpoint {
+    pub height: u64,
+    pub reason: String,
+}
+
+/// Opens the store in `dir` and rebuilds the state; see [`recover_store_with`].
 pub fn recover(
     dir: &Path,
     config: &EngineConfig,
@@ -18,31 +36,31 @@ pub fn recover(
     Ok((store, state))
 }
 
-/// Rebuilds the state from an open store; see [`recover`].
+/// Rebuilds the state from an open store; see [`recover_store_with`].
 pub fn recover_store(
     store: &BlockStore,
     config: &EngineConfig,
     threads: usize,
 ) -> Result<ExchangeState, StoreError> {
-    recover_store_with(store, config, threads, |_, _| {})
+    Ok(recover_store_with(store, config, threads, |_, _| {})?.state)
 }
 
-/// [`recover_store`], calling `on_block` with each block re-applied and what it did (so a node
-/// can rebuild its indexes in the same pass). Each block's recomputed dropped transactions must
-/// equal the stored ones.
+/// Rebuilds the state: the newest stored checkpoint whose rebuilt state root and header hash
+/// equal the stored header's at its height (older ones, then genesis, if it does not check
+/// out: each refusal is reported in [`Recovery::refused_checkpoints`]), then every later
+/// block through the follower path, which checks each header and state root. Calls
+/// `on_block` with each block re-applied and what it did; each block's recomputed dropped
+/// transactions must equal the stored ones. Fails on the first block that does not check
+/// out, naming its height; never drops blocks.
 pub fn recover_store_with(
     store: &BlockStore,
     config: &EngineConfig,
     threads: usize,
     mut on_block: impl FnMut(&Block, &BlockOutcome),
-) -> Result<ExchangeState, StoreError> {
-    let genesis = store.genesis()?.ok_or(StoreError::NotInitialized)?;
-    let mut state = ExchangeState::from_genesis(&genesis, threads).map_err(|error| {
-        StoreError::CorruptGenesis {
-            reason: error.to_string(),
-        }
-    })?;
-    for block in store.blocks_from(1) {
+) -> Result<Recovery, StoreError> {
+    let (mut state, refused_checkpoints) = starting_state(store, threads)?;
+    let checkpoint_height = state.height();
+    for block in store.blocks_from(checkpoint_height + 1) {
         let block = block?;
         let height = block.header.height;
         check_header_entry(store, height, HeaderEntry::of(&block.header))?;
@@ -63,7 +81,73 @@ pub fn recover_store_with(
             height: state.height() + 1,
         });
     }
-    Ok(state)
+    Ok(Recovery {
+        replayed_blocks: state.height() - checkpoint_height,
+        state,
+        checkpoint_height,
+        refused_checkpoints,
+    })
+}
+
+/// The newest checkpoint that checks out, else the genesis state; with the refused ones.
+fn starting_state(
+    store: &BlockStore,
+    threads: usize,
+) -> Result<(ExchangeState, Vec<RefusedCheckpoint>), StoreError> {
+    let mut refused = Vec::new();
+    for height in store.checkpoint_heights()? {
+        match load_checkpoint(store, height, threads)? {
+            Ok(state) => return Ok((state, refused)),
+            Err(reason) => refused.push(RefusedCheckpoint { height, reason }),
+        }
+    }
+    let genesis = store.genesis()?;
+    let state = ExchangeState::from_genesis(&genesis, threads).map_err(|error| {
+        StoreError::CorruptGenesis {
+            reason: error.to_string(),
+        }
+    })?;
+    Ok((state, refused))
+}
+
+/// The checkpoint at `height` as a state, or why it does not check out (inner `Err`). Only a
+/// failure to read the store is an outer error.
+fn load_checkpoint(
+    store: &BlockStore,
+    height: u64,
+    threads: usize,
+) -> Result<Result<ExchangeState, String>, StoreError> {
+    let Some(bytes) = store.checkpoint(height)? else {
+        return Ok(Err("vanished while recovering".into()));
+    };
+    let Some(entry) = store.header_entry(height)? else {
+        return Ok(Err(format!("block {height} is not in the log")));
+    };
+    let mut state = match ExchangeState::decode_checkpoint(&bytes, threads) {
+        Ok(state) => state,
+        Err(error) => return Ok(Err(error.to_string())),
+    };
+    if state.height() != height {
+        return Ok(Err(format!(
+            "it holds the state of height {}",
+            state.height()
+        )));
+    }
+    if state.last_header_hash() != entry.header_hash {
+        return Ok(Err(format!(
+            "its last header hash {} is not block {height}'s {}",
+            state.last_header_hash(),
+            entry.header_hash
+        )));
+    }
+    let root = state.state_root(threads);
+    if root != entry.state_root {
+        return Ok(Err(format!(
+            "its state root {root} is not block {height}'s {}",
+            entry.state_root
+        )));
+    }
+    Ok(Ok(state))
 }
 
 fn check_header_entry(

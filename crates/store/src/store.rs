@@ -1,4 +1,4 @@
-//! The block log: one LMDB environment, three databases (see the crate documentation).
+//! The block log and its checkpoints: one LMDB environment (see the crate documentation).
 
 use crate::StoreError;
 use heed::types::Bytes;
@@ -6,7 +6,7 @@ use heed::{CommitOrAbort, Database, DatabaseOpener, Env, EnvOpenOptions, RoTxn, 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use walras_crypto::Hash;
-use walras_engine::{Block, BlockHeader, DropReason};
+use walras_engine::{Block, BlockHeader, DropReason, ExchangeState};
 use walras_types::genesis::Genesis;
 
 /// The on-disk format and its version, stored under `meta/format`.
@@ -18,8 +18,12 @@ const FORMAT_KEY: &[u8] = b"format";
 const GENESIS_KEY: &[u8] = b"genesis";
 /// Prefix of the keys that applications store in `meta` ([`BlockStore::put_app_meta`]).
 const APP_META_PREFIX: &[u8] = b"app/";
-/// `meta`, `blocks`, `headers`, `results`.
-const DATABASE_COUNT_MAX: u32 = 4;
+/// `meta`, `blocks`, `headers`, `results`, `checkpoints`.
+const DATABASE_COUNT_MAX: u32 = 5;
+/// Checkpoints kept: the newest, and the one before it to fall back on if the newest is damaged.
+const CHECKPOINTS_KEPT: usize = 2;
+/// Default [`StoreOptions::checkpoint_interval_blocks`].
+pub const DEFAULT_CHECKPOINT_INTERVAL_BLOCKS: u64 = 1_000;
 /// The `previous` of block 1: no header precedes it.
 const GENESIS_PREVIOUS: Hash = Hash([0; 32]);
 const HEADER_ENTRY_BYTES: usize = 64;
@@ -29,12 +33,16 @@ const HEADER_ENTRY_BYTES: usize = 64;
 pub struct StoreOptions {
     /// LMDB map size; a multiple of the OS page size.
     pub map_size_bytes: usize,
+    /// [`BlockStore::append_with_state`] stores a checkpoint of the state with every block whose
+    /// height is a multiple of this (at least 1): a restart replays fewer blocks than this.
+    pub checkpoint_interval_blocks: u64,
 }
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             map_size_bytes: DEFAULT_MAP_SIZE_BYTES,
+            checkpoint_interval_blocks: DEFAULT_CHECKPOINT_INTERVAL_BLOCKS,
         }
     }
 }
@@ -81,11 +89,17 @@ pub struct BlockStore {
     env: Env,
     dir: PathBuf,
     map_size_bytes: usize,
+    checkpoint_interval_blocks: u64,
     meta: Table,
     blocks: Table,
     headers: Table,
     results: Table,
+    checkpoints: Table,
 }
+
+/// The databases of a store, in this order: `meta`, `blocks`, `headers`, `results`,
+/// `checkpoints` (an array: heed turns an array of databases into `'static` ones on commit).
+type Tables<'e> = [Database<'e, Bytes, Bytes>; DATABASE_COUNT_MAX as usize];
 
 /// A database of the store, usable for the environment's whole life.
 type Table = Database<'static, Bytes, Bytes>;
@@ -93,15 +107,21 @@ type Table = Database<'static, Bytes, Bytes>;
 type OpeningTable<'e> = Database<'e, Bytes, Bytes>;
 
 impl BlockStore {
-    /// Opens the store in `dir` with default options, creating it if missing.
+    /// Opens the existing store in `dir` with default options.
     pub fn open(dir: &Path) -> Result<BlockStore, StoreError> {
         BlockStore::open_with(dir, &StoreOptions::default())
     }
 
-    /// Opens the store in `dir`, creating the directory and the store if missing. Refuses a
-    /// non-empty directory without a store, and a store of another format.
+    /// Opens the existing store in `dir`. Never creates one: refuses a directory without
+    /// `data.mdb`, a `data.mdb` shorter than its own meta pages say (an empty one included),
+    /// a store of another format, and one without a genesis.
     pub fn open_with(dir: &Path, options: &StoreOptions) -> Result<BlockStore, StoreError> {
-        check_directory(dir)?;
+        if !dir.join("data.mdb").is_file() {
+            return Err(StoreError::NoStore {
+                dir: dir.to_path_buf(),
+            });
+        }
+        crate::file_check::check_data_file(dir)?;
         let env = open_env(dir, options)?;
         // A process killed inside a read transaction leaves its reader slot taken; freeing it
         // lets LMDB reuse the pages that reader pinned.
@@ -111,64 +131,91 @@ impl BlockStore {
             .write_txn()
             .map_err(StoreError::lmdb("opening the store"))?;
         let opened = env.create_databases_and_commit(txn, |opener, txn| {
-            let meta = open_meta(opener, txn, dir)?;
-            let blocks = create_database(opener, txn, "blocks")?;
-            let headers = create_database(opener, txn, "headers")?;
-            let results = create_database(opener, txn, "results")?;
-            Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit((
-                meta, blocks, headers, results,
-            )))
+            let Some(meta) = open_meta(opener, txn, dir)? else {
+                return Ok::<_, StoreError>(CommitOrAbort::Abort(StoreError::NotInitialized));
+            };
+            if meta
+                .get(txn, GENESIS_KEY)
+                .map_err(StoreError::lmdb("reading the genesis"))?
+                .is_none()
+            {
+                return Ok(CommitOrAbort::Abort(StoreError::NotInitialized));
+            }
+            Ok(CommitOrAbort::Commit(create_tables(opener, txn, meta)?))
         })?;
-        let CommitOrAbort::Commit((meta, blocks, headers, results)) = opened;
-        Ok(BlockStore {
+        let tables = match opened {
+            CommitOrAbort::Commit(tables) => tables,
+            CommitOrAbort::Abort(error) => return Err(error),
+        };
+        Ok(BlockStore::new(env, dir, options, tables))
+    }
+
+    /// Creates a store for the chain that `genesis` starts in `dir` (created if missing), with
+    /// application values `app_meta` (see [`BlockStore::put_app_meta`]), all in one
+    /// transaction: a crash leaves either the whole new store or no genesis in it. Refuses a
+    /// directory that already has a `data.mdb`, whatever its size: an existing store is never
+    /// re-initialised.
+    pub fn create_with(
+        dir: &Path,
+        genesis: &Genesis,
+        app_meta: &[(&str, &[u8])],
+        options: &StoreOptions,
+    ) -> Result<BlockStore, StoreError> {
+        check_new_directory(dir)?;
+        let env = open_env(dir, options)?;
+        let txn = env
+            .write_txn()
+            .map_err(StoreError::lmdb("creating the store"))?;
+        let created = env.create_databases_and_commit(txn, |opener, txn| {
+            let meta = create_meta(opener, txn, dir)?;
+            meta.put(txn, GENESIS_KEY, &genesis.encode())
+                .map_err(StoreError::lmdb("storing the genesis"))?;
+            for (key, value) in app_meta {
+                meta.put(txn, &app_meta_key(key), value)
+                    .map_err(StoreError::lmdb("storing application metadata"))?;
+            }
+            let tables = create_tables(opener, txn, meta)?;
+            Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit(tables))
+        })?;
+        let CommitOrAbort::Commit(tables) = created;
+        Ok(BlockStore::new(env, dir, options, tables))
+    }
+
+    /// [`BlockStore::create_with`] with default options and no application values.
+    pub fn create(dir: &Path, genesis: &Genesis) -> Result<BlockStore, StoreError> {
+        BlockStore::create_with(dir, genesis, &[], &StoreOptions::default())
+    }
+
+    fn new(env: Env, dir: &Path, options: &StoreOptions, tables: Tables<'static>) -> BlockStore {
+        let [meta, blocks, headers, results, checkpoints] = tables;
+        BlockStore {
             env,
             dir: dir.to_path_buf(),
             map_size_bytes: options.map_size_bytes,
+            checkpoint_interval_blocks: options.checkpoint_interval_blocks.max(1),
             meta,
             blocks,
             headers,
             results,
-        })
+            checkpoints,
+        }
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// Stores the genesis of the chain. Only on a store without one; storing the same genesis
-    /// again is a no-op (so a node may call it on every start), another one is refused.
-    pub fn init(&self, genesis: &Genesis) -> Result<(), StoreError> {
-        let bytes = genesis.encode();
-        let mut txn = self.write_txn()?;
-        let stored = self
-            .meta
-            .get(&txn, GENESIS_KEY)
-            .map_err(StoreError::lmdb("reading the genesis"))?;
-        match stored {
-            Some(stored) if stored == bytes.as_slice() => return Ok(()),
-            Some(_) => return Err(StoreError::GenesisMismatch),
-            None => {}
-        }
-        self.meta
-            .put(&mut txn, GENESIS_KEY, &bytes)
-            .map_err(self.write_error("storing the genesis"))?;
-        self.commit(txn)
-    }
-
-    /// The stored genesis, if `init` was called.
-    pub fn genesis(&self) -> Result<Option<Genesis>, StoreError> {
+    /// The stored genesis (an open store always has one).
+    pub fn genesis(&self) -> Result<Genesis, StoreError> {
         let txn = self.read_txn()?;
         let stored = self
             .meta
             .get(&txn, GENESIS_KEY)
             .map_err(StoreError::lmdb("reading the genesis"))?;
-        stored
-            .map(|bytes| {
-                Genesis::decode(bytes).map_err(|error| StoreError::CorruptGenesis {
-                    reason: error.to_string(),
-                })
-            })
-            .transpose()
+        let bytes = stored.ok_or(StoreError::NotInitialized)?;
+        Genesis::decode(bytes).map_err(|error| StoreError::CorruptGenesis {
+            reason: error.to_string(),
+        })
     }
 
     /// Appends `block` durably, with the transactions its execution `dropped` (index in the
@@ -176,26 +223,98 @@ impl BlockStore {
     /// this returns. Refuses, changing nothing, a block that does not extend the log.
     pub fn append(&self, block: &Block, dropped: &[(u32, DropReason)]) -> Result<(), StoreError> {
         let mut txn = self.write_txn()?;
-        if self
-            .meta
-            .get(&txn, GENESIS_KEY)
-            .map_err(StoreError::lmdb("reading the genesis"))?
-            .is_none()
-        {
-            return Err(StoreError::NotInitialized);
+        self.put_block(&mut txn, block, dropped)?;
+        self.commit(txn)
+    }
+
+    /// [`BlockStore::append`], and when the block's height is a multiple of the checkpoint
+    /// interval, a checkpoint of `state` (the state after `block`) in the same transaction, so
+    /// a crash leaves both or neither. Older checkpoints than the last [`CHECKPOINTS_KEPT`] are
+    /// deleted in that transaction too.
+    pub fn append_with_state(
+        &self,
+        block: &Block,
+        dropped: &[(u32, DropReason)],
+        state: &ExchangeState,
+    ) -> Result<(), StoreError> {
+        let height = block.header.height;
+        if state.height() != height || state.last_header_hash() != block.header.hash() {
+            return Err(StoreError::CheckpointNotOfBlock {
+                height,
+                state_height: state.height(),
+            });
         }
-        self.check_extends(&txn, &block.header)?;
+        let mut txn = self.write_txn()?;
+        self.put_block(&mut txn, block, dropped)?;
+        if height.is_multiple_of(self.checkpoint_interval_blocks) {
+            self.put_checkpoint(&mut txn, height, &state.encode_checkpoint())?;
+        }
+        self.commit(txn)
+    }
+
+    /// Writes a checkpoint and deletes all but the newest [`CHECKPOINTS_KEPT`].
+    fn put_checkpoint(&self, txn: &mut RwTxn, height: u64, bytes: &[u8]) -> Result<(), StoreError> {
+        self.checkpoints
+            .put(txn, &height.to_be_bytes(), bytes)
+            .map_err(self.write_error("writing a checkpoint"))?;
+        let heights = self.checkpoint_heights_in(txn)?;
+        for old in heights.iter().skip(CHECKPOINTS_KEPT) {
+            self.checkpoints
+                .delete(txn, &old.to_be_bytes())
+                .map_err(self.write_error("deleting an old checkpoint"))?;
+        }
+        Ok(())
+    }
+
+    /// Heights of the stored checkpoints, newest first.
+    pub fn checkpoint_heights(&self) -> Result<Vec<u64>, StoreError> {
+        let txn = self.read_txn()?;
+        self.checkpoint_heights_in(&txn)
+    }
+
+    fn checkpoint_heights_in(&self, txn: &RoTxn) -> Result<Vec<u64>, StoreError> {
+        let mut heights = Vec::new();
+        let entries = self
+            .checkpoints
+            .rev_iter(txn)
+            .map_err(StoreError::lmdb("listing checkpoints"))?;
+        for entry in entries {
+            let (key, _) = entry.map_err(StoreError::lmdb("listing checkpoints"))?;
+            heights.push(decode_height(key)?);
+        }
+        Ok(heights)
+    }
+
+    /// The checkpoint bytes stored at `height`, if any.
+    pub fn checkpoint(&self, height: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.read_txn()?;
+        let stored = self
+            .checkpoints
+            .get(&txn, &height.to_be_bytes())
+            .map_err(StoreError::lmdb("reading a checkpoint"))?;
+        Ok(stored.map(<[u8]>::to_vec))
+    }
+
+    /// Puts a block, its header entry and its results into `txn`, after checking it extends
+    /// the log.
+    fn put_block(
+        &self,
+        txn: &mut RwTxn,
+        block: &Block,
+        dropped: &[(u32, DropReason)],
+    ) -> Result<(), StoreError> {
+        self.check_extends(txn, &block.header)?;
         let key = block.header.height.to_be_bytes();
         self.blocks
-            .put(&mut txn, &key, &block.encode())
+            .put(txn, &key, &block.encode())
             .map_err(self.write_error("writing a block"))?;
         self.headers
-            .put(&mut txn, &key, &HeaderEntry::of(&block.header).encode())
+            .put(txn, &key, &HeaderEntry::of(&block.header).encode())
             .map_err(self.write_error("writing a header entry"))?;
         self.results
-            .put(&mut txn, &key, &encode_dropped(dropped))
+            .put(txn, &key, &encode_dropped(dropped))
             .map_err(self.write_error("writing block results"))?;
-        self.commit(txn)
+        Ok(())
     }
 
     /// The transactions that block `height` dropped, with why; `None` if no such block.
@@ -314,12 +433,24 @@ impl BlockStore {
         txn.commit().map_err(self.write_error("committing"))
     }
 
-    /// Like [`StoreError::lmdb`], filling in the map size a full map needs to exceed.
-    fn write_error(&self, action: &'static str) -> impl FnOnce(heed::Error) -> StoreError {
+    /// Like [`StoreError::lmdb`] for writes: fills in the map size a full map needs to exceed,
+    /// and reports a full disk as such (see [`disk_is_full`]).
+    fn write_error(&self, action: &'static str) -> impl FnOnce(heed::Error) -> StoreError + '_ {
         let map_size_bytes = self.map_size_bytes;
-        move |source| match StoreError::lmdb(action)(source) {
-            StoreError::MapFull { .. } => StoreError::MapFull { map_size_bytes },
-            error => error,
+        move |source| {
+            if let heed::Error::Io(io) = &source {
+                if let Some(available_bytes) = disk_is_full(&self.dir, io) {
+                    return StoreError::DiskFull {
+                        dir: self.dir.clone(),
+                        action,
+                        available_bytes,
+                    };
+                }
+            }
+            match StoreError::lmdb(action)(source) {
+                StoreError::MapFull { .. } => StoreError::MapFull { map_size_bytes },
+                error => error,
+            }
         }
     }
 }
@@ -345,6 +476,29 @@ impl Iterator for Blocks<'_> {
         self.done = !matches!(item, Some(Ok(_)));
         self.next_height += 1;
         item
+    }
+}
+
+/// Below this many free bytes, a failed write is taken for a full disk.
+const DISK_FULL_FREE_BYTES_MAX: u64 = 16 << 20;
+
+/// Whether a write error `io` on the store in `dir` means its disk is full, and if so the free
+/// bytes left (`None` when they cannot be read). ENOSPC says so itself; LMDB reports a short
+/// write (what a disk that fills up mid-write gives) as EIO, so an EIO with almost no space
+/// left counts too, and any other EIO stays an I/O error.
+fn disk_is_full(dir: &Path, io: &std::io::Error) -> Option<Option<u64>> {
+    let available_bytes = rustix::fs::statvfs(dir)
+        .ok()
+        .map(|stats| stats.f_bavail.saturating_mul(stats.f_frsize));
+    match io.raw_os_error() {
+        Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => Some(available_bytes),
+        Some(code)
+            if code == rustix::io::Errno::IO.raw_os_error()
+                && available_bytes.is_some_and(|free| free < DISK_FULL_FREE_BYTES_MAX) =>
+        {
+            Some(available_bytes)
+        }
+        _ => None,
     }
 }
 
@@ -420,16 +574,19 @@ fn decode_block(height: u64, bytes: &[u8]) -> Result<Block, StoreError> {
     Ok(block)
 }
 
-/// Creates `dir` if missing; refuses a non-empty directory that holds no LMDB data file, so a
-/// mistyped path never scatters a store among someone else's files.
-fn check_directory(dir: &Path) -> Result<(), StoreError> {
+/// Creates `dir` if missing; refuses a directory with a `data.mdb` (an existing store, even an
+/// empty or damaged file, is never re-initialised) and a non-empty one without it (so a
+/// mistyped path never scatters a store among someone else's files).
+fn check_new_directory(dir: &Path) -> Result<(), StoreError> {
     let not_a_store = |reason: String| StoreError::NotAStore {
         dir: dir.to_path_buf(),
         reason,
     };
     std::fs::create_dir_all(dir).map_err(|error| not_a_store(error.to_string()))?;
-    if dir.join("data.mdb").is_file() {
-        return Ok(());
+    if dir.join("data.mdb").exists() {
+        return Err(StoreError::AlreadyExists {
+            dir: dir.to_path_buf(),
+        });
     }
     let mut entries = std::fs::read_dir(dir).map_err(|error| not_a_store(error.to_string()))?;
     match entries.next() {
@@ -460,24 +617,24 @@ fn open_env(dir: &Path, options: &StoreOptions) -> Result<Env, StoreError> {
     })
 }
 
-/// Opens `meta`, creating it (and stamping the format) in a fresh environment, and checks the
-/// format of an existing one.
+/// Opens `meta` and checks the store's format; `None` when the environment has no `meta`
+/// (its creation was interrupted before the genesis was stored).
 fn open_meta<'e>(
     opener: &DatabaseOpener<'e, WithTls>,
     txn: &mut RwTxn<'e>,
     dir: &Path,
-) -> Result<OpeningTable<'e>, StoreError> {
+) -> Result<Option<OpeningTable<'e>>, StoreError> {
     let existing: Option<OpeningTable<'e>> = opener
         .open_database(txn, Some("meta"))
         .map_err(StoreError::lmdb("opening the meta database"))?;
     let Some(meta) = existing else {
-        return create_meta(opener, txn, dir);
+        return Ok(None);
     };
     let format = meta
         .get(txn, FORMAT_KEY)
         .map_err(StoreError::lmdb("reading the store format"))?;
     match format {
-        Some(format) if format == FORMAT => Ok(meta),
+        Some(format) if format == FORMAT => Ok(Some(meta)),
         found => Err(StoreError::FormatVersion {
             dir: dir.to_path_buf(),
             found: String::from_utf8_lossy(found.unwrap_or(b"none")).into_owned(),
@@ -508,6 +665,22 @@ fn create_meta<'e>(
     meta.put(txn, FORMAT_KEY, FORMAT)
         .map_err(StoreError::lmdb("stamping the store format"))?;
     Ok(meta)
+}
+
+/// The other databases, created if missing (`checkpoints` is newer than the format stamp: a
+/// store written before it simply has none yet).
+fn create_tables<'e>(
+    opener: &DatabaseOpener<'e, WithTls>,
+    txn: &mut RwTxn<'e>,
+    meta: OpeningTable<'e>,
+) -> Result<Tables<'e>, StoreError> {
+    Ok([
+        meta,
+        create_database(opener, txn, "blocks")?,
+        create_database(opener, txn, "headers")?,
+        create_database(opener, txn, "results")?,
+        create_database(opener, txn, "checkpoints")?,
+    ])
 }
 
 fn create_database<'e>(

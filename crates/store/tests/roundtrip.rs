@@ -1,6 +1,6 @@
 //! Round trip: blocks proposed by a live exchange and appended to a store come back from
 //! `recover` as the same chain: same height, same state root, same blocks, and the store keeps
-//! accepting blocks after reopening. Also checks what `open` and `init` refuse.
+//! accepting blocks after reopening. Also checks what `open` and `create` refuse.
 
 mod common;
 
@@ -26,7 +26,7 @@ fn recover_rebuilds_the_live_state_from_five_blocks() {
     let (store, mut recovered) = recover(dir.path(), &config(), 1).unwrap();
     assert_eq!(recovered.height(), 5);
     assert_eq!(recovered.state_root(1), live.state_root(1));
-    assert_eq!(store.genesis().unwrap(), Some(genesis()));
+    assert_eq!(store.genesis().unwrap(), genesis());
     let stored: Vec<_> = store.blocks_from(1).collect::<Result<_, _>>().unwrap();
     assert_eq!(stored, proposed);
     assert_eq!(store.block(3).unwrap().as_ref(), Some(&proposed[2]));
@@ -41,26 +41,31 @@ fn recover_rebuilds_the_live_state_from_five_blocks() {
 }
 
 #[test]
-fn init_is_idempotent_and_refuses_another_genesis() {
+fn create_refuses_a_directory_that_already_holds_a_store() {
     let dir = TempDir::new("genesis");
     let (store, _) = fresh_store(dir.path());
-    store.init(&genesis()).unwrap();
+    drop(store);
     let mut other = genesis();
     other.accounts.pop();
-    assert!(matches!(
-        store.init(&other),
-        Err(StoreError::GenesisMismatch)
-    ));
-    assert_eq!(store.genesis().unwrap(), Some(genesis()));
+    let error = BlockStore::create(dir.path(), &other).err().unwrap();
+    assert!(matches!(error, StoreError::AlreadyExists { .. }), "{error}");
+    let error = BlockStore::create(dir.path(), &genesis()).err().unwrap();
+    assert!(matches!(error, StoreError::AlreadyExists { .. }), "{error}");
+    assert_eq!(
+        BlockStore::open(dir.path()).unwrap().genesis().unwrap(),
+        genesis()
+    );
 }
 
 #[test]
-fn recover_refuses_a_store_without_genesis() {
-    let dir = TempDir::new("no-genesis");
-    drop(BlockStore::open(dir.path()).unwrap());
+fn open_refuses_a_directory_without_a_store_and_creates_nothing() {
+    let dir = TempDir::new("no-store");
+    let error = BlockStore::open(dir.path()).err().unwrap();
+    assert!(matches!(error, StoreError::NoStore { .. }), "{error}");
+    assert!(!dir.path().exists());
     assert!(matches!(
         recover(dir.path(), &config(), 1),
-        Err(StoreError::NotInitialized)
+        Err(StoreError::NoStore { .. })
     ));
 }
 
@@ -69,7 +74,7 @@ fn open_refuses_a_directory_of_other_files() {
     let dir = TempDir::new("foreign");
     std::fs::create_dir_all(dir.path()).unwrap();
     std::fs::write(dir.path().join("notes.txt"), b"not a store").unwrap();
-    let error = BlockStore::open(dir.path()).err().unwrap();
+    let error = BlockStore::create(dir.path(), &genesis()).err().unwrap();
     assert!(matches!(error, StoreError::NotAStore { .. }), "{error}");
     assert!(!dir.path().join("data.mdb").exists());
 }
@@ -113,7 +118,7 @@ fn block_results_and_app_metadata_survive_reopening() {
     assert_eq!(store.app_meta("missing").unwrap(), None);
     assert_eq!(
         store.genesis().unwrap(),
-        Some(genesis()),
+        genesis(),
         "application keys live apart from the store's own"
     );
 }

@@ -138,7 +138,13 @@ impl NodeProcess {
             .arg("node")
             .arg("--data")
             .arg(data)
-            .args(["--listen", "127.0.0.1:0", "--dev-seed", &seed.to_string()])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--dev",
+                "--dev-seed",
+                &seed.to_string(),
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -6,6 +6,7 @@ mod clear;
 mod demo;
 mod demo_batch;
 mod gen;
+mod init;
 mod keygen;
 mod loadgen;
 mod market_args;
@@ -37,6 +38,8 @@ enum Command {
     /// Generate workloads.
     #[command(subcommand)]
     Gen(gen::GenCommand),
+    /// Create a node's store with its genesis (`--genesis FILE` or `--dev`), without starting it.
+    Init(init::InitArgs),
     /// Run a node: store, HTTP API, and a solo block producer or a CometBFT validator.
     Node(node::NodeArgs),
     /// Create and start (or stop: `localnet down`) an N-validator CometBFT network on loopback.
@@ -84,6 +87,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::DemoBatch(args) => demo_batch::run(args),
         Command::Clear(args) => clear::run(args),
         Command::Gen(command) => gen::run(command),
+        Command::Init(args) => init::run(args),
         Command::Node(args) => node::run(args),
         Command::Localnet(args) => localnet::run(args),
         Command::Replay(args) => replay::run(args),

@@ -3,29 +3,20 @@
 use super::{args, CliError};
 use std::path::PathBuf;
 use std::time::Duration;
-use walras_node::api::wire::DevGenesisJson;
-use walras_node::api::DEV_ACCOUNTS_MAX;
 use walras_node::server::cometbft::{binary_or_find, CometbftConfig};
-use walras_node::server::{Consensus, GenesisSource, NodeConfig, ServeLimits};
+use walras_node::server::{Consensus, NodeConfig, ServeLimits};
 
 #[derive(clap::Args, Debug)]
 pub struct NodeArgs {
-    /// Data directory: created with a new store if missing or empty, else reopened.
+    /// Data directory. A directory with a store (data.mdb) is reopened, never re-initialised;
+    /// one without (missing or empty) gets a new store only from --genesis FILE or --dev.
     #[arg(long)]
     data: PathBuf,
     /// Address to serve the HTTP API on (port 0: any free port, printed on the first line).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
-    /// Genesis file for a new store; without it a development genesis is generated.
-    #[arg(long, conflicts_with_all = ["dev_accounts", "dev_assets", "dev_seed"])]
-    genesis: Option<PathBuf>,
-    /// Accounts of a generated development genesis (its keys are derivable by anyone).
-    #[arg(long, default_value_t = 10_000)]
-    dev_accounts: u64,
-    #[arg(long, default_value = "10", value_parser = args::asset_count)]
-    dev_assets: usize,
-    #[arg(long, default_value_t = 1)]
-    dev_seed: u64,
+    #[command(flatten)]
+    genesis: args::GenesisArgs,
     /// A block is cut when this long has passed since the last one and something is waiting.
     #[arg(long, default_value_t = 250)]
     block_interval_ms: u64,
@@ -78,25 +69,12 @@ enum ConsensusKind {
 }
 
 pub fn run(args: NodeArgs) -> Result<(), CliError> {
-    if !(2..=DEV_ACCOUNTS_MAX).contains(&args.dev_accounts) {
-        return Err(CliError(format!(
-            "--dev-accounts must be 2..={DEV_ACCOUNTS_MAX}, got {}",
-            args.dev_accounts
-        )));
-    }
     if args.max_block_txs == 0 || args.mempool_capacity == 0 {
         return Err(CliError(
             "--max-block-txs and --mempool-capacity must be positive".into(),
         ));
     }
-    let genesis = match args.genesis {
-        Some(path) => GenesisSource::File(path),
-        None => GenesisSource::Dev(DevGenesisJson {
-            seed: args.dev_seed,
-            accounts: args.dev_accounts,
-            assets: args.dev_assets as u16,
-        }),
-    };
+    let genesis = args.genesis.source()?;
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });

@@ -1,5 +1,6 @@
-//! `walras node`: opens (or creates) the store, recovers the state by replaying every stored
-//! block and checking its state root, then serves the HTTP API while blocks are ordered either
+//! `walras node`: opens the store (or creates it, only in a directory without one and only from
+//! a named genesis), recovers the state from its newest checkpoint and the blocks after it,
+//! checking each state root, then serves the HTTP API while blocks are ordered either
 //! by a solo producer thread that cuts, executes and durably commits them ([`Consensus::Solo`],
 //! the embedded default) or by CometBFT through the ABCI++ app ([`cometbft`]).
 
@@ -34,7 +35,7 @@ use tokio::sync::broadcast;
 use tower_http::timeout::TimeoutLayer;
 use walras_engine::block::transaction_hash;
 use walras_engine::{EngineConfig, ExchangeState};
-use walras_store::{recover_store_with, BlockStore};
+use walras_store::{recover_store_with, BlockStore, Recovery, StoreOptions};
 use walras_types::Genesis;
 
 /// The key under which the store keeps a development genesis's parameters.
@@ -44,12 +45,16 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the runtime waits for blocking tasks (signature checks) once the server stopped.
 const RUNTIME_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
-/// Where the genesis of a new store comes from.
+/// Which genesis the node runs. A directory without a store gets a new one from `File` or
+/// `Dev`; a directory with a `data.mdb` is never re-initialised, and its stored genesis must be
+/// the one named (else the node refuses to start, naming both).
 #[derive(Clone, Debug)]
 pub enum GenesisSource {
+    /// Whatever genesis the existing store holds; no store is an error.
+    Stored,
     /// A genesis file (`Genesis::encode`).
     File(PathBuf),
-    /// A generated development genesis whose keys anyone can derive.
+    /// A generated development genesis whose keys anyone can derive (opt-in: `--dev`).
     Dev(DevGenesisJson),
 }
 
@@ -57,7 +62,7 @@ pub enum GenesisSource {
 pub struct NodeConfig {
     pub data_dir: PathBuf,
     pub listen: String,
-    /// Used only when the store is new.
+    /// The genesis of a new store, or the one an existing store must hold.
     pub genesis: GenesisSource,
     pub block_interval: Duration,
     pub max_block_txs: usize,
@@ -247,55 +252,34 @@ fn recovery_engine_config(config: &NodeConfig) -> EngineConfig {
     }
 }
 
-/// Opens the store (initialising a new one), replays it, and builds the shared state.
+/// Opens (or creates) the store, recovers the state, and builds the shared state.
 fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
-    let store = BlockStore::open(&config.data_dir).map_err(|cause| {
-        error(&format!(
-            "opening the store in {}",
-            config.data_dir.display()
-        ))(&cause)
-    })?;
-    let dev_genesis = initialise(&store, config)?;
+    warn_if_dev(&config.genesis);
+    let (store, dev_genesis) = open_or_create(config)?;
     let genesis = store
         .genesis()
-        .map_err(|cause| error("reading the genesis")(&cause))?
-        .ok_or_else(|| NodeError("the store has no genesis after initialising it".into()))?;
+        .map_err(|cause| error("reading the genesis")(&cause))?;
     let last_height = store
         .last_height()
         .map_err(|cause| error("reading the block log")(&cause))?;
     eprintln!(
-        "walras node: replaying {last_height} blocks from {} ({} accounts, {} assets)",
+        "walras node: recovering {last_height} blocks from {} ({} accounts, {} assets)",
         config.data_dir.display(),
         genesis.accounts.len(),
         genesis.assets
     );
     let started = Instant::now();
-    let mut recent = recent::RecentTransactions::new(recent::RECENT_TRANSACTIONS_MIN);
-    let mut last_report = Instant::now();
-    let mut state = recover_store_with(
-        &store,
-        &recovery_engine_config(config),
-        config.threads,
-        |block, outcome| {
-            let hashes = block.transactions.iter().map(transaction_hash).collect();
-            recent.insert_block(block.header.height, hashes, &outcome.dropped);
-            if last_report.elapsed() > Duration::from_secs(2) {
-                eprintln!(
-                    "walras node: replayed {} of {last_height} blocks",
-                    block.header.height
-                );
-                last_report = Instant::now();
-            }
-        },
-    )
-    .map_err(|cause| error("recovering the state from the store")(&cause))?;
-    let tip = recovered_tip(&store, &mut state, config.threads)?;
+    let mut recovery = recover(&store, config, last_height)?;
+    report_recovery(&recovery);
+    let recent = recent_transactions(&store, recovery.state.height())?;
+    let tip = recovered_tip(&store, &mut recovery.state, config.threads)?;
     eprintln!(
         "walras node: recovered height {} state root {} in {:.1} s",
         tip.height,
         tip.state_root,
         started.elapsed().as_secs_f64()
     );
+    let state = recovery.state;
     Ok(Shared {
         assets: state.assets() as u16,
         state: tokio::sync::RwLock::new(state),
@@ -312,36 +296,164 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
     })
 }
 
-/// Stores the genesis in a new store; returns the development genesis parameters, if the
-/// store was (now or earlier) created from one.
-fn initialise(
+/// The state from the store's newest good checkpoint and the blocks after it.
+fn recover(
     store: &BlockStore,
     config: &NodeConfig,
-) -> Result<Option<DevGenesisJson>, NodeError> {
-    let existing = store
-        .genesis()
-        .map_err(|cause| error("reading the genesis")(&cause))?;
-    if existing.is_none() {
-        let genesis = match &config.genesis {
-            GenesisSource::File(path) => read_genesis_file(path)?,
-            GenesisSource::Dev(dev) => {
+    last_height: u64,
+) -> Result<Recovery, NodeError> {
+    let mut last_report = Instant::now();
+    recover_store_with(
+        store,
+        &recovery_engine_config(config),
+        config.threads,
+        |block, _| {
+            if last_report.elapsed() > Duration::from_secs(2) {
                 eprintln!(
-                    "walras node: new store, generating a development genesis ({} accounts, {} assets, seed {}; its keys are public: for tests only)",
-                    dev.accounts, dev.assets, dev.seed
+                    "walras node: replayed up to block {} of {last_height}",
+                    block.header.height
                 );
-                let json = serde_json::to_vec(dev)
-                    .map_err(|cause| error("encoding dev genesis")(&cause))?;
-                store
-                    .put_app_meta(DEV_GENESIS_META_KEY, &json)
-                    .map_err(|cause| error("storing the dev genesis parameters")(&cause))?;
-                crate::api::dev_genesis(dev, config.threads)
-                    .map_err(|cause| error("generating the dev genesis")(&cause))?
+                last_report = Instant::now();
             }
-        };
-        store
-            .init(&genesis)
-            .map_err(|cause| error("storing the genesis")(&cause))?;
+        },
+    )
+    .map_err(|cause| error("recovering the state from the store")(&cause))
+}
+
+/// Says where recovery started, and loudly which checkpoints it refused.
+fn report_recovery(recovery: &Recovery) {
+    for refused in &recovery.refused_checkpoints {
+        eprintln!(
+            "walras node: WARNING: the checkpoint at height {} is damaged and was not used ({}); \
+             recovered from an older one instead: check the disk",
+            refused.height, refused.reason
+        );
     }
+    match recovery.checkpoint_height {
+        0 => eprintln!(
+            "walras node: replayed {} blocks from genesis",
+            recovery.replayed_blocks
+        ),
+        height => eprintln!(
+            "walras node: loaded the checkpoint at height {height}, replayed {} blocks after it",
+            recovery.replayed_blocks
+        ),
+    }
+}
+
+/// The recent-transaction index over the last stored blocks (at least
+/// [`recent::RECENT_TRANSACTIONS_MIN`] transactions, whole blocks), from the stored blocks and
+/// their stored results: nothing is re-executed.
+fn recent_transactions(
+    store: &BlockStore,
+    height: u64,
+) -> Result<recent::RecentTransactions, NodeError> {
+    let mut blocks = Vec::new();
+    let mut transactions = 0;
+    let mut next = height;
+    while next > 0 && transactions < recent::RECENT_TRANSACTIONS_MIN {
+        let block = store
+            .block(next)
+            .map_err(|cause| error("reading a block for the transaction index")(&cause))?
+            .ok_or_else(|| NodeError(format!("block {next} vanished from the store")))?;
+        let dropped = store
+            .dropped(next)
+            .map_err(|cause| error("reading block results")(&cause))?
+            .unwrap_or_default();
+        transactions += block.transactions.len();
+        blocks.push((block, dropped));
+        next -= 1;
+    }
+    let mut recent = recent::RecentTransactions::new(recent::RECENT_TRANSACTIONS_MIN);
+    for (block, dropped) in blocks.into_iter().rev() {
+        let hashes = block.transactions.iter().map(transaction_hash).collect();
+        recent.insert_block(block.header.height, hashes, &dropped);
+    }
+    Ok(recent)
+}
+
+fn warn_if_dev(genesis: &GenesisSource) {
+    if let GenesisSource::Dev(dev) = genesis {
+        eprintln!(
+            "walras node: WARNING: --dev: development genesis ({} accounts, {} assets, seed {}); \
+             its account keys can be derived by anyone: never hold real value on this chain",
+            dev.accounts, dev.assets, dev.seed
+        );
+    }
+}
+
+/// Opens the store in the data directory, or creates it there from the named genesis if the
+/// directory has no `data.mdb`. Returns the store and its development genesis parameters, if
+/// it was created from one.
+fn open_or_create(config: &NodeConfig) -> Result<(BlockStore, Option<DevGenesisJson>), NodeError> {
+    let dir = &config.data_dir;
+    let options = StoreOptions::default();
+    let exists = dir.join("data.mdb").exists();
+    if !exists && !matches!(config.genesis, GenesisSource::Stored) {
+        let (genesis, dev) = named_genesis(&config.genesis, config.threads)?;
+        let store = create_store(dir, &genesis, dev.as_ref(), &options)?;
+        return Ok((store, dev));
+    }
+    let store = BlockStore::open_with(dir, &options)
+        .map_err(|cause| error(&format!("opening the store in {}", dir.display()))(&cause))?;
+    let stored_dev = stored_dev_genesis(&store)?;
+    check_named_genesis(&store, &config.genesis, stored_dev.as_ref())?;
+    Ok((store, stored_dev))
+}
+
+/// The genesis that `source` names, and its development parameters if it is one.
+fn named_genesis(
+    source: &GenesisSource,
+    threads: usize,
+) -> Result<(Genesis, Option<DevGenesisJson>), NodeError> {
+    match source {
+        GenesisSource::Stored => Err(NodeError(
+            "no genesis named: pass --genesis FILE or --dev".into(),
+        )),
+        GenesisSource::File(path) => Ok((read_genesis_file(path)?, None)),
+        GenesisSource::Dev(dev) => {
+            let genesis = crate::api::dev_genesis(dev, threads)
+                .map_err(|cause| error("generating the dev genesis")(&cause))?;
+            Ok((genesis, Some(*dev)))
+        }
+    }
+}
+
+/// Creates the store in `dir` with `genesis` (and the development parameters, in the same
+/// transaction). Used by `walras init` and by a node started on a directory without a store.
+pub fn create_store(
+    dir: &std::path::Path,
+    genesis: &Genesis,
+    dev: Option<&DevGenesisJson>,
+    options: &StoreOptions,
+) -> Result<BlockStore, NodeError> {
+    let dev_json = dev
+        .map(serde_json::to_vec)
+        .transpose()
+        .map_err(|cause| error("encoding dev genesis")(&cause))?;
+    let app_meta: Vec<(&str, &[u8])> = dev_json
+        .as_deref()
+        .map(|json| (DEV_GENESIS_META_KEY, json))
+        .into_iter()
+        .collect();
+    let store = BlockStore::create_with(dir, genesis, &app_meta, options)
+        .map_err(|cause| error(&format!("creating a store in {}", dir.display()))(&cause))?;
+    eprintln!(
+        "walras node: created a new store in {} with genesis {} ({} accounts, {} assets)",
+        dir.display(),
+        genesis_hash(genesis),
+        genesis.accounts.len(),
+        genesis.assets
+    );
+    Ok(store)
+}
+
+/// The hash operators compare genesis files by: of the genesis's canonical encoding.
+pub fn genesis_hash(genesis: &Genesis) -> walras_crypto::Hash {
+    walras_crypto::hash(&genesis.encode())
+}
+
+fn stored_dev_genesis(store: &BlockStore) -> Result<Option<DevGenesisJson>, NodeError> {
     let stored = store
         .app_meta(DEV_GENESIS_META_KEY)
         .map_err(|cause| error("reading the dev genesis parameters")(&cause))?;
@@ -349,6 +461,50 @@ fn initialise(
         .map(|bytes| serde_json::from_slice(&bytes))
         .transpose()
         .map_err(|cause| error("decoding the dev genesis parameters")(&cause))
+}
+
+/// Refuses to start when the genesis named on the command line is not the stored one.
+fn check_named_genesis(
+    store: &BlockStore,
+    source: &GenesisSource,
+    stored_dev: Option<&DevGenesisJson>,
+) -> Result<(), NodeError> {
+    let stored = store
+        .genesis()
+        .map_err(|cause| error("reading the genesis")(&cause))?;
+    let stored_hash = genesis_hash(&stored);
+    let dir = store.dir().display();
+    match source {
+        GenesisSource::Stored => Ok(()),
+        GenesisSource::File(path) => {
+            let named_hash = genesis_hash(&read_genesis_file(path)?);
+            if named_hash == stored_hash {
+                return Ok(());
+            }
+            Err(NodeError(format!(
+                "genesis mismatch: {} has genesis {named_hash}, the store in {dir} holds genesis \
+                 {stored_hash}; a store never changes genesis: pass the store's genesis, or use \
+                 an empty directory for a new chain",
+                path.display()
+            )))
+        }
+        GenesisSource::Dev(dev) if stored_dev == Some(dev) => Ok(()),
+        GenesisSource::Dev(dev) => {
+            let held = match stored_dev {
+                Some(held) => format!(
+                    "the development genesis of {} accounts, {} assets, seed {}",
+                    held.accounts, held.assets, held.seed
+                ),
+                None => "a genesis from a file".into(),
+            };
+            Err(NodeError(format!(
+                "genesis mismatch: --dev asks for the development genesis of {} accounts, {} \
+                 assets, seed {}, the store in {dir} holds {held} (genesis {stored_hash}); use \
+                 the store's own parameters, or an empty directory for a new chain",
+                dev.accounts, dev.assets, dev.seed
+            )))
+        }
+    }
 }
 
 fn read_genesis_file(path: &std::path::Path) -> Result<Genesis, NodeError> {

@@ -178,7 +178,7 @@ fn produce_block(
     let executed = Instant::now();
     shared
         .store
-        .append(&block, &outcome.dropped)
+        .append_with_state(&block, &outcome.dropped, &state)
         .map_err(ProducerError::Store)?;
     let persisted = Instant::now();
     shared.mempool().committed(&batch, |source| {

@@ -57,7 +57,7 @@ impl NodeProcess {
         command
             .args(["node", "--data"])
             .arg(data)
-            .args(["--listen", "127.0.0.1:0", "--dev-accounts"])
+            .args(["--listen", "127.0.0.1:0", "--dev", "--dev-accounts"])
             .arg(DEV_ACCOUNTS.to_string())
             .args(["--dev-assets", "4"])
             .args(extra)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use walras_crypto::Keypair;
 use walras_engine::{Block, EngineConfig, ExchangeState};
-use walras_store::BlockStore;
+use walras_store::{BlockStore, StoreOptions};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{AccountId, AssetId, Operation, Price, SignedTransaction, Transaction};
 
@@ -125,12 +125,28 @@ pub fn propose_and_append(store: &BlockStore, state: &mut ExchangeState) -> Bloc
     block
 }
 
-/// A store initialised with [`genesis`] and the live state beside it.
+/// A store created with [`genesis`] and the live state beside it.
 pub fn fresh_store(dir: &Path) -> (BlockStore, ExchangeState) {
-    let store = BlockStore::open(dir).expect("a new directory opens");
-    store
-        .init(&genesis())
-        .expect("an empty store takes a genesis");
+    fresh_store_with(dir, &StoreOptions::default())
+}
+
+/// [`fresh_store`] with `options` (a checkpoint interval, say).
+pub fn fresh_store_with(dir: &Path, options: &StoreOptions) -> (BlockStore, ExchangeState) {
+    let store = BlockStore::create_with(dir, &genesis(), &[], options)
+        .expect("a new directory takes a genesis");
     let state = ExchangeState::from_genesis(&genesis(), 1).expect("the genesis is valid");
     (store, state)
+}
+
+/// Proposes the next block on `state` and appends it with the state (so checkpoints are
+/// written at the store's interval).
+pub fn propose_and_append_with_state(store: &BlockStore, state: &mut ExchangeState) -> Block {
+    let height = state.height() + 1;
+    let (block, outcome) = state
+        .propose(transactions(height), &config())
+        .expect("the workload's blocks clear");
+    store
+        .append_with_state(&block, &outcome.dropped, state)
+        .expect("the next block is appended");
+    block
 }

@@ -191,6 +191,8 @@ fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> Result<(), Cl
         .arg(&layout.cometbft_bin)
         .arg("--listen")
         .arg(listen)
+        // The localnet is a development network: its genesis keys are public.
+        .arg("--dev")
         .arg("--dev-accounts")
         .arg(layout.dev_accounts.to_string())
         .arg("--dev-assets")

@@ -436,11 +436,13 @@ impl Application for WalrasApp {
             self.halt("CometBFT asked to commit with no finalized block");
         };
         let started = Instant::now();
-        if let Err(error) = self
-            .shared
-            .store
-            .append(&decided.block, &decided.outcome.dropped)
-        {
+        // FinalizeBlock applied this block: the state is the one after it, to checkpoint.
+        let appended = self.shared.store.append_with_state(
+            &decided.block,
+            &decided.outcome.dropped,
+            &self.state(),
+        );
+        if let Err(error) = appended {
             self.halt(&format!(
                 "committing block {} to the store failed: {error}",
                 decided.block.header.height

@@ -1,0 +1,277 @@
+//! A checkpoint: the whole [`ExchangeState`] as bytes, so a node restarts from it instead of
+//! replaying every block since genesis.
+//!
+//! The tries are not stored: decoding rebuilds them from the accounts and offers (O(state)), and
+//! whoever loads a checkpoint must compare the rebuilt state root with the root its block header
+//! committed to ([`ExchangeState::state_root`]). A checksum over the body catches torn or
+//! flipped bytes before anything is decoded.
+//!
+//! Format, big-endian:
+//! `magic "walras-checkpoint/1" ‖ checksum[32] ‖ body`, where the checksum is
+//! `H_ckpt(body)` (domain `walras/ckpt`) and the body is
+//! `height:u64 last_header_hash[32] assets:u16 (issued:u64 burned:u64)*assets
+//! account_count:u32 (id:u64 account)*` (each account as [`Account::encode`], in slot order)
+//! `pair_count:u32 (pair_index:u32 offer_count:u32 (min_price:u128 account:u64 id:u64
+//! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order).
+
+use crate::account::Account;
+use crate::state::{offer_trie_key, ExchangeState, SlotMap, OFFER_KEY_BYTES};
+use std::collections::BTreeMap;
+use walras_crypto::{hash_in, Domain, Hash};
+use walras_trie::Trie;
+use walras_types::{AccountId, AssetId, OfferId, OfferKey, Price, MAX_ASSETS};
+
+/// Hash domain of the checkpoint checksum.
+pub const CHECKPOINT_DOMAIN: Domain = Domain::new("walras/ckpt");
+const MAGIC: &[u8] = b"walras-checkpoint/1";
+
+/// Why checkpoint bytes were refused. Never a panic: the bytes come from disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckpointError {
+    /// Not a checkpoint of this format.
+    Magic,
+    /// The body does not match its checksum: torn or flipped bytes.
+    Checksum,
+    /// The body ends early, has bytes left over, or holds an impossible value.
+    Malformed(String),
+}
+
+impl std::fmt::Display for CheckpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckpointError::Magic => write!(f, "not a {} checkpoint", show(MAGIC)),
+            CheckpointError::Checksum => write!(f, "its checksum does not match its contents"),
+            CheckpointError::Malformed(reason) => write!(f, "malformed: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for CheckpointError {}
+
+fn show(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl ExchangeState {
+    /// The hash of the last applied block's header (zero before the first block).
+    pub fn last_header_hash(&self) -> Hash {
+        self.last_header_hash
+    }
+
+    /// The state as checkpoint bytes (see the module documentation).
+    pub fn encode_checkpoint(&self) -> Vec<u8> {
+        let mut body = Vec::with_capacity(64 + 60 * self.accounts.len());
+        body.extend_from_slice(&self.height.to_be_bytes());
+        body.extend_from_slice(self.last_header_hash.as_bytes());
+        body.extend_from_slice(&(self.assets as u16).to_be_bytes());
+        for asset in 0..self.assets {
+            body.extend_from_slice(&self.issued[asset].to_be_bytes());
+            body.extend_from_slice(&self.burned[asset].to_be_bytes());
+        }
+        body.extend_from_slice(&(self.accounts.len() as u32).to_be_bytes());
+        for (id, account) in self.account_ids.iter().zip(&self.accounts) {
+            body.extend_from_slice(&id.0.to_be_bytes());
+            body.extend_from_slice(&account.encode());
+        }
+        let open: Vec<(usize, &BTreeMap<OfferKey, u64>)> = self
+            .books
+            .iter()
+            .enumerate()
+            .filter(|(_, book)| !book.is_empty())
+            .collect();
+        body.extend_from_slice(&(open.len() as u32).to_be_bytes());
+        for (index, book) in open {
+            body.extend_from_slice(&(index as u32).to_be_bytes());
+            body.extend_from_slice(&(book.len() as u32).to_be_bytes());
+            for (key, amount) in book {
+                body.extend_from_slice(&key.min_price.0.to_be_bytes());
+                body.extend_from_slice(&key.account.0.to_be_bytes());
+                body.extend_from_slice(&key.id.0.to_be_bytes());
+                body.extend_from_slice(&amount.to_be_bytes());
+            }
+        }
+        let mut out = Vec::with_capacity(MAGIC.len() + 32 + body.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(hash_in(CHECKPOINT_DOMAIN, &body).as_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Rebuilds a state from [`Self::encode_checkpoint`]'s bytes, tries included (on
+    /// `threads` threads). The caller must still compare [`Self::state_root`] and
+    /// [`Self::last_header_hash`] with the stored header of [`Self::height`].
+    pub fn decode_checkpoint(
+        bytes: &[u8],
+        threads: usize,
+    ) -> Result<ExchangeState, CheckpointError> {
+        let rest = bytes.strip_prefix(MAGIC).ok_or(CheckpointError::Magic)?;
+        let (checksum, body) = rest
+            .split_first_chunk::<32>()
+            .ok_or_else(|| malformed("shorter than its checksum"))?;
+        if hash_in(CHECKPOINT_DOMAIN, body).as_bytes() != checksum {
+            return Err(CheckpointError::Checksum);
+        }
+        let mut reader = Reader(body);
+        let mut state = read_state(&mut reader)?;
+        if !reader.0.is_empty() {
+            return Err(malformed(&format!("{} bytes left over", reader.0.len())));
+        }
+        let accounted = state.accounted();
+        let issued = state.issued.iter().map(|issued| *issued as u128);
+        if !accounted.iter().copied().eq(issued) {
+            return Err(malformed(
+                "balances, offers and burns do not add up to issuance",
+            ));
+        }
+        let all: Vec<u32> = (0..state.accounts.len() as u32).collect();
+        state.commit_accounts(&all, threads);
+        crate::state::decode_keys(&state.accounts, threads);
+        Ok(state)
+    }
+}
+
+fn malformed(reason: &str) -> CheckpointError {
+    CheckpointError::Malformed(reason.to_string())
+}
+
+fn read_state(reader: &mut Reader<'_>) -> Result<ExchangeState, CheckpointError> {
+    let height = reader.u64()?;
+    let last_header_hash = Hash(reader.array::<32>()?);
+    let assets = reader.u16()? as usize;
+    if !(1..=MAX_ASSETS).contains(&assets) {
+        return Err(malformed(&format!("{assets} assets")));
+    }
+    let mut issued = Vec::with_capacity(assets);
+    let mut burned = Vec::with_capacity(assets);
+    for _ in 0..assets {
+        issued.push(reader.u64()?);
+        burned.push(reader.u64()?);
+    }
+    let (accounts, account_ids, slots) = read_accounts(reader, assets)?;
+    let (books, offer_tries) = read_books(reader, assets, &slots)?;
+    Ok(ExchangeState {
+        assets,
+        accounts,
+        account_ids,
+        slots,
+        books,
+        issued,
+        burned,
+        height,
+        last_header_hash,
+        account_trie: Trie::new(),
+        offer_tries,
+    })
+}
+
+type Accounts = (Vec<Account>, Vec<AccountId>, SlotMap);
+
+fn read_accounts(reader: &mut Reader<'_>, assets: usize) -> Result<Accounts, CheckpointError> {
+    let count = reader.u32()? as usize;
+    // Each account takes at least 50 bytes: never reserve more than the input can hold.
+    let capacity = count.min(reader.0.len() / 50);
+    let mut accounts = Vec::with_capacity(capacity);
+    let mut account_ids = Vec::with_capacity(capacity);
+    let mut slots = SlotMap::default();
+    slots.reserve(capacity);
+    for slot in 0..count {
+        let id = AccountId(reader.u64()?);
+        let public_key = reader.array::<32>()?;
+        let last_sequence = reader.u64()?;
+        let balance_count = reader.u16()? as usize;
+        let mut balances = Vec::with_capacity(balance_count.min(assets));
+        for _ in 0..balance_count {
+            let asset = reader.u16()?;
+            let amount = reader.u64()?;
+            let ascending = balances
+                .last()
+                .is_none_or(|(last, _): &(AssetId, u64)| last.0 < asset);
+            if asset as usize >= assets || amount == 0 || !ascending {
+                return Err(malformed(&format!("account {} balances", id.0)));
+            }
+            balances.push((AssetId(asset), amount));
+        }
+        if slots.insert(id, slot as u32).is_some() {
+            return Err(malformed(&format!("account {} twice", id.0)));
+        }
+        let mut account = Account::new(public_key, balances);
+        account.last_sequence = last_sequence;
+        accounts.push(account);
+        account_ids.push(id);
+    }
+    Ok((accounts, account_ids, slots))
+}
+
+type Books = (
+    Vec<BTreeMap<OfferKey, u64>>,
+    Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>>,
+);
+
+fn read_books(
+    reader: &mut Reader<'_>,
+    assets: usize,
+    slots: &SlotMap,
+) -> Result<Books, CheckpointError> {
+    let pairs = assets * assets;
+    let mut books = vec![BTreeMap::new(); pairs];
+    let mut tries: Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>> = (0..pairs).map(|_| Trie::new()).collect();
+    let pair_count = reader.u32()?;
+    let mut previous: Option<usize> = None;
+    for _ in 0..pair_count {
+        let index = reader.u32()? as usize;
+        let (sell, buy) = (index / assets, index % assets);
+        if index >= pairs || sell == buy || previous.is_some_and(|previous| previous >= index) {
+            return Err(malformed(&format!("pair index {index}")));
+        }
+        previous = Some(index);
+        let offer_count = reader.u32()?;
+        let mut batch = Vec::with_capacity((offer_count as usize).min(reader.0.len() / 48));
+        for _ in 0..offer_count {
+            let key = OfferKey {
+                min_price: Price(reader.u128()?),
+                account: AccountId(reader.u64()?),
+                id: OfferId(reader.u64()?),
+            };
+            let amount = reader.u64()?;
+            if amount == 0 || !slots.contains_key(&key.account) {
+                return Err(malformed(&format!("offer {} of pair {index}", key.id.0)));
+            }
+            if books[index].insert(key, amount).is_some() {
+                return Err(malformed(&format!("offer {} twice", key.id.0)));
+            }
+            batch.push((offer_trie_key(&key), amount.to_be_bytes()));
+        }
+        tries[index].insert_batch(batch, 1);
+    }
+    Ok((books, tries))
+}
+
+/// Reads big-endian fields off the front of a slice; running out is an error, not a panic.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], CheckpointError> {
+        let (head, rest) = self
+            .0
+            .split_first_chunk::<N>()
+            .ok_or_else(|| malformed("ends early"))?;
+        self.0 = rest;
+        Ok(*head)
+    }
+
+    fn u16(&mut self) -> Result<u16, CheckpointError> {
+        self.array().map(u16::from_be_bytes)
+    }
+
+    fn u32(&mut self) -> Result<u32, CheckpointError> {
+        self.array().map(u32::from_be_bytes)
+    }
+
+    fn u64(&mut self) -> Result<u64, CheckpointError> {
+        self.array().map(u64::from_be_bytes)
+    }
+
+    fn u128(&mut self) -> Result<u128, CheckpointError> {
+        self.array().map(u128::from_be_bytes)
+    }
+}
