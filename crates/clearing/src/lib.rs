@@ -11,6 +11,7 @@
 //! [`quality::measure`].
 
 pub mod book;
+pub mod crossing;
 pub mod demand;
 pub mod flow;
 pub mod grid;
@@ -150,8 +151,11 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
         }
         _ => None,
     };
-    let mut outcome = tatonnement::race(books, grid, &params.controls, &start_prices, race_params);
-    if let Some(winner) = outcome.winner {
+    let mut outcome = match crossing::idle_valuations(books) {
+        Some(prices) => tatonnement::RaceOutcome::settled_at(&params.controls, prices),
+        None => tatonnement::race(books, grid, &params.controls, &start_prices, race_params),
+    };
+    if let Some(winner) = outcome.winner.filter(|_| outcome.iterations_total() > 0) {
         let result = &mut outcome.results[winner];
         if let Some((prices, queries)) = tatonnement::polish(books, &result.prices, race_params) {
             result.prices = prices;
@@ -193,9 +197,6 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
     let (instance, settlement, quality) = best.expect("at least one instance ran");
     let converged =
         outcome.winner.is_some() && settlement.lp_with_lower_bounds && settlement.lower_bounds_met;
-    if std::env::var_os("WALRAS_DEBUG_LP").is_some() {
-        eprintln!("winner {:?} lp {} met {} repairs {} iters {:?}", outcome.winner, settlement.lp_with_lower_bounds, settlement.lower_bounds_met, settlement.repairs, outcome.results.iter().map(|r| (r.iterations, r.converged)).collect::<Vec<_>>());
-    }
     let queries: u64 = outcome.results.iter().map(|result| result.queries).sum();
     let check_queries: u64 = outcome
         .results

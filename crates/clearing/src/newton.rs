@@ -149,10 +149,6 @@ impl NewtonStepper {
         self.damping = (self.damping * DAMPING_GROW).min(DAMPING_MAX);
     }
 
-    pub fn debug(&self) -> String {
-        format!("damping {:.1e} window {:.1e}", self.damping, self.window)
-    }
-
     /// Whether damping has grown so large that steps no longer move the prices.
     pub fn exhausted(&self) -> bool {
         self.damping >= DAMPING_MAX

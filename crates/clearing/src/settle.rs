@@ -200,9 +200,6 @@ pub fn settle(
     let (flows, lp_with_lower_bounds) = match lp::solve(assets, &bounds, lp_epsilon) {
         Ok(flows) => (flows, true),
         Err(LpError::Infeasible) => {
-            if std::env::var_os("WALRAS_DEBUG_LP").is_some() {
-                eprintln!("LP infeasible; max-flow says feasible: {}; at 0.5 eps: {}", crate::flow::circulation_feasible(assets, &bounds, lp_epsilon), crate::flow::circulation_feasible(assets, &bounds, lp_epsilon*0.5));
-            }
             let relaxed: Vec<PairFlowBounds> = bounds
                 .iter()
                 .map(|bound| PairFlowBounds {

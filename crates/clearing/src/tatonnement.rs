@@ -138,6 +138,35 @@ pub struct RaceOutcome {
     pub results: Vec<InstanceResult>,
 }
 
+impl RaceOutcome {
+    /// No race was needed: every instance "converged" at `prices` without iterating (a batch in
+    /// which nothing can trade, see [`crate::crossing`]).
+    pub fn settled_at(controls: &[Control], prices: Vec<f64>) -> RaceOutcome {
+        let results = controls
+            .iter()
+            .map(|control| InstanceResult {
+                control: *control,
+                prices: prices.clone(),
+                iterations: 0,
+                converged: true,
+                queries: 0,
+                query_nanos: 0,
+                check_queries: 0,
+                check_nanos: 0,
+            })
+            .collect();
+        RaceOutcome {
+            winner: Some(0),
+            results,
+        }
+    }
+
+    /// Iterations made by all instances together.
+    pub fn iterations_total(&self) -> u64 {
+        self.results.iter().map(|result| result.iterations).sum()
+    }
+}
+
 /// An instance stops reading the supply table after this many rejected steps in a row, or this
 /// many iterations: near equilibrium the table's interpolation error can hide the remaining
 /// imbalance from the line search, and exact queries always see it.
@@ -463,10 +492,6 @@ impl<'b> Instance<'b> {
         demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
         self.count_query(started);
         let stepper = self.newton.as_mut().expect("a Newton instance has a stepper");
-        if std::env::var_os("WALRAS_DEBUG_NEWTON").is_some() {
-            let worst = self.current.sold_value.iter().zip(&self.current.bought_value).map(|(s,b)| ((b-s)/s.max(*b).max(1e-300)).abs()).fold(0.0f64, f64::max);
-            eprintln!("it {} merit {:.3e} trial {:.3e} worst_rel {:.3e} {}", self.iterations, self.heuristic, stepper.merit(&self.trial), worst, stepper.debug());
-        }
         if stepper.merit(&self.trial) < self.heuristic {
             std::mem::swap(&mut self.prices, &mut self.trial_prices);
             std::mem::swap(&mut self.current, &mut self.trial);
