@@ -62,13 +62,11 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// A signature, or a batch of them, that does not verify.
+/// A signature, or an inclusion proof, that does not verify.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum VerifyError {
     /// The signature is not valid for this message and public key.
     BadSignature,
-    /// At least one signature of a batch is invalid; [`crate::bad_signature_indices`] says which.
-    BadSignatureInBatch { items: usize },
     /// A Merkle inclusion proof does not lead from the message to the signed root.
     BadInclusionProof,
 }
@@ -82,11 +80,6 @@ impl fmt::Display for VerifyError {
                     "signature does not verify for this message and public key"
                 )
             }
-            VerifyError::BadSignatureInBatch { items } => write!(
-                f,
-                "at least one of {items} signatures is invalid; \
-                 use bad_signature_indices to find which"
-            ),
             VerifyError::BadInclusionProof => write!(
                 f,
                 "inclusion proof does not lead from this message to the signed batch root"

@@ -1,4 +1,4 @@
-//! Walras cryptography: hashing, signatures, batch verification, Merkle batch signatures.
+//! Walras cryptography: hashing, signatures and their acceptance rule, Merkle batch signatures.
 //!
 //! - [`hash`], [`Hasher`], [`Hash`]: BLAKE2b-256. Anything committed to is hashed in a
 //!   [`Domain`] (BLAKE2b personalization), one per kind of data, all listed in [`domain`], so
@@ -6,26 +6,25 @@
 //! - [`SecretKey`], [`Keypair`], [`PublicKey`], [`Signature`], [`sign`], [`verify`]: ed25519
 //!   (RFC 8032, strict verification) over `ed25519-dalek`. Keys come from 32-byte seeds, so tests
 //!   and simulations are deterministic and need no OS randomness.
-//! - [`verify_batch`], [`verify_each`], [`bad_signature_indices`], [`verify_batches_parallel`]:
-//!   batch verification and the rule deciding which signatures of a block are accepted (see
-//!   [`batch`]): deterministic for any thread count, and only bad signatures are dropped.
+//! - [`signature_accepted`], [`verify_each`], [`verify_each_parallel`]: the one rule deciding
+//!   which signatures are accepted, everywhere — strict verification of each signature on its
+//!   own, never a batch check (see [`accept`] for why) — spread over threads for blocks.
 //! - [`MerkleTree`], [`sign_merkle_batch`], [`verify_merkle_batch_member`]: one signature over
 //!   many messages, each with its own inclusion proof.
 //!
 //! Decoders ([`Hash::from_str`](std::str::FromStr), [`PublicKey::from_bytes`],
 //! [`Signature::from_bytes`]) take untrusted input: they return a [`DecodeError`], never panic.
 
-pub mod batch;
+pub mod accept;
 mod error;
 mod hash;
 mod hex;
 mod merkle;
 mod sign;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
-pub use batch::{
-    bad_signature_indices, verify_batch, verify_batches_parallel, verify_each, SignedItem,
-    BATCH_CHUNK_ITEMS,
-};
+pub use accept::{signature_accepted, verify_each, verify_each_parallel, SignedItem};
 pub use error::{DecodeError, VerifyError};
 pub use hash::{domain, hash, hash_in, Domain, Hash, Hasher, DOMAIN_TAG_BYTES_MAX, HASH_BYTES};
 pub use merkle::{

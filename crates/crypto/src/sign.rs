@@ -72,6 +72,12 @@ impl Keypair {
         self.public
     }
 
+    /// The dalek signing key, for the crate's test support.
+    #[cfg(feature = "test-support")]
+    pub(crate) fn signing_key(&self) -> &SigningKey {
+        &self.signing
+    }
+
     /// Signs `message` (deterministic, RFC 8032).
     pub fn sign(&self, message: &[u8]) -> Signature {
         Signature(self.signing.sign(message).to_bytes())

@@ -1,7 +1,8 @@
 //! Block execution in phases (SPEEDEX §3, §8, appendix K).
 //!
-//! 1. Signatures: transaction hashes, then batch verification in hash order (a block is a set:
-//!    the acceptance rule of `walras_crypto` must not depend on the order it arrived in).
+//! 1. Signatures: transaction hashes, then each signature verified on its own, in parallel —
+//!    `walras_crypto`'s one acceptance rule, the same function admission and CheckTx call, so
+//!    a block never holds a transaction that one path accepts and another drops.
 //! 2. Filtering (see [`crate::filter`]).
 //! 3. Planning, without touching the state: the offers cancelled and created, and the books as
 //!    clearing will see them.
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 use walras_clearing::{
     clear, settle, ClearingError, ClearingParams, OrderBooks, SettleError, Settlement,
 };
-use walras_crypto::{verify_batches_parallel, Hash, PublicKey, Signature};
+use walras_crypto::{verify_each_parallel, Hash, PublicKey, Signature};
 use walras_trie::Trie;
 use walras_types::{
     AccountId, AssetId, Offer, OfferId, OfferKey, Operation, SignedTransaction, Valuation,
@@ -37,6 +38,9 @@ use walras_types::{
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub threads: usize,
+    /// Verify signatures (phase 1). Every path that commits or replays blocks keeps it on, so
+    /// the producer drops exactly what replay drops; off only to time the other phases
+    /// (`walras replay --no-verify-signatures`).
     pub verify_signatures: bool,
     /// Commission, smoothing and tâtonnement limits. For replicated execution the proposer's
     /// clearing must not depend on the machine: use `max_iterations`, not the timeout.
@@ -439,7 +443,7 @@ impl ExchangeState {
         let hashes = map_in_order(transactions, threads, transaction_hash);
         let transactions_root = transactions_root_of(hashes.clone());
         let signature_ok = if config.verify_signatures {
-            self.verify_signatures(transactions, &hashes, threads)
+            self.verify_signatures(transactions, threads)
         } else {
             vec![true; transactions.len()]
         };
@@ -510,19 +514,12 @@ impl ExchangeState {
         }
     }
 
-    /// Per transaction, whether its signature is accepted. Verified in transaction-hash order:
-    /// batch acceptance depends on how signatures are grouped, and a block is a set.
-    fn verify_signatures(
-        &self,
-        transactions: &[SignedTransaction],
-        hashes: &[Hash],
-        threads: usize,
-    ) -> Vec<bool> {
-        let mut order: Vec<usize> = (0..transactions.len()).collect();
-        order.sort_unstable_by_key(|index| hashes[*index]);
+    /// Per transaction, whether its signature is accepted under `walras_crypto`'s rule (strict
+    /// verification of each, so the verdict does not depend on order or grouping); a source
+    /// that does not exist or has no usable key fails here too.
+    fn verify_signatures(&self, transactions: &[SignedTransaction], threads: usize) -> Vec<bool> {
         let prepared: Vec<Option<(Vec<u8>, &PublicKey, Signature)>> =
-            map_in_order(&order, threads, |index| {
-                let signed = &transactions[*index];
+            map_in_order(transactions, threads, |signed| {
                 let slot = self.slot(signed.transaction.source)?;
                 let key = self.accounts[slot as usize].verifying_key()?;
                 let signature = Signature::from_bytes(&signed.signature).ok()?;
@@ -533,15 +530,11 @@ impl ExchangeState {
             .flatten()
             .map(|(message, key, signature)| (message.as_slice(), *key, signature))
             .collect();
-        let verdicts = verify_batches_parallel(&items, threads);
-        let mut accepted = vec![false; transactions.len()];
-        let mut verdict = verdicts.into_iter();
-        for (position, entry) in prepared.iter().enumerate() {
-            if entry.is_some() {
-                accepted[order[position]] = verdict.next().unwrap_or(false);
-            }
-        }
-        accepted
+        let mut verdicts = verify_each_parallel(&items, threads).into_iter();
+        prepared
+            .iter()
+            .map(|entry| entry.is_some() && verdicts.next().unwrap_or(false))
+            .collect()
     }
 
     /// The offers clearing sees: those open now, less the cancelled, plus the new.

@@ -261,3 +261,92 @@ fn process_proposal_rejects_clearings_that_break_conservation_or_limit_prices() 
     let reopened = abci_app(&config(dir.path())).unwrap();
     assert_eq!(reopened.info(RequestInfo::default()), info);
 }
+
+/// Trigger: ABCI calls CometBFT never makes in that order, as any local process reaching the
+/// ABCI port could send them: a `Commit` with no `FinalizeBlock` before it (5 bytes on the
+/// wire; it used to exit the process), a `FinalizeBlock` for a height other than the next, one
+/// of bytes that are no Walras block, and a second `FinalizeBlock` before the first's
+/// `Commit`. Each is refused with nothing changed, and the honest sequence still commits.
+#[test]
+fn out_of_protocol_commit_and_finalize_block_are_refused_without_stopping_the_node() {
+    let dir = TempDir::new("abci-out-of-protocol");
+    let app = abci_app(&config(dir.path())).unwrap();
+    app.init_chain(RequestInitChain {
+        initial_height: 1,
+        ..RequestInitChain::default()
+    });
+    let info_before = app.info(RequestInfo::default());
+    app.commit();
+    assert_eq!(app.info(RequestInfo::default()), info_before);
+
+    let offers = crossing_offers();
+    let prepared = app
+        .prepare_proposal(RequestPrepareProposal {
+            txs: encoded(&offers),
+            max_tx_bytes: 1 << 20,
+            height: 1,
+            ..RequestPrepareProposal::default()
+        })
+        .txs;
+    let finalize = |txs: Vec<Bytes>, height: i64| {
+        app.finalize_block(RequestFinalizeBlock {
+            txs,
+            height,
+            ..RequestFinalizeBlock::default()
+        })
+    };
+    assert!(
+        finalize(prepared.clone(), 5).app_hash.is_empty(),
+        "wrong height"
+    );
+    assert!(
+        finalize(vec![Bytes::from_static(b"junk")], 1)
+            .app_hash
+            .is_empty(),
+        "no block"
+    );
+    app.commit();
+    assert_eq!(app.info(RequestInfo::default()), info_before);
+
+    let finalized = finalize(prepared.clone(), 1);
+    assert_eq!(finalized.app_hash.len(), 32);
+    let empty_next = app
+        .prepare_proposal(RequestPrepareProposal {
+            max_tx_bytes: 1 << 20,
+            height: 2,
+            ..RequestPrepareProposal::default()
+        })
+        .txs;
+    assert!(
+        finalize(empty_next, 2).app_hash.is_empty(),
+        "a second FinalizeBlock before the first's Commit"
+    );
+    app.commit();
+    let info = app.info(RequestInfo::default());
+    assert_eq!(info.last_block_height, 1);
+    assert_eq!(info.last_block_app_hash, finalized.app_hash);
+    app.commit();
+    assert_eq!(
+        app.info(RequestInfo::default()),
+        info,
+        "a second Commit changes nothing"
+    );
+}
+
+/// Trigger: CheckTx of a payment whose signature's R carries the point of order 2 (strict
+/// verification refuses it; a batch check accepted it half the time). Refused as badly signed.
+#[test]
+fn check_tx_refuses_an_order_2_signature_as_bad_signature() {
+    let dir = TempDir::new("abci-order-2");
+    let app = abci_app(&config(dir.path())).unwrap();
+    let honest = crossing_offers().remove(0);
+    let transaction = honest.transaction;
+    let pair = dev_keypair(&DEV, transaction.source);
+    let crafted = SignedTransaction {
+        transaction,
+        signature: *walras_crypto::testing::sign_with_order_2_nonce(&pair, &transaction.encode())
+            .as_bytes(),
+    };
+    assert_eq!(check_tx(&app, crafted.encode()), code::BAD_SIGNATURE);
+    assert_eq!(check_tx(&app, honest.encode()), code::OK);
+}

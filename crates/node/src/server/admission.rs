@@ -3,8 +3,10 @@
 //!
 //! The order keeps locks short: account facts come from the mempool's cache (the state is read
 //! only for accounts not seen before, under its read lock, which waits while a block
-//! executes); signatures are checked with no lock held (batches on a blocking thread, in
-//! 128-signature batches); the mempool lock is then taken once for the whole submission.
+//! executes); signatures are checked with no lock held (on a blocking thread for larger
+//! submissions), each on its own under `walras_crypto`'s one acceptance rule — the function the
+//! engine calls when it produces, checks and replays blocks, so what is admitted here is never
+//! dropped as badly signed later; the mempool lock is then taken once for the whole submission.
 
 use super::failure::Failure;
 use super::mempool::{AdmissionAccount, AdmitError};
@@ -12,7 +14,7 @@ use super::node::Shared;
 use axum::http::StatusCode;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
-use walras_crypto::{verify_batches_parallel, Hash, PublicKey, Signature, SignedItem};
+use walras_crypto::{verify_each, Hash, PublicKey, Signature, SignedItem};
 use walras_engine::block::transaction_hash;
 use walras_types::transaction::SEQUENCE_WINDOW;
 use walras_types::{AccountId, SignedTransaction};
@@ -140,7 +142,7 @@ fn verify_all(work: &[(Vec<u8>, PublicKey, Signature)]) -> Vec<bool> {
         .iter()
         .map(|(message, key, signature)| (message.as_slice(), key, signature))
         .collect();
-    verify_batches_parallel(&items, 1)
+    verify_each(&items)
 }
 
 fn count_results(shared: &Shared, results: &[(Hash, Result<(), Failure>)]) {

@@ -235,7 +235,9 @@ impl Drop for StopOnDrop {
 fn proposer_engine_config(config: &NodeConfig) -> EngineConfig {
     let mut engine = EngineConfig {
         threads: config.threads,
-        verify_signatures: false,
+        // The producer verifies with the very function replay uses: it must never commit a
+        // transaction that recovery would drop (admission verified it too, by the same rule).
+        verify_signatures: true,
         ..EngineConfig::default()
     };
     engine.clearing.timeout = config.clearing_timeout;

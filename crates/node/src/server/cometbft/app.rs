@@ -14,6 +14,14 @@
 //! with no transactions). A decided block that fails to execute, or a store that cannot
 //! commit, stops the node: it cannot continue without diverging, and both CometBFT's block
 //! store and ours survive the stop, so a restart replays from where the store is.
+//!
+//! Calls CometBFT never makes in that order are refused, logged, with nothing changed and the
+//! node left running: a `Commit` with no finalized block, a `FinalizeBlock` while another
+//! awaits its `Commit`, for a height other than the next, or of bytes that are no Walras block
+//! (a proposal that does not decode is rejected by every honest ProcessProposal, so it cannot
+//! be decided). Any process that reaches the ABCI port could otherwise stop the validator with
+//! a 5-byte `Commit`. The answer is the empty response of the call (the ABCI library has no
+//! error reply), which CometBFT itself would treat as a failure.
 
 use super::proposal;
 use crate::server::node::{publish_block, BlockTimings, Shared};
@@ -29,7 +37,7 @@ use tendermint_proto::v0_38::abci::{
     ResponseInfo, ResponseInitChain, ResponsePrepareProposal, ResponseProcessProposal,
     ResponseQuery,
 };
-use walras_crypto::{verify_batches_parallel, Hash, Signature};
+use walras_crypto::{signature_accepted, Hash, Signature};
 use walras_engine::block::transaction_hash;
 use walras_engine::{Block, BlockOutcome, CheckedBlock, EngineConfig, EngineError, ExchangeState};
 use walras_types::transaction::SEQUENCE_WINDOW;
@@ -98,6 +106,25 @@ impl WalrasApp {
         std::process::exit(3);
     }
 
+    /// Refuses a call CometBFT never makes in this order: logged, nothing changed.
+    fn refuse(&self, call: &str, why: &str) {
+        eprintln!("walras node: refused an out-of-protocol ABCI {call}: {why}; nothing changed");
+    }
+
+    /// Why a FinalizeBlock at `height` is out of protocol, if it is.
+    fn finalize_out_of_protocol(&self, height: i64) -> Option<String> {
+        if self
+            .decided
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Some("the block finalized before it awaits its Commit".into());
+        }
+        let next = self.state().height() + 1;
+        (height != next as i64).then(|| format!("height {height}, but the next is {next}"))
+    }
+
     fn state(&self) -> tokio::sync::RwLockReadGuard<'_, ExchangeState> {
         self.shared.state.blocking_read()
     }
@@ -140,10 +167,7 @@ impl WalrasApp {
         let verified = match (key, Signature::from_bytes(&signed.signature)) {
             (Some(key), Ok(signature)) => {
                 let message = transaction.encode();
-                verify_batches_parallel(&[(message.as_slice(), &key, &signature)], 1)
-                    .first()
-                    .copied()
-                    .unwrap_or(false)
+                signature_accepted(&(message.as_slice(), &key, &signature))
             }
             _ => false,
         };
@@ -373,12 +397,20 @@ impl Application for WalrasApp {
     }
 
     fn finalize_block(&self, request: RequestFinalizeBlock) -> ResponseFinalizeBlock {
-        let block = proposal::decode(&request.txs, request.height).unwrap_or_else(|error| {
-            self.halt(&format!(
-                "CometBFT decided height {} but it is not a Walras block: {error}",
-                request.height
-            ))
-        });
+        if let Some(why) = self.finalize_out_of_protocol(request.height) {
+            self.refuse("FinalizeBlock", &why);
+            return ResponseFinalizeBlock::default();
+        }
+        let block = match proposal::decode(&request.txs, request.height) {
+            Ok(block) => block,
+            Err(error) => {
+                self.refuse(
+                    "FinalizeBlock",
+                    &format!("height {} is not a Walras block: {error}", request.height),
+                );
+                return ResponseFinalizeBlock::default();
+            }
+        };
         let started = Instant::now();
         let checked = self
             .checked
@@ -433,7 +465,8 @@ impl Application for WalrasApp {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
         let Some(decided) = decided else {
-            self.halt("CometBFT asked to commit with no finalized block");
+            self.refuse("Commit", "no block was finalized since the last Commit");
+            return ResponseCommit::default();
         };
         let started = Instant::now();
         // FinalizeBlock applied this block: the state is the one after it, to checkpoint.
