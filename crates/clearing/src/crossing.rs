@@ -29,7 +29,11 @@ pub fn idle_valuations(books: &OrderBooks) -> Option<Vec<f64>> {
         .iter()
         .map(|pair| {
             let cheapest = books.offers(pair)[0].min_price.to_f64();
-            (pair.buy as usize, pair.sell as usize, cheapest.ln() - IDLE_MARGIN)
+            (
+                pair.buy as usize,
+                pair.sell as usize,
+                cheapest.ln() - IDLE_MARGIN,
+            )
         })
         .collect();
     // Shortest distances from a virtual source joined to every asset by a zero edge.
@@ -52,7 +56,10 @@ pub fn idle_valuations(books: &OrderBooks) -> Option<Vec<f64>> {
 
 fn valuations_from(log_valuations: &[f64]) -> Vec<f64> {
     let mean = log_valuations.iter().sum::<f64>() / log_valuations.len().max(1) as f64;
-    log_valuations.iter().map(|log| (log - mean).exp()).collect()
+    log_valuations
+        .iter()
+        .map(|log| (log - mean).exp())
+        .collect()
 }
 
 #[cfg(test)]
@@ -80,10 +87,15 @@ mod tests {
             offer(3, 1, 0, 0.7),
         ];
         let books = OrderBooks::build(offers.clone(), 3, 1).unwrap();
-        let prices = idle_valuations(&books).expect("2 × 1 × 0.6 > 1 and 0.7 × 2 > 1: nothing trades");
+        let prices =
+            idle_valuations(&books).expect("2 × 1 × 0.6 > 1 and 0.7 × 2 > 1: nothing trades");
         for offer in &offers {
             let rate = prices[offer.sell.0 as usize] / prices[offer.buy.0 as usize];
-            assert!(rate < offer.min_price.to_f64(), "offer {} in the money", offer.id.0);
+            assert!(
+                rate < offer.min_price.to_f64(),
+                "offer {} in the money",
+                offer.id.0
+            );
         }
     }
 

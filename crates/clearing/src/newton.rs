@@ -200,7 +200,11 @@ fn solve(n: usize, matrix: &mut [f64], rhs: &mut [f64]) {
     }
     for column in 0..n {
         let pivot_row = (column..n)
-            .max_by(|&a, &b| matrix[a * n + column].abs().total_cmp(&matrix[b * n + column].abs()))
+            .max_by(|&a, &b| {
+                matrix[a * n + column]
+                    .abs()
+                    .total_cmp(&matrix[b * n + column].abs())
+            })
             .unwrap_or(column);
         if pivot_row != column {
             for k in 0..n {

@@ -485,13 +485,24 @@ impl<'b> Instance<'b> {
     /// One damped Newton step on exact demand (see [`crate::newton`]).
     fn iterate_newton(&mut self, params: &RaceParams) {
         self.iterations += 1;
-        let stepper = self.newton.as_mut().expect("a Newton instance has a stepper");
-        stepper.propose(self.books, &self.prices, &self.current, &mut self.trial_prices);
+        let stepper = self
+            .newton
+            .as_mut()
+            .expect("a Newton instance has a stepper");
+        stepper.propose(
+            self.books,
+            &self.prices,
+            &self.current,
+            &mut self.trial_prices,
+        );
         normalize(&mut self.trial_prices);
         let started = Instant::now();
         demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
         self.count_query(started);
-        let stepper = self.newton.as_mut().expect("a Newton instance has a stepper");
+        let stepper = self
+            .newton
+            .as_mut()
+            .expect("a Newton instance has a stepper");
         if stepper.merit(&self.trial) < self.heuristic {
             std::mem::swap(&mut self.prices, &mut self.trial_prices);
             std::mem::swap(&mut self.current, &mut self.trial);

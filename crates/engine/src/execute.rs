@@ -87,7 +87,21 @@ pub struct BlockOutcome {
     pub dropped: Vec<(u32, DropReason)>,
     /// Whether clearing was μ-complete.
     pub converged: bool,
+    /// How well tâtonnement did, when this node computed the clearing (the proposer); `None`
+    /// when it checked a header made elsewhere.
+    pub clearing: Option<ClearingReport>,
     pub timings: PhaseTimings,
+}
+
+/// Clearing quality of a proposed block (not consensus data: only the proposer knows it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClearingReport {
+    pub iterations: u64,
+    pub achieved_epsilon: f64,
+    pub achieved_mu: f64,
+    pub unrealized_utility_ratio: f64,
+    /// Price computation and settlement, in milliseconds.
+    pub millis: f64,
 }
 
 /// Why a block was not applied. Nothing in the state changed, except for `StateRootMismatch`.
@@ -194,6 +208,7 @@ struct Cleared {
     /// The block's header; its state root is not yet known.
     header: BlockHeader,
     converged: bool,
+    report: Option<ClearingReport>,
     timings: PhaseTimings,
 }
 
@@ -330,11 +345,19 @@ impl ExchangeState {
             valuations: clearing.settlement.valuations.iter().map(|v| v.0).collect(),
             trades: header_trades(&plan.books, &clearing.settlement),
         };
+        let report = ClearingReport {
+            iterations: clearing.iterations,
+            achieved_epsilon: clearing.quality.achieved_epsilon,
+            achieved_mu: clearing.quality.achieved_mu,
+            unrealized_utility_ratio: clearing.quality.unrealized_utility_ratio,
+            millis: clearing.millis(),
+        };
         Ok(Cleared {
             plan,
             settlement: clearing.settlement,
             header,
             converged: clearing.converged,
+            report: Some(report),
             timings,
         })
     }
@@ -394,6 +417,7 @@ impl ExchangeState {
             converged: settlement.lower_bounds_met,
             settlement,
             header: header.clone(),
+            report: None,
             timings,
         })
     }
@@ -411,6 +435,7 @@ impl ExchangeState {
             settlement,
             header,
             converged,
+            report,
             mut timings,
         } = cleared;
         let (accepted, dropped) = (
@@ -426,6 +451,7 @@ impl ExchangeState {
             accepted,
             dropped,
             converged,
+            clearing: report,
             timings,
         }
     }

@@ -20,7 +20,9 @@ pub mod state;
 pub use account::Account;
 pub use block::{Block, BlockHeader, PairTrade};
 pub use checkpoint::CheckpointError;
-pub use execute::{BlockOutcome, CheckedBlock, EngineConfig, EngineError, PhaseTimings};
+pub use execute::{
+    BlockOutcome, CheckedBlock, ClearingReport, EngineConfig, EngineError, PhaseTimings,
+};
 pub use filter::DropReason;
 pub use orderbook::{Fill, OrderbookBlockStats, OrderbookExchange};
 pub use state::ExchangeState;

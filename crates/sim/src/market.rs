@@ -163,3 +163,100 @@ fn pareto_value(rng: &mut Rng) -> f64 {
     let value = 0.1 * (1.0 - u).powf(-1.0 / VALUE_TAIL_EXPONENT);
     value.min(0.1 * VALUE_SPAN)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offers::{generate_offers, OfferModel};
+
+    fn workload(shape: MarketShape, assets: usize, offers: usize, seed: u64) -> OfferWorkload {
+        OfferWorkload {
+            assets,
+            offers,
+            seed,
+            model: OfferModel::Market,
+            market: shape,
+        }
+    }
+
+    /// The point of the model: about half of the volume sits out of the money at the valuations,
+    /// and limits spread around the ratio by the asked-for width.
+    #[test]
+    fn books_straddle_the_valuation_ratio_by_the_spread() {
+        for spread_ppm in [500, 10_000, 20_000] {
+            let shape = MarketShape {
+                spread_ppm,
+                ..MarketShape::default()
+            };
+            let generated = generate_offers(&workload(shape, 20, 20_000, 3));
+            let v = &generated.valuations;
+            let (mut out_of_money, mut squares) = (0usize, 0.0f64);
+            for offer in &generated.offers {
+                let ratio = v[offer.sell.0 as usize] / v[offer.buy.0 as usize];
+                let log_distance = (offer.min_price.to_f64() / ratio).ln();
+                out_of_money += (log_distance > 0.0) as usize;
+                squares += log_distance * log_distance;
+            }
+            let share = out_of_money as f64 / generated.offers.len() as f64;
+            let sigma = (squares / generated.offers.len() as f64).sqrt();
+            assert!((0.47..=0.53).contains(&share), "{spread_ppm}: {share}");
+            let asked = spread_ppm as f64 / 1e6;
+            assert!(
+                (sigma / asked - 1.0).abs() < 0.05,
+                "{spread_ppm}: σ {sigma}"
+            );
+        }
+    }
+
+    #[test]
+    fn power_law_pairs_leave_thin_assets() {
+        let shape = MarketShape {
+            pairs: PairChoice::PowerLaw,
+            ..MarketShape::default()
+        };
+        let generated = generate_offers(&workload(shape, 50, 50_000, 9));
+        let mut sold = vec![0usize; 50];
+        for offer in &generated.offers {
+            sold[offer.sell.0 as usize] += 1;
+        }
+        sold.sort_unstable();
+        assert!(sold[49] > 20 * sold[0].max(1), "{sold:?}");
+    }
+
+    #[test]
+    fn valuations_span_the_asked_decades() {
+        let shape = MarketShape {
+            valuation_decades: 6,
+            ..MarketShape::default()
+        };
+        let generated = generate_offers(&workload(shape, 50, 1_000, 1));
+        let (low, high) = generated
+            .valuations
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+        assert!(
+            low >= 1e-6 && high <= 1e6 && high / low > 1e11,
+            "{low} {high}"
+        );
+    }
+
+    #[test]
+    fn shapes_outside_the_accepted_ranges_are_refused() {
+        for shape in [
+            MarketShape {
+                spread_ppm: 50,
+                ..MarketShape::default()
+            },
+            MarketShape {
+                spread_ppm: 200_000,
+                ..MarketShape::default()
+            },
+            MarketShape {
+                valuation_decades: 7,
+                ..MarketShape::default()
+            },
+        ] {
+            assert!(workload(shape, 5, 10, 1).validate().is_err(), "{shape:?}");
+        }
+    }
+}

@@ -283,8 +283,9 @@ impl Builder {
         valuations: &[f64],
     ) {
         debug_assert_ne!(sell, buy);
-        let limit = Price::from_f64(limit.clamp(Price::MIN_LIMIT.to_f64(), Price::MAX_LIMIT.to_f64()))
-            .clamp(Price::MIN_LIMIT, Price::MAX_LIMIT);
+        let limit =
+            Price::from_f64(limit.clamp(Price::MIN_LIMIT.to_f64(), Price::MAX_LIMIT.to_f64()))
+                .clamp(Price::MIN_LIMIT, Price::MAX_LIMIT);
         let units = value / valuations[sell];
         self.units.push(units);
         self.units_per_asset[sell] += units;
@@ -738,7 +739,7 @@ mod tests {
         let error = "zipf".parse::<OfferModel>().unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown offer model 'zipf' (expected one of: cycles, skewed, wide)"
+            "unknown offer model 'zipf' (expected one of: market, cycles, skewed, wide)"
         );
     }
 

@@ -229,6 +229,18 @@ pub struct DevGenesisJson {
     pub assets: u16,
 }
 
+/// How well one block's clearing did (SPEEDEX §6.2 measures).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClearingQualityJson {
+    pub iterations: u64,
+    pub achieved_epsilon: f64,
+    pub achieved_mu: f64,
+    /// Unrealized over realized utility: what in-the-money offers left on the table.
+    pub unrealized_utility_ratio: f64,
+    /// Price computation and settlement.
+    pub millis: f64,
+}
+
 /// One server-sent event per committed block on `GET /v1/events` (event name `block`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BlockEventJson {
@@ -239,6 +251,9 @@ pub struct BlockEventJson {
     pub accepted: u32,
     pub dropped: u32,
     pub converged: bool,
+    /// The clearing's quality when this node computed it (it proposed the block); `null` when it
+    /// checked a clearing made elsewhere.
+    pub clearing: Option<ClearingQualityJson>,
     pub trades: u32,
     /// As in [`PricesJson::prices`].
     pub prices: Vec<f64>,

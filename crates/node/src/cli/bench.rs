@@ -26,13 +26,21 @@ pub struct ClearingBenchArgs {
     )]
     offers: Vec<usize>,
     /// Models, comma-separated: market, cycles, skewed, wide
-    #[arg(long, value_delimiter = ',', default_value = "market,cycles,skewed,wide")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "market,cycles,skewed,wide"
+    )]
     models: Vec<OfferModel>,
     /// market model: spreads, comma-separated (each a percentage or a fraction)
     #[arg(long, value_delimiter = ',', default_value = "0.1%,1%", value_parser = market_args::spread_ppm)]
     spreads: Vec<u32>,
     /// market model: pair choices, comma-separated (uniform, power-law)
-    #[arg(long = "pair-choices", value_delimiter = ',', default_value = "uniform,power-law")]
+    #[arg(
+        long = "pair-choices",
+        value_delimiter = ',',
+        default_value = "uniform,power-law"
+    )]
     pair_choices: Vec<PairChoice>,
     /// market model: valuations spread over 10^-D..=10^D
     #[arg(long, default_value_t = 2)]

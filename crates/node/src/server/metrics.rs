@@ -25,6 +25,13 @@ pub struct Metrics {
     pub proposals_rejected_total: AtomicU64,
     pub proposal_check_micros_total: AtomicU64,
     pub forward_refused_total: AtomicU64,
+    /// Blocks whose clearing this node computed, how many converged, their iterations and
+    /// clearing time, and the last one's unrealized/realized utility ratio (as f64 bits).
+    pub clearing_blocks_total: AtomicU64,
+    pub clearing_converged_total: AtomicU64,
+    pub clearing_iterations_total: AtomicU64,
+    pub clearing_micros_total: AtomicU64,
+    pub clearing_unrealized_utility_ratio_last_bits: AtomicU64,
     dropped_total: Mutex<BTreeMap<&'static str, u64>>,
     rejected_total: Mutex<BTreeMap<&'static str, u64>>,
     responses_total: Mutex<BTreeMap<(String, u16), u64>>,
@@ -49,6 +56,19 @@ impl Metrics {
         self.proposals_total.fetch_add(1, Ordering::Relaxed);
         self.proposal_micros_total
             .fetch_add(clearing.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Records the quality of one clearing this node computed.
+    pub fn count_clearing(&self, converged: bool, iterations: u64, millis: f64, unrealized: f64) {
+        self.clearing_blocks_total.fetch_add(1, Ordering::Relaxed);
+        self.clearing_converged_total
+            .fetch_add(u64::from(converged), Ordering::Relaxed);
+        self.clearing_iterations_total
+            .fetch_add(iterations, Ordering::Relaxed);
+        self.clearing_micros_total
+            .fetch_add((millis * 1e3) as u64, Ordering::Relaxed);
+        self.clearing_unrealized_utility_ratio_last_bits
+            .store(unrealized.to_bits(), Ordering::Relaxed);
     }
 
     pub fn count_rejected_proposal(&self) {
@@ -95,6 +115,41 @@ impl Metrics {
             "walras_transactions_admitted_total",
             "Transactions admitted to the mempool.",
             load(&self.transactions_admitted_total),
+        );
+        counter(
+            &mut out,
+            "walras_clearing_blocks_total",
+            "Blocks whose clearing this node computed.",
+            load(&self.clearing_blocks_total),
+        );
+        counter(
+            &mut out,
+            "walras_clearing_converged_total",
+            "Of those, clearings that converged (mu-complete).",
+            load(&self.clearing_converged_total),
+        );
+        counter(
+            &mut out,
+            "walras_clearing_iterations_total",
+            "Tatonnement iterations of those clearings.",
+            load(&self.clearing_iterations_total),
+        );
+        counter_f64(
+            &mut out,
+            "walras_clearing_seconds_total",
+            "Price computation and settlement time of those clearings.",
+            load(&self.clearing_micros_total) as f64 / 1e6,
+        );
+        header(
+            &mut out,
+            "walras_clearing_unrealized_utility_ratio",
+            "Unrealized over realized utility of the last clearing this node computed.",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "walras_clearing_unrealized_utility_ratio {}",
+            f64::from_bits(load(&self.clearing_unrealized_utility_ratio_last_bits))
         );
         counter(
             &mut out,

@@ -12,7 +12,7 @@
 use super::mempool::Mempool;
 use super::metrics::Metrics;
 use super::recent::RecentTransactions;
-use crate::api::wire::{BlockEventJson, DevGenesisJson};
+use crate::api::wire::{BlockEventJson, ClearingQualityJson, DevGenesisJson};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -170,10 +170,11 @@ fn produce_block(
     batch: Vec<(Hash, SignedTransaction)>,
 ) -> Result<(), ProducerError> {
     let transactions: Vec<SignedTransaction> = batch.iter().map(|(_, signed)| *signed).collect();
+    let engine = warm_started(&config.engine, &shared.tip().valuations, shared.assets);
     let mut state = shared.state.blocking_write();
     let started = Instant::now();
     let (block, outcome) = state
-        .propose(transactions, &config.engine)
+        .propose(transactions, &engine)
         .map_err(ProducerError::Engine)?;
     let executed = Instant::now();
     shared
@@ -192,6 +193,24 @@ fn produce_block(
     };
     publish_block(shared, &block, &outcome, hashes, &timings);
     Ok(())
+}
+
+/// The engine configuration with tâtonnement starting from the last block's valuations (books
+/// change little from one block to the next, so they start close to the new equilibrium). Only
+/// the proposer's search starts there: followers and recovery check the header exactly.
+fn warm_started(engine: &EngineConfig, last_valuations: &[u128], assets: u16) -> EngineConfig {
+    let mut engine = engine.clone();
+    let usable = last_valuations.len() == usize::from(assets)
+        && last_valuations.iter().all(|valuation| *valuation > 0);
+    if usable {
+        engine.clearing.start_prices = Some(
+            last_valuations
+                .iter()
+                .map(|valuation| *valuation as f64)
+                .collect(),
+        );
+    }
+    engine
 }
 
 /// Reports a block that is on disk: recent-transaction index, tip, metrics, events. Whatever
@@ -240,6 +259,14 @@ fn record_metrics(
         .height
         .store(outcome.header.height, Ordering::Relaxed);
     add(&metrics.blocks_total, 1);
+    if let Some(report) = &outcome.clearing {
+        metrics.count_clearing(
+            outcome.converged,
+            report.iterations,
+            report.millis,
+            report.unrealized_utility_ratio,
+        );
+    }
     add(&metrics.transactions_committed_total, transactions as u64);
     add(
         &metrics.transactions_accepted_total,
@@ -283,6 +310,13 @@ fn block_event(
         accepted: outcome.accepted as u32,
         dropped: outcome.dropped.len() as u32,
         converged: outcome.converged,
+        clearing: outcome.clearing.map(|report| ClearingQualityJson {
+            iterations: report.iterations,
+            achieved_epsilon: report.achieved_epsilon,
+            achieved_mu: report.achieved_mu,
+            unrealized_utility_ratio: report.unrealized_utility_ratio,
+            millis: report.millis,
+        }),
         trades: header.trades.len() as u32,
         prices: display_prices(&header.valuations),
         execute_ms: timings.execute.as_secs_f64() * 1e3,
