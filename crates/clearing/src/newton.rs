@@ -111,9 +111,9 @@ impl NewtonStepper {
     /// asset's imbalance like a deep one's. The scale stays fixed while steps from one point are
     /// compared, so the Newton direction remains a descent direction for the merit.
     pub fn rescale(&mut self, prices: &[f64], current: &DemandWorkspace) {
-        for asset in 0..prices.len() {
+        for (asset, price) in prices.iter().enumerate() {
             let volume = current.sold_value[asset].max(current.bought_value[asset]);
-            let floor = MERIT_SCALE_FLOOR * prices[asset] * self.offered[asset];
+            let floor = MERIT_SCALE_FLOOR * price * self.offered[asset];
             self.merit_scale[asset] = volume.max(floor).max(f64::MIN_POSITIVE);
         }
     }

@@ -6,6 +6,7 @@
 //! - convergence on every case (the point of the issue: tâtonnement stalled on such books);
 //! - conservation, limit prices, canonical fills and μ-completeness, from the per-offer fills;
 //! - determinism: clearing the same books twice gives the same valuations and amounts.
+//!
 //! Then degenerate batches: a tiny batch does bounded work, and one in which no cycle of offers
 //! crosses is recognised without iterating.
 

@@ -124,8 +124,7 @@ proptest! {
         replay_threads in 1usize..=4,
     ) {
         let dir = TempDir::new("order-2-replay");
-        let store = BlockStore::open(dir.path()).unwrap();
-        store.init(&genesis()).unwrap();
+        let store = BlockStore::create(dir.path(), &genesis()).unwrap();
         let mut state = ExchangeState::from_genesis(&genesis(), 1).unwrap();
         for (index, (count, crafted, threads)) in blocks.iter().enumerate() {
             let first = index as u64 * 13;

@@ -350,6 +350,15 @@ fn print_results(
         "  latency         submit to commit: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
         latency.p50_ms, latency.p99_ms, latency.p999_ms, latency.max_ms
     );
+    if report.cleared_blocks > 0 {
+        println!(
+            "  clearing        {} of {} blocks converged ({:.1}%); mean unrealized/realized utility {:.4}%",
+            report.converged_blocks,
+            report.cleared_blocks,
+            100.0 * report.converged_blocks as f64 / report.cleared_blocks as f64,
+            100.0 * report.unrealized_utility_ratio_mean
+        );
+    }
     print_prices(prices);
     println!(
         "  state           {} accounts, {} open offers, state root {}",

@@ -196,6 +196,11 @@ pub struct LoadgenReport {
     pub last_height: u64,
     /// Transactions of any sender in those blocks.
     pub block_transactions: u64,
+    /// Blocks whose event reported clearing quality, and how many of those converged.
+    pub cleared_blocks: u64,
+    pub converged_blocks: u64,
+    /// Mean unrealized/realized utility ratio over those blocks.
+    pub unrealized_utility_ratio_mean: f64,
     /// The latest block's prices (asset i in units of asset 0).
     pub prices: Vec<f64>,
     /// The whole run: start-up excluded, draining included.
@@ -527,6 +532,10 @@ async fn follow_blocks(
 ) {
     while let Some((event, arrived)) = arrivals.recv().await {
         lock(tracker).update_prices(&event.prices);
+        let unrealized = event
+            .clearing
+            .map(|quality| quality.unrealized_utility_ratio);
+        lock(tracker).count_clearing(event.converged, unrealized);
         // Heights the stream skipped (a reconnect) are fetched too, stamped with this arrival.
         while next_height <= event.height {
             match fetch_block(client, next_height).await {
@@ -668,6 +677,10 @@ fn report(
         first_height: counters.first_height,
         last_height: counters.last_height,
         block_transactions: counters.block_transactions,
+        cleared_blocks: counters.cleared_blocks,
+        converged_blocks: counters.converged_blocks,
+        unrealized_utility_ratio_mean: counters.unrealized_utility_ratio_sum
+            / counters.cleared_blocks.max(1) as f64,
         prices: tracker.market().prices.clone(),
         elapsed_s: elapsed.as_secs_f64(),
         notes: tracker.notes.clone(),

@@ -110,6 +110,11 @@ pub struct Counters {
     pub last_height: u64,
     /// Transactions of any sender in those blocks.
     pub block_transactions: u64,
+    /// Block events that reported the clearing's quality, how many of those converged, and the
+    /// sum of their unrealized/realized utility ratios.
+    pub cleared_blocks: u64,
+    pub converged_blocks: u64,
+    pub unrealized_utility_ratio_sum: f64,
 }
 
 pub struct Tracker {
@@ -160,6 +165,16 @@ impl Tracker {
 
     pub fn update_prices(&mut self, prices: &[f64]) {
         self.market.update(prices);
+    }
+
+    /// Counts the clearing quality a block event reports (blocks the node cleared itself).
+    pub fn count_clearing(&mut self, converged: bool, unrealized_utility_ratio: Option<f64>) {
+        let Some(ratio) = unrealized_utility_ratio else {
+            return;
+        };
+        self.counters.cleared_blocks += 1;
+        self.counters.converged_blocks += u64::from(converged);
+        self.counters.unrealized_utility_ratio_sum += ratio;
     }
 
     pub fn outstanding(&self) -> usize {
