@@ -235,8 +235,9 @@ pub struct ClearingQualityJson {
     pub iterations: u64,
     pub achieved_epsilon: f64,
     pub achieved_mu: f64,
-    /// Unrealized over realized utility: what in-the-money offers left on the table.
-    pub unrealized_utility_ratio: f64,
+    /// Unrealized over realized utility: what in-the-money offers left on the table; `null` when
+    /// it is infinite (offers could trade and none did).
+    pub unrealized_utility_ratio: Option<f64>,
     /// Price computation and settlement.
     pub millis: f64,
 }

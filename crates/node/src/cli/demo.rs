@@ -352,11 +352,12 @@ fn print_results(
     );
     if report.cleared_blocks > 0 {
         println!(
-            "  clearing        {} of {} blocks converged ({:.1}%); mean unrealized/realized utility {:.4}%",
+            "  clearing        {} of {} blocks converged ({:.1}%); mean unrealized/realized utility {:.4}%; {} traded nothing though they could",
             report.converged_blocks,
             report.cleared_blocks,
             100.0 * report.converged_blocks as f64 / report.cleared_blocks as f64,
-            100.0 * report.unrealized_utility_ratio_mean
+            100.0 * report.unrealized_utility_ratio_mean,
+            report.nothing_traded_blocks
         );
     }
     print_prices(prices);

@@ -314,7 +314,8 @@ fn block_event(
             iterations: report.iterations,
             achieved_epsilon: report.achieved_epsilon,
             achieved_mu: report.achieved_mu,
-            unrealized_utility_ratio: report.unrealized_utility_ratio,
+            unrealized_utility_ratio: Some(report.unrealized_utility_ratio)
+                .filter(|ratio| ratio.is_finite()),
             millis: report.millis,
         }),
         trades: header.trades.len() as u32,
@@ -324,5 +325,48 @@ fn block_event(
         committed_unix_ms: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_millis() as u64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use walras_engine::{BlockHeader, ClearingReport, PhaseTimings};
+
+    /// Trigger: a block whose offers could trade but none did has an infinite unrealized/realized
+    /// utility ratio; serde_json writes it as `null`, and every client reading the event stream
+    /// (the load generator in `client_cli`) refused the event as "invalid type: null, expected f64".
+    #[test]
+    fn a_block_event_with_an_infinite_utility_ratio_parses_back() {
+        let outcome = BlockOutcome {
+            header: BlockHeader {
+                height: 3,
+                previous: Hash::default(),
+                transactions_root: Hash::default(),
+                state_root: Hash::default(),
+                valuations: vec![1 << 100, 1 << 90],
+                trades: Vec::new(),
+            },
+            accepted: 0,
+            dropped: Vec::new(),
+            converged: false,
+            clearing: Some(ClearingReport {
+                iterations: 7,
+                achieved_epsilon: 0.0,
+                achieved_mu: 0.0,
+                unrealized_utility_ratio: f64::INFINITY,
+                millis: 1.0,
+            }),
+            timings: PhaseTimings::default(),
+        };
+        let timings = BlockTimings {
+            execute: Duration::from_millis(1),
+            persist: Duration::from_millis(1),
+        };
+        let text = serde_json::to_string(&block_event(&outcome, 0, &timings)).unwrap();
+        let event: BlockEventJson = serde_json::from_str(&text).expect("the event parses back");
+        let quality = event.clearing.expect("the proposer's clearing quality");
+        assert_eq!(quality.unrealized_utility_ratio, None);
+        assert_eq!(quality.iterations, 7);
     }
 }

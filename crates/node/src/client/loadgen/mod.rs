@@ -199,8 +199,10 @@ pub struct LoadgenReport {
     /// Blocks whose event reported clearing quality, and how many of those converged.
     pub cleared_blocks: u64,
     pub converged_blocks: u64,
-    /// Mean unrealized/realized utility ratio over those blocks.
+    /// Mean unrealized/realized utility ratio over those blocks where it is finite.
     pub unrealized_utility_ratio_mean: f64,
+    /// Blocks whose offers could have traded and none did (an infinite ratio).
+    pub nothing_traded_blocks: u64,
     /// The latest block's prices (asset i in units of asset 0).
     pub prices: Vec<f64>,
     /// The whole run: start-up excluded, draining included.
@@ -532,10 +534,9 @@ async fn follow_blocks(
 ) {
     while let Some((event, arrived)) = arrivals.recv().await {
         lock(tracker).update_prices(&event.prices);
-        let unrealized = event
-            .clearing
-            .map(|quality| quality.unrealized_utility_ratio);
-        lock(tracker).count_clearing(event.converged, unrealized);
+        if let Some(quality) = event.clearing {
+            lock(tracker).count_clearing(event.converged, quality.unrealized_utility_ratio);
+        }
         // Heights the stream skipped (a reconnect) are fetched too, stamped with this arrival.
         while next_height <= event.height {
             match fetch_block(client, next_height).await {
@@ -680,7 +681,8 @@ fn report(
         cleared_blocks: counters.cleared_blocks,
         converged_blocks: counters.converged_blocks,
         unrealized_utility_ratio_mean: counters.unrealized_utility_ratio_sum
-            / counters.cleared_blocks.max(1) as f64,
+            / counters.finite_ratio_blocks.max(1) as f64,
+        nothing_traded_blocks: counters.nothing_traded_blocks,
         prices: tracker.market().prices.clone(),
         elapsed_s: elapsed.as_secs_f64(),
         notes: tracker.notes.clone(),

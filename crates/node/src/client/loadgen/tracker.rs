@@ -115,6 +115,9 @@ pub struct Counters {
     pub cleared_blocks: u64,
     pub converged_blocks: u64,
     pub unrealized_utility_ratio_sum: f64,
+    pub finite_ratio_blocks: u64,
+    /// Blocks whose offers could have traded and none did.
+    pub nothing_traded_blocks: u64,
 }
 
 pub struct Tracker {
@@ -167,14 +170,18 @@ impl Tracker {
         self.market.update(prices);
     }
 
-    /// Counts the clearing quality a block event reports (blocks the node cleared itself).
+    /// Counts the clearing quality a block event reports (blocks the node cleared itself); an
+    /// infinite utility ratio (`None`: offers could trade, none did) is counted apart.
     pub fn count_clearing(&mut self, converged: bool, unrealized_utility_ratio: Option<f64>) {
-        let Some(ratio) = unrealized_utility_ratio else {
-            return;
-        };
         self.counters.cleared_blocks += 1;
         self.counters.converged_blocks += u64::from(converged);
-        self.counters.unrealized_utility_ratio_sum += ratio;
+        match unrealized_utility_ratio {
+            Some(ratio) => {
+                self.counters.unrealized_utility_ratio_sum += ratio;
+                self.counters.finite_ratio_blocks += 1;
+            }
+            None => self.counters.nothing_traded_blocks += 1,
+        }
     }
 
     pub fn outstanding(&self) -> usize {
