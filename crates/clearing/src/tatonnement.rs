@@ -182,6 +182,10 @@ const STEP_MIN: f64 = 1e-9;
 /// iterations has stalled and stops: tiny or degenerate books must not spin until the deadline.
 const STALL_ITERATIONS: u64 = 256;
 const PROGRESS_MIN: f64 = 1e-3;
+/// Iterations of one instance at most, whatever the deadline: on books where Newton steps
+/// converge they take tens; an instance still going after this many (slow progress on a tiny or
+/// degenerate book) would only burn the block's budget.
+pub const INSTANCE_ITERATIONS_MAX: u64 = 600;
 
 /// Damped Newton steps taken after convergence, at most.
 pub const POLISH_ITERATIONS_MAX: u64 = 8;
@@ -416,7 +420,9 @@ impl<'b> Instance<'b> {
 
     /// Whether this instance will iterate no more.
     fn finished(&self, params: &RaceParams) -> bool {
-        self.converged || self.stalled || self.iterations >= params.max_iterations
+        self.converged
+            || self.stalled
+            || self.iterations >= params.max_iterations.min(INSTANCE_ITERATIONS_MAX)
     }
 
     /// Newton instances step on exact demand: leave the grid and set up the stepper.
