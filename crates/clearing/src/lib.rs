@@ -151,11 +151,13 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
         }
         _ => None,
     };
-    let mut outcome = match crossing::idle_valuations(books) {
+    let idle = crossing::idle_valuations(books);
+    let nothing_can_trade = idle.is_some();
+    let mut outcome = match idle {
         Some(prices) => tatonnement::RaceOutcome::settled_at(&params.controls, prices),
         None => tatonnement::race(books, grid, &params.controls, &start_prices, race_params),
     };
-    if let Some(winner) = outcome.winner.filter(|_| outcome.iterations_total() > 0) {
+    if let Some(winner) = outcome.winner.filter(|_| !nothing_can_trade) {
         let result = &mut outcome.results[winner];
         if let Some((prices, queries)) = tatonnement::polish(books, &result.prices, race_params) {
             result.prices = prices;

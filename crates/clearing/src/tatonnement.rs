@@ -161,10 +161,6 @@ impl RaceOutcome {
         }
     }
 
-    /// Iterations made by all instances together.
-    pub fn iterations_total(&self) -> u64 {
-        self.results.iter().map(|result| result.iterations).sum()
-    }
 }
 
 /// An instance stops reading the supply table after this many rejected steps in a row, or this
