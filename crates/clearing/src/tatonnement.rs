@@ -160,7 +160,6 @@ impl RaceOutcome {
             results,
         }
     }
-
 }
 
 /// An instance stops reading the supply table after this many rejected steps in a row, or this
