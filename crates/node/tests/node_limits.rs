@@ -43,7 +43,7 @@ impl LimitedNode {
         command
             .args(["node", "--data"])
             .arg(data)
-            .args(["--listen", "127.0.0.1:0", "--dev-accounts"])
+            .args(["--listen", "127.0.0.1:0", "--dev", "--dev-accounts"])
             .arg(DEV_ACCOUNTS.to_string())
             .args(["--dev-assets", "4", "--block-interval-ms", "50"])
             .args(["--rate-limit-rps", "0", "--threads", "2"])
