@@ -182,16 +182,19 @@ fn produce_block(
         .append_with_state(&block, &outcome.dropped, &state)
         .map_err(ProducerError::Store)?;
     let persisted = Instant::now();
+    // Index the block's transactions before the mempool forgets them: a status query in between
+    // found a transaction neither pending nor recently committed (404 for an accepted one).
+    let hashes = batch.iter().map(|(hash, _)| *hash).collect();
+    index_block(shared, &block, &outcome, hashes);
     shared.mempool().committed(&batch, |source| {
         state.account(source).map(|account| account.last_sequence)
     });
     drop(state);
-    let hashes = batch.into_iter().map(|(hash, _)| hash).collect();
     let timings = BlockTimings {
         execute: executed - started,
         persist: persisted - executed,
     };
-    publish_block(shared, &block, &outcome, hashes, &timings);
+    announce_block(shared, &block, &outcome, &timings);
     Ok(())
 }
 
@@ -223,9 +226,19 @@ pub(super) fn publish_block(
     hashes: Vec<Hash>,
     timings: &BlockTimings,
 ) {
+    index_block(shared, block, outcome, hashes);
+    announce_block(shared, block, outcome, timings);
+}
+
+/// The block's transactions into the recent-transaction index (their status answers).
+fn index_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, hashes: Vec<Hash>) {
     shared
         .recent()
         .insert_block(block.header.height, hashes, &outcome.dropped);
+}
+
+/// The tip, metrics and the block event.
+fn announce_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, timings: &BlockTimings) {
     *shared
         .tip
         .write()
