@@ -37,8 +37,9 @@ pub struct ClearingParams {
     pub mu: Fraction,
     /// Tâtonnement gives up after this long and takes its best prices.
     pub timeout: Duration,
-    /// Tâtonnement also gives up after this many iterations per instance; unlike the timeout this
-    /// cut-off does not depend on the machine, so with one thread clearing is deterministic.
+    /// Tâtonnement also gives up after this many iterations per instance (and never runs more
+    /// than [`tatonnement::INSTANCE_ITERATIONS_MAX`]); unlike the timeout this cut-off does not
+    /// depend on the machine, so with one thread clearing is deterministic.
     pub max_iterations: u64,
     /// Threads racing tâtonnement instances.
     pub threads: usize,

@@ -205,9 +205,9 @@ pub fn polish(books: &OrderBooks, prices: &[f64], params: RaceParams) -> Option<
         ..params
     };
     let mut instance = Instance::new(books, None, control, prices);
+    let start = instance.prices.clone(); // normalised
     instance.query_current(&target);
     instance.start_newton(&target);
-    let start_heuristic = instance.heuristic;
     while instance.iterations < POLISH_ITERATIONS_MAX
         && !instance.stalled
         && Instant::now() < params.deadline
@@ -215,8 +215,9 @@ pub fn polish(books: &OrderBooks, prices: &[f64], params: RaceParams) -> Option<
     {
         instance.iterate_newton(&target);
     }
-    let improved = instance.heuristic < start_heuristic;
-    if !improved {
+    // A step is only taken when it lowers the merit (at the scales of the point it left); the
+    // merit's scales change with every step, so compare positions, not merit values.
+    if instance.prices == start {
         return None;
     }
     instance.query_current(&params);
