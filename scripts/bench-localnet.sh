@@ -13,7 +13,7 @@ rates=${*:-250 500 1000 2000 4000}
 validators=${VALIDATORS:-4}
 timeout_commit_ms=${TIMEOUT_COMMIT_MS:-500}
 cometbft=$(scripts/install-cometbft.sh)
-cargo build --release -p walras-node >&2
+cargo build --release -p walras-cli >&2
 walras=./target/release/walras
 echo "# $(date -u +%F) commit $(git rev-parse --short HEAD): VALIDATORS=$validators TIMEOUT_COMMIT_MS=$timeout_commit_ms scripts/bench-localnet.sh $seconds $runs $rates"
 echo "rate run offered_tx_s committed_tx_s p50_ms p99_ms p999_ms blocks accepted dropped skipped_busy rejected"

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}; runs=${2:-3}; shift 2 || true
 rates=${*:-2000 5000 10000 20000 40000 60000}
-cargo build --release -p walras-node >&2
+cargo build --release -p walras-cli >&2
 walras=./target/release/walras
 echo "# $(date -u +%F) commit $(git rev-parse --short HEAD): scripts/bench-node.sh $seconds $runs $rates"
 echo "rate run offered_tx_s committed_tx_s p50_ms p99_ms p999_ms blocks accepted dropped skipped_busy rejected"

@@ -13,7 +13,7 @@
 # sha256sum for that, and installs them with apt-get when run as root without them.
 set -euo pipefail
 
-VERSION="0.38.26"   # keep in step with COMETBFT_VERSION in crates/node/src/server/cometbft/mod.rs
+VERSION="0.38.26"   # keep in step with COMETBFT_VERSION in crates/server/src/cometbft/mod.rs
 MODULE="github.com/cometbft/cometbft/cmd/cometbft@v${VERSION}"
 GO_MINOR_MIN=22
 GO_TOOLCHAIN="go1.23.12"

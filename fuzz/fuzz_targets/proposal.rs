@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use walras_engine::BlockHeader;
-use walras_node::server::cometbft::proposal;
+use walras_api::proposal;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 8 {

@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use walras_node::api::wire::TransactionJson;
-use walras_node::api::{transaction_from_json, transaction_to_json};
+use walras_api::wire::TransactionJson;
+use walras_api::{transaction_from_json, transaction_to_json};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(json) = serde_json::from_slice::<TransactionJson>(data) else {

@@ -155,8 +155,6 @@ pub struct OrderBooks {
     /// Per pair: total amount and amount × limit (the prefix sums after its last offer).
     pair_totals: Vec<PrefixSums>,
     exact_cum_amount: Vec<u64>,
-    /// Tabulated smoothed supply for one smoothing width, if built.
-    supply_grid: Option<crate::grid::SupplyGrid>,
 }
 
 impl OrderBooks {
@@ -181,21 +179,7 @@ impl OrderBooks {
             pivot_sums: curves.pivot_sums,
             pair_totals: curves.pair_totals,
             exact_cum_amount: curves.exact_cum_amount,
-            supply_grid: None,
         })
-    }
-
-    /// Adds the supply table tâtonnement reads for smoothing width `mu` (see [`crate::grid`]);
-    /// clearing with another μ builds its own. Nothing to add for μ = 0 (no smoothing).
-    pub fn with_supply_grid(mut self, mu: walras_types::Fraction) -> OrderBooks {
-        let mu = mu.to_f64();
-        self.supply_grid = (mu > 0.0).then(|| crate::grid::SupplyGrid::build(&self, mu));
-        self
-    }
-
-    /// The supply table, if built.
-    pub fn supply_grid(&self) -> Option<&crate::grid::SupplyGrid> {
-        self.supply_grid.as_ref()
     }
 
     pub fn assets(&self) -> usize {

@@ -56,6 +56,13 @@ pub struct SupplyGrid {
 }
 
 impl SupplyGrid {
+    /// The table for smoothing width `mu`, or `None` for μ = 0 (no smoothing, nothing to
+    /// tabulate). Built beside the books, not inside them: one table per (books, μ).
+    pub fn for_mu(books: &OrderBooks, mu: walras_types::Fraction) -> Option<SupplyGrid> {
+        let mu = mu.to_f64();
+        (mu > 0.0).then(|| SupplyGrid::build(books, mu))
+    }
+
     /// Tabulates every pair of `books` for smoothing width `mu` (> 0).
     pub fn build(books: &OrderBooks, mu: f64) -> SupplyGrid {
         assert!(

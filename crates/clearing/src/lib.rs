@@ -22,6 +22,7 @@ pub mod settle;
 pub mod tatonnement;
 
 pub use book::{BookError, OrderBooks};
+pub use grid::SupplyGrid;
 pub use quality::Quality;
 pub use settle::{PairClearing, SettleError, Settlement};
 
@@ -125,8 +126,18 @@ pub fn planning_epsilon(epsilon: Fraction) -> f64 {
     epsilon.to_f64() * 0.875
 }
 
-/// Clears a batch.
+/// Clears a batch, building the supply table itself when `params.supply_grid` asks for one.
 pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, ClearingError> {
+    clear_with_grid(books, None, params)
+}
+
+/// Clears a batch with a supply table built beforehand ([`SupplyGrid::for_mu`]), so that
+/// building it is not timed as clearing; a table for another μ is ignored and one is built.
+pub fn clear_with_grid(
+    books: &OrderBooks,
+    supply_grid: Option<&SupplyGrid>,
+    params: &ClearingParams,
+) -> Result<Clearing, ClearingError> {
     validate(books, params)?;
     let started = Instant::now();
     let start_prices = match &params.start_prices {
@@ -143,7 +154,7 @@ pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, Cl
     };
     let mu = params.mu.to_f64();
     let own_grid;
-    let grid = match books.supply_grid() {
+    let grid = match supply_grid {
         _ if !params.supply_grid => None,
         Some(grid) if grid.mu() == mu => Some(grid),
         _ if mu > 0.0 => {

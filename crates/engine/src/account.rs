@@ -49,6 +49,14 @@ impl Account {
             .as_ref()
     }
 
+    /// What the admission rule reads of this account.
+    pub fn admission_view(&self) -> crate::admission::SourceView {
+        crate::admission::SourceView {
+            key: self.verifying_key().copied(),
+            last_sequence: self.last_sequence,
+        }
+    }
+
     pub fn balance(&self, asset: AssetId) -> u64 {
         match self
             .balances

@@ -26,13 +26,12 @@ use crate::state::{offer_trie_key, ExchangeState, SlotMap, OFFER_KEY_BYTES};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use walras_clearing::{
-    clear, settle, ClearingError, ClearingParams, OrderBooks, SettleError, Settlement,
+    clear_with_grid, settle, ClearingError, ClearingParams, OrderBooks, SettleError, Settlement,
+    SupplyGrid,
 };
 use walras_crypto::{verify_each_parallel, Hash, PublicKey, Signature};
 use walras_trie::Trie;
-use walras_types::{
-    AccountId, AssetId, Offer, OfferId, OfferKey, Operation, SignedTransaction, Valuation,
-};
+use walras_types::{AccountId, AssetId, Offer, OfferKey, Operation, SignedTransaction, Valuation};
 
 /// How a node executes blocks.
 #[derive(Clone, Debug)]
@@ -188,6 +187,8 @@ struct Plan {
     /// New accounts: (id, public key), sorted by id.
     new_accounts: Vec<(AccountId, [u8; 32])>,
     books: OrderBooks,
+    /// The proposer's supply table beside the books (followers need none).
+    supply_grid: Option<SupplyGrid>,
 }
 
 /// A block checked against a state by [`ExchangeState::check`], ready to execute on that
@@ -335,7 +336,8 @@ impl ExchangeState {
         let mut timings = PhaseTimings::default();
         let plan = self.plan(transactions, config, true, &mut timings);
         let started = Instant::now();
-        let clearing = clear(&plan.books, &config.clearing).map_err(EngineError::Clearing)?;
+        let clearing = clear_with_grid(&plan.books, plan.supply_grid.as_ref(), &config.clearing)
+            .map_err(EngineError::Clearing)?;
         timings.clearing = elapsed_ms(started);
         let header = BlockHeader {
             height: self.height + 1,
@@ -483,51 +485,30 @@ impl ExchangeState {
         let mut new_accounts = Vec::new();
         for (index, _) in filtered.accepted.iter().flatten() {
             let transaction = &transactions[*index as usize].transaction;
-            let source = transaction.source;
-            match transaction.operation {
-                Operation::CreateOffer {
-                    sell,
-                    buy,
-                    amount,
-                    min_price,
-                } => {
-                    let key = OfferKey {
-                        min_price,
-                        account: source,
-                        id: OfferId(transaction.sequence),
-                    };
-                    new_offers.push((self.pair_index(sell, buy), key, amount));
-                }
-                Operation::CancelOffer {
-                    sell,
-                    buy,
-                    min_price,
-                    offer_id,
-                } => {
-                    let key = OfferKey {
-                        min_price,
-                        account: source,
-                        id: offer_id,
-                    };
-                    cancelled.push((self.pair_index(sell, buy), key));
-                }
-                Operation::CreateAccount {
-                    new_account,
-                    public_key,
-                } => {
-                    new_accounts.push((new_account, public_key));
-                }
-                Operation::Payment { .. } => {}
+            if let Some(offer) = transaction.new_offer() {
+                new_offers.push((
+                    self.pair_index(offer.sell, offer.buy),
+                    offer.key,
+                    offer.amount,
+                ));
+            } else if let Some(cancel) = transaction.cancelled_offer() {
+                cancelled.push((self.pair_index(cancel.sell, cancel.buy), cancel.key));
+            } else if let Operation::CreateAccount {
+                new_account,
+                public_key,
+            } = transaction.operation
+            {
+                new_accounts.push((new_account, public_key));
             }
         }
         new_offers.sort_unstable();
         cancelled.sort_unstable();
         new_accounts.sort_unstable();
         let books = self.clearing_books(&cancelled, &new_offers, threads);
-        let books = if with_grid {
-            books.with_supply_grid(config.clearing.mu)
+        let supply_grid = if with_grid {
+            SupplyGrid::for_mu(&books, config.clearing.mu)
         } else {
-            books
+            None
         };
         timings.plan = elapsed_ms(started);
         Plan {
@@ -537,13 +518,18 @@ impl ExchangeState {
             cancelled,
             new_accounts,
             books,
+            supply_grid,
         }
     }
 
     /// Per transaction, whether its signature is accepted under `walras_crypto`'s rule (strict
     /// verification of each, so the verdict does not depend on order or grouping); a source
     /// that does not exist or has no usable key fails here too.
-    fn verify_signatures(&self, transactions: &[SignedTransaction], threads: usize) -> Vec<bool> {
+    pub fn verify_signatures(
+        &self,
+        transactions: &[SignedTransaction],
+        threads: usize,
+    ) -> Vec<bool> {
         let prepared: Vec<Option<(Vec<u8>, &PublicKey, Signature)>> =
             map_in_order(transactions, threads, |signed| {
                 let slot = self.slot(signed.transaction.source)?;

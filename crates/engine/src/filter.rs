@@ -15,68 +15,13 @@
 //! Nothing else is dropped; the outcome does not depend on the order of transactions in the block
 //! or on the number of threads.
 
+use crate::admission::{self, Rejection};
 use crate::parallel::{map_in_order, run_each};
 use crate::state::ExchangeState;
 use std::collections::HashSet;
-use walras_types::transaction::SEQUENCE_WINDOW;
-use walras_types::{AccountId, AssetId, OfferKey, Operation, Price, SignedTransaction, MAX_AMOUNT};
+use walras_types::{AccountId, AssetId, OfferKey, Operation, SignedTransaction};
 
-/// Why a transaction took no effect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DropReason {
-    /// Fields no encoded transaction can have (same-asset offer, zero or over-cap amount, limit
-    /// price out of range): only possible for transactions built in memory.
-    Malformed,
-    UnknownSource,
-    BadSignature,
-    SequenceOutOfWindow,
-    UnknownAsset,
-    UnknownReceiver,
-    UnknownOffer,
-    AccountExists,
-    DuplicateAccountCreation,
-    /// The source's transactions together overdraw an asset (in the serial order book: this
-    /// transaction's debit exceeds the balance at the moment it runs).
-    AccountOverdraft,
-    /// The source's transactions reuse a sequence number.
-    AccountReusedSequence,
-    /// The source's transactions cancel one offer twice.
-    AccountDoubleCancel,
-}
-
-impl DropReason {
-    pub const ALL: [DropReason; 12] = [
-        DropReason::Malformed,
-        DropReason::UnknownSource,
-        DropReason::BadSignature,
-        DropReason::SequenceOutOfWindow,
-        DropReason::UnknownAsset,
-        DropReason::UnknownReceiver,
-        DropReason::UnknownOffer,
-        DropReason::AccountExists,
-        DropReason::DuplicateAccountCreation,
-        DropReason::AccountOverdraft,
-        DropReason::AccountReusedSequence,
-        DropReason::AccountDoubleCancel,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DropReason::Malformed => "malformed",
-            DropReason::UnknownSource => "unknown_source",
-            DropReason::BadSignature => "bad_signature",
-            DropReason::SequenceOutOfWindow => "sequence_out_of_window",
-            DropReason::UnknownAsset => "unknown_asset",
-            DropReason::UnknownReceiver => "unknown_receiver",
-            DropReason::UnknownOffer => "unknown_offer",
-            DropReason::AccountExists => "account_exists",
-            DropReason::DuplicateAccountCreation => "duplicate_account_creation",
-            DropReason::AccountOverdraft => "account_overdraft",
-            DropReason::AccountReusedSequence => "account_reused_sequence",
-            DropReason::AccountDoubleCancel => "account_double_cancel",
-        }
-    }
-}
+pub use crate::drop_reason::DropReason;
 
 /// An accepted transaction: (index in the block, source slot).
 pub type Admitted = (u32, u32);
@@ -165,81 +110,30 @@ fn check_one(
     signature_ok: bool,
 ) -> Result<u32, DropReason> {
     let transaction = &signed.transaction;
-    if !well_formed(&transaction.operation) {
-        return Err(DropReason::Malformed);
-    }
-    let slot = state
-        .slot(transaction.source)
-        .ok_or(DropReason::UnknownSource)?;
-    if !signature_ok {
-        return Err(DropReason::BadSignature);
-    }
-    let last = state.accounts[slot as usize].last_sequence;
-    if transaction.sequence <= last || transaction.sequence - last > SEQUENCE_WINDOW {
-        return Err(DropReason::SequenceOutOfWindow);
-    }
+    let slot = state.slot(transaction.source);
+    let source = slot.map(|slot| state.accounts[slot as usize].admission_view());
+    admission::admit(signed, source, |_| signature_ok).map_err(Rejection::drop_reason)?;
+    let slot = slot.ok_or(DropReason::UnknownSource)?;
     let known = |asset: AssetId| (asset.0 as usize) < state.assets;
+    if !transaction.operation.assets().all(known) {
+        return Err(DropReason::UnknownAsset);
+    }
     match transaction.operation {
-        Operation::CreateAccount { new_account, .. } => {
-            if state.slot(new_account).is_some() {
-                return Err(DropReason::AccountExists);
-            }
+        Operation::CreateAccount { new_account, .. } if state.slot(new_account).is_some() => {
+            return Err(DropReason::AccountExists);
         }
-        Operation::CreateOffer { sell, buy, .. } => {
-            if !known(sell) || !known(buy) {
-                return Err(DropReason::UnknownAsset);
-            }
+        Operation::Payment { to, .. } if state.slot(to).is_none() => {
+            return Err(DropReason::UnknownReceiver);
         }
-        Operation::CancelOffer {
-            sell,
-            buy,
-            min_price,
-            offer_id,
-        } => {
-            if !known(sell) || !known(buy) {
-                return Err(DropReason::UnknownAsset);
-            }
-            let key = OfferKey {
-                min_price,
-                account: transaction.source,
-                id: offer_id,
-            };
-            if !state.books[state.pair_index(sell, buy)].contains_key(&key) {
-                return Err(DropReason::UnknownOffer);
-            }
-        }
-        Operation::Payment { to, asset, .. } => {
-            if !known(asset) {
-                return Err(DropReason::UnknownAsset);
-            }
-            if state.slot(to).is_none() {
-                return Err(DropReason::UnknownReceiver);
-            }
+        _ => {}
+    }
+    if let Some(cancel) = transaction.cancelled_offer() {
+        let book = &state.books[state.pair_index(cancel.sell, cancel.buy)];
+        if !book.contains_key(&cancel.key) {
+            return Err(DropReason::UnknownOffer);
         }
     }
     Ok(slot)
-}
-
-/// What decoding guarantees, checked again for transactions that were never encoded.
-pub(crate) fn well_formed(operation: &Operation) -> bool {
-    let amount_ok = |amount: u64| (1..=MAX_AMOUNT).contains(&amount);
-    let price_ok = |price: Price| (Price::MIN_LIMIT..=Price::MAX_LIMIT).contains(&price);
-    match *operation {
-        Operation::CreateAccount { .. } => true,
-        Operation::CreateOffer {
-            sell,
-            buy,
-            amount,
-            min_price,
-        } => sell != buy && amount_ok(amount) && price_ok(min_price),
-        Operation::CancelOffer {
-            sell,
-            buy,
-            min_price,
-            ..
-        } => sell != buy && price_ok(min_price),
-        Operation::Payment { amount, .. } => amount_ok(amount),
-    }
 }
 
 /// Step 2: an account id created twice in the block is created by neither.

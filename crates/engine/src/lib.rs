@@ -2,6 +2,7 @@
 //! execution, block headers and the follower's exact check of a proposer's clearing.
 //!
 //! - [`state::ExchangeState`]: accounts, open offers, burns, and the state root.
+//! - [`admission`]: the one rule deciding whether a transaction alone may take effect.
 //! - [`filter`]: which transactions of a block take effect (SPEEDEX §8, appendix I).
 //! - [`execute`]: proposing ([`ExchangeState::propose`]) and applying
 //!   ([`ExchangeState::apply`]) blocks, in phases sharded over threads.
@@ -9,8 +10,10 @@
 //! - [`orderbook`]: the serial price-time-priority exchange SPEEDEX is compared against.
 
 pub mod account;
+pub mod admission;
 pub mod block;
 pub mod checkpoint;
+pub mod drop_reason;
 pub mod execute;
 pub mod filter;
 pub mod orderbook;

@@ -37,12 +37,12 @@
 //! resting offers (nothing is created by it, and preventing it is policy, not matching).
 
 use crate::account::Account;
-use crate::filter::{well_formed, DropReason};
+use crate::admission::{self, Rejection};
+use crate::filter::DropReason;
 use crate::state::{SlotMap, StateError};
 use std::collections::{BTreeMap, HashMap};
-use walras_crypto::{verify, Signature};
+use walras_crypto::{verify, PublicKey, Signature};
 use walras_types::genesis::Genesis;
-use walras_types::transaction::SEQUENCE_WINDOW;
 use walras_types::{
     AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction, MAX_AMOUNT,
 };
@@ -285,23 +285,13 @@ impl OrderbookExchange {
         signed: &SignedTransaction,
         verify_signatures: bool,
     ) -> Result<u32, DropReason> {
-        let transaction = &signed.transaction;
-        if !well_formed(&transaction.operation) {
-            return Err(DropReason::Malformed);
-        }
-        let slot = *self
-            .slots
-            .get(&transaction.source)
-            .ok_or(DropReason::UnknownSource)?;
-        let account = &self.accounts[slot as usize];
-        if verify_signatures && !signature_valid(account, signed) {
-            return Err(DropReason::BadSignature);
-        }
-        let last = account.last_sequence;
-        if transaction.sequence <= last || transaction.sequence - last > SEQUENCE_WINDOW {
-            return Err(DropReason::SequenceOutOfWindow);
-        }
-        Ok(slot)
+        let slot = self.slots.get(&signed.transaction.source).copied();
+        let source = slot.map(|slot| self.accounts[slot as usize].admission_view());
+        admission::admit(signed, source, |key| {
+            !verify_signatures || signature_valid(key, signed)
+        })
+        .map_err(Rejection::drop_reason)?;
+        slot.ok_or(DropReason::UnknownSource)
     }
 
     /// Checks the operation against the state *now* and says what applying it needs.
@@ -311,6 +301,32 @@ impl OrderbookExchange {
         transaction: &Transaction,
     ) -> Result<Admitted, DropReason> {
         let account = &self.accounts[slot as usize];
+        if !transaction
+            .operation
+            .assets()
+            .all(|asset| self.known_asset(asset))
+        {
+            return Err(DropReason::UnknownAsset);
+        }
+        if let Some(offer) = transaction.new_offer() {
+            if account.balance(offer.sell) < offer.amount {
+                return Err(DropReason::AccountOverdraft);
+            }
+            return Ok(Admitted::CreateOffer(Taker {
+                slot,
+                id: offer.key.id,
+                sell: offer.sell,
+                buy: offer.buy,
+                amount: offer.amount,
+                limit: offer.key.min_price,
+            }));
+        }
+        if let Some(cancel) = transaction.cancelled_offer() {
+            let pair_index = self.pair_index(cancel.sell, cancel.buy);
+            return self
+                .locate_own_offer(slot, cancel.key.id, pair_index, cancel.key.min_price)
+                .map(Admitted::CancelOffer);
+        }
         match transaction.operation {
             Operation::CreateAccount {
                 new_account,
@@ -324,43 +340,7 @@ impl OrderbookExchange {
                     public_key,
                 })
             }
-            Operation::CreateOffer {
-                sell,
-                buy,
-                amount,
-                min_price,
-            } => {
-                if !self.known_asset(sell) || !self.known_asset(buy) {
-                    return Err(DropReason::UnknownAsset);
-                }
-                if account.balance(sell) < amount {
-                    return Err(DropReason::AccountOverdraft);
-                }
-                Ok(Admitted::CreateOffer(Taker {
-                    slot,
-                    id: OfferId(transaction.sequence),
-                    sell,
-                    buy,
-                    amount,
-                    limit: min_price,
-                }))
-            }
-            Operation::CancelOffer {
-                sell,
-                buy,
-                min_price,
-                offer_id,
-            } => {
-                if !self.known_asset(sell) || !self.known_asset(buy) {
-                    return Err(DropReason::UnknownAsset);
-                }
-                self.locate_own_offer(slot, offer_id, self.pair_index(sell, buy), min_price)
-                    .map(Admitted::CancelOffer)
-            }
             Operation::Payment { to, asset, amount } => {
-                if !self.known_asset(asset) {
-                    return Err(DropReason::UnknownAsset);
-                }
                 let to_slot = *self.slots.get(&to).ok_or(DropReason::UnknownReceiver)?;
                 if account.balance(asset) < amount {
                     return Err(DropReason::AccountOverdraft);
@@ -370,6 +350,9 @@ impl OrderbookExchange {
                     asset,
                     amount,
                 })
+            }
+            Operation::CreateOffer { .. } | Operation::CancelOffer { .. } => {
+                unreachable!("offer operations were handled above")
             }
         }
     }
@@ -513,11 +496,7 @@ impl OrderbookExchange {
 
 /// Whether the source's key signed the transaction. A key that is not a valid curve point (an
 /// account can be created with any 32 bytes) signs nothing.
-fn signature_valid(account: &Account, signed: &SignedTransaction) -> bool {
-    // The account caches its decoded key, as in the batch engine.
-    let Some(key) = account.verifying_key() else {
-        return false;
-    };
+fn signature_valid(key: &PublicKey, signed: &SignedTransaction) -> bool {
     let Ok(signature) = Signature::from_bytes(&signed.signature) else {
         return false;
     };

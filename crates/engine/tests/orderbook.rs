@@ -277,7 +277,7 @@ fn rejections_name_their_reason_and_change_nothing() {
         (forged, DropReason::BadSignature),
         (
             sign(1, 5, offer(A, B, 10, Price::ONE)),
-            DropReason::SequenceOutOfWindow,
+            DropReason::Replayed,
         ),
         (
             sign(1, 70, offer(A, B, 10, Price::ONE)),
@@ -527,7 +527,7 @@ impl Driver {
                     .account(AccountId(source))
                     .map_or(0, |acc| acc.last_sequence);
                 let (sequence, reason) = match c % 3 {
-                    0 => (last, DropReason::SequenceOutOfWindow),
+                    0 => (last, DropReason::Replayed),
                     1 => (last + 65 + b % 100, DropReason::SequenceOutOfWindow),
                     _ => (sequence, DropReason::UnknownAsset),
                 };

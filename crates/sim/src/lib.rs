@@ -42,14 +42,17 @@
 //! gives bit-identical offers for a given build on a given platform; a different libm could, in
 //! rare cases, round a value differently.
 
+pub mod generate;
 pub mod market;
 pub mod offers;
 pub mod rng;
+pub mod shape;
 pub mod workload;
 
-pub use market::{MarketShape, PairChoice};
-pub use offers::{generate_offers, GeneratedOffers, OfferModel, OfferWorkload, UnknownModel};
+pub use generate::generate_offers;
+pub use offers::{GeneratedOffers, OfferModel, OfferWorkload, UnknownModel};
 pub use rng::{PowerLaw, Rng, WeightedIndex};
+pub use shape::{MarketShape, PairChoice};
 pub use workload::{
     generate_workload, FaultCounts, FaultKind, GeneratedBlock, InjectedFault, OperationCounts,
     Workload, WorkloadError, WorkloadGenerator, WorkloadParams, WorkloadStats,

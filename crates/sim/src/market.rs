@@ -19,6 +19,9 @@
 
 use crate::offers::{Builder, GeneratedOffers, OfferWorkload};
 use crate::rng::{Rng, WeightedIndex};
+pub use crate::shape::{
+    MarketShape, PairChoice, SPREAD_PPM_MAX, SPREAD_PPM_MIN, VALUATION_DECADES_MAX,
+};
 
 /// Per-asset volume weights `1 / (rank + 1)^VOLUME_EXPONENT` for power-law pair choice.
 const VOLUME_EXPONENT: f64 = 1.2;
@@ -26,87 +29,9 @@ const VOLUME_EXPONENT: f64 = 1.2;
 pub const VALUE_TAIL_EXPONENT: f64 = 1.5;
 /// Largest offer value over the smallest.
 pub const VALUE_SPAN: f64 = 1000.0;
-/// Most decades valuations may spread on either side of 1.
-pub const VALUATION_DECADES_MAX: u8 = 6;
-/// Accepted noise widths, in parts per million of the rate: 0.01% ..= 10%.
-pub const SPREAD_PPM_MIN: u32 = 100;
-pub const SPREAD_PPM_MAX: u32 = 100_000;
-
 const STREAM_MARKET_VALUATIONS: u64 = 11;
 const STREAM_MARKET_TRADES: u64 = 12;
 const STREAM_MARKET_NOISE: u64 = 13;
-
-/// How the `market` model picks each offer's pair.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum PairChoice {
-    /// Every ordered pair equally likely.
-    #[default]
-    Uniform,
-    /// Assets weighted by a power law: a few deep markets, many thin assets.
-    PowerLaw,
-}
-
-impl PairChoice {
-    pub const ALL: [PairChoice; 2] = [PairChoice::Uniform, PairChoice::PowerLaw];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            PairChoice::Uniform => "uniform",
-            PairChoice::PowerLaw => "power-law",
-        }
-    }
-}
-
-impl std::str::FromStr for PairChoice {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<PairChoice, String> {
-        PairChoice::ALL
-            .into_iter()
-            .find(|choice| choice.name() == text)
-            .ok_or_else(|| format!("unknown pair choice '{text}' (expected uniform or power-law)"))
-    }
-}
-
-/// The `market` model's shape; the other models ignore it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MarketShape {
-    /// Standard deviation of the log distance of a limit from the valuation ratio, in ppm.
-    pub spread_ppm: u32,
-    pub pairs: PairChoice,
-    /// Valuations spread over `10^-d ..= 10^d`.
-    pub valuation_decades: u8,
-}
-
-impl Default for MarketShape {
-    fn default() -> MarketShape {
-        MarketShape {
-            spread_ppm: 10_000,
-            pairs: PairChoice::Uniform,
-            valuation_decades: 2,
-        }
-    }
-}
-
-impl MarketShape {
-    pub fn validate(&self) -> Result<(), String> {
-        if !(SPREAD_PPM_MIN..=SPREAD_PPM_MAX).contains(&self.spread_ppm) {
-            return Err(format!(
-                "spread must be {}%..={}% (got {}%)",
-                SPREAD_PPM_MIN as f64 / 1e4,
-                SPREAD_PPM_MAX as f64 / 1e4,
-                self.spread_ppm as f64 / 1e4
-            ));
-        }
-        if self.valuation_decades > VALUATION_DECADES_MAX {
-            return Err(format!(
-                "valuation decades must be 0..={VALUATION_DECADES_MAX} (got {})",
-                self.valuation_decades
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// Generates a `market` workload (see the module docs).
 pub(crate) fn market(workload: &OfferWorkload) -> GeneratedOffers {
@@ -167,7 +92,8 @@ fn pareto_value(rng: &mut Rng) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offers::{generate_offers, OfferModel};
+    use crate::generate::generate_offers;
+    use crate::offers::OfferModel;
 
     fn workload(shape: MarketShape, assets: usize, offers: usize, seed: u64) -> OfferWorkload {
         OfferWorkload {

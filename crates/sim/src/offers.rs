@@ -18,8 +18,8 @@
 //! out of the money at the final valuations. With this distance about two thirds of `cycles`
 //! offers are in the money at the final valuations (and 93% at the valuations they were made at).
 
-use crate::market::MarketShape;
 use crate::rng::{PowerLaw, Rng, WeightedIndex};
+use crate::shape::MarketShape;
 use std::fmt;
 use std::str::FromStr;
 use walras_types::{AccountId, AssetId, Offer, OfferId, Price, MAX_AMOUNT, MAX_ASSETS};
@@ -165,23 +165,6 @@ pub struct GeneratedOffers {
     pub offers: Vec<Offer>,
     /// The model's final "true" valuation of each asset (those the last batch was priced at).
     pub valuations: Vec<f64>,
-}
-
-/// Generates the workload's offers. Deterministic: the same workload gives the same offers (for
-/// a given build and platform, see the crate docs).
-///
-/// # Panics
-/// If the workload is invalid (see [`OfferWorkload::validate`]).
-pub fn generate_offers(workload: &OfferWorkload) -> GeneratedOffers {
-    if let Err(message) = workload.validate() {
-        panic!("invalid offer workload: {message}");
-    }
-    match workload.model {
-        OfferModel::Cycles => cycles(workload),
-        OfferModel::SkewedVolume => skewed_volume(workload),
-        OfferModel::WideValuations => wide_valuations(workload),
-        OfferModel::Market => crate::market::market(workload),
-    }
 }
 
 /// Asset valuations following a geometric Brownian motion, one step per batch.
@@ -344,7 +327,7 @@ fn random_value(rng: &mut Rng) -> f64 {
 
 /// Paper §7: valuations log-uniform over [0.1, 10], GBM σ = 0.02 per batch; offers along cycles
 /// of 2..=7 assets with (nearly) equal values.
-fn cycles(workload: &OfferWorkload) -> GeneratedOffers {
+pub(crate) fn cycles(workload: &OfferWorkload) -> GeneratedOffers {
     const SIGMA: f64 = 0.02;
     const MIN_CYCLE: u64 = 2;
     const MAX_CYCLE: u64 = 7;
@@ -382,7 +365,7 @@ fn cycles(workload: &OfferWorkload) -> GeneratedOffers {
 /// Paper §6.2: asset volume weights `1 / (rank + 1)^1.2` in shuffled rank order; sell asset drawn
 /// in proportion to weight, buy asset likewise among the others. Valuations log-uniform over
 /// [0.01, 100], GBM σ = 0.1 per batch.
-fn skewed_volume(workload: &OfferWorkload) -> GeneratedOffers {
+pub(crate) fn skewed_volume(workload: &OfferWorkload) -> GeneratedOffers {
     const SIGMA: f64 = 0.1;
     const VOLUME_EXPONENT: f64 = 1.2;
     let n = workload.assets;
@@ -417,7 +400,7 @@ fn skewed_volume(workload: &OfferWorkload) -> GeneratedOffers {
 /// have no direct market in this model. Only when no pair qualifies (possible with 2 assets) are
 /// pairs drawn from all pairs, their limit prices clamped to
 /// [[`MIN_GENERATED_PRICE`], [`MAX_GENERATED_PRICE`]].
-fn wide_valuations(workload: &OfferWorkload) -> GeneratedOffers {
+pub(crate) fn wide_valuations(workload: &OfferWorkload) -> GeneratedOffers {
     const SIGMA: f64 = 0.01;
     const LOG10_LO: f64 = -6.0;
     const LOG10_HI: f64 = 6.0;
@@ -518,6 +501,7 @@ impl DirectMarkets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::generate_offers;
     use std::collections::HashSet;
 
     fn workload(model: OfferModel, assets: usize, offers: usize, seed: u64) -> OfferWorkload {

@@ -20,13 +20,16 @@ pub mod fixed;
 pub mod genesis;
 pub mod offer;
 pub mod offers_csv;
+pub mod parse;
 pub mod price;
 pub mod transaction;
 
 pub use genesis::{Genesis, GenesisAccount, GenesisError, GENESIS_MAGIC};
 pub use offer::{AccountId, AssetId, Offer, OfferId, OfferKey, PairId};
 pub use price::{Fraction, Price, PriceError, Valuation};
-pub use transaction::{DecodeError, Operation, SignedTransaction, Transaction};
+pub use transaction::{
+    CancelledOffer, DecodeError, NewOffer, Operation, SignedTransaction, Transaction,
+};
 
 /// The largest amount of any asset that can exist: issuance is capped at `i64::MAX` units.
 pub const MAX_AMOUNT: u64 = i64::MAX as u64;

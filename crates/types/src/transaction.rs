@@ -21,7 +21,7 @@
 //! amounts, distinct assets of an offer, limit prices in range), so every decoded transaction
 //! re-encodes to the bytes it came from. The signature covers the encoded transaction.
 
-use crate::{AccountId, AssetId, OfferId, Price, MAX_AMOUNT};
+use crate::{AccountId, AssetId, OfferId, OfferKey, Price, MAX_AMOUNT};
 use std::fmt;
 
 /// The only encoding version so far.
@@ -119,7 +119,83 @@ const TAG_CREATE_OFFER: u8 = 2;
 const TAG_CANCEL_OFFER: u8 = 3;
 const TAG_PAYMENT: u8 = 4;
 
+/// An offer a transaction creates: its pair, its key in the book, the amount it sells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewOffer {
+    pub sell: AssetId,
+    pub buy: AssetId,
+    pub key: OfferKey,
+    pub amount: u64,
+}
+
+/// An offer a transaction cancels: its pair and its key in the book.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CancelledOffer {
+    pub sell: AssetId,
+    pub buy: AssetId,
+    pub key: OfferKey,
+}
+
+impl Operation {
+    /// Every asset the operation names (none for an account creation).
+    pub fn assets(&self) -> impl Iterator<Item = AssetId> {
+        let (first, second) = match *self {
+            Operation::CreateAccount { .. } => (None, None),
+            Operation::CreateOffer { sell, buy, .. } | Operation::CancelOffer { sell, buy, .. } => {
+                (Some(sell), Some(buy))
+            }
+            Operation::Payment { asset, .. } => (Some(asset), None),
+        };
+        first.into_iter().chain(second)
+    }
+}
+
 impl Transaction {
+    /// The offer this transaction creates, if it is an offer creation: its id is the
+    /// transaction's sequence number.
+    pub fn new_offer(&self) -> Option<NewOffer> {
+        match self.operation {
+            Operation::CreateOffer {
+                sell,
+                buy,
+                amount,
+                min_price,
+            } => Some(NewOffer {
+                sell,
+                buy,
+                key: OfferKey {
+                    min_price,
+                    account: self.source,
+                    id: OfferId(self.sequence),
+                },
+                amount,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The offer this transaction cancels, if it is a cancellation (always one of its
+    /// source's offers).
+    pub fn cancelled_offer(&self) -> Option<CancelledOffer> {
+        match self.operation {
+            Operation::CancelOffer {
+                sell,
+                buy,
+                min_price,
+                offer_id,
+            } => Some(CancelledOffer {
+                sell,
+                buy,
+                key: OfferKey {
+                    min_price,
+                    account: self.source,
+                    id: offer_id,
+                },
+            }),
+            _ => None,
+        }
+    }
+
     /// The canonical bytes (what is signed and hashed).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);

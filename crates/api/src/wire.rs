@@ -1,0 +1,270 @@
+//! The HTTP API's JSON bodies: what the node sends and accepts under `/v1`, shared by the server
+//! and the command-line client so the two cannot drift apart.
+//!
+//! Conventions: hashes, keys and signatures are lowercase hex; amounts are integers; limit prices
+//! are decimal strings (exact: parsing rounds up, printing gives the shortest decimal that parses
+//! back to the same price); valuations are the raw `u128` of the block header, with `prices` beside
+//! them as floats for display only. Every error is [`ApiError`] with a 4xx/5xx status.
+
+use serde::{Deserialize, Serialize};
+
+/// Every error answer: `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub error: ErrorBody,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// Stable, machine-readable: `malformed`, `bad_signature`, `unknown_account`, `replayed`, ...
+    pub code: String,
+    /// For a person: what is wrong and what to do.
+    pub message: String,
+}
+
+/// A transaction in JSON (`POST /v1/transactions` with `Content-Type: application/json`). The
+/// signature covers the canonical binary encoding (`Transaction::encode`), not this JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransactionJson {
+    pub source: u64,
+    pub sequence: u64,
+    pub operation: OperationJson,
+    /// 64 bytes, hex.
+    pub signature: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum OperationJson {
+    CreateAccount {
+        new_account: u64,
+        /// 32 bytes, hex.
+        public_key: String,
+    },
+    CreateOffer {
+        sell: u16,
+        buy: u16,
+        amount: u64,
+        /// Decimal: units of `buy` per unit of `sell`.
+        min_price: String,
+    },
+    CancelOffer {
+        sell: u16,
+        buy: u16,
+        min_price: String,
+        offer_id: u64,
+    },
+    Payment {
+        to: u64,
+        asset: u16,
+        amount: u64,
+    },
+}
+
+/// `202 Accepted` answer to a single submission.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitResponse {
+    pub hash: String,
+    /// Always `pending`: admitted to the mempool, not yet in a block.
+    pub status: String,
+}
+
+/// Answer to `POST /v1/transactions/batch` (body: `SignedTransaction::encode_list`, binary).
+/// The batch as a whole is `200` when it decodes; each item says whether it was admitted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchSubmitResponse {
+    pub admitted: u32,
+    pub rejected: u32,
+    /// One per transaction, in the order sent.
+    pub results: Vec<BatchItemResult>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchItemResult {
+    pub hash: String,
+    /// Absent when admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+/// `GET /v1/transactions/{hash}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionStatusJson {
+    pub hash: String,
+    /// `pending` (in the mempool or the block being built), `accepted` or `dropped`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u64>,
+    /// Position in the block's transaction list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    /// Why it was dropped (a `DropReason` name such as `account_overdraft`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `GET /v1/accounts/{id}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountJson {
+    pub id: u64,
+    pub public_key: String,
+    /// Highest sequence number used by a committed transaction.
+    pub last_sequence: u64,
+    /// The lowest sequence number not used by a committed or pending transaction: what a client
+    /// should sign next. A transaction must lie in `(last_sequence, last_sequence + 64]`.
+    pub next_sequence: u64,
+    pub balances: Vec<BalanceJson>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BalanceJson {
+    pub asset: u16,
+    pub amount: u64,
+}
+
+/// `GET /v1/accounts/{id}/offers`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountOffersJson {
+    pub account: u64,
+    pub offers: Vec<OfferJson>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OfferJson {
+    pub offer_id: u64,
+    pub sell: u16,
+    pub buy: u16,
+    /// Amount of `sell` still offered.
+    pub amount: u64,
+    pub min_price: String,
+}
+
+/// `GET /v1/books/{sell}/{buy}?levels=N`: the resting offers selling `sell` for `buy`,
+/// aggregated by limit price, lowest (most willing) first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookJson {
+    pub sell: u16,
+    pub buy: u16,
+    pub offers: u64,
+    /// Total amount of `sell` offered.
+    pub amount: u64,
+    pub levels: Vec<LevelJson>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LevelJson {
+    pub min_price: String,
+    pub amount: u64,
+    pub offers: u32,
+}
+
+/// `GET /v1/blocks/{height}` (the encoded block: `GET /v1/blocks/{height}/raw`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockJson {
+    pub height: u64,
+    pub hash: String,
+    pub previous: String,
+    pub transactions_root: String,
+    pub state_root: String,
+    pub transactions: u32,
+    pub accepted: u32,
+    pub dropped: Vec<DroppedJson>,
+    pub valuations: Vec<u128>,
+    pub trades: Vec<TradeJson>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedJson {
+    pub index: u32,
+    pub hash: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TradeJson {
+    pub sell: u16,
+    pub buy: u16,
+    /// Amount of `sell` sold by the pair's offers.
+    pub sold: u64,
+    /// The last offer, in canonical order, that traded.
+    pub last_offer_account: u64,
+    pub last_offer_id: u64,
+    pub last_offer_min_price: String,
+}
+
+/// `GET /v1/prices`: the latest block's clearing valuations.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PricesJson {
+    /// Height of the block that set them; 0 before the first block (then `valuations` is empty).
+    pub height: u64,
+    pub valuations: Vec<u128>,
+    /// `valuations[i] / valuations[0]`, for display: the price of asset i in units of asset 0.
+    pub prices: Vec<f64>,
+}
+
+/// `GET /v1/status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusJson {
+    pub version: String,
+    pub height: u64,
+    /// Hash of the last committed block's header (all zeros before the first block).
+    pub block_hash: String,
+    pub state_root: String,
+    pub assets: u16,
+    pub accounts: u64,
+    pub open_offers: u64,
+    pub mempool_transactions: u64,
+    pub mempool_capacity: u64,
+    /// Present when the node was started on a generated development genesis, whose keys anyone
+    /// can derive (see `walras_devnet::dev_keypair`): for tests and demos only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev_genesis: Option<DevGenesisJson>,
+}
+
+/// The most accounts a development genesis may have (its keys come from a pool of 65,536).
+pub const DEV_ACCOUNTS_MAX: u64 = 10_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevGenesisJson {
+    pub seed: u64,
+    pub accounts: u64,
+    pub assets: u16,
+}
+
+/// How well one block's clearing did (SPEEDEX §6.2 measures).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClearingQualityJson {
+    pub iterations: u64,
+    pub achieved_epsilon: f64,
+    pub achieved_mu: f64,
+    /// Unrealized over realized utility: what in-the-money offers left on the table; `null` when
+    /// it is infinite (offers could trade and none did).
+    pub unrealized_utility_ratio: Option<f64>,
+    /// Price computation and settlement.
+    pub millis: f64,
+}
+
+/// One server-sent event per committed block on `GET /v1/events` (event name `block`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlockEventJson {
+    pub height: u64,
+    pub hash: String,
+    pub state_root: String,
+    pub transactions: u32,
+    pub accepted: u32,
+    pub dropped: u32,
+    pub converged: bool,
+    /// The clearing's quality when this node computed it (it proposed the block); `null` when it
+    /// checked a clearing made elsewhere.
+    pub clearing: Option<ClearingQualityJson>,
+    pub trades: u32,
+    /// As in [`PricesJson::prices`].
+    pub prices: Vec<f64>,
+    /// Execution (signatures to state root) in milliseconds.
+    pub execute_ms: f64,
+    /// Durable commit to the store in milliseconds.
+    pub persist_ms: f64,
+    /// Unix time of the commit in milliseconds.
+    pub committed_unix_ms: u64,
+}

@@ -1,0 +1,276 @@
+//! `walras clear`: clear one batch of offers from a CSV file (the command-line contract).
+
+use super::{args, ToolError};
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use walras_clearing::{clear_with_grid, Clearing, ClearingParams, OrderBooks, SupplyGrid};
+use walras_types::{offers_csv, Fraction, Valuation};
+
+#[derive(clap::Args, Debug)]
+pub struct ClearArgs {
+    /// Offers CSV: offer_id,account,sell,buy,amount,min_price
+    #[arg(long)]
+    offers: PathBuf,
+    /// Number of assets N (assets are 0..N-1)
+    #[arg(long, value_parser = args::asset_count)]
+    assets: usize,
+    /// Commission ε charged on payouts (decimal or 2^-K)
+    #[arg(long, default_value = "2^-15", value_parser = args::fraction)]
+    epsilon: Fraction,
+    /// Smoothing width μ: offers below (1-μ)·rate must trade in full (decimal or 2^-K)
+    #[arg(long, default_value = "2^-10", value_parser = args::fraction)]
+    mu: Fraction,
+    /// Tâtonnement timeout in milliseconds
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    timeout_ms: u64,
+    /// Threads racing tâtonnement instances (and sorting the books)
+    #[arg(long, default_value = "1", value_parser = args::thread_count)]
+    threads: usize,
+    /// Write per-offer fills (offer_id,sold,bought) to this CSV file (a new one: see --force;
+    /// never the offers file)
+    #[arg(long)]
+    fills: Option<PathBuf>,
+    /// Overwrite an existing --fills file
+    #[arg(long, requires = "fills")]
+    force: bool,
+    /// Print the result as one JSON object
+    #[arg(long)]
+    json: bool,
+}
+
+/// The JSON result of the command-line contract.
+#[derive(Serialize)]
+struct ClearReport {
+    assets: usize,
+    offers: usize,
+    /// Valuations relative to the most valuable asset (1.0).
+    prices: Vec<f64>,
+    /// The exact integer valuations the trades were computed with.
+    valuations: Vec<u128>,
+    trades: Vec<TradeReport>,
+    burned: Vec<u64>,
+    converged: bool,
+    iterations: u64,
+    epsilon: f64,
+    mu: f64,
+    achieved_epsilon: f64,
+    achieved_mu: f64,
+    realized_utility: f64,
+    unrealized_utility: f64,
+    /// `null` when nothing traded although something could have.
+    unrealized_utility_ratio: Option<f64>,
+    lp_with_lower_bounds: bool,
+    repairs: u32,
+    threads: usize,
+    instance: usize,
+    millis: f64,
+    /// Sorting and indexing the books, including the supply table (`grid_millis`).
+    prepare_millis: f64,
+    grid_millis: f64,
+    price_millis: f64,
+    settle_millis: f64,
+    read_millis: f64,
+}
+
+#[derive(Serialize)]
+struct TradeReport {
+    sell: u16,
+    buy: u16,
+    sold: u64,
+    bought: u64,
+    rate: f64,
+}
+
+pub fn run(args: ClearArgs) -> Result<(), ToolError> {
+    if let Some(fills) = &args.fills {
+        check_fills_path(fills, &args.offers, args.force)?;
+    }
+    let read_started = Instant::now();
+    let file = File::open(&args.offers)
+        .map_err(|error| ToolError(format!("cannot open {}: {error}", args.offers.display())))?;
+    let offers = offers_csv::read_offers(BufReader::new(file), args.assets)
+        .map_err(|error| ToolError(format!("{}: {error}", args.offers.display())))?;
+    let read_millis = read_started.elapsed().as_secs_f64() * 1e3;
+    let offer_count = offers.len();
+
+    let prepare_started = Instant::now();
+    let books = OrderBooks::build(offers, args.assets, args.threads)?;
+    let grid_started = Instant::now();
+    let supply_grid = SupplyGrid::for_mu(&books, args.mu);
+    let grid_millis = grid_started.elapsed().as_secs_f64() * 1e3;
+    let prepare_millis = prepare_started.elapsed().as_secs_f64() * 1e3;
+
+    let params = ClearingParams {
+        epsilon: args.epsilon,
+        mu: args.mu,
+        timeout: Duration::from_millis(args.timeout_ms),
+        threads: args.threads,
+        ..ClearingParams::default()
+    };
+    let clearing = clear_with_grid(&books, supply_grid.as_ref(), &params)?;
+    if let Some(path) = &args.fills {
+        write_fills(path, args.force, &books, &clearing)?;
+    }
+    let mut report = report(&args, offer_count, &clearing, prepare_millis, read_millis);
+    report.grid_millis = grid_millis;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_summary(&mut out, &report)?;
+    }
+    Ok(())
+}
+
+/// Refuses, before any work, a `--fills` path that is the offers file itself (whatever path
+/// names it: a link, `./`, `..`) and, without `force`, one that exists.
+fn check_fills_path(fills: &Path, offers: &Path, force: bool) -> Result<(), ToolError> {
+    let Ok(existing) = std::fs::metadata(fills) else {
+        return Ok(()); // nothing there: created later, with create_new
+    };
+    let input = std::fs::metadata(offers)
+        .map_err(|error| ToolError(format!("cannot open {}: {error}", offers.display())))?;
+    if (existing.dev(), existing.ino()) == (input.dev(), input.ino()) {
+        return Err(ToolError(format!(
+            "--fills {} is the offers file {}: writing fills would destroy the input; choose \
+             another file",
+            fills.display(),
+            offers.display()
+        )));
+    }
+    if !force {
+        return Err(ToolError(format!(
+            "--fills {} exists; add --force to overwrite it, or choose another file",
+            fills.display()
+        )));
+    }
+    Ok(())
+}
+
+fn write_fills(
+    path: &Path,
+    force: bool,
+    books: &OrderBooks,
+    clearing: &Clearing,
+) -> Result<(), ToolError> {
+    // Without --force the file must still not exist (create_new: no race with the check).
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .create_new(!force)
+        .open(path)
+        .map_err(|error| match error.kind() {
+            std::io::ErrorKind::AlreadyExists => ToolError(format!(
+                "--fills {} exists; add --force to overwrite it, or choose another file",
+                path.display()
+            )),
+            _ => ToolError(format!("cannot create {}: {error}", path.display())),
+        })?;
+    let mut out = BufWriter::new(file);
+    offers_csv::write_fills(&mut out, clearing.settlement.fills(books))
+        .and_then(|()| out.flush())
+        .map_err(|error| ToolError(format!("writing {}: {error}", path.display())))
+}
+
+fn report(
+    args: &ClearArgs,
+    offers: usize,
+    clearing: &Clearing,
+    prepare_millis: f64,
+    read_millis: f64,
+) -> ClearReport {
+    let settlement = &clearing.settlement;
+    let quality = &clearing.quality;
+    let relative = |valuation: &Valuation| valuation.0 as f64 / Valuation::NORMALIZED_MAX as f64;
+    ClearReport {
+        assets: args.assets,
+        offers,
+        prices: settlement.valuations.iter().map(relative).collect(),
+        valuations: settlement
+            .valuations
+            .iter()
+            .map(|valuation| valuation.0)
+            .collect(),
+        trades: settlement
+            .pairs
+            .iter()
+            .filter(|pair| pair.sold > 0)
+            .map(|pair| TradeReport {
+                sell: pair.sell,
+                buy: pair.buy,
+                sold: pair.sold,
+                bought: pair.bought,
+                rate: pair.rate.to_f64(),
+            })
+            .collect(),
+        burned: settlement.burned.clone(),
+        converged: clearing.converged,
+        iterations: clearing.iterations,
+        epsilon: args.epsilon.to_f64(),
+        mu: args.mu.to_f64(),
+        achieved_epsilon: quality.achieved_epsilon,
+        achieved_mu: quality.achieved_mu,
+        realized_utility: quality.realized_utility,
+        unrealized_utility: quality.unrealized_utility,
+        unrealized_utility_ratio: quality
+            .unrealized_utility_ratio
+            .is_finite()
+            .then_some(quality.unrealized_utility_ratio),
+        lp_with_lower_bounds: settlement.lp_with_lower_bounds,
+        repairs: settlement.repairs,
+        threads: args.threads,
+        instance: clearing.instance,
+        millis: clearing.millis(),
+        prepare_millis,
+        grid_millis: 0.0,
+        price_millis: clearing.price_millis,
+        settle_millis: clearing.settle_millis,
+        read_millis,
+    }
+}
+
+fn print_summary(out: &mut impl Write, report: &ClearReport) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{} offers over {} assets: {} after {} iterations",
+        report.offers,
+        report.assets,
+        if report.converged {
+            "converged"
+        } else {
+            "did not converge"
+        },
+        report.iterations
+    )?;
+    writeln!(
+        out,
+        "{} pairs traded; unrealized/realized utility {}; achieved ε {:.3e}, μ {:.3e}",
+        report.trades.len(),
+        report.unrealized_utility_ratio.map_or(
+            "n/a (nothing traded)".to_string(),
+            |ratio| format!("{:.3}%", ratio * 100.0)
+        ),
+        report.achieved_epsilon,
+        report.achieved_mu
+    )?;
+    writeln!(
+        out,
+        "clearing {:.1} ms (prices {:.1} ms, settlement {:.1} ms); books {:.1} ms; reading {:.1} ms",
+        report.millis,
+        report.price_millis,
+        report.settle_millis,
+        report.prepare_millis,
+        report.read_millis
+    )?;
+    writeln!(
+        out,
+        "use --json for prices and trades, --fills FILE for per-offer fills"
+    )
+}

@@ -1,0 +1,152 @@
+//! `walras demo-batch`: the batch exchange's heart in one command, without a node.
+//!
+//! Generates a batch of limit sell offers, clears it at one set of valuations, verifies the
+//! result exactly (conservation per asset, limit prices) and prints a readable summary.
+//! (`walras demo` runs a whole node under load instead.)
+
+use super::{args, ToolError};
+use std::time::{Duration, Instant};
+use walras_clearing::{clear, Clearing, ClearingParams, OrderBooks};
+use walras_sim::{generate_offers, OfferModel, OfferWorkload};
+use walras_types::{Fraction, Offer, Valuation};
+
+#[derive(clap::Args, Debug)]
+pub struct DemoBatchArgs {
+    #[arg(long, default_value = "20", value_parser = args::asset_count)]
+    assets: usize,
+    #[arg(long, default_value_t = 200_000)]
+    offers: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Market model: cycles, skewed or wide
+    #[arg(long, default_value = "cycles")]
+    model: OfferModel,
+}
+
+pub fn run(args: DemoBatchArgs) -> Result<(), ToolError> {
+    let workload = OfferWorkload {
+        assets: args.assets,
+        offers: args.offers,
+        seed: args.seed,
+        model: args.model,
+        market: Default::default(),
+    };
+    workload.validate().map_err(ToolError)?;
+    println!("Walras batch demo: one batch of the batch exchange, cleared without a node");
+    println!(
+        "  generating {} limit sell offers over {} assets ({} model, seed {})",
+        args.offers, args.assets, args.model, args.seed
+    );
+    let generated = generate_offers(&workload);
+    let offers = generated.offers;
+    let started = Instant::now();
+    let books = OrderBooks::build(offers.clone(), args.assets, 2)?;
+    println!(
+        "  sorted and indexed the books in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    let params = ClearingParams {
+        epsilon: Fraction::power_of_two(15),
+        mu: Fraction::power_of_two(10),
+        timeout: Duration::from_secs(2),
+        ..ClearingParams::default()
+    };
+    let clearing = clear(&books, &params)?;
+    print_clearing(&clearing);
+    verify(&books, &offers, &clearing, params.epsilon)?;
+    print_prices(&clearing.settlement.valuations, &generated.valuations);
+    println!();
+    println!("Next: `walras gen offers ... > offers.csv` then `walras clear --offers offers.csv --assets N --json`;");
+    println!("      `walras bench clearing` for the benchmark table (see BENCHMARKS.md);");
+    println!("      `walras demo` for a whole node under load.");
+    Ok(())
+}
+
+fn print_clearing(clearing: &Clearing) {
+    let settlement = &clearing.settlement;
+    let traded = settlement.pairs.iter().filter(|pair| pair.sold > 0).count();
+    println!(
+        "  cleared in {:.1} ms: {} after {} tâtonnement iterations",
+        clearing.millis(),
+        if clearing.converged {
+            "converged"
+        } else {
+            "timed out (best prices used)"
+        },
+        clearing.iterations
+    );
+    println!(
+        "  {} asset pairs traded; {} offers filled in full, {} partially",
+        traded,
+        settlement
+            .pairs
+            .iter()
+            .map(|pair| pair.full_fills)
+            .sum::<usize>(),
+        settlement
+            .pairs
+            .iter()
+            .filter(|pair| pair.partial_sold > 0)
+            .count()
+    );
+    println!(
+        "  quality: {:.4}% of utility left unrealized; achieved ε {:.2e}, μ {:.2e}",
+        clearing.quality.unrealized_utility_ratio * 100.0,
+        clearing.quality.achieved_epsilon,
+        clearing.quality.achieved_mu
+    );
+}
+
+/// Re-checks the result from the per-offer fills, exactly, as an auditor would.
+fn verify(
+    books: &OrderBooks,
+    offers: &[Offer],
+    clearing: &Clearing,
+    epsilon: Fraction,
+) -> Result<(), ToolError> {
+    let by_id: std::collections::HashMap<u64, &Offer> =
+        offers.iter().map(|offer| (offer.id.0, offer)).collect();
+    let valuations = &clearing.settlement.valuations;
+    let mut net = vec![0i128; books.assets()];
+    let mut fills = 0usize;
+    for fill in clearing.settlement.fills(books) {
+        let offer = by_id[&fill.offer_id.0];
+        let rate = valuations[offer.sell.0 as usize].rate_to(valuations[offer.buy.0 as usize]);
+        let most = rate.discounted_floor(epsilon).times_amount_floor(fill.sold);
+        if offer.min_price > rate || Some(fill.bought) != most {
+            return Err(ToolError(format!(
+                "offer {} traded outside its limit",
+                offer.id.0
+            )));
+        }
+        net[offer.sell.0 as usize] += fill.sold as i128;
+        net[offer.buy.0 as usize] -= fill.bought as i128;
+        fills += 1;
+    }
+    if let Some(asset) = net.iter().position(|balance| *balance < 0) {
+        return Err(ToolError(format!("asset {asset} not conserved")));
+    }
+    let burned: i128 = net.iter().sum();
+    println!(
+        "  verified {fills} fills exactly: every asset conserved ({burned} units burned as commission \
+         and rounding), no offer below its limit price"
+    );
+    Ok(())
+}
+
+fn print_prices(valuations: &[Valuation], true_valuations: &[f64]) {
+    println!();
+    println!("  asset   clearing valuation   model's valuation (both relative to asset 0)");
+    let base = valuations[0].0 as f64;
+    for (asset, valuation) in valuations.iter().enumerate().take(8) {
+        println!(
+            "  {:>5}   {:>18.6}   {:>17.6}",
+            asset,
+            valuation.0 as f64 / base,
+            true_valuations[asset] / true_valuations[0]
+        );
+    }
+    if valuations.len() > 8 {
+        println!("  ... and {} more assets", valuations.len() - 8);
+    }
+}

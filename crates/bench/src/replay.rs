@@ -1,0 +1,334 @@
+//! `walras replay DIR`: executes a generated workload's blocks and reports throughput.
+//!
+//! Reads `DIR/manifest.json`, then the genesis and the block files it lists (see `walras gen
+//! workload`), each checked against the manifest's size and BLAKE2b-256 hash, and refuses block
+//! files it does not list; decodes everything first (not timed), then proposes and applies each
+//! block with the batch engine, printing per block the time, tx/s and state root on stderr and,
+//! at the end, one JSON object on stdout. Each state root is compared with the manifest's
+//! (batch engine with signature verification: the configuration the manifest was made with);
+//! a mismatch is an error.
+
+pub mod manifest;
+
+use super::{args, ToolError};
+use manifest::Manifest;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use walras_engine::orderbook::OrderbookExchange;
+use walras_engine::{EngineConfig, ExchangeState};
+use walras_types::genesis::Genesis;
+use walras_types::SignedTransaction;
+
+#[derive(clap::Args, Debug)]
+pub struct ReplayArgs {
+    /// Workload directory written by `walras gen workload`
+    dir: PathBuf,
+    /// Worker threads for every parallel phase
+    #[arg(long, default_value = "1", value_parser = args::thread_count)]
+    threads: usize,
+    /// Skip signature verification (to measure the rest)
+    #[arg(long)]
+    no_verify_signatures: bool,
+    /// Shuffle each block's transactions with this seed first: a block is a set, so the state
+    /// roots must not change
+    #[arg(long)]
+    shuffle: Option<u64>,
+    /// batch: the SPEEDEX engine; orderbook: the serial price-time-priority baseline (§7.1),
+    /// executing each block's transactions one by one in file order
+    #[arg(long, value_enum, default_value = "batch")]
+    engine: EngineKind,
+    /// Print the summary as JSON (it always goes to stdout; per-block lines go to stderr)
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum EngineKind {
+    Batch,
+    Orderbook,
+}
+
+#[derive(Serialize)]
+struct BlockReport {
+    height: u64,
+    transactions: usize,
+    accepted: usize,
+    dropped: usize,
+    millis: f64,
+    tx_per_s: f64,
+    converged: bool,
+    state_root: String,
+    phases_millis: [f64; 6],
+    /// Dropped transactions per reason (batch engine).
+    dropped_by_reason: std::collections::BTreeMap<&'static str, usize>,
+}
+
+#[derive(Serialize)]
+struct ReplayReport {
+    engine: &'static str,
+    threads: usize,
+    verify_signatures: bool,
+    accounts: usize,
+    blocks: usize,
+    transactions: usize,
+    accepted: usize,
+    millis: f64,
+    tx_per_s: f64,
+    /// Median over the blocks after the first (which warms up the books).
+    steady_tx_per_s_median: f64,
+    state_root: String,
+    per_block: Vec<BlockReport>,
+}
+
+pub fn run(args: ReplayArgs) -> Result<(), ToolError> {
+    let manifest = Manifest::read(&args.dir)?;
+    let genesis = read_genesis(&args.dir, &manifest)?;
+    let mut blocks = read_blocks(&args.dir, &manifest)?;
+    if let Some(seed) = args.shuffle {
+        for (number, block) in blocks.iter_mut().enumerate() {
+            shuffle(
+                block,
+                seed ^ (number as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
+        }
+    }
+    let per_block = match args.engine {
+        EngineKind::Batch => {
+            let per_block = replay_batch(&args, &genesis, blocks)?;
+            check_roots(&args, &manifest, &per_block)?;
+            per_block
+        }
+        EngineKind::Orderbook => {
+            eprintln!("state roots not compared: the order-book baseline computes none");
+            replay_orderbook(&args, &genesis, &blocks)?
+        }
+    };
+    let summary = summarize(&args, genesis.accounts.len(), per_block);
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        println!(
+            "{} blocks, {} transactions ({} accepted) in {:.1} ms: {:.0} tx/s overall, {:.0} tx/s \
+             median of steady blocks; state root {}",
+            summary.blocks,
+            summary.transactions,
+            summary.accepted,
+            summary.millis,
+            summary.tx_per_s,
+            summary.steady_tx_per_s_median,
+            summary.state_root
+        );
+    }
+    Ok(())
+}
+
+fn replay_orderbook(
+    args: &ReplayArgs,
+    genesis: &Genesis,
+    blocks: &[Vec<SignedTransaction>],
+) -> Result<Vec<BlockReport>, ToolError> {
+    let mut exchange = OrderbookExchange::from_genesis(genesis)?;
+    let mut per_block = Vec::with_capacity(blocks.len());
+    for (number, transactions) in blocks.iter().enumerate() {
+        let started = Instant::now();
+        let stats = exchange.execute_block(transactions, !args.no_verify_signatures);
+        let seconds = started.elapsed().as_secs_f64();
+        let report = BlockReport {
+            height: number as u64 + 1,
+            transactions: transactions.len(),
+            accepted: stats.accepted,
+            dropped: stats.rejected,
+            millis: seconds * 1e3,
+            tx_per_s: transactions.len() as f64 / seconds,
+            converged: true,
+            state_root: String::new(),
+            phases_millis: [0.0; 6],
+            dropped_by_reason: Default::default(),
+        };
+        eprintln!(
+            "block {:>4}: {:>7} txs ({:>7} accepted, {:>6} trades) in {:>8.1} ms = {:>9.0} tx/s",
+            report.height,
+            report.transactions,
+            report.accepted,
+            stats.trades,
+            report.millis,
+            report.tx_per_s
+        );
+        per_block.push(report);
+    }
+    Ok(per_block)
+}
+
+fn replay_batch(
+    args: &ReplayArgs,
+    genesis: &Genesis,
+    blocks: Vec<Vec<SignedTransaction>>,
+) -> Result<Vec<BlockReport>, ToolError> {
+    let config = EngineConfig {
+        threads: args.threads,
+        verify_signatures: !args.no_verify_signatures,
+        ..EngineConfig::default()
+    };
+    let mut state = ExchangeState::from_genesis(genesis, args.threads)?;
+    let mut per_block = Vec::with_capacity(blocks.len());
+    for (number, transactions) in blocks.into_iter().enumerate() {
+        let count = transactions.len();
+        let started = Instant::now();
+        let (block, outcome) = state
+            .propose(transactions, &config)
+            .map_err(|error| ToolError(format!("block {}: {error}", number + 1)))?;
+        let seconds = started.elapsed().as_secs_f64();
+        let timings = outcome.timings;
+        let report = BlockReport {
+            height: block.header.height,
+            transactions: count,
+            accepted: outcome.accepted,
+            dropped: outcome.dropped.len(),
+            millis: seconds * 1e3,
+            tx_per_s: count as f64 / seconds,
+            converged: outcome.converged,
+            state_root: block.header.state_root.to_string(),
+            dropped_by_reason: outcome.dropped.iter().fold(
+                Default::default(),
+                |mut counts, (_, reason)| {
+                    *counts.entry(reason.name()).or_insert(0) += 1;
+                    counts
+                },
+            ),
+            phases_millis: [
+                timings.signatures,
+                timings.filter,
+                timings.plan,
+                timings.clearing,
+                timings.apply,
+                timings.commit,
+            ],
+        };
+        eprintln!(
+            "block {:>4}: {:>7} txs ({:>7} accepted) in {:>8.1} ms = {:>9.0} tx/s  root {}  \
+             [sig {:.0} filter {:.0} plan {:.0} clear {:.0} apply {:.0} commit {:.0} ms]",
+            report.height,
+            report.transactions,
+            report.accepted,
+            report.millis,
+            report.tx_per_s,
+            &report.state_root[..16],
+            timings.signatures,
+            timings.filter,
+            timings.plan,
+            timings.clearing,
+            timings.apply,
+            timings.commit
+        );
+        per_block.push(report);
+    }
+    Ok(per_block)
+}
+
+fn summarize(args: &ReplayArgs, accounts: usize, per_block: Vec<BlockReport>) -> ReplayReport {
+    let transactions: usize = per_block.iter().map(|block| block.transactions).sum();
+    let accepted: usize = per_block.iter().map(|block| block.accepted).sum();
+    let millis: f64 = per_block.iter().map(|block| block.millis).sum();
+    let mut steady: Vec<f64> = per_block
+        .iter()
+        .skip(1)
+        .map(|block| block.tx_per_s)
+        .collect();
+    if steady.is_empty() {
+        steady = per_block.iter().map(|block| block.tx_per_s).collect();
+    }
+    steady.sort_by(f64::total_cmp);
+    ReplayReport {
+        engine: match args.engine {
+            EngineKind::Batch => "batch",
+            EngineKind::Orderbook => "orderbook",
+        },
+        threads: args.threads,
+        verify_signatures: !args.no_verify_signatures,
+        accounts,
+        blocks: per_block.len(),
+        transactions,
+        accepted,
+        millis,
+        tx_per_s: transactions as f64 / (millis / 1e3).max(1e-9),
+        steady_tx_per_s_median: steady.get(steady.len() / 2).copied().unwrap_or(0.0),
+        state_root: per_block
+            .last()
+            .map_or_else(String::new, |block| block.state_root.clone()),
+        per_block,
+    }
+}
+
+/// Fisher–Yates with a xorshift generator: reproducible for a seed.
+fn shuffle<T>(items: &mut [T], seed: u64) {
+    let mut state = seed | 1;
+    for index in (1..items.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        items.swap(index, (state % (index as u64 + 1)) as usize);
+    }
+}
+
+/// Compares the state roots with the manifest's, where they are comparable: the manifest's were
+/// computed with signature verification, which decides which bad-signature faults drop.
+fn check_roots(
+    args: &ReplayArgs,
+    manifest: &Manifest,
+    per_block: &[BlockReport],
+) -> Result<(), ToolError> {
+    if args.no_verify_signatures {
+        eprintln!(
+            "state roots not compared with the manifest: --no-verify-signatures accepts the \
+             bad signatures the workload injects, so the roots differ by design"
+        );
+        return Ok(());
+    }
+    for (report, expected) in per_block.iter().zip(&manifest.blocks) {
+        if report.state_root != expected.state_root {
+            return Err(ToolError(format!(
+                "block {}: state root {} differs from the manifest's {}: this engine does not \
+                 reproduce the workload's chain",
+                report.height, report.state_root, expected.state_root
+            )));
+        }
+    }
+    eprintln!("all {} state roots match the manifest", per_block.len());
+    Ok(())
+}
+
+fn read_genesis(dir: &Path, manifest: &Manifest) -> Result<Genesis, ToolError> {
+    let bytes = manifest.genesis.read_checked(dir)?;
+    Genesis::decode(&bytes).map_err(|error| {
+        ToolError(format!(
+            "{}: {error}",
+            dir.join(&manifest.genesis.file).display()
+        ))
+    })
+}
+
+/// The blocks the manifest lists, each checked; refuses block files it does not list.
+fn read_blocks(dir: &Path, manifest: &Manifest) -> Result<Vec<Vec<SignedTransaction>>, ToolError> {
+    manifest.check_no_extra_blocks(dir, &dir.join("blocks"))?;
+    manifest
+        .blocks
+        .iter()
+        .map(|block| {
+            let bytes = block.file.read_checked(dir)?;
+            let path = dir.join(&block.file.file);
+            let transactions = SignedTransaction::decode_list(&bytes)
+                .map_err(|error| ToolError(format!("{}: {error}", path.display())))?;
+            if transactions.len() != block.transactions {
+                return Err(ToolError(format!(
+                    "{}: {} transactions but {} says {}",
+                    path.display(),
+                    transactions.len(),
+                    manifest::MANIFEST_FILE,
+                    block.transactions
+                )));
+            }
+            Ok(transactions)
+        })
+        .collect()
+}

@@ -1,0 +1,428 @@
+//! `walras demo`: a whole node under load, in one command.
+//!
+//! Starts `walras node` as a child process on a fresh data directory (with a generated
+//! development genesis, listening on a free local port), runs the open-loop load generator
+//! against it in this process, prints what happened — blocks, committed throughput, accepted
+//! and dropped transactions, submit-to-commit latency, the clearing prices — then stops the
+//! node with SIGTERM, as an operator would, and waits for it. The data directory is kept, so
+//! the chain it made can be served again. (`walras demo-batch` is the batch clearing alone.)
+
+use super::loadgen::{check_committed, positive_number};
+use super::remote::block_on;
+use super::CliError;
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use walras_api::wire::{PricesJson, StatusJson};
+use walras_client::NodeClient;
+use walras_loadgen::{mix::Mix, LoadgenConfig, LoadgenReport};
+
+/// How long the node may take to print its address (it builds the genesis first).
+const NODE_START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the node may take to stop after SIGTERM before it is killed.
+const NODE_STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lines of the node's output kept to explain a failure.
+const OUTPUT_TAIL_LINES: usize = 40;
+/// What the node prints first; the rest of the line is its URL.
+const LISTENING_PREFIX: &str = "walras node listening on ";
+
+#[derive(clap::Args, Debug)]
+pub struct DemoArgs {
+    /// Data directory for the node [default: a new directory under the system temp dir]; an
+    /// existing one must be empty
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// How long to send
+    #[arg(long, default_value_t = 15.0, value_parser = positive_number)]
+    seconds: f64,
+    /// Transactions offered per second
+    #[arg(long, default_value_t = 2000.0, value_parser = positive_number)]
+    rate: f64,
+    /// Development accounts the load comes from
+    #[arg(long, default_value_t = 1000)]
+    accounts: usize,
+    /// Seed of the development genesis and of the load
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn run(args: DemoArgs) -> Result<(), CliError> {
+    let data = prepare_data_dir(args.data.as_deref())?;
+    println!("Walras demo: a solo node under an open-loop load of signed transactions");
+    println!("  data directory  {}", data.display());
+    let mut node = NodeProcess::start(&data, args.seed)?;
+    println!("  node            {} (pid {})", node.url, node.child.id());
+    println!(
+        "  load            {} tx/s for {} s from {} development accounts: offers near the \
+         current prices, some cancels and payments",
+        args.rate, args.seconds, args.accounts
+    );
+    let driven = block_on(drive(&node.url, &args)).and_then(|result| result);
+    let stopped = node.stop();
+    let (report, prices, status) = match (driven, stopped) {
+        (Ok(results), Ok(())) => results,
+        (Err(error), Ok(())) => return Err(error),
+        (Ok(_), Err(error)) => return Err(error),
+        (Err(driving), Err(stopping)) => {
+            return Err(CliError(format!("{driving}\n  and then: {stopping}")))
+        }
+    };
+    print_results(&report, &prices, &status, &node.url, &data);
+    check_committed(&report)
+}
+
+/// The load, then the prices and status it led to.
+async fn drive(
+    url: &str,
+    args: &DemoArgs,
+) -> Result<(LoadgenReport, PricesJson, StatusJson), CliError> {
+    let config = LoadgenConfig {
+        accounts: args.accounts,
+        mix: Mix::Trading,
+        seed: args.seed,
+        progress: true,
+        ..LoadgenConfig::new(url, args.rate, Duration::from_secs_f64(args.seconds))
+    };
+    let report = walras_loadgen::run(&config).await?;
+    let client = NodeClient::new(url)?;
+    let prices = client.prices().await?;
+    let status = client.status().await?;
+    Ok((report, prices, status))
+}
+
+/// The directory to use: `data` if it is new or empty, else a new one under the temp dir.
+fn prepare_data_dir(data: Option<&Path>) -> Result<PathBuf, CliError> {
+    let io = |path: &Path, error: std::io::Error| CliError(format!("{}: {error}", path.display()));
+    let Some(path) = data else {
+        let stamp_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_millis());
+        let path =
+            std::env::temp_dir().join(format!("walras-demo-{}-{stamp_ms}", std::process::id()));
+        std::fs::create_dir(&path).map_err(|error| io(&path, error))?;
+        return Ok(path);
+    };
+    if path.exists() {
+        let mut entries = std::fs::read_dir(path).map_err(|error| io(path, error))?;
+        if entries.next().is_some() {
+            return Err(CliError(format!(
+                "{} is not empty: the demo starts a fresh chain, so give a new or empty \
+                 directory (to serve an existing one, run `walras node --data {}`)",
+                path.display(),
+                path.display()
+            )));
+        }
+        return Ok(path.to_path_buf());
+    }
+    std::fs::create_dir_all(path).map_err(|error| io(path, error))?;
+    Ok(path.to_path_buf())
+}
+
+/// `walras node` as a child process: its URL, and the tail of its output for error messages.
+/// Dropping it kills the process (so an early return never leaves a node running).
+struct NodeProcess {
+    child: Child,
+    url: String,
+    output: Arc<Mutex<VecDeque<String>>>,
+    stopped: bool,
+}
+
+impl NodeProcess {
+    fn start(data: &Path, seed: u64) -> Result<NodeProcess, CliError> {
+        let exe = std::env::current_exe()
+            .map_err(|error| CliError(format!("cannot find the walras executable: {error}")))?;
+        let mut child = Command::new(exe)
+            .arg("node")
+            .arg("--data")
+            .arg(data)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--dev",
+                "--dev-seed",
+                &seed.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|error| CliError(format!("cannot start `walras node`: {error}")))?;
+        let output = Arc::new(Mutex::new(VecDeque::new()));
+        let (first_line, first_line_rx) = mpsc::channel();
+        if let Some(stdout) = child.stdout.take() {
+            drain_lines(stdout, output.clone(), Some(first_line));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            drain_lines(stderr, output.clone(), None);
+        }
+        let mut node = NodeProcess {
+            child,
+            url: String::new(),
+            output,
+            stopped: false,
+        };
+        node.url = node.await_url(&first_line_rx)?;
+        Ok(node)
+    }
+
+    /// Reads the node's first stdout line: `walras node listening on http://ADDR`.
+    fn await_url(&mut self, first_line: &mpsc::Receiver<String>) -> Result<String, CliError> {
+        match first_line.recv_timeout(NODE_START_TIMEOUT) {
+            Ok(line) => match line.strip_prefix(LISTENING_PREFIX) {
+                Some(url) => Ok(url.trim().to_string()),
+                None => Err(self.failure(&format!(
+                    "the node's first line was {line:?}, not \"{LISTENING_PREFIX}http://ADDR\""
+                ))),
+            },
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(self.failure(&format!(
+                "the node printed no address within {} s",
+                NODE_START_TIMEOUT.as_secs()
+            ))),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = self.child.wait().ok();
+                self.stopped = true;
+                Err(self.failure(&format!(
+                    "the node exited before listening ({})",
+                    describe(status)
+                )))
+            }
+        }
+    }
+
+    /// SIGTERM, then wait; killed if it does not stop in time. A non-zero exit is an error.
+    fn stop(&mut self) -> Result<(), CliError> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        if let Err(error) = terminate(&mut self.child) {
+            return Err(self.failure(&format!("cannot signal the node: {error}")));
+        }
+        let deadline = Instant::now() + NODE_STOP_TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(()),
+                Ok(Some(status)) => {
+                    return Err(self.failure(&format!(
+                        "the node exited with {} when stopped",
+                        describe(Some(status))
+                    )))
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Ok(None) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return Err(self.failure(&format!(
+                        "the node did not stop within {} s of SIGTERM and was killed",
+                        NODE_STOP_TIMEOUT.as_secs()
+                    )));
+                }
+                Err(error) => {
+                    return Err(self.failure(&format!("cannot wait for the node: {error}")))
+                }
+            }
+        }
+    }
+
+    /// An error naming `what` went wrong, with the node's last lines of output.
+    fn failure(&self, what: &str) -> CliError {
+        // Give the drain threads a moment to catch the node's last words.
+        std::thread::sleep(Duration::from_millis(100));
+        let tail = self
+            .output
+            .lock()
+            .map(|lines| lines.iter().cloned().collect::<Vec<_>>().join("\n    "))
+            .unwrap_or_default();
+        if tail.is_empty() {
+            CliError(what.to_string())
+        } else {
+            CliError(format!("{what}; the node's last output:\n    {tail}"))
+        }
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Reads `source` line by line on a thread until it closes (so the node never blocks on a
+/// full pipe); the first line goes to `first_line`, the others to the kept tail.
+fn drain_lines(
+    source: impl Read + Send + 'static,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    mut first_line: Option<mpsc::Sender<String>>,
+) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(source).lines() {
+            let Ok(line) = line else { return };
+            if let Some(sender) = first_line.take() {
+                let _ = sender.send(line);
+                continue;
+            }
+            if let Ok(mut lines) = tail.lock() {
+                if lines.len() == OUTPUT_TAIL_LINES {
+                    lines.pop_front();
+                }
+                lines.push_back(line);
+            }
+        }
+    });
+}
+
+/// Asks the child to stop the way an operator would (SIGTERM), so it shuts down cleanly.
+#[cfg(unix)]
+fn terminate(child: &mut Child) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(child.id())
+        .map_err(|_| std::io::Error::other("process id out of range"))?;
+    // SAFETY: kill(2) touches no memory of ours. The child has not been waited for, so its
+    // pid cannot have been reused by another process.
+    let result = unsafe { libc::kill(pid, libc::SIGTERM) };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(unix))]
+fn terminate(child: &mut Child) -> std::io::Result<()> {
+    child.kill()
+}
+
+fn describe(status: Option<ExitStatus>) -> String {
+    match status {
+        Some(status) => status.to_string(),
+        None => "exit status unknown".to_string(),
+    }
+}
+
+fn print_results(
+    report: &LoadgenReport,
+    prices: &PricesJson,
+    status: &StatusJson,
+    url: &str,
+    data: &Path,
+) {
+    println!();
+    println!("Results");
+    let heights = match report.first_height {
+        Some(first) => format!(" (heights {first}..={})", report.last_height),
+        None => String::new(),
+    };
+    println!(
+        "  blocks          {} committed during the run{heights}; chain height {}",
+        report.blocks, status.height
+    );
+    println!(
+        "  throughput      {} of our transactions in blocks: {:.1} tx/s (offered {:.1} tx/s)",
+        report.committed, report.committed_tx_per_s, report.offered_tx_per_s
+    );
+    println!(
+        "  outcome         accepted {}, dropped {}{}; never committed {}",
+        report.accepted,
+        report.dropped,
+        walras_loadgen::by_key(&report.dropped_by_reason),
+        report.never_committed
+    );
+    println!(
+        "  admission       sent {}, admitted {}, rejected {}{}; not sent {} (in-flight cap), \
+         {} (sequence windows full), {} (accounts awaiting answers)",
+        report.sent,
+        report.admitted,
+        report.rejected,
+        walras_loadgen::by_key(&report.rejected_by_code),
+        report.not_sent,
+        report.skipped_window,
+        report.skipped_busy
+    );
+    let latency = &report.latency;
+    println!(
+        "  latency         submit to commit: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
+        latency.p50_ms, latency.p99_ms, latency.p999_ms, latency.max_ms
+    );
+    if report.cleared_blocks > 0 {
+        println!(
+            "  clearing        {} of {} blocks converged ({:.1}%); mean unrealized/realized utility {:.4}%; {} traded nothing though they could",
+            report.converged_blocks,
+            report.cleared_blocks,
+            100.0 * report.converged_blocks as f64 / report.cleared_blocks as f64,
+            100.0 * report.unrealized_utility_ratio_mean,
+            report.nothing_traded_blocks
+        );
+    }
+    print_prices(prices);
+    println!(
+        "  state           {} accounts, {} open offers, state root {}",
+        status.accounts, status.open_offers, status.state_root
+    );
+    for note in &report.notes {
+        println!("  note            {note}");
+    }
+    println!("  API             {url} (the node is stopped now)");
+    println!("  data            {}", data.display());
+    println!();
+    println!(
+        "Serve it again:   walras node --data {} --listen 127.0.0.1:8080",
+        data.display()
+    );
+    println!("then, e.g.:       walras query status; walras query prices; walras query block 1");
+}
+
+fn print_prices(prices: &PricesJson) {
+    if prices.height == 0 || prices.prices.is_empty() {
+        println!("  prices          none: no block was committed");
+        return;
+    }
+    let shown: Vec<String> = prices
+        .prices
+        .iter()
+        .take(10)
+        .map(|price| format!("{price:.4}"))
+        .collect();
+    let more = prices.prices.len().saturating_sub(10);
+    let more = if more > 0 {
+        format!(" ... and {more} more")
+    } else {
+        String::new()
+    };
+    println!(
+        "  prices          at height {}, asset i in units of asset 0: {}{more}",
+        prices.height,
+        shown.join(" ")
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_directories_must_be_new_or_empty() {
+        let base = std::env::temp_dir().join(format!("walras-demo-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let fresh = base.join("fresh");
+        assert_eq!(prepare_data_dir(Some(&fresh)).unwrap(), fresh);
+        assert_eq!(
+            prepare_data_dir(Some(&fresh)).unwrap(),
+            fresh,
+            "empty is fine"
+        );
+        std::fs::write(fresh.join("something"), b"x").unwrap();
+        let error = prepare_data_dir(Some(&fresh)).unwrap_err();
+        assert!(error.0.contains("is not empty"), "{error}");
+        let default = prepare_data_dir(None).unwrap();
+        assert!(default.is_dir());
+        std::fs::remove_dir_all(&default).unwrap();
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}

@@ -1,0 +1,42 @@
+//! `walras keygen`: a fresh random key, or the development key of an account, as a key file.
+
+use super::remote::{block_on, dev_secret_seed, NodeArgs};
+use super::CliError;
+use std::path::PathBuf;
+use walras_client::keyfile;
+
+#[derive(clap::Args, Debug)]
+pub struct KeygenArgs {
+    /// Write the key to FILE (readable by you only) instead of printing it; never overwrites
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The development key of account ID, from the node's development genesis (tests and
+    /// demos only: anyone can derive it)
+    #[arg(long, value_name = "ID")]
+    dev_account: Option<u64>,
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+pub fn run(args: KeygenArgs) -> Result<(), CliError> {
+    let seed = match args.dev_account {
+        Some(account) => block_on(async { dev_secret_seed(&args.node.client()?, account).await })??,
+        None => keyfile::random_seed()?,
+    };
+    match &args.out {
+        Some(path) => {
+            keyfile::write(path, &seed)?;
+            println!(
+                "wrote {} (public key {})",
+                path.display(),
+                keyfile::to_json(&seed).public_key
+            );
+        }
+        None => println!(
+            "{}",
+            serde_json::to_string_pretty(&keyfile::to_json(&seed))
+                .map_err(|error| CliError(error.to_string()))?
+        ),
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! `walras loadgen`: the open-loop load generator against a running node (see
+//! [`walras_loadgen`]).
+
+use super::remote::{block_on, NodeArgs};
+use super::CliError;
+use std::time::Duration;
+use walras_loadgen::{mix::Mix, LoadgenConfig, LoadgenReport};
+
+#[derive(clap::Args, Debug)]
+pub struct LoadgenArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// Transactions offered per second, whatever the node does
+    #[arg(long, value_parser = positive_number)]
+    rate: f64,
+    /// How long to send
+    #[arg(long, value_parser = positive_number)]
+    seconds: f64,
+    /// Development accounts to send from (ids 0..N). Each account has at most one request in
+    /// flight and 48 transactions outstanding: raise it for high rates
+    #[arg(long, default_value_t = 1000)]
+    accounts: usize,
+    /// Interval between batch requests, in milliseconds
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    batch_ms: u64,
+    /// trading: offers near the current prices, some cancels and payments; payments: payments only
+    #[arg(long, value_enum, default_value = "trading")]
+    mix: Mix,
+    /// Seed of the transaction choices
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the report as JSON on stdout (the text summary then goes to stderr)
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn positive_number(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && value > 0.0 => Ok(value),
+        _ => Err(format!("'{text}' is not a positive number")),
+    }
+}
+
+pub fn run(args: LoadgenArgs) -> Result<(), CliError> {
+    let config = LoadgenConfig {
+        accounts: args.accounts,
+        batch_interval: Duration::from_millis(args.batch_ms),
+        mix: args.mix,
+        seed: args.seed,
+        progress: true,
+        ..LoadgenConfig::new(
+            &args.node.node,
+            args.rate,
+            Duration::from_secs_f64(args.seconds),
+        )
+    };
+    let report = block_on(walras_loadgen::run(&config))??;
+    if args.json {
+        eprint!("{}", report.summary());
+        let json = serde_json::to_string_pretty(&report)
+            .map_err(|error| CliError(format!("cannot print JSON: {error}")))?;
+        println!("{json}");
+    } else {
+        print!("{}", report.summary());
+    }
+    check_committed(&report)
+}
+
+/// A run in which nothing committed measured nothing: say so with a failing exit.
+pub fn check_committed(report: &LoadgenReport) -> Result<(), CliError> {
+    if report.committed == 0 {
+        return Err(CliError(format!(
+            "none of the {} transactions sent was seen in a block ({} blocks seen): is the \
+             node producing blocks?",
+            report.sent, report.blocks
+        )));
+    }
+    Ok(())
+}

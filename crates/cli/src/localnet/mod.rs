@@ -1,0 +1,371 @@
+//! `walras localnet`: an N-validator CometBFT network on loopback addresses, one `walras node
+//! --consensus cometbft` process per validator, each with its own HTTP API.
+//!
+//! - `walras localnet --validators N --dir DIR` creates the network in DIR if it has none
+//!   (`localnet.json`, `nodeI/{walras,cometbft}`), starts every validator not running (so it
+//!   also restarts validators that were stopped or killed), waits until all serve, and prints
+//!   their APIs. The nodes keep running in the background (`nodeI/node.log`).
+//! - `walras localnet down --dir DIR` stops them (SIGTERM, then SIGKILL after a grace period).
+
+mod setup;
+
+use super::CliError;
+use setup::{Layout, NodeLayout};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use walras_client::NodeClient;
+use walras_devnet::DEV_ACCOUNTS_MAX;
+use walras_server::cometbft::{binary_or_find, COMETBFT_VERSION};
+
+/// How long `down` waits for a node to stop before killing it.
+const STOP_GRACE: Duration = Duration::from_secs(15);
+/// How long a restart waits for a validator's ports to be released.
+const PORTS_WAIT: Duration = Duration::from_secs(20);
+
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct LocalnetArgs {
+    #[command(subcommand)]
+    action: Option<LocalnetAction>,
+    #[command(flatten)]
+    up: UpArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum LocalnetAction {
+    /// Stop every validator of the network in DIR.
+    Down(DownArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct UpArgs {
+    /// Validators (a new network; an existing one keeps its own count).
+    #[arg(long, required = true, value_parser = clap::value_parser!(u16).range(1..=32))]
+    validators: Option<u16>,
+    /// The network's directory.
+    #[arg(long, required = true)]
+    dir: Option<PathBuf>,
+    /// The cometbft executable. Default: $WALRAS_COMETBFT, the PATH, then ~/go/bin.
+    #[arg(long)]
+    cometbft_bin: Option<PathBuf>,
+    /// Accounts of the shared development genesis.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(2..=DEV_ACCOUNTS_MAX))]
+    dev_accounts: u64,
+    #[arg(long, default_value = "10", value_parser = super::args::asset_count)]
+    dev_assets: usize,
+    #[arg(long, default_value_t = 1)]
+    dev_seed: u64,
+    /// Execution threads per node (all validators share this machine).
+    #[arg(long, default_value = "1", value_parser = super::args::thread_count)]
+    threads: usize,
+    /// CometBFT's pause after each commit, in milliseconds (its block cadence).
+    #[arg(long, default_value_t = 500)]
+    timeout_commit_ms: u64,
+    /// How long to wait for every node to serve, in seconds.
+    #[arg(long, default_value_t = 120)]
+    wait_s: u64,
+}
+
+#[derive(clap::Args, Debug)]
+struct DownArgs {
+    /// The network's directory.
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+pub fn run(args: LocalnetArgs) -> Result<(), CliError> {
+    match args.action {
+        Some(LocalnetAction::Down(down)) => stop_all(&down.dir),
+        None => up(args.up),
+    }
+}
+
+fn up(args: UpArgs) -> Result<(), CliError> {
+    let (Some(validators), Some(dir)) = (args.validators, args.dir.clone()) else {
+        return Err(CliError("--validators and --dir are required".into()));
+    };
+    let layout = match setup::read(&dir)? {
+        Some(layout) => {
+            if layout.nodes.len() != validators as usize {
+                eprintln!(
+                    "walras localnet: {} already holds a network of {} validators; using it",
+                    dir.display(),
+                    layout.nodes.len()
+                );
+            }
+            layout
+        }
+        None => create(&args, validators as usize, &dir)?,
+    };
+    let executable = std::env::current_exe()
+        .map_err(|error| CliError(format!("locating the walras executable: {error}")))?;
+    for node in &layout.nodes {
+        match running_pid(node) {
+            Some(pid) => eprintln!(
+                "walras localnet: node{} already runs (pid {pid})",
+                node.index
+            ),
+            None => start(&executable, &layout, node)?,
+        }
+    }
+    wait_until_serving(&layout, Duration::from_secs(args.wait_s))?;
+    print_summary(&dir, &layout);
+    Ok(())
+}
+
+fn create(args: &UpArgs, validators: usize, dir: &Path) -> Result<Layout, CliError> {
+    if dir.exists()
+        && std::fs::read_dir(dir)
+            .map_err(|error| CliError(format!("reading {}: {error}", dir.display())))?
+            .next()
+            .is_some()
+    {
+        return Err(CliError(format!(
+            "{} is not empty and holds no localnet.json: choose a new directory",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|error| CliError(format!("creating {}: {error}", dir.display())))?;
+    let cometbft_bin = binary_or_find(args.cometbft_bin.clone())?;
+    let cometbft_bin = std::fs::canonicalize(&cometbft_bin)
+        .map_err(|error| CliError(format!("cometbft at {}: {error}", cometbft_bin.display())))?;
+    warn_on_other_version(&cometbft_bin);
+    eprintln!(
+        "walras localnet: creating {validators} validators in {}",
+        dir.display()
+    );
+    let created = setup::create(&setup::Plan {
+        dir,
+        validators,
+        cometbft_bin,
+        dev_accounts: args.dev_accounts,
+        dev_assets: args.dev_assets,
+        dev_seed: args.dev_seed,
+        threads: args.threads.max(1),
+        timeout_commit_ms: args.timeout_commit_ms.max(1),
+    });
+    if created.is_err() {
+        // The directory was empty or missing: leave it so, and the command can be run again.
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    created
+}
+
+/// Says so when the executable is not the CometBFT release Walras is tested with.
+fn warn_on_other_version(binary: &Path) {
+    let reported = Command::new(binary)
+        .arg("version")
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .unwrap_or_default();
+    if reported != COMETBFT_VERSION {
+        eprintln!(
+            "walras localnet: {} reports version {reported:?}; Walras is tested with CometBFT \
+             {COMETBFT_VERSION} (scripts/install-cometbft.sh installs it)",
+            binary.display()
+        );
+    }
+}
+
+/// Starts one validator in the background, in its own session.
+fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> Result<(), CliError> {
+    wait_ports_free(node)?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(node.log())
+        .map_err(|error| CliError(format!("opening {}: {error}", node.log().display())))?;
+    let listen = node.api.trim_start_matches("http://");
+    let mut command = Command::new(executable);
+    command
+        .arg("node")
+        .arg("--consensus")
+        .arg("cometbft")
+        .arg("--data")
+        .arg(node.data())
+        .arg("--cometbft-home")
+        .arg(node.home())
+        .arg("--cometbft-bin")
+        .arg(&layout.cometbft_bin)
+        .arg("--listen")
+        .arg(listen)
+        // The localnet is a development network: its genesis keys are public.
+        .arg("--dev")
+        .arg("--dev-accounts")
+        .arg(layout.dev_accounts.to_string())
+        .arg("--dev-assets")
+        .arg(layout.dev_assets.to_string())
+        .arg("--dev-seed")
+        .arg(layout.dev_seed.to_string())
+        .arg("--threads")
+        .arg(layout.threads.to_string())
+        // All validators share one machine and one client address.
+        .arg("--rate-limit-rps")
+        .arg("0")
+        .stdin(Stdio::null())
+        .stdout(
+            log.try_clone()
+                .map_err(|error| CliError(format!("log file: {error}")))?,
+        )
+        .stderr(log);
+    // Its own session: the node outlives this command and ignores its terminal's signals.
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = command
+        .spawn()
+        .map_err(|error| CliError(format!("starting node{}: {error}", node.index)))?;
+    std::fs::write(node.pid_file(), child.id().to_string())
+        .map_err(|error| CliError(format!("writing {}: {error}", node.pid_file().display())))?;
+    eprintln!(
+        "walras localnet: started node{} (pid {}, API {}, log {})",
+        node.index,
+        child.id(),
+        node.api,
+        node.log().display()
+    );
+    Ok(())
+}
+
+/// Waits until the validator's CometBFT ports can be bound: a CometBFT killed with its node
+/// (the parent-death signal) may take a moment to release them.
+fn wait_ports_free(node: &NodeLayout) -> Result<(), CliError> {
+    let addresses = [
+        format!("127.0.0.1:{}", node.p2p_port),
+        node.rpc.trim_start_matches("http://").to_string(),
+        node.api.trim_start_matches("http://").to_string(),
+    ];
+    let deadline = Instant::now() + PORTS_WAIT;
+    for address in &addresses {
+        while std::net::TcpListener::bind(address).is_err() {
+            if Instant::now() > deadline {
+                return Err(CliError(format!(
+                    "node{}: {address} stays in use; is another program on it?",
+                    node.index
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}
+
+/// The pid of the node's process if it is alive and is a walras node.
+fn running_pid(node: &NodeLayout) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(node.pid_file())
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // The pid may have been reused: check what runs under it, and that it is not a zombie.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = stat.rsplit(')').next()?.split_whitespace().next()?;
+    let ours = String::from_utf8_lossy(&cmdline).contains(&*node.data().to_string_lossy());
+    (ours && state != "Z").then_some(pid)
+}
+
+fn wait_until_serving(layout: &Layout, limit: Duration) -> Result<(), CliError> {
+    let deadline = Instant::now() + limit;
+    super::remote::block_on(async {
+        for node in &layout.nodes {
+            let client = NodeClient::new(&node.api)?;
+            loop {
+                if running_pid(node).is_none() {
+                    return Err(CliError(format!(
+                        "node{} exited; the end of {}:\n{}",
+                        node.index,
+                        node.log().display(),
+                        log_tail(&node.log(), 12)
+                    )));
+                }
+                match client.status().await {
+                    Ok(status) if status.height > 0 => break,
+                    _ if Instant::now() > deadline => {
+                        return Err(CliError(format!(
+                            "node{} did not serve a committed block within {} s: see {}",
+                            node.index,
+                            limit.as_secs(),
+                            node.log().display()
+                        )))
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        }
+        Ok(())
+    })?
+}
+
+/// The last `lines` lines of a log file.
+fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+fn print_summary(dir: &Path, layout: &Layout) {
+    println!(
+        "walras localnet: {} validators running (CometBFT {})",
+        layout.nodes.len(),
+        layout.cometbft_bin.display()
+    );
+    for node in &layout.nodes {
+        println!(
+            "  node{}  API {}  CometBFT RPC {}  log {}",
+            node.index,
+            node.api,
+            node.rpc,
+            node.log().display()
+        );
+    }
+    println!(
+        "try: walras query status --node {}\nstop: walras localnet down --dir {}",
+        layout.nodes[0].api,
+        dir.display()
+    );
+}
+
+fn stop_all(dir: &Path) -> Result<(), CliError> {
+    let layout = setup::read(dir)?
+        .ok_or_else(|| CliError(format!("{} holds no localnet.json", dir.display())))?;
+    let running: Vec<(usize, i32)> = layout
+        .nodes
+        .iter()
+        .filter_map(|node| running_pid(node).map(|pid| (node.index, pid)))
+        .collect();
+    for (_, pid) in &running {
+        // SAFETY: signalling a process we started.
+        unsafe {
+            libc::kill(*pid, libc::SIGTERM);
+        }
+    }
+    let deadline = Instant::now() + STOP_GRACE;
+    for (index, pid) in &running {
+        let node = &layout.nodes[*index];
+        while running_pid(node).is_some() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if running_pid(node).is_some() {
+            eprintln!("walras localnet: node{index} did not stop in time; killing it");
+            // SAFETY: as above.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        let _ = std::fs::remove_file(node.pid_file());
+    }
+    println!(
+        "walras localnet: stopped {} of {} validators in {}",
+        running.len(),
+        layout.nodes.len(),
+        dir.display()
+    );
+    Ok(())
+}

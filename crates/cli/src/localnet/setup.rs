@@ -1,0 +1,235 @@
+//! Creating a localnet's files: one CometBFT home per validator (keys from `cometbft init`),
+//! one shared genesis naming every validator, and each `config.toml` set to its own loopback
+//! ports with the others as persistent peers.
+
+use super::super::CliError;
+use serde::{Deserialize, Serialize};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use walras_server::cometbft::toml;
+
+/// The chain id of every localnet.
+pub const CHAIN_ID: &str = "walras-localnet";
+
+/// `DIR/localnet.json`: what `walras localnet` created, read again by later calls.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Layout {
+    pub cometbft_bin: PathBuf,
+    pub dev_accounts: u64,
+    pub dev_assets: usize,
+    pub dev_seed: u64,
+    pub threads: usize,
+    pub nodes: Vec<NodeLayout>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeLayout {
+    pub index: usize,
+    /// The node's own directory: `walras/` (its store), `cometbft/` (CometBFT's home), logs.
+    pub dir: PathBuf,
+    pub api: String,
+    pub rpc: String,
+    pub p2p_port: u16,
+}
+
+impl NodeLayout {
+    pub fn data(&self) -> PathBuf {
+        self.dir.join("walras")
+    }
+    pub fn home(&self) -> PathBuf {
+        self.dir.join("cometbft")
+    }
+    pub fn pid_file(&self) -> PathBuf {
+        self.dir.join("node.pid")
+    }
+    pub fn log(&self) -> PathBuf {
+        self.dir.join("node.log")
+    }
+}
+
+/// What the network is made of.
+pub struct Plan<'a> {
+    pub dir: &'a Path,
+    pub validators: usize,
+    pub cometbft_bin: PathBuf,
+    pub dev_accounts: u64,
+    pub dev_assets: usize,
+    pub dev_seed: u64,
+    pub threads: usize,
+    pub timeout_commit_ms: u64,
+}
+
+/// Creates every validator's files and `localnet.json`.
+pub fn create(plan: &Plan<'_>) -> Result<Layout, CliError> {
+    let ports = free_ports(plan.validators * 3)?;
+    let nodes: Vec<NodeLayout> = (0..plan.validators)
+        .map(|index| NodeLayout {
+            index,
+            dir: plan.dir.join(format!("node{index}")),
+            api: format!("http://127.0.0.1:{}", ports[3 * index]),
+            rpc: format!("http://127.0.0.1:{}", ports[3 * index + 1]),
+            p2p_port: ports[3 * index + 2],
+        })
+        .collect();
+    for node in &nodes {
+        cometbft(&plan.cometbft_bin, &["init", "--home"], &node.home())?;
+    }
+    let node_ids = nodes
+        .iter()
+        .map(|node| {
+            cometbft(
+                &plan.cometbft_bin,
+                &["show-node-id", "--home"],
+                &node.home(),
+            )
+        })
+        .collect::<Result<Vec<String>, CliError>>()?;
+    let genesis = shared_genesis(&nodes)?;
+    for node in &nodes {
+        write(&node.home().join("config/genesis.json"), &genesis)?;
+        let peers: Vec<String> = nodes
+            .iter()
+            .zip(&node_ids)
+            .filter(|(other, _)| other.index != node.index)
+            .map(|(other, id)| format!("{id}@127.0.0.1:{}", other.p2p_port))
+            .collect();
+        configure(node, &peers.join(","), plan.timeout_commit_ms)?;
+    }
+    let layout = Layout {
+        cometbft_bin: plan.cometbft_bin.clone(),
+        dev_accounts: plan.dev_accounts,
+        dev_assets: plan.dev_assets,
+        dev_seed: plan.dev_seed,
+        threads: plan.threads,
+        nodes,
+    };
+    let json = serde_json::to_string_pretty(&layout)
+        .map_err(|error| CliError(format!("encoding localnet.json: {error}")))?;
+    write(&plan.dir.join("localnet.json"), &json)?;
+    Ok(layout)
+}
+
+/// Reads `DIR/localnet.json`; `None` if there is none.
+pub fn read(dir: &Path) -> Result<Option<Layout>, CliError> {
+    let path = dir.join("localnet.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(CliError(format!("reading {}: {error}", path.display()))),
+    };
+    serde_json::from_str(&text).map(Some).map_err(|error| {
+        CliError(format!(
+            "{} is not a localnet layout: {error}",
+            path.display()
+        ))
+    })
+}
+
+/// Runs `cometbft ARGS HOME`; its trimmed stdout.
+fn cometbft(binary: &Path, args: &[&str], home: &Path) -> Result<String, CliError> {
+    let output = Command::new(binary)
+        .args(args)
+        .arg(home)
+        .output()
+        .map_err(|error| CliError(format!("running {}: {error}", binary.display())))?;
+    if !output.status.success() {
+        return Err(CliError(format!(
+            "{} {} {} failed: {}",
+            binary.display(),
+            args.join(" "),
+            home.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// Node 0's generated genesis with every node's validator key, equal power.
+fn shared_genesis(nodes: &[NodeLayout]) -> Result<String, CliError> {
+    let mut genesis = read_json(&nodes[0].home().join("config/genesis.json"))?;
+    let validators = nodes
+        .iter()
+        .map(|node| {
+            let key = read_json(&node.home().join("config/priv_validator_key.json"))?;
+            Ok(serde_json::json!({
+                "address": key["address"],
+                "pub_key": key["pub_key"],
+                "power": "10",
+                "name": format!("node{}", node.index),
+            }))
+        })
+        .collect::<Result<Vec<_>, CliError>>()?;
+    genesis["validators"] = serde_json::Value::Array(validators);
+    genesis["chain_id"] = serde_json::Value::String(CHAIN_ID.into());
+    serde_json::to_string_pretty(&genesis)
+        .map_err(|error| CliError(format!("encoding genesis.json: {error}")))
+}
+
+/// Sets a node's addresses, peers and limits in its `config.toml`.
+fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> Result<(), CliError> {
+    let path = node.home().join("config/config.toml");
+    let mut text = std::fs::read_to_string(&path)
+        .map_err(|error| CliError(format!("reading {}: {error}", path.display())))?;
+    let rpc = node.rpc.trim_start_matches("http://");
+    let settings: [(&str, &str, String); 14] = [
+        ("", "moniker", format!("\"node{}\"", node.index)),
+        ("rpc", "laddr", format!("\"tcp://{rpc}\"")),
+        // The node forwards admitted transactions in JSON-RPC batches.
+        ("rpc", "max_request_batch_size", "1000".into()),
+        ("rpc", "max_body_bytes", "16000000".into()),
+        (
+            "p2p",
+            "laddr",
+            format!("\"tcp://127.0.0.1:{}\"", node.p2p_port),
+        ),
+        ("p2p", "persistent_peers", format!("\"{peers}\"")),
+        // Every validator is on 127.0.0.1.
+        ("p2p", "addr_book_strict", "false".into()),
+        ("p2p", "allow_duplicate_ip", "true".into()),
+        ("mempool", "size", "200000".into()),
+        ("mempool", "cache_size", "400000".into()),
+        (
+            "consensus",
+            "timeout_commit",
+            format!("\"{timeout_commit_ms}ms\""),
+        ),
+        // Walras's app hash changes every block (the state root commits to the height), so
+        // CometBFT makes a block every round anyway; say so.
+        ("consensus", "create_empty_blocks", "true".into()),
+        ("instrumentation", "prometheus", "false".into()),
+        // Walras keeps its own transaction index (GET /v1/transactions/{hash}).
+        ("tx_index", "indexer", "\"null\"".into()),
+    ];
+    for (section, key, value) in &settings {
+        text = toml::set(&text, section, key, value)
+            .map_err(|error| CliError(format!("{}: {error}", path.display())))?;
+    }
+    write(&path, &text)
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| CliError(format!("reading {}: {error}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|error| CliError(format!("{} is not JSON: {error}", path.display())))
+}
+
+fn write(path: &Path, text: &str) -> Result<(), CliError> {
+    std::fs::write(path, text)
+        .map_err(|error| CliError(format!("writing {}: {error}", path.display())))
+}
+
+/// `count` distinct free loopback ports (held open together while choosing, so no two are
+/// the same; another program could still take one before the network binds it).
+fn free_ports(count: usize) -> Result<Vec<u16>, CliError> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| CliError(format!("finding free loopback ports: {error}")))?;
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().map(|address| address.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| CliError(format!("finding free loopback ports: {error}")))
+}

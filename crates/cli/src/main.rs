@@ -1,0 +1,131 @@
+//! `walras`: the command-line interface to the Walras exchange.
+
+use std::process::ExitCode;
+
+mod args;
+#[cfg(feature = "dev-tools")]
+mod demo;
+mod init;
+mod keygen;
+#[cfg(feature = "dev-tools")]
+mod loadgen;
+#[cfg(feature = "dev-tools")]
+mod localnet;
+mod node;
+mod query;
+mod remote;
+mod tx;
+
+#[cfg(feature = "dev-tools")]
+use walras_bench::{bench, clear, demo_batch, gen, replay};
+
+use clap::{Parser, Subcommand};
+
+/// Walras: a batch exchange that clears every block at one set of asset valuations.
+#[derive(Parser, Debug)]
+#[command(name = "walras", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    #[cfg(feature = "dev-tools")]
+    /// Run a node under load: a fresh node, the load generator against it, a summary.
+    Demo(demo::DemoArgs),
+    #[cfg(feature = "dev-tools")]
+    /// Clear one generated batch without a node, and verify it exactly.
+    DemoBatch(demo_batch::DemoBatchArgs),
+    #[cfg(feature = "dev-tools")]
+    /// Clear a batch of limit sell offers from a CSV file.
+    Clear(clear::ClearArgs),
+    #[cfg(feature = "dev-tools")]
+    /// Generate workloads.
+    #[command(subcommand)]
+    Gen(gen::GenCommand),
+    /// Create a node's store with its genesis (`--genesis FILE` or `--dev`), without starting it.
+    Init(init::InitArgs),
+    /// Run a node: store, HTTP API, and a solo block producer or a CometBFT validator.
+    Node(node::NodeArgs),
+    #[cfg(feature = "dev-tools")]
+    /// Create and start (or stop: `localnet down`) an N-validator CometBFT network on loopback.
+    Localnet(localnet::LocalnetArgs),
+    #[cfg(feature = "dev-tools")]
+    /// Execute a generated workload's blocks and report throughput.
+    Replay(replay::ReplayArgs),
+    #[cfg(feature = "dev-tools")]
+    /// Measure performance.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Make a key file: a fresh random key, or a development account's key.
+    Keygen(keygen::KeygenArgs),
+    /// Account transactions, signed and sent to a node.
+    #[command(subcommand)]
+    Account(tx::AccountCommand),
+    /// Offer transactions, signed and sent to a node.
+    #[command(subcommand)]
+    Offer(tx::OfferCommand),
+    /// Pay another account: a payment transaction, signed and sent to a node.
+    Pay(tx::PayArgs),
+    /// Read a node's state: status, accounts, offers, books, blocks, prices, transactions.
+    Query(query::QueryArgs),
+    #[cfg(feature = "dev-tools")]
+    /// Offer a node an open-loop load of signed transactions and measure commit latency.
+    Loadgen(loadgen::LoadgenArgs),
+}
+
+/// An error for the user: printed as `error: <message>` with a non-zero exit.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<E: std::error::Error> From<E> for CliError {
+    fn from(error: E) -> CliError {
+        CliError(error.to_string())
+    }
+}
+
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        #[cfg(feature = "dev-tools")]
+        Command::Demo(args) => demo::run(args),
+        #[cfg(feature = "dev-tools")]
+        Command::DemoBatch(args) => demo_batch::run(args).map_err(|error| CliError(error.0)),
+        #[cfg(feature = "dev-tools")]
+        Command::Clear(args) => clear::run(args).map_err(|error| CliError(error.0)),
+        #[cfg(feature = "dev-tools")]
+        Command::Gen(command) => gen::run(command).map_err(|error| CliError(error.0)),
+        Command::Init(args) => init::run(args),
+        Command::Node(args) => node::run(args),
+        #[cfg(feature = "dev-tools")]
+        Command::Localnet(args) => localnet::run(args),
+        #[cfg(feature = "dev-tools")]
+        Command::Replay(args) => replay::run(args).map_err(|error| CliError(error.0)),
+        #[cfg(feature = "dev-tools")]
+        Command::Bench(command) => bench::run(command).map_err(|error| CliError(error.0)),
+        Command::Keygen(args) => keygen::run(args),
+        Command::Account(command) => tx::run_account(command),
+        Command::Offer(command) => tx::run_offer(command),
+        Command::Pay(args) => tx::run_pay(args),
+        Command::Query(args) => query::run(args),
+        #[cfg(feature = "dev-tools")]
+        Command::Loadgen(args) => loadgen::run(args),
+    }
+}
+
+fn main() -> ExitCode {
+    let command = Cli::parse();
+    match run(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

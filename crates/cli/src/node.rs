@@ -1,0 +1,109 @@
+//! `walras node`: run a node, solo or as a CometBFT validator (see [`walras_server`]).
+
+use super::{args, CliError};
+use std::path::PathBuf;
+use std::time::Duration;
+use walras_server::cometbft::{binary_or_find, CometbftConfig};
+use walras_server::{Consensus, NodeConfig, ServeLimits};
+
+#[derive(clap::Args, Debug)]
+pub struct NodeArgs {
+    /// Data directory. A directory with a store (data.mdb) is reopened, never re-initialised;
+    /// one without (missing or empty) gets a new store only from --genesis FILE or --dev.
+    #[arg(long)]
+    data: PathBuf,
+    /// Address to serve the HTTP API on (port 0: any free port, printed on the first line).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    #[command(flatten)]
+    genesis: args::GenesisArgs,
+    /// A block is cut when this long has passed since the last one and something is waiting.
+    #[arg(long, default_value_t = 250)]
+    block_interval_ms: u64,
+    /// ... or when this many transactions are waiting.
+    #[arg(long, default_value_t = 50_000)]
+    max_block_txs: usize,
+    /// Most pending transactions; beyond it submissions get 503 (back-pressure).
+    #[arg(long, default_value_t = 200_000)]
+    mempool_capacity: usize,
+    /// Execution threads (default: all cores).
+    #[arg(long, value_parser = args::thread_count)]
+    threads: Option<usize>,
+    /// Wall-clock limit of tâtonnement per block. Small batches that do not converge run to
+    /// it (the block is still exact, only less complete), so it bounds their latency.
+    #[arg(long, default_value_t = 100)]
+    clearing_timeout_ms: u64,
+    /// Requests per second per client IP (0: no limit).
+    #[arg(long, default_value_t = 2_000)]
+    rate_limit_rps: u32,
+    #[arg(long, default_value_t = 4_000)]
+    rate_limit_burst: u32,
+    /// Who orders blocks: this node alone, or CometBFT (this node is its ABCI++ application
+    /// and starts it as a child process).
+    #[arg(long, value_enum, default_value = "solo")]
+    consensus: ConsensusKind,
+    /// CometBFT's home (config/, data/; outside --data), for --consensus cometbft.
+    #[arg(long, required_if_eq("consensus", "cometbft"))]
+    cometbft_home: Option<PathBuf>,
+    /// The cometbft executable. Default: $WALRAS_COMETBFT, the PATH, then ~/go/bin.
+    #[arg(long)]
+    cometbft_bin: Option<PathBuf>,
+    /// Connections served at once; one more is answered 503 and closed. Default: 1024, or
+    /// fewer if the open-file limit (raised to its hard limit at start) leaves no room.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    connections_max: Option<u64>,
+    /// A connection that sends no complete request head within this long (a new one, or one
+    /// kept alive between requests) is closed.
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    header_timeout_ms: u64,
+    /// Event streams (/v1/events) one client IP may hold open; all clients together hold at
+    /// most 256.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
+    event_streams_per_client: u64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ConsensusKind {
+    Solo,
+    Cometbft,
+}
+
+pub fn run(args: NodeArgs) -> Result<(), CliError> {
+    if args.max_block_txs == 0 || args.mempool_capacity == 0 {
+        return Err(CliError(
+            "--max-block-txs and --mempool-capacity must be positive".into(),
+        ));
+    }
+    let genesis = args.genesis.source()?;
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let consensus = match args.consensus {
+        ConsensusKind::Solo => Consensus::Solo,
+        ConsensusKind::Cometbft => Consensus::Cometbft(CometbftConfig {
+            binary: binary_or_find(args.cometbft_bin)?,
+            home: args
+                .cometbft_home
+                .ok_or_else(|| CliError("--consensus cometbft needs --cometbft-home".into()))?,
+        }),
+    };
+    let config = NodeConfig {
+        data_dir: args.data,
+        listen: args.listen,
+        genesis,
+        block_interval: Duration::from_millis(args.block_interval_ms.max(1)),
+        max_block_txs: args.max_block_txs,
+        mempool_capacity: args.mempool_capacity,
+        threads,
+        clearing_timeout: Duration::from_millis(args.clearing_timeout_ms.max(1)),
+        rate_limit_rps: args.rate_limit_rps,
+        rate_limit_burst: args.rate_limit_burst.max(1),
+        consensus,
+        serve: ServeLimits {
+            connections_max: args.connections_max.map(|max| max as usize),
+            header_timeout: Duration::from_millis(args.header_timeout_ms),
+            event_streams_per_client_max: args.event_streams_per_client as usize,
+        },
+    };
+    walras_server::run(config).map_err(|error| CliError(error.to_string()))
+}

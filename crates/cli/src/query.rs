@@ -1,0 +1,299 @@
+//! `walras query ...`: reads from a node, printed for a person or, with `--json`, as the API's
+//! own JSON.
+
+use super::remote::{block_on, DEFAULT_NODE};
+use super::CliError;
+use serde::Serialize;
+use walras_api::wire::{
+    AccountJson, AccountOffersJson, BlockJson, BookJson, PricesJson, StatusJson,
+    TransactionStatusJson,
+};
+use walras_client::NodeClient;
+
+#[derive(clap::Args, Debug)]
+pub struct QueryArgs {
+    #[command(subcommand)]
+    what: QueryCommand,
+    /// Print the node's JSON answer instead of text
+    #[arg(long, global = true)]
+    json: bool,
+    /// Base URL of the node's HTTP API
+    #[arg(long, global = true, default_value = DEFAULT_NODE)]
+    node: String,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum QueryCommand {
+    /// Height, roots, sizes, mempool, development genesis
+    Status,
+    /// An account's keys, sequence numbers and balances
+    Account { id: u64 },
+    /// An account's open offers
+    Offers { id: u64 },
+    /// The resting offers selling SELL for BUY, by price level
+    Book {
+        sell: u16,
+        buy: u16,
+        /// Price levels to list
+        #[arg(long)]
+        levels: Option<u32>,
+    },
+    /// A committed block: header, outcome, trades, dropped transactions
+    Block { height: u64 },
+    /// The latest clearing prices
+    Prices,
+    /// A transaction's fate, by hash
+    Tx { hash: String },
+    /// The node's Prometheus metrics (text; --json does not apply)
+    Metrics,
+}
+
+pub fn run(args: QueryArgs) -> Result<(), CliError> {
+    let client = NodeClient::new(&args.node)?;
+    let json = args.json;
+    block_on(async move {
+        match args.what {
+            QueryCommand::Status => show(client.status().await?, json, status_text),
+            QueryCommand::Account { id } => show(client.account(id).await?, json, account_text),
+            QueryCommand::Offers { id } => {
+                show(client.account_offers(id).await?, json, offers_text)
+            }
+            QueryCommand::Book { sell, buy, levels } => {
+                show(client.book(sell, buy, levels).await?, json, book_text)
+            }
+            QueryCommand::Block { height } => show(client.block(height).await?, json, block_text),
+            QueryCommand::Prices => show(client.prices().await?, json, prices_text),
+            QueryCommand::Metrics => {
+                print!("{}", client.metrics().await?);
+                Ok(())
+            }
+            QueryCommand::Tx { hash } => {
+                let hash = checked_hash(&hash)?;
+                show(
+                    client
+                        .transaction(&hash)
+                        .await
+                        .map_err(|e| not_found(e, &client, &hash))?,
+                    json,
+                    transaction_text,
+                )
+            }
+        }
+    })?
+}
+
+fn show<T: Serialize>(value: T, json: bool, text: fn(&T) -> String) -> Result<(), CliError> {
+    if json {
+        let body = serde_json::to_string_pretty(&value)
+            .map_err(|error| CliError(format!("cannot print JSON: {error}")))?;
+        println!("{body}");
+    } else {
+        print!("{}", text(&value));
+    }
+    Ok(())
+}
+
+/// A hash as the API wants it (64 lowercase hex digits), or a clear error.
+fn checked_hash(text: &str) -> Result<String, CliError> {
+    let hash: walras_crypto::Hash = text
+        .trim()
+        .parse()
+        .map_err(|error| CliError(format!("'{text}' is not a transaction hash: {error}")))?;
+    Ok(hash.to_string())
+}
+
+fn not_found(error: walras_client::ClientError, client: &NodeClient, hash: &str) -> CliError {
+    if error.is_not_found() {
+        CliError(format!(
+            "the node at {} knows no transaction {hash} (never admitted, or forgotten)",
+            client.base_url()
+        ))
+    } else {
+        error.into()
+    }
+}
+
+fn status_text(status: &StatusJson) -> String {
+    let mut out = format!(
+        "version      {}\nheight       {}\nblock hash   {}\nstate root   {}\n\
+         assets       {}\naccounts     {}\nopen offers  {}\nmempool      {} of {} transactions\n",
+        status.version,
+        status.height,
+        status.block_hash,
+        status.state_root,
+        status.assets,
+        status.accounts,
+        status.open_offers,
+        status.mempool_transactions,
+        status.mempool_capacity
+    );
+    if let Some(dev) = &status.dev_genesis {
+        out.push_str(&format!(
+            "dev genesis  seed {}, {} accounts, {} assets (keys anyone can derive: tests and demos only)\n",
+            dev.seed, dev.accounts, dev.assets
+        ));
+    }
+    out
+}
+
+fn account_text(account: &AccountJson) -> String {
+    let mut out = format!(
+        "account        {}\npublic key     {}\nlast sequence  {}\nnext sequence  {}\n",
+        account.id, account.public_key, account.last_sequence, account.next_sequence
+    );
+    if account.balances.is_empty() {
+        out.push_str("balances       none\n");
+    } else {
+        out.push_str("  asset                amount\n");
+        for balance in &account.balances {
+            out.push_str(&format!("  {:>5}  {:>20}\n", balance.asset, balance.amount));
+        }
+    }
+    out
+}
+
+fn offers_text(offers: &AccountOffersJson) -> String {
+    if offers.offers.is_empty() {
+        return format!("account {} has no open offers\n", offers.account);
+    }
+    let mut out = format!(
+        "account {}: {} open offers\n  offer id   sell   buy                amount  min price\n",
+        offers.account,
+        offers.offers.len()
+    );
+    for offer in &offers.offers {
+        out.push_str(&format!(
+            "  {:>8}  {:>5}  {:>4}  {:>20}  {}\n",
+            offer.offer_id, offer.sell, offer.buy, offer.amount, offer.min_price
+        ));
+    }
+    out
+}
+
+fn book_text(book: &BookJson) -> String {
+    let mut out = format!(
+        "book selling {} for {}: {} offers, {} units of {} offered\n",
+        book.sell, book.buy, book.offers, book.amount, book.sell
+    );
+    if !book.levels.is_empty() {
+        out.push_str("  min price                              amount  offers\n");
+        for level in &book.levels {
+            out.push_str(&format!(
+                "  {:<30}  {:>12}  {:>6}\n",
+                level.min_price, level.amount, level.offers
+            ));
+        }
+    }
+    out
+}
+
+fn block_text(block: &BlockJson) -> String {
+    let mut out = format!(
+        "block        {}\nhash         {}\nprevious     {}\ntx root      {}\nstate root   {}\n\
+         transactions {} ({} accepted, {} dropped)\n",
+        block.height,
+        block.hash,
+        block.previous,
+        block.transactions_root,
+        block.state_root,
+        block.transactions,
+        block.accepted,
+        block.dropped.len()
+    );
+    let prices = relative_prices(&block.valuations);
+    if !prices.is_empty() {
+        out.push_str(&format!("prices       {}\n", price_list(&prices)));
+    }
+    for trade in &block.trades {
+        out.push_str(&format!(
+            "  trade {} -> {}: sold {} (last offer: account {}, id {}, min price {})\n",
+            trade.sell,
+            trade.buy,
+            trade.sold,
+            trade.last_offer_account,
+            trade.last_offer_id,
+            trade.last_offer_min_price
+        ));
+    }
+    for dropped in &block.dropped {
+        out.push_str(&format!(
+            "  dropped #{} {}: {}\n",
+            dropped.index, dropped.hash, dropped.reason
+        ));
+    }
+    out
+}
+
+fn prices_text(prices: &PricesJson) -> String {
+    if prices.height == 0 || prices.valuations.is_empty() {
+        return "no prices yet: no block has been committed\n".to_string();
+    }
+    let mut out = format!(
+        "prices at height {} (asset i in units of asset 0)\n  asset               price            valuation\n",
+        prices.height
+    );
+    for (asset, (price, valuation)) in prices.prices.iter().zip(&prices.valuations).enumerate() {
+        out.push_str(&format!("  {asset:>5}  {price:>18.9}  {valuation:>19}\n"));
+    }
+    out
+}
+
+fn transaction_text(status: &TransactionStatusJson) -> String {
+    let mut out = format!(
+        "transaction  {}\nstatus       {}\n",
+        status.hash, status.status
+    );
+    if let Some(height) = status.height {
+        out.push_str(&format!("block        {height}\n"));
+    }
+    if let Some(index) = status.index {
+        out.push_str(&format!("index        {index}\n"));
+    }
+    if let Some(reason) = &status.reason {
+        out.push_str(&format!("reason       {reason}\n"));
+    }
+    out
+}
+
+/// Valuations as prices in units of asset 0 (empty if there are none or asset 0's is zero).
+fn relative_prices(valuations: &[u128]) -> Vec<f64> {
+    match valuations.first() {
+        Some(&base) if base > 0 => valuations
+            .iter()
+            .map(|&value| value as f64 / base as f64)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn price_list(prices: &[f64]) -> String {
+    let shown: Vec<String> = prices.iter().take(12).map(|p| format!("{p:.6}")).collect();
+    let more = prices.len().saturating_sub(12);
+    if more > 0 {
+        format!("{} ... and {more} more", shown.join(" "))
+    } else {
+        shown.join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_are_checked_and_lowercased() {
+        let upper = "AB".repeat(32);
+        assert_eq!(checked_hash(&upper).unwrap(), "ab".repeat(32));
+        assert!(checked_hash("xyz")
+            .unwrap_err()
+            .0
+            .contains("not a transaction hash"));
+    }
+
+    #[test]
+    fn prices_are_relative_to_asset_zero() {
+        assert_eq!(relative_prices(&[4, 2, 8]), vec![1.0, 0.5, 2.0]);
+        assert!(relative_prices(&[]).is_empty());
+        assert!(relative_prices(&[0, 1]).is_empty());
+    }
+}

@@ -1,0 +1,70 @@
+//! What the commands that talk to a node share: the `--node` option, the async runtime, and
+//! the development genesis read from the node's status.
+
+use super::CliError;
+use std::future::Future;
+use walras_api::wire::DevGenesisJson;
+use walras_client::NodeClient;
+
+/// The default node address: what `walras node --listen` is usually given.
+pub const DEFAULT_NODE: &str = "http://127.0.0.1:8080";
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// Base URL of the node's HTTP API
+    #[arg(long, default_value = DEFAULT_NODE)]
+    pub node: String,
+}
+
+impl NodeArgs {
+    pub fn client(&self) -> Result<NodeClient, CliError> {
+        Ok(NodeClient::new(&self.node)?)
+    }
+}
+
+/// Runs `future` to completion on a fresh multi-threaded runtime.
+pub fn block_on<F: Future>(future: F) -> Result<F::Output, CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| CliError(format!("cannot start the async runtime: {error}")))?;
+    Ok(runtime.block_on(future))
+}
+
+/// The node's development genesis parameters, or an error saying there are none.
+pub async fn dev_genesis(client: &NodeClient) -> Result<DevGenesisJson, CliError> {
+    let status = client.status().await?;
+    status.dev_genesis.ok_or_else(|| {
+        CliError(format!(
+            "the node at {} runs no development genesis (its /v1/status has no dev_genesis), \
+             so development keys do not apply: use --key FILE",
+            client.base_url()
+        ))
+    })
+}
+
+/// The secret seed of development account `account` on the node's development genesis.
+#[cfg(feature = "dev-tools")]
+pub async fn dev_secret_seed(client: &NodeClient, account: u64) -> Result<[u8; 32], CliError> {
+    let dev = dev_genesis(client).await?;
+    if account >= dev.accounts {
+        return Err(CliError(format!(
+            "account {account} is not in the development genesis (accounts 0..{})",
+            dev.accounts
+        )));
+    }
+    Ok(walras_devnet::dev_secret_seed(
+        &dev,
+        walras_types::AccountId(account),
+    ))
+}
+
+/// A production build has no development keys.
+#[cfg(not(feature = "dev-tools"))]
+pub async fn dev_secret_seed(_client: &NodeClient, _account: u64) -> Result<[u8; 32], CliError> {
+    Err(CliError(
+        "development keys need the development tools, which this build of walras leaves out: \
+         use --key FILE"
+            .into(),
+    ))
+}

@@ -1,0 +1,396 @@
+//! Commands that sign and submit one transaction: `walras account create`, `walras offer
+//! create|cancel`, `walras pay`. They share the signing options ([`SignerArgs`]): the source
+//! account, its key (a key file or the development key), the sequence number (by default the
+//! node's `next_sequence` for the account) and `--wait`.
+
+use super::remote::{block_on, dev_secret_seed, NodeArgs};
+use super::CliError;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use walras_api::wire::TransactionStatusJson;
+use walras_client::{keyfile, NodeClient};
+use walras_crypto::{Keypair, PublicKey};
+use walras_engine::block::transaction_hash;
+use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};
+
+/// How long `--wait` waits for the transaction's block.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
+#[derive(clap::Args, Debug)]
+pub struct SignerArgs {
+    /// The account that signs and pays for the transaction
+    #[arg(long, value_name = "ID")]
+    source: u64,
+    #[command(flatten)]
+    signing_key: SigningKeyArgs,
+    /// Sequence number [default: the account's next_sequence on the node]
+    #[arg(long, value_name = "N")]
+    sequence: Option<u64>,
+    /// Wait (up to 30 s) until the transaction is in a block, and print the outcome
+    #[arg(long)]
+    wait: bool,
+    /// Send the transaction in its JSON form instead of the binary encoding
+    #[arg(long)]
+    submit_json: bool,
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+/// Exactly one of them.
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct SigningKeyArgs {
+    /// Key file of the source account (as written by `walras keygen`)
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// Sign with the source's development key (the node must run a development genesis)
+    #[arg(long)]
+    dev: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum AccountCommand {
+    /// Create an account controlled by a public key
+    Create(CreateAccountArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CreateAccountArgs {
+    /// Id of the account to create
+    #[arg(long, value_name = "ID")]
+    new_account: u64,
+    #[command(flatten)]
+    new_key: NewAccountKeyArgs,
+    #[command(flatten)]
+    signer: SignerArgs,
+}
+
+/// Exactly one of them.
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct NewAccountKeyArgs {
+    /// The new account's public key, hex
+    #[arg(long, value_name = "HEX", value_parser = parse_public_key)]
+    public_key: Option<PublicKey>,
+    /// Make a fresh key for the new account and write it to FILE (readable by you only)
+    #[arg(long, value_name = "FILE")]
+    new_key: Option<PathBuf>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum OfferCommand {
+    /// Offer to sell AMOUNT of asset SELL for asset BUY at no less than MIN-PRICE
+    Create(CreateOfferArgs),
+    /// Cancel one of the source's open offers (the rest of its amount comes back)
+    Cancel(CancelOfferArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CreateOfferArgs {
+    /// Asset sold
+    #[arg(long)]
+    sell: u16,
+    /// Asset bought
+    #[arg(long)]
+    buy: u16,
+    /// Amount of SELL offered (an integer)
+    #[arg(long)]
+    amount: u64,
+    /// Lowest acceptable price: units of BUY per unit of SELL, a decimal
+    #[arg(long, value_name = "DECIMAL", value_parser = parse_limit_price)]
+    min_price: Price,
+    #[command(flatten)]
+    signer: SignerArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CancelOfferArgs {
+    /// Asset the offer sells
+    #[arg(long)]
+    sell: u16,
+    /// Asset the offer buys
+    #[arg(long)]
+    buy: u16,
+    /// The offer's limit price, as given when it was created
+    #[arg(long, value_name = "DECIMAL", value_parser = parse_limit_price)]
+    min_price: Price,
+    /// The offer's id: the sequence number of the transaction that created it
+    #[arg(long, value_name = "ID")]
+    offer_id: u64,
+    #[command(flatten)]
+    signer: SignerArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PayArgs {
+    /// Receiving account
+    #[arg(long, value_name = "ID")]
+    to: u64,
+    /// Asset paid
+    #[arg(long)]
+    asset: u16,
+    /// Amount paid (an integer)
+    #[arg(long)]
+    amount: u64,
+    #[command(flatten)]
+    signer: SignerArgs,
+}
+
+fn parse_limit_price(text: &str) -> Result<Price, String> {
+    Price::parse_limit(text).map_err(|error| error.to_string())
+}
+
+fn parse_public_key(text: &str) -> Result<PublicKey, String> {
+    text.parse()
+        .map_err(|error: walras_crypto::DecodeError| error.to_string())
+}
+
+pub fn run_account(command: AccountCommand) -> Result<(), CliError> {
+    let AccountCommand::Create(args) = command;
+    let public_key = match (&args.new_key.public_key, &args.new_key.new_key) {
+        (Some(key), _) => *key,
+        (None, Some(path)) => {
+            // Written before submitting, so a created account never lacks its key.
+            let seed = keyfile::random_seed()?;
+            keyfile::write(path, &seed)?;
+            println!("wrote the new account's key to {}", path.display());
+            Keypair::from_seed(seed).public_key()
+        }
+        (None, None) => {
+            return Err(CliError(
+                "give the new account's key: --public-key HEX or --new-key FILE".to_string(),
+            ))
+        }
+    };
+    let operation = Operation::CreateAccount {
+        new_account: AccountId(args.new_account),
+        public_key: *public_key.as_bytes(),
+    };
+    submit(&args.signer, operation)?;
+    Ok(())
+}
+
+pub fn run_offer(command: OfferCommand) -> Result<(), CliError> {
+    match command {
+        OfferCommand::Create(args) => {
+            let operation = Operation::CreateOffer {
+                sell: AssetId(args.sell),
+                buy: AssetId(args.buy),
+                amount: args.amount,
+                min_price: args.min_price,
+            };
+            let sequence = submit(&args.signer, operation)?;
+            println!(
+                "offer id {sequence} (cancel with: walras offer cancel --sell {} --buy {} \
+                 --min-price {} --offer-id {sequence} --source {} ...)",
+                args.sell,
+                args.buy,
+                args.min_price.to_exact_decimal(),
+                args.signer.source
+            );
+            Ok(())
+        }
+        OfferCommand::Cancel(args) => {
+            let operation = Operation::CancelOffer {
+                sell: AssetId(args.sell),
+                buy: AssetId(args.buy),
+                min_price: args.min_price,
+                offer_id: OfferId(args.offer_id),
+            };
+            submit(&args.signer, operation).map(|_| ())
+        }
+    }
+}
+
+pub fn run_pay(args: PayArgs) -> Result<(), CliError> {
+    let operation = Operation::Payment {
+        to: AccountId(args.to),
+        asset: AssetId(args.asset),
+        amount: args.amount,
+    };
+    submit(&args.signer, operation).map(|_| ())
+}
+
+/// Signs `operation` for the source, submits it, optionally waits; returns its sequence.
+fn submit(signer: &SignerArgs, operation: Operation) -> Result<u64, CliError> {
+    block_on(async {
+        let client = signer.node.client()?;
+        let keypair = signing_key(&client, signer).await?;
+        let next_sequence = source_account(&client, signer, &keypair).await?;
+        let sequence = signer.sequence.unwrap_or(next_sequence);
+        let signed = sign(&keypair, signer.source, sequence, operation)?;
+        let hash = transaction_hash(&signed).to_string();
+        if signer.submit_json {
+            client.submit_json(&signed).await?;
+        } else {
+            client.submit(&signed).await?;
+        }
+        if signer.wait {
+            wait_for(&client, &hash).await?;
+        } else {
+            println!(
+                "transaction {hash} pending (account {}, sequence {sequence})",
+                signer.source
+            );
+        }
+        Ok(sequence)
+    })?
+}
+
+async fn signing_key(client: &NodeClient, signer: &SignerArgs) -> Result<Keypair, CliError> {
+    match &signer.signing_key.key {
+        Some(path) => Ok(keyfile::read(path)?),
+        None => {
+            let seed = dev_secret_seed(client, signer.source).await?;
+            Ok(Keypair::from_seed(seed))
+        }
+    }
+}
+
+/// Checks that `keypair` controls the source account and returns its next sequence number.
+async fn source_account(
+    client: &NodeClient,
+    signer: &SignerArgs,
+    keypair: &Keypair,
+) -> Result<u64, CliError> {
+    let account = client.account(signer.source).await.map_err(|error| {
+        if error.is_not_found() {
+            CliError(format!(
+                "account {} does not exist on the node at {} (create it with `walras account create`)",
+                signer.source,
+                client.base_url()
+            ))
+        } else {
+            error.into()
+        }
+    })?;
+    let public_key = keypair.public_key().to_string();
+    if account.public_key != public_key {
+        let which = match &signer.signing_key.key {
+            Some(path) => format!("the key in {}", path.display()),
+            None => "the development key".to_string(),
+        };
+        return Err(CliError(format!(
+            "{which} ({public_key}) does not control account {} (its key is {})",
+            signer.source, account.public_key
+        )));
+    }
+    Ok(account.next_sequence)
+}
+
+/// Signs and checks the transaction as the node will (a bad amount or asset pair is caught
+/// here, with the decoder's message, instead of as a `malformed` answer).
+fn sign(
+    keypair: &Keypair,
+    source: u64,
+    sequence: u64,
+    operation: Operation,
+) -> Result<SignedTransaction, CliError> {
+    let transaction = Transaction {
+        source: AccountId(source),
+        sequence,
+        operation,
+    };
+    let signed = SignedTransaction {
+        transaction,
+        signature: *keypair.sign(&transaction.encode()).as_bytes(),
+    };
+    SignedTransaction::decode(&signed.encode())
+        .map_err(|error| CliError(format!("the transaction is not valid: {error}")))
+}
+
+/// Polls the transaction until it leaves `pending`; a drop is an error.
+async fn wait_for(client: &NodeClient, hash: &str) -> Result<(), CliError> {
+    let deadline = Instant::now() + WAIT_TIMEOUT;
+    loop {
+        match client.transaction(hash).await {
+            Ok(status) if status.status != "pending" => return outcome(&status),
+            Ok(_) => {}
+            // Briefly unknown is possible right after admission on a busy node; keep polling.
+            Err(error) if error.is_not_found() => {}
+            Err(error) => return Err(error.into()),
+        }
+        if Instant::now() >= deadline {
+            return Err(CliError(format!(
+                "transaction {hash} is still pending after {} s; check later with \
+                 `walras query tx {hash}`",
+                WAIT_TIMEOUT.as_secs()
+            )));
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    }
+}
+
+fn outcome(status: &TransactionStatusJson) -> Result<(), CliError> {
+    let height = status
+        .height
+        .map_or_else(|| "?".to_string(), |height| height.to_string());
+    match status.status.as_str() {
+        "accepted" => {
+            let index = status
+                .index
+                .map_or_else(String::new, |index| format!(", index {index}"));
+            println!(
+                "transaction {} accepted in block {height}{index}",
+                status.hash
+            );
+            Ok(())
+        }
+        "dropped" => Err(CliError(format!(
+            "transaction {} was dropped in block {height}: {}",
+            status.hash,
+            status.reason.as_deref().unwrap_or("no reason given")
+        ))),
+        other => Err(CliError(format!(
+            "transaction {} has status {other:?}, which this client does not know",
+            status.hash
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_transactions_are_caught_before_sending() {
+        let keypair = Keypair::from_seed([1; 32]);
+        let zero = Operation::Payment {
+            to: AccountId(2),
+            asset: AssetId(0),
+            amount: 0,
+        };
+        let error = sign(&keypair, 1, 1, zero).unwrap_err();
+        assert!(error.0.contains("amount must be positive"), "{error}");
+        let pay = Operation::Payment {
+            to: AccountId(2),
+            asset: AssetId(0),
+            amount: 5,
+        };
+        let signed = sign(&keypair, 1, 3, pay).unwrap();
+        assert_eq!(signed.transaction.sequence, 3);
+    }
+
+    #[test]
+    fn dropped_outcomes_are_errors_with_the_reason() {
+        let dropped = TransactionStatusJson {
+            hash: "ab".to_string(),
+            status: "dropped".to_string(),
+            height: Some(4),
+            index: Some(0),
+            reason: Some("account_overdraft".to_string()),
+        };
+        let error = outcome(&dropped).unwrap_err();
+        assert_eq!(
+            error.0,
+            "transaction ab was dropped in block 4: account_overdraft"
+        );
+        let accepted = TransactionStatusJson {
+            status: "accepted".to_string(),
+            reason: None,
+            ..dropped
+        };
+        assert!(outcome(&accepted).is_ok());
+    }
+}

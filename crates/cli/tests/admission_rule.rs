@@ -1,0 +1,155 @@
+//! One admission rule on every path: the same transactions go through the HTTP API of a real
+//! `walras node`, CometBFT's `CheckTx` of the ABCI application, and the engine's block filter,
+//! all over the same development genesis, and each path must give the same verdict with the
+//! same code. The transactions each trip a different check of `walras_engine::admission`,
+//! including two that trip two checks at once (the cheaper check must decide everywhere).
+
+use std::time::Duration;
+use tendermint_abci::Application;
+use tendermint_proto::v0_38::abci::{CheckTxType, RequestCheckTx};
+use walras_api::wire::DevGenesisJson;
+use walras_engine::filter::filter;
+use walras_engine::ExchangeState;
+use walras_server::{abci_app, Consensus, GenesisSource, NodeConfig};
+use walras_testkit::*;
+use walras_types::{Genesis, SignedTransaction};
+
+const DEV: DevGenesisJson = DevGenesisJson {
+    seed: DEV_SEED,
+    accounts: DEV_ACCOUNTS,
+    assets: 4,
+};
+
+/// Accounts of the genesis with some asset, each with one asset it holds.
+fn holders(genesis: &Genesis) -> Vec<(u64, u16)> {
+    genesis
+        .accounts
+        .iter()
+        .filter_map(|account| {
+            let (asset, _) = account.balances.iter().find(|(_, amount)| *amount >= 10)?;
+            Some((account.id.0, asset.0))
+        })
+        .collect()
+}
+
+/// (what the transaction tries, the transaction, the code every path must give).
+fn cases(genesis: &Genesis) -> Vec<(&'static str, SignedTransaction, &'static str)> {
+    let holders = holders(genesis);
+    let pay = |index: usize, sequence: u64| {
+        let (source, asset) = holders[index];
+        payment(source, sequence, holders[0].0, asset, 1)
+    };
+    let flip = |mut signed: SignedTransaction| {
+        signed.signature[0] ^= 1;
+        signed
+    };
+    vec![
+        ("valid", pay(1, 1), "accepted"),
+        (
+            "unknown source",
+            payment(1_000_000, 1, 1, 0, 1),
+            "unknown_account",
+        ),
+        ("bad signature", flip(pay(2, 1)), "bad_signature"),
+        ("replayed sequence", pay(3, 0), "replayed"),
+        ("sequence too far", pay(4, 65), "sequence_out_of_window"),
+        (
+            "too far and badly signed",
+            flip(pay(5, 65)),
+            "sequence_out_of_window",
+        ),
+        ("replayed and badly signed", flip(pay(6, 0)), "replayed"),
+    ]
+}
+
+fn http_verdicts(cases: &[(&str, SignedTransaction, &str)]) -> Vec<String> {
+    let dir = TempDir::new("admission-http");
+    let node = NodeProcess::start(dir.path(), &["--block-interval-ms", "600000"]);
+    let runtime = runtime();
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let submit = format!("{}/v1/transactions", node.url);
+        let mut verdicts = Vec::new();
+        for (_, signed, _) in cases {
+            let (status, body) = post(
+                &client,
+                &submit,
+                "application/octet-stream",
+                signed.encode(),
+            )
+            .await;
+            verdicts.push(if status == 202 {
+                "accepted".to_string()
+            } else {
+                body["error"]["code"].as_str().unwrap_or("?").to_string()
+            });
+        }
+        verdicts
+    })
+}
+
+fn check_tx_verdicts(cases: &[(&str, SignedTransaction, &str)]) -> Vec<String> {
+    let dir = TempDir::new("admission-abci");
+    let config = NodeConfig {
+        data_dir: dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".into(),
+        genesis: GenesisSource::Dev(DEV, walras_devnet::dev_genesis_builder),
+        block_interval: Duration::from_millis(100),
+        max_block_txs: 1000,
+        mempool_capacity: 1000,
+        threads: 1,
+        clearing_timeout: Duration::from_millis(500),
+        rate_limit_rps: 0,
+        rate_limit_burst: 1,
+        consensus: Consensus::Solo,
+        serve: Default::default(),
+    };
+    let app = abci_app(&config).expect("the ABCI application opens");
+    cases
+        .iter()
+        .map(|(_, signed, _)| {
+            let response = app.check_tx(RequestCheckTx {
+                tx: signed.encode().into(),
+                r#type: CheckTxType::New as i32,
+            });
+            if response.code == 0 {
+                "accepted".to_string()
+            } else {
+                let code = response.log.split(':').next().unwrap_or("?");
+                code.to_string()
+            }
+        })
+        .collect()
+}
+
+fn engine_verdicts(genesis: &Genesis, cases: &[(&str, SignedTransaction, &str)]) -> Vec<String> {
+    let state = ExchangeState::from_genesis(genesis, 1).expect("the genesis loads");
+    let transactions: Vec<SignedTransaction> = cases.iter().map(|(_, signed, _)| *signed).collect();
+    let signature_ok = state.verify_signatures(&transactions, 1);
+    let filtered = filter(&state, &transactions, &signature_ok, 1);
+    (0..transactions.len() as u32)
+        .map(|index| {
+            filtered
+                .dropped
+                .iter()
+                .find(|(dropped, _)| *dropped == index)
+                .map_or("accepted".to_string(), |(_, reason)| {
+                    reason.name().to_string()
+                })
+        })
+        .collect()
+}
+
+#[test]
+fn the_http_api_check_tx_and_the_block_filter_give_the_same_verdicts_and_codes() {
+    let genesis = walras_devnet::dev_genesis(&DEV, 1).expect("the development genesis builds");
+    let cases = cases(&genesis);
+    let http = http_verdicts(&cases);
+    let check_tx = check_tx_verdicts(&cases);
+    let engine = engine_verdicts(&genesis, &cases);
+    for (index, (what, _, expected)) in cases.iter().enumerate() {
+        assert_eq!(http[index], *expected, "HTTP API, {what}");
+        assert_eq!(check_tx[index], *expected, "CheckTx, {what}");
+        assert_eq!(engine[index], *expected, "block filter, {what}");
+    }
+}

@@ -1,0 +1,523 @@
+//! The command-line client against a real node: `walras keygen`, the transaction commands
+//! (`pay`, `offer create|cancel`), `walras query`, `walras loadgen` and `walras demo`, each run
+//! as a user runs them — the `walras` binary as a child process, talking HTTP to a `walras
+//! node` child started on a temporary directory (killed when the test ends, however it ends).
+//! Checked: what the commands print, what they change on the node (read back through the API),
+//! and that a refused transaction gives a non-zero exit with the node's status, code and message.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use walras_testkit::TempDir;
+
+/// Accounts and assets of the development genesis the tests' nodes run.
+const DEV_ACCOUNTS: u64 = 200;
+const DEV_ASSETS: u64 = 4;
+
+/// A `walras node` child process, killed when dropped — however the test ends.
+struct NodeGuard {
+    child: Child,
+    url: String,
+}
+
+impl NodeGuard {
+    /// A node on a fresh development genesis (200 accounts, 4 assets), blocks every 50 ms.
+    fn start(data: &Path) -> NodeGuard {
+        let accounts = DEV_ACCOUNTS.to_string();
+        let assets = DEV_ASSETS.to_string();
+        NodeGuard::start_with(
+            data,
+            &[
+                "--dev",
+                "--dev-accounts",
+                &accounts,
+                "--dev-assets",
+                &assets,
+            ],
+        )
+    }
+
+    /// A node with `extra` arguments; waits for its address line.
+    fn start_with(data: &Path, extra: &[&str]) -> NodeGuard {
+        let child = Command::new(env!("CARGO_BIN_EXE_walras"))
+            .args(["node", "--data"])
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0", "--block-interval-ms", "50"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("walras node starts");
+        // Guarded before anything can fail, so a failed start still kills the child.
+        let mut guard = NodeGuard {
+            child,
+            url: String::new(),
+        };
+        let stdout = guard.child.stdout.take().expect("stdout is piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        guard.url = first
+            .strip_prefix("walras node listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_string();
+        // Keep draining stdout so the node never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        guard
+    }
+}
+
+impl Drop for NodeGuard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn walras(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_walras"))
+        .args(args)
+        .output()
+        .expect("walras runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs walras and insists on success, showing its output if not.
+fn walras_ok(args: &[&str]) -> String {
+    let output = walras(args);
+    assert!(
+        output.status.success(),
+        "walras {args:?} failed:\nstdout: {}\nstderr: {}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+    stdout(&output)
+}
+
+/// Runs walras and insists on failure with `expected` in stderr.
+fn walras_fails_with(args: &[&str], expected: &str) {
+    let output = walras(args);
+    let text = stderr(&output);
+    assert!(!output.status.success(), "walras {args:?} succeeded");
+    assert!(
+        text.contains(expected),
+        "walras {args:?}: stderr {text:?} lacks {expected:?}"
+    );
+    assert!(
+        !text.contains("panicked"),
+        "walras {args:?} panicked: {text}"
+    );
+}
+
+fn query_json(url: &str, what: &[&str]) -> Value {
+    let mut args = vec!["query", "--json", "--node", url];
+    args.extend_from_slice(what);
+    serde_json::from_str(&walras_ok(&args)).expect("query --json prints JSON")
+}
+
+/// The account's balance of `asset` (0 if it holds none).
+fn balance(url: &str, account: u64, asset: u64) -> u64 {
+    let account = query_json(url, &["account", &account.to_string()]);
+    account["balances"]
+        .as_array()
+        .expect("balances")
+        .iter()
+        .find(|balance| balance["asset"] == asset)
+        .map_or(0, |balance| balance["amount"].as_u64().unwrap())
+}
+
+/// Some asset `account` holds at least `amount` of.
+fn held_asset(url: &str, account: u64, amount: u64) -> u64 {
+    let account = query_json(url, &["account", &account.to_string()]);
+    account["balances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|balance| balance["amount"].as_u64().unwrap() >= amount)
+        .map(|balance| balance["asset"].as_u64().unwrap())
+        .expect("the account holds something")
+}
+
+fn path_text(path: &Path) -> &str {
+    path.to_str().expect("temp paths are UTF-8")
+}
+
+/// Checks: `keygen` prints a fresh key, writes a key file with mode 0600 that it refuses to
+/// overwrite, and writes a development key that the node accepts (`pay --key`); `pay --dev
+/// --wait` reports acceptance, and `query account` shows exactly the amount moved.
+#[test]
+fn keygen_then_payments_move_balances_exactly() {
+    let data = TempDir::new("client-pay");
+    let node = NodeGuard::start(data.path());
+    let url = node.url.as_str();
+
+    let printed: Value = serde_json::from_str(&walras_ok(&["keygen"])).unwrap();
+    assert_eq!(printed["secret_seed"].as_str().unwrap().len(), 64);
+    assert_eq!(printed["public_key"].as_str().unwrap().len(), 64);
+    let fresh = data.path().join("fresh.json");
+    walras_ok(&["keygen", "--out", path_text(&fresh)]);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "key files are private");
+    }
+    walras_fails_with(
+        &["keygen", "--out", path_text(&fresh)],
+        "refusing to overwrite",
+    );
+
+    let (payer, payee, amount) = (3u64, 4u64, 1_000u64);
+    let asset = held_asset(url, payer, 10 * amount);
+    let before = (balance(url, payer, asset), balance(url, payee, asset));
+    let paid = walras_ok(&[
+        "pay",
+        "--to",
+        "4",
+        "--asset",
+        &asset.to_string(),
+        "--amount",
+        "1000",
+        "--source",
+        "3",
+        "--dev",
+        "--wait",
+        "--node",
+        url,
+    ]);
+    assert!(paid.contains("accepted in block"), "{paid}");
+    assert_eq!(balance(url, payer, asset), before.0 - amount);
+    assert_eq!(balance(url, payee, asset), before.1 + amount);
+
+    // The development key as a key file signs for the account just as --dev does.
+    let dev_key = data.path().join("dev3.json");
+    walras_ok(&[
+        "keygen",
+        "--dev-account",
+        "3",
+        "--out",
+        path_text(&dev_key),
+        "--node",
+        url,
+    ]);
+    let paid = walras_ok(&[
+        "pay",
+        "--to",
+        "4",
+        "--asset",
+        &asset.to_string(),
+        "--amount",
+        "1000",
+        "--source",
+        "3",
+        "--key",
+        path_text(&dev_key),
+        "--wait",
+        "--node",
+        url,
+    ]);
+    assert!(paid.contains("accepted in block"), "{paid}");
+    assert_eq!(balance(url, payee, asset), before.1 + 2 * amount);
+    // A key that does not control the account is caught before anything is sent.
+    walras_fails_with(
+        &[
+            "pay",
+            "--to",
+            "4",
+            "--asset",
+            "0",
+            "--amount",
+            "1",
+            "--source",
+            "3",
+            "--key",
+            path_text(&fresh),
+            "--node",
+            url,
+        ],
+        "does not control account 3",
+    );
+}
+
+/// Checks: `offer create --wait` (a limit far above the market, so it rests) shows up in
+/// `query offers` and `query book` with the id the command printed; `offer cancel --wait`
+/// (sent as JSON this time) removes it and returns the locked amount.
+#[test]
+fn an_offer_is_created_and_cancelled() {
+    let data = TempDir::new("client-offer");
+    let node = NodeGuard::start(data.path());
+    let url = node.url.as_str();
+    let seller = 5u64;
+    let sell = held_asset(url, seller, 100_000);
+    let buy = (sell + 1) % DEV_ASSETS;
+    let (sell_text, buy_text) = (sell.to_string(), buy.to_string());
+    let before = balance(url, seller, sell);
+
+    let created = walras_ok(&[
+        "offer",
+        "create",
+        "--sell",
+        &sell_text,
+        "--buy",
+        &buy_text,
+        "--amount",
+        "50000",
+        "--min-price",
+        "1000000",
+        "--source",
+        "5",
+        "--dev",
+        "--wait",
+        "--node",
+        url,
+    ]);
+    assert!(created.contains("accepted in block"), "{created}");
+    let offer_id = created
+        .split("offer id ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the offer id is printed");
+    let offers = query_json(url, &["offers", "5"]);
+    let listed = &offers["offers"][0];
+    assert_eq!(listed["offer_id"].as_u64().unwrap().to_string(), offer_id);
+    assert_eq!(listed["amount"], 50_000);
+    assert_eq!(
+        balance(url, seller, sell),
+        before - 50_000,
+        "the amount is locked"
+    );
+    let book = walras_ok(&["query", "book", &sell_text, &buy_text, "--node", url]);
+    assert!(book.contains("1 offers"), "{book}");
+
+    let cancelled = walras_ok(&[
+        "offer",
+        "cancel",
+        "--sell",
+        &sell_text,
+        "--buy",
+        &buy_text,
+        "--min-price",
+        "1000000",
+        "--offer-id",
+        offer_id,
+        "--source",
+        "5",
+        "--dev",
+        "--wait",
+        "--submit-json",
+        "--node",
+        url,
+    ]);
+    assert!(cancelled.contains("accepted in block"), "{cancelled}");
+    let offers = query_json(url, &["offers", "5"]);
+    assert!(offers["offers"].as_array().unwrap().is_empty(), "{offers}");
+    assert_eq!(
+        balance(url, seller, sell),
+        before,
+        "the locked amount came back"
+    );
+}
+
+/// Checks: a transaction whose sequence number a committed one already used is refused with a
+/// non-zero exit naming the status, code and the node's message; so is one too far ahead, a
+/// payment the account cannot afford is reported as dropped with its reason, and an
+/// unreachable node is named in the error.
+#[test]
+fn refused_transactions_exit_non_zero_with_the_nodes_reason() {
+    let data = TempDir::new("client-refused");
+    let node = NodeGuard::start(data.path());
+    let url = node.url.as_str();
+    let asset = held_asset(url, 6, 1_000).to_string();
+    let pay = |extra: &[&str]| {
+        let mut args = vec![
+            "pay", "--to", "7", "--asset", &asset, "--amount", "10", "--source", "6", "--dev",
+            "--node", url,
+        ];
+        args.extend_from_slice(extra);
+        args.iter()
+            .map(|arg| arg.to_string())
+            .collect::<Vec<String>>()
+    };
+    let first = walras_ok(&as_str(&pay(&["--sequence", "1", "--wait"])));
+    assert!(first.contains("accepted"), "{first}");
+    walras_fails_with(
+        &as_str(&pay(&["--sequence", "1"])),
+        "node refused the transaction (409 replayed): ",
+    );
+    walras_fails_with(
+        &as_str(&pay(&["--sequence", "1000"])),
+        "node refused the transaction (422 sequence_out_of_window)",
+    );
+    walras_fails_with(
+        &[
+            "pay",
+            "--to",
+            "7",
+            "--asset",
+            &asset,
+            "--amount",
+            "4611686018427387000",
+            "--source",
+            "6",
+            "--dev",
+            "--wait",
+            "--node",
+            url,
+        ],
+        "was dropped in block",
+    );
+    walras_fails_with(
+        &["query", "status", "--node", "http://127.0.0.1:9"],
+        "cannot reach the node at http://127.0.0.1:9",
+    );
+    walras_fails_with(
+        &[
+            "query",
+            "account",
+            &(DEV_ACCOUNTS + 5).to_string(),
+            "--node",
+            url,
+        ],
+        "404 unknown_account",
+    );
+}
+
+fn as_str(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// Checks: `walras loadgen` at a low rate for 3 s offers exactly rate × seconds, gets
+/// transactions committed, reports a positive latency in its JSON report, and leaves none of
+/// them uncommitted (the node is far from saturated).
+#[test]
+fn loadgen_commits_and_reports_latency() {
+    let data = TempDir::new("client-loadgen");
+    let node = NodeGuard::start(data.path());
+    let output = walras_ok(&[
+        "loadgen",
+        "--node",
+        &node.url,
+        "--rate",
+        "100",
+        "--seconds",
+        "3",
+        "--accounts",
+        "50",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&output).expect("--json prints the report");
+    assert_eq!(report["offered"], 300);
+    assert!(report["committed"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["blocks"].as_u64().unwrap() > 0, "{report}");
+    assert!(
+        report["latency"]["p50_ms"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    assert!(
+        report["latency"]["max_ms"].as_f64().unwrap()
+            >= report["latency"]["p99_ms"].as_f64().unwrap()
+    );
+    assert_eq!(report["never_committed"], 0, "{report}");
+    assert_eq!(
+        report["accepted"].as_u64().unwrap() + report["dropped"].as_u64().unwrap(),
+        report["committed"].as_u64().unwrap()
+    );
+}
+
+/// Checks: a node on a genesis file (no development genesis) makes `loadgen` and `--dev`
+/// fail with a message saying so, instead of signing with keys that cannot be right.
+#[test]
+fn development_keys_need_a_development_genesis() {
+    let data = TempDir::new("client-nodev");
+    let workload = data.path().join("workload");
+    walras_ok(&[
+        "gen",
+        "workload",
+        "--accounts",
+        "20",
+        "--assets",
+        "3",
+        "--blocks",
+        "1",
+        "--txs-per-block",
+        "5",
+        "--seed",
+        "1",
+        "--out",
+        path_text(&workload),
+    ]);
+    let genesis = workload.join("genesis.bin");
+    let store = data.path().join("store");
+    let node = NodeGuard::start_with(&store, &["--genesis", path_text(&genesis)]);
+    walras_fails_with(
+        &[
+            "loadgen",
+            "--node",
+            &node.url,
+            "--rate",
+            "10",
+            "--seconds",
+            "1",
+        ],
+        "runs no development genesis",
+    );
+    walras_fails_with(
+        &[
+            "pay", "--to", "1", "--asset", "0", "--amount", "1", "--source", "2", "--dev",
+            "--node", &node.url,
+        ],
+        "runs no development genesis",
+    );
+}
+
+/// Checks: `walras demo --seconds 3` starts its own node, commits transactions, prints the
+/// summary (blocks, throughput, latency, prices, how to serve the data again) and exits 0
+/// after stopping the node; it refuses a data directory that is not empty.
+#[test]
+fn demo_runs_a_node_under_load_and_stops_it() {
+    let data = TempDir::new("client-demo");
+    let chain = data.path().join("chain");
+    let output = walras_ok(&[
+        "demo",
+        "--seconds",
+        "3",
+        "--rate",
+        "200",
+        "--accounts",
+        "100",
+        "--data",
+        path_text(&chain),
+    ]);
+    for expected in [
+        "Results",
+        "throughput",
+        "latency",
+        "prices",
+        "Serve it again",
+    ] {
+        assert!(
+            output.contains(expected),
+            "{expected:?} missing from:\n{output}"
+        );
+    }
+    let committed: u64 = output
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("throughput"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|count| count.parse().ok())
+        .expect("the throughput line starts with the count committed");
+    assert!(committed > 0, "{output}");
+    walras_fails_with(
+        &["demo", "--seconds", "1", "--data", path_text(&chain)],
+        "is not empty",
+    );
+}

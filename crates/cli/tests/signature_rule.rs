@@ -1,0 +1,143 @@
+//! A signature whose R carries the point of order 2 (`walras_crypto::testing`) through every
+//! way a client submits to a solo node: refused with `bad_signature` each time, the valid
+//! transactions beside it committed, and the node restarted on its data directory comes up at
+//! the same height and state root.
+
+use walras_crypto::testing::sign_with_order_2_nonce;
+use walras_testkit::{balances, dev_key, get, payment, post, runtime, wait_committed};
+use walras_testkit::{NodeProcess, TempDir};
+use walras_types::{AccountId, AssetId, Operation, SignedTransaction, Transaction};
+
+/// Valid payments in each batch beside the crafted one: one past the old 128-signature chunk.
+const BATCH_VALID: u64 = 128;
+const BATCHES: u64 = 6;
+
+fn crafted_payment(source: u64, sequence: u64, to: u64, asset: u16) -> SignedTransaction {
+    let transaction = Transaction {
+        source: AccountId(source),
+        sequence,
+        operation: Operation::Payment {
+            to: AccountId(to),
+            asset: AssetId(asset),
+            amount: 1,
+        },
+    };
+    let signature = sign_with_order_2_nonce(&dev_key(source), &transaction.encode());
+    SignedTransaction {
+        transaction,
+        signature: *signature.as_bytes(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn payment_json(signed: &SignedTransaction) -> serde_json::Value {
+    let Operation::Payment { to, asset, amount } = signed.transaction.operation else {
+        panic!("a payment");
+    };
+    serde_json::json!({
+        "source": signed.transaction.source.0,
+        "sequence": signed.transaction.sequence,
+        "operation": {"type": "payment", "to": to.0, "asset": asset.0, "amount": amount},
+        "signature": hex(&signed.signature),
+    })
+}
+
+/// (height, state root) as `/v1/status` reports them.
+async fn tip(client: &reqwest::Client, url: &str) -> (u64, String) {
+    let (_, status) = get(client, &format!("{url}/v1/status")).await;
+    (
+        status["height"].as_u64().unwrap(),
+        status["state_root"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Trigger: the crafted payment sent alone as JSON and as binary, then inside six batch
+/// submissions of 129 (128 valid payments, the crafted one at a different position each time).
+/// Under the old rule (128-signature batch checks at admission, none in the solo producer,
+/// hash-ordered batches at recovery) a batch admitted it about half the time, the block
+/// committed it, recovery dropped it, and the node refused to restart ("stored block … does
+/// not replay"). Now it is refused every time and the restart reaches the same root.
+#[test]
+fn an_order_2_signature_is_refused_on_every_submission_path_and_the_node_restarts_at_the_same_root()
+{
+    let dir = TempDir::new("order-2-signature");
+    let node = NodeProcess::start(dir.path(), &[]);
+    let url = node.url.clone();
+    let before_restart = runtime().block_on(async {
+        let client = reqwest::Client::new();
+        let mut assets = Vec::new();
+        for account in 0..=BATCH_VALID {
+            assets.push(balances(&client, &url, account).await[0].0);
+        }
+        let crafted_source = BATCH_VALID;
+        let crafted_asset = assets[crafted_source as usize];
+        let single = crafted_payment(crafted_source, 1, 0, crafted_asset);
+        let submit = format!("{url}/v1/transactions");
+        let json = serde_json::to_vec(&payment_json(&single)).unwrap();
+        let (status, answer) = post(&client, &submit, "application/json", json).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (400, Some("bad_signature")),
+            "{answer}"
+        );
+        let (status, answer) = post(
+            &client,
+            &submit,
+            "application/octet-stream",
+            single.encode(),
+        )
+        .await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (400, Some("bad_signature")),
+            "{answer}"
+        );
+
+        let mut last_valid = Vec::new();
+        for batch_index in 0..BATCHES {
+            let sequence = batch_index + 1;
+            let mut batch: Vec<SignedTransaction> = (0..BATCH_VALID)
+                .map(|source| {
+                    let to = (source + 1) % BATCH_VALID;
+                    payment(source, sequence, to, assets[source as usize], 1)
+                })
+                .collect();
+            let position = (batch_index * 29 % (BATCH_VALID + 1)) as usize;
+            let crafted = crafted_payment(crafted_source, sequence, 0, crafted_asset);
+            batch.insert(position, crafted);
+            let (status, answer) = post(
+                &client,
+                &format!("{url}/v1/transactions/batch"),
+                "application/octet-stream",
+                SignedTransaction::encode_list(&batch),
+            )
+            .await;
+            assert_eq!(status, 200, "{answer}");
+            let results = answer["results"].as_array().unwrap();
+            for (index, result) in results.iter().enumerate() {
+                let expected = (index == position).then_some("bad_signature");
+                assert_eq!(
+                    result["error"]["code"].as_str(),
+                    expected,
+                    "batch {batch_index}, item {index}: {result}"
+                );
+            }
+            last_valid.push(results[(position + 1) % results.len()]["hash"].clone());
+        }
+        for hash in last_valid {
+            let committed = wait_committed(&client, &url, hash.as_str().unwrap()).await;
+            assert_eq!(committed["status"], "accepted", "{committed}");
+        }
+        tip(&client, &url).await
+    });
+    assert!(node.terminate(), "the node stops cleanly");
+    let restarted = NodeProcess::start(dir.path(), &[]);
+    let after_restart = runtime().block_on(async {
+        let client = reqwest::Client::new();
+        tip(&client, &restarted.url).await
+    });
+    assert_eq!(after_restart, before_restart);
+}

@@ -1,0 +1,196 @@
+//! The one admission rule: whether a signed transaction, taken alone, may take effect against
+//! the state at the start of a block. Every path applies this function and no other: the HTTP
+//! API's admission, CometBFT's `CheckTx`, the block filter of the proposer, follower and
+//! replay ([`crate::filter`]), and the serial order-book baseline ([`crate::orderbook`]).
+//!
+//! The checks run cheapest first, and the first that fails decides:
+//!
+//! 1. the operation's fields are in range (decoding guarantees it; built-in-memory
+//!    transactions are checked again) — [`Rejection::Malformed`];
+//! 2. the source account exists — [`Rejection::UnknownSource`];
+//! 3. the sequence number is above the account's last committed one
+//!    ([`Rejection::Replayed`]) and at most [`SEQUENCE_WINDOW`] above it
+//!    ([`Rejection::SequenceOutOfWindow`]);
+//! 4. the signature verifies under `walras_crypto`'s one acceptance rule with the account's
+//!    key ([`Rejection::BadSignature`]); the caller supplies the verdict (signatures are
+//!    verified in parallel batches, or not again when already verified by this node).
+//!
+//! What is not decided here depends on more than one transaction or on a node's own queue:
+//! the block-wide rules of [`crate::filter`] (overdrafts, reused sequence numbers, double
+//! cancels, duplicate creations) and the mempool's duplicates and capacity.
+
+use crate::drop_reason::DropReason;
+use walras_crypto::PublicKey;
+use walras_types::transaction::SEQUENCE_WINDOW;
+use walras_types::SignedTransaction;
+use walras_types::{Operation, Price, MAX_AMOUNT};
+
+/// What the rule reads of the source account, from the state at the start of a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceView {
+    /// The account's key; `None` when its stored bytes are not a valid key (nothing it
+    /// signs verifies).
+    pub key: Option<PublicKey>,
+    /// The highest sequence number of the account's committed transactions.
+    pub last_sequence: u64,
+}
+
+/// Why a transaction may not take effect, with a stable code for every interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("the operation's fields are out of range (same-asset offer, zero or over-cap amount, or limit price out of range)")]
+    Malformed,
+    #[error("the source account does not exist (a new account exists once the block creating it commits)")]
+    UnknownSource,
+    #[error("sequence number already used: the account's last committed sequence is {last_sequence}; sign with a higher one")]
+    Replayed { last_sequence: u64 },
+    #[error("sequence number too far ahead: it must lie in ({last_sequence}, {}]; wait for pending transactions to commit", last_sequence.saturating_add(SEQUENCE_WINDOW))]
+    SequenceOutOfWindow { last_sequence: u64 },
+    #[error("the signature does not verify with the source account's key over the transaction's canonical encoding")]
+    BadSignature,
+}
+
+impl Rejection {
+    /// The stable code: the HTTP error code, the ABCI log's code, the block's drop reason.
+    pub fn code(self) -> &'static str {
+        self.drop_reason().name()
+    }
+
+    /// The reason a block reports for a transaction this rule refused.
+    pub fn drop_reason(self) -> DropReason {
+        match self {
+            Rejection::Malformed => DropReason::Malformed,
+            Rejection::UnknownSource => DropReason::UnknownSource,
+            Rejection::Replayed { .. } => DropReason::Replayed,
+            Rejection::SequenceOutOfWindow { .. } => DropReason::SequenceOutOfWindow,
+            Rejection::BadSignature => DropReason::BadSignature,
+        }
+    }
+}
+
+/// Applies the rule (see the module documentation for the order of checks). `signature_ok`
+/// is called only when every cheaper check passed, with the source's key.
+pub fn admit(
+    signed: &SignedTransaction,
+    source: Option<SourceView>,
+    signature_ok: impl FnOnce(&PublicKey) -> bool,
+) -> Result<(), Rejection> {
+    let transaction = &signed.transaction;
+    if !well_formed(&transaction.operation) {
+        return Err(Rejection::Malformed);
+    }
+    let source = source.ok_or(Rejection::UnknownSource)?;
+    let last_sequence = source.last_sequence;
+    if transaction.sequence <= last_sequence {
+        return Err(Rejection::Replayed { last_sequence });
+    }
+    if transaction.sequence - last_sequence > SEQUENCE_WINDOW {
+        return Err(Rejection::SequenceOutOfWindow { last_sequence });
+    }
+    match source.key {
+        Some(key) if signature_ok(&key) => Ok(()),
+        _ => Err(Rejection::BadSignature),
+    }
+}
+
+/// What decoding guarantees, checked again for transactions that were never encoded.
+pub fn well_formed(operation: &Operation) -> bool {
+    let amount_ok = |amount: u64| (1..=MAX_AMOUNT).contains(&amount);
+    let price_ok = |price: Price| (Price::MIN_LIMIT..=Price::MAX_LIMIT).contains(&price);
+    match *operation {
+        Operation::CreateAccount { .. } => true,
+        Operation::CreateOffer {
+            sell,
+            buy,
+            amount,
+            min_price,
+        } => sell != buy && amount_ok(amount) && price_ok(min_price),
+        Operation::CancelOffer {
+            sell,
+            buy,
+            min_price,
+            ..
+        } => sell != buy && price_ok(min_price),
+        Operation::Payment { amount, .. } => amount_ok(amount),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use walras_crypto::Keypair;
+    use walras_types::{AccountId, AssetId, Operation, Transaction};
+
+    fn payment(sequence: u64, amount: u64) -> SignedTransaction {
+        SignedTransaction {
+            transaction: Transaction {
+                source: AccountId(1),
+                sequence,
+                operation: Operation::Payment {
+                    to: AccountId(2),
+                    asset: AssetId(0),
+                    amount,
+                },
+            },
+            signature: [0; 64],
+        }
+    }
+
+    fn view(last_sequence: u64) -> Option<SourceView> {
+        Some(SourceView {
+            key: Some(Keypair::from_seed([3; 32]).public_key()),
+            last_sequence,
+        })
+    }
+
+    #[test]
+    fn the_first_failing_check_decides_cheapest_first() {
+        let never = |_: &PublicKey| -> bool { panic!("the signature is checked last") };
+        assert_eq!(
+            admit(&payment(1, 0), view(0), never),
+            Err(Rejection::Malformed)
+        );
+        assert_eq!(
+            admit(&payment(1, 5), None, never),
+            Err(Rejection::UnknownSource)
+        );
+        assert_eq!(
+            admit(&payment(7, 5), view(7), never),
+            Err(Rejection::Replayed { last_sequence: 7 })
+        );
+        assert_eq!(
+            admit(&payment(8 + SEQUENCE_WINDOW, 5), view(7), never),
+            Err(Rejection::SequenceOutOfWindow { last_sequence: 7 })
+        );
+        assert_eq!(
+            admit(&payment(7 + SEQUENCE_WINDOW, 5), view(7), |_| false),
+            Err(Rejection::BadSignature)
+        );
+        assert_eq!(admit(&payment(8, 5), view(7), |_| true), Ok(()));
+    }
+
+    #[test]
+    fn an_account_without_a_valid_key_admits_nothing() {
+        let keyless = Some(SourceView {
+            key: None,
+            last_sequence: 0,
+        });
+        assert_eq!(
+            admit(&payment(1, 5), keyless, |_| true),
+            Err(Rejection::BadSignature)
+        );
+    }
+
+    #[test]
+    fn every_rejection_has_a_distinct_code() {
+        let all = [
+            Rejection::Malformed,
+            Rejection::UnknownSource,
+            Rejection::Replayed { last_sequence: 0 },
+            Rejection::SequenceOutOfWindow { last_sequence: 0 },
+            Rejection::BadSignature,
+        ];
+        let codes: std::collections::BTreeSet<&str> = all.iter().map(|r| r.code()).collect();
+        assert_eq!(codes.len(), all.len());
+    }
+}

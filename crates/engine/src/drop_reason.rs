@@ -1,0 +1,63 @@
+//! Why a transaction of a block took no effect: the reasons a block reports.
+
+/// Why a transaction took no effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// Fields no encoded transaction can have (same-asset offer, zero or over-cap amount, limit
+    /// price out of range): only possible for transactions built in memory.
+    Malformed,
+    UnknownSource,
+    BadSignature,
+    /// The sequence number is at or below the source's last committed one.
+    Replayed,
+    /// The sequence number is more than `SEQUENCE_WINDOW` above the source's last one.
+    SequenceOutOfWindow,
+    UnknownAsset,
+    UnknownReceiver,
+    UnknownOffer,
+    AccountExists,
+    DuplicateAccountCreation,
+    /// The source's transactions together overdraw an asset (in the serial order book: this
+    /// transaction's debit exceeds the balance at the moment it runs).
+    AccountOverdraft,
+    /// The source's transactions reuse a sequence number.
+    AccountReusedSequence,
+    /// The source's transactions cancel one offer twice.
+    AccountDoubleCancel,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 13] = [
+        DropReason::Malformed,
+        DropReason::UnknownSource,
+        DropReason::BadSignature,
+        DropReason::Replayed,
+        DropReason::SequenceOutOfWindow,
+        DropReason::UnknownAsset,
+        DropReason::UnknownReceiver,
+        DropReason::UnknownOffer,
+        DropReason::AccountExists,
+        DropReason::DuplicateAccountCreation,
+        DropReason::AccountOverdraft,
+        DropReason::AccountReusedSequence,
+        DropReason::AccountDoubleCancel,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "malformed",
+            DropReason::UnknownSource => "unknown_account",
+            DropReason::BadSignature => "bad_signature",
+            DropReason::Replayed => "replayed",
+            DropReason::SequenceOutOfWindow => "sequence_out_of_window",
+            DropReason::UnknownAsset => "unknown_asset",
+            DropReason::UnknownReceiver => "unknown_receiver",
+            DropReason::UnknownOffer => "unknown_offer",
+            DropReason::AccountExists => "account_exists",
+            DropReason::DuplicateAccountCreation => "duplicate_account_creation",
+            DropReason::AccountOverdraft => "account_overdraft",
+            DropReason::AccountReusedSequence => "account_reused_sequence",
+            DropReason::AccountDoubleCancel => "account_double_cancel",
+        }
+    }
+}

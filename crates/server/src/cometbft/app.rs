@@ -1,0 +1,504 @@
+//! The ABCI++ application (CometBFT 0.38): the exchange as a replicated state machine.
+//!
+//! | call | what it does here |
+//! |---|---|
+//! | `CheckTx` | the mempool's admission checks against the committed state: decodes, known source, sequence window, signature (skipped on a recheck, since keys never change, and for what this node's API admitted, since admission verified it) |
+//! | `PrepareProposal` | takes CometBFT's transactions up to the byte and count limits, runs clearing (tâtonnement and LP) on them without changing the state, and puts the clearing header in front ([`walras_api::proposal`]) |
+//! | `ProcessProposal` | checks the proposal exactly, as a follower checks a block (conservation, limit prices, the last offers, height, previous header, transactions root, signatures), without running tâtonnement and without changing the state; rejects what fails |
+//! | `FinalizeBlock` | executes the decided block, reusing ProcessProposal's check of it when it is the block this node accepted last; the app hash is the new state root |
+//! | `Commit` | appends the block to the store (synchronous), then reports it: tip, events, metrics, this node's mempool |
+//! | `Info` | the last stored height and its state root, so CometBFT replays only what the store lacks |
+//! | `Query` | `/status` and `/accounts/{id}` as JSON |
+//!
+//! Walras heights are CometBFT heights: every CometBFT block is one Walras block (possibly
+//! with no transactions). A decided block that fails to execute, or a store that cannot
+//! commit, stops the node: it cannot continue without diverging, and both CometBFT's block
+//! store and ours survive the stop, so a restart replays from where the store is.
+//!
+//! Calls CometBFT never makes in that order are refused, logged, with nothing changed and the
+//! node left running: a `Commit` with no finalized block, a `FinalizeBlock` while another
+//! awaits its `Commit`, for a height other than the next, or of bytes that are no Walras block
+//! (a proposal that does not decode is rejected by every honest ProcessProposal, so it cannot
+//! be decided). Any process that reaches the ABCI port could otherwise stop the validator with
+//! a 5-byte `Commit`. The answer is the empty response of the call (the ABCI library has no
+//! error reply), which CometBFT itself would treat as a failure.
+
+use crate::node::{publish_block, BlockTimings, Shared};
+use bytes::Bytes;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tendermint_abci::Application;
+use tendermint_proto::v0_38::abci::{
+    response_process_proposal::ProposalStatus, CheckTxType, ExecTxResult, RequestCheckTx,
+    RequestFinalizeBlock, RequestInfo, RequestInitChain, RequestPrepareProposal,
+    RequestProcessProposal, RequestQuery, ResponseCheckTx, ResponseCommit, ResponseFinalizeBlock,
+    ResponseInfo, ResponseInitChain, ResponsePrepareProposal, ResponseProcessProposal,
+    ResponseQuery,
+};
+use walras_api::proposal;
+use walras_crypto::{signature_accepted, Hash, Signature};
+use walras_engine::admission::{self, Rejection};
+use walras_engine::block::transaction_hash;
+use walras_engine::{Block, BlockOutcome, CheckedBlock, EngineConfig, EngineError, ExchangeState};
+use walras_types::{AccountId, SignedTransaction};
+
+/// The codespace of every non-zero code this application returns.
+pub const CODESPACE: &str = "walras";
+
+/// Codes of CheckTx and of transaction results. Stable: clients may match on them.
+pub mod code {
+    pub const OK: u32 = 0;
+    pub const MALFORMED: u32 = 1;
+    pub const UNKNOWN_ACCOUNT: u32 = 2;
+    pub const BAD_SIGNATURE: u32 = 3;
+    pub const REPLAYED: u32 = 4;
+    pub const SEQUENCE_OUT_OF_WINDOW: u32 = 5;
+    /// In a block: the transaction was dropped by the block filter (the log names why).
+    pub const DROPPED: u32 = 20;
+
+    /// The `CheckTx` code of a refusal by the admission rule.
+    pub fn of(rejection: super::Rejection) -> u32 {
+        use super::Rejection;
+        match rejection {
+            Rejection::Malformed => MALFORMED,
+            Rejection::UnknownSource => UNKNOWN_ACCOUNT,
+            Rejection::BadSignature => BAD_SIGNATURE,
+            Rejection::Replayed { .. } => REPLAYED,
+            Rejection::SequenceOutOfWindow { .. } => SEQUENCE_OUT_OF_WINDOW,
+        }
+    }
+}
+
+/// How the application executes blocks.
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    /// Clearing on the proposer: a wall-clock limit is fine, the header carries the result.
+    pub proposer: EngineConfig,
+    /// Checking and executing decided blocks: every signature is verified.
+    pub follower: EngineConfig,
+    /// Most transactions in one block.
+    pub max_block_txs: usize,
+}
+
+/// The application; CometBFT's four connections each get a clone.
+#[derive(Clone)]
+pub struct WalrasApp {
+    shared: Arc<Shared>,
+    config: Arc<AppConfig>,
+    /// The last proposal ProcessProposal accepted (CometBFT's block hash and the check), so
+    /// FinalizeBlock of that block does not check it, and verify its signatures, again.
+    checked: Arc<Mutex<Option<(Bytes, CheckedBlock)>>>,
+    /// The block FinalizeBlock executed, waiting for Commit to store it.
+    decided: Arc<Mutex<Option<Decided>>>,
+}
+
+struct Decided {
+    block: Block,
+    outcome: BlockOutcome,
+    hashes: Vec<Hash>,
+    execute: Duration,
+}
+
+impl WalrasApp {
+    pub fn new(shared: Arc<Shared>, config: AppConfig) -> WalrasApp {
+        WalrasApp {
+            shared,
+            config: Arc::new(config),
+            checked: Arc::new(Mutex::new(None)),
+            decided: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Stops the process: a decided block this node cannot execute or store leaves it no
+    /// safe way on. CometBFT (a child that dies with us) and the store both keep what they
+    /// committed; a restart resumes from there.
+    fn halt(&self, message: &str) -> ! {
+        eprintln!("walras node: {message}; stopping this node (a restart replays from the store)");
+        std::process::exit(3);
+    }
+
+    /// Refuses a call CometBFT never makes in this order: logged, nothing changed.
+    fn refuse(&self, call: &str, why: &str) {
+        eprintln!("walras node: refused an out-of-protocol ABCI {call}: {why}; nothing changed");
+    }
+
+    /// Why a FinalizeBlock at `height` is out of protocol, if it is.
+    fn finalize_out_of_protocol(&self, height: i64) -> Option<String> {
+        if self
+            .decided
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Some("the block finalized before it awaits its Commit".into());
+        }
+        let next = self.state().height() + 1;
+        (height != next as i64).then(|| format!("height {height}, but the next is {next}"))
+    }
+
+    fn state(&self) -> tokio::sync::RwLockReadGuard<'_, ExchangeState> {
+        self.shared.state.blocking_read()
+    }
+
+    /// The admission checks of CheckTx; `Err((code, message))` when refused.
+    fn admit(&self, tx: &[u8], recheck: bool) -> Result<(), (u32, String)> {
+        let signed = SignedTransaction::decode(tx)
+            .map_err(|error| (code::MALFORMED, format!("transaction: {error}")))?;
+        let state = self.state();
+        let source = state
+            .account(signed.transaction.source)
+            .map(|account| account.admission_view());
+        drop(state);
+        // A recheck: keys never change, so a signature once verified stays valid. A
+        // transaction this node's API admitted: admission verified its signature.
+        let verified_before = recheck || self.shared.mempool().contains(&transaction_hash(&signed));
+        admission::admit(&signed, source, |key| {
+            verified_before || signature_verifies(&signed, key)
+        })
+        .map_err(|rejection| {
+            (
+                code::of(rejection),
+                format!("{}: {rejection}", rejection.code()),
+            )
+        })
+    }
+
+    /// The transactions a proposal takes: decodable, distinct, within the limits, in
+    /// CometBFT's order.
+    fn select(&self, txs: Vec<Bytes>, budget_bytes: usize) -> (Vec<Bytes>, Vec<SignedTransaction>) {
+        let mut seen: HashSet<Bytes> = HashSet::with_capacity(txs.len());
+        let mut raw = Vec::new();
+        let mut decoded = Vec::new();
+        let mut used_bytes = 0usize;
+        for tx in txs {
+            if decoded.len() >= self.config.max_block_txs {
+                break;
+            }
+            if used_bytes + tx.len() > budget_bytes {
+                continue;
+            }
+            let Ok(signed) = SignedTransaction::decode(&tx) else {
+                continue;
+            };
+            if !seen.insert(tx.clone()) {
+                continue;
+            }
+            used_bytes += tx.len();
+            raw.push(tx);
+            decoded.push(signed);
+        }
+        (raw, decoded)
+    }
+
+    fn tx_results(&self, block: &Block, outcome: &BlockOutcome) -> Vec<ExecTxResult> {
+        let mut results = Vec::with_capacity(block.transactions.len() + 1);
+        results.push(ExecTxResult {
+            code: code::OK,
+            info: "walras block header".into(),
+            ..ExecTxResult::default()
+        });
+        let mut dropped = vec![None; block.transactions.len()];
+        for (index, reason) in &outcome.dropped {
+            if let Some(slot) = dropped.get_mut(*index as usize) {
+                *slot = Some(*reason);
+            }
+        }
+        results.extend(dropped.into_iter().map(|reason| match reason {
+            None => ExecTxResult::default(),
+            Some(reason) => ExecTxResult {
+                code: code::DROPPED,
+                log: reason.name().into(),
+                codespace: CODESPACE.into(),
+                ..ExecTxResult::default()
+            },
+        }));
+        results
+    }
+}
+
+impl Application for WalrasApp {
+    fn info(&self, _request: RequestInfo) -> ResponseInfo {
+        let tip = self.shared.tip();
+        ResponseInfo {
+            data: "walras".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            app_version: 1,
+            last_block_height: tip.height as i64,
+            last_block_app_hash: if tip.height == 0 {
+                Bytes::new()
+            } else {
+                Bytes::copy_from_slice(tip.state_root.as_bytes())
+            },
+        }
+    }
+
+    fn init_chain(&self, request: RequestInitChain) -> ResponseInitChain {
+        let height = self.state().height();
+        if height != 0 {
+            self.halt(&format!(
+                "CometBFT asks to start a new chain but the store already holds {height} blocks: \
+                 give this node a fresh data directory or its own CometBFT home back"
+            ));
+        }
+        if request.initial_height > 1 {
+            self.halt(&format!(
+                "the CometBFT genesis starts at height {}; Walras heights are CometBFT heights \
+                 and start at 1",
+                request.initial_height
+            ));
+        }
+        // The app hash stays empty: genesis.json has none either, and the first block's
+        // execution commits to the genesis state through the state root.
+        ResponseInitChain::default()
+    }
+
+    fn query(&self, request: RequestQuery) -> ResponseQuery {
+        let tip = self.shared.tip();
+        let answer = match request.path.as_str() {
+            "/status" => Ok(serde_json::json!({
+                "height": tip.height,
+                "state_root": tip.state_root.to_string(),
+                "block_hash": tip.block_hash.to_string(),
+            })),
+            path => match path.strip_prefix("/accounts/").map(str::parse::<u64>) {
+                Some(Ok(id)) => {
+                    let state = self.state();
+                    match state.account(AccountId(id)) {
+                        Some(account) => Ok(serde_json::json!({
+                            "id": id,
+                            "last_sequence": account.last_sequence,
+                            "balances": account
+                                .balances()
+                                .iter()
+                                .map(|(asset, amount)| (asset.0.to_string(), serde_json::Value::from(*amount)))
+                                .collect::<serde_json::Map<String, serde_json::Value>>(),
+                        })),
+                        None => Err(format!("account {id} does not exist")),
+                    }
+                }
+                _ => Err(format!(
+                    "unknown query path {path:?}: use /status or /accounts/{{id}}"
+                )),
+            },
+        };
+        match answer {
+            Ok(value) => ResponseQuery {
+                value: Bytes::from(value.to_string()),
+                height: tip.height as i64,
+                ..ResponseQuery::default()
+            },
+            Err(message) => ResponseQuery {
+                code: code::MALFORMED,
+                log: message,
+                codespace: CODESPACE.into(),
+                height: tip.height as i64,
+                ..ResponseQuery::default()
+            },
+        }
+    }
+
+    fn check_tx(&self, request: RequestCheckTx) -> ResponseCheckTx {
+        let recheck = request.r#type == CheckTxType::Recheck as i32;
+        match self.admit(&request.tx, recheck) {
+            Ok(()) => ResponseCheckTx::default(),
+            Err((code, log)) => ResponseCheckTx {
+                code,
+                log,
+                codespace: CODESPACE.into(),
+                ..ResponseCheckTx::default()
+            },
+        }
+    }
+
+    fn prepare_proposal(&self, request: RequestPrepareProposal) -> ResponsePrepareProposal {
+        let state = self.state();
+        let header_max = proposal::header_bytes_max(state.assets());
+        let budget = (request.max_tx_bytes.max(0) as usize).saturating_sub(header_max);
+        let (mut raw, transactions) = self.select(request.txs, budget);
+        let started = Instant::now();
+        let proposer = &self.config.proposer;
+        let cleared = state
+            .propose_header(&transactions, proposer)
+            .or_else(|error| {
+                eprintln!(
+                    "walras node: clearing a proposal of {} transactions failed ({error}); \
+                 proposing an empty block",
+                    transactions.len()
+                );
+                raw.clear();
+                state.propose_header(&[], proposer)
+            });
+        let Ok(header) = cleared else {
+            // No header: every validator rejects the proposal and the round moves on.
+            return ResponsePrepareProposal { txs: Vec::new() };
+        };
+        if header.height as i64 != request.height {
+            eprintln!(
+                "walras node: asked to propose height {} at state height {}",
+                request.height,
+                state.height()
+            );
+        }
+        self.shared.metrics.count_proposal(started.elapsed());
+        ResponsePrepareProposal {
+            txs: proposal::encode(&header, &raw),
+        }
+    }
+
+    fn process_proposal(&self, request: RequestProcessProposal) -> ResponseProcessProposal {
+        let started = Instant::now();
+        let verdict = proposal::decode(&request.txs, request.height)
+            .map_err(|error| error.to_string())
+            .and_then(|block| {
+                self.state()
+                    .check(&block, &self.config.follower)
+                    .map_err(|error| error.to_string())
+            });
+        self.shared.metrics.proposal_check_micros_total.fetch_add(
+            started.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let status = match verdict {
+            Ok(checked) => {
+                *self.checked.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((request.hash, checked));
+                ProposalStatus::Accept
+            }
+            Err(reason) => {
+                eprintln!(
+                    "walras node: rejected the proposal for height {}: {reason}",
+                    request.height
+                );
+                self.shared.metrics.count_rejected_proposal();
+                ProposalStatus::Reject
+            }
+        };
+        ResponseProcessProposal {
+            status: status as i32,
+        }
+    }
+
+    fn finalize_block(&self, request: RequestFinalizeBlock) -> ResponseFinalizeBlock {
+        if let Some(why) = self.finalize_out_of_protocol(request.height) {
+            self.refuse("FinalizeBlock", &why);
+            return ResponseFinalizeBlock::default();
+        }
+        let block = match proposal::decode(&request.txs, request.height) {
+            Ok(block) => block,
+            Err(error) => {
+                self.refuse(
+                    "FinalizeBlock",
+                    &format!("height {} is not a Walras block: {error}", request.height),
+                );
+                return ResponseFinalizeBlock::default();
+            }
+        };
+        let started = Instant::now();
+        let checked = self
+            .checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .filter(|(hash, _)| *hash == request.hash)
+            .map(|(_, checked)| checked);
+        let outcome = {
+            let mut state = self.shared.state.blocking_write();
+            let follower = &self.config.follower;
+            let applied = match checked {
+                Some(checked) => match state.apply_checked(&block, checked, follower) {
+                    Err(EngineError::StaleCheck) => state.apply_decided(&block, follower),
+                    result => result,
+                },
+                None => state.apply_decided(&block, follower),
+            };
+            applied.unwrap_or_else(|error| {
+                self.halt(&format!(
+                    "the decided block at height {} does not execute: {error}",
+                    request.height
+                ))
+            })
+        };
+        let executed = Block {
+            header: outcome.header.clone(),
+            transactions: block.transactions,
+        };
+        let response = ResponseFinalizeBlock {
+            tx_results: self.tx_results(&executed, &outcome),
+            app_hash: Bytes::copy_from_slice(outcome.header.state_root.as_bytes()),
+            ..ResponseFinalizeBlock::default()
+        };
+        let hashes = executed.transactions.iter().map(transaction_hash).collect();
+        *self
+            .decided
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Decided {
+            block: executed,
+            outcome,
+            hashes,
+            execute: started.elapsed(),
+        });
+        response
+    }
+
+    fn commit(&self) -> ResponseCommit {
+        let decided = self
+            .decided
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        let Some(decided) = decided else {
+            self.refuse("Commit", "no block was finalized since the last Commit");
+            return ResponseCommit::default();
+        };
+        let started = Instant::now();
+        // FinalizeBlock applied this block: the state is the one after it, to checkpoint.
+        let appended = self.shared.store.append_with_state(
+            &decided.block,
+            &decided.outcome.dropped,
+            &self.state(),
+        );
+        if let Err(error) = appended {
+            self.halt(&format!(
+                "committing block {} to the store failed: {error}",
+                decided.block.header.height
+            ));
+        }
+        let persist = started.elapsed();
+        let batch: Vec<(Hash, SignedTransaction)> = decided
+            .hashes
+            .iter()
+            .copied()
+            .zip(decided.block.transactions.iter().copied())
+            .collect();
+        {
+            let state = self.state();
+            self.shared.mempool().committed(&batch, |source| {
+                state.account(source).map(|account| account.last_sequence)
+            });
+        }
+        let timings = BlockTimings {
+            execute: decided.execute,
+            persist,
+        };
+        publish_block(
+            &self.shared,
+            &decided.block,
+            &decided.outcome,
+            decided.hashes,
+            &timings,
+        );
+        ResponseCommit::default()
+    }
+}
+
+/// Whether `signed`'s signature verifies with `key` under the one acceptance rule.
+fn signature_verifies(signed: &SignedTransaction, key: &walras_crypto::PublicKey) -> bool {
+    match Signature::from_bytes(&signed.signature) {
+        Ok(signature) => {
+            let message = signed.transaction.encode();
+            signature_accepted(&(message.as_slice(), key, &signature))
+        }
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,165 @@
+//! Hands the transactions this node admitted to its CometBFT, which gossips them and orders
+//! them into blocks.
+//!
+//! The HTTP API admits a transaction into this node's mempool exactly as in solo mode (same
+//! checks, same answers). This task takes what waits there and sends it, in JSON-RPC batches
+//! of `broadcast_tx_async`, to CometBFT's RPC; CometBFT runs CheckTx on it. (Not
+//! `broadcast_tx_sync`: CometBFT answers a batch's requests one after another, each waiting
+//! for its CheckTx round trip to the app, which measured about 12 ms each — 878 transactions
+//! took over 10 s. CheckTx repeats the admission checks this node just made against the same
+//! committed state, so little is lost by not waiting for its verdict.) A transaction
+//! stays pending here until its block commits; one that CometBFT refuses, or that has not
+//! committed after [`IN_FLIGHT_MAX`], is forgotten (counted in
+//! `walras_forward_refused_total`), so its source may use the sequence number again.
+
+use crate::node::Shared;
+use base64::Engine as _;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use walras_crypto::Hash;
+use walras_types::SignedTransaction;
+
+/// How long a forwarded transaction may stay uncommitted before it is forgotten.
+pub const IN_FLIGHT_MAX: Duration = Duration::from_secs(30);
+/// How often an idle forwarder looks at the mempool.
+const IDLE_POLL: Duration = Duration::from_millis(5);
+/// Pause after CometBFT's RPC failed, before trying again.
+const RPC_RETRY: Duration = Duration::from_millis(200);
+
+/// Where and how to forward.
+#[derive(Clone, Debug)]
+pub struct ForwardConfig {
+    /// `http://host:port` of CometBFT's RPC.
+    pub rpc_url: String,
+    /// Requests in one JSON-RPC batch (CometBFT's `rpc.max_request_batch_size`).
+    pub batch_max: usize,
+}
+
+/// Forwards until the node shuts down.
+pub async fn run(shared: Arc<Shared>, config: ForwardConfig) {
+    let client = reqwest::Client::new();
+    let mut in_flight: VecDeque<(Instant, Hash, SignedTransaction)> = VecDeque::new();
+    while !shared.is_shutting_down() {
+        expire(&shared, &mut in_flight);
+        let batch = shared.mempool().take(config.batch_max.max(1));
+        if batch.is_empty() {
+            tokio::time::sleep(IDLE_POLL).await;
+            continue;
+        }
+        match broadcast(&client, &config.rpc_url, &batch).await {
+            Ok(verdicts) => {
+                let now = Instant::now();
+                for ((hash, signed), accepted) in batch.into_iter().zip(verdicts) {
+                    if accepted {
+                        in_flight.push_back((now, hash, signed));
+                    } else {
+                        refuse(&shared, &hash, &signed);
+                    }
+                }
+            }
+            Err(error) => {
+                eprintln!(
+                    "walras node: CometBFT's RPC at {} failed ({error}); {} transactions refused",
+                    config.rpc_url,
+                    batch.len()
+                );
+                for (hash, signed) in &batch {
+                    refuse(&shared, hash, signed);
+                }
+                tokio::time::sleep(RPC_RETRY).await;
+            }
+        }
+    }
+}
+
+fn refuse(shared: &Shared, hash: &Hash, signed: &SignedTransaction) {
+    shared.mempool().forget(hash, signed);
+    shared
+        .metrics
+        .forward_refused_total
+        .fetch_add(1, Ordering::Relaxed);
+}
+
+/// Drops committed transactions from the front of `in_flight` and forgets those too old.
+fn expire(shared: &Shared, in_flight: &mut VecDeque<(Instant, Hash, SignedTransaction)>) {
+    let now = Instant::now();
+    while let Some((sent, hash, signed)) = in_flight.front() {
+        let pending = shared.mempool().contains(hash);
+        if pending && now.duration_since(*sent) < IN_FLIGHT_MAX {
+            break;
+        }
+        if pending {
+            refuse(shared, hash, signed);
+        }
+        in_flight.pop_front();
+    }
+}
+
+/// Sends one JSON-RPC batch of `broadcast_tx_async`; per transaction, whether CometBFT took it.
+async fn broadcast(
+    client: &reqwest::Client,
+    rpc_url: &str,
+    batch: &[(Hash, SignedTransaction)],
+) -> Result<Vec<bool>, String> {
+    let requests: Vec<serde_json::Value> = batch
+        .iter()
+        .enumerate()
+        .map(|(id, (_, signed))| {
+            serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": "broadcast_tx_async",
+                "params": { "tx": base64::engine::general_purpose::STANDARD.encode(signed.encode()) },
+            })
+        })
+        .collect();
+    let response = client
+        .post(rpc_url)
+        .json(&requests)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|error| error.to_string())?;
+    let status = response.status();
+    let body: serde_json::Value = response
+        .json()
+        .await
+        .map_err(|error| format!("HTTP {status}, unreadable answer: {error}"))?;
+    verdicts(&body, batch.len())
+}
+
+/// Reads a batch answer: a transaction was taken when its answer has `result.code` 0.
+fn verdicts(body: &serde_json::Value, count: usize) -> Result<Vec<bool>, String> {
+    let answers = body
+        .as_array()
+        .ok_or_else(|| format!("expected a JSON-RPC batch answer, got {body}"))?;
+    let mut taken = vec![false; count];
+    for answer in answers {
+        let Some(id) = answer["id"].as_u64().map(|id| id as usize) else {
+            continue;
+        };
+        if id < count {
+            taken[id] = answer["result"]["code"].as_u64() == Some(0);
+        }
+    }
+    Ok(taken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_answers_with_code_zero_count_as_taken() {
+        let body = serde_json::json!([
+            {"jsonrpc": "2.0", "id": 0, "result": {"code": 0, "hash": "AA"}},
+            {"jsonrpc": "2.0", "id": 2, "result": {"code": 4, "log": "replayed"}},
+            {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "mempool is full"}},
+            {"jsonrpc": "2.0", "id": 99, "result": {"code": 0}},
+        ]);
+        assert_eq!(verdicts(&body, 3), Ok(vec![true, false, false]));
+        assert!(verdicts(&serde_json::json!({"error": "x"}), 1).is_err());
+    }
+}

@@ -1,0 +1,704 @@
+//! `walras node`: opens the store (or creates it, only in a directory without one and only from
+//! a named genesis), recovers the state from its newest checkpoint and the blocks after it,
+//! checking each state root, then serves the HTTP API while blocks are ordered either
+//! by a solo producer thread that cuts, executes and durably commits them ([`Consensus::Solo`],
+//! the embedded default) or by CometBFT through the ABCI++ app ([`cometbft`]).
+
+mod admission;
+pub mod cometbft;
+mod failure;
+mod limits;
+mod listen;
+pub mod mempool;
+mod metrics;
+mod node;
+mod recent;
+mod routes;
+
+use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use failure::Failure;
+use limits::{EventStreamSlots, RateLimiter};
+use listen::ConnectionLimits;
+pub use listen::CONNECTIONS_MAX_DEFAULT;
+use node::{ProducerConfig, Shared, Tip};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
+use tower_http::timeout::TimeoutLayer;
+use walras_api::wire::DevGenesisJson;
+use walras_engine::block::transaction_hash;
+use walras_engine::{EngineConfig, ExchangeState};
+use walras_store::{recover_store_with, BlockStore, Recovery, StoreOptions};
+use walras_types::Genesis;
+
+/// The key under which the store keeps a development genesis's parameters.
+const DEV_GENESIS_META_KEY: &str = "dev_genesis";
+/// Requests (other than event streams) that take longer are answered 408.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the runtime waits for blocking tasks (signature checks) once the server stopped.
+const RUNTIME_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// Which genesis the node runs. A directory without a store gets a new one from `File` or
+/// `Dev`; a directory with a `data.mdb` is never re-initialised, and its stored genesis must be
+/// the one named (else the node refuses to start, naming both).
+/// Builds the development genesis of the given parameters over `threads` threads.
+pub type DevGenesisBuilder = fn(&DevGenesisJson, usize) -> Result<Genesis, String>;
+
+#[derive(Clone, Debug)]
+pub enum GenesisSource {
+    /// Whatever genesis the existing store holds; no store is an error.
+    Stored,
+    /// A genesis file (`Genesis::encode`).
+    File(PathBuf),
+    /// A generated development genesis whose keys anyone can derive (opt-in: `--dev`), and
+    /// the function that builds it (from `walras-devnet`: the server does not link the
+    /// workload generator that development geneses come from).
+    Dev(DevGenesisJson, DevGenesisBuilder),
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub data_dir: PathBuf,
+    pub listen: String,
+    /// The genesis of a new store, or the one an existing store must hold.
+    pub genesis: GenesisSource,
+    pub block_interval: Duration,
+    pub max_block_txs: usize,
+    pub mempool_capacity: usize,
+    pub threads: usize,
+    /// Wall-clock limit of tâtonnement per block (the proposer need not be deterministic:
+    /// the header carries its result).
+    pub clearing_timeout: Duration,
+    /// Requests per second per client IP; 0 turns the limit off.
+    pub rate_limit_rps: u32,
+    pub rate_limit_burst: u32,
+    /// Who orders blocks.
+    pub consensus: Consensus,
+    /// Limits on connections and event streams.
+    pub serve: ServeLimits,
+}
+
+/// Limits on what clients may hold open.
+#[derive(Clone, Debug)]
+pub struct ServeLimits {
+    /// Connections served at once (`None`: [`CONNECTIONS_MAX_DEFAULT`], or fewer if the
+    /// descriptor limit does not leave room for it).
+    pub connections_max: Option<usize>,
+    /// A connection that sends no complete request head within this long (new, or kept alive
+    /// between requests) is closed.
+    pub header_timeout: Duration,
+    /// Event streams one client IP may hold open (all together: [`routes::SSE_SUBSCRIBERS_MAX`]).
+    pub event_streams_per_client_max: usize,
+}
+
+impl Default for ServeLimits {
+    fn default() -> ServeLimits {
+        ServeLimits {
+            connections_max: None,
+            header_timeout: Duration::from_secs(5),
+            event_streams_per_client_max: 8,
+        }
+    }
+}
+
+/// Who orders blocks.
+#[derive(Clone, Debug)]
+pub enum Consensus {
+    /// This process cuts blocks itself (the embedded default).
+    Solo,
+    /// CometBFT does; this node is its ABCI++ application.
+    Cometbft(cometbft::CometbftConfig),
+}
+
+/// Why the node could not start or stopped.
+#[derive(Debug)]
+pub struct NodeError(pub String);
+
+impl std::fmt::Display for NodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+fn error(context: &str) -> impl Fn(&dyn std::fmt::Display) -> NodeError + '_ {
+    move |cause| NodeError(format!("{context}: {cause}"))
+}
+
+/// Runs the node until SIGINT or SIGTERM (exit cleanly) or a producer failure (an error).
+pub fn run(config: NodeConfig) -> Result<(), NodeError> {
+    let descriptors = listen::raise_descriptor_limit()?;
+    let connections = ConnectionLimits {
+        connections_max: listen::connections_max(config.serve.connections_max, descriptors)?,
+        header_timeout: config.serve.header_timeout,
+        shutdown_grace: listen::SHUTDOWN_GRACE,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads.clamp(2, 8))
+        // Signature checks of batch submissions run here: no more of them than cores.
+        .max_blocking_threads(config.threads.max(2))
+        .enable_all()
+        .build()
+        .map_err(|cause| error("starting the async runtime")(&cause))?;
+    let shared = Arc::new(open_and_recover(&config)?);
+    let result = match &config.consensus {
+        Consensus::Solo => run_solo(&config, &connections, shared, &runtime),
+        Consensus::Cometbft(cometbft) => {
+            run_replicated(&config, cometbft, &connections, shared, &runtime)
+        }
+    };
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
+    result
+}
+
+/// The ABCI application over the node's store, recovered, with nothing started: no CometBFT,
+/// no HTTP server. Tests drive it as CometBFT would (a mock consensus: no clocks, no network).
+pub fn abci_app(config: &NodeConfig) -> Result<cometbft::WalrasApp, NodeError> {
+    let shared = Arc::new(open_and_recover(config)?);
+    Ok(cometbft::WalrasApp::new(
+        shared,
+        replicated_app_config(config),
+    ))
+}
+
+fn replicated_app_config(config: &NodeConfig) -> cometbft::AppConfig {
+    cometbft::AppConfig {
+        proposer: proposer_engine_config(config),
+        follower: recovery_engine_config(config),
+        max_block_txs: config.max_block_txs,
+    }
+}
+
+/// Solo mode: a producer thread cuts, executes and stores blocks.
+fn run_solo(
+    config: &NodeConfig,
+    connections: &ConnectionLimits,
+    shared: Arc<Shared>,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<(), NodeError> {
+    let producer_config = ProducerConfig {
+        block_interval: config.block_interval,
+        max_block_txs: config.max_block_txs,
+        engine: proposer_engine_config(config),
+    };
+    let producer_shared = shared.clone();
+    let producer = std::thread::Builder::new()
+        .name("producer".into())
+        .spawn(move || {
+            // Whatever stops the producer, a panic included, stops the server too: a node
+            // that admits transactions it will never commit must not keep serving.
+            let _stop_server = StopOnDrop(producer_shared.clone());
+            node::run_producer(&producer_shared, &producer_config)
+        })
+        .map_err(|cause| error("starting the block producer")(&cause))?;
+    let served = runtime.block_on(serve(config, connections, shared.clone()));
+    shared.shut_down();
+    let produced = producer
+        .join()
+        .map_err(|_| NodeError("the block producer panicked".into()))?;
+    served?;
+    produced.map_err(|cause| NodeError(cause.to_string()))?;
+    eprintln!("walras node: stopped at height {}", shared.tip().height);
+    Ok(())
+}
+
+/// Replicated mode: CometBFT orders blocks through the ABCI app.
+fn run_replicated(
+    config: &NodeConfig,
+    cometbft: &cometbft::CometbftConfig,
+    connections: &ConnectionLimits,
+    shared: Arc<Shared>,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<(), NodeError> {
+    let running = cometbft::start(&shared, cometbft, replicated_app_config(config), runtime)?;
+    let served = runtime.block_on(serve(config, connections, shared.clone()));
+    shared.shut_down();
+    let stopped = running.stop();
+    served?;
+    stopped?;
+    eprintln!("walras node: stopped at height {}", shared.tip().height);
+    Ok(())
+}
+
+/// Shuts the node down when dropped (also while unwinding from a panic).
+struct StopOnDrop(Arc<Shared>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.shut_down();
+    }
+}
+
+fn proposer_engine_config(config: &NodeConfig) -> EngineConfig {
+    let mut engine = EngineConfig {
+        threads: config.threads,
+        // The producer verifies with the very function replay uses: it must never commit a
+        // transaction that recovery would drop (admission verified it too, by the same rule).
+        verify_signatures: true,
+        ..EngineConfig::default()
+    };
+    engine.clearing.timeout = config.clearing_timeout;
+    engine.clearing.max_iterations = u64::MAX;
+    engine.clearing.threads = config.threads;
+    engine
+}
+
+fn recovery_engine_config(config: &NodeConfig) -> EngineConfig {
+    EngineConfig {
+        threads: config.threads,
+        verify_signatures: true,
+        ..EngineConfig::default()
+    }
+}
+
+/// Opens (or creates) the store, recovers the state, and builds the shared state.
+fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
+    warn_if_dev(&config.genesis);
+    let (store, dev_genesis) = open_or_create(config)?;
+    let genesis = store
+        .genesis()
+        .map_err(|cause| error("reading the genesis")(&cause))?;
+    let last_height = store
+        .last_height()
+        .map_err(|cause| error("reading the block log")(&cause))?;
+    eprintln!(
+        "walras node: recovering {last_height} blocks from {} ({} accounts, {} assets)",
+        config.data_dir.display(),
+        genesis.accounts.len(),
+        genesis.assets
+    );
+    let started = Instant::now();
+    let mut recovery = recover(&store, config, last_height)?;
+    report_recovery(&recovery);
+    let recent = recent_transactions(&store, recovery.state.height())?;
+    let tip = recovered_tip(&store, &mut recovery.state, config.threads)?;
+    eprintln!(
+        "walras node: recovered height {} state root {} in {:.1} s",
+        tip.height,
+        tip.state_root,
+        started.elapsed().as_secs_f64()
+    );
+    let state = recovery.state;
+    Ok(Shared {
+        assets: state.assets() as u16,
+        state: tokio::sync::RwLock::new(state),
+        mempool: Mutex::new(mempool::Mempool::new(config.mempool_capacity)),
+        producer_wake: Condvar::new(),
+        store,
+        recent: Mutex::new(recent),
+        tip: RwLock::new(tip),
+        events: broadcast::channel(1024).0,
+        metrics: metrics::Metrics::default(),
+        dev_genesis,
+        max_block_txs: config.max_block_txs,
+        shutting_down: tokio::sync::watch::channel(false).0,
+    })
+}
+
+/// The state from the store's newest good checkpoint and the blocks after it.
+fn recover(
+    store: &BlockStore,
+    config: &NodeConfig,
+    last_height: u64,
+) -> Result<Recovery, NodeError> {
+    let mut last_report = Instant::now();
+    recover_store_with(
+        store,
+        &recovery_engine_config(config),
+        config.threads,
+        |block, _| {
+            if last_report.elapsed() > Duration::from_secs(2) {
+                eprintln!(
+                    "walras node: replayed up to block {} of {last_height}",
+                    block.header.height
+                );
+                last_report = Instant::now();
+            }
+        },
+    )
+    .map_err(|cause| error("recovering the state from the store")(&cause))
+}
+
+/// Says where recovery started, and loudly which checkpoints it refused.
+fn report_recovery(recovery: &Recovery) {
+    for refused in &recovery.refused_checkpoints {
+        eprintln!(
+            "walras node: WARNING: the checkpoint at height {} is damaged and was not used ({}); \
+             recovered from an older one instead: check the disk",
+            refused.height, refused.reason
+        );
+    }
+    match recovery.checkpoint_height {
+        0 => eprintln!(
+            "walras node: replayed {} blocks from genesis",
+            recovery.replayed_blocks
+        ),
+        height => eprintln!(
+            "walras node: loaded the checkpoint at height {height}, replayed {} blocks after it",
+            recovery.replayed_blocks
+        ),
+    }
+}
+
+/// The recent-transaction index over the last stored blocks (at least
+/// [`recent::RECENT_TRANSACTIONS_MIN`] transactions, whole blocks), from the stored blocks and
+/// their stored results: nothing is re-executed.
+fn recent_transactions(
+    store: &BlockStore,
+    height: u64,
+) -> Result<recent::RecentTransactions, NodeError> {
+    let mut blocks = Vec::new();
+    let mut transactions = 0;
+    let mut next = height;
+    while next > 0 && transactions < recent::RECENT_TRANSACTIONS_MIN {
+        let block = store
+            .block(next)
+            .map_err(|cause| error("reading a block for the transaction index")(&cause))?
+            .ok_or_else(|| NodeError(format!("block {next} vanished from the store")))?;
+        let dropped = store
+            .dropped(next)
+            .map_err(|cause| error("reading block results")(&cause))?
+            .unwrap_or_default();
+        transactions += block.transactions.len();
+        blocks.push((block, dropped));
+        next -= 1;
+    }
+    let mut recent = recent::RecentTransactions::new(recent::RECENT_TRANSACTIONS_MIN);
+    for (block, dropped) in blocks.into_iter().rev() {
+        let hashes = block.transactions.iter().map(transaction_hash).collect();
+        recent.insert_block(block.header.height, hashes, &dropped);
+    }
+    Ok(recent)
+}
+
+fn warn_if_dev(genesis: &GenesisSource) {
+    if let GenesisSource::Dev(dev, _) = genesis {
+        eprintln!(
+            "walras node: WARNING: --dev: development genesis ({} accounts, {} assets, seed {}); \
+             its account keys can be derived by anyone: never hold real value on this chain",
+            dev.accounts, dev.assets, dev.seed
+        );
+    }
+}
+
+/// Opens the store in the data directory, or creates it there from the named genesis if the
+/// directory has no `data.mdb`. Returns the store and its development genesis parameters, if
+/// it was created from one.
+fn open_or_create(config: &NodeConfig) -> Result<(BlockStore, Option<DevGenesisJson>), NodeError> {
+    let dir = &config.data_dir;
+    let options = StoreOptions::default();
+    let exists = dir.join("data.mdb").exists();
+    if !exists && !matches!(config.genesis, GenesisSource::Stored) {
+        let (genesis, dev) = named_genesis(&config.genesis, config.threads)?;
+        let store = create_store(dir, &genesis, dev.as_ref(), &options)?;
+        return Ok((store, dev));
+    }
+    let store = BlockStore::open_with(dir, &options)
+        .map_err(|cause| error(&format!("opening the store in {}", dir.display()))(&cause))?;
+    let stored_dev = stored_dev_genesis(&store)?;
+    check_named_genesis(&store, &config.genesis, stored_dev.as_ref())?;
+    Ok((store, stored_dev))
+}
+
+/// The genesis that `source` names, and its development parameters if it is one.
+fn named_genesis(
+    source: &GenesisSource,
+    threads: usize,
+) -> Result<(Genesis, Option<DevGenesisJson>), NodeError> {
+    match source {
+        GenesisSource::Stored => Err(NodeError(
+            "no genesis named: pass --genesis FILE or --dev".into(),
+        )),
+        GenesisSource::File(path) => Ok((read_genesis_file(path)?, None)),
+        GenesisSource::Dev(dev, build) => {
+            let genesis =
+                build(dev, threads).map_err(|cause| error("generating the dev genesis")(&cause))?;
+            Ok((genesis, Some(*dev)))
+        }
+    }
+}
+
+/// Creates the store in `dir` with `genesis` (and the development parameters, in the same
+/// transaction). Used by `walras init` and by a node started on a directory without a store.
+pub fn create_store(
+    dir: &std::path::Path,
+    genesis: &Genesis,
+    dev: Option<&DevGenesisJson>,
+    options: &StoreOptions,
+) -> Result<BlockStore, NodeError> {
+    let dev_json = dev
+        .map(serde_json::to_vec)
+        .transpose()
+        .map_err(|cause| error("encoding dev genesis")(&cause))?;
+    let app_meta: Vec<(&str, &[u8])> = dev_json
+        .as_deref()
+        .map(|json| (DEV_GENESIS_META_KEY, json))
+        .into_iter()
+        .collect();
+    let store = BlockStore::create_with(dir, genesis, &app_meta, options)
+        .map_err(|cause| error(&format!("creating a store in {}", dir.display()))(&cause))?;
+    eprintln!(
+        "walras node: created a new store in {} with genesis {} ({} accounts, {} assets)",
+        dir.display(),
+        genesis_hash(genesis),
+        genesis.accounts.len(),
+        genesis.assets
+    );
+    Ok(store)
+}
+
+/// The hash operators compare genesis files by: of the genesis's canonical encoding.
+pub fn genesis_hash(genesis: &Genesis) -> walras_crypto::Hash {
+    walras_crypto::hash(&genesis.encode())
+}
+
+fn stored_dev_genesis(store: &BlockStore) -> Result<Option<DevGenesisJson>, NodeError> {
+    let stored = store
+        .app_meta(DEV_GENESIS_META_KEY)
+        .map_err(|cause| error("reading the dev genesis parameters")(&cause))?;
+    stored
+        .map(|bytes| serde_json::from_slice(&bytes))
+        .transpose()
+        .map_err(|cause| error("decoding the dev genesis parameters")(&cause))
+}
+
+/// Refuses to start when the genesis named on the command line is not the stored one.
+fn check_named_genesis(
+    store: &BlockStore,
+    source: &GenesisSource,
+    stored_dev: Option<&DevGenesisJson>,
+) -> Result<(), NodeError> {
+    let stored = store
+        .genesis()
+        .map_err(|cause| error("reading the genesis")(&cause))?;
+    let stored_hash = genesis_hash(&stored);
+    let dir = store.dir().display();
+    match source {
+        GenesisSource::Stored => Ok(()),
+        GenesisSource::File(path) => {
+            let named_hash = genesis_hash(&read_genesis_file(path)?);
+            if named_hash == stored_hash {
+                return Ok(());
+            }
+            Err(NodeError(format!(
+                "genesis mismatch: {} has genesis {named_hash}, the store in {dir} holds genesis \
+                 {stored_hash}; a store never changes genesis: pass the store's genesis, or use \
+                 an empty directory for a new chain",
+                path.display()
+            )))
+        }
+        GenesisSource::Dev(dev, _) if stored_dev == Some(dev) => Ok(()),
+        GenesisSource::Dev(dev, _) => {
+            let held = match stored_dev {
+                Some(held) => format!(
+                    "the development genesis of {} accounts, {} assets, seed {}",
+                    held.accounts, held.assets, held.seed
+                ),
+                None => "a genesis from a file".into(),
+            };
+            Err(NodeError(format!(
+                "genesis mismatch: --dev asks for the development genesis of {} accounts, {} \
+                 assets, seed {}, the store in {dir} holds {held} (genesis {stored_hash}); use \
+                 the store's own parameters, or an empty directory for a new chain",
+                dev.accounts, dev.assets, dev.seed
+            )))
+        }
+    }
+}
+
+fn read_genesis_file(path: &std::path::Path) -> Result<Genesis, NodeError> {
+    let bytes = std::fs::read(path)
+        .map_err(|cause| error(&format!("reading genesis file {}", path.display()))(&cause))?;
+    Genesis::decode(&bytes)
+        .map_err(|cause| error(&format!("genesis file {}", path.display()))(&cause))
+}
+
+fn recovered_tip(
+    store: &BlockStore,
+    state: &mut ExchangeState,
+    threads: usize,
+) -> Result<Tip, NodeError> {
+    let height = state.height();
+    if height == 0 {
+        return Ok(Tip {
+            state_root: state.state_root(threads),
+            ..Tip::default()
+        });
+    }
+    let block = store
+        .block(height)
+        .map_err(|cause| error("reading the last block")(&cause))?
+        .ok_or_else(|| NodeError(format!("block {height} vanished from the store")))?;
+    Ok(Tip {
+        height,
+        block_hash: block.header.hash(),
+        state_root: block.header.state_root,
+        valuations: block.header.valuations.clone(),
+    })
+}
+
+/// Binds, announces the address on stdout, and serves until shutdown; returns within the
+/// grace period of the stop, whatever clients hold open.
+async fn serve(
+    config: &NodeConfig,
+    connections: &ConnectionLimits,
+    shared: Arc<Shared>,
+) -> Result<(), NodeError> {
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|cause| error(&format!("listening on {}", config.listen))(&cause))?;
+    let address = listener
+        .local_addr()
+        .map_err(|cause| error("reading the bound address")(&cause))?;
+    // Before the address line: a client (or test) that reads it may signal the node at once,
+    // and a signal without a handler kills the process instead of stopping it.
+    let signals = StopSignals::watch()?;
+    // The first line on stdout: scripts and tests wait for it.
+    println!("walras node listening on http://{address}");
+    eprintln!(
+        "walras node: API at http://{address}/v1 (document: /v1/openapi.json); at most {} \
+         connections",
+        connections.connections_max
+    );
+    let limiter = (config.rate_limit_rps > 0).then(|| {
+        Arc::new(Mutex::new(RateLimiter::new(
+            config.rate_limit_rps,
+            config.rate_limit_burst,
+        )))
+    });
+    let streams = Arc::new(EventStreamSlots::new(
+        config.serve.event_streams_per_client_max,
+        routes::SSE_SUBSCRIBERS_MAX,
+    ));
+    let app = router(shared.clone(), limiter, streams);
+    let stop = signals.stop(shared);
+    listen::serve_connections(listener, app, connections, stop).await;
+    Ok(())
+}
+
+/// SIGINT and SIGTERM, watched from the moment this is made.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn watch() -> Result<StopSignals, NodeError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let watch = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|cause| error(&format!("watching {name}"))(&cause))
+        };
+        Ok(StopSignals {
+            interrupt: watch(SignalKind::interrupt(), "SIGINT")?,
+            terminate: watch(SignalKind::terminate(), "SIGTERM")?,
+        })
+    }
+
+    /// Resolves on SIGINT, SIGTERM, or when the node stops for another reason (the producer
+    /// failed); marks the node as stopping, which also ends the event streams.
+    async fn stop(mut self, shared: Arc<Shared>) {
+        tokio::select! {
+            _ = self.interrupt.recv() => eprintln!("walras node: interrupted, stopping"),
+            _ = self.terminate.recv() => eprintln!("walras node: terminated, stopping"),
+            () = shared.stopped() => eprintln!("walras node: stopping"),
+        }
+        shared.shut_down();
+    }
+}
+
+pub fn router(
+    shared: Arc<Shared>,
+    limiter: Option<Arc<Mutex<RateLimiter>>>,
+    streams: Arc<EventStreamSlots>,
+) -> Router {
+    let api = Router::new()
+        .route(
+            "/v1/transactions",
+            post(routes::submit).layer(DefaultBodyLimit::max(routes::SUBMIT_BODY_MAX_BYTES)),
+        )
+        .route(
+            "/v1/transactions/batch",
+            post(routes::submit_batch).layer(DefaultBodyLimit::max(routes::BATCH_BODY_MAX_BYTES)),
+        )
+        .route("/v1/transactions/{hash}", get(routes::transaction_status))
+        .route("/v1/accounts/{id}", get(routes::account))
+        .route("/v1/accounts/{id}/offers", get(routes::account_offers))
+        .route("/v1/books/{sell}/{buy}", get(routes::book))
+        .route("/v1/blocks/{height}", get(routes::block))
+        .route("/v1/blocks/{height}/raw", get(routes::block_raw))
+        .route("/v1/prices", get(routes::prices))
+        .route("/v1/status", get(routes::status))
+        .route("/v1/openapi.json", get(routes::openapi_document))
+        .route("/metrics", get(routes::metrics))
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ));
+    // Event streams are long-lived: no timeout.
+    let streams = Router::new()
+        .route("/v1/events", get(routes::events))
+        .layer(axum::Extension(streams));
+    api.merge(streams)
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            count_responses,
+        ))
+        .layer(middleware::from_fn_with_state(limiter, rate_limit))
+        .with_state(shared)
+}
+
+async fn count_responses(
+    State(shared): State<Arc<Shared>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |path| path.as_str())
+        .to_string();
+    let response = next.run(request).await;
+    shared
+        .metrics
+        .count_response(&route, response.status().as_u16());
+    response
+}
+
+async fn rate_limit(
+    State(limiter): State<Option<Arc<Mutex<RateLimiter>>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(limiter) = limiter else {
+        return next.run(request).await;
+    };
+    let client = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip());
+    if let Some(client) = client {
+        let verdict = limiter
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .check(client, Instant::now());
+        if let Err(wait_s) = verdict {
+            return Failure::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!("too many requests from {client}; slow down"),
+            )
+            .retry_after(wait_s)
+            .into_response();
+        }
+    }
+    next.run(request).await
+}

@@ -1,0 +1,385 @@
+//! The node's shared state and the solo block producer.
+//!
+//! One producer thread owns block production: it waits until the mempool holds a full block or
+//! the block interval has passed with something waiting, takes the transactions, proposes and
+//! executes the block under the state's write lock, appends it to the store (synchronous
+//! commit), and only then reports it: mempool, recent-transaction index, tip, metrics, events.
+//! "Reported committed" therefore always means "on disk".
+//!
+//! Signatures are not verified again inside the block: admission verified each one against
+//! the source's key, and keys never change. Recovery re-verifies everything.
+
+use super::mempool::Mempool;
+use super::metrics::Metrics;
+use super::recent::RecentTransactions;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::broadcast;
+use walras_api::wire::{BlockEventJson, ClearingQualityJson, DevGenesisJson};
+use walras_crypto::Hash;
+use walras_engine::{Block, BlockOutcome, EngineConfig, EngineError, ExchangeState};
+use walras_store::{BlockStore, StoreError};
+use walras_types::SignedTransaction;
+
+/// How blocks are cut and executed.
+#[derive(Clone, Debug)]
+pub struct ProducerConfig {
+    pub block_interval: Duration,
+    pub max_block_txs: usize,
+    pub engine: EngineConfig,
+}
+
+/// The last committed block, as clients see it.
+#[derive(Clone, Debug, Default)]
+pub struct Tip {
+    pub height: u64,
+    pub block_hash: Hash,
+    pub state_root: Hash,
+    pub valuations: Vec<u128>,
+}
+
+/// Everything the HTTP handlers and the producer share.
+pub struct Shared {
+    /// Written only by the producer, for the length of one block.
+    pub state: tokio::sync::RwLock<ExchangeState>,
+    pub mempool: Mutex<Mempool>,
+    /// Signalled when the mempool gets work for the producer, and on shutdown.
+    pub producer_wake: Condvar,
+    pub store: BlockStore,
+    pub recent: Mutex<RecentTransactions>,
+    pub tip: RwLock<Tip>,
+    pub events: broadcast::Sender<Arc<BlockEventJson>>,
+    pub metrics: Metrics,
+    pub dev_genesis: Option<DevGenesisJson>,
+    pub assets: u16,
+    pub max_block_txs: usize,
+    /// `true` once the node is stopping; async tasks (event streams, the server) wait on it.
+    pub shutting_down: tokio::sync::watch::Sender<bool>,
+}
+
+/// Why the producer stopped the node.
+#[derive(Debug)]
+pub enum ProducerError {
+    Engine(EngineError),
+    Store(StoreError),
+}
+
+impl std::fmt::Display for ProducerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProducerError::Engine(error) => write!(f, "block production failed: {error}"),
+            ProducerError::Store(error) => write!(
+                f,
+                "committing a block failed, so the node stopped (nothing after the last \
+                 committed block was reported): {error}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProducerError {}
+
+impl Shared {
+    /// The mempool, even if a thread panicked while holding it (its data stays consistent:
+    /// every method finishes its changes before returning).
+    pub fn mempool(&self) -> MutexGuard<'_, Mempool> {
+        self.mempool
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn recent(&self) -> MutexGuard<'_, RecentTransactions> {
+        self.recent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn tip(&self) -> Tip {
+        self.tip
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Asks the producer to stop after the block it is executing, if any.
+    /// Also ends every event stream and stops the HTTP server.
+    pub fn shut_down(&self) {
+        self.shutting_down.send_replace(true);
+        let _guard = self.mempool();
+        self.producer_wake.notify_all();
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutting_down.borrow()
+    }
+
+    /// Resolves once the node is stopping.
+    pub async fn stopped(&self) {
+        let mut stopping = self.shutting_down.subscribe();
+        // `self` owns the sender, so the channel cannot close while this waits.
+        let _ = stopping.wait_for(|stopping| *stopping).await;
+    }
+}
+
+/// Produces blocks until shutdown; an error stops the node.
+pub fn run_producer(shared: &Shared, config: &ProducerConfig) -> Result<(), ProducerError> {
+    let mut last_cut = Instant::now();
+    while let Some(batch) = wait_for_batch(shared, config, &mut last_cut) {
+        produce_block(shared, config, batch)?;
+    }
+    Ok(())
+}
+
+/// Waits until a block is due: `max_block_txs` waiting, or the interval since the last cut
+/// has passed and something is waiting. `None` on shutdown (what is waiting is dropped: the
+/// mempool is not durable).
+fn wait_for_batch(
+    shared: &Shared,
+    config: &ProducerConfig,
+    last_cut: &mut Instant,
+) -> Option<Vec<(Hash, SignedTransaction)>> {
+    let mut mempool = shared.mempool();
+    loop {
+        if shared.is_shutting_down() {
+            return None;
+        }
+        let now = Instant::now();
+        let due = *last_cut + config.block_interval;
+        let waiting = mempool.waiting();
+        if waiting >= config.max_block_txs || (waiting > 0 && now >= due) {
+            *last_cut = now;
+            return Some(mempool.take(config.max_block_txs));
+        }
+        let timeout = if waiting > 0 {
+            due - now
+        } else {
+            config.block_interval
+        };
+        mempool = shared
+            .producer_wake
+            .wait_timeout(mempool, timeout)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .0;
+    }
+}
+
+fn produce_block(
+    shared: &Shared,
+    config: &ProducerConfig,
+    batch: Vec<(Hash, SignedTransaction)>,
+) -> Result<(), ProducerError> {
+    let transactions: Vec<SignedTransaction> = batch.iter().map(|(_, signed)| *signed).collect();
+    let engine = warm_started(&config.engine, &shared.tip().valuations, shared.assets);
+    let mut state = shared.state.blocking_write();
+    let started = Instant::now();
+    let (block, outcome) = state
+        .propose(transactions, &engine)
+        .map_err(ProducerError::Engine)?;
+    let executed = Instant::now();
+    shared
+        .store
+        .append_with_state(&block, &outcome.dropped, &state)
+        .map_err(ProducerError::Store)?;
+    let persisted = Instant::now();
+    // Index the block's transactions before the mempool forgets them: a status query in between
+    // found a transaction neither pending nor recently committed (404 for an accepted one).
+    let hashes = batch.iter().map(|(hash, _)| *hash).collect();
+    index_block(shared, &block, &outcome, hashes);
+    shared.mempool().committed(&batch, |source| {
+        state.account(source).map(|account| account.last_sequence)
+    });
+    drop(state);
+    let timings = BlockTimings {
+        execute: executed - started,
+        persist: persisted - executed,
+    };
+    announce_block(shared, &block, &outcome, &timings);
+    Ok(())
+}
+
+/// The engine configuration with tâtonnement starting from the last block's valuations (books
+/// change little from one block to the next, so they start close to the new equilibrium). Only
+/// the proposer's search starts there: followers and recovery check the header exactly.
+fn warm_started(engine: &EngineConfig, last_valuations: &[u128], assets: u16) -> EngineConfig {
+    let mut engine = engine.clone();
+    let usable = last_valuations.len() == usize::from(assets)
+        && last_valuations.iter().all(|valuation| *valuation > 0);
+    if usable {
+        engine.clearing.start_prices = Some(
+            last_valuations
+                .iter()
+                .map(|valuation| *valuation as f64)
+                .collect(),
+        );
+    }
+    engine
+}
+
+/// Reports a block that is on disk: recent-transaction index, tip, metrics, events. Whatever
+/// orders blocks (the solo producer, or CometBFT through the ABCI app) calls this only after
+/// the store committed the block.
+pub(super) fn publish_block(
+    shared: &Shared,
+    block: &Block,
+    outcome: &BlockOutcome,
+    hashes: Vec<Hash>,
+    timings: &BlockTimings,
+) {
+    index_block(shared, block, outcome, hashes);
+    announce_block(shared, block, outcome, timings);
+}
+
+/// The block's transactions into the recent-transaction index (their status answers).
+fn index_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, hashes: Vec<Hash>) {
+    shared
+        .recent()
+        .insert_block(block.header.height, hashes, &outcome.dropped);
+}
+
+/// The tip, metrics and the block event.
+fn announce_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, timings: &BlockTimings) {
+    *shared
+        .tip
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Tip {
+        height: block.header.height,
+        block_hash: block.header.hash(),
+        state_root: block.header.state_root,
+        valuations: block.header.valuations.clone(),
+    };
+    record_metrics(&shared.metrics, outcome, block.transactions.len(), timings);
+    let event = block_event(outcome, block.transactions.len(), timings);
+    // No subscriber is not an error.
+    let _ = shared.events.send(Arc::new(event));
+}
+
+pub(super) struct BlockTimings {
+    pub execute: Duration,
+    pub persist: Duration,
+}
+
+fn record_metrics(
+    metrics: &Metrics,
+    outcome: &BlockOutcome,
+    transactions: usize,
+    timings: &BlockTimings,
+) {
+    let add = |counter: &std::sync::atomic::AtomicU64, value: u64| {
+        counter.fetch_add(value, Ordering::Relaxed);
+    };
+    metrics
+        .height
+        .store(outcome.header.height, Ordering::Relaxed);
+    add(&metrics.blocks_total, 1);
+    if let Some(report) = &outcome.clearing {
+        metrics.count_clearing(
+            outcome.converged,
+            report.iterations,
+            report.millis,
+            report.unrealized_utility_ratio,
+        );
+    }
+    add(&metrics.transactions_committed_total, transactions as u64);
+    add(
+        &metrics.transactions_accepted_total,
+        outcome.accepted as u64,
+    );
+    add(
+        &metrics.block_execute_micros_total,
+        timings.execute.as_micros() as u64,
+    );
+    add(
+        &metrics.block_persist_micros_total,
+        timings.persist.as_micros() as u64,
+    );
+    metrics
+        .block_transactions_last
+        .store(transactions as u64, Ordering::Relaxed);
+    for (_, reason) in &outcome.dropped {
+        metrics.count_dropped(reason.name());
+    }
+}
+
+/// Display prices: each valuation relative to asset 0's.
+pub fn display_prices(valuations: &[u128]) -> Vec<f64> {
+    match valuations.first() {
+        Some(&base) if base > 0 => valuations.iter().map(|v| *v as f64 / base as f64).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn block_event(
+    outcome: &BlockOutcome,
+    transactions: usize,
+    timings: &BlockTimings,
+) -> BlockEventJson {
+    let header = &outcome.header;
+    BlockEventJson {
+        height: header.height,
+        hash: header.hash().to_string(),
+        state_root: header.state_root.to_string(),
+        transactions: transactions as u32,
+        accepted: outcome.accepted as u32,
+        dropped: outcome.dropped.len() as u32,
+        converged: outcome.converged,
+        clearing: outcome.clearing.map(|report| ClearingQualityJson {
+            iterations: report.iterations,
+            achieved_epsilon: report.achieved_epsilon,
+            achieved_mu: report.achieved_mu,
+            unrealized_utility_ratio: Some(report.unrealized_utility_ratio)
+                .filter(|ratio| ratio.is_finite()),
+            millis: report.millis,
+        }),
+        trades: header.trades.len() as u32,
+        prices: display_prices(&header.valuations),
+        execute_ms: timings.execute.as_secs_f64() * 1e3,
+        persist_ms: timings.persist.as_secs_f64() * 1e3,
+        committed_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use walras_engine::{BlockHeader, ClearingReport, PhaseTimings};
+
+    /// Trigger: a block whose offers could trade but none did has an infinite unrealized/realized
+    /// utility ratio; serde_json writes it as `null`, and every client reading the event stream
+    /// (the load generator in `client_cli`) refused the event as "invalid type: null, expected f64".
+    #[test]
+    fn a_block_event_with_an_infinite_utility_ratio_parses_back() {
+        let outcome = BlockOutcome {
+            header: BlockHeader {
+                height: 3,
+                previous: Hash::default(),
+                transactions_root: Hash::default(),
+                state_root: Hash::default(),
+                valuations: vec![1 << 100, 1 << 90],
+                trades: Vec::new(),
+            },
+            accepted: 0,
+            dropped: Vec::new(),
+            converged: false,
+            clearing: Some(ClearingReport {
+                iterations: 7,
+                achieved_epsilon: 0.0,
+                achieved_mu: 0.0,
+                unrealized_utility_ratio: f64::INFINITY,
+                millis: 1.0,
+            }),
+            timings: PhaseTimings::default(),
+        };
+        let timings = BlockTimings {
+            execute: Duration::from_millis(1),
+            persist: Duration::from_millis(1),
+        };
+        let text = serde_json::to_string(&block_event(&outcome, 0, &timings)).unwrap();
+        let event: BlockEventJson = serde_json::from_str(&text).expect("the event parses back");
+        let quality = event.clearing.expect("the proposer's clearing quality");
+        assert_eq!(quality.unrealized_utility_ratio, None);
+        assert_eq!(quality.iterations, 7);
+    }
+}

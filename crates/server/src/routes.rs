@@ -1,0 +1,546 @@
+//! The HTTP API under `/v1` (see [`walras_api::wire`] for the bodies and `openapi.rs` for the
+//! document served at `/v1/openapi.json`).
+
+use super::admission::admit;
+use super::failure::{body_failure, Failure};
+use super::limits::{EventStreamSlot, EventStreamSlots, StreamRefusal};
+use super::node::{display_prices, Shared};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use axum::Json;
+use futures_util::{Stream, StreamExt};
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+use tokio_stream::wrappers::BroadcastStream;
+use walras_api::openapi;
+use walras_api::transaction_from_json;
+use walras_api::wire::*;
+use walras_crypto::Hash;
+use walras_engine::block::transaction_hash;
+use walras_types::{AccountId, AssetId, PairId, SignedTransaction};
+
+pub type AppState = Arc<Shared>;
+
+/// Body limit of a single submission: the largest transaction is well under 1 KiB.
+pub const SUBMIT_BODY_MAX_BYTES: usize = 16 * 1024;
+/// Body limit of a batch submission.
+pub const BATCH_BODY_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Most transactions in one batch submission.
+pub const BATCH_TRANSACTIONS_MAX: usize = 10_000;
+/// Most price levels in a book answer.
+pub const BOOK_LEVELS_MAX: usize = 1_000;
+/// Most open event streams, all clients together (each client: `--event-streams-per-client`).
+pub const SSE_SUBSCRIBERS_MAX: usize = 256;
+
+pub async fn submit(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<SubmitResponse>), Failure> {
+    let body = body.map_err(|rejection| body_failure(rejection, SUBMIT_BODY_MAX_BYTES))?;
+    let signed = decode_submission(&headers, &body)?;
+    let (hash, result) = admit(&shared, vec![signed])
+        .await
+        .pop()
+        .ok_or_else(|| Failure::internal("admission returned no result"))?;
+    result?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(SubmitResponse {
+            hash: hash.to_string(),
+            status: "pending".into(),
+        }),
+    ))
+}
+
+fn decode_submission(headers: &HeaderMap, body: &[u8]) -> Result<SignedTransaction, Failure> {
+    match content_type(headers).as_deref() {
+        Some("application/json") => {
+            let json: TransactionJson = serde_json::from_slice(body)
+                .map_err(|error| Failure::malformed(format!("transaction JSON: {error}")))?;
+            transaction_from_json(&json)
+                .map_err(|error| Failure::malformed(format!("transaction: {error}")))
+        }
+        Some("application/octet-stream") => SignedTransaction::decode(body)
+            .map_err(|error| Failure::malformed(format!("transaction: {error}"))),
+        other => Err(Failure::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!(
+                "Content-Type {} is not accepted: send application/json or \
+                 application/octet-stream (the canonical binary encoding)",
+                other.unwrap_or("(none)")
+            ),
+        )),
+    }
+}
+
+/// The media type without parameters, lowercased.
+fn content_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(value.split(';').next()?.trim().to_ascii_lowercase())
+}
+
+pub async fn submit_batch(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<BatchSubmitResponse>, Failure> {
+    let body = body.map_err(|rejection| body_failure(rejection, BATCH_BODY_MAX_BYTES))?;
+    if content_type(&headers).as_deref() != Some("application/octet-stream") {
+        return Err(Failure::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "a batch is application/octet-stream: a u16 count then the encoded transactions",
+        ));
+    }
+    let transactions = SignedTransaction::decode_list(&body)
+        .map_err(|error| Failure::malformed(format!("transaction list: {error}")))?;
+    if transactions.is_empty() {
+        return Err(Failure::malformed("the batch holds no transaction"));
+    }
+    if transactions.len() > BATCH_TRANSACTIONS_MAX {
+        return Err(Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!(
+                "{} transactions in one batch; at most {BATCH_TRANSACTIONS_MAX}",
+                transactions.len()
+            ),
+        ));
+    }
+    let results = admit(&shared, transactions).await;
+    let admitted = results.iter().filter(|(_, result)| result.is_ok()).count() as u32;
+    let results: Vec<BatchItemResult> = results
+        .into_iter()
+        .map(|(hash, result)| BatchItemResult {
+            hash: hash.to_string(),
+            error: result.err().map(|failure| failure.body()),
+        })
+        .collect();
+    Ok(Json(BatchSubmitResponse {
+        admitted,
+        rejected: results.len() as u32 - admitted,
+        results,
+    }))
+}
+
+pub async fn transaction_status(
+    State(shared): State<AppState>,
+    Path(hash): Path<String>,
+) -> Result<Json<TransactionStatusJson>, Failure> {
+    let hash: Hash = hash
+        .parse()
+        .map_err(|error| Failure::malformed(format!("transaction hash: {error}")))?;
+    let mut status = TransactionStatusJson {
+        hash: hash.to_string(),
+        status: "pending".into(),
+        height: None,
+        index: None,
+        reason: None,
+    };
+    // Index first: a transaction leaves the mempool just after it enters the index.
+    if let Some(committed) = shared.recent().get(&hash) {
+        status.status = if committed.dropped.is_some() {
+            "dropped"
+        } else {
+            "accepted"
+        }
+        .into();
+        status.height = Some(committed.height);
+        status.index = Some(committed.index);
+        status.reason = committed.dropped.map(|reason| reason.name().to_string());
+        return Ok(Json(status));
+    }
+    if shared.mempool().contains(&hash) {
+        return Ok(Json(status));
+    }
+    Err(Failure::not_found(
+        "unknown_transaction",
+        format!(
+            "transaction {hash} is not pending and not among the recently committed ones \
+             (at least the last {} are indexed); older ones are found in their block",
+            super::recent::RECENT_TRANSACTIONS_MIN
+        ),
+    ))
+}
+
+fn parse_account(text: &str) -> Result<AccountId, Failure> {
+    text.parse::<u64>()
+        .map(AccountId)
+        .map_err(|_| Failure::malformed(format!("account id {text:?} is not an unsigned integer")))
+}
+
+fn unknown_account(id: AccountId) -> Failure {
+    Failure::not_found(
+        "unknown_account",
+        format!("account {} does not exist", id.0),
+    )
+}
+
+pub async fn account(
+    State(shared): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<AccountJson>, Failure> {
+    let id = parse_account(&id)?;
+    let state = shared.state.read().await;
+    let account = state.account(id).ok_or_else(|| unknown_account(id))?;
+    let last_sequence = account.last_sequence;
+    let json = AccountJson {
+        id: id.0,
+        public_key: walras_api::hex(&account.public_key),
+        last_sequence,
+        next_sequence: last_sequence + 1,
+        balances: account
+            .balances()
+            .iter()
+            .map(|(asset, amount)| BalanceJson {
+                asset: asset.0,
+                amount: *amount,
+            })
+            .collect(),
+    };
+    drop(state);
+    // The mempool's cache may be one block behind the state read above; it only knows more
+    // when it holds pending transactions of this account.
+    let pending_next = shared.mempool().next_sequence(id);
+    Ok(Json(AccountJson {
+        next_sequence: pending_next.map_or(json.next_sequence, |next| next.max(json.next_sequence)),
+        ..json
+    }))
+}
+
+pub async fn account_offers(
+    State(shared): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<AccountOffersJson>, Failure> {
+    let id = parse_account(&id)?;
+    let state = shared.state.read().await;
+    state.account(id).ok_or_else(|| unknown_account(id))?;
+    let assets = state.assets() as u16;
+    let mut offers = Vec::new();
+    // A scan of every book: there is no per-account offer index yet.
+    for sell in 0..assets {
+        for buy in (0..assets).filter(|buy| *buy != sell) {
+            let pair = PairId {
+                sell: AssetId(sell),
+                buy: AssetId(buy),
+            };
+            for (key, amount) in state.book(pair).iter().filter(|(key, _)| key.account == id) {
+                offers.push(OfferJson {
+                    offer_id: key.id.0,
+                    sell,
+                    buy,
+                    amount: *amount,
+                    min_price: key.min_price.to_exact_decimal(),
+                });
+            }
+        }
+    }
+    Ok(Json(AccountOffersJson {
+        account: id.0,
+        offers,
+    }))
+}
+
+pub async fn book(
+    State(shared): State<AppState>,
+    Path((sell, buy)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<BookJson>, Failure> {
+    let sell = parse_asset(&shared, &sell)?;
+    let buy = parse_asset(&shared, &buy)?;
+    if sell == buy {
+        return Err(Failure::malformed("a book needs two different assets"));
+    }
+    let levels_max = match query.get("levels") {
+        None => 20,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|levels| (1..=BOOK_LEVELS_MAX).contains(levels))
+            .ok_or_else(|| {
+                Failure::malformed(format!(
+                    "levels must be 1..={BOOK_LEVELS_MAX}, got {text:?}"
+                ))
+            })?,
+    };
+    let state = shared.state.read().await;
+    let book = state.book(PairId {
+        sell: AssetId(sell),
+        buy: AssetId(buy),
+    });
+    let mut levels: BTreeMap<walras_types::Price, (u64, u32)> = BTreeMap::new();
+    let mut amount_total: u64 = 0;
+    for (key, amount) in book {
+        amount_total = amount_total.saturating_add(*amount);
+        if levels.len() < levels_max || levels.contains_key(&key.min_price) {
+            let level = levels.entry(key.min_price).or_insert((0, 0));
+            level.0 = level.0.saturating_add(*amount);
+            level.1 += 1;
+        }
+    }
+    Ok(Json(BookJson {
+        sell,
+        buy,
+        offers: book.len() as u64,
+        amount: amount_total,
+        levels: levels
+            .into_iter()
+            .map(|(price, (amount, offers))| LevelJson {
+                min_price: price.to_exact_decimal(),
+                amount,
+                offers,
+            })
+            .collect(),
+    }))
+}
+
+fn parse_asset(shared: &Shared, text: &str) -> Result<u16, Failure> {
+    text.parse::<u16>()
+        .ok()
+        .filter(|asset| *asset < shared.assets)
+        .ok_or_else(|| {
+            Failure::not_found(
+                "unknown_asset",
+                format!(
+                    "asset {text:?} does not exist: assets are 0..{}",
+                    shared.assets
+                ),
+            )
+        })
+}
+
+fn parse_height(text: &str) -> Result<u64, Failure> {
+    text.parse::<u64>()
+        .map_err(|_| Failure::malformed(format!("height {text:?} is not an unsigned integer")))
+}
+
+fn load_block(shared: &Shared, height: u64) -> Result<walras_engine::Block, Failure> {
+    shared
+        .store
+        .block(height)
+        .map_err(|error| Failure::internal(format!("reading block {height}: {error}")))?
+        .ok_or_else(|| {
+            Failure::not_found(
+                "unknown_block",
+                format!(
+                    "no block at height {height}; the last is {}",
+                    shared.tip().height
+                ),
+            )
+        })
+}
+
+pub async fn block(
+    State(shared): State<AppState>,
+    Path(height): Path<String>,
+) -> Result<Json<BlockJson>, Failure> {
+    let height = parse_height(&height)?;
+    let block = load_block(&shared, height)?;
+    let dropped = shared
+        .store
+        .dropped(height)
+        .map_err(|error| Failure::internal(format!("reading block {height}'s results: {error}")))?
+        .unwrap_or_default();
+    let header = &block.header;
+    let transactions = block.transactions.len() as u32;
+    Ok(Json(BlockJson {
+        height,
+        hash: header.hash().to_string(),
+        previous: header.previous.to_string(),
+        transactions_root: header.transactions_root.to_string(),
+        state_root: header.state_root.to_string(),
+        transactions,
+        accepted: transactions - dropped.len() as u32,
+        dropped: dropped
+            .iter()
+            .map(|(index, reason)| DroppedJson {
+                index: *index,
+                hash: block
+                    .transactions
+                    .get(*index as usize)
+                    .map(|signed| transaction_hash(signed).to_string())
+                    .unwrap_or_default(),
+                reason: reason.name().to_string(),
+            })
+            .collect(),
+        valuations: header.valuations.clone(),
+        trades: header
+            .trades
+            .iter()
+            .map(|trade| TradeJson {
+                sell: trade.sell.0,
+                buy: trade.buy.0,
+                sold: trade.sold,
+                last_offer_account: trade.last_offer.account.0,
+                last_offer_id: trade.last_offer.id.0,
+                last_offer_min_price: trade.last_offer.min_price.to_exact_decimal(),
+            })
+            .collect(),
+    }))
+}
+
+pub async fn block_raw(
+    State(shared): State<AppState>,
+    Path(height): Path<String>,
+) -> Result<Response, Failure> {
+    let height = parse_height(&height)?;
+    let block = load_block(&shared, height)?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        block.encode(),
+    )
+        .into_response())
+}
+
+pub async fn prices(State(shared): State<AppState>) -> Json<PricesJson> {
+    let tip = shared.tip();
+    Json(PricesJson {
+        height: tip.height,
+        prices: display_prices(&tip.valuations),
+        valuations: tip.valuations,
+    })
+}
+
+pub async fn status(State(shared): State<AppState>) -> Json<StatusJson> {
+    let tip = shared.tip();
+    let (mempool_transactions, mempool_capacity) = {
+        let mempool = shared.mempool();
+        (mempool.len() as u64, mempool.capacity() as u64)
+    };
+    let (accounts, open_offers) = {
+        let state = shared.state.read().await;
+        (
+            state.account_count() as u64,
+            state.open_offer_count() as u64,
+        )
+    };
+    Json(StatusJson {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        height: tip.height,
+        block_hash: tip.block_hash.to_string(),
+        state_root: tip.state_root.to_string(),
+        assets: shared.assets,
+        accounts,
+        open_offers,
+        mempool_transactions,
+        mempool_capacity,
+        dev_genesis: shared.dev_genesis,
+    })
+}
+
+/// An open event stream: gives its slot back and decrements the subscriber gauge when the
+/// stream is dropped.
+struct Subscriber {
+    shared: AppState,
+    _slot: EventStreamSlot,
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.shared
+            .metrics
+            .sse_subscribers
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Block events as server-sent events, until the client leaves or the node stops.
+pub async fn events(
+    State(shared): State<AppState>,
+    Extension(slots): Extension<Arc<EventStreamSlots>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
+    let slot = slots
+        .take(client.ip())
+        .map_err(|refusal| stream_refused(refusal, client.ip()))?;
+    shared
+        .metrics
+        .sse_subscribers
+        .fetch_add(1, Ordering::Relaxed);
+    let subscriber = Subscriber {
+        shared: shared.clone(),
+        _slot: slot,
+    };
+    let receiver = shared.events.subscribe();
+    let stopping = shared.clone();
+    let stream = BroadcastStream::new(receiver)
+        .map(move |item| {
+            let _keep = &subscriber;
+            Ok(match item {
+                Ok(event) => Event::default()
+                    .event("block")
+                    .json_data(&*event)
+                    .unwrap_or_else(|_| Event::default().event("error")),
+                Err(BroadcastStreamRecvError::Lagged(missed)) => {
+                    Event::default().event("lagged").data(format!(
+                        "{missed} block events were skipped: this client reads too slowly"
+                    ))
+                }
+            })
+        })
+        // A stopping node ends its streams, so that their connections close at once.
+        .take_until(async move { stopping.stopped().await });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+fn stream_refused(refusal: StreamRefusal, client: IpAddr) -> Failure {
+    match refusal {
+        StreamRefusal::Client { open, max } => Failure::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_streams",
+            format!(
+                "{client} already holds {open} event streams, the most one client may hold \
+                 ({max}); close one first"
+            ),
+        )
+        .retry_after(5.0),
+        StreamRefusal::Total { max } => Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_subscribers",
+            format!("{max} event streams are open; retry later"),
+        )
+        .retry_after(5.0),
+    }
+}
+
+pub async fn metrics(State(shared): State<AppState>) -> Response {
+    let mempool = {
+        let mempool = shared.mempool();
+        (mempool.len(), mempool.capacity())
+    };
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        shared.metrics.render(mempool),
+    )
+        .into_response()
+}
+
+pub async fn openapi_document() -> Json<serde_json::Value> {
+    Json(openapi::document())
+}
+
+pub async fn not_found() -> Failure {
+    Failure::not_found(
+        "no_such_endpoint",
+        "no such endpoint: the API is described at /v1/openapi.json",
+    )
+}
+
+pub async fn method_not_allowed() -> Failure {
+    Failure::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method: see /v1/openapi.json",
+    )
+}

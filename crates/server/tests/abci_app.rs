@@ -1,0 +1,350 @@
+//! The ABCI++ application driven directly, as CometBFT would drive it, with no CometBFT and
+//! no clock (a mock consensus): PrepareProposal → ProcessProposal → FinalizeBlock → Commit.
+//!
+//! Checks that ProcessProposal rejects, with no change to the state, every proposal whose
+//! clearing violates conservation (more sold than the offers hold) or a limit price
+//! (valuations under which the traded offers' limits are not met), and proposals that are
+//! not Walras blocks; that it accepts the honest proposal; that FinalizeBlock's app hash is
+//! the stored block's state root; that Info reports what Commit stored, also after a
+//! restart; and that CheckTx refuses malformed, tag-shaped, badly signed and replayed
+//! transactions with their codes.
+
+use bytes::Bytes;
+use std::time::Duration;
+use tendermint_abci::Application;
+use tendermint_proto::v0_38::abci::{
+    response_process_proposal::ProposalStatus, CheckTxType, RequestCheckTx, RequestFinalizeBlock,
+    RequestInfo, RequestInitChain, RequestPrepareProposal, RequestProcessProposal, RequestQuery,
+};
+use walras_api::proposal;
+use walras_api::wire::DevGenesisJson;
+use walras_devnet::{dev_genesis, dev_genesis_builder, dev_keypair};
+use walras_engine::BlockHeader;
+use walras_server::cometbft::app::code;
+use walras_server::{abci_app, Consensus, GenesisSource, NodeConfig};
+use walras_testkit::TempDir;
+use walras_types::{AccountId, AssetId, Operation, Price, SignedTransaction, Transaction};
+
+const DEV: DevGenesisJson = DevGenesisJson {
+    seed: 5,
+    accounts: 100,
+    assets: 3,
+};
+
+fn config(data: &std::path::Path) -> NodeConfig {
+    NodeConfig {
+        data_dir: data.to_path_buf(),
+        listen: "127.0.0.1:0".into(),
+        genesis: GenesisSource::Dev(DEV, dev_genesis_builder),
+        block_interval: Duration::from_millis(100),
+        max_block_txs: 1000,
+        mempool_capacity: 1000,
+        threads: 1,
+        clearing_timeout: Duration::from_millis(500),
+        rate_limit_rps: 0,
+        rate_limit_burst: 1,
+        consensus: Consensus::Solo,
+        serve: Default::default(),
+    }
+}
+
+fn sign(source: u64, sequence: u64, operation: Operation) -> SignedTransaction {
+    let transaction = Transaction {
+        source: AccountId(source),
+        sequence,
+        operation,
+    };
+    let signature = dev_keypair(&DEV, transaction.source).sign(&transaction.encode());
+    SignedTransaction {
+        transaction,
+        signature: *signature.as_bytes(),
+    }
+}
+
+/// Two accounts holding different assets, each offering to sell what it holds for what the
+/// other holds at a limit of 0.5: they cross at any valuation ratio in (0.5, 2).
+fn crossing_offers() -> Vec<SignedTransaction> {
+    let genesis = dev_genesis(&DEV, 1).unwrap();
+    let holder = |asset: u16, except: Option<u64>| {
+        genesis
+            .accounts
+            .iter()
+            .find(|account| {
+                Some(account.id.0) != except
+                    && account
+                        .balances
+                        .iter()
+                        .any(|(held, amount)| held.0 == asset && *amount >= 1_000_000)
+            })
+            .map(|account| account.id.0)
+            .expect("a dev account holds the asset")
+    };
+    let seller_of_0 = holder(0, None);
+    let seller_of_1 = holder(1, Some(seller_of_0));
+    let offer = |source: u64, sell: u16, buy: u16| {
+        sign(
+            source,
+            1,
+            Operation::CreateOffer {
+                sell: AssetId(sell),
+                buy: AssetId(buy),
+                amount: 1_000_000,
+                min_price: Price::parse_limit("0.5").unwrap(),
+            },
+        )
+    };
+    vec![offer(seller_of_0, 0, 1), offer(seller_of_1, 1, 0)]
+}
+
+fn encoded(transactions: &[SignedTransaction]) -> Vec<Bytes> {
+    transactions
+        .iter()
+        .map(|signed| Bytes::from(signed.encode()))
+        .collect()
+}
+
+fn process(app: &impl Application, txs: Vec<Bytes>, height: i64) -> ProposalStatus {
+    let response = app.process_proposal(RequestProcessProposal {
+        txs,
+        height,
+        ..RequestProcessProposal::default()
+    });
+    ProposalStatus::try_from(response.status).unwrap()
+}
+
+/// The proposal's txs with its header changed by `change`.
+fn tampered(txs: &[Bytes], change: impl Fn(&mut BlockHeader)) -> Vec<Bytes> {
+    let mut header =
+        BlockHeader::decode(txs[0].strip_prefix(proposal::HEADER_TAG).unwrap()).unwrap();
+    change(&mut header);
+    proposal::encode(&header, &txs[1..])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn check_tx(app: &impl Application, tx: Vec<u8>) -> u32 {
+    app.check_tx(RequestCheckTx {
+        tx: Bytes::from(tx),
+        r#type: CheckTxType::New as i32,
+    })
+    .code
+}
+
+#[test]
+fn process_proposal_rejects_clearings_that_break_conservation_or_limit_prices() {
+    let dir = TempDir::new("abci");
+    let app = abci_app(&config(dir.path())).unwrap();
+    app.init_chain(RequestInitChain {
+        initial_height: 1,
+        ..RequestInitChain::default()
+    });
+    let offers = crossing_offers();
+    let prepared = app
+        .prepare_proposal(RequestPrepareProposal {
+            txs: encoded(&offers),
+            max_tx_bytes: 1 << 20,
+            height: 1,
+            ..RequestPrepareProposal::default()
+        })
+        .txs;
+    assert_eq!(prepared.len(), 1 + offers.len(), "header + transactions");
+    let header =
+        BlockHeader::decode(prepared[0].strip_prefix(proposal::HEADER_TAG).unwrap()).unwrap();
+    assert_eq!(header.trades.len(), 2, "the two offers trade: {header:?}");
+
+    let info_before = app.info(RequestInfo::default());
+    // Conservation: a pair claims to sell more than its offers hold.
+    let oversold = tampered(&prepared, |header| header.trades[0].sold += 10_000_000);
+    assert_eq!(process(&app, oversold, 1), ProposalStatus::Reject);
+    // Limit prices: the sold asset made nearly worthless, so trading at p_sell/p_buy is far
+    // below the offers' limit of 0.5.
+    let below_limit = tampered(&prepared, |header| {
+        let sell = header.trades[0].sell.0 as usize;
+        header.valuations[sell] = 1;
+    });
+    assert_eq!(process(&app, below_limit, 1), ProposalStatus::Reject);
+    // Not a Walras block: no header, a header for another height, an undecodable entry.
+    assert_eq!(
+        process(&app, prepared[1..].to_vec(), 1),
+        ProposalStatus::Reject
+    );
+    assert_eq!(process(&app, prepared.clone(), 2), ProposalStatus::Reject);
+    let mut garbage = prepared.clone();
+    garbage.push(Bytes::from_static(b"\x01 not a transaction"));
+    assert_eq!(process(&app, garbage, 1), ProposalStatus::Reject);
+    assert_eq!(process(&app, Vec::new(), 1), ProposalStatus::Reject);
+    // A rejected proposal changes nothing.
+    assert_eq!(app.info(RequestInfo::default()), info_before);
+
+    // The honest proposal is accepted, executes, and commits.
+    assert_eq!(process(&app, prepared.clone(), 1), ProposalStatus::Accept);
+    let finalized = app.finalize_block(RequestFinalizeBlock {
+        txs: prepared.clone(),
+        height: 1,
+        ..RequestFinalizeBlock::default()
+    });
+    assert_eq!(finalized.tx_results.len(), prepared.len());
+    assert!(finalized
+        .tx_results
+        .iter()
+        .all(|result| result.code == code::OK));
+    assert_eq!(finalized.app_hash.len(), 32);
+    app.commit();
+    let info = app.info(RequestInfo::default());
+    assert_eq!(info.last_block_height, 1);
+    assert_eq!(info.last_block_app_hash, finalized.app_hash);
+
+    // Query serves the committed state.
+    let queried = app.query(RequestQuery {
+        path: format!("/accounts/{}", offers[0].transaction.source.0),
+        ..RequestQuery::default()
+    });
+    assert_eq!(queried.code, code::OK, "{}", queried.log);
+    let account: serde_json::Value = serde_json::from_slice(&queried.value).unwrap();
+    assert_eq!(account["last_sequence"], 1);
+    assert_eq!(queried.height, 1);
+    let status = app.query(RequestQuery {
+        path: "/status".into(),
+        ..RequestQuery::default()
+    });
+    let status: serde_json::Value = serde_json::from_slice(&status.value).unwrap();
+    assert_eq!(status["height"], 1);
+    assert_eq!(
+        status["state_root"].as_str().unwrap(),
+        hex(&finalized.app_hash)
+    );
+    for bad in ["/nothing", "/accounts/x", "/accounts/99999"] {
+        let answer = app.query(RequestQuery {
+            path: bad.into(),
+            ..RequestQuery::default()
+        });
+        assert_ne!(answer.code, code::OK, "{bad}");
+        assert!(!answer.log.is_empty());
+    }
+
+    // CheckTx against the committed state.
+    assert_eq!(check_tx(&app, offers[0].encode()), code::REPLAYED);
+    assert_eq!(check_tx(&app, b"\x01\x02".to_vec()), code::MALFORMED);
+    assert_eq!(
+        check_tx(&app, prepared[0].to_vec()),
+        code::MALFORMED,
+        "a header is no transaction"
+    );
+    let mut forged = sign(
+        offers[0].transaction.source.0,
+        2,
+        offers[0].transaction.operation,
+    );
+    forged.signature[0] ^= 1;
+    assert_eq!(check_tx(&app, forged.encode()), code::BAD_SIGNATURE);
+    let unknown = sign(10_000, 1, offers[0].transaction.operation);
+    assert_eq!(check_tx(&app, unknown.encode()), code::UNKNOWN_ACCOUNT);
+    let far = sign(
+        offers[0].transaction.source.0,
+        500,
+        offers[0].transaction.operation,
+    );
+    assert_eq!(check_tx(&app, far.encode()), code::SEQUENCE_OUT_OF_WINDOW);
+    let next = sign(
+        offers[0].transaction.source.0,
+        2,
+        offers[0].transaction.operation,
+    );
+    assert_eq!(check_tx(&app, next.encode()), code::OK);
+
+    // A restart recovers what Commit stored, and Info says so (the handshake's input).
+    drop(app);
+    let reopened = abci_app(&config(dir.path())).unwrap();
+    assert_eq!(reopened.info(RequestInfo::default()), info);
+}
+
+/// Trigger: ABCI calls CometBFT never makes in that order, as any local process reaching the
+/// ABCI port could send them: a `Commit` with no `FinalizeBlock` before it (5 bytes on the
+/// wire; it used to exit the process), a `FinalizeBlock` for a height other than the next, one
+/// of bytes that are no Walras block, and a second `FinalizeBlock` before the first's
+/// `Commit`. Each is refused with nothing changed, and the honest sequence still commits.
+#[test]
+fn out_of_protocol_commit_and_finalize_block_are_refused_without_stopping_the_node() {
+    let dir = TempDir::new("abci-out-of-protocol");
+    let app = abci_app(&config(dir.path())).unwrap();
+    app.init_chain(RequestInitChain {
+        initial_height: 1,
+        ..RequestInitChain::default()
+    });
+    let info_before = app.info(RequestInfo::default());
+    app.commit();
+    assert_eq!(app.info(RequestInfo::default()), info_before);
+
+    let offers = crossing_offers();
+    let prepared = app
+        .prepare_proposal(RequestPrepareProposal {
+            txs: encoded(&offers),
+            max_tx_bytes: 1 << 20,
+            height: 1,
+            ..RequestPrepareProposal::default()
+        })
+        .txs;
+    let finalize = |txs: Vec<Bytes>, height: i64| {
+        app.finalize_block(RequestFinalizeBlock {
+            txs,
+            height,
+            ..RequestFinalizeBlock::default()
+        })
+    };
+    assert!(
+        finalize(prepared.clone(), 5).app_hash.is_empty(),
+        "wrong height"
+    );
+    assert!(
+        finalize(vec![Bytes::from_static(b"junk")], 1)
+            .app_hash
+            .is_empty(),
+        "no block"
+    );
+    app.commit();
+    assert_eq!(app.info(RequestInfo::default()), info_before);
+
+    let finalized = finalize(prepared.clone(), 1);
+    assert_eq!(finalized.app_hash.len(), 32);
+    let empty_next = app
+        .prepare_proposal(RequestPrepareProposal {
+            max_tx_bytes: 1 << 20,
+            height: 2,
+            ..RequestPrepareProposal::default()
+        })
+        .txs;
+    assert!(
+        finalize(empty_next, 2).app_hash.is_empty(),
+        "a second FinalizeBlock before the first's Commit"
+    );
+    app.commit();
+    let info = app.info(RequestInfo::default());
+    assert_eq!(info.last_block_height, 1);
+    assert_eq!(info.last_block_app_hash, finalized.app_hash);
+    app.commit();
+    assert_eq!(
+        app.info(RequestInfo::default()),
+        info,
+        "a second Commit changes nothing"
+    );
+}
+
+/// Trigger: CheckTx of a payment whose signature's R carries the point of order 2 (strict
+/// verification refuses it; a batch check accepted it half the time). Refused as badly signed.
+#[test]
+fn check_tx_refuses_an_order_2_signature_as_bad_signature() {
+    let dir = TempDir::new("abci-order-2");
+    let app = abci_app(&config(dir.path())).unwrap();
+    let honest = crossing_offers().remove(0);
+    let transaction = honest.transaction;
+    let pair = dev_keypair(&DEV, transaction.source);
+    let crafted = SignedTransaction {
+        transaction,
+        signature: *walras_crypto::testing::sign_with_order_2_nonce(&pair, &transaction.encode())
+            .as_bytes(),
+    };
+    assert_eq!(check_tx(&app, crafted.encode()), code::BAD_SIGNATURE);
+    assert_eq!(check_tx(&app, honest.encode()), code::OK);
+}
