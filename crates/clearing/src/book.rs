@@ -320,41 +320,20 @@ fn group_by_pair(offers: Vec<Offer>, assets: usize) -> (Vec<Offer>, Vec<usize>) 
     (grouped, bounds)
 }
 
-/// Sorts every pair's bucket into canonical order, splitting the buckets among threads.
+/// Sorts every pair's bucket into canonical order, the buckets spread over threads.
 fn sort_pairs(offers: &mut [Offer], bounds: &[usize], threads: usize) {
-    let sort_bucket = |bucket: &mut [Offer]| bucket.sort_unstable_by_key(|offer| offer.key());
-    if threads == 1 || offers.len() < 50_000 {
-        for window in bounds.windows(2) {
-            sort_bucket(&mut offers[window[0]..window[1]]);
+    let threads = if offers.len() < 50_000 { 1 } else { threads };
+    let mut buckets: Vec<&mut [Offer]> = Vec::with_capacity(bounds.len());
+    let mut rest: &mut [Offer] = offers;
+    for window in bounds.windows(2) {
+        let (bucket, tail) = rest.split_at_mut(window[1] - window[0]);
+        rest = tail;
+        if bucket.len() > 1 {
+            buckets.push(bucket);
         }
-        return;
     }
-    // Cut the bucket sequence into `threads` runs of roughly equal offer counts.
-    let target = offers.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let mut rest: &mut [Offer] = offers;
-        let mut run_start = 0usize;
-        let mut bucket = 0usize;
-        while bucket + 1 < bounds.len() {
-            let mut run_end_bucket = bucket;
-            while run_end_bucket + 1 < bounds.len() && bounds[run_end_bucket] - run_start < target {
-                run_end_bucket += 1;
-            }
-            let run_end = bounds[run_end_bucket];
-            let (run, tail) = rest.split_at_mut(run_end - run_start);
-            rest = tail;
-            let run_bounds: Vec<usize> = bounds[bucket..=run_end_bucket]
-                .iter()
-                .map(|bound| bound - run_start)
-                .collect();
-            scope.spawn(move || {
-                for window in run_bounds.windows(2) {
-                    sort_bucket(&mut run[window[0]..window[1]]);
-                }
-            });
-            run_start = run_end;
-            bucket = run_end_bucket.max(bucket + 1);
-        }
+    walras_par::for_each_mut(buckets, threads, |bucket| {
+        bucket.sort_unstable_by_key(|offer| offer.key())
     });
 }
 

@@ -287,6 +287,9 @@ pub fn race(
     let mut results: Vec<(usize, InstanceResult)> = if threads == 1 {
         run_share(0)
     } else {
+        // Scoped OS threads, not a work-stealing pool: a race needs every share running at
+        // once (a pool may run two shares one after the other on one worker, and the first
+        // would then hold the second until the deadline).
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
                 .map(|thread| scope.spawn(move || run_share(thread)))

@@ -120,6 +120,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
 }
 
 fn main() -> ExitCode {
+    init_logging();
     let command = Cli::parse();
     match run(command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -128,4 +129,16 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The node's log (tracing events) goes to stderr, at `info` unless `WALRAS_LOG` names another
+/// filter (`warn`, `walras_server=debug`, ...). Command output stays on stdout.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WALRAS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
 }

@@ -18,15 +18,13 @@
 //! has no grouping at all, so there is nothing for paths to disagree on; it costs about twice
 //! the CPU of a batch (see `tests/throughput.rs` and BENCHMARKS.md), spread across threads.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use crate::sign::{verify, PublicKey, Signature};
 
 /// One signature to check: (message, public key, signature).
 pub type SignedItem<'a> = (&'a [u8], &'a PublicKey, &'a Signature);
 
-/// Items a thread claims at a time: large enough that claiming costs nothing next to ~30 µs
-/// per verification, small enough that threads finish together.
+/// Fewer items than this verify on the calling thread: at ~30 µs per verification, handing
+/// them to a pool would cost more than it saves.
 const CLAIM_ITEMS: usize = 64;
 
 /// Whether one signature is accepted: the acceptance rule itself.
@@ -43,43 +41,5 @@ pub fn verify_each(items: &[SignedItem<'_>]) -> Vec<bool> {
 /// Per item, whether it is accepted, computed on up to `threads` threads (0 counts as 1).
 /// Each verdict depends on its item alone, so the result is the same for any thread count.
 pub fn verify_each_parallel(items: &[SignedItem<'_>], threads: usize) -> Vec<bool> {
-    let claims = items.len().div_ceil(CLAIM_ITEMS);
-    let threads = threads.clamp(1, claims.max(1));
-    if threads == 1 {
-        return verify_each(items);
-    }
-    let next_claim = AtomicUsize::new(0);
-    let mut done: Vec<(usize, Vec<bool>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| scope.spawn(|| verify_claims(items, &next_claim)))
-            .collect();
-        workers.into_iter().flat_map(join_worker).collect()
-    });
-    done.sort_unstable_by_key(|(claim, _)| *claim);
-    done.into_iter()
-        .flat_map(|(_, verdicts)| verdicts)
-        .collect()
-}
-
-/// Claims runs of [`CLAIM_ITEMS`] until none are left; returns (run index, verdicts).
-fn verify_claims(items: &[SignedItem<'_>], next_claim: &AtomicUsize) -> Vec<(usize, Vec<bool>)> {
-    let mut done = Vec::new();
-    loop {
-        let claim = next_claim.fetch_add(1, Ordering::Relaxed);
-        let start = claim.saturating_mul(CLAIM_ITEMS);
-        if start >= items.len() {
-            return done;
-        }
-        let end = (start + CLAIM_ITEMS).min(items.len());
-        done.push((claim, verify_each(&items[start..end])));
-    }
-}
-
-fn join_worker<T>(worker: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    // A worker only panics on a bug in this module; surface it rather than return partial
-    // results that would silently reject valid signatures.
-    match worker.join() {
-        Ok(value) => value,
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
+    walras_par::map_in_order(items, threads, CLAIM_ITEMS, signature_accepted)
 }

@@ -1,40 +1,14 @@
-//! The two ways work is spread over threads: plain scoped OS threads, no pool, no spinning.
+//! How the engine spreads work over threads: `walras-par`'s exactly-sized rayon pools, results
+//! in input order.
 
-/// Runs `work` on each item, each on its own thread when `threads > 1`; results in item order.
-pub fn run_each<T: Send, R: Send>(
-    items: Vec<T>,
-    threads: usize,
-    work: impl Fn(T) -> R + Sync,
-) -> Vec<R> {
-    if threads <= 1 {
-        return items.into_iter().map(work).collect();
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .into_iter()
-            .map(|item| scope.spawn(|| work(item)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| handle.join().expect("worker thread panicked"))
-            .collect()
-    })
-}
+/// `work` on each item, spread over up to `threads` threads; results in item order.
+pub use walras_par::run_each;
 
-/// `map` over `items` in order, split into `threads` contiguous pieces.
+/// `map` over `items` in order on up to `threads` threads (serial below 1,024 items).
 pub fn map_in_order<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
-    map: impl Fn(&T) -> R + Sync,
+    map: impl Fn(&T) -> R + Sync + Send,
 ) -> Vec<R> {
-    if threads <= 1 || items.len() < 1024 {
-        return items.iter().map(&map).collect();
-    }
-    let pieces: Vec<&[T]> = items.chunks(items.len().div_ceil(threads)).collect();
-    run_each(pieces, threads, |piece| {
-        piece.iter().map(&map).collect::<Vec<R>>()
-    })
-    .into_iter()
-    .flatten()
-    .collect()
+    walras_par::map_in_order(items, threads, 1024, map)
 }

@@ -184,21 +184,7 @@ impl ExchangeState {
                 self.accounts[slot].encode(),
             )
         };
-        let batch: Vec<([u8; 8], Vec<u8>)> = if threads <= 1 || slots.len() < 4096 {
-            slots.iter().map(encode).collect()
-        } else {
-            let chunk = slots.len().div_ceil(threads);
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = slots
-                    .chunks(chunk)
-                    .map(|piece| scope.spawn(move || piece.iter().map(encode).collect::<Vec<_>>()))
-                    .collect();
-                handles
-                    .into_iter()
-                    .flat_map(|handle| handle.join().expect("encoder panicked"))
-                    .collect()
-            })
-        };
+        let batch: Vec<([u8; 8], Vec<u8>)> = walras_par::map_in_order(slots, threads, 4096, encode);
         self.account_trie.insert_batch(batch, threads);
     }
 
@@ -244,15 +230,9 @@ pub(crate) fn decode_keys(accounts: &[Account], threads: usize) {
             let _ = account.verifying_key();
         }
     };
-    if threads <= 1 {
-        return decode(accounts);
-    }
-    let chunk = accounts.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        for piece in accounts.chunks(chunk) {
-            scope.spawn(move || decode(piece));
-        }
-    });
+    let chunk = accounts.len().div_ceil(threads.max(1) * 4).max(1);
+    let pieces: Vec<&[Account]> = accounts.chunks(chunk).collect();
+    walras_par::run_each(pieces, threads, decode);
 }
 
 /// The offer trie key of an offer: its canonical order as bytes.

@@ -205,7 +205,7 @@ fn run_solo(
         .map_err(|_| NodeError("the block producer panicked".into()))?;
     served?;
     produced.map_err(|cause| NodeError(cause.to_string()))?;
-    eprintln!("walras node: stopped at height {}", shared.tip().height);
+    tracing::info!("stopped at height {}", shared.tip().height);
     Ok(())
 }
 
@@ -223,7 +223,7 @@ fn run_replicated(
     let stopped = running.stop();
     served?;
     stopped?;
-    eprintln!("walras node: stopped at height {}", shared.tip().height);
+    tracing::info!("stopped at height {}", shared.tip().height);
     Ok(())
 }
 
@@ -268,8 +268,8 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
     let last_height = store
         .last_height()
         .map_err(|cause| error("reading the block log")(&cause))?;
-    eprintln!(
-        "walras node: recovering {last_height} blocks from {} ({} accounts, {} assets)",
+    tracing::info!(
+        "recovering {last_height} blocks from {} ({} accounts, {} assets)",
         config.data_dir.display(),
         genesis.accounts.len(),
         genesis.assets
@@ -279,8 +279,8 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
     report_recovery(&recovery);
     let recent = recent_transactions(&store, recovery.state.height())?;
     let tip = recovered_tip(&store, &mut recovery.state, config.threads)?;
-    eprintln!(
-        "walras node: recovered height {} state root {} in {:.1} s",
+    tracing::info!(
+        "recovered height {} state root {} in {:.1} s",
         tip.height,
         tip.state_root,
         started.elapsed().as_secs_f64()
@@ -315,8 +315,8 @@ fn recover(
         config.threads,
         |block, _| {
             if last_report.elapsed() > Duration::from_secs(2) {
-                eprintln!(
-                    "walras node: replayed up to block {} of {last_height}",
+                tracing::info!(
+                    "replayed up to block {} of {last_height}",
                     block.header.height
                 );
                 last_report = Instant::now();
@@ -329,19 +329,17 @@ fn recover(
 /// Says where recovery started, and loudly which checkpoints it refused.
 fn report_recovery(recovery: &Recovery) {
     for refused in &recovery.refused_checkpoints {
-        eprintln!(
-            "walras node: WARNING: the checkpoint at height {} is damaged and was not used ({}); \
+        tracing::warn!(
+            "WARNING: the checkpoint at height {} is damaged and was not used ({}); \
              recovered from an older one instead: check the disk",
-            refused.height, refused.reason
+            refused.height,
+            refused.reason
         );
     }
     match recovery.checkpoint_height {
-        0 => eprintln!(
-            "walras node: replayed {} blocks from genesis",
-            recovery.replayed_blocks
-        ),
-        height => eprintln!(
-            "walras node: loaded the checkpoint at height {height}, replayed {} blocks after it",
+        0 => tracing::info!("replayed {} blocks from genesis", recovery.replayed_blocks),
+        height => tracing::info!(
+            "loaded the checkpoint at height {height}, replayed {} blocks after it",
             recovery.replayed_blocks
         ),
     }
@@ -380,10 +378,12 @@ fn recent_transactions(
 
 fn warn_if_dev(genesis: &GenesisSource) {
     if let GenesisSource::Dev(dev, _) = genesis {
-        eprintln!(
-            "walras node: WARNING: --dev: development genesis ({} accounts, {} assets, seed {}); \
+        tracing::warn!(
+            "WARNING: --dev: development genesis ({} accounts, {} assets, seed {}); \
              its account keys can be derived by anyone: never hold real value on this chain",
-            dev.accounts, dev.assets, dev.seed
+            dev.accounts,
+            dev.assets,
+            dev.seed
         );
     }
 }
@@ -444,8 +444,8 @@ pub fn create_store(
         .collect();
     let store = BlockStore::create_with(dir, genesis, &app_meta, options)
         .map_err(|cause| error(&format!("creating a store in {}", dir.display()))(&cause))?;
-    eprintln!(
-        "walras node: created a new store in {} with genesis {} ({} accounts, {} assets)",
+    tracing::info!(
+        "created a new store in {} with genesis {} ({} accounts, {} assets)",
         dir.display(),
         genesis_hash(genesis),
         genesis.accounts.len(),
@@ -562,8 +562,8 @@ async fn serve(
     let signals = StopSignals::watch()?;
     // The first line on stdout: scripts and tests wait for it.
     println!("walras node listening on http://{address}");
-    eprintln!(
-        "walras node: API at http://{address}/v1 (document: /v1/openapi.json); at most {} \
+    tracing::info!(
+        "API at http://{address}/v1 (document: /v1/openapi.json); at most {} \
          connections",
         connections.connections_max
     );
@@ -605,9 +605,9 @@ impl StopSignals {
     /// failed); marks the node as stopping, which also ends the event streams.
     async fn stop(mut self, shared: Arc<Shared>) {
         tokio::select! {
-            _ = self.interrupt.recv() => eprintln!("walras node: interrupted, stopping"),
-            _ = self.terminate.recv() => eprintln!("walras node: terminated, stopping"),
-            () = shared.stopped() => eprintln!("walras node: stopping"),
+            _ = self.interrupt.recv() => tracing::info!("interrupted, stopping"),
+            _ = self.terminate.recv() => tracing::info!("terminated, stopping"),
+            () = shared.stopped() => tracing::info!("stopping"),
         }
         shared.shut_down();
     }

@@ -125,7 +125,7 @@ pub async fn serve_connections(
                 let (stream, peer) = match accepted {
                     Ok(accepted) => accepted,
                     Err(cause) => {
-                        eprintln!("walras node: accepting a connection failed: {cause}");
+                        tracing::warn!("accepting a connection failed: {cause}");
                         tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
                         continue;
                     }
@@ -195,8 +195,8 @@ impl RefusalLog {
     fn note(&mut self, connections_max: usize) {
         self.unreported += 1;
         if self.last.is_none_or(|last| last.elapsed() >= Self::EVERY) {
-            eprintln!(
-                "walras node: {} connections refused: {connections_max} are open (--connections-max)",
+            tracing::warn!(
+                "{} connections refused: {connections_max} are open (--connections-max)",
                 self.unreported
             );
             self.unreported = 0;
@@ -212,8 +212,8 @@ async fn finish(graceful: GracefulShutdown, mut connections: JoinSet<()>, grace:
         .await
         .is_err()
     {
-        eprintln!(
-            "walras node: {} connections still open after {} s; closing them",
+        tracing::info!(
+            "{} connections still open after {} s; closing them",
             connections.len(),
             grace.as_secs_f64()
         );

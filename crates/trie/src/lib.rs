@@ -9,7 +9,7 @@
 //!
 //! - [`Trie::insert_batch`]: sort the batch, then merge it top-down; at each node the batch
 //!   splits by nibble into runs for disjoint subtrees, each merged into the existing child or
-//!   built as a fresh local subtree, on separate threads ([`std::thread::scope`], `threads`
+//!   built as a fresh local subtree, on separate threads (`walras-par` pools, `threads`
 //!   parameter). Same trie for any thread count and any batch split.
 //! - [`Trie::mark_deleted`] (through `&self`, thread-safe) sets a leaf's tombstone and counts it
 //!   in every branch above; [`Trie::clean`] removes tombstoned leaves in one pass that skips

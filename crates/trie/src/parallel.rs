@@ -1,4 +1,4 @@
-//! Splitting subtree work across scoped threads.
+//! Splitting subtree work across threads (`walras-par` pools).
 //!
 //! Work is always a list of tasks over disjoint subtrees (children of one branch, in key order),
 //! each with a weight (batch entries or leaves below). Tasks are cut into contiguous groups of
@@ -34,29 +34,10 @@ where
     }
     let groups = group_contiguously(tasks, &weights, threads.min(busy_tasks));
     let run = &run;
-    std::thread::scope(|scope| {
-        let mut groups = groups.into_iter();
-        let first = groups.next();
-        let spawned: Vec<_> = groups
-            .map(|(group, group_weight)| {
-                let threads_for_group = budget(group_weight, total, threads);
-                scope.spawn(move || run_group(group, threads_for_group, run))
-            })
-            .collect();
-        let mut results = first
-            .map(|(group, group_weight)| {
-                run_group(group, budget(group_weight, total, threads), run)
-            })
-            .unwrap_or_default();
-        for worker in spawned {
-            match worker.join() {
-                Ok(group_results) => results.extend(group_results),
-                // A task panicked: a bug, not bad input. Re-raise it on the caller's thread.
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        results
-    })
+    let per_group: Vec<Vec<R>> = walras_par::run_each(groups, threads, |(group, group_weight)| {
+        run_group(group, budget(group_weight, total, threads), run)
+    });
+    per_group.into_iter().flatten().collect()
 }
 
 /// Threads for work of weight `part` out of `total`: a proportional share, at least one.

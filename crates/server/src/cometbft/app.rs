@@ -114,13 +114,13 @@ impl WalrasApp {
     /// safe way on. CometBFT (a child that dies with us) and the store both keep what they
     /// committed; a restart resumes from there.
     fn halt(&self, message: &str) -> ! {
-        eprintln!("walras node: {message}; stopping this node (a restart replays from the store)");
+        tracing::error!("{message}; stopping this node (a restart replays from the store)");
         std::process::exit(3);
     }
 
     /// Refuses a call CometBFT never makes in this order: logged, nothing changed.
     fn refuse(&self, call: &str, why: &str) {
-        eprintln!("walras node: refused an out-of-protocol ABCI {call}: {why}; nothing changed");
+        tracing::warn!("refused an out-of-protocol ABCI {call}: {why}; nothing changed");
     }
 
     /// Why a FinalizeBlock at `height` is out of protocol, if it is.
@@ -321,8 +321,8 @@ impl Application for WalrasApp {
         let cleared = state
             .propose_header(&transactions, proposer)
             .or_else(|error| {
-                eprintln!(
-                    "walras node: clearing a proposal of {} transactions failed ({error}); \
+                tracing::warn!(
+                    "clearing a proposal of {} transactions failed ({error}); \
                  proposing an empty block",
                     transactions.len()
                 );
@@ -334,8 +334,8 @@ impl Application for WalrasApp {
             return ResponsePrepareProposal { txs: Vec::new() };
         };
         if header.height as i64 != request.height {
-            eprintln!(
-                "walras node: asked to propose height {} at state height {}",
+            tracing::warn!(
+                "asked to propose height {} at state height {}",
                 request.height,
                 state.height()
             );
@@ -366,8 +366,8 @@ impl Application for WalrasApp {
                 ProposalStatus::Accept
             }
             Err(reason) => {
-                eprintln!(
-                    "walras node: rejected the proposal for height {}: {reason}",
+                tracing::warn!(
+                    "rejected the proposal for height {}: {reason}",
                     request.height
                 );
                 self.shared.metrics.count_rejected_proposal();

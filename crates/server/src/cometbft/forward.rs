@@ -60,8 +60,8 @@ pub async fn run(shared: Arc<Shared>, config: ForwardConfig) {
                 }
             }
             Err(error) => {
-                eprintln!(
-                    "walras node: CometBFT's RPC at {} failed ({error}); {} transactions refused",
+                tracing::warn!(
+                    "CometBFT's RPC at {} failed ({error}); {} transactions refused",
                     config.rpc_url,
                     batch.len()
                 );

@@ -75,7 +75,7 @@ pub fn start(
         .name("abci".into())
         .spawn(move || {
             if let Err(error) = server.listen() {
-                eprintln!("walras node: the ABCI server stopped: {error}");
+                tracing::warn!("the ABCI server stopped: {error}");
             }
         })
         .map_err(|error| NodeError(format!("starting the ABCI server: {error}")))?;
@@ -86,8 +86,8 @@ pub fn start(
             config.binary.display()
         ))
     })?;
-    eprintln!(
-        "walras node: CometBFT started (pid {}, home {}, RPC {rpc_url}, log {}), ABCI at {abci_address}",
+    tracing::info!(
+        "CometBFT started (pid {}, home {}, RPC {rpc_url}, log {}), ABCI at {abci_address}",
         child.id(),
         config.home.display(),
         config.home.join("cometbft.log").display()
@@ -119,14 +119,14 @@ fn watch(shared: Arc<Shared>, running: &Running) {
             if let Ok(Some(status)) = status {
                 let message =
                     format!("CometBFT exited on its own ({status}); see cometbft.log in its home");
-                eprintln!("walras node: {message}; stopping");
+                tracing::info!("{message}; stopping");
                 *exited.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
                 shared.shut_down();
                 return;
             }
         });
     if let Err(error) = spawned {
-        eprintln!("walras node: cannot watch CometBFT ({error})");
+        tracing::warn!("cannot watch CometBFT ({error})");
     }
 }
 

@@ -1,6 +1,5 @@
 //! The key pool and parallel signing.
 
-use std::thread;
 use walras_crypto::{hash, Keypair};
 use walras_types::{AccountId, SignedTransaction, Transaction};
 
@@ -59,32 +58,13 @@ pub fn sign_all(
     })
 }
 
-/// `items.iter().map(f)` in `threads` contiguous chunks, results in input order.
+/// `items.iter().map(f)` on up to `threads` threads, results in input order.
 fn parallel_map<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
-    f: impl Fn(&T) -> R + Sync,
+    f: impl Fn(&T) -> R + Sync + Send,
 ) -> Vec<R> {
-    let chunk_len = items.len().div_ceil(threads.max(1)).max(1);
-    if chunk_len >= items.len() {
-        return items.iter().map(f).collect();
-    }
-    let f = &f;
-    thread::scope(|scope| {
-        let workers: Vec<_> = items
-            .chunks(chunk_len)
-            .map(|chunk| scope.spawn(move || chunk.iter().map(f).collect::<Vec<R>>()))
-            .collect();
-        let mut results = Vec::with_capacity(items.len());
-        for worker in workers {
-            match worker.join() {
-                Ok(chunk) => results.extend(chunk),
-                // A worker only panics on a bug; carry its panic to the caller unchanged.
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        results
-    })
+    walras_par::map_in_order(items, threads, 2, f)
 }
 
 #[cfg(test)]

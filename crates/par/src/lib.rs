@@ -1,0 +1,125 @@
+//! Fork-join work for every crate that takes a `threads` count: rayon pools of exactly that
+//! many threads, built once per count and kept, so that a block's phases do not spawn OS
+//! threads per item. Every function returns results in input order, so what is computed never
+//! depends on the thread count or on scheduling (the determinism invariant).
+//!
+//! The contract on `threads`: 0 and 1 run on the calling thread; `n > 1` runs on a pool of
+//! exactly `n` threads (asserted), never more.
+
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+pub use rayon::ThreadPool;
+
+/// The most threads a pool may have: more than any machine this runs on has cores.
+pub const THREADS_MAX: usize = 1024;
+
+/// The pool of exactly `threads` threads (clamped to [`THREADS_MAX`]), built on first use.
+///
+/// # Panics
+/// If the operating system refuses to start the pool's threads (out of resources).
+pub fn pool(threads: usize) -> Arc<ThreadPool> {
+    static POOLS: Mutex<BTreeMap<usize, Arc<ThreadPool>>> = Mutex::new(BTreeMap::new());
+    let threads = threads.clamp(1, THREADS_MAX);
+    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    let pool = pools.entry(threads).or_insert_with(|| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(move |index| format!("walras-{threads}-{index}"))
+            .build()
+            .unwrap_or_else(|error| panic!("cannot start {threads} worker threads: {error}"));
+        Arc::new(pool)
+    });
+    assert_eq!(
+        pool.current_num_threads(),
+        threads,
+        "a pool has exactly its threads"
+    );
+    Arc::clone(pool)
+}
+
+/// `items.iter().map(map)` on up to `threads` threads, in item order. Lists shorter than
+/// `serial_below` run on the calling thread (threads cost more than they save there).
+pub fn map_in_order<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    serial_below: usize,
+    map: impl Fn(&T) -> R + Sync + Send,
+) -> Vec<R> {
+    if threads <= 1 || items.len() < serial_below.max(2) {
+        return items.iter().map(map).collect();
+    }
+    let piece_len = items.len().div_ceil(threads * 4).max(1);
+    let results: Vec<R> =
+        pool(threads).install(|| items.par_iter().with_min_len(piece_len).map(map).collect());
+    assert_eq!(results.len(), items.len());
+    results
+}
+
+/// `work` on each item, the items spread over up to `threads` threads, results in item order.
+pub fn run_each<T: Send, R: Send>(
+    items: Vec<T>,
+    threads: usize,
+    work: impl Fn(T) -> R + Sync + Send,
+) -> Vec<R> {
+    if threads <= 1 || items.len() <= 1 {
+        return items.into_iter().map(work).collect();
+    }
+    let count = items.len();
+    let results: Vec<R> = pool(threads).install(|| items.into_par_iter().map(work).collect());
+    assert_eq!(results.len(), count);
+    results
+}
+
+/// `work` on each mutable piece, the pieces spread over up to `threads` threads.
+pub fn for_each_mut<T: Send>(
+    pieces: Vec<&mut [T]>,
+    threads: usize,
+    work: impl Fn(&mut [T]) + Sync + Send,
+) {
+    if threads <= 1 || pieces.len() <= 1 {
+        pieces.into_iter().for_each(work);
+        return;
+    }
+    pool(threads).install(|| pieces.into_par_iter().for_each(work));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_keep_input_order_for_any_thread_count() {
+        let items: Vec<u64> = (0..10_000).collect();
+        let serial: Vec<u64> = items.iter().map(|x| x * x).collect();
+        for threads in [0, 1, 2, 3, 8] {
+            assert_eq!(map_in_order(&items, threads, 16, |x| x * x), serial);
+            assert_eq!(run_each(items.clone(), threads, |x| x * x), serial);
+        }
+    }
+
+    #[test]
+    fn a_pool_has_exactly_the_threads_asked_for() {
+        for threads in [1, 2, 5] {
+            let pool = pool(threads);
+            assert_eq!(pool.current_num_threads(), threads);
+            let seen = pool.install(|| {
+                (0..1000)
+                    .into_par_iter()
+                    .map(|_| rayon::current_thread_index().unwrap_or(usize::MAX))
+                    .collect::<std::collections::BTreeSet<usize>>()
+            });
+            assert!(seen.iter().all(|index| *index < threads), "{seen:?}");
+        }
+        assert!(Arc::ptr_eq(&pool(3), &pool(3)), "pools are kept");
+    }
+
+    #[test]
+    fn every_mutable_piece_is_worked_on_once() {
+        let mut data = vec![1u32; 1000];
+        let pieces: Vec<&mut [u32]> = data.chunks_mut(7).collect();
+        for_each_mut(pieces, 4, |piece| piece.iter_mut().for_each(|x| *x += 1));
+        assert!(data.iter().all(|x| *x == 2));
+    }
+}
