@@ -2,6 +2,8 @@
 //! conversion between a transaction and its JSON form, the OpenAPI document ([`openapi`]) and
 //! the CometBFT proposal encoding ([`proposal`]). The only crate that knows JSON.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod openapi;
 pub mod proposal;
 pub mod wire;

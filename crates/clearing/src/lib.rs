@@ -10,6 +10,8 @@
 //! [`tatonnement::race`] (valuations) → [`settle::settle`] (LP, integer amounts, fills) →
 //! [`quality::measure`].
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod book;
 pub mod crossing;
 pub mod demand;

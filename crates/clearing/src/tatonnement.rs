@@ -181,6 +181,8 @@ const PROGRESS_MIN: f64 = 1e-3;
 /// converge they take tens; an instance still going after this many (slow progress on a tiny or
 /// degenerate book) would only burn the block's budget.
 pub const INSTANCE_ITERATIONS_MAX: u64 = 600;
+// A stall must be detectable before the cap stops an instance anyway.
+const _: () = assert!(STALL_ITERATIONS < INSTANCE_ITERATIONS_MAX);
 
 /// Damped Newton steps taken after convergence, at most.
 pub const POLISH_ITERATIONS_MAX: u64 = 8;

@@ -282,16 +282,14 @@ fn drain_lines(
 /// Asks the child to stop the way an operator would (SIGTERM), so it shuts down cleanly.
 #[cfg(unix)]
 fn terminate(child: &mut Child) -> std::io::Result<()> {
-    let pid = libc::pid_t::try_from(child.id())
-        .map_err(|_| std::io::Error::other("process id out of range"))?;
-    // SAFETY: kill(2) touches no memory of ours. The child has not been waited for, so its
-    // pid cannot have been reused by another process.
-    let result = unsafe { libc::kill(pid, libc::SIGTERM) };
-    if result == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    let pid =
+        i32::try_from(child.id()).map_err(|_| std::io::Error::other("process id out of range"))?;
+    // The child has not been waited for, so its pid cannot have been reused.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )?;
+    Ok(())
 }
 
 #[cfg(not(unix))]

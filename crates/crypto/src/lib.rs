@@ -15,6 +15,8 @@
 //! Decoders ([`Hash::from_str`](std::str::FromStr), [`PublicKey::from_bytes`],
 //! [`Signature::from_bytes`]) take untrusted input: they return a [`DecodeError`], never panic.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod accept;
 mod error;
 mod hash;

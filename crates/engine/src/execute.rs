@@ -615,6 +615,15 @@ impl ExchangeState {
         let started = Instant::now();
         touched.sort_unstable();
         touched.dedup();
+        // Postcondition (checked in debug and test builds, O(state)): the block conserved
+        // every asset.
+        debug_assert!(
+            self.conserves(),
+            "block {} broke conservation: accounted {:?}, issued {:?}",
+            self.height + 1,
+            self.accounted(),
+            self.issued
+        );
         self.commit_accounts(&touched, threads);
         self.height += 1;
         let root = self.state_root(threads);

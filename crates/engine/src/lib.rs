@@ -9,6 +9,8 @@
 //! - [`block`]: blocks, headers, their encodings and hashes.
 //! - [`orderbook`]: the serial price-time-priority exchange SPEEDEX is compared against.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod account;
 pub mod admission;
 pub mod block;

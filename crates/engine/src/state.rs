@@ -175,6 +175,14 @@ impl ExchangeState {
         totals
     }
 
+    /// Whether [`Self::accounted`] equals [`Self::issued`] for every asset.
+    pub fn conserves(&self) -> bool {
+        self.accounted()
+            .iter()
+            .zip(&self.issued)
+            .all(|(accounted, issued)| *accounted == u128::from(*issued))
+    }
+
     /// Writes the given accounts into the account trie.
     pub(crate) fn commit_accounts(&mut self, slots: &[u32], threads: usize) {
         let encode = |slot: &u32| {

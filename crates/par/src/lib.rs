@@ -6,6 +6,8 @@
 //! The contract on `threads`: 0 and 1 run on the calling thread; `n > 1` runs on a pool of
 //! exactly `n` threads (asserted), never more.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};

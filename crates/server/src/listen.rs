@@ -50,33 +50,20 @@ pub struct ConnectionLimits {
 /// Raises the soft limit on open descriptors to the hard limit (a default soft limit of 1024
 /// is far below what a busy server needs); returns the soft limit now in force.
 pub fn raise_descriptor_limit() -> Result<u64, NodeError> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read or write the struct passed by reference.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return Err(descriptor_error("reading"));
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
-                return Err(descriptor_error("raising"));
-            }
-            limit = raised;
-        }
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) =
+        getrlimit(Resource::RLIMIT_NOFILE).map_err(|errno| descriptor_error("reading", errno))?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+            .map_err(|errno| descriptor_error("raising", errno))?;
+        return Ok(hard);
     }
-    Ok(limit.rlim_cur)
+    Ok(soft)
 }
 
-fn descriptor_error(doing: &str) -> NodeError {
+fn descriptor_error(doing: &str, errno: nix::errno::Errno) -> NodeError {
     NodeError(format!(
-        "{doing} the open-file limit (RLIMIT_NOFILE): {}",
-        std::io::Error::last_os_error()
+        "{doing} the open-file limit (RLIMIT_NOFILE): {errno}"
     ))
 }
 

@@ -36,6 +36,9 @@ pub enum StoreError {
     HeightNotNext { expected: u64, found: u64 },
     /// An appended block's `previous` is not the hash of the last stored header.
     PreviousMismatch { height: u64 },
+    /// An appended block's encoding does not decode to the same block: storing it would
+    /// leave a log that cannot be replayed (a defect in the codec, caught before the write).
+    BlockDoesNotRoundTrip { height: u64 },
     /// A stored block does not decode, or is stored under another height than its own.
     CorruptBlock { height: u64, reason: String },
     /// A stored header entry is malformed or disagrees with its block.
@@ -137,6 +140,11 @@ impl fmt::Display for StoreError {
             StoreError::PreviousMismatch { height } => write!(
                 f,
                 "block {height} refused: its previous hash is not the last stored header's"
+            ),
+            StoreError::BlockDoesNotRoundTrip { height } => write!(
+                f,
+                "block {height} refused: its encoding does not decode to the same block, so the \
+                 log could not be replayed; nothing was written"
             ),
             StoreError::CorruptBlock { height, reason } => {
                 write!(f, "stored block {height} is corrupt ({reason}); {DAMAGED}")

@@ -60,6 +60,8 @@
 //! with the data. A full map is reported as [`StoreError::MapFull`]; reopen with a larger
 //! [`StoreOptions::map_size_bytes`].
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod error;
 mod file_check;
 mod recover;

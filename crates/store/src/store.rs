@@ -24,6 +24,7 @@ const DATABASE_COUNT_MAX: u32 = 5;
 const CHECKPOINTS_KEPT: usize = 2;
 /// Default [`StoreOptions::checkpoint_interval_blocks`].
 pub const DEFAULT_CHECKPOINT_INTERVAL_BLOCKS: u64 = 1_000;
+const _: () = assert!(DEFAULT_CHECKPOINT_INTERVAL_BLOCKS > 0);
 /// The `previous` of block 1: no header precedes it.
 const GENESIS_PREVIOUS: Hash = Hash([0; 32]);
 const HEADER_ENTRY_BYTES: usize = 64;
@@ -305,8 +306,15 @@ impl BlockStore {
     ) -> Result<(), StoreError> {
         self.check_extends(txn, &block.header)?;
         let key = block.header.height.to_be_bytes();
+        let encoded = block.encode();
+        // Postcondition of the codec, checked before the write: what is stored replays.
+        if Block::decode(&encoded).as_ref() != Ok(block) {
+            return Err(StoreError::BlockDoesNotRoundTrip {
+                height: block.header.height,
+            });
+        }
         self.blocks
-            .put(txn, &key, &block.encode())
+            .put(txn, &key, &encoded)
             .map_err(self.write_error("writing a block"))?;
         self.headers
             .put(txn, &key, &HeaderEntry::of(&block.header).encode())

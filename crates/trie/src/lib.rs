@@ -70,6 +70,8 @@
 //! well formed and follows the key, rebuilds every hash (deriving branch prefixes from the key)
 //! and compares with the root.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod delete;
 mod error;
 mod hashing;

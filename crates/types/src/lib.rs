@@ -16,6 +16,8 @@
 //! - [`transaction`]: transactions and their canonical binary encoding.
 //! - [`genesis`]: the accounts, keys and balances before the first block, and their encoding.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod fixed;
 pub mod genesis;
 pub mod offer;

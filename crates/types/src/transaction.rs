@@ -28,6 +28,8 @@ use std::fmt;
 pub const TRANSACTION_VERSION: u8 = 1;
 /// How far ahead of an account's last sequence number a transaction may be.
 pub const SEQUENCE_WINDOW: u64 = 64;
+// The block filter and the mempool track used sequence numbers above the last in one u64.
+const _: () = assert!(SEQUENCE_WINDOW >= 1 && SEQUENCE_WINDOW <= 64);
 
 /// What a transaction does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

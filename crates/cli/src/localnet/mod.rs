@@ -10,6 +10,7 @@
 mod setup;
 
 use super::CliError;
+use nix::sys::signal::Signal;
 use setup::{Layout, NodeLayout};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -214,7 +215,7 @@ fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> Result<(), Cl
     // SAFETY: setsid is async-signal-safe.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-            libc::setsid();
+            nix::unistd::setsid()?;
             Ok(())
         });
     }
@@ -257,6 +258,10 @@ fn wait_ports_free(node: &NodeLayout) -> Result<(), CliError> {
 }
 
 /// The pid of the node's process if it is alive and is a walras node.
+fn signal(pid: i32, signal: Signal) -> nix::Result<()> {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
+}
+
 fn running_pid(node: &NodeLayout) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(node.pid_file())
         .ok()?
@@ -341,10 +346,8 @@ fn stop_all(dir: &Path) -> Result<(), CliError> {
         .filter_map(|node| running_pid(node).map(|pid| (node.index, pid)))
         .collect();
     for (_, pid) in &running {
-        // SAFETY: signalling a process we started.
-        unsafe {
-            libc::kill(*pid, libc::SIGTERM);
-        }
+        // A process we started (running_pid checked its command line).
+        let _ = signal(*pid, Signal::SIGTERM);
     }
     let deadline = Instant::now() + STOP_GRACE;
     for (index, pid) in &running {
@@ -354,10 +357,7 @@ fn stop_all(dir: &Path) -> Result<(), CliError> {
         }
         if running_pid(node).is_some() {
             eprintln!("walras localnet: node{index} did not stop in time; killing it");
-            // SAFETY: as above.
-            unsafe {
-                libc::kill(*pid, libc::SIGKILL);
-            }
+            let _ = signal(*pid, Signal::SIGKILL);
         }
         let _ = std::fs::remove_file(node.pid_file());
     }

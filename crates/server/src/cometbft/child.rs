@@ -22,7 +22,7 @@ pub fn spawn(binary: &Path, home: &Path, abci_address: &str) -> std::io::Result<
         .create(true)
         .append(true)
         .open(&log_path)?;
-    let parent = std::process::id() as libc::pid_t;
+    let parent = nix::unistd::getpid();
     let mut command = Command::new(binary);
     command
         .arg("start")
@@ -33,15 +33,15 @@ pub fn spawn(binary: &Path, home: &Path, abci_address: &str) -> std::io::Result<
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
-    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
+    // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
             // The parent may have died before the signal was armed.
-            if libc::getppid() != parent {
-                libc::_exit(1);
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "the node exited before CometBFT started",
+                ));
             }
             Ok(())
         });
@@ -54,9 +54,12 @@ pub fn stop(child: &mut Child) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }
-    // SAFETY: signalling our own child by its pid.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // Our own child, not yet waited for: its pid cannot have been reused.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
     }
     let deadline = Instant::now() + STOP_GRACE;
     while Instant::now() < deadline {
