@@ -119,39 +119,51 @@ pub fn parse_trace_csv(text: &str) -> Result<Vec<TraceRow>, SimError> {
     Ok(rows)
 }
 
-/// One direction of one participant's link.
+/// One direction of one participant's link: piecewise-constant raw latency by segment, seen
+/// through the FIFO envelope. Links never reorder packets, so the latency of a packet sent at t is
+/// max(raw(t), latest arrival of any earlier send − t); with that envelope t + latency(t) never
+/// decreases, and Theorem 3's bound computed on it is a true lower bound for every scheme.
 #[derive(Clone, Debug)]
-enum Channel {
-    /// Latency in ns per grid step of `step_ns`.
-    Grid { step_ns: u64, latency_ns: Vec<u64> },
-    /// (from time ns, latency ns), sorted by time.
-    Breakpoints(Vec<(u64, u64)>),
+struct Channel {
+    /// (segment start ns, raw latency ns), sorted by start, first start 0.
+    segments: Vec<(u64, u64)>,
+    /// For segment i: the latest arrival of any packet sent in segments before i.
+    arrival_before_ns: Vec<u64>,
 }
 
 impl Channel {
-    fn at(&self, t_ns: u64) -> u64 {
-        match self {
-            Channel::Grid {
-                step_ns,
-                latency_ns,
-            } => {
-                let k = ((t_ns / step_ns) as usize).min(latency_ns.len().saturating_sub(1));
-                latency_ns.get(k).copied().unwrap_or(0)
+    fn new(mut segments: Vec<(u64, u64)>) -> Self {
+        if segments.first().is_none_or(|&(start, _)| start > 0) {
+            let first = segments.first().map_or(0, |&(_, l)| l);
+            segments.insert(0, (0, first));
+        }
+        let mut arrival_before_ns = Vec::with_capacity(segments.len());
+        let mut latest = 0u64;
+        for i in 0..segments.len() {
+            arrival_before_ns.push(latest);
+            // A send just before the next segment starts arrives at (next start + latency).
+            if let Some(&(next_start, _)) = segments.get(i + 1) {
+                latest = latest.max(next_start + segments[i].1);
             }
-            Channel::Breakpoints(points) => {
-                let idx = points
-                    .partition_point(|&(from, _)| from <= t_ns)
-                    .saturating_sub(1);
-                points.get(idx).map_or(0, |&(_, l)| l)
-            }
+        }
+        Self {
+            segments,
+            arrival_before_ns,
         }
     }
 
+    fn at(&self, t_ns: u64) -> u64 {
+        let i = self
+            .segments
+            .partition_point(|&(start, _)| start <= t_ns)
+            .saturating_sub(1);
+        let raw = self.segments.get(i).map_or(0, |&(_, l)| l);
+        let before = self.arrival_before_ns.get(i).copied().unwrap_or(0);
+        raw.max(before.saturating_sub(t_ns))
+    }
+
     fn max(&self) -> u64 {
-        match self {
-            Channel::Grid { latency_ns, .. } => latency_ns.iter().copied().max().unwrap_or(0),
-            Channel::Breakpoints(points) => points.iter().map(|&(_, l)| l).max().unwrap_or(0),
-        }
+        self.segments.iter().map(|&(_, l)| l).max().unwrap_or(0)
     }
 }
 
@@ -220,12 +232,12 @@ impl Network {
                         .iter()
                         .map(|e| scripted_add_us(e, p, t_us) * 1_000)
                         .sum();
-                    channel.push((base_ns + walk_ns) * factor + scripted_ns);
+                    let latency_ns = (base_ns + walk_ns) * factor + scripted_ns;
+                    if channel.last().is_none_or(|&(_, l)| l != latency_ns) {
+                        channel.push((k as u64 * step_ns, latency_ns));
+                    }
                 }
-                out.push(Channel::Grid {
-                    step_ns,
-                    latency_ns: channel,
-                });
+                out.push(Channel::new(channel));
             }
         }
         Self { down, up }
@@ -249,12 +261,12 @@ impl Network {
                     reason: format!("rows of participant {p} are not sorted by time"),
                 });
             }
-            down.push(Channel::Breakpoints(
+            down.push(Channel::new(
                 mine.iter()
                     .map(|r| (r.time_us * 1_000, r.down_us * 1_000))
                     .collect(),
             ));
-            up.push(Channel::Breakpoints(
+            up.push(Channel::new(
                 mine.iter()
                     .map(|r| (r.time_us * 1_000, r.up_us * 1_000))
                     .collect(),
