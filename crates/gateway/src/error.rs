@@ -19,6 +19,8 @@ pub enum GatewayError {
         seq: u64,
         last_seq: u64,
     },
+    #[error("participant {participant} sent a delivery clock older than its previous message: delivery clocks never go back")]
+    ClockWentBackwards { participant: ParticipantId },
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
     #[error("cut boundary ⟨{point}, {window_ns} ns⟩ is not after the last sealed boundary")]

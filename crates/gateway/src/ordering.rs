@@ -317,6 +317,11 @@ impl OrderingBuffer {
                 });
             }
         }
+        if state.watermark.is_some_and(|w| msg.clock < w.clock) {
+            return Err(GatewayError::ClockWentBackwards {
+                participant: msg.participant,
+            });
+        }
         let is_trade = matches!(msg.kind, UplinkKind::Trade { .. });
         if is_trade && self.queue.len() >= self.config.queue_len_max {
             return Err(GatewayError::QueueFull {
