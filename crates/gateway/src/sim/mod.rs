@@ -676,7 +676,11 @@ impl<'w, 'a> DboRun<'w, 'a> {
         let end_ns = self.world.points * self.world.point_interval_ns;
         while self.forwarded < total {
             let Some(Reverse((now, _, event))) = self.queue.pop() else {
-                break;
+                // Heartbeats keep the queue busy, so an empty queue would be a simulator bug.
+                return Err(SimError::DidNotDrain {
+                    pending: total - self.forwarded,
+                    drain_ns: 0,
+                });
             };
             if now > end_ns.saturating_add(DRAIN_NS_MAX) {
                 return Err(SimError::DidNotDrain {
@@ -687,6 +691,10 @@ impl<'w, 'a> DboRun<'w, 'a> {
             self.handle(now, event)?;
         }
         debug_assert_eq!(self.forwarded, total);
+        debug_assert!(
+            self.out.order.iter().all(|&o| o < total),
+            "every trade has a place in the order"
+        );
         Ok(self.out)
     }
 
