@@ -446,6 +446,30 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_last_point_is_closed_by_the_first_point_of_the_next_batch() {
+        let mut rb = ReleaseBuffer::new(0, ReleaseConfig::new(20, 1_000_000), 0).unwrap();
+        rb.on_tick(0).unwrap();
+        rb.on_point(5, point(1, 0, false)).unwrap();
+        // Point 2 (the last of batch 0) was lost; point 3 opens batch 1.
+        let d = deliveries(&rb.on_point(9, point(3, 1, false)).unwrap());
+        assert_eq!(d, vec![(9, vec![1])]);
+        assert_eq!(rb.clock_at(9), DeliveryClock::new(1, 0));
+    }
+
+    #[test]
+    fn a_full_release_queue_is_a_typed_error() {
+        let mut config = ReleaseConfig::new(1_000, 1_000_000);
+        config.pending_batches_max = 1;
+        let mut rb = ReleaseBuffer::new(0, config, 0).unwrap();
+        rb.on_tick(0).unwrap();
+        rb.on_point(1, point(1, 0, true)).unwrap(); // delivered at once
+        rb.on_point(2, point(2, 1, true)).unwrap(); // waits for its slot
+        let err = rb.on_point(3, point(3, 2, true)).unwrap_err();
+        assert!(matches!(err, GatewayError::QueueFull { len_max: 1, .. }));
+        assert_eq!(rb.backlog_batches(), 1);
+    }
+
+    #[test]
     fn time_going_backwards_is_an_error_and_changes_nothing() {
         let mut rb = ReleaseBuffer::new(0, ReleaseConfig::new(20, 10), 100).unwrap();
         assert!(matches!(
