@@ -291,3 +291,38 @@ fn a_straggler_is_cut_loose_and_only_its_trades_are_flagged_late() {
         }
     }
 }
+
+#[test]
+fn a_scripted_latency_step_raises_dbo_latency_but_not_its_unfairness() {
+    let mut config = SimConfig::new(Scheme::Dbo, 5, 0.01, 8);
+    config.latency = steady(10, 20);
+    let before = run(&config).unwrap();
+    config.latency = LatencyModel::Synthetic(SyntheticLatency {
+        base_min_us: 10,
+        base_max_us: 20,
+        walk_step_ns: 0,
+        walk_max_us: 0,
+        spike_factor_max: 1,
+        scripted: vec![ScriptedEvent::Step {
+            participant: Some(3),
+            at_us: 0,
+            add_us: 100,
+        }],
+        ..SyntheticLatency::default()
+    });
+    let after = run(&config).unwrap();
+    assert_eq!(after.fairness, 1.0);
+    // Theorem 3: everyone now waits for participant 3's extra 2 × 100 µs round trip.
+    assert!(
+        after.latency_us.p50 >= before.latency_us.p50 + 150.0,
+        "{before:?} vs {after:?}"
+    );
+}
+
+#[test]
+fn scheme_names_round_trip_for_the_command_line() {
+    for scheme in [Scheme::Direct, Scheme::Dbo, Scheme::MaxRtt, Scheme::CloudEx] {
+        assert_eq!(scheme.to_string().parse::<Scheme>().unwrap(), scheme);
+    }
+    assert!("fcfs".parse::<Scheme>().is_err());
+}
