@@ -1,0 +1,33 @@
+//! `walras-gateway`: the fair-access gateway after DBO (Gupta et al., SIGCOMM 2023).
+//!
+//! A pure core: no sockets, no clock reads, no threads. Time comes in as integer nanoseconds and
+//! every handler returns what should happen (deliver a batch, send a heartbeat, forward a trade)
+//! instead of doing it. The pieces, with the paper's sections:
+//!
+//! - [`clock`]: the delivery clock ⟨last delivered point, elapsed ns⟩ (Eq. 5) and the total order
+//!   key used everywhere (clock, then participant, then sequence).
+//! - [`release`]: the per-participant release buffer (§4.1.2, §5.1): whole batches, paced ≥ δ apart,
+//!   heartbeats every τ, trades and heartbeats on one ordered uplink stream.
+//! - [`ordering`]: the ordering buffer (§4.1.3, §5.2): watermarks, straggler handling (§4.2.1),
+//!   late-trade flagging, bounded queue, block cuts `seal(N, W)`; [`ordering::ShardedOrderingBuffer`]
+//!   is the sharded variant with a master merge.
+//! - [`sim`]: a deterministic discrete-event simulator (§6.4) that drives the same state machines and
+//!   compares `direct`, `dbo`, `max-rtt` (Theorem 3) and `cloudex`.
+//!
+//! See `docs/gateway.md` for the mapping to the paper and the departures from it.
+
+pub mod clock;
+pub mod error;
+pub mod ordering;
+pub mod release;
+pub mod sim;
+
+pub use clock::{DeliveryClock, OrderKey, ParticipantId, PointId};
+pub use error::GatewayError;
+pub use ordering::{
+    ForwardedTrade, Horizon, OrderingBuffer, OrderingConfig, OrderingEvent, SealOutcome,
+    ShardedOrderingBuffer,
+};
+pub use release::{
+    MarketPoint, ReleaseAction, ReleaseBuffer, ReleaseConfig, UplinkKind, UplinkMessage,
+};

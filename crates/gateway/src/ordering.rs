@@ -1,0 +1,559 @@
+//! Ordering buffer (DBO §4.1.3, §5.2), stragglers (§4.2.1), block cuts, and sharding (§5.2 "Scaling").
+//!
+//! Every uplink message of participant i carries a key (clock, i, seq) larger than all of i's
+//! earlier messages, and i's messages arrive in order. So the key of the last message heard from i
+//! is i's *watermark*: every trade of i with a smaller key has been received. A trade can be
+//! forwarded once its key is ≤ the minimum watermark over non-stragglers (the *horizon*): then no
+//! trade with a smaller key can still arrive from them.
+//!
+//! Stragglers: a participant whose round-trip estimate (arrival − generation of the clock's point −
+//! elapsed) exceeds the threshold, or that has been silent longer than the threshold, stops holding
+//! the horizon back. When a message with a small enough round trip arrives it rejoins. A trade whose
+//! key is below a key already forwarded is forwarded at once and flagged `late`; it is never slipped
+//! in silently.
+//!
+//! Cut mode ([`OrderingBuffer::seal`]): instead of streaming, block N+1 takes every queued trade
+//! whose clock is below ⟨N, W⟩, once every non-straggler's watermark clock has reached ⟨N, W⟩.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::clock::{DeliveryClock, OrderKey, ParticipantId, PointId};
+use crate::error::GatewayError;
+use crate::release::{UplinkKind, UplinkMessage};
+
+/// Ordering-buffer parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderingConfig {
+    /// Round-trip or silence beyond this makes a participant a straggler; `None` waits forever.
+    pub straggler_threshold_ns: Option<u64>,
+    /// Trades held in the priority queue.
+    pub queue_len_max: usize,
+    /// Generation times remembered for round-trip estimates.
+    pub points_tracked_max: usize,
+}
+
+impl Default for OrderingConfig {
+    fn default() -> Self {
+        Self {
+            straggler_threshold_ns: None,
+            queue_len_max: 1 << 20,
+            points_tracked_max: 1 << 16,
+        }
+    }
+}
+
+/// How far trades may be forwarded: `Nothing` < `Upto(key)` < `Everything`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Horizon {
+    /// Some non-straggler has not been heard from yet.
+    Nothing,
+    /// Keys ≤ this one are safe.
+    Upto(OrderKey),
+    /// Every participant is a straggler.
+    Everything,
+}
+
+impl Horizon {
+    fn admits(&self, key: &OrderKey) -> bool {
+        match self {
+            Horizon::Nothing => false,
+            Horizon::Upto(h) => key <= h,
+            Horizon::Everything => true,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ForwardedTrade {
+    pub key: OrderKey,
+    pub trade_id: u64,
+    /// Arrived after a larger key had been forwarded (or, in cut mode, after its cut was sealed).
+    pub late: bool,
+    pub forwarded_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum StragglerReason {
+    RoundTrip { rtt_ns: u64 },
+    Silence { silent_ns: u64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum OrderingEvent {
+    Forward(ForwardedTrade),
+    StragglerDetected {
+        participant: ParticipantId,
+        at_ns: u64,
+        reason: StragglerReason,
+    },
+    StragglerRejoined {
+        participant: ParticipantId,
+        at_ns: u64,
+    },
+}
+
+/// The result of [`OrderingBuffer::seal`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SealOutcome {
+    /// Some non-straggler's watermark is still below the boundary.
+    Pending,
+    /// The block's trades in key order; `spilled` trades below the boundary wait for the next cut.
+    Sealed {
+        trades: Vec<ForwardedTrade>,
+        spilled: usize,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct ParticipantState {
+    watermark: Option<OrderKey>,
+    last_seq: Option<u64>,
+    last_heard_ns: u64,
+    straggler: bool,
+}
+
+/// Participant bookkeeping and the priority queue, shared by the single and the sharded buffer.
+#[derive(Clone, Debug)]
+pub struct OrderingBuffer {
+    config: OrderingConfig,
+    participants: BTreeMap<ParticipantId, ParticipantState>,
+    queue: BTreeMap<OrderKey, (u64, bool)>,
+    last_forwarded: Option<OrderKey>,
+    sealed_boundary: Option<DeliveryClock>,
+    point_generated_ns: BTreeMap<PointId, u64>,
+    last_now_ns: u64,
+}
+
+impl OrderingBuffer {
+    pub fn new(
+        config: OrderingConfig,
+        participants: impl IntoIterator<Item = ParticipantId>,
+        start_ns: u64,
+    ) -> Result<Self, GatewayError> {
+        if config.queue_len_max == 0 {
+            return Err(GatewayError::InvalidConfig(
+                "queue_len_max must be positive",
+            ));
+        }
+        let participants: BTreeMap<_, _> = participants
+            .into_iter()
+            .map(|p| {
+                (
+                    p,
+                    ParticipantState {
+                        watermark: None,
+                        last_seq: None,
+                        last_heard_ns: start_ns,
+                        straggler: false,
+                    },
+                )
+            })
+            .collect();
+        Ok(Self {
+            config,
+            participants,
+            queue: BTreeMap::new(),
+            last_forwarded: None,
+            sealed_boundary: None,
+            point_generated_ns: BTreeMap::new(),
+            last_now_ns: start_ns,
+        })
+    }
+
+    /// The exchange generated `point` at `generated_ns` (used only for round-trip estimates).
+    pub fn note_point_generated(&mut self, point: PointId, generated_ns: u64) {
+        self.point_generated_ns.insert(point, generated_ns);
+        while self.point_generated_ns.len() > self.config.points_tracked_max {
+            self.point_generated_ns.pop_first();
+        }
+    }
+
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_straggler(&self, participant: ParticipantId) -> bool {
+        self.participants
+            .get(&participant)
+            .is_some_and(|s| s.straggler)
+    }
+
+    pub fn watermark(&self, participant: ParticipantId) -> Option<OrderKey> {
+        self.participants
+            .get(&participant)
+            .and_then(|s| s.watermark)
+    }
+
+    /// The minimum watermark over non-stragglers.
+    pub fn horizon(&self) -> Horizon {
+        let mut horizon = Horizon::Everything;
+        for state in self.participants.values().filter(|s| !s.straggler) {
+            let h = state.watermark.map_or(Horizon::Nothing, Horizon::Upto);
+            horizon = horizon.min(h);
+        }
+        horizon
+    }
+
+    /// Streaming mode: a message arrived at `now_ns`. Returns forwards (in order) and straggler changes.
+    pub fn on_message(
+        &mut self,
+        now_ns: u64,
+        msg: &UplinkMessage,
+    ) -> Result<Vec<OrderingEvent>, GatewayError> {
+        let mut events = Vec::new();
+        if let Some((key, trade_id)) = self.accept(now_ns, msg, &mut events)? {
+            if self.last_forwarded.is_some_and(|lf| key < lf) {
+                events.push(OrderingEvent::Forward(ForwardedTrade {
+                    key,
+                    trade_id,
+                    late: true,
+                    forwarded_ns: now_ns,
+                }));
+            } else {
+                self.queue.insert(key, (trade_id, false));
+            }
+        }
+        self.forward_ready(now_ns, &mut events);
+        Ok(events)
+    }
+
+    /// Streaming mode: time passed (silence detection), forward what became safe.
+    pub fn on_tick(&mut self, now_ns: u64) -> Result<Vec<OrderingEvent>, GatewayError> {
+        let mut events = Vec::new();
+        self.check_silence(now_ns, &mut events)?;
+        self.forward_ready(now_ns, &mut events);
+        Ok(events)
+    }
+
+    /// Cut mode: a message arrived; trades are queued (flagged late when below a sealed boundary).
+    pub fn on_message_for_cut(
+        &mut self,
+        now_ns: u64,
+        msg: &UplinkMessage,
+    ) -> Result<Vec<OrderingEvent>, GatewayError> {
+        let mut events = Vec::new();
+        if let Some((key, trade_id)) = self.accept(now_ns, msg, &mut events)? {
+            let late = self.sealed_boundary.is_some_and(|b| key.clock < b);
+            self.queue.insert(key, (trade_id, late));
+        }
+        Ok(events)
+    }
+
+    /// Cut mode: try to seal block N+1 with boundary ⟨n, window_ns⟩ (at most `block_trades_max` trades).
+    pub fn seal(
+        &mut self,
+        now_ns: u64,
+        n: PointId,
+        window_ns: u64,
+        block_trades_max: usize,
+    ) -> Result<SealOutcome, GatewayError> {
+        let boundary = DeliveryClock::new(n, window_ns);
+        if self.sealed_boundary.is_some_and(|b| boundary <= b) {
+            return Err(GatewayError::CutNotAdvancing {
+                point: n,
+                window_ns,
+            });
+        }
+        let mut ignored = Vec::new();
+        self.check_silence(now_ns, &mut ignored)?;
+        let passed = self
+            .participants
+            .values()
+            .filter(|s| !s.straggler)
+            .all(|s| s.watermark.is_some_and(|w| w.clock >= boundary));
+        if !passed {
+            return Ok(SealOutcome::Pending);
+        }
+        let below: Vec<OrderKey> = self
+            .queue
+            .range(..)
+            .take_while(|(k, _)| k.clock < boundary)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut trades = Vec::with_capacity(below.len().min(block_trades_max));
+        for key in below.iter().take(block_trades_max) {
+            if let Some((trade_id, late)) = self.queue.remove(key) {
+                trades.push(ForwardedTrade {
+                    key: *key,
+                    trade_id,
+                    late,
+                    forwarded_ns: now_ns,
+                });
+            }
+        }
+        debug_assert!(trades.windows(2).all(|w| w[0].key < w[1].key));
+        self.sealed_boundary = Some(boundary);
+        Ok(SealOutcome::Sealed {
+            spilled: below.len() - trades.len(),
+            trades,
+        })
+    }
+
+    /// Validate and record a message; returns the trade it carries, if any. Changes nothing on error.
+    fn accept(
+        &mut self,
+        now_ns: u64,
+        msg: &UplinkMessage,
+        events: &mut Vec<OrderingEvent>,
+    ) -> Result<Option<(OrderKey, u64)>, GatewayError> {
+        if now_ns < self.last_now_ns {
+            return Err(GatewayError::TimeWentBackwards {
+                now_ns,
+                last_ns: self.last_now_ns,
+            });
+        }
+        let state = self
+            .participants
+            .get(&msg.participant)
+            .ok_or(GatewayError::UnknownParticipant(msg.participant))?;
+        if let Some(last_seq) = state.last_seq {
+            if msg.seq <= last_seq {
+                return Err(GatewayError::SequenceOutOfOrder {
+                    participant: msg.participant,
+                    seq: msg.seq,
+                    last_seq,
+                });
+            }
+        }
+        if state.watermark.is_some_and(|w| msg.clock < w.clock) {
+            return Err(GatewayError::ClockWentBackwards {
+                participant: msg.participant,
+            });
+        }
+        let is_trade = matches!(msg.kind, UplinkKind::Trade { .. });
+        if is_trade && self.queue.len() >= self.config.queue_len_max {
+            return Err(GatewayError::QueueFull {
+                queue: "ordering buffer",
+                len_max: self.config.queue_len_max,
+            });
+        }
+        self.last_now_ns = now_ns;
+        let rtt_ns = self.point_generated_ns.get(&msg.clock.point).map(|&g| {
+            now_ns
+                .saturating_sub(g)
+                .saturating_sub(msg.clock.elapsed_ns)
+        });
+        let threshold = self.config.straggler_threshold_ns;
+        let key = msg.key();
+        let Some(state) = self.participants.get_mut(&msg.participant) else {
+            return Err(GatewayError::UnknownParticipant(msg.participant));
+        };
+        debug_assert!(
+            state.watermark.is_none_or(|w| key > w),
+            "a participant's keys must increase"
+        );
+        state.watermark = Some(key);
+        state.last_seq = Some(msg.seq);
+        state.last_heard_ns = now_ns;
+        if let Some(threshold) = threshold {
+            let slow = rtt_ns.is_some_and(|r| r > threshold);
+            if slow && !state.straggler {
+                state.straggler = true;
+                let reason = StragglerReason::RoundTrip {
+                    rtt_ns: rtt_ns.unwrap_or(0),
+                };
+                events.push(OrderingEvent::StragglerDetected {
+                    participant: msg.participant,
+                    at_ns: now_ns,
+                    reason,
+                });
+            } else if !slow && state.straggler {
+                state.straggler = false;
+                events.push(OrderingEvent::StragglerRejoined {
+                    participant: msg.participant,
+                    at_ns: now_ns,
+                });
+            }
+        }
+        Ok(match msg.kind {
+            UplinkKind::Trade { trade_id } => Some((key, trade_id)),
+            UplinkKind::Heartbeat => None,
+        })
+    }
+
+    fn check_silence(
+        &mut self,
+        now_ns: u64,
+        events: &mut Vec<OrderingEvent>,
+    ) -> Result<(), GatewayError> {
+        if now_ns < self.last_now_ns {
+            return Err(GatewayError::TimeWentBackwards {
+                now_ns,
+                last_ns: self.last_now_ns,
+            });
+        }
+        self.last_now_ns = now_ns;
+        let Some(threshold) = self.config.straggler_threshold_ns else {
+            return Ok(());
+        };
+        for (&participant, state) in self.participants.iter_mut().filter(|(_, s)| !s.straggler) {
+            let silent_ns = now_ns.saturating_sub(state.last_heard_ns);
+            if silent_ns > threshold {
+                state.straggler = true;
+                let reason = StragglerReason::Silence { silent_ns };
+                events.push(OrderingEvent::StragglerDetected {
+                    participant,
+                    at_ns: now_ns,
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove and return, in key order, the queued trades the current horizon admits.
+    fn take_admitted(&mut self, horizon: Horizon) -> Vec<(OrderKey, u64)> {
+        let mut out = Vec::new();
+        while let Some(entry) = self.queue.first_entry() {
+            if !horizon.admits(entry.key()) {
+                break;
+            }
+            let (key, (trade_id, _)) = entry.remove_entry();
+            out.push((key, trade_id));
+        }
+        out
+    }
+
+    fn forward_ready(&mut self, now_ns: u64, events: &mut Vec<OrderingEvent>) {
+        let horizon = self.horizon();
+        for (key, trade_id) in self.take_admitted(horizon) {
+            debug_assert!(self.last_forwarded.is_none_or(|lf| key > lf));
+            self.last_forwarded = Some(key);
+            events.push(OrderingEvent::Forward(ForwardedTrade {
+                key,
+                trade_id,
+                late: false,
+                forwarded_ns: now_ns,
+            }));
+        }
+    }
+}
+
+/// Ordering buffers sharded by participant, with a master merge (§5.2 "Scaling").
+///
+/// Each shard keeps its participants' watermarks and queue and hands the master every trade its
+/// own horizon admits; the master forwards in key order what the minimum of the shards' horizons
+/// admits, and flags as late any trade below its last forwarded key (it tells the shards that bar).
+/// The forwarded sequence is the same as one [`OrderingBuffer`] over all participants would give,
+/// because the global horizon is the minimum of the shard horizons.
+#[derive(Clone, Debug)]
+pub struct ShardedOrderingBuffer {
+    shards: Vec<OrderingBuffer>,
+    shard_of: BTreeMap<ParticipantId, usize>,
+    master: BTreeMap<OrderKey, u64>,
+    master_len_max: usize,
+    last_forwarded: Option<OrderKey>,
+}
+
+impl ShardedOrderingBuffer {
+    pub fn new(
+        config: OrderingConfig,
+        participants: impl IntoIterator<Item = ParticipantId>,
+        shard_count: usize,
+        start_ns: u64,
+    ) -> Result<Self, GatewayError> {
+        if shard_count == 0 {
+            return Err(GatewayError::InvalidConfig("shard_count must be positive"));
+        }
+        let mut sorted: Vec<ParticipantId> = participants.into_iter().collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let shard_of: BTreeMap<_, _> = sorted
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p, i % shard_count))
+            .collect();
+        let shards = (0..shard_count)
+            .map(|s| {
+                OrderingBuffer::new(
+                    config.clone(),
+                    shard_of.iter().filter(|(_, &t)| t == s).map(|(&p, _)| p),
+                    start_ns,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            shards,
+            shard_of,
+            master: BTreeMap::new(),
+            master_len_max: config.queue_len_max,
+            last_forwarded: None,
+        })
+    }
+
+    pub fn note_point_generated(&mut self, point: PointId, generated_ns: u64) {
+        for shard in &mut self.shards {
+            shard.note_point_generated(point, generated_ns);
+        }
+    }
+
+    pub fn on_message(
+        &mut self,
+        now_ns: u64,
+        msg: &UplinkMessage,
+    ) -> Result<Vec<OrderingEvent>, GatewayError> {
+        let &s = self
+            .shard_of
+            .get(&msg.participant)
+            .ok_or(GatewayError::UnknownParticipant(msg.participant))?;
+        if matches!(msg.kind, UplinkKind::Trade { .. }) && self.master.len() >= self.master_len_max
+        {
+            return Err(GatewayError::QueueFull {
+                queue: "ordering master",
+                len_max: self.master_len_max,
+            });
+        }
+        let mut events = Vec::new();
+        let shard = &mut self.shards[s];
+        if let Some((key, trade_id)) = shard.accept(now_ns, msg, &mut events)? {
+            if self.last_forwarded.is_some_and(|lf| key < lf) {
+                events.push(OrderingEvent::Forward(ForwardedTrade {
+                    key,
+                    trade_id,
+                    late: true,
+                    forwarded_ns: now_ns,
+                }));
+            } else {
+                shard.queue.insert(key, (trade_id, false));
+            }
+        }
+        self.merge(now_ns, &mut events);
+        Ok(events)
+    }
+
+    pub fn on_tick(&mut self, now_ns: u64) -> Result<Vec<OrderingEvent>, GatewayError> {
+        let mut events = Vec::new();
+        for shard in &mut self.shards {
+            shard.check_silence(now_ns, &mut events)?;
+        }
+        self.merge(now_ns, &mut events);
+        Ok(events)
+    }
+
+    fn merge(&mut self, now_ns: u64, events: &mut Vec<OrderingEvent>) {
+        let mut global = Horizon::Everything;
+        for shard in &mut self.shards {
+            let h = shard.horizon();
+            global = global.min(h);
+            for (key, trade_id) in shard.take_admitted(h) {
+                self.master.insert(key, trade_id);
+            }
+        }
+        while let Some(entry) = self.master.first_entry() {
+            if !global.admits(entry.key()) {
+                break;
+            }
+            let (key, trade_id) = entry.remove_entry();
+            debug_assert!(self.last_forwarded.is_none_or(|lf| key > lf));
+            self.last_forwarded = Some(key);
+            events.push(OrderingEvent::Forward(ForwardedTrade {
+                key,
+                trade_id,
+                late: false,
+                forwarded_ns: now_ns,
+            }));
+        }
+    }
+}
