@@ -225,16 +225,8 @@ pub fn settle(
         })
         .collect();
     let repairs = repair(&mut pairs, &mut states, valuations)?;
-    let burned = finish_pairs(books, &mut pairs, &states, assets);
-    let lower_bounds_met = pairs.iter().all(|pair| pair.sold >= pair.lower);
-    Ok(Settlement {
-        valuations: valuations.to_vec(),
-        pairs,
-        burned,
-        lp_with_lower_bounds,
-        lower_bounds_met,
-        repairs,
-    })
+    let finished = Finished::of(books, pairs, &states, valuations, assets);
+    Ok(finished.into_settlement(lp_with_lower_bounds, repairs))
 }
 
 /// Settles the books with amounts decided elsewhere (a block header: `(sell, buy, sold)` per
@@ -288,16 +280,47 @@ pub fn settle_given(
             paid: paid[asset],
         });
     }
-    let burned = finish_pairs(books, &mut pairs, &states, assets);
-    let lower_bounds_met = pairs.iter().all(|pair| pair.sold >= pair.lower);
-    Ok(Settlement {
-        valuations: valuations.to_vec(),
-        pairs,
-        burned,
-        lp_with_lower_bounds: lower_bounds_met,
-        lower_bounds_met,
-        repairs: 0,
-    })
+    let finished = Finished::of(books, pairs, &states, valuations, assets);
+    let lower_bounds_met = finished.lower_bounds_met;
+    Ok(finished.into_settlement(lower_bounds_met, 0))
+}
+
+/// Pairs with their fills decided and the burns counted: what both ways of settling end with.
+struct Finished {
+    valuations: Vec<Valuation>,
+    pairs: Vec<PairClearing>,
+    burned: Vec<u64>,
+    lower_bounds_met: bool,
+}
+
+impl Finished {
+    fn of(
+        books: &OrderBooks,
+        mut pairs: Vec<PairClearing>,
+        states: &[PairState],
+        valuations: &[Valuation],
+        assets: usize,
+    ) -> Finished {
+        let burned = finish_pairs(books, &mut pairs, states, assets);
+        let lower_bounds_met = pairs.iter().all(|pair| pair.sold >= pair.lower);
+        Finished {
+            valuations: valuations.to_vec(),
+            pairs,
+            burned,
+            lower_bounds_met,
+        }
+    }
+
+    fn into_settlement(self, lp_with_lower_bounds: bool, repairs: u32) -> Settlement {
+        Settlement {
+            valuations: self.valuations,
+            pairs: self.pairs,
+            burned: self.burned,
+            lp_with_lower_bounds,
+            lower_bounds_met: self.lower_bounds_met,
+            repairs,
+        }
+    }
 }
 
 /// Exact rates and bounds for every pair with something in the money.

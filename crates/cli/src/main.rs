@@ -14,6 +14,8 @@ mod localnet;
 mod node;
 mod query;
 mod remote;
+#[cfg(feature = "dev-tools")]
+mod sim;
 mod tx;
 
 #[cfg(feature = "dev-tools")]
@@ -71,6 +73,10 @@ enum Command {
     /// Read a node's state: status, accounts, offers, books, blocks, prices, transactions.
     Query(query::QueryArgs),
     #[cfg(feature = "dev-tools")]
+    /// Deterministic simulations (the fair-access gateway: `sim dbo`).
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
+    #[cfg(feature = "dev-tools")]
     /// Offer a node an open-loop load of signed transactions and measure commit latency.
     Loadgen(loadgen::LoadgenArgs),
 }
@@ -114,6 +120,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Offer(command) => tx::run_offer(command),
         Command::Pay(args) => tx::run_pay(args),
         Command::Query(args) => query::run(args),
+        #[cfg(feature = "dev-tools")]
+        Command::Sim(command) => sim::run_command(command),
         #[cfg(feature = "dev-tools")]
         Command::Loadgen(args) => loadgen::run(args),
     }

@@ -204,16 +204,11 @@ impl OrderingBuffer {
     ) -> Result<Vec<OrderingEvent>, GatewayError> {
         let mut events = Vec::new();
         if let Some((key, trade_id)) = self.accept(now_ns, msg, &mut events)? {
-            if self.last_forwarded.is_some_and(|lf| key < lf) {
-                events.push(OrderingEvent::Forward(ForwardedTrade {
-                    key,
-                    trade_id,
-                    late: true,
-                    forwarded_ns: now_ns,
-                }));
-            } else {
-                self.queue.insert(key, (trade_id, false));
-            }
+            let late = LateCheck {
+                last_forwarded: self.last_forwarded,
+                now_ns,
+            };
+            late.queue_or_forward(&mut self.queue, key, trade_id, &mut events);
         }
         self.forward_ready(now_ns, &mut events);
         Ok(events)
@@ -508,16 +503,11 @@ impl ShardedOrderingBuffer {
         let mut events = Vec::new();
         let shard = &mut self.shards[s];
         if let Some((key, trade_id)) = shard.accept(now_ns, msg, &mut events)? {
-            if self.last_forwarded.is_some_and(|lf| key < lf) {
-                events.push(OrderingEvent::Forward(ForwardedTrade {
-                    key,
-                    trade_id,
-                    late: true,
-                    forwarded_ns: now_ns,
-                }));
-            } else {
-                shard.queue.insert(key, (trade_id, false));
-            }
+            let late = LateCheck {
+                last_forwarded: self.last_forwarded,
+                now_ns,
+            };
+            late.queue_or_forward(&mut shard.queue, key, trade_id, &mut events);
         }
         self.merge(now_ns, &mut events);
         Ok(events)
@@ -554,6 +544,34 @@ impl ShardedOrderingBuffer {
                 late: false,
                 forwarded_ns: now_ns,
             }));
+        }
+    }
+}
+
+/// Where an accepted trade goes: a trade below the last forwarded key is forwarded at once,
+/// flagged late (never silently reordered); any other waits in `queue` for its turn.
+struct LateCheck {
+    last_forwarded: Option<OrderKey>,
+    now_ns: u64,
+}
+
+impl LateCheck {
+    fn queue_or_forward(
+        &self,
+        queue: &mut BTreeMap<OrderKey, (u64, bool)>,
+        key: OrderKey,
+        trade_id: u64,
+        events: &mut Vec<OrderingEvent>,
+    ) {
+        if self.last_forwarded.is_some_and(|forwarded| key < forwarded) {
+            events.push(OrderingEvent::Forward(ForwardedTrade {
+                key,
+                trade_id,
+                late: true,
+                forwarded_ns: self.now_ns,
+            }));
+        } else {
+            queue.insert(key, (trade_id, false));
         }
     }
 }
