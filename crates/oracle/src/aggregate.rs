@@ -3,10 +3,12 @@
 //! Per asset: each venue's valuation is converted to the numeraire (USD) through the oracle's own
 //! price of the venue's quote currency (a stablecoin is never assumed worth exactly 1: USDT and
 //! USDC are priced first, from their own books, and an asset quoted in an unpriced stablecoin is
-//! excluded with that reason); books that are not `Synced` are excluded with their health; the
-//! liquidity-weighted median is taken; venues further from it than
-//! `max(outlier_bps_min, outlier_mad_k × weighted median absolute deviation)` are rejected; the
-//! weighted median of the survivors is published when at least `venues_min` remain.
+//! excluded with that reason); books that are not `Synced` are excluded with their health;
+//! venues further from the median venue price (by count, so that one venue holding most of the
+//! liquidity cannot outvote the rest) than
+//! `max(outlier_bps_min, outlier_mad_k × median absolute deviation)` are rejected; the
+//! liquidity-weighted median of the survivors is published, with status `Ok` when at least
+//! `venues_min` remain.
 
 use crate::book::Health;
 use serde::{Deserialize, Serialize};
@@ -159,7 +161,9 @@ pub fn aggregate_asset(
         });
         ages.push(now_ns.saturating_sub(q.last_update_ns));
     }
-    let mut pairs: Vec<(f64, f64)> = candidates.iter().map(|c| (c.price, c.weight)).collect();
+    // The outlier reference is the median by venue count, not by weight: one venue holding most
+    // of the liquidity must not be able to declare every other venue an outlier.
+    let mut pairs: Vec<(f64, f64)> = candidates.iter().map(|c| (c.price, 1.0)).collect();
     sort_pairs(&mut pairs);
     let first = weighted_median(&pairs);
     let mut used = Vec::new();
@@ -167,7 +171,7 @@ pub fn aggregate_asset(
     if let Some(m) = first {
         let mut devs: Vec<(f64, f64)> = candidates
             .iter()
-            .map(|c| ((c.price - m).abs() / m, c.weight))
+            .map(|c| ((c.price - m).abs() / m, 1.0))
             .collect();
         sort_pairs(&mut devs);
         let mad = weighted_median(&devs).unwrap_or(0.0);

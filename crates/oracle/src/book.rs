@@ -428,13 +428,14 @@ impl Book {
     }
 }
 
-/// Kraken v2 book checksum over the top 10 asks (ascending) then top 10 bids (descending).
-pub fn kraken_checksum(
+/// The text Kraken v2 hashes: the top 10 asks (ascending) then the top 10 bids (descending), each
+/// price and qty printed at the pair's precision with the point and leading zeros removed.
+pub fn kraken_checksum_text(
     bids: impl Iterator<Item = (Dec, Dec)>,
     asks: impl Iterator<Item = (Dec, Dec)>,
     price_decimals: u32,
     qty_decimals: u32,
-) -> u32 {
+) -> String {
     fn push(out: &mut String, value: Dec, decimals: u32) {
         let text = value.format_fixed(decimals).replace('.', "");
         out.push_str(text.trim_start_matches('0'));
@@ -448,5 +449,15 @@ pub fn kraken_checksum(
         push(&mut text, p, price_decimals);
         push(&mut text, q, qty_decimals);
     }
-    crc32fast::hash(text.as_bytes())
+    text
+}
+
+/// Kraken v2 book checksum: CRC32 (ISO-HDLC, as `crc32fast`) of `kraken_checksum_text`.
+pub fn kraken_checksum(
+    bids: impl Iterator<Item = (Dec, Dec)>,
+    asks: impl Iterator<Item = (Dec, Dec)>,
+    price_decimals: u32,
+    qty_decimals: u32,
+) -> u32 {
+    crc32fast::hash(kraken_checksum_text(bids, asks, price_decimals, qty_decimals).as_bytes())
 }
