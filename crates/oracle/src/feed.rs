@@ -259,6 +259,9 @@ enum Fault {
     Disconnect,
 }
 
+/// Bids and asks as (price ticks, qty units), best first.
+type BookView = (Vec<(i64, i64)>, Vec<(i64, i64)>);
+
 struct SimInstrument {
     venue: usize,
     protocol: Protocol,
@@ -305,7 +308,7 @@ fn qty_dec(mantissa: i64) -> Dec {
 }
 
 impl SimInstrument {
-    fn top(&self, n: usize) -> (Vec<(i64, i64)>, Vec<(i64, i64)>) {
+    fn top(&self, n: usize) -> BookView {
         let bids = self
             .bids
             .iter()
@@ -687,7 +690,7 @@ fn emit(
     bid_ch: &BTreeMap<i64, i64>,
     ask_ch: &BTreeMap<i64, i64>,
     fault: Option<Fault>,
-    old_view: &(Vec<(i64, i64)>, Vec<(i64, i64)>),
+    old_view: &BookView,
     faults: &mut FaultCounts,
     rng: &mut SplitMix64,
     trades_per_second: f64,

@@ -551,7 +551,7 @@ pub struct ReplayOptions {
 
 enum WorkItem {
     Event {
-        item: Routed,
+        item: Box<Routed>,
         recv_ns: u64,
         sent: Instant,
     },
@@ -644,8 +644,7 @@ fn worker(
                 }
             }
         };
-    loop {
-        let Ok(first) = rx.recv() else { break };
+    while let Ok(first) = rx.recv() {
         batch.push(first);
         while batch.len() < BATCH_MAX {
             match rx.try_recv() {
@@ -836,7 +835,7 @@ pub fn replay(records: &[Record], cfg: &OracleConfig, options: ReplayOptions) ->
                         let w = *owner.entry(item.info().base.clone()).or_insert(n % threads);
                         report.events += 1;
                         let _ = senders[w].send(WorkItem::Event {
-                            item,
+                            item: Box::new(item),
                             recv_ns: record.recv_ns,
                             sent: Instant::now(),
                         });

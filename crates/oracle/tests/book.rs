@@ -255,6 +255,9 @@ fn checksum_of(bids: &[(i64, i64)], asks: &[(i64, i64)]) -> u32 {
     )
 }
 
+/// (price in cents, qty in cents), best first.
+type Levels = Vec<(i64, i64)>;
+
 const SPEC: KrakenSpec = KrakenSpec {
     depth: 10,
     price_decimals: 2,
@@ -262,7 +265,7 @@ const SPEC: KrakenSpec = KrakenSpec {
 };
 
 /// A depth-10 Kraken book with bids 100..91 and asks 101..110.
-fn kraken_book() -> (Book, Vec<(i64, i64)>, Vec<(i64, i64)>) {
+fn kraken_book() -> (Book, Levels, Levels) {
     let bids: Vec<(i64, i64)> = (0..10).map(|i| (10_000 - 100 * i, 100)).collect();
     let asks: Vec<(i64, i64)> = (0..10).map(|i| (10_100 + 100 * i, 100)).collect();
     let mut book = Book::new(Protocol::Kraken, Some(SPEC));
