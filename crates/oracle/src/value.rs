@@ -25,6 +25,14 @@ pub enum Method {
     NotionalDepth {
         quote: f64,
     },
+    /// Depth VWAP over the book's top `levels` levels (the paper's "market depth"): depth is the
+    /// thinner side's quantity in those levels, taken in `steps` equal steps; `naive` selects the
+    /// paper's O(steps × levels) evaluation instead of the closed form (benchmarks only).
+    DepthVwapLevels {
+        levels: usize,
+        steps: u64,
+        naive: bool,
+    },
 }
 
 impl Method {
@@ -34,6 +42,16 @@ impl Method {
             Method::WeightedMid => "weighted-mid".into(),
             Method::DepthVwap { depth, step } => format!("depth-vwap(depth={depth},step={step})"),
             Method::NotionalDepth { quote } => format!("notional-depth(quote={quote})"),
+            Method::DepthVwapLevels {
+                levels,
+                steps,
+                naive,
+            } => {
+                format!(
+                    "depth-vwap-levels(levels={levels},steps={steps}{})",
+                    if *naive { ",naive" } else { "" }
+                )
+            }
         }
     }
 }
@@ -237,6 +255,27 @@ pub fn value(bids: &[(f64, f64)], asks: &[(f64, f64)], method: &Method) -> Resul
         Method::WeightedMid => weighted_mid(bids, asks),
         Method::DepthVwap { depth, step } => depth_vwap(bids, asks, depth, step),
         Method::NotionalDepth { quote } => notional_depth(bids, asks, quote).map(|d| d.price),
+        Method::DepthVwapLevels {
+            levels,
+            steps,
+            naive,
+        } => {
+            let (b, a) = (
+                &bids[..levels.min(bids.len())],
+                &asks[..levels.min(asks.len())],
+            );
+            let depth = b
+                .iter()
+                .map(|l| l.1)
+                .sum::<f64>()
+                .min(a.iter().map(|l| l.1).sum::<f64>());
+            let step = depth / steps.max(1) as f64;
+            if naive {
+                depth_vwap_naive(b, a, depth, step)
+            } else {
+                depth_vwap(b, a, depth, step)
+            }
+        }
     }
 }
 
