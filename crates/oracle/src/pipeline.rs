@@ -17,7 +17,7 @@ use crate::book::{Book, BookAction, Health, HealthLimits, KrakenSpec, ResyncReas
 use crate::event::{BookMessage, Event, Protocol, Trade};
 use crate::feed::{parse_symbol, venue_protocol, Record, RecordKind, KRAKEN_DEPTH};
 use crate::normalize::normalize;
-use crate::value::{band_liquidity, value, Method, TradeWindow};
+use crate::value::{band_liquidity, value, Method, TradeWindow, ValueError};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -297,6 +297,8 @@ struct InstrumentState {
     price: Option<f64>,
     liquidity: f64,
     value_error: Option<String>,
+    /// The last valuation failed for want of depth: the book is `Thin` for this method.
+    thin: bool,
     resyncs: u64,
 }
 
@@ -341,6 +343,7 @@ impl Partition {
                 price: None,
                 liquidity: 0.0,
                 value_error: None,
+                thin: false,
                 resyncs: 0,
             })
     }
@@ -404,10 +407,15 @@ impl Partition {
                     s.price = Some(p);
                     s.liquidity = band_liquidity(&bids, &asks, p, self.cfg.liquidity_band);
                     s.value_error = None;
+                    s.thin = false;
                 }
                 Err(e) => {
                     s.price = None;
                     s.liquidity = 0.0;
+                    s.thin = matches!(
+                        e,
+                        ValueError::InsufficientDepth { .. } | ValueError::EmptySide(_)
+                    );
                     s.value_error = Some(e.to_string());
                 }
             }
@@ -426,12 +434,7 @@ impl Partition {
 
     fn quote(&self, s: &InstrumentState, now_ns: u64) -> InstrumentQuote {
         let mut health = s.book.health(now_ns, &self.cfg.health);
-        if health.is_good()
-            && s.price.is_none()
-            && s.value_error
-                .as_deref()
-                .is_some_and(|e| e.contains("holds"))
-        {
+        if health.is_good() && s.price.is_none() && s.thin {
             health = Health::Thin;
         }
         let good = health.is_good();

@@ -335,3 +335,103 @@ impl TradeWindow {
         (v > 0.0).then(|| pv / v)
     }
 }
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LevelsError {
+    #[error("level {0:?} is not PRICE:QTY")]
+    Shape(String),
+    #[error("level {text:?}: {source}")]
+    Decimal {
+        text: String,
+        source: crate::decimal::DecError,
+    },
+    #[error("level {0:?}: price and quantity must be positive")]
+    NotPositive(String),
+    #[error("more than {LEVELS_TEXT_MAX} levels")]
+    TooMany,
+}
+
+/// Most levels `parse_levels` accepts.
+pub const LEVELS_TEXT_MAX: usize = 100_000;
+
+/// Parses `P:Q,P:Q,...` (the `walras oracle value --bids/--asks` form) into exact levels, sorted
+/// best first (`descending` for bids); a repeated price adds up.
+pub fn parse_levels(
+    text: &str,
+    descending: bool,
+) -> Result<Vec<(crate::decimal::Dec, crate::decimal::Dec)>, LevelsError> {
+    use crate::decimal::Dec;
+    let mut side: std::collections::BTreeMap<Dec, Dec> = std::collections::BTreeMap::new();
+    for (i, item) in text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .enumerate()
+    {
+        if i >= LEVELS_TEXT_MAX {
+            return Err(LevelsError::TooMany);
+        }
+        let (p, q) = item
+            .split_once(':')
+            .ok_or_else(|| LevelsError::Shape(item.to_string()))?;
+        let parse = |t: &str| {
+            Dec::parse(t.trim()).map_err(|source| LevelsError::Decimal {
+                text: item.to_string(),
+                source,
+            })
+        };
+        let (p, q) = (parse(p)?, parse(q)?);
+        if !p.is_positive() || !q.is_positive() {
+            return Err(LevelsError::NotPositive(item.to_string()));
+        }
+        let total = side
+            .get(&p)
+            .copied()
+            .unwrap_or(Dec::ZERO)
+            .checked_add(q)
+            .ok_or_else(|| LevelsError::NotPositive(item.to_string()))?;
+        side.insert(p, total);
+    }
+    let mut levels: Vec<(Dec, Dec)> = side.into_iter().collect();
+    if descending {
+        levels.reverse();
+    }
+    Ok(levels)
+}
+
+/// One book valued for an analyst (`walras oracle value`): the result of `method` plus the
+/// other standard views, each `None` where the book cannot give it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BookValuation {
+    pub method: String,
+    pub price: Option<f64>,
+    pub error: Option<String>,
+    pub mid: Option<f64>,
+    pub weighted_mid: Option<f64>,
+    pub crossed: bool,
+}
+
+/// Values one book given as `P:Q,...` texts.
+pub fn value_book_text(
+    bids: &str,
+    asks: &str,
+    method: &Method,
+) -> Result<BookValuation, LevelsError> {
+    let to_f64 = |v: Vec<(crate::decimal::Dec, crate::decimal::Dec)>| {
+        v.into_iter()
+            .map(|(p, q)| (p.to_f64(), q.to_f64()))
+            .collect::<Vec<_>>()
+    };
+    let b = to_f64(parse_levels(bids, true)?);
+    let a = to_f64(parse_levels(asks, false)?);
+    let crossed = matches!((b.first(), a.first()), (Some(x), Some(y)) if x.0 >= y.0);
+    let result = value(&b, &a, method);
+    Ok(BookValuation {
+        method: method.name(),
+        price: result.as_ref().ok().copied(),
+        error: result.err().map(|e| e.to_string()),
+        mid: mid(&b, &a).ok(),
+        weighted_mid: weighted_mid(&b, &a).ok(),
+        crossed,
+    })
+}

@@ -173,3 +173,40 @@ fn replay_output_is_identical_for_one_and_two_threads() {
         serde_json::to_string(&two.prices).unwrap()
     );
 }
+
+#[test]
+fn a_recorded_feed_round_trips_through_json_lines() {
+    let feed = walras_oracle::feed::generate_feed(&FeedConfig {
+        seconds: 1,
+        faults: 0.05,
+        ..FeedConfig::default()
+    });
+    let mut bytes = Vec::new();
+    walras_oracle::feed::write_jsonl(&feed, &mut bytes).unwrap();
+    let back = walras_oracle::feed::read_jsonl(std::io::Cursor::new(bytes)).unwrap();
+    assert_eq!(back, feed);
+    assert!(
+        walras_oracle::feed::read_jsonl(std::io::Cursor::new(b"{not json}\n".to_vec())).is_err()
+    );
+}
+
+#[test]
+fn the_same_seed_generates_the_same_feed() {
+    let cfg = FeedConfig {
+        seconds: 2,
+        faults: 0.02,
+        ..FeedConfig::default()
+    };
+    assert_eq!(
+        walras_oracle::feed::generate_feed(&cfg),
+        walras_oracle::feed::generate_feed(&cfg)
+    );
+    let other = FeedConfig {
+        seed: 2,
+        ..cfg.clone()
+    };
+    assert_ne!(
+        walras_oracle::feed::generate_feed(&cfg),
+        walras_oracle::feed::generate_feed(&other)
+    );
+}

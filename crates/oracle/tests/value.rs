@@ -103,3 +103,40 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_analyst_form_parses_exact_levels_and_values_the_worked_example() {
+    use walras_oracle::value::{parse_levels, value_book_text, Method};
+    let v = value_book_text(
+        "10:1,9:4",
+        "11:3,12:3",
+        &Method::DepthVwap {
+            depth: 5.0,
+            step: 1.0,
+        },
+    )
+    .unwrap();
+    assert!((v.price.unwrap() - 10.293_333_333_333_333).abs() < 1e-12);
+    assert_eq!(
+        (v.mid, v.weighted_mid, v.crossed),
+        (Some(10.5), Some(10.25), false)
+    );
+    let short = value_book_text(
+        "10:1",
+        "11:1",
+        &Method::DepthVwap {
+            depth: 5.0,
+            step: 1.0,
+        },
+    )
+    .unwrap();
+    assert!(short.price.is_none() && short.error.is_some());
+    assert_eq!(
+        parse_levels("9:1, 10:2,9:3", true).unwrap().len(),
+        2,
+        "a repeated price adds up"
+    );
+    assert!(parse_levels("10", true).is_err());
+    assert!(parse_levels("10:-1", true).is_err());
+    assert!(parse_levels("1e999:1", true).is_err());
+}
