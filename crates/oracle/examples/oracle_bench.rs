@@ -106,7 +106,9 @@ fn main() {
     }
     println!();
     println!("## paced replay, depth 10, closed form, 2 threads: p99 event→aggregate latency by offered rate");
-    println!("| speed × recorded | offered events/s | p50 µs | p99 µs | p999 µs | under 1 ms at p99 |");
+    println!(
+        "| speed × recorded | offered events/s | p50 µs | p99 µs | p999 µs | under 1 ms at p99 |"
+    );
     println!("|---|---|---|---|---|---|");
     let feed = generate_feed(&FeedConfig {
         venues: default_venues(venues),
@@ -118,10 +120,27 @@ fn main() {
         levels: 10,
         trades_per_second: 0.0,
     });
-    let cfg = OracleConfig { method: Method::DepthVwapLevels { levels: 10, steps: 10, naive: false }, ..OracleConfig::default() };
-    let span_s = feed.last().map_or(1.0, |r| r.recv_ns as f64 / 1e9).max(1e-3);
+    let cfg = OracleConfig {
+        method: Method::DepthVwapLevels {
+            levels: 10,
+            steps: 10,
+            naive: false,
+        },
+        ..OracleConfig::default()
+    };
+    let span_s = feed
+        .last()
+        .map_or(1.0, |r| r.recv_ns as f64 / 1e9)
+        .max(1e-3);
     for speed in [1.0, 2.0, 5.0, 10.0, 20.0, 50.0] {
-        let r = replay(&feed, &cfg, ReplayOptions { threads: 2, speed: Some(speed) });
+        let r = replay(
+            &feed,
+            &cfg,
+            ReplayOptions {
+                threads: 2,
+                speed: Some(speed),
+            },
+        );
         let l = &r.latency.event_to_aggregate_us;
         println!(
             "| {speed} | {:.0} | {} | {} | {} | {} |",

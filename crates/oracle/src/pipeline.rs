@@ -200,6 +200,46 @@ impl Router {
         Ok(info)
     }
 
+    /// Registers an instrument's base and quote from venue metadata, overriding the symbol split.
+    pub fn register(
+        &mut self,
+        venue: &str,
+        symbol: &str,
+        base: &str,
+        quote: &str,
+    ) -> Result<(), RouteError> {
+        let protocol =
+            venue_protocol(venue).ok_or_else(|| RouteError::UnknownVenue(venue.to_string()))?;
+        let key = InstrumentKey {
+            venue: venue.to_string(),
+            symbol: symbol.to_string(),
+        };
+        let kraken = (protocol == Protocol::Kraken).then(|| {
+            let (price_decimals, qty_decimals) = self
+                .kraken_precision
+                .get(&(venue.to_string(), symbol.to_string()))
+                .copied()
+                .unwrap_or((8, 8));
+            KrakenSpec {
+                depth: self.kraken_depth,
+                price_decimals,
+                qty_decimals,
+            }
+        });
+        let info = InstrumentInfo {
+            key: key.clone(),
+            protocol,
+            base: base.to_string(),
+            quote: quote.to_string(),
+            kraken,
+        };
+        self.venue_instruments
+            .entry(venue.to_string())
+            .or_default()
+            .insert(key, info);
+        Ok(())
+    }
+
     /// Routes one record.
     pub fn route(&mut self, record: &Record) -> Result<Vec<Routed>, RouteError> {
         let venue = record.venue.as_str();

@@ -218,3 +218,52 @@ fn the_weighted_median_follows_the_weight() {
     );
     assert_eq!(weighted_median(&[]), None);
 }
+
+#[test]
+fn every_generated_symbol_splits_back_into_its_base_and_quote() {
+    // Regression: with BUSD among the known quotes, Bitstamp's `bnbusd` split as BN/BUSD.
+    use walras_oracle::feed::{default_assets, parse_symbol, symbol_for, venue_quote};
+    for protocol in Protocol::ALL {
+        let quote_ccy = venue_quote(protocol);
+        for base in default_assets(40)
+            .iter()
+            .map(String::as_str)
+            .chain(["USDT", "USDC"])
+        {
+            let symbol = symbol_for(protocol, base, quote_ccy);
+            assert_eq!(
+                parse_symbol(&symbol),
+                Some((base.to_string(), quote_ccy.to_string())),
+                "{symbol}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_registered_instrument_overrides_the_symbol_split() {
+    use walras_oracle::feed::{Record, RecordKind};
+    use walras_oracle::pipeline::Router;
+    let mut router = Router::new(10);
+    router
+        .register("bitstamp", "bnbbusd", "BNB", "BUSD")
+        .unwrap();
+    let payload = r#"{"data":{"microtimestamp":"1","bids":[["1","1"]],"asks":[["2","1"]]},"channel":"order_book_bnbbusd","event":"data"}"#;
+    let record = Record {
+        recv_ns: 1,
+        venue: "bitstamp".into(),
+        conn: 0,
+        kind: RecordKind::Ws,
+        path: None,
+        payload: payload.into(),
+    };
+    let items = router.route(&record).unwrap();
+    assert_eq!(
+        (
+            items[0].info().base.as_str(),
+            items[0].info().quote.as_str()
+        ),
+        ("BNB", "BUSD")
+    );
+    assert!(router.register("nasdaq", "X", "X", "USD").is_err());
+}
