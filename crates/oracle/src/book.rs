@@ -15,7 +15,8 @@
 //!   top 10 levels (asks ascending then bids descending; each price and qty printed at the pair's
 //!   precision, the point removed, leading zeros removed) must equal the message's `checksum`.
 //! - OKX v5: an update's `prevSeqId` must equal the previous message's `seqId` (one whose `seqId`
-//!   is not above it is a repeat and is ignored).
+//!   is not above it is a repeat and is ignored); when the message carries `checksum`, the CRC32 of
+//!   the top 25 levels' texts interleaved `bid:size:ask:size:...`, read as an i32, must equal it.
 //! - Bitstamp: each `order_book` message replaces the book whole; a message older than the one
 //!   applied (by `microtimestamp`) is ignored; diffs newer than the book apply.
 
@@ -126,6 +127,8 @@ pub struct Book {
     /// Binance: the next diff must bridge the snapshot rather than chain.
     binance_bridging: bool,
     binance_buffer: VecDeque<BookMessage>,
+    okx_bid_text: BTreeMap<Dec, (String, String)>,
+    okx_ask_text: BTreeMap<Dec, (String, String)>,
     last_update_ns: u64,
     updates: u64,
 }
@@ -142,6 +145,8 @@ impl Book {
             last_id: 0,
             binance_bridging: false,
             binance_buffer: VecDeque::new(),
+            okx_bid_text: BTreeMap::new(),
+            okx_ask_text: BTreeMap::new(),
             last_update_ns: 0,
             updates: 0,
         }
@@ -199,6 +204,8 @@ impl Book {
     pub fn resync(&mut self, reason: ResyncReason) -> BookAction {
         self.bids.clear();
         self.asks.clear();
+        self.okx_bid_text.clear();
+        self.okx_ask_text.clear();
         self.binance_buffer.clear();
         self.binance_bridging = false;
         self.sync = SyncState::Resyncing(reason.clone());
@@ -231,7 +238,49 @@ impl Book {
     fn replace(&mut self, msg: &BookMessage) {
         self.bids.clear();
         self.asks.clear();
+        self.okx_bid_text.clear();
+        self.okx_ask_text.clear();
         self.apply_levels(msg);
+    }
+
+    /// OKX: keeps the texts the checksum is computed over.
+    fn apply_okx_texts(&mut self, msg: &BookMessage) {
+        let Some(c) = &msg.okx_checksum else { return };
+        fn side(
+            map: &mut BTreeMap<Dec, (String, String)>,
+            levels: &[Level],
+            texts: &[(String, String)],
+        ) {
+            for (l, t) in levels.iter().zip(texts) {
+                if l.qty.is_zero() {
+                    map.remove(&l.price);
+                } else {
+                    map.insert(l.price, t.clone());
+                }
+            }
+        }
+        side(&mut self.okx_bid_text, &msg.bids, &c.bids);
+        side(&mut self.okx_ask_text, &msg.asks, &c.asks);
+    }
+
+    /// OKX checksum text over this book: `bid1px:bid1sz:ask1px:ask1sz:...`, top 25 each side.
+    fn okx_text(&self) -> String {
+        let text = |map: &BTreeMap<Dec, (String, String)>, p: Dec, q: Dec| {
+            map.get(&p)
+                .cloned()
+                .unwrap_or_else(|| (p.to_string(), q.to_string()))
+        };
+        let bids: Vec<(String, String)> = self
+            .bids()
+            .take(OKX_CHECKSUM_LEVELS)
+            .map(|(p, q)| text(&self.okx_bid_text, p, q))
+            .collect();
+        let asks: Vec<(String, String)> = self
+            .asks()
+            .take(OKX_CHECKSUM_LEVELS)
+            .map(|(p, q)| text(&self.okx_ask_text, p, q))
+            .collect();
+        okx_checksum_text(&bids, &asks)
     }
 
     fn apply_levels(&mut self, msg: &BookMessage) {
@@ -401,6 +450,16 @@ impl Book {
             BookKind::Delta => return BookAction::None,
         }
         self.last_id = seq_id;
+        self.apply_okx_texts(msg);
+        if let Some(c) = &msg.okx_checksum {
+            let computed = crc32fast::hash(self.okx_text().as_bytes());
+            if computed as i32 != c.checksum {
+                return self.resync(ResyncReason::ChecksumMismatch {
+                    expected: c.checksum as u32,
+                    computed,
+                });
+            }
+        }
         BookAction::None
     }
 
@@ -426,6 +485,26 @@ impl Book {
         }
         BookAction::None
     }
+}
+
+/// Levels per side the OKX checksum covers.
+pub const OKX_CHECKSUM_LEVELS: usize = 25;
+
+/// The text OKX v5 hashes: the top 25 bids and asks interleaved, `bid:size:ask:size:...`, each as
+/// sent; a side that runs out is skipped. The checksum is the CRC32 read as a signed 32-bit integer.
+pub fn okx_checksum_text(bids: &[(String, String)], asks: &[(String, String)]) -> String {
+    let mut parts: Vec<&str> = Vec::with_capacity(4 * OKX_CHECKSUM_LEVELS);
+    for i in 0..OKX_CHECKSUM_LEVELS {
+        if let Some((p, q)) = bids.get(i) {
+            parts.push(p);
+            parts.push(q);
+        }
+        if let Some((p, q)) = asks.get(i) {
+            parts.push(p);
+            parts.push(q);
+        }
+    }
+    parts.join(":")
 }
 
 /// The text Kraken v2 hashes: the top 10 asks (ascending) then the top 10 bids (descending), each

@@ -83,6 +83,18 @@ pub struct BookMessage {
     pub bids: Vec<Level>,
     pub asks: Vec<Level>,
     pub sequencing: Sequencing,
+    /// OKX only: the message's checksum and its levels' price and size texts as sent, which the
+    /// checksum is computed over (`"8476.98"` and `"8476.980"` are the same price, not the same text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub okx_checksum: Option<OkxChecksum>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OkxChecksum {
+    pub checksum: i32,
+    /// (price text, size text), aligned with `bids` and `asks`.
+    pub bids: Vec<(String, String)>,
+    pub asks: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

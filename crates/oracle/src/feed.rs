@@ -581,7 +581,7 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
             let quiet_tail = t + 1_000_000_000 >= cfg.seconds * 1_000_000_000;
             if !recover && !quiet_tail && rng.unit() < cfg.faults {
                 let options: &[Fault] = match inst.protocol {
-                    Protocol::Kraken => &[
+                    Protocol::Kraken | Protocol::Okx => &[
                         Fault::Gap,
                         Fault::Duplicate,
                         Fault::Reorder,
@@ -825,8 +825,27 @@ fn emit(
             } else {
                 (changes(bid_ch, true), changes(ask_ch, false), "update")
             };
+            let texts = |levels: Vec<(i64, i64)>| -> Vec<(String, String)> {
+                levels
+                    .into_iter()
+                    .map(|(p, q)| {
+                        (
+                            price_dec(p, d).format_fixed(d),
+                            qty_dec(q).format_fixed(QTY_DECIMALS),
+                        )
+                    })
+                    .collect()
+            };
+            let (tb, ta) = full(inst, crate::book::OKX_CHECKSUM_LEVELS);
+            let mut checksum =
+                crc32fast::hash(crate::book::okx_checksum_text(&texts(tb), &texts(ta)).as_bytes())
+                    as i32;
+            if fault == Some(Fault::BadChecksum) {
+                checksum ^= 0x0101;
+                faults.bad_checksums += 1;
+            }
             let payload = format!(
-                "{{\"arg\":{{\"channel\":\"books\",\"instId\":\"{sym}\"}},\"action\":\"{action}\",\"data\":[{{\"asks\":{},\"bids\":{},\"ts\":\"{}\",\"checksum\":0,\"prevSeqId\":{prev},\"seqId\":{}}}]}}",
+                "{{\"arg\":{{\"channel\":\"books\",\"instId\":\"{sym}\"}},\"action\":\"{action}\",\"data\":[{{\"asks\":{},\"bids\":{},\"ts\":\"{}\",\"checksum\":{checksum},\"prevSeqId\":{prev},\"seqId\":{}}}]}}",
                 levels_json(&a, d, Protocol::Okx),
                 levels_json(&b, d, Protocol::Okx),
                 t / 1_000_000,

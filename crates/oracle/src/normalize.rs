@@ -12,7 +12,7 @@
 //!   JSON numbers and `checksum`), channel `trade`. Numbers are read from their JSON text
 //!   (`RawValue`), never through `f64`.
 //! - OKX v5: `arg.channel` = `books` (`action` snapshot/update, `data[]` with `asks`/`bids` of
-//!   `[px, sz, "0", orders]`, `prevSeqId`, `seqId`, `checksum`), `trades` (`px`, `sz`, `side`).
+//!   `[px, sz, "0", orders]`, `prevSeqId`, `seqId`, `checksum` kept with the level texts), `trades` (`px`, `sz`, `side`).
 //! - Bitstamp v2: channels `order_book_<pair>` (full top-100 snapshot per message),
 //!   `diff_order_book_<pair>` and `live_trades_<pair>` (`price_str`, `amount_str`, `type` 0 buy / 1 sell).
 //!
@@ -21,7 +21,7 @@
 
 use crate::decimal::{Dec, DecError};
 use crate::event::{
-    BookKind, BookMessage, Event, Level, Normalized, Protocol, Sequencing, Side, Trade,
+    BookKind, BookMessage, Event, Level, Normalized, OkxChecksum, Protocol, Sequencing, Side, Trade,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -154,6 +154,7 @@ fn book(
         bids,
         asks,
         sequencing,
+        okx_checksum: None,
     }))
 }
 
@@ -578,6 +579,8 @@ struct OkxBook<'a> {
     bids: Vec<Vec<Cow<'a, str>>>,
     prev_seq_id: i64,
     seq_id: i64,
+    #[serde(default)]
+    checksum: Option<i32>,
 }
 
 #[derive(Deserialize)]
@@ -624,14 +627,28 @@ fn okx(payload: &[u8]) -> Result<Normalized, NormError> {
                     prev_seq_id: b.prev_seq_id,
                     seq_id: b.seq_id,
                 };
-                events.push(book(
+                let mut event = book(
                     OKX,
                     inst,
                     kind.clone(),
                     string_levels(OKX, &b.bids)?,
                     string_levels(OKX, &b.asks)?,
                     seq,
-                )?);
+                )?;
+                if let (Event::Book(msg), Some(checksum)) = (&mut event, b.checksum) {
+                    let texts = |rows: &[Vec<Cow<'_, str>>]| -> Vec<(String, String)> {
+                        rows.iter()
+                            .map(|r| (r[0].to_string(), r[1].to_string()))
+                            .collect()
+                    };
+                    // `string_levels` accepted every row, so each has at least two fields.
+                    msg.okx_checksum = Some(OkxChecksum {
+                        checksum,
+                        bids: texts(&b.bids),
+                        asks: texts(&b.asks),
+                    });
+                }
+                events.push(event);
             }
         }
         "trades" | "trades-all" => {

@@ -29,6 +29,7 @@ fn msg(kind: BookKind, bids: Vec<Level>, asks: Vec<Level>, sequencing: Sequencin
         bids,
         asks,
         sequencing,
+        okx_checksum: None,
     }
 }
 fn binance_diff(first: u64, last: u64, bids: Vec<Level>) -> BookMessage {
@@ -467,4 +468,36 @@ fn health_reports_crossed_stale_and_thin_books() {
         5_000,
     );
     assert_eq!(book.health(5_000, &limits), Health::Crossed);
+}
+
+#[test]
+fn okx_checksum_is_verified_over_the_texts_as_sent() {
+    use walras_oracle::book::okx_checksum_text;
+    use walras_oracle::event::OkxChecksum;
+    let texts = (
+        vec![("1.00".to_string(), "1".to_string())],
+        vec![("1.01".to_string(), "1".to_string())],
+    );
+    let good = crc32fast::hash(okx_checksum_text(&texts.0, &texts.1).as_bytes()) as i32;
+    let make = |checksum: i32| {
+        let mut m = okx(-1, 10, BookKind::Snapshot);
+        m.okx_checksum = Some(OkxChecksum {
+            checksum,
+            bids: texts.0.clone(),
+            asks: texts.1.clone(),
+        });
+        m
+    };
+    let mut book = Book::new(Protocol::Okx, None);
+    assert_eq!(book.apply(&make(good), 0), BookAction::None);
+    assert!(book.is_synced());
+    let action = book.apply(&make(good ^ 1), 0);
+    assert!(
+        matches!(
+            action,
+            BookAction::Resync(ResyncReason::ChecksumMismatch { .. })
+        ),
+        "{action:?}"
+    );
+    assert!(!book.is_synced());
 }

@@ -247,3 +247,32 @@ fn malformed_payloads_are_typed_errors_not_panics() {
     let float_price = br#"{"channel":"book","type":"update","data":[{"symbol":"A/USD","bids":[{"price":1e400,"qty":1}],"asks":[],"checksum":1}]}"#;
     assert!(normalize(Protocol::Kraken, float_price, None).is_err());
 }
+
+#[test]
+fn okx_checksum_text_interleaves_bids_and_asks_as_sent() {
+    use walras_oracle::book::okx_checksum_text;
+    let t = |v: &[(&str, &str)]| {
+        v.iter()
+            .map(|(p, q)| (p.to_string(), q.to_string()))
+            .collect::<Vec<_>>()
+    };
+    // The documented example's shape: bids 3366.1×7, 3366×6; asks 3366.8×9, 3368×8.
+    let text = okx_checksum_text(
+        &t(&[("3366.1", "7"), ("3366", "6")]),
+        &t(&[("3366.8", "9"), ("3368", "8")]),
+    );
+    assert_eq!(text, "3366.1:7:3366.8:9:3366:6:3368:8");
+    // A side that runs out is skipped, the other goes on.
+    let text = okx_checksum_text(
+        &t(&[("3366.1", "7")]),
+        &t(&[("3366.8", "9"), ("3368", "8")]),
+    );
+    assert_eq!(text, "3366.1:7:3366.8:9:3368:8");
+    let msg = br#"{"arg":{"channel":"books","instId":"BTC-USDT"},"action":"snapshot","data":[{"asks":[["3366.8","9","0","3"]],"bids":[["3366.1","7","0","3"]],"ts":"1","checksum":-1,"prevSeqId":-1,"seqId":1}]}"#;
+    let n = normalize(Protocol::Okx, msg, None).unwrap();
+    let c = book(&n.events[0]).okx_checksum.clone().unwrap();
+    assert_eq!(
+        (c.checksum, c.bids[0].0.as_str(), c.asks[0].1.as_str()),
+        (-1, "3366.1", "9")
+    );
+}

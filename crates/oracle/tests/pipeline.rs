@@ -50,6 +50,7 @@ fn okx(prev: i64, seq: i64, bid: i64, ask: i64, kind: BookKind) -> Routed {
                 prev_seq_id: prev,
                 seq_id: seq,
             },
+            okx_checksum: None,
         },
     }
 }
