@@ -129,7 +129,6 @@ pub enum RouteError {
 
 /// Normalises records and applies the connection-level rules (Coinbase `sequence_num`,
 /// disconnects), turning them into per-instrument work. Single-threaded and deterministic.
-#[derive(Default)]
 pub struct Router {
     kraken_depth: usize,
     conn_seq: BTreeMap<(String, u32), u64>,
@@ -150,10 +149,14 @@ fn rest_symbol(path: &str) -> Option<&str> {
 }
 
 impl Router {
+    /// `kraken_depth`: the Kraken book subscription depth, which is also the truncation depth.
     pub fn new(kraken_depth: usize) -> Router {
         Router {
-            kraken_depth,
-            ..Router::default()
+            kraken_depth: kraken_depth.max(1),
+            conn_seq: BTreeMap::new(),
+            venue_instruments: BTreeMap::new(),
+            kraken_precision: BTreeMap::new(),
+            connection_gaps: 0,
         }
     }
 
