@@ -1,0 +1,7 @@
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use walras_oracle::event::Protocol;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = walras_oracle::normalize::normalize(Protocol::Binance, data, None);
+});

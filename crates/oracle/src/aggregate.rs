@@ -1,0 +1,279 @@
+//! Venue valuations to one published price per asset (the paper's §1.5, which gives no formula).
+//!
+//! Per asset: each venue's valuation is converted to the numeraire (USD) through the oracle's own
+//! price of the venue's quote currency (a stablecoin is never assumed worth exactly 1: USDT and
+//! USDC are priced first, from their own books, and an asset quoted in an unpriced stablecoin is
+//! excluded with that reason); books that are not `Synced` are excluded with their health;
+//! venues further from the median venue price (by count, so that one venue holding most of the
+//! liquidity cannot outvote the rest) than
+//! `max(outlier_bps_min, outlier_mad_k × median absolute deviation)` are rejected; the
+//! liquidity-weighted median of the survivors is published, with status `Ok` when at least
+//! `venues_min` remain.
+
+use crate::book::Health;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One instrument's state at a publication instant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstrumentQuote {
+    pub venue: String,
+    pub symbol: String,
+    pub base: String,
+    pub quote: String,
+    pub health: Health,
+    /// Valuation in the instrument's quote currency; `None` when the book could not be valued.
+    pub price: Option<f64>,
+    /// Quote notional within the liquidity band (weight).
+    pub liquidity: f64,
+    pub last_update_ns: u64,
+    /// Why the valuation failed, when it did.
+    pub value_error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AggregateConfig {
+    pub numeraire: String,
+    /// Priced first, in this order, so that other assets can be converted through them.
+    pub stablecoins: Vec<String>,
+    pub venues_min: usize,
+    pub outlier_bps_min: f64,
+    pub outlier_mad_k: f64,
+}
+
+impl Default for AggregateConfig {
+    fn default() -> Self {
+        AggregateConfig {
+            numeraire: "USD".into(),
+            stablecoins: vec!["USDT".into(), "USDC".into()],
+            venues_min: 3,
+            outlier_bps_min: 50.0,
+            outlier_mad_k: 5.0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PriceStatus {
+    Ok,
+    /// Fewer than `venues_min` venues survived; the price is shown but must not be relied on.
+    InsufficientVenues,
+    Unavailable,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsedVenue {
+    pub venue: String,
+    pub symbol: String,
+    pub price: f64,
+    pub weight: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ExcludedVenue {
+    pub venue: String,
+    pub symbol: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PublishedPrice {
+    pub asset: String,
+    pub price: Option<f64>,
+    pub status: PriceStatus,
+    /// Age of the oldest book used.
+    pub age_ns: u64,
+    /// Weighted median absolute deviation of the used venues, basis points of the price.
+    pub dispersion_bps: f64,
+    pub venues_used: Vec<UsedVenue>,
+    pub venues_excluded: Vec<ExcludedVenue>,
+    pub method: String,
+}
+
+/// Weighted median of `(value, weight)` pairs sorted by value; the lower median on an exact tie.
+pub fn weighted_median(sorted: &[(f64, f64)]) -> Option<f64> {
+    let total: f64 = sorted.iter().map(|p| p.1).sum();
+    if sorted.is_empty() || total.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return None;
+    }
+    let mut cumulative = 0.0;
+    for &(value, weight) in sorted {
+        cumulative += weight;
+        if cumulative * 2.0 >= total {
+            return Some(value);
+        }
+    }
+    sorted.last().map(|p| p.0)
+}
+
+fn sort_pairs(pairs: &mut [(f64, f64)]) {
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+}
+
+/// Aggregates one asset. `rates` holds USD prices of quote currencies already published (status Ok).
+pub fn aggregate_asset(
+    asset: &str,
+    quotes: &[InstrumentQuote],
+    rates: &BTreeMap<String, f64>,
+    now_ns: u64,
+    cfg: &AggregateConfig,
+    method: &str,
+) -> PublishedPrice {
+    let mut candidates: Vec<UsedVenue> = Vec::new();
+    let mut excluded: Vec<ExcludedVenue> = Vec::new();
+    let mut ages: Vec<u64> = Vec::new();
+    let exclude = |q: &InstrumentQuote, reason: String| ExcludedVenue {
+        venue: q.venue.clone(),
+        symbol: q.symbol.clone(),
+        reason,
+    };
+    for q in quotes {
+        if !q.health.is_good() {
+            excluded.push(exclude(q, format!("health: {}", health_text(&q.health))));
+            continue;
+        }
+        let Some(price) = q.price else {
+            excluded.push(exclude(
+                q,
+                format!("not valued: {}", q.value_error.clone().unwrap_or_default()),
+            ));
+            continue;
+        };
+        let rate = if q.quote == cfg.numeraire {
+            Some(1.0)
+        } else {
+            rates.get(&q.quote).copied()
+        };
+        let Some(rate) = rate else {
+            excluded.push(exclude(q, format!("quote leg {} unpriced", q.quote)));
+            continue;
+        };
+        if !(price.is_finite() && price > 0.0 && q.liquidity > 0.0) {
+            excluded.push(exclude(q, "thin: no liquidity within band".into()));
+            continue;
+        }
+        candidates.push(UsedVenue {
+            venue: q.venue.clone(),
+            symbol: q.symbol.clone(),
+            price: price * rate,
+            weight: q.liquidity * rate,
+        });
+        ages.push(now_ns.saturating_sub(q.last_update_ns));
+    }
+    // The outlier reference is the median by venue count, not by weight: one venue holding most
+    // of the liquidity must not be able to declare every other venue an outlier.
+    let mut pairs: Vec<(f64, f64)> = candidates.iter().map(|c| (c.price, 1.0)).collect();
+    sort_pairs(&mut pairs);
+    let first = weighted_median(&pairs);
+    let mut used = Vec::new();
+    let mut used_ages = Vec::new();
+    if let Some(m) = first {
+        let mut devs: Vec<(f64, f64)> = candidates
+            .iter()
+            .map(|c| ((c.price - m).abs() / m, 1.0))
+            .collect();
+        sort_pairs(&mut devs);
+        let mad = weighted_median(&devs).unwrap_or(0.0);
+        let threshold = (cfg.outlier_bps_min / 1e4).max(cfg.outlier_mad_k * mad);
+        for (c, age) in candidates.into_iter().zip(ages) {
+            let dev = (c.price - m).abs() / m;
+            if dev > threshold {
+                excluded.push(ExcludedVenue {
+                    venue: c.venue,
+                    symbol: c.symbol,
+                    reason: format!(
+                        "outlier: {:.1} bps from median, limit {:.1}",
+                        dev * 1e4,
+                        threshold * 1e4
+                    ),
+                });
+            } else {
+                used.push(c);
+                used_ages.push(age);
+            }
+        }
+    }
+    let mut pairs: Vec<(f64, f64)> = used.iter().map(|c| (c.price, c.weight)).collect();
+    sort_pairs(&mut pairs);
+    let price = weighted_median(&pairs);
+    let dispersion_bps = match price {
+        Some(p) => {
+            let mut devs: Vec<(f64, f64)> = used
+                .iter()
+                .map(|c| ((c.price - p).abs() / p * 1e4, c.weight))
+                .collect();
+            sort_pairs(&mut devs);
+            weighted_median(&devs).unwrap_or(0.0)
+        }
+        None => 0.0,
+    };
+    let status = match used.len() {
+        0 => PriceStatus::Unavailable,
+        n if n < cfg.venues_min => PriceStatus::InsufficientVenues,
+        _ => PriceStatus::Ok,
+    };
+    used.sort_by(|a, b| (&a.venue, &a.symbol).cmp(&(&b.venue, &b.symbol)));
+    excluded.sort();
+    PublishedPrice {
+        asset: asset.to_string(),
+        price,
+        status,
+        age_ns: used_ages.iter().copied().max().unwrap_or(0),
+        dispersion_bps,
+        venues_used: used,
+        venues_excluded: excluded,
+        method: method.to_string(),
+    }
+}
+
+pub fn health_text(h: &Health) -> String {
+    match h {
+        Health::Synced => "synced".into(),
+        Health::Crossed => "crossed".into(),
+        Health::Stale => "stale".into(),
+        Health::Thin => "thin".into(),
+        Health::Resyncing(r) => format!(
+            "resyncing ({})",
+            serde_json::to_string(r).unwrap_or_default()
+        ),
+    }
+}
+
+/// Aggregates every asset: stablecoins first (in `cfg.stablecoins` order), then the rest by name.
+/// `quotes` may come in any order; the output is sorted by asset.
+pub fn aggregate_all(
+    quotes: &[InstrumentQuote],
+    now_ns: u64,
+    cfg: &AggregateConfig,
+    method: &str,
+) -> Vec<PublishedPrice> {
+    let mut by_asset: BTreeMap<&str, Vec<InstrumentQuote>> = BTreeMap::new();
+    for q in quotes {
+        by_asset.entry(q.base.as_str()).or_default().push(q.clone());
+    }
+    for list in by_asset.values_mut() {
+        list.sort_by(|a, b| (&a.venue, &a.symbol).cmp(&(&b.venue, &b.symbol)));
+    }
+    let mut rates: BTreeMap<String, f64> = BTreeMap::new();
+    let mut out: BTreeMap<String, PublishedPrice> = BTreeMap::new();
+    let order = cfg
+        .stablecoins
+        .iter()
+        .map(String::as_str)
+        .filter(|s| by_asset.contains_key(s))
+        .chain(
+            by_asset
+                .keys()
+                .copied()
+                .filter(|a| !cfg.stablecoins.iter().any(|s| s == a)),
+        );
+    for asset in order.collect::<Vec<_>>() {
+        let published = aggregate_asset(asset, &by_asset[asset], &rates, now_ns, cfg, method);
+        if let (Some(p), PriceStatus::Ok) = (published.price, published.status) {
+            rates.insert(asset.to_string(), p);
+        }
+        out.insert(asset.to_string(), published);
+    }
+    out.into_values().collect()
+}
