@@ -12,6 +12,8 @@ mod loadgen;
 #[cfg(feature = "dev-tools")]
 mod localnet;
 mod node;
+#[cfg(feature = "dev-tools")]
+mod oracle;
 mod query;
 mod remote;
 #[cfg(feature = "dev-tools")]
@@ -45,7 +47,7 @@ enum Command {
     #[cfg(feature = "dev-tools")]
     /// Generate workloads.
     #[command(subcommand)]
-    Gen(gen::GenCommand),
+    Gen(GenCommand),
     /// Create a node's store with its genesis (`--genesis FILE` or `--dev`), without starting it.
     Init(init::InitArgs),
     /// Run a node: store, HTTP API, and a solo block producer or a CometBFT validator.
@@ -73,12 +75,26 @@ enum Command {
     /// Read a node's state: status, accounts, offers, books, blocks, prices, transactions.
     Query(query::QueryArgs),
     #[cfg(feature = "dev-tools")]
+    /// The valuation oracle: replay a recorded feed, value one book.
+    #[command(subcommand)]
+    Oracle(oracle::OracleCommand),
+    #[cfg(feature = "dev-tools")]
     /// Deterministic simulations (the fair-access gateway: `sim dbo`).
     #[command(subcommand)]
     Sim(sim::SimCommand),
     #[cfg(feature = "dev-tools")]
     /// Offer a node an open-loop load of signed transactions and measure commit latency.
     Loadgen(loadgen::LoadgenArgs),
+}
+
+/// `walras gen ...`: the offline generators, and the oracle's recorded feeds.
+#[cfg(feature = "dev-tools")]
+#[derive(Subcommand, Debug)]
+enum GenCommand {
+    #[command(flatten)]
+    Offline(gen::GenCommand),
+    /// Write a recorded venue feed (each venue's wire format, with injected faults).
+    Feed(oracle::FeedArgs),
 }
 
 /// An error for the user: printed as `error: <message>` with a non-zero exit.
@@ -106,7 +122,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         #[cfg(feature = "dev-tools")]
         Command::Clear(args) => clear::run(args).map_err(|error| CliError(error.0)),
         #[cfg(feature = "dev-tools")]
-        Command::Gen(command) => gen::run(command).map_err(|error| CliError(error.0)),
+        Command::Gen(GenCommand::Offline(command)) => {
+            gen::run(command).map_err(|error| CliError(error.0))
+        }
+        #[cfg(feature = "dev-tools")]
+        Command::Gen(GenCommand::Feed(args)) => oracle::gen_feed(args),
         Command::Init(args) => init::run(args),
         Command::Node(args) => node::run(args),
         #[cfg(feature = "dev-tools")]
@@ -120,6 +140,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Offer(command) => tx::run_offer(command),
         Command::Pay(args) => tx::run_pay(args),
         Command::Query(args) => query::run(args),
+        #[cfg(feature = "dev-tools")]
+        Command::Oracle(command) => oracle::run(command),
         #[cfg(feature = "dev-tools")]
         Command::Sim(command) => sim::run_command(command),
         #[cfg(feature = "dev-tools")]

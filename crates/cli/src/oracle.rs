@@ -1,0 +1,192 @@
+//! `walras gen feed`, `walras oracle replay` and `walras oracle value`: the valuation oracle's
+//! recorded feeds, its parallel pipeline over them, and one book valued for analysts
+//! (`walras_oracle`). The live connectors and the exchange integration come later.
+
+use super::CliError;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use walras_oracle::feed::{
+    default_assets, default_venues, generate_feed, read_jsonl, write_jsonl, FeedConfig,
+};
+use walras_oracle::pipeline::{replay, OracleConfig, ReplayOptions};
+use walras_oracle::value::{value_book_text, Method};
+
+/// The most venues and assets a generated feed may name.
+const VENUES_MAX: usize = 64;
+const ASSETS_MAX: usize = 512;
+
+#[derive(clap::Args, Debug)]
+pub struct FeedArgs {
+    /// Venues (cycling through Binance, Coinbase, Kraken, OKX and Bitstamp wire formats).
+    #[arg(long, default_value_t = 5)]
+    venues: usize,
+    /// Assets quoted on every venue.
+    #[arg(long, default_value_t = 10)]
+    assets: usize,
+    /// Seconds of feed.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Share of book messages that carry a fault: gaps, duplicates, reorders, crossed levels,
+    /// bad checksums, disconnects (0.01 = 1%).
+    #[arg(long, default_value_t = 0.0)]
+    faults: f64,
+    /// The recorded feed (JSON lines) to write.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn gen_feed(args: FeedArgs) -> Result<(), CliError> {
+    if !(1..=VENUES_MAX).contains(&args.venues) || !(1..=ASSETS_MAX).contains(&args.assets) {
+        return Err(CliError(format!(
+            "use 1..={VENUES_MAX} venues and 1..={ASSETS_MAX} assets"
+        )));
+    }
+    if !(0.0..=0.5).contains(&args.faults) {
+        return Err(CliError(
+            "--faults is a share of messages in 0..=0.5".into(),
+        ));
+    }
+    let config = FeedConfig {
+        venues: default_venues(args.venues),
+        assets: default_assets(args.assets),
+        seconds: args.seconds,
+        seed: args.seed,
+        faults: args.faults,
+        ..FeedConfig::default()
+    };
+    let records = generate_feed(&config);
+    let file = File::create(&args.out)
+        .map_err(|error| CliError(format!("creating {}: {error}", args.out.display())))?;
+    let mut out = BufWriter::new(file);
+    write_jsonl(&records, &mut out).map_err(|error| CliError(error.to_string()))?;
+    out.flush()?;
+    eprintln!(
+        "walras gen feed: {} records ({} venues x {} assets, {} s) in {}",
+        records.len(),
+        args.venues,
+        args.assets,
+        args.seconds,
+        args.out.display()
+    );
+    Ok(())
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum OracleCommand {
+    /// Replay a recorded feed through the pipeline: per-asset prices, a digest, throughput.
+    Replay(ReplayArgs),
+    /// Value one order book given on the command line.
+    Value(ValueArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReplayArgs {
+    /// A recorded feed (from `walras gen feed`).
+    file: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// `max` (as fast as possible) or a factor of recorded time (`1` = real time).
+    #[arg(long, default_value = "max")]
+    speed: String,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ValueArgs {
+    /// Bids as PRICE:QUANTITY,... (best first or in any order).
+    #[arg(long)]
+    bids: String,
+    /// Asks as PRICE:QUANTITY,...
+    #[arg(long)]
+    asks: String,
+    /// mid | weighted-mid | depth-vwap
+    #[arg(long, default_value = "mid")]
+    method: String,
+    /// depth-vwap: the quantity up to which prices are averaged.
+    #[arg(long)]
+    depth: Option<f64>,
+    /// depth-vwap: the quantity step.
+    #[arg(long)]
+    step: Option<f64>,
+}
+
+pub fn run(command: OracleCommand) -> Result<(), CliError> {
+    match command {
+        OracleCommand::Replay(args) => replay_command(args),
+        OracleCommand::Value(args) => value_command(args),
+    }
+}
+
+fn replay_command(args: ReplayArgs) -> Result<(), CliError> {
+    let speed = match args.speed.as_str() {
+        "max" => None,
+        text => match text.parse::<f64>() {
+            Ok(factor) if factor > 0.0 && factor.is_finite() => Some(factor),
+            _ => {
+                return Err(CliError(format!(
+                    "--speed {text}: use max or a positive factor"
+                )))
+            }
+        },
+    };
+    if !(1..=64).contains(&args.threads) {
+        return Err(CliError("--threads must be 1..=64".into()));
+    }
+    let file = File::open(&args.file)
+        .map_err(|error| CliError(format!("opening {}: {error}", args.file.display())))?;
+    let records = read_jsonl(BufReader::new(file))
+        .map_err(|error| CliError(format!("{}: {error}", args.file.display())))?;
+    let options = ReplayOptions {
+        threads: args.threads,
+        speed,
+    };
+    let report = replay(&records, &OracleConfig::default(), options);
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    println!(
+        "{} records, {} events in {:.0} ms ({:.0} events/s, {} threads); digest {}",
+        report.records,
+        report.events,
+        report.elapsed_ms,
+        report.events_per_s,
+        report.threads,
+        report.digest
+    );
+    for price in &report.prices {
+        println!("{}", serde_json::to_string(price)?);
+    }
+    Ok(())
+}
+
+fn value_command(args: ValueArgs) -> Result<(), CliError> {
+    let method = match args.method.as_str() {
+        "mid" => Method::Mid,
+        "weighted-mid" => Method::WeightedMid,
+        "depth-vwap" => match (args.depth, args.step) {
+            (Some(depth), Some(step)) if depth > 0.0 && step > 0.0 && step <= depth => {
+                Method::DepthVwap { depth, step }
+            }
+            _ => {
+                return Err(CliError(
+                    "depth-vwap needs --depth D and --step S with 0 < S <= D".into(),
+                ))
+            }
+        },
+        other => {
+            return Err(CliError(format!(
+                "--method {other}: use mid, weighted-mid or depth-vwap"
+            )))
+        }
+    };
+    let valuation = value_book_text(&args.bids, &args.asks, &method)
+        .map_err(|error| CliError(format!("book: {error}")))?;
+    println!("{}", serde_json::to_string(&valuation)?);
+    Ok(())
+}
