@@ -81,7 +81,7 @@ fn deliver_checked(net: &mut Net, v: usize, shard: u32, request: &PaymentRequest
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn random_schedules_with_f_byzantine_validators_and_byzantine_clients_keep_every_invariant(
