@@ -1,6 +1,7 @@
 //! Sign and verify cost per scheme and the Merkle leaf sweep (§3.3, §4.1), on one core.
 //!
 //! Run: `cargo run --release -p walras-payments --example sign_costs [quorum]`
+//! (add `--features bls` for the BLS rows).
 //!
 //! Hand-timed with `std::time::Instant` rather than criterion, which is not in this workspace's
 //! dependency set; each figure is the median of 5 runs of a fixed loop.
@@ -74,7 +75,9 @@ fn main() {
     );
     println!();
     println!("merkle sweep, q = {quorum}: per-output ns");
-    println!("leaves  sign/leaf  verify/leaf uncached  verify/leaf cached  cost=sign+q·cached  model");
+    println!(
+        "leaves  sign/leaf  verify/leaf uncached  verify/leaf cached  cost=sign+q·cached  model"
+    );
     let mut best = (0usize, f64::MAX);
     for leaves in [1usize, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] {
         let batches: Vec<_> = messages
@@ -123,6 +126,8 @@ fn main() {
             "{leaves:>6}  {sign:>9.0}  {uncached:>20.0}  {cached:>18.0}  {cost:>18.0}  {model:>5.0}"
         );
     }
+    #[cfg(feature = "bls")]
+    bls_rows(quorum);
     let optimum = (s + quorum as f64 * v) * std::f64::consts::LN_2 / (quorum as f64 * h);
     println!();
     println!(
@@ -130,5 +135,85 @@ fn main() {
         best.0,
         best.1,
         (s + quorum as f64 * v) / best.1
+    );
+}
+
+#[cfg(feature = "bls")]
+fn bls_rows(quorum: usize) {
+    use walras_payments::bls::{
+        aggregate_certificate, verify_bls_certificate, BlsCommittee, BlsKeypair,
+    };
+    use walras_payments::{genesis_output_id, vote_message, ChainId, Committee, Epoch, Output};
+    let n = (quorum * 3).div_ceil(2);
+    let keys: Vec<BlsKeypair> = (0..n)
+        .filter_map(|i| BlsKeypair::from_seed(&[i as u8 + 1; 32]).ok())
+        .collect();
+    let committee = Committee {
+        chain_id: ChainId(1),
+        epoch: Epoch(1),
+        validators: (0..n)
+            .map(|i| Keypair::from_seed([i as u8; 32]).public_key())
+            .collect(),
+        shards: 1,
+    };
+    let quorum = committee.quorum();
+    let published: Vec<_> = keys
+        .iter()
+        .map(|k| (k.public_key(), k.proof_of_possession()))
+        .collect();
+    let Ok(committee) = BlsCommittee::new(committee, &published) else {
+        return;
+    };
+    let output = Output {
+        asset: walras_types::AssetId(0),
+        amount: 1,
+        owner: Keypair::from_seed([9; 32]).public_key(),
+    };
+    let count = 64;
+    let ids: Vec<_> = (0..count)
+        .map(|i| genesis_output_id(ChainId(1), i))
+        .collect();
+    let messages: Vec<_> = ids
+        .iter()
+        .map(|id| vote_message(ChainId(1), Epoch(1), id, &output))
+        .collect();
+    let sign = median_ns(3, count as usize, || {
+        for message in &messages {
+            std::hint::black_box(keys[0].sign_vote(message));
+        }
+    });
+    let votes: Vec<Vec<_>> = messages
+        .iter()
+        .map(|message| {
+            (0..quorum)
+                .map(|v| (v as u16, keys[v].sign_vote(message)))
+                .collect()
+        })
+        .collect();
+    let verify_one = median_ns(3, count as usize, || {
+        for (message, vote) in messages.iter().zip(&votes) {
+            std::hint::black_box(committee.verify_vote(0, message, &vote[0].1).is_ok());
+        }
+    });
+    let certificates: Vec<_> = ids
+        .iter()
+        .zip(&votes)
+        .filter_map(|(id, vote)| {
+            aggregate_certificate(ChainId(1), Epoch(1), *id, output, vote).ok()
+        })
+        .collect();
+    let verify_cert = median_ns(3, count as usize, || {
+        for certificate in &certificates {
+            std::hint::black_box(verify_bls_certificate(certificate, &committee).is_ok());
+        }
+    });
+    println!();
+    println!("bls     sign                          {sign:>9.0}");
+    println!("bls     verify one vote               {verify_one:>9.0}");
+    println!("bls     verify certificate (q={quorum})    {verify_cert:>9.0}");
+    println!(
+        "bls     per-output cost s+v_cert        {:>9.0}  (certificate {} bytes)",
+        sign + verify_cert,
+        certificates.first().map_or(0, |c| c.wire_bytes())
     );
 }

@@ -9,12 +9,20 @@
 //! - [`cert`]: vote messages, the `naive` and `merkle` signature schemes, the cache of verified
 //!   Merkle roots, certificate checks and the exchange's [`verify_withdrawal`];
 //! - [`validator`]: one shard of one validator ([`ValidatorShard`]);
-//! - [`client`]: the wallet state machine ([`Client`]).
+//! - [`client`]: the wallet state machine ([`Client`]);
+//! - [`codec`]: canonical bytes of the durable effects;
+//! - `durable` (feature `lmdb`): the effect log in LMDB, the only disk I/O here;
+//! - `bls` (feature `bls`): BLS12-381 aggregate certificates with proof of possession.
 //!
 //! See `docs/payments.md` for the mapping to the paper and to FastPay.
 
+#[cfg(feature = "bls")]
+pub mod bls;
 pub mod cert;
 pub mod client;
+pub mod codec;
+#[cfg(feature = "lmdb")]
+pub mod durable;
 pub mod error;
 pub mod model;
 pub mod validator;
