@@ -70,13 +70,14 @@ fn main() {
     println!("naive   sign                          {s:>9.0}");
     println!("naive   verify                        {v:>9.0}");
     println!(
-        "naive   per-output cost s+q·v (q={quorum})    {:>9.0}",
-        s + quorum as f64 * v
+        "naive   per-output cost s+q·v (q={quorum})    {:>9.0}  (certificate {} bytes)",
+        s + quorum as f64 * v,
+        102 + quorum * (2 + VoteSignature::Naive(signatures[0]).wire_bytes())
     );
     println!();
     println!("merkle sweep, q = {quorum}: per-output ns");
     println!(
-        "leaves  sign/leaf  verify/leaf uncached  verify/leaf cached  cost=sign+q·cached  model"
+        "leaves  sign/leaf  verify/leaf uncached  verify/leaf cached  cost=sign+q·cached  model  cert bytes (max)"
     );
     let mut best = (0usize, f64::MAX);
     for leaves in [1usize, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] {
@@ -122,8 +123,15 @@ fn main() {
         if cost < best.1 {
             best = (leaves, cost);
         }
+        // A certificate carries q votes: header 102 bytes + q × (index + vote).
+        let vote_bytes = votes
+            .iter()
+            .map(|(_, vote)| vote.wire_bytes())
+            .max()
+            .unwrap_or(0);
+        let cert_bytes = 102 + quorum * (2 + vote_bytes);
         println!(
-            "{leaves:>6}  {sign:>9.0}  {uncached:>20.0}  {cached:>18.0}  {cost:>18.0}  {model:>5.0}"
+            "{leaves:>6}  {sign:>9.0}  {uncached:>20.0}  {cached:>18.0}  {cost:>18.0}  {model:>5.0}  {cert_bytes:>16}"
         );
     }
     #[cfg(feature = "bls")]
@@ -144,7 +152,8 @@ fn bls_rows(quorum: usize) {
         aggregate_certificate, verify_bls_certificate, BlsCommittee, BlsKeypair,
     };
     use walras_payments::{genesis_output_id, vote_message, ChainId, Committee, Epoch, Output};
-    let n = (quorum * 3).div_ceil(2);
+    // n = 3f + 1 with quorum 2f + 1 as close to the requested quorum as possible.
+    let n = 3 * (quorum.saturating_sub(1) / 2) + 1;
     let keys: Vec<BlsKeypair> = (0..n)
         .filter_map(|i| BlsKeypair::from_seed(&[i as u8 + 1; 32]).ok())
         .collect();
