@@ -125,6 +125,11 @@ impl Client {
         Ok(())
     }
 
+    /// Every coin held, locked or not, in id order.
+    pub fn coins(&self) -> Vec<Coin> {
+        self.coins.values().cloned().collect()
+    }
+
     /// Unlocked balance of `asset` (coins in no pending payment and not stuck).
     pub fn balance(&self, asset: AssetId) -> u128 {
         self.spendable(asset)
@@ -208,11 +213,7 @@ impl Client {
         let locked = self.locked();
         if let Some(coin) = coins.iter().find(|coin| locked.contains(&coin.id)) {
             // Never sign a second payment over a pending or stuck coin.
-            return Err(ClientError::InsufficientFunds {
-                asset: coin.output.asset,
-                have: 0,
-                need: coin.output.amount,
-            });
+            return Err(ClientError::CoinLocked(coin.id));
         }
         let signed = SignedPayment::sign(payment, &self.keypair);
         let id = signed.payment.id();

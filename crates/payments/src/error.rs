@@ -84,6 +84,8 @@ pub enum ClientError {
         have: u128,
         need: u128,
     },
+    #[error("coin {0:?} is in a pending payment or stuck: signing another payment over it would equivocate")]
+    CoinLocked(OutputId),
     #[error("the payment is invalid: {0}")]
     Invalid(#[from] RequestError),
     #[error("no pending payment {0:?}")]

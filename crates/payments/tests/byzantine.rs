@@ -5,6 +5,9 @@
 //! a message to another shard. With f + 1 faulty validators the tests record which property
 //! fails: equivocators let a Byzantine client certify two payments spending one input (safety),
 //! silent validators stop certification (liveness).
+//! Also: Merkle validators sign ten pooled payments under one root each and every client
+//! certifies; a crashed client resends identical bytes (persisted or fetched from a validator) and
+//! finishes its payment; an equivocating client sees its input stuck with the holding payment.
 
 mod common;
 
@@ -266,4 +269,107 @@ fn a_client_that_crashed_recovers_the_holding_payment_from_a_validator_and_finis
         60,
         "change came back; no funds lost"
     );
+}
+
+#[test]
+fn merkle_validators_sign_many_payments_under_one_root_and_clients_certify_each() {
+    let mut net = Net::new(
+        &faults(4, Fault::Honest, 0),
+        1,
+        Scheme::Merkle {
+            batch_leaves_max: 64,
+        },
+    );
+    let mut wallets = clients(&mut net, 10, 100);
+    let requests: Vec<_> = (0..10)
+        .map(|payer| {
+            let payee = wallets[(payer + 1) % 10].public_key();
+            let (_, effects) = wallets[payer].pay(payee, AssetId(0), 7).expect("funds");
+            request_of(&effects)
+        })
+        .collect();
+    // Every validator pools all ten payments, then seals once: one tree, one signature.
+    let mut replies = Vec::new();
+    for validator in &mut net.validators {
+        let shard = &mut validator.shards[0];
+        for request in &requests {
+            let outcome = shard.handle(request).expect("valid");
+            assert!(matches!(
+                &outcome.replies[..],
+                [walras_payments::Reply::Pending { .. }]
+            ));
+        }
+        let sealed = shard.seal_batch();
+        assert_eq!(sealed.replies.len(), 10);
+        replies.extend(sealed.replies);
+    }
+    let mut roots = std::collections::BTreeSet::new();
+    for reply in &replies {
+        let walras_payments::Reply::Votes(votes) = reply else {
+            panic!("votes expected")
+        };
+        for signature in &votes.signatures {
+            let walras_payments::VoteSignature::Merkle { batch, .. } = signature else {
+                panic!("a Merkle vote expected")
+            };
+            roots.insert((votes.validator, *batch.signature.as_bytes()));
+        }
+        let payer = requests
+            .iter()
+            .position(|request| request.signed.payment.id() == votes.payment)
+            .expect("a reply for one of ours");
+        wallets[payer].on_votes(&votes).expect("valid votes");
+    }
+    assert_eq!(
+        roots.len(),
+        4,
+        "one signature per validator for all 20 outputs"
+    );
+    for wallet in &wallets {
+        assert!(
+            wallet.pending_payments().is_empty(),
+            "every payment certified"
+        );
+        assert_eq!(wallet.balance(AssetId(0)), 93, "change came back");
+    }
+}
+
+#[test]
+fn a_client_that_crashed_after_persisting_resends_identical_bytes_and_certifies() {
+    let mut net = Net::new(&faults(4, Fault::Honest, 0), 2, Scheme::Naive);
+    let mut wallets = clients(&mut net, 2, 100);
+    let payee = wallets[1].public_key();
+    let (_, effects) = wallets[0].pay(payee, AssetId(1), 25).expect("funds");
+    let walras_payments::ClientEffect::Persist(persisted) = &effects[0] else {
+        panic!("persist comes first")
+    };
+    let request = request_of(&effects);
+    assert_eq!(persisted, &request);
+    let shard = net.committee.shard_of(&wallets[0].public_key());
+    // Two validators got it before the crash.
+    let _ = net.deliver(0, shard, &request);
+    let _ = net.deliver(1, shard, &request);
+    let mut restarted = walras_payments::Client::new(common::keypair(3, 0), net.committee.clone());
+    for coin in wallets[0].coins() {
+        restarted.add_root(coin.id, coin.output).expect("own coin");
+    }
+    let resent = restarted.recover(vec![persisted.clone()]);
+    assert_eq!(resent.len(), 1);
+    let again = request_of(&resent);
+    assert_eq!(
+        again.signed.payment.encode(),
+        request.signed.payment.encode()
+    );
+    assert_eq!(again.signed.signature, request.signed.signature);
+    assert!(matches!(
+        restarted.pay(payee, AssetId(1), 100),
+        Err(ClientError::CoinLocked(_)) | Err(ClientError::InsufficientFunds { .. })
+    ));
+    let outcome = net.pay(&mut restarted, &again);
+    assert!(outcome.certificates.is_some());
+    assert_eq!(
+        outcome.conflicts, 0,
+        "validators that saw it answer the same votes"
+    );
+    assert_eq!(restarted.balance(AssetId(1)), 75);
 }
