@@ -318,7 +318,7 @@ fn merkle_validators_sign_many_payments_under_one_root_and_clients_certify_each(
             .iter()
             .position(|request| request.signed.payment.id() == votes.payment)
             .expect("a reply for one of ours");
-        wallets[payer].on_votes(&votes).expect("valid votes");
+        wallets[payer].on_votes(votes).expect("valid votes");
     }
     assert_eq!(
         roots.len(),
