@@ -49,6 +49,8 @@ pub enum RequestError {
     TooManyInputs { inputs: usize },
     #[error("{outputs} outputs, at most {max}", max = crate::model::PAYMENT_OUTPUTS_MAX)]
     TooManyOutputs { outputs: usize },
+    #[error("{certificates} input certificates, at most one per input ({max})", max = crate::model::PAYMENT_INPUTS_MAX)]
+    TooManyCertificates { certificates: usize },
     #[error("inputs owned by more than one key")]
     MixedOwners,
     #[error("an input appears twice")]

@@ -217,6 +217,11 @@ impl ValidatorShard {
             });
         }
         let owner = payment.check_shape()?;
+        if request.certificates.len() > payment.inputs.len() {
+            return Err(RequestError::TooManyCertificates {
+                certificates: request.certificates.len(),
+            });
+        }
         let expected = self.committee.shard_of(&owner);
         if expected != self.shard {
             return Err(RequestError::WrongShard {

@@ -213,6 +213,22 @@ fn malformed_or_foreign_payments_are_refused_with_a_typed_error_and_nothing_reco
             shard: other
         })
     );
+    // More certificates than inputs (a request padded to waste the validator's memory).
+    let mut padded = request(good.clone(), &key);
+    padded.certificates = vec![
+        walras_payments::Certificate {
+            chain_id: CHAIN,
+            epoch: EPOCH,
+            id: good.inputs[0].id,
+            output: good.inputs[0].output,
+            votes: Vec::new(),
+        };
+        2
+    ];
+    assert_eq!(
+        shard.handle(&padded),
+        Err(RequestError::TooManyCertificates { certificates: 2 })
+    );
     // An input that is neither a root nor certified.
     let mut unknown = good.clone();
     unknown.inputs[0].id = walras_payments::genesis_output_id(CHAIN, 999_999);
