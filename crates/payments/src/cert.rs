@@ -1,0 +1,336 @@
+//! Votes and certificates (§3, §3.2, §3.3): what a validator signs, the two signature schemes,
+//! the bounded cache of verified Merkle roots, certificate checks, and the exchange's withdrawal
+//! check.
+//!
+//! The Merkle root is recomputed here rather than through
+//! `walras_crypto::verify_merkle_batch_member`, because the cache needs the root itself and the
+//! crypto crate keeps its root recomputation private. The recomputation uses the crypto crate's
+//! domains and tree shape, and a test checks it accepts exactly what the crypto crate accepts.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use walras_crypto::{
+    domain as crypto_domain, hash_in, sign_merkle_batch, verify, Hash, Hasher, Keypair,
+    MerkleBatchSignature, MerkleProof, PublicKey, Signature,
+};
+
+use crate::error::{CertError, VoteFault};
+use crate::model::{domain, ChainId, Committee, Epoch, Output, OutputId, ValidatorIndex};
+
+/// How validators sign votes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// One Ed25519 signature per output.
+    Naive,
+    /// One Ed25519 signature per Merkle tree of up to `batch_leaves_max` outputs.
+    Merkle { batch_leaves_max: usize },
+}
+
+/// The message a validator signs for one output: chain, epoch, output id, asset, amount, owner.
+pub fn vote_message(chain_id: ChainId, epoch: Epoch, id: &OutputId, output: &Output) -> Hash {
+    let mut hasher = Hasher::new(domain::VOTE);
+    hasher
+        .update(&chain_id.0.to_be_bytes())
+        .update(&epoch.0.to_be_bytes())
+        .update(id.0.as_bytes())
+        .update(&output.asset.0.to_be_bytes())
+        .update(&output.amount.to_be_bytes())
+        .update(output.owner.as_bytes());
+    hasher.finalize()
+}
+
+/// One validator's signature on one output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VoteSignature {
+    Naive(Signature),
+    Merkle {
+        batch: MerkleBatchSignature,
+        proof: MerkleProof,
+    },
+}
+
+impl VoteSignature {
+    /// Bytes this signature takes on the wire (signature, leaf count, index, siblings).
+    pub fn wire_bytes(&self) -> usize {
+        match self {
+            VoteSignature::Naive(_) => 64,
+            VoteSignature::Merkle { proof, .. } => 64 + 4 + 4 + 1 + 32 * proof.siblings.len(),
+        }
+    }
+}
+
+/// A vote: who signed, and the signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vote {
+    pub validator: ValidatorIndex,
+    pub signature: VoteSignature,
+}
+
+/// Signs each message in `messages` under `scheme`: naive gives one signature each, Merkle one
+/// tree per `batch_leaves_max` consecutive messages.
+pub fn sign_votes(keypair: &Keypair, scheme: Scheme, messages: &[Hash]) -> Vec<VoteSignature> {
+    match scheme {
+        Scheme::Naive => messages
+            .iter()
+            .map(|message| VoteSignature::Naive(keypair.sign(message.as_bytes())))
+            .collect(),
+        Scheme::Merkle { batch_leaves_max } => {
+            let mut signatures = Vec::with_capacity(messages.len());
+            for chunk in messages.chunks(batch_leaves_max.max(1)) {
+                // A chunk is never empty and never longer than u32::MAX.
+                if let Ok((batch, proofs)) = sign_merkle_batch(keypair, chunk) {
+                    signatures.extend(
+                        proofs
+                            .into_iter()
+                            .map(|proof| VoteSignature::Merkle { batch, proof }),
+                    );
+                }
+            }
+            debug_assert_eq!(signatures.len(), messages.len());
+            signatures
+        }
+    }
+}
+
+/// Most verified roots a [`RootCache`] remembers by default.
+pub const ROOT_CACHE_ENTRIES_MAX: usize = 4096;
+
+/// A bounded cache of Merkle roots whose signatures verified (§3.3: the root is checked the first
+/// time it is seen, later leaves under it cost only hashes). Oldest entries leave first.
+#[derive(Clone, Debug)]
+pub struct RootCache {
+    entries_max: usize,
+    verified: BTreeSet<(PublicKey, Hash, [u8; 64])>,
+    order: VecDeque<(PublicKey, Hash, [u8; 64])>,
+    /// Signature verifications performed (for benchmarks and tests).
+    pub signature_checks: u64,
+    /// Root hits that skipped a signature check.
+    pub hits: u64,
+}
+
+impl Default for RootCache {
+    fn default() -> RootCache {
+        RootCache::new(ROOT_CACHE_ENTRIES_MAX)
+    }
+}
+
+impl RootCache {
+    /// A cache holding at most `entries_max` roots (0 disables caching).
+    pub fn new(entries_max: usize) -> RootCache {
+        RootCache {
+            entries_max,
+            verified: BTreeSet::new(),
+            order: VecDeque::new(),
+            signature_checks: 0,
+            hits: 0,
+        }
+    }
+
+    /// Roots held now.
+    pub fn len(&self) -> usize {
+        self.verified.len()
+    }
+
+    /// Whether no root is held.
+    pub fn is_empty(&self) -> bool {
+        self.verified.is_empty()
+    }
+
+    fn check(
+        &mut self,
+        key: &PublicKey,
+        signed: &Hash,
+        signature: &Signature,
+    ) -> Result<(), VoteFault> {
+        let entry = (*key, *signed, *signature.as_bytes());
+        if self.verified.contains(&entry) {
+            self.hits += 1;
+            return Ok(());
+        }
+        self.signature_checks += 1;
+        verify(key, signed.as_bytes(), signature).map_err(|_| VoteFault::BadSignature)?;
+        if self.entries_max > 0 {
+            if self.order.len() >= self.entries_max {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.verified.remove(&oldest);
+                }
+            }
+            self.verified.insert(entry);
+            self.order.push_back(entry);
+        }
+        debug_assert!(self.verified.len() <= self.entries_max);
+        Ok(())
+    }
+}
+
+/// Checks one vote by `key` on `message` (a [`vote_message`]).
+pub fn verify_vote(
+    key: &PublicKey,
+    message: &Hash,
+    signature: &VoteSignature,
+    cache: &mut RootCache,
+) -> Result<(), VoteFault> {
+    match signature {
+        VoteSignature::Naive(signature) => {
+            cache.signature_checks += 1;
+            verify(key, message.as_bytes(), signature).map_err(|_| VoteFault::BadSignature)
+        }
+        VoteSignature::Merkle { batch, proof } => {
+            let root = merkle_root_from_proof(message, batch.leaf_count, proof)
+                .ok_or(VoteFault::BadMerklePath)?;
+            let signed = merkle_signed_root(batch.leaf_count, &root);
+            cache.check(key, &signed, &batch.signature)
+        }
+    }
+}
+
+/// The root a proof leads to, or `None` if it does not fit a tree of `leaf_count` leaves. Same
+/// tree as `walras_crypto::MerkleTree` (unpaired nodes move up unchanged).
+pub fn merkle_root_from_proof(
+    message_hash: &Hash,
+    leaf_count: u32,
+    proof: &MerkleProof,
+) -> Option<Hash> {
+    if proof.leaf_index >= leaf_count {
+        return None;
+    }
+    let mut siblings = proof.siblings.iter();
+    let (mut index, mut width) = (proof.leaf_index, leaf_count);
+    let mut node = hash_in(crypto_domain::MERKLE_LEAF, message_hash.as_bytes());
+    while width > 1 {
+        if index % 2 == 1 || index + 1 < width {
+            let sibling = siblings.next()?;
+            let (left, right) = if index % 2 == 0 {
+                (&node, sibling)
+            } else {
+                (sibling, &node)
+            };
+            let mut hasher = Hasher::new(crypto_domain::MERKLE_NODE);
+            hasher.update(left.as_bytes()).update(right.as_bytes());
+            node = hasher.finalize();
+        }
+        index /= 2;
+        width = width.div_ceil(2);
+    }
+    siblings.next().is_none().then_some(node)
+}
+
+fn merkle_signed_root(leaf_count: u32, root: &Hash) -> Hash {
+    let mut hasher = Hasher::new(crypto_domain::MERKLE_ROOT);
+    hasher
+        .update(&leaf_count.to_be_bytes())
+        .update(root.as_bytes());
+    hasher.finalize()
+}
+
+/// A certificate: a quorum of distinct valid votes on one output. The payee holds it; a payment
+/// is final for the payee once the payee has verified it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Certificate {
+    pub chain_id: ChainId,
+    pub epoch: Epoch,
+    pub id: OutputId,
+    pub output: Output,
+    pub votes: Vec<Vote>,
+}
+
+impl Certificate {
+    /// Bytes on the wire: header (8 + 8 + 32 + 2 + 16 + 32), vote count, votes (index + sig).
+    pub fn wire_bytes(&self) -> usize {
+        98 + 4
+            + self
+                .votes
+                .iter()
+                .map(|vote| 2 + vote.signature.wire_bytes())
+                .sum::<usize>()
+    }
+}
+
+/// Checks `certificate` against `committee`: right chain and epoch, at least a quorum of votes,
+/// no validator twice, every vote valid. The first bad vote is named.
+pub fn verify_certificate(
+    certificate: &Certificate,
+    committee: &Committee,
+    cache: &mut RootCache,
+) -> Result<(), CertError> {
+    if certificate.chain_id != committee.chain_id {
+        return Err(CertError::WrongChain {
+            expected: committee.chain_id,
+            found: certificate.chain_id,
+        });
+    }
+    if certificate.epoch != committee.epoch {
+        return Err(CertError::WrongEpoch {
+            expected: committee.epoch,
+            found: certificate.epoch,
+        });
+    }
+    let message = vote_message(
+        certificate.chain_id,
+        certificate.epoch,
+        &certificate.id,
+        &certificate.output,
+    );
+    let mut voters = BTreeMap::new();
+    for vote in &certificate.votes {
+        let key = committee
+            .validator(vote.validator)
+            .ok_or(CertError::BadVote {
+                validator: vote.validator,
+                fault: VoteFault::UnknownValidator,
+            })?;
+        if voters.insert(vote.validator, ()).is_some() {
+            return Err(CertError::BadVote {
+                validator: vote.validator,
+                fault: VoteFault::Duplicate,
+            });
+        }
+        verify_vote(key, &message, &vote.signature, cache).map_err(|fault| CertError::BadVote {
+            validator: vote.validator,
+            fault,
+        })?;
+    }
+    if voters.len() < committee.quorum() {
+        return Err(CertError::TooFewVotes {
+            votes: voters.len(),
+            quorum: committee.quorum(),
+        });
+    }
+    Ok(())
+}
+
+/// What the exchange learns from a valid withdrawal certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Withdrawal {
+    pub id: OutputId,
+    pub output: Output,
+}
+
+/// The exchange's deterministic withdrawal check: `certificate` must be for `chain_id` and
+/// `epoch` and carry a quorum of `committee` (the committee stored in exchange state). The caller
+/// then refuses the output id if it is already in its withdrawn set, and inserts it otherwise.
+/// No cache is shared between calls, so the result depends on the arguments alone.
+pub fn verify_withdrawal(
+    certificate: &Certificate,
+    committee: &Committee,
+    chain_id: ChainId,
+    epoch: Epoch,
+) -> Result<Withdrawal, CertError> {
+    if committee.chain_id != chain_id || certificate.chain_id != chain_id {
+        return Err(CertError::WrongChain {
+            expected: chain_id,
+            found: certificate.chain_id,
+        });
+    }
+    if committee.epoch != epoch || certificate.epoch != epoch {
+        return Err(CertError::WrongEpoch {
+            expected: epoch,
+            found: certificate.epoch,
+        });
+    }
+    verify_certificate(certificate, committee, &mut RootCache::new(0))?;
+    Ok(Withdrawal {
+        id: certificate.id,
+        output: certificate.output,
+    })
+}

@@ -1,0 +1,266 @@
+//! Canonical bytes of the durable [`Effect`]s (and of what they hold: signed payments, vote
+//! signatures), with a decoder that refuses anything malformed with a typed error.
+//!
+//! Hand-written for the same reason as [`Payment::encode`]: fixed-width big-endian fields, one
+//! byte string per value, and no dependency on the wire crate. The durable spent set stores these
+//! bytes; the TCP layer can reuse them.
+
+use thiserror::Error;
+use walras_crypto::{Hash, MerkleBatchSignature, MerkleProof, PublicKey, Signature};
+use walras_types::AssetId;
+
+use crate::cert::VoteSignature;
+use crate::model::{
+    ChainId, Epoch, Input, Output, OutputId, Payment, PaymentId, SignedPayment, PAYMENT_INPUTS_MAX,
+    PAYMENT_OUTPUTS_MAX,
+};
+use crate::validator::Effect;
+
+/// Most siblings of a Merkle path (a tree of up to 2^32 leaves).
+pub const MERKLE_SIBLINGS_MAX: usize = 32;
+
+/// Why bytes do not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+pub enum CodecError {
+    #[error("the bytes end inside {what}")]
+    Truncated { what: &'static str },
+    #[error("unknown {what} tag {tag}")]
+    UnknownTag { what: &'static str, tag: u8 },
+    #[error("{what}: {count} is over the limit")]
+    TooMany { what: &'static str, count: usize },
+    #[error("{what} does not decode")]
+    Invalid { what: &'static str },
+    #[error("{extra} bytes after the value")]
+    Trailing { extra: usize },
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize, what: &'static str) -> Result<&'a [u8], CodecError> {
+        if self.bytes.len() < count {
+            return Err(CodecError::Truncated { what });
+        }
+        let (head, tail) = self.bytes.split_at(count);
+        self.bytes = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], CodecError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N, what)?);
+        Ok(out)
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, CodecError> {
+        Ok(self.array::<1>(what)?[0])
+    }
+
+    fn u16(&mut self, what: &'static str) -> Result<u16, CodecError> {
+        Ok(u16::from_be_bytes(self.array(what)?))
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, CodecError> {
+        Ok(u32::from_be_bytes(self.array(what)?))
+    }
+
+    fn u64(&mut self, what: &'static str) -> Result<u64, CodecError> {
+        Ok(u64::from_be_bytes(self.array(what)?))
+    }
+
+    fn hash(&mut self, what: &'static str) -> Result<Hash, CodecError> {
+        Ok(Hash(self.array(what)?))
+    }
+
+    fn signature(&mut self) -> Result<Signature, CodecError> {
+        let bytes: [u8; 64] = self.array("signature")?;
+        Signature::from_bytes(&bytes).map_err(|_| CodecError::Invalid { what: "signature" })
+    }
+
+    fn output(&mut self) -> Result<Output, CodecError> {
+        let asset = AssetId(self.u16("asset")?);
+        let amount = u128::from_be_bytes(self.array("amount")?);
+        let key: [u8; 32] = self.array("owner")?;
+        let owner =
+            PublicKey::from_bytes(&key).map_err(|_| CodecError::Invalid { what: "owner" })?;
+        Ok(Output {
+            asset,
+            amount,
+            owner,
+        })
+    }
+
+    fn count(&mut self, what: &'static str, max: usize) -> Result<usize, CodecError> {
+        let count = self.u32(what)? as usize;
+        if count > max {
+            return Err(CodecError::TooMany { what, count });
+        }
+        Ok(count)
+    }
+
+    fn finish(self) -> Result<(), CodecError> {
+        match self.bytes.len() {
+            0 => Ok(()),
+            extra => Err(CodecError::Trailing { extra }),
+        }
+    }
+}
+
+fn decode_payment(reader: &mut Reader<'_>) -> Result<Payment, CodecError> {
+    let chain_id = ChainId(reader.u64("chain id")?);
+    let epoch = Epoch(reader.u64("epoch")?);
+    let inputs = (0..reader.count("inputs", PAYMENT_INPUTS_MAX)?)
+        .map(|_| {
+            Ok(Input {
+                id: OutputId(reader.hash("input id")?),
+                output: reader.output()?,
+            })
+        })
+        .collect::<Result<_, CodecError>>()?;
+    let outputs = (0..reader.count("outputs", PAYMENT_OUTPUTS_MAX)?)
+        .map(|_| reader.output())
+        .collect::<Result<_, CodecError>>()?;
+    Ok(Payment {
+        chain_id,
+        epoch,
+        inputs,
+        outputs,
+    })
+}
+
+fn encode_signatures(signatures: &[VoteSignature], bytes: &mut Vec<u8>) {
+    bytes.extend_from_slice(&(signatures.len() as u32).to_be_bytes());
+    for signature in signatures {
+        match signature {
+            VoteSignature::Naive(signature) => {
+                bytes.push(0);
+                bytes.extend_from_slice(signature.as_bytes());
+            }
+            VoteSignature::Merkle { batch, proof } => {
+                bytes.push(1);
+                bytes.extend_from_slice(&batch.leaf_count.to_be_bytes());
+                bytes.extend_from_slice(batch.signature.as_bytes());
+                bytes.extend_from_slice(&proof.leaf_index.to_be_bytes());
+                bytes.push(proof.siblings.len() as u8);
+                for sibling in &proof.siblings {
+                    bytes.extend_from_slice(sibling.as_bytes());
+                }
+            }
+        }
+    }
+}
+
+fn decode_signatures(reader: &mut Reader<'_>) -> Result<Vec<VoteSignature>, CodecError> {
+    (0..reader.count("vote signatures", PAYMENT_OUTPUTS_MAX)?)
+        .map(|_| match reader.u8("signature tag")? {
+            0 => Ok(VoteSignature::Naive(reader.signature()?)),
+            1 => {
+                let leaf_count = reader.u32("leaf count")?;
+                let signature = reader.signature()?;
+                let leaf_index = reader.u32("leaf index")?;
+                let siblings = usize::from(reader.u8("sibling count")?);
+                if siblings > MERKLE_SIBLINGS_MAX {
+                    return Err(CodecError::TooMany {
+                        what: "siblings",
+                        count: siblings,
+                    });
+                }
+                let siblings = (0..siblings)
+                    .map(|_| reader.hash("sibling"))
+                    .collect::<Result<_, _>>()?;
+                Ok(VoteSignature::Merkle {
+                    batch: MerkleBatchSignature {
+                        leaf_count,
+                        signature,
+                    },
+                    proof: MerkleProof {
+                        leaf_index,
+                        siblings,
+                    },
+                })
+            }
+            tag => Err(CodecError::UnknownTag {
+                what: "vote signature",
+                tag,
+            }),
+        })
+        .collect()
+}
+
+/// Canonical bytes of one effect.
+pub fn encode_effect(effect: &Effect) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    match effect {
+        Effect::RecordPayment { signed, signatures } => {
+            bytes.push(0);
+            bytes.extend_from_slice(&signed.payment.encode());
+            bytes.extend_from_slice(signed.signature.as_bytes());
+            match signatures {
+                None => bytes.push(0),
+                Some(signatures) => {
+                    bytes.push(1);
+                    encode_signatures(signatures, &mut bytes);
+                }
+            }
+        }
+        Effect::RecordVotes {
+            payment,
+            signatures,
+        } => {
+            bytes.push(1);
+            bytes.extend_from_slice(payment.0.as_bytes());
+            encode_signatures(signatures, &mut bytes);
+        }
+        Effect::AdmitRoot { id, output } => {
+            bytes.push(2);
+            bytes.extend_from_slice(id.0.as_bytes());
+            bytes.extend_from_slice(&output.asset.0.to_be_bytes());
+            bytes.extend_from_slice(&output.amount.to_be_bytes());
+            bytes.extend_from_slice(output.owner.as_bytes());
+        }
+    }
+    bytes
+}
+
+/// Decodes [`encode_effect`]'s bytes, refusing trailing bytes.
+pub fn decode_effect(bytes: &[u8]) -> Result<Effect, CodecError> {
+    let mut reader = Reader { bytes };
+    let effect = match reader.u8("effect tag")? {
+        0 => {
+            let payment = decode_payment(&mut reader)?;
+            let signature = reader.signature()?;
+            let signatures = match reader.u8("votes flag")? {
+                0 => None,
+                1 => Some(decode_signatures(&mut reader)?),
+                tag => {
+                    return Err(CodecError::UnknownTag {
+                        what: "votes flag",
+                        tag,
+                    })
+                }
+            };
+            Effect::RecordPayment {
+                signed: SignedPayment { payment, signature },
+                signatures,
+            }
+        }
+        1 => Effect::RecordVotes {
+            payment: PaymentId(reader.hash("payment id")?),
+            signatures: decode_signatures(&mut reader)?,
+        },
+        2 => Effect::AdmitRoot {
+            id: OutputId(reader.hash("output id")?),
+            output: reader.output()?,
+        },
+        tag => {
+            return Err(CodecError::UnknownTag {
+                what: "effect",
+                tag,
+            })
+        }
+    };
+    reader.finish()?;
+    Ok(effect)
+}

@@ -1,0 +1,400 @@
+//! Unit-level checks of the core: the Merkle root recomputation accepts exactly what
+//! `walras-crypto` accepts (property test), the hashing domains are distinct, payment shape and
+//! validator refusals are typed and change nothing, the spent-set step is all-or-nothing, the
+//! root cache stays bounded, the exchange's withdrawal check refuses short, wrong-epoch,
+//! wrong-chain and duplicate-vote certificates, and a shard rebuilt from its durable effects
+//! refuses a conflicting payment and re-answers the original byte for byte.
+
+mod common;
+
+use common::{clients, keypair, request_of, Fault, Net, CHAIN, EPOCH};
+use proptest::prelude::*;
+use walras_crypto::{hash, sign_merkle_batch, verify_merkle_batch_member, Hash};
+use walras_payments::{
+    merkle_root_from_proof, verify_withdrawal, CertError, ChainId, Epoch, Input, Output, Payment,
+    Reply, RequestError, RootCache, Scheme, SignedPayment, ValidatorShard, VoteFault,
+    PAYMENT_INPUTS_MAX,
+};
+use walras_types::AssetId;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_merkle_root_recomputation_accepts_exactly_what_the_crypto_crate_accepts(
+        leaves in 1usize..70,
+        pick in 0usize..70,
+        flip in prop::option::of((0usize..8, 0usize..32)),
+    ) {
+        let key = keypair(9, 0);
+        let messages: Vec<Hash> = (0..leaves).map(|i| hash(&i.to_be_bytes())).collect();
+        let (batch, proofs) = sign_merkle_batch(&key, &messages).expect("non-empty batch");
+        let index = pick % leaves;
+        let mut proof = proofs[index].clone();
+        if let Some((level, byte)) = flip {
+            if let Some(sibling) = proof.siblings.get_mut(level) {
+                sibling.0[byte] ^= 0x80;
+            }
+        }
+        let crypto = verify_merkle_batch_member(&key.public_key(), &messages[index], &batch, &proof).is_ok();
+        let ours = walras_payments::verify_vote(
+            &key.public_key(),
+            &messages[index],
+            &walras_payments::VoteSignature::Merkle { batch, proof: proof.clone() },
+            &mut RootCache::default(),
+        ).is_ok();
+        prop_assert_eq!(crypto, ours);
+        // A proof of the right length always yields some root; only the signature decides.
+        prop_assert!(merkle_root_from_proof(&messages[index], batch.leaf_count, &proof).is_some());
+        prop_assert_eq!(ours, flip.is_none() || proofs[index] == proof);
+    }
+}
+
+#[test]
+fn payment_domains_differ_from_each_other_and_from_the_crypto_crates() {
+    let all: Vec<_> = walras_payments::model::domain::ALL
+        .iter()
+        .chain(walras_crypto::domain::ALL.iter())
+        .collect();
+    for (i, a) in all.iter().enumerate() {
+        for b in &all[i + 1..] {
+            assert_ne!(a, b);
+        }
+    }
+}
+
+fn genesis_payment(
+    net: &mut Net,
+    owner: u32,
+    amounts: &[u128],
+) -> (Payment, walras_crypto::Keypair) {
+    let key = keypair(3, owner);
+    let inputs: Vec<Input> = amounts
+        .iter()
+        .enumerate()
+        .map(|(i, amount)| {
+            let (id, output) = net.genesis(
+                1000 + owner * 100 + i as u32,
+                key.public_key(),
+                AssetId(0),
+                *amount,
+            );
+            Input { id, output }
+        })
+        .collect();
+    let total: u128 = amounts.iter().sum();
+    let payment = Payment {
+        chain_id: CHAIN,
+        epoch: EPOCH,
+        inputs,
+        outputs: vec![Output {
+            asset: AssetId(0),
+            amount: total,
+            owner: keypair(3, 99).public_key(),
+        }],
+    };
+    (payment, key)
+}
+
+fn request(payment: Payment, key: &walras_crypto::Keypair) -> walras_payments::PaymentRequest {
+    walras_payments::PaymentRequest {
+        signed: SignedPayment::sign(payment, key),
+        certificates: Vec::new(),
+    }
+}
+
+fn shard_for(net: &Net, key: &walras_crypto::Keypair) -> ValidatorShard {
+    let shard = net.committee.shard_of(&key.public_key());
+    net.validators[0].shards[shard as usize].clone()
+}
+
+#[test]
+fn malformed_or_foreign_payments_are_refused_with_a_typed_error_and_nothing_recorded() {
+    let mut net = Net::new(&[Fault::Honest; 4], 2, Scheme::Naive);
+    let (payment, key) = genesis_payment(&mut net, 1, &[5; PAYMENT_INPUTS_MAX + 1]);
+    let mut shard = shard_for(&net, &key);
+    let cases: Vec<(Payment, RequestError)> = vec![
+        (
+            payment.clone(),
+            RequestError::TooManyInputs {
+                inputs: PAYMENT_INPUTS_MAX + 1,
+            },
+        ),
+        (
+            Payment {
+                inputs: payment.inputs[..2].to_vec(),
+                ..payment.clone()
+            },
+            RequestError::NotConserved { asset: AssetId(0) },
+        ),
+        (
+            Payment {
+                inputs: vec![payment.inputs[0], payment.inputs[0]],
+                outputs: vec![Output {
+                    amount: 10,
+                    ..payment.outputs[0]
+                }],
+                ..payment.clone()
+            },
+            RequestError::DuplicateInput,
+        ),
+        (
+            Payment {
+                chain_id: ChainId(8),
+                inputs: payment.inputs[..1].to_vec(),
+                outputs: vec![Output {
+                    amount: 5,
+                    ..payment.outputs[0]
+                }],
+                ..payment.clone()
+            },
+            RequestError::WrongChain {
+                expected: CHAIN,
+                found: ChainId(8),
+            },
+        ),
+        (
+            Payment {
+                epoch: Epoch(2),
+                inputs: payment.inputs[..1].to_vec(),
+                outputs: vec![Output {
+                    amount: 5,
+                    ..payment.outputs[0]
+                }],
+                ..payment.clone()
+            },
+            RequestError::WrongEpoch {
+                expected: EPOCH,
+                found: Epoch(2),
+            },
+        ),
+        (
+            Payment {
+                inputs: payment.inputs[..1].to_vec(),
+                outputs: vec![
+                    Output {
+                        amount: u128::MAX,
+                        ..payment.outputs[0]
+                    },
+                    Output {
+                        amount: 1,
+                        ..payment.outputs[0]
+                    },
+                ],
+                ..payment.clone()
+            },
+            RequestError::AmountOverflow { asset: AssetId(0) },
+        ),
+    ];
+    for (bad, expected) in cases {
+        assert_eq!(shard.handle(&request(bad, &key)), Err(expected));
+        assert_eq!(shard.spent_count(), 0);
+    }
+    // Signed by someone else.
+    let good = Payment {
+        inputs: payment.inputs[..1].to_vec(),
+        outputs: vec![Output {
+            amount: 5,
+            ..payment.outputs[0]
+        }],
+        ..payment.clone()
+    };
+    assert_eq!(
+        shard.handle(&request(good.clone(), &keypair(3, 2))),
+        Err(RequestError::BadClientSignature)
+    );
+    // Sent to the other shard.
+    let other = 1 - shard.shard();
+    let mut wrong = net.validators[0].shards[other as usize].clone();
+    assert_eq!(
+        wrong.handle(&request(good.clone(), &key)),
+        Err(RequestError::WrongShard {
+            expected: shard.shard(),
+            shard: other
+        })
+    );
+    // More certificates than inputs (a request padded to waste the validator's memory).
+    let mut padded = request(good.clone(), &key);
+    padded.certificates = vec![
+        walras_payments::Certificate {
+            chain_id: CHAIN,
+            epoch: EPOCH,
+            id: good.inputs[0].id,
+            output: good.inputs[0].output,
+            votes: Vec::new(),
+        };
+        2
+    ];
+    assert_eq!(
+        shard.handle(&padded),
+        Err(RequestError::TooManyCertificates { certificates: 2 })
+    );
+    // An input that is neither a root nor certified.
+    let mut unknown = good.clone();
+    unknown.inputs[0].id = walras_payments::genesis_output_id(CHAIN, 999_999);
+    assert_eq!(
+        shard.handle(&request(unknown.clone(), &key)),
+        Err(RequestError::UnknownInput {
+            input: unknown.inputs[0].id
+        })
+    );
+    assert_eq!(shard.spent_count(), 0);
+    assert!(shard.handle(&request(good, &key)).is_ok());
+    assert_eq!(shard.spent_count(), 1);
+}
+
+#[test]
+fn a_payment_with_one_held_input_is_refused_whole_and_its_free_inputs_stay_free() {
+    let mut net = Net::new(&[Fault::Honest; 4], 1, Scheme::Naive);
+    let (payment, key) = genesis_payment(&mut net, 1, &[5, 7]);
+    let mut shard = shard_for(&net, &key);
+    let first = Payment {
+        inputs: payment.inputs[..1].to_vec(),
+        outputs: vec![Output {
+            amount: 5,
+            ..payment.outputs[0]
+        }],
+        ..payment.clone()
+    };
+    let first_request = request(first.clone(), &key);
+    assert!(shard.handle(&first_request).is_ok());
+    let outcome = shard
+        .handle(&request(payment.clone(), &key))
+        .expect("valid request");
+    assert!(outcome.effects.is_empty());
+    match &outcome.replies[..] {
+        [Reply::Conflict(conflict)] => {
+            assert_eq!(conflict.input, payment.inputs[0].id);
+            assert_eq!(conflict.holder, first_request.signed);
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(
+        shard.holder_of(&payment.inputs[1].id).is_none(),
+        "the free input stays free"
+    );
+}
+
+#[test]
+fn a_shard_rebuilt_from_its_durable_effects_refuses_a_conflict_and_re_answers_the_original() {
+    for scheme in [
+        Scheme::Naive,
+        Scheme::Merkle {
+            batch_leaves_max: 8,
+        },
+    ] {
+        let mut net = Net::new(&[Fault::Honest; 4], 1, scheme);
+        let (payment, key) = genesis_payment(&mut net, 1, &[5]);
+        let mut shard = ValidatorShard::new(net.committee.clone(), 0, 0, keypair(1, 0), scheme);
+        let mut log = Vec::new();
+        log.extend(
+            shard
+                .admit_root(payment.inputs[0].id, payment.inputs[0].output)
+                .effects,
+        );
+        let original = request(payment.clone(), &key);
+        let outcome = shard.handle(&original).expect("valid");
+        log.extend(outcome.effects);
+        let sealed = shard.seal_batch();
+        log.extend(sealed.effects);
+        let answer = shard.handle(&original).expect("valid");
+        // Killed; restarted from the log alone.
+        let mut restarted = ValidatorShard::new(net.committee.clone(), 0, 0, keypair(1, 0), scheme);
+        for effect in &log {
+            restarted.apply(effect);
+        }
+        assert_eq!(restarted.handle(&original).expect("valid"), answer);
+        let mut conflicting = payment.clone();
+        conflicting.outputs[0].owner = keypair(3, 77).public_key();
+        let outcome = restarted
+            .handle(&request(conflicting, &key))
+            .expect("valid");
+        assert!(
+            matches!(&outcome.replies[..], [Reply::Conflict(c)] if c.holder == original.signed)
+        );
+        assert_eq!(restarted.seal_batch(), walras_payments::Outcome::default());
+    }
+}
+
+#[test]
+fn the_root_cache_never_exceeds_its_bound_and_hits_skip_signature_checks() {
+    let key = keypair(9, 1);
+    let mut cache = RootCache::new(2);
+    for batch_number in 0..5u32 {
+        let messages: Vec<Hash> = (0..4u32)
+            .map(|i| hash(&(batch_number * 10 + i).to_be_bytes()))
+            .collect();
+        let (batch, proofs) = sign_merkle_batch(&key, &messages).expect("batch");
+        for (message, proof) in messages.iter().zip(proofs) {
+            let vote = walras_payments::VoteSignature::Merkle { batch, proof };
+            walras_payments::verify_vote(&key.public_key(), message, &vote, &mut cache)
+                .expect("valid");
+            assert!(cache.len() <= 2);
+        }
+    }
+    assert_eq!(cache.signature_checks, 5);
+    assert_eq!(cache.hits, 15);
+}
+
+#[test]
+fn the_exchange_withdrawal_check_accepts_a_quorum_and_refuses_short_foreign_and_duplicate_certificates(
+) {
+    let mut net = Net::new(
+        &[Fault::Honest; 4],
+        1,
+        Scheme::Merkle {
+            batch_leaves_max: 16,
+        },
+    );
+    let mut wallets = clients(&mut net, 2, 100);
+    let payee = wallets[1].public_key();
+    let (_, effects) = wallets[0].pay(payee, AssetId(1), 30).expect("funds");
+    let outcome = net.pay(&mut wallets[0], &request_of(&effects));
+    let certificate = outcome.certificates.expect("certified")[0].clone();
+    let committee = net.committee.clone();
+    let withdrawal = verify_withdrawal(&certificate, &committee, CHAIN, EPOCH).expect("valid");
+    assert_eq!(withdrawal.output.amount, 30);
+    assert_eq!(withdrawal.id, certificate.id);
+
+    let mut short = certificate.clone();
+    short.votes.pop();
+    assert_eq!(
+        verify_withdrawal(&short, &committee, CHAIN, EPOCH),
+        Err(CertError::TooFewVotes {
+            votes: 2,
+            quorum: 3
+        })
+    );
+    let mut doubled = short.clone();
+    doubled.votes.push(doubled.votes[0].clone());
+    assert!(matches!(
+        verify_withdrawal(&doubled, &committee, CHAIN, EPOCH),
+        Err(CertError::BadVote {
+            fault: VoteFault::Duplicate,
+            ..
+        })
+    ));
+    assert!(matches!(
+        verify_withdrawal(&certificate, &committee, CHAIN, Epoch(2)),
+        Err(CertError::WrongEpoch { .. })
+    ));
+    assert!(matches!(
+        verify_withdrawal(&certificate, &committee, ChainId(8), EPOCH),
+        Err(CertError::WrongChain { .. })
+    ));
+    let mut inflated = certificate.clone();
+    inflated.output.amount += 1;
+    assert!(matches!(
+        verify_withdrawal(&inflated, &committee, CHAIN, EPOCH),
+        Err(CertError::BadVote {
+            validator: 0,
+            fault: VoteFault::BadSignature
+        })
+    ));
+    // A deposit output id never collides with a payment output id.
+    let tx = hash(b"deposit tx");
+    assert_ne!(
+        walras_payments::deposit_output_id(&tx, 0),
+        walras_payments::output_id(&walras_payments::PaymentId(tx), 0)
+    );
+}
