@@ -160,7 +160,7 @@ pub struct LevelJson {
 }
 
 /// `GET /v1/blocks/{height}` (the encoded block: `GET /v1/blocks/{height}/raw`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BlockJson {
     pub height: u64,
     pub hash: String,
@@ -172,6 +172,10 @@ pub struct BlockJson {
     pub dropped: Vec<DroppedJson>,
     pub valuations: Vec<u128>,
     pub trades: Vec<TradeJson>,
+    /// The proposer's clearing quality (not consensus data): present when this node proposed
+    /// the block; absent on a follower and for blocks stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clearing: Option<ClearingQualityJson>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -79,6 +79,9 @@ fn a_payment_is_admitted_committed_and_moves_balances_exactly() {
         assert_eq!(code, 200);
         assert_eq!(status_json["height"].as_u64(), Some(height));
         assert_eq!(block["state_root"], status_json["state_root"]);
+        // The proposer's clearing quality is kept beside the block (issue 10).
+        assert!(block["clearing"]["iterations"].is_u64(), "{block}");
+        assert!(block["clearing"]["millis"].is_f64(), "{block}");
         let decoded = raw_block(&client, &url, height).await;
         assert!(decoded.transactions.contains(&signed));
         assert_eq!(

@@ -27,11 +27,12 @@ pub enum DropReason {
 }
 
 impl DropReason {
+    /// Every reason, in the order of their stored codes (a reason's position here is its
+    /// byte in the store's block results): append new reasons at the end, never reorder.
     pub const ALL: [DropReason; 13] = [
         DropReason::Malformed,
         DropReason::UnknownSource,
         DropReason::BadSignature,
-        DropReason::Replayed,
         DropReason::SequenceOutOfWindow,
         DropReason::UnknownAsset,
         DropReason::UnknownReceiver,
@@ -41,6 +42,7 @@ impl DropReason {
         DropReason::AccountOverdraft,
         DropReason::AccountReusedSequence,
         DropReason::AccountDoubleCancel,
+        DropReason::Replayed,
     ];
 
     pub fn name(self) -> &'static str {

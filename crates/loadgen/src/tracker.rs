@@ -488,6 +488,7 @@ mod tests {
                 .collect(),
             valuations: Vec::new(),
             trades: Vec::new(),
+            clearing: None,
         };
         (block, summary)
     }

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
 use walras_api::wire::{BlockEventJson, ClearingQualityJson, DevGenesisJson};
 use walras_crypto::Hash;
-use walras_engine::{Block, BlockOutcome, EngineConfig, EngineError, ExchangeState};
+use walras_engine::{
+    Block, BlockOutcome, ClearingReport, EngineConfig, EngineError, ExchangeState,
+};
 use walras_store::{BlockStore, StoreError};
 use walras_types::SignedTransaction;
 
@@ -179,7 +181,7 @@ fn produce_block(
     let executed = Instant::now();
     shared
         .store
-        .append_with_state(&block, &outcome.dropped, &state)
+        .append_with_results(&block, &outcome.dropped, outcome.clearing.as_ref(), &state)
         .map_err(ProducerError::Store)?;
     let persisted = Instant::now();
     // Index the block's transactions before the mempool forgets them: a status query in between
@@ -309,6 +311,18 @@ pub fn display_prices(valuations: &[u128]) -> Vec<f64> {
     }
 }
 
+/// The JSON form of a block's clearing quality (events and `GET /v1/blocks/{height}`).
+pub fn clearing_quality_json(report: &ClearingReport) -> ClearingQualityJson {
+    ClearingQualityJson {
+        iterations: report.iterations,
+        achieved_epsilon: report.achieved_epsilon,
+        achieved_mu: report.achieved_mu,
+        unrealized_utility_ratio: Some(report.unrealized_utility_ratio)
+            .filter(|ratio| ratio.is_finite()),
+        millis: report.millis,
+    }
+}
+
 fn block_event(
     outcome: &BlockOutcome,
     transactions: usize,
@@ -323,14 +337,7 @@ fn block_event(
         accepted: outcome.accepted as u32,
         dropped: outcome.dropped.len() as u32,
         converged: outcome.converged,
-        clearing: outcome.clearing.map(|report| ClearingQualityJson {
-            iterations: report.iterations,
-            achieved_epsilon: report.achieved_epsilon,
-            achieved_mu: report.achieved_mu,
-            unrealized_utility_ratio: Some(report.unrealized_utility_ratio)
-                .filter(|ratio| ratio.is_finite()),
-            millis: report.millis,
-        }),
+        clearing: outcome.clearing.as_ref().map(clearing_quality_json),
         trades: header.trades.len() as u32,
         prices: display_prices(&header.valuations),
         execute_ms: timings.execute.as_secs_f64() * 1e3,
@@ -344,7 +351,7 @@ fn block_event(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use walras_engine::{BlockHeader, ClearingReport, PhaseTimings};
+    use walras_engine::{BlockHeader, PhaseTimings};
 
     /// Trigger: a block whose offers could trade but none did has an infinite unrealized/realized
     /// utility ratio; serde_json writes it as `null`, and every client reading the event stream

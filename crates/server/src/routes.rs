@@ -352,6 +352,10 @@ pub async fn block(
         .dropped(height)
         .map_err(|error| Failure::internal(format!("reading block {height}'s results: {error}")))?
         .unwrap_or_default();
+    let clearing = shared
+        .store
+        .clearing_report(height)
+        .map_err(|error| Failure::internal(format!("reading block {height}'s results: {error}")))?;
     let header = &block.header;
     let transactions = block.transactions.len() as u32;
     Ok(Json(BlockJson {
@@ -387,6 +391,7 @@ pub async fn block(
                 last_offer_min_price: trade.last_offer.min_price.to_exact_decimal(),
             })
             .collect(),
+        clearing: clearing.as_ref().map(crate::node::clearing_quality_json),
     }))
 }
 

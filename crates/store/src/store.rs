@@ -6,7 +6,7 @@ use heed::{CommitOrAbort, Database, DatabaseOpener, Env, EnvOpenOptions, RoTxn, 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use walras_crypto::Hash;
-use walras_engine::{Block, BlockHeader, DropReason, ExchangeState};
+use walras_engine::{Block, BlockHeader, ClearingReport, DropReason, ExchangeState};
 use walras_types::genesis::Genesis;
 
 /// The on-disk format and its version, stored under `meta/format`.
@@ -224,7 +224,7 @@ impl BlockStore {
     /// this returns. Refuses, changing nothing, a block that does not extend the log.
     pub fn append(&self, block: &Block, dropped: &[(u32, DropReason)]) -> Result<(), StoreError> {
         let mut txn = self.write_txn()?;
-        self.put_block(&mut txn, block, dropped)?;
+        self.put_block(&mut txn, block, dropped, None)?;
         self.commit(txn)
     }
 
@@ -238,6 +238,18 @@ impl BlockStore {
         dropped: &[(u32, DropReason)],
         state: &ExchangeState,
     ) -> Result<(), StoreError> {
+        self.append_with_results(block, dropped, None, state)
+    }
+
+    /// [`BlockStore::append_with_state`], keeping beside the block the proposer's clearing
+    /// quality (not consensus data: a follower has none), in the same transaction.
+    pub fn append_with_results(
+        &self,
+        block: &Block,
+        dropped: &[(u32, DropReason)],
+        clearing: Option<&ClearingReport>,
+        state: &ExchangeState,
+    ) -> Result<(), StoreError> {
         let height = block.header.height;
         if state.height() != height || state.last_header_hash() != block.header.hash() {
             return Err(StoreError::CheckpointNotOfBlock {
@@ -246,7 +258,7 @@ impl BlockStore {
             });
         }
         let mut txn = self.write_txn()?;
-        self.put_block(&mut txn, block, dropped)?;
+        self.put_block(&mut txn, block, dropped, clearing)?;
         if height.is_multiple_of(self.checkpoint_interval_blocks) {
             self.put_checkpoint(&mut txn, height, &state.encode_checkpoint())?;
         }
@@ -303,6 +315,7 @@ impl BlockStore {
         txn: &mut RwTxn,
         block: &Block,
         dropped: &[(u32, DropReason)],
+        clearing: Option<&ClearingReport>,
     ) -> Result<(), StoreError> {
         self.check_extends(txn, &block.header)?;
         let key = block.header.height.to_be_bytes();
@@ -320,7 +333,7 @@ impl BlockStore {
             .put(txn, &key, &HeaderEntry::of(&block.header).encode())
             .map_err(self.write_error("writing a header entry"))?;
         self.results
-            .put(txn, &key, &encode_dropped(dropped))
+            .put(txn, &key, &encode_results(dropped, clearing))
             .map_err(self.write_error("writing block results"))?;
         Ok(())
     }
@@ -333,8 +346,22 @@ impl BlockStore {
             .get(&txn, &height.to_be_bytes())
             .map_err(StoreError::lmdb("reading block results"))?;
         stored
-            .map(|bytes| decode_dropped(height, bytes))
+            .map(|bytes| decode_results(height, bytes).map(|(dropped, _)| dropped))
             .transpose()
+    }
+
+    /// The proposer's clearing quality of block `height`, if this node proposed it (and
+    /// stored it: blocks written before this was kept have none).
+    pub fn clearing_report(&self, height: u64) -> Result<Option<ClearingReport>, StoreError> {
+        let txn = self.read_txn()?;
+        let stored = self
+            .results
+            .get(&txn, &height.to_be_bytes())
+            .map_err(StoreError::lmdb("reading block results"))?;
+        match stored {
+            Some(bytes) => Ok(decode_results(height, bytes)?.1),
+            None => Ok(None),
+        }
     }
 
     /// Stores an application value under `key` in `meta`, apart from the store's own keys.
@@ -516,15 +543,35 @@ fn app_meta_key(key: &str) -> Vec<u8> {
 
 /// `count:u32 (index:u32 reason:u8)*`, big-endian; a reason is its position in
 /// [`DropReason::ALL`].
-fn encode_dropped(dropped: &[(u32, DropReason)]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + 5 * dropped.len());
+/// A block's results as stored: the dropped transactions (count, then index and reason code
+/// each), then, when the proposer's clearing quality is kept, [`CLEARING_TAG`] and its fields.
+/// Results written before the quality was kept end after the dropped entries.
+fn encode_results(dropped: &[(u32, DropReason)], clearing: Option<&ClearingReport>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + 5 * dropped.len() + CLEARING_BYTES);
     out.extend_from_slice(&(dropped.len() as u32).to_be_bytes());
     for (index, reason) in dropped {
         out.extend_from_slice(&index.to_be_bytes());
         out.push(reason_code(*reason));
     }
+    if let Some(report) = clearing {
+        out.push(CLEARING_TAG);
+        out.extend_from_slice(&report.iterations.to_be_bytes());
+        for value in [
+            report.achieved_epsilon,
+            report.achieved_mu,
+            report.unrealized_utility_ratio,
+            report.millis,
+        ] {
+            out.extend_from_slice(&value.to_bits().to_be_bytes());
+        }
+    }
     out
 }
+
+/// Marks the clearing quality after a block's dropped entries.
+const CLEARING_TAG: u8 = 1;
+/// The tag, the iteration count and four f64 measures.
+const CLEARING_BYTES: usize = 1 + 8 + 4 * 8;
 
 fn reason_code(reason: DropReason) -> u8 {
     DropReason::ALL
@@ -533,22 +580,25 @@ fn reason_code(reason: DropReason) -> u8 {
         .expect("DropReason::ALL lists every reason") as u8
 }
 
-fn decode_dropped(height: u64, bytes: &[u8]) -> Result<Vec<(u32, DropReason)>, StoreError> {
+/// The dropped transactions and, if kept, the clearing quality of a block's stored results.
+fn decode_results(
+    height: u64,
+    bytes: &[u8],
+) -> Result<(Vec<(u32, DropReason)>, Option<ClearingReport>), StoreError> {
     let corrupt = |reason: String| StoreError::CorruptBlock {
         height,
         reason: format!("its results: {reason}"),
     };
-    let (count, items) = bytes
+    let (count, rest) = bytes
         .split_first_chunk::<4>()
         .ok_or_else(|| corrupt("truncated".into()))?;
     let count = u32::from_be_bytes(*count) as usize;
-    if items.len() != 5 * count {
-        return Err(corrupt(format!(
-            "{} bytes for {count} entries",
-            items.len()
-        )));
-    }
-    items
+    let entries_len = count
+        .checked_mul(5)
+        .filter(|len| *len <= rest.len())
+        .ok_or_else(|| corrupt(format!("{} bytes for {count} entries", rest.len())))?;
+    let (items, trailer) = rest.split_at(entries_len);
+    let dropped = items
         .chunks_exact(5)
         .map(|item| {
             let index = u32::from_be_bytes([item[0], item[1], item[2], item[3]]);
@@ -557,7 +607,31 @@ fn decode_dropped(height: u64, bytes: &[u8]) -> Result<Vec<(u32, DropReason)>, S
                 .ok_or_else(|| corrupt(format!("unknown reason code {}", item[4])))?;
             Ok((index, *reason))
         })
-        .collect()
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let clearing = match trailer {
+        [] => None,
+        [CLEARING_TAG, fields @ ..] if fields.len() == CLEARING_BYTES - 1 => {
+            let word = |at: usize| {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(&fields[at..at + 8]);
+                u64::from_be_bytes(bytes)
+            };
+            Some(ClearingReport {
+                iterations: word(0),
+                achieved_epsilon: f64::from_bits(word(8)),
+                achieved_mu: f64::from_bits(word(16)),
+                unrealized_utility_ratio: f64::from_bits(word(24)),
+                millis: f64::from_bits(word(32)),
+            })
+        }
+        _ => {
+            return Err(corrupt(format!(
+                "{} bytes after {count} entries",
+                trailer.len()
+            )))
+        }
+    };
+    Ok((dropped, clearing))
 }
 
 fn decode_height(key: &[u8]) -> Result<u64, StoreError> {
@@ -699,4 +773,58 @@ fn create_database<'e>(
     opener
         .create_database(txn, Some(name))
         .map_err(StoreError::lmdb("creating a database"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: adding `DropReason::Replayed` in the middle of `DropReason::ALL` shifted
+    /// the stored code of every later reason, so an existing store would have reported its old
+    /// blocks' drops under other names. Codes are positions in `ALL`: they must never move.
+    #[test]
+    fn stored_drop_reason_codes_never_change() {
+        let expected = [
+            (DropReason::Malformed, 0),
+            (DropReason::UnknownSource, 1),
+            (DropReason::BadSignature, 2),
+            (DropReason::SequenceOutOfWindow, 3),
+            (DropReason::UnknownAsset, 4),
+            (DropReason::UnknownReceiver, 5),
+            (DropReason::UnknownOffer, 6),
+            (DropReason::AccountExists, 7),
+            (DropReason::DuplicateAccountCreation, 8),
+            (DropReason::AccountOverdraft, 9),
+            (DropReason::AccountReusedSequence, 10),
+            (DropReason::AccountDoubleCancel, 11),
+            (DropReason::Replayed, 12),
+        ];
+        assert_eq!(expected.len(), DropReason::ALL.len());
+        for (reason, code) in expected {
+            assert_eq!(reason_code(reason), code, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn results_round_trip_with_and_without_the_clearing_quality() {
+        let dropped = vec![(3, DropReason::Replayed), (9, DropReason::AccountOverdraft)];
+        let report = ClearingReport {
+            iterations: 17,
+            achieved_epsilon: 1e-5,
+            achieved_mu: 2e-4,
+            unrealized_utility_ratio: f64::INFINITY,
+            millis: 12.5,
+        };
+        let with = encode_results(&dropped, Some(&report));
+        assert_eq!(
+            decode_results(4, &with).ok(),
+            Some((dropped.clone(), Some(report)))
+        );
+        let without = encode_results(&dropped, None);
+        assert_eq!(decode_results(4, &without).ok(), Some((dropped, None)));
+        for cut in 0..with.len() {
+            let _ = decode_results(4, &with[..cut]);
+        }
+        assert!(decode_results(4, &with[..with.len() - 1]).is_err());
+    }
 }

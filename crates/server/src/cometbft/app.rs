@@ -453,9 +453,10 @@ impl Application for WalrasApp {
         };
         let started = Instant::now();
         // FinalizeBlock applied this block: the state is the one after it, to checkpoint.
-        let appended = self.shared.store.append_with_state(
+        let appended = self.shared.store.append_with_results(
             &decided.block,
             &decided.outcome.dropped,
+            decided.outcome.clearing.as_ref(),
             &self.state(),
         );
         if let Err(error) = appended {
