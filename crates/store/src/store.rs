@@ -580,11 +580,11 @@ fn reason_code(reason: DropReason) -> u8 {
         .expect("DropReason::ALL lists every reason") as u8
 }
 
+/// A block's stored results: its dropped transactions, and the proposer's clearing quality.
+type BlockResults = (Vec<(u32, DropReason)>, Option<ClearingReport>);
+
 /// The dropped transactions and, if kept, the clearing quality of a block's stored results.
-fn decode_results(
-    height: u64,
-    bytes: &[u8],
-) -> Result<(Vec<(u32, DropReason)>, Option<ClearingReport>), StoreError> {
+fn decode_results(height: u64, bytes: &[u8]) -> Result<BlockResults, StoreError> {
     let corrupt = |reason: String| StoreError::CorruptBlock {
         height,
         reason: format!("its results: {reason}"),
