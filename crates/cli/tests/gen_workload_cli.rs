@@ -202,3 +202,19 @@ fn bad_arguments_are_refused_with_a_reason() {
         "nothing is created for bad arguments"
     );
 }
+
+#[test]
+fn a_market_shaped_workload_records_its_spread_and_replays_to_the_manifests_roots() {
+    let out = fresh_directory("market");
+    assert_succeeded(&generate(&out, "2", &["--spread", "0.1%"]));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&read(&out.join("workload.json"))).expect("workload.json");
+    assert_eq!(summary["params"]["market_spread_ppm"], 1_000);
+    let replay = walras(&["replay", out.to_str().expect("utf-8 temp path")]);
+    assert_succeeded(&replay);
+    assert!(String::from_utf8_lossy(&replay.stderr).contains("state roots match the manifest"));
+    let refused = generate(&fresh_directory("market-bad"), "1", &["--spread", "30%"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("spread"));
+    let _ = fs::remove_dir_all(&out);
+}

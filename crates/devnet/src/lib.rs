@@ -34,6 +34,7 @@ pub fn dev_genesis(dev: &DevGenesisJson, threads: usize) -> Result<Genesis, DevG
         seed: dev.seed,
         payments_only: false,
         faults: false,
+        market_spread_ppm: None,
     };
     let generator = WorkloadGenerator::new(&params, threads)
         .map_err(|error| DevGenesisError(error.to_string()))?;

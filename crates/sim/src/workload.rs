@@ -79,6 +79,7 @@ pub mod keys;
 mod ledger;
 
 use crate::rng::Rng;
+use crate::shape::{SPREAD_PPM_MAX, SPREAD_PPM_MIN};
 use block::BlockPlanner;
 use keys::KeyPool;
 use ledger::Ledger;
@@ -125,6 +126,12 @@ pub struct WorkloadParams {
     /// Inject about 1% invalid transactions (see [`FaultKind`]). Off, every transaction is
     /// valid — as in blocks built from a mempool that checked signatures on admission.
     pub faults: bool,
+    /// `None`: limits a normal distance below the valuation ratio (mean 0.5%, sd 1%; most
+    /// offers in the money). `Some(ppm)`: the `market` model's limits, symmetric around the
+    /// ratio, `ratio × exp(σ·Z)` with σ = ppm / 10^6 (see [`crate::market`]): two-sided books,
+    /// about half of each pair's volume out of the money. In
+    /// [`SPREAD_PPM_MIN`](crate::shape::SPREAD_PPM_MIN)..=[`SPREAD_PPM_MAX`](crate::shape::SPREAD_PPM_MAX).
+    pub market_spread_ppm: Option<u32>,
 }
 
 /// Why parameters cannot be generated.
@@ -139,6 +146,8 @@ pub enum WorkloadError {
         accounts: usize,
         txs_per_block: usize,
     },
+    /// A market spread outside the accepted range, in parts per million.
+    MarketSpread(u32),
 }
 
 impl fmt::Display for WorkloadError {
@@ -168,6 +177,10 @@ impl fmt::Display for WorkloadError {
                  got {accounts}: add accounts or shrink the blocks",
                 txs_per_block.div_ceil(MAX_TXS_PER_ACCOUNT_PER_BLOCK_AVERAGE)
             ),
+            WorkloadError::MarketSpread(ppm) => write!(
+                f,
+                "the market spread must be {SPREAD_PPM_MIN}..={SPREAD_PPM_MAX} ppm, got {ppm}"
+            ),
         }
     }
 }
@@ -194,6 +207,11 @@ impl WorkloadParams {
                 accounts: self.accounts,
                 txs_per_block: self.txs_per_block,
             });
+        }
+        if let Some(ppm) = self.market_spread_ppm {
+            if !(SPREAD_PPM_MIN..=SPREAD_PPM_MAX).contains(&ppm) {
+                return Err(WorkloadError::MarketSpread(ppm));
+            }
         }
         Ok(())
     }

@@ -27,6 +27,7 @@ fn params(accounts: usize, blocks: usize, txs_per_block: usize, seed: u64) -> Wo
         seed,
         payments_only: false,
         faults: true,
+        market_spread_ppm: None,
     }
 }
 
@@ -494,6 +495,7 @@ fn replay_holds_across_seeds_and_shapes() {
             seed,
             payments_only: false,
             faults: true,
+            market_spread_ppm: None,
         };
         let workload = generate_workload(&params, 2);
         let (created, _) = Replay::new(&workload).run();
@@ -666,4 +668,62 @@ fn invalid_parameters_are_named() {
     }
     .to_string();
     assert!(message.contains("at least 101 accounts"), "{message}");
+}
+
+/// Share of the workload's new offers whose limit is above the model's valuation ratio
+/// (out of the money when the block was made).
+fn out_of_the_money_share(workload: &Workload) -> f64 {
+    let (mut above, mut offers) = (0u64, 0u64);
+    for (block, valuations) in workload.blocks.iter().zip(&workload.valuations) {
+        for signed in block {
+            if let Operation::CreateOffer {
+                sell,
+                buy,
+                min_price,
+                ..
+            } = signed.transaction.operation
+            {
+                let ratio = valuations[usize::from(sell.0)] / valuations[usize::from(buy.0)];
+                offers += 1;
+                above += u64::from(min_price.to_f64() > ratio);
+            }
+        }
+    }
+    above as f64 / offers.max(1) as f64
+}
+
+#[test]
+fn the_market_model_makes_two_sided_books_and_keeps_every_workload_rule() {
+    let base = params(2_000, 4, 2_000, 21);
+    let market = WorkloadParams {
+        market_spread_ppm: Some(1_000),
+        ..base
+    };
+    let default_share = out_of_the_money_share(&generate_workload(&base, 2));
+    let workload = generate_workload(&market, 2);
+    let market_share = out_of_the_money_share(&workload);
+    assert!(
+        (0.45..=0.55).contains(&market_share),
+        "market limits are symmetric around the ratio: {market_share}"
+    );
+    assert!(
+        default_share < 0.4,
+        "the default model leans in the money: {default_share}"
+    );
+    let (created, _) = Replay::new(&workload).run();
+    assert_eq!(created, workload.stats.accounts_created);
+    assert_eq!(
+        generate_workload(&market, 1).blocks,
+        workload.blocks,
+        "deterministic for any thread count"
+    );
+}
+
+#[test]
+fn a_market_spread_out_of_range_is_named() {
+    let bad = WorkloadParams {
+        market_spread_ppm: Some(5),
+        ..params(100, 3, 100, 1)
+    };
+    assert_eq!(bad.validate(), Err(WorkloadError::MarketSpread(5)));
 }

@@ -49,6 +49,10 @@ pub struct GenWorkloadArgs {
     /// Only payments (the payments benchmark)
     #[arg(long)]
     payments_only: bool,
+    /// Limits symmetric around the valuation ratio with this noise width, as `0.1%` or in ppm
+    /// (the `market` model: two-sided books); by default limits sit a little below the ratio
+    #[arg(long, value_parser = super::super::market_args::spread_ppm)]
+    spread: Option<u32>,
     /// Inject no invalid transactions (by default about 1% are: see faults.csv)
     #[arg(long)]
     no_faults: bool,
@@ -72,6 +76,7 @@ pub fn run(args: GenWorkloadArgs) -> Result<(), ToolError> {
         seed: args.seed,
         payments_only: args.payments_only,
         faults: !args.no_faults,
+        market_spread_ppm: args.spread,
     };
     params.validate()?;
     let threads = args.threads.unwrap_or_else(default_threads);
@@ -210,6 +215,7 @@ fn summary_json(params: &WorkloadParams, stats: &WorkloadStats) -> Value {
             "seed": params.seed,
             "payments_only": params.payments_only,
             "faults": params.faults,
+            "market_spread_ppm": params.market_spread_ppm,
         },
         "key_pool": key_pool_size(params.accounts),
         "stats": {

@@ -307,10 +307,13 @@ impl<'a> BlockPlanner<'a> {
     }
 
     /// A limit price a small random distance from the current valuation ratio (see
-    /// [`workload_limit_distance`]).
+    /// [`workload_limit_distance`]), or symmetric around it in the `market` model.
     fn limit_price(&mut self, sell: AssetId, buy: AssetId) -> Price {
         let ratio = self.valuations[usize::from(sell.0)] / self.valuations[usize::from(buy.0)];
-        let limit = ratio * (1.0 - workload_limit_distance(self.rng));
+        let limit = match self.params.market_spread_ppm {
+            None => ratio * (1.0 - workload_limit_distance(self.rng)),
+            Some(ppm) => ratio * (f64::from(ppm) / 1e6 * self.rng.normal()).exp(),
+        };
         Price::from_f64(limit.clamp(MIN_GENERATED_PRICE, MAX_GENERATED_PRICE))
     }
 
