@@ -526,11 +526,7 @@ fn kraken(payload: &[u8]) -> Result<Normalized, NormError> {
                 serde_json::from_str(data).map_err(|e| malformed(KRAKEN, e))?;
             check_count(KRAKEN, trades.len())?;
             for t in &trades {
-                let taker = match t.side.as_ref() {
-                    "buy" => Some(Side::Bid),
-                    "sell" => Some(Side::Ask),
-                    _ => None,
-                };
+                let taker = taker_side(t.side.as_ref());
                 events.push(Event::Trade(Trade {
                     symbol: symbol(KRAKEN, &t.symbol)?,
                     price: raw_dec(KRAKEN, t.price)?,
@@ -656,11 +652,7 @@ fn okx(payload: &[u8]) -> Result<Normalized, NormError> {
                 serde_json::from_str(data).map_err(|e| malformed(OKX, e))?;
             check_count(OKX, trades.len())?;
             for t in &trades {
-                let taker = match t.side.as_ref() {
-                    "buy" => Some(Side::Bid),
-                    "sell" => Some(Side::Ask),
-                    _ => None,
-                };
+                let taker = taker_side(t.side.as_ref());
                 events.push(Event::Trade(Trade {
                     symbol: symbol(OKX, &t.inst_id)?,
                     price: dec(OKX, &t.px)?,
@@ -788,4 +780,13 @@ fn bitstamp_rest(payload: &[u8], pair: &str) -> Result<Normalized, NormError> {
         connection_seq: None,
         events: vec![ev],
     })
+}
+
+/// The taker's side of a trade as venues spell it (`buy`/`sell`); `None` when not given.
+fn taker_side(side: &str) -> Option<Side> {
+    match side {
+        "buy" => Some(Side::Bid),
+        "sell" => Some(Side::Ask),
+        _ => None,
+    }
 }

@@ -177,10 +177,21 @@ impl Router {
             venue: venue.into(),
             symbol: symbol.into(),
         })?;
+        Ok(self.add_instrument(key, protocol, base, quote))
+    }
+
+    /// Records an instrument (with its Kraken checksum spec, for Kraken) and returns it.
+    fn add_instrument(
+        &mut self,
+        key: InstrumentKey,
+        protocol: Protocol,
+        base: String,
+        quote: String,
+    ) -> InstrumentInfo {
         let kraken = (protocol == Protocol::Kraken).then(|| {
             let (price_decimals, qty_decimals) = self
                 .kraken_precision
-                .get(&(venue.to_string(), symbol.to_string()))
+                .get(&(key.venue.clone(), key.symbol.clone()))
                 .copied()
                 .unwrap_or((8, 8));
             KrakenSpec {
@@ -197,10 +208,10 @@ impl Router {
             kraken,
         };
         self.venue_instruments
-            .entry(venue.to_string())
+            .entry(key.venue.clone())
             .or_default()
             .insert(key, info.clone());
-        Ok(info)
+        info
     }
 
     /// Registers an instrument's base and quote from venue metadata, overriding the symbol split.
@@ -217,29 +228,7 @@ impl Router {
             venue: venue.to_string(),
             symbol: symbol.to_string(),
         };
-        let kraken = (protocol == Protocol::Kraken).then(|| {
-            let (price_decimals, qty_decimals) = self
-                .kraken_precision
-                .get(&(venue.to_string(), symbol.to_string()))
-                .copied()
-                .unwrap_or((8, 8));
-            KrakenSpec {
-                depth: self.kraken_depth,
-                price_decimals,
-                qty_decimals,
-            }
-        });
-        let info = InstrumentInfo {
-            key: key.clone(),
-            protocol,
-            base: base.to_string(),
-            quote: quote.to_string(),
-            kraken,
-        };
-        self.venue_instruments
-            .entry(venue.to_string())
-            .or_default()
-            .insert(key, info);
+        self.add_instrument(key, protocol, base.to_string(), quote.to_string());
         Ok(())
     }
 

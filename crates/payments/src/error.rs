@@ -3,7 +3,7 @@
 use thiserror::Error;
 use walras_types::AssetId;
 
-use crate::model::{ChainId, Epoch, OutputId, PaymentId, ValidatorIndex};
+use crate::ids::{ChainId, Epoch, OutputId, PaymentId, ValidatorIndex};
 
 /// What is wrong with one validator's vote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
@@ -45,11 +45,11 @@ pub enum RequestError {
     NoInputs,
     #[error("a payment needs at least one output")]
     NoOutputs,
-    #[error("{inputs} inputs, at most {max}", max = crate::model::PAYMENT_INPUTS_MAX)]
+    #[error("{inputs} inputs, at most {max}", max = crate::ids::PAYMENT_INPUTS_MAX)]
     TooManyInputs { inputs: usize },
-    #[error("{outputs} outputs, at most {max}", max = crate::model::PAYMENT_OUTPUTS_MAX)]
+    #[error("{outputs} outputs, at most {max}", max = crate::ids::PAYMENT_OUTPUTS_MAX)]
     TooManyOutputs { outputs: usize },
-    #[error("{certificates} input certificates, at most one per input ({max})", max = crate::model::PAYMENT_INPUTS_MAX)]
+    #[error("{certificates} input certificates, at most one per input ({max})", max = crate::ids::PAYMENT_INPUTS_MAX)]
     TooManyCertificates { certificates: usize },
     #[error("inputs owned by more than one key")]
     MixedOwners,

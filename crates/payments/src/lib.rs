@@ -24,6 +24,7 @@ pub mod codec;
 #[cfg(feature = "lmdb")]
 pub mod durable;
 pub mod error;
+pub mod ids;
 pub mod model;
 pub mod validator;
 

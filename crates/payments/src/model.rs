@@ -10,11 +10,9 @@ use walras_crypto::{hash_in, sign, verify, Domain, Hash, Hasher, Keypair, Public
 use walras_types::AssetId;
 
 use crate::error::RequestError;
-
-/// Most inputs one payment spends.
-pub const PAYMENT_INPUTS_MAX: usize = 16;
-/// Most outputs one payment creates.
-pub const PAYMENT_OUTPUTS_MAX: usize = 16;
+pub use crate::ids::{
+    ChainId, Epoch, OutputId, PaymentId, ValidatorIndex, PAYMENT_INPUTS_MAX, PAYMENT_OUTPUTS_MAX,
+};
 
 /// Hashing domains of this crate (16 bytes at most each; a test checks they differ from each
 /// other and from `walras_crypto::domain::ALL`).
@@ -37,22 +35,6 @@ pub mod domain {
     /// Every domain above.
     pub const ALL: [Domain; 7] = [PAYMENT, PAYMENT_SIG, OUTPUT, DEPOSIT, GENESIS, VOTE, SHARD];
 }
-
-/// Which chain (deployment) a vote belongs to; votes of one chain are worthless on another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ChainId(pub u64);
-
-/// Committee epoch: votes name the committee that made them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Epoch(pub u64);
-
-/// Id of an output: `H(payment id ‖ index)` (or of a deposit or genesis entry).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct OutputId(pub Hash);
-
-/// Id of a payment: the hash of its canonical bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PaymentId(pub Hash);
 
 /// A coin: `amount` units of `asset`, spendable by `owner`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -261,9 +243,6 @@ pub struct Committee {
     pub validators: Vec<PublicKey>,
     pub shards: u32,
 }
-
-/// Index of a validator in its committee.
-pub type ValidatorIndex = u16;
 
 impl Committee {
     /// Most faulty validators tolerated: `f = ⌊(n − 1) / 3⌋`.
