@@ -12,6 +12,9 @@ use walras_types::Fraction;
 pub enum BenchCommand {
     /// Clearing speed and quality over generated batches (books built outside the timing).
     Clearing(ClearingBenchArgs),
+    /// Iterations and time of clearing from a cold start, the previous block's prices and
+    /// outside reference prices (the valuation oracle's warm start).
+    WarmStart(crate::warm_start::WarmStartArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -105,6 +108,7 @@ struct InstanceFigures {
 pub fn run(command: BenchCommand) -> Result<(), ToolError> {
     match command {
         BenchCommand::Clearing(args) => bench_clearing(args),
+        BenchCommand::WarmStart(args) => crate::warm_start::run(args),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod demo_batch;
 pub mod gen;
 pub mod market_args;
 pub mod replay;
+pub mod warm_start;
 
 /// The argument parsers the commands share.
 mod args {
