@@ -32,18 +32,11 @@ pub enum ProposalError {
     #[error("the proposal's header: {0}")]
     Header(BlockDecodeError),
     #[error("the proposal's transaction {index}: {error}")]
-    Transaction {
-        index: usize,
-        error: DecodeError,
-    },
+    Transaction { index: usize, error: DecodeError },
     /// The header is for another height than the one CometBFT is deciding.
     #[error("the proposal's header is for height {header}, consensus decides height {consensus}")]
-    Height {
-        header: u64,
-        consensus: u64,
-    },
+    Height { header: u64, consensus: u64 },
 }
-
 
 /// The `txs` of a proposal for `block`.
 pub fn encode(header: &BlockHeader, transactions: &[Bytes]) -> Vec<Bytes> {

@@ -73,9 +73,7 @@ impl PairBook {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BookError {
     #[error("{assets} assets is out of range: clearing needs 2..={max}", max = walras_types::MAX_ASSETS)]
-    AssetCount {
-        assets: usize,
-    },
+    AssetCount { assets: usize },
     #[error("offer {offer_id}: asset {asset} is not below the asset count {assets}")]
     UnknownAsset {
         offer_id: u64,
@@ -83,28 +81,16 @@ pub enum BookError {
         assets: usize,
     },
     #[error("offer {offer_id} sells and buys the same asset")]
-    SameAsset {
-        offer_id: u64,
-    },
+    SameAsset { offer_id: u64 },
     #[error("offer {offer_id}: amount {amount} is not in 1..=2^63-1")]
-    Amount {
-        offer_id: u64,
-        amount: u64,
-    },
+    Amount { offer_id: u64, amount: u64 },
     #[error("offer {offer_id}: limit price outside the accepted range {range}", range = Price::LIMIT_RANGE_TEXT)]
-    LimitPrice {
-        offer_id: u64,
-    },
+    LimitPrice { offer_id: u64 },
     #[error("offers of asset {asset} add up to more than the issuance cap 2^63-1")]
-    AssetTotalTooLarge {
-        asset: u16,
-    },
+    AssetTotalTooLarge { asset: u16 },
     #[error("{offers} offers is more than 2^31 - 1")]
-    TooManyOffers {
-        offers: usize,
-    },
+    TooManyOffers { offers: usize },
 }
-
 
 /// All offers of one batch, indexed for clearing.
 #[derive(Clone, Debug)]

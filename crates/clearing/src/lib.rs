@@ -113,7 +113,6 @@ pub enum ClearingError {
     Settle(SettleError),
 }
 
-
 /// The commission the LP and tâtonnement plan with: 7/8 of what is charged, so that the last
 /// eighth absorbs rounding to whole units (see [`settle`]).
 pub fn planning_epsilon(epsilon: Fraction) -> f64 {

@@ -70,16 +70,10 @@ pub struct Settlement {
 pub enum SettleError {
     /// Given valuations are not one positive integer per asset.
     #[error("{given} valuations given for {assets} assets (all must be positive)")]
-    ValuationCount {
-        given: usize,
-        assets: usize,
-    },
+    ValuationCount { given: usize, assets: usize },
     /// A given amount names a pair with nothing at or below its rate.
     #[error("pair {sell}->{buy} trades but no offer is at or below its rate")]
-    NothingToTrade {
-        sell: u16,
-        buy: u16,
-    },
+    NothingToTrade { sell: u16, buy: u16 },
     /// A given amount exceeds what the pair's offers may sell at its rate.
     #[error("pair {sell}->{buy} sells {sold} but offers at or below its rate hold only {upper}")]
     BeyondLimitPrices {
@@ -97,16 +91,13 @@ pub enum SettleError {
     },
     /// Tâtonnement produced a non-finite or non-positive valuation.
     #[error("internal error: valuation of asset {asset} is not a positive number")]
-    BadValuation {
-        asset: usize,
-    },
+    BadValuation { asset: usize },
     #[error("{0}")]
     Lp(LpError),
     /// The deficit repair did not finish within its step limit (a bug).
     #[error("internal error: conservation repair exceeded its step limit")]
     RepairLimit,
 }
-
 
 /// Quantises float valuations to integers, the largest becoming [`Valuation::NORMALIZED_MAX`]
 /// (2^126). Each keeps the float's 53 bits while it is above 2^53 — for every asset less than

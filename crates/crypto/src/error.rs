@@ -21,17 +21,12 @@ pub enum DecodeError {
     #[error("{what} is not hex: character {position} is not 0-9, a-f or A-F")]
     NotHex { what: &'static str, position: usize },
     /// Public-key bytes that are not the encoding of a point on the ed25519 curve.
-    #[error(
-        "public key is not a valid ed25519 point; check it was copied whole and unaltered"
-    )]
+    #[error("public key is not a valid ed25519 point; check it was copied whole and unaltered")]
     NotACurvePoint,
     /// A public key of small order: anyone could forge signatures for it.
-    #[error(
-        "public key has small order, so signatures under it prove nothing; use another key"
-    )]
+    #[error("public key has small order, so signatures under it prove nothing; use another key")]
     WeakPublicKey,
 }
-
 
 /// A signature, or an inclusion proof, that does not verify.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -43,4 +38,3 @@ pub enum VerifyError {
     #[error("inclusion proof does not lead from this message to the signed batch root")]
     BadInclusionProof,
 }
-

@@ -11,7 +11,6 @@
 //! bare root: it cannot be mistaken for any other signed 32-byte message, and it fixes the tree
 //! shape the proofs are checked against.
 
-
 use crate::error::VerifyError;
 use crate::hash::{domain, hash_in, Hash, Hasher};
 use crate::sign::{verify, Keypair, PublicKey, Signature};
@@ -32,7 +31,6 @@ pub enum MerkleBatchError {
     )]
     TooManyMessages { messages: usize },
 }
-
 
 /// A Merkle tree over message hashes, every level kept so proofs are read off directly.
 #[derive(Clone, Debug)]

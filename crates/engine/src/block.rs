@@ -69,7 +69,6 @@ pub enum BlockDecodeError {
     Unsorted,
 }
 
-
 impl BlockHeader {
     pub fn encode(&self) -> Vec<u8> {
         let mut out =

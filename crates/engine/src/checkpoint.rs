@@ -39,7 +39,6 @@ pub enum CheckpointError {
     Malformed(String),
 }
 
-
 fn show(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

@@ -112,10 +112,7 @@ pub enum EngineError {
     #[error("block header rejected: {0}")]
     HeaderClearing(SettleError),
     #[error("block header rejected: height {found}, expected {expected}")]
-    HeaderHeight {
-        expected: u64,
-        found: u64,
-    },
+    HeaderHeight { expected: u64, found: u64 },
     #[error("block header rejected: it does not follow the last block")]
     HeaderPrevious,
     #[error("block header rejected: transactions root does not match")]
@@ -125,22 +122,15 @@ pub enum EngineError {
     HeaderTrades,
     /// A traded pair's last offer is not the one the amounts imply.
     #[error("block header rejected: pair {sell}->{buy} names the wrong last offer")]
-    HeaderLastOffer {
-        sell: u16,
-        buy: u16,
-    },
+    HeaderLastOffer { sell: u16, buy: u16 },
     /// Executing the block gave another state root than the header's: this node and the
     /// proposer disagree, and the node must stop.
     #[error("state root {computed} differs from the header's {expected}: stop this node")]
-    StateRootMismatch {
-        expected: String,
-        computed: String,
-    },
+    StateRootMismatch { expected: String, computed: String },
     /// [`ExchangeState::apply_checked`] got a check of another block or another state.
     #[error("the block was checked against another state or was another block: check it again")]
     StaleCheck,
 }
-
 
 /// The block's effect, decided before anything changes.
 struct Plan {

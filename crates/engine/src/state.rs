@@ -51,7 +51,6 @@ pub enum StateError {
     Genesis(String),
 }
 
-
 /// The whole exchange.
 pub struct ExchangeState {
     pub(crate) assets: usize,

@@ -114,7 +114,6 @@ fn model_names() -> String {
     names.join(", ")
 }
 
-
 impl FromStr for OfferModel {
     type Err = UnknownModel;
 

@@ -161,7 +161,6 @@ pub enum WorkloadError {
     MarketSpread(u32),
 }
 
-
 impl WorkloadParams {
     /// Checks every limit documented on the fields.
     pub fn validate(&self) -> Result<(), WorkloadError> {

@@ -67,7 +67,9 @@ pub enum StoreError {
         error: EngineError,
     },
     /// The LMDB map is full.
-    #[error("the store is full (map size {map_size_bytes} bytes); reopen it with a larger map size")]
+    #[error(
+        "the store is full (map size {map_size_bytes} bytes); reopen it with a larger map size"
+    )]
     MapFull { map_size_bytes: usize },
     /// `data.mdb` is shorter than the pages its last commit uses (or empty): mapping it would
     /// crash the process with SIGBUS on the first read past its end.

@@ -31,7 +31,6 @@ pub enum ProofDecodeError {
     TrailingBytes { extra: usize },
 }
 
-
 /// A proof that does not establish anything about the key under the root.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProofError {
@@ -48,7 +47,9 @@ pub enum ProofError {
     #[error("proof ends at a node that is not on the key's path")]
     EndOffPath,
     /// The path ends at a branch under which the key could still be: it proves nothing.
-    #[error("proof stops at a branch the key may be under: it proves neither presence nor absence")]
+    #[error(
+        "proof stops at a branch the key may be under: it proves neither presence nor absence"
+    )]
     Incomplete,
     /// The path ends at "empty trie" below the root.
     #[error("proof claims an empty subtree below the root")]
@@ -58,7 +59,6 @@ pub enum ProofError {
     #[error("proof leads to root {computed}, not {expected}: it is for another block's state, or was altered")]
     RootMismatch { expected: Hash, computed: Hash },
 }
-
 
 impl From<ProofDecodeError> for ProofError {
     fn from(error: ProofDecodeError) -> Self {

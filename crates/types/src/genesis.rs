@@ -112,7 +112,6 @@ pub enum GenesisError {
     SupplyTooLarge { asset: AssetId },
 }
 
-
 impl Genesis {
     /// The canonical bytes. Encoding does not check the genesis: an invalid one encodes to bytes
     /// that [`Genesis::decode`] rejects.

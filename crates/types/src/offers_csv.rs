@@ -77,7 +77,6 @@ pub enum OffersCsvError {
     AssetTotalTooLarge { line: usize, asset: u16 },
 }
 
-
 /// Reads and validates an offers CSV for an exchange of `assets` assets.
 pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, OffersCsvError> {
     let mut lines = input.lines();

@@ -90,7 +90,6 @@ pub enum PriceError {
     },
 }
 
-
 /// A limit price or exchange rate: units of the bought asset per unit of the sold asset, Q48.80.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Price(pub u128);

@@ -96,7 +96,6 @@ pub enum DecodeError {
     LimitPrice,
 }
 
-
 const TAG_CREATE_ACCOUNT: u8 = 1;
 const TAG_CREATE_OFFER: u8 = 2;
 const TAG_CANCEL_OFFER: u8 = 3;
