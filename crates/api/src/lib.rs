@@ -236,5 +236,9 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("signature"));
+        assert_eq!(
+            transaction_from_json(&json).unwrap_err().to_string(),
+            "signature: a signature is 128 hex digits, got 2"
+        );
     }
 }

@@ -495,3 +495,28 @@ pub fn generate_workload(params: &WorkloadParams, threads: usize) -> Workload {
         valuations,
     }
 }
+
+#[cfg(test)]
+mod error_message_tests {
+    //! The one message computed from its fields keeps the exact text the hand-written
+    //! `Display` gave.
+
+    use super::*;
+
+    #[test]
+    fn too_few_accounts_names_the_accounts_needed() {
+        let error = WorkloadError::TooFewAccounts {
+            accounts: 10,
+            txs_per_block: 1000,
+        };
+        assert_eq!(
+            error.to_string(),
+            "1000 transactions per block need at least 32 accounts (at most 32 per account on \
+             average), got 10: add accounts or shrink the blocks"
+        );
+        assert_eq!(
+            WorkloadError::MarketSpread(5).to_string(),
+            "the market spread must be 100..=100000 ppm, got 5"
+        );
+    }
+}

@@ -106,3 +106,48 @@ fn free_space(available_bytes: &Option<u64>) -> String {
         None => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The messages built from more than one field (the derive's trickier cases) keep the exact
+    //! text the hand-written `Display` gave; the chain keeps its sources.
+
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn a_full_disk_names_the_free_space_only_when_it_is_known() {
+        let error = |available_bytes| StoreError::DiskFull {
+            dir: PathBuf::from("/data"),
+            action: "appending block 7",
+            available_bytes,
+        };
+        assert_eq!(
+            error(Some(4096)).to_string(),
+            "store: appending block 7 failed: the disk holding /data is full (4096 bytes free); \
+             every block reported committed is kept: free space, then restart"
+        );
+        assert_eq!(
+            error(None).to_string(),
+            "store: appending block 7 failed: the disk holding /data is full; every block \
+             reported committed is kept: free space, then restart"
+        );
+    }
+
+    #[test]
+    fn a_replay_failure_keeps_the_engine_error_as_its_source() {
+        let error = StoreError::Replay {
+            height: 3,
+            error: EngineError::HeaderPrevious,
+        };
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "stored block 3 does not replay: block header rejected: it does not follow the \
+                 last block; {DAMAGED}"
+            )
+        );
+        assert!(error.source().is_some());
+        assert!(StoreError::MissingBlock { height: 3 }.source().is_none());
+    }
+}

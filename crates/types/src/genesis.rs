@@ -529,4 +529,20 @@ mod tests {
         expected.extend_from_slice(&0x0a0bu64.to_be_bytes());
         assert_eq!(genesis.encode(), expected);
     }
+    #[test]
+    fn messages_that_read_inner_ids_keep_their_text() {
+        assert_eq!(
+            GenesisError::DuplicateAccount(AccountId(7)).to_string(),
+            "genesis lists account 7 twice"
+        );
+        assert_eq!(
+            GenesisError::UnknownAsset {
+                account: AccountId(7),
+                asset: AssetId(3),
+                assets: 2,
+            }
+            .to_string(),
+            "account 7 holds asset 3, but the genesis has only assets 0..2"
+        );
+    }
 }

@@ -430,4 +430,21 @@ mod tests {
             let _ = read(&format!("{HEADER}{body}"), 4);
         }
     }
+    #[test]
+    fn an_unknown_asset_names_the_last_known_one() {
+        let error = OffersCsvError::UnknownAsset {
+            line: 4,
+            column: "sell",
+            asset: 9,
+            assets: 3,
+        };
+        assert_eq!(
+            error.to_string(),
+            "line 4: sell asset 9 is unknown (assets are 0..2)"
+        );
+        assert_eq!(
+            OffersCsvError::Empty.to_string(),
+            "offers file is empty: expected header 'offer_id,account,sell,buy,amount,min_price'"
+        );
+    }
 }
