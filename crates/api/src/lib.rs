@@ -9,7 +9,10 @@ pub mod proposal;
 pub mod wire;
 
 use walras_crypto::{PublicKey, Signature};
-use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};
+use walras_types::{
+    AccountId, AssetId, DecodeError, OfferId, Operation, Price, PriceError, SignedTransaction,
+    Transaction,
+};
 use wire::{OperationJson, TransactionJson};
 
 /// The JSON form of a signed transaction.
@@ -61,7 +64,9 @@ pub fn transaction_to_json(signed: &SignedTransaction) -> TransactionJson {
 
 /// Parses the JSON form; the result is checked exactly as a decoded binary transaction is (it
 /// goes through `SignedTransaction::decode`), so both forms accept the same transactions.
-pub fn transaction_from_json(json: &TransactionJson) -> Result<SignedTransaction, String> {
+pub fn transaction_from_json(
+    json: &TransactionJson,
+) -> Result<SignedTransaction, TransactionJsonError> {
     let operation = match &json.operation {
         OperationJson::CreateAccount {
             new_account,
@@ -69,7 +74,7 @@ pub fn transaction_from_json(json: &TransactionJson) -> Result<SignedTransaction
         } => {
             let key: PublicKey = public_key
                 .parse()
-                .map_err(|error| format!("public_key: {error}"))?;
+                .map_err(TransactionJsonError::PublicKey)?;
             Operation::CreateAccount {
                 new_account: AccountId(*new_account),
                 public_key: *key.as_bytes(),
@@ -106,7 +111,7 @@ pub fn transaction_from_json(json: &TransactionJson) -> Result<SignedTransaction
     let signature: Signature = json
         .signature
         .parse()
-        .map_err(|error| format!("signature: {error}"))?;
+        .map_err(TransactionJsonError::Signature)?;
     let signed = SignedTransaction {
         transaction: Transaction {
             source: AccountId(json.source),
@@ -115,11 +120,29 @@ pub fn transaction_from_json(json: &TransactionJson) -> Result<SignedTransaction
         },
         signature: *signature.as_bytes(),
     };
-    SignedTransaction::decode(&signed.encode()).map_err(|error| error.to_string())
+    SignedTransaction::decode(&signed.encode()).map_err(TransactionJsonError::Transaction)
 }
 
-fn parse_price(text: &str) -> Result<Price, String> {
-    Price::parse_limit(text).map_err(|error| format!("min_price: {error}"))
+/// Why a [`TransactionJson`] is not a signed transaction; the message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransactionJsonError {
+    /// `public_key` of a create-account operation is not an acceptable key.
+    #[error("public_key: {0}")]
+    PublicKey(walras_crypto::DecodeError),
+    /// `min_price` of an offer operation is not an acceptable limit price.
+    #[error("min_price: {0}")]
+    MinPrice(PriceError),
+    /// `signature` is not 64 bytes of hex.
+    #[error("signature: {0}")]
+    Signature(walras_crypto::DecodeError),
+    /// The fields parse but do not make a valid transaction (a zero amount, the same asset
+    /// on both sides ...): the binary decoder's own message.
+    #[error("{0}")]
+    Transaction(DecodeError),
+}
+
+fn parse_price(text: &str) -> Result<Price, TransactionJsonError> {
+    Price::parse_limit(text).map_err(TransactionJsonError::MinPrice)
 }
 
 /// Lowercase hex.
@@ -185,7 +208,10 @@ mod tests {
             asset: AssetId(2),
             amount: 0,
         }));
-        assert!(transaction_from_json(&json).unwrap_err().contains("amount"));
+        assert!(transaction_from_json(&json)
+            .unwrap_err()
+            .to_string()
+            .contains("amount"));
         json.operation = OperationJson::CreateOffer {
             sell: 1,
             buy: 2,
@@ -194,10 +220,12 @@ mod tests {
         };
         assert!(transaction_from_json(&json)
             .unwrap_err()
+            .to_string()
             .contains("min_price"));
         json.signature = "00".into();
         assert!(transaction_from_json(&json)
             .unwrap_err()
+            .to_string()
             .contains("min_price"));
         json.operation = OperationJson::Payment {
             to: 1,
@@ -206,6 +234,11 @@ mod tests {
         };
         assert!(transaction_from_json(&json)
             .unwrap_err()
+            .to_string()
             .contains("signature"));
+        assert_eq!(
+            transaction_from_json(&json).unwrap_err().to_string(),
+            "signature: a signature is 128 hex digits, got 2"
+        );
     }
 }

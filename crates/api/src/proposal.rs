@@ -21,44 +21,22 @@ use walras_types::{DecodeError, SignedTransaction};
 pub const HEADER_TAG: &[u8] = b"WALRAS-HEADER/1\0";
 
 /// Why CometBFT `txs` are not a Walras block.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProposalError {
     /// No entries at all: every Walras block has a header.
+    #[error("the proposal has no entries (no Walras header)")]
     Empty,
     /// The first entry lacks [`HEADER_TAG`].
+    #[error("the proposal's first entry is not a Walras block header")]
     NoHeader,
+    #[error("the proposal's header: {0}")]
     Header(BlockDecodeError),
-    Transaction {
-        index: usize,
-        error: DecodeError,
-    },
+    #[error("the proposal's transaction {index}: {error}")]
+    Transaction { index: usize, error: DecodeError },
     /// The header is for another height than the one CometBFT is deciding.
-    Height {
-        header: u64,
-        consensus: u64,
-    },
+    #[error("the proposal's header is for height {header}, consensus decides height {consensus}")]
+    Height { header: u64, consensus: u64 },
 }
-
-impl std::fmt::Display for ProposalError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ProposalError::Empty => write!(f, "the proposal has no entries (no Walras header)"),
-            ProposalError::NoHeader => {
-                write!(f, "the proposal's first entry is not a Walras block header")
-            }
-            ProposalError::Header(error) => write!(f, "the proposal's header: {error}"),
-            ProposalError::Transaction { index, error } => {
-                write!(f, "the proposal's transaction {index}: {error}")
-            }
-            ProposalError::Height { header, consensus } => write!(
-                f,
-                "the proposal's header is for height {header}, consensus decides height {consensus}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ProposalError {}
 
 /// The `txs` of a proposal for `block`.
 pub fn encode(header: &BlockHeader, transactions: &[Bytes]) -> Vec<Bytes> {

@@ -70,76 +70,27 @@ impl PairBook {
 }
 
 /// Why offers cannot be booked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BookError {
-    AssetCount {
-        assets: usize,
-    },
+    #[error("{assets} assets is out of range: clearing needs 2..={max}", max = walras_types::MAX_ASSETS)]
+    AssetCount { assets: usize },
+    #[error("offer {offer_id}: asset {asset} is not below the asset count {assets}")]
     UnknownAsset {
         offer_id: u64,
         asset: u16,
         assets: usize,
     },
-    SameAsset {
-        offer_id: u64,
-    },
-    Amount {
-        offer_id: u64,
-        amount: u64,
-    },
-    LimitPrice {
-        offer_id: u64,
-    },
-    AssetTotalTooLarge {
-        asset: u16,
-    },
-    TooManyOffers {
-        offers: usize,
-    },
+    #[error("offer {offer_id} sells and buys the same asset")]
+    SameAsset { offer_id: u64 },
+    #[error("offer {offer_id}: amount {amount} is not in 1..=2^63-1")]
+    Amount { offer_id: u64, amount: u64 },
+    #[error("offer {offer_id}: limit price outside the accepted range {range}", range = Price::LIMIT_RANGE_TEXT)]
+    LimitPrice { offer_id: u64 },
+    #[error("offers of asset {asset} add up to more than the issuance cap 2^63-1")]
+    AssetTotalTooLarge { asset: u16 },
+    #[error("{offers} offers is more than 2^31 - 1")]
+    TooManyOffers { offers: usize },
 }
-
-impl std::fmt::Display for BookError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use BookError::*;
-        match self {
-            AssetCount { assets } => write!(
-                f,
-                "{assets} assets is out of range: clearing needs 2..={}",
-                walras_types::MAX_ASSETS
-            ),
-            UnknownAsset {
-                offer_id,
-                asset,
-                assets,
-            } => {
-                write!(
-                    f,
-                    "offer {offer_id}: asset {asset} is not below the asset count {assets}"
-                )
-            }
-            SameAsset { offer_id } => write!(f, "offer {offer_id} sells and buys the same asset"),
-            Amount { offer_id, amount } => {
-                write!(f, "offer {offer_id}: amount {amount} is not in 1..=2^63-1")
-            }
-            LimitPrice { offer_id } => {
-                write!(
-                    f,
-                    "offer {offer_id}: limit price outside the accepted range {}",
-                    Price::LIMIT_RANGE_TEXT
-                )
-            }
-            AssetTotalTooLarge { asset } => {
-                write!(
-                    f,
-                    "offers of asset {asset} add up to more than the issuance cap 2^63-1"
-                )
-            }
-            TooManyOffers { offers } => write!(f, "{offers} offers is more than 2^31 - 1"),
-        }
-    }
-}
-
-impl std::error::Error for BookError {}
 
 /// All offers of one batch, indexed for clearing.
 #[derive(Clone, Debug)]

@@ -105,22 +105,13 @@ impl Clearing {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ClearingError {
+    #[error("{0}")]
     InvalidParams(String),
+    #[error("{0}")]
     Settle(SettleError),
 }
-
-impl std::fmt::Display for ClearingError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClearingError::InvalidParams(message) => write!(f, "{message}"),
-            ClearingError::Settle(error) => write!(f, "{error}"),
-        }
-    }
-}
-
-impl std::error::Error for ClearingError {}
 
 /// The commission the LP and tâtonnement plan with: 7/8 of what is charged, so that the last
 /// eighth absorbs rounding to whole units (see [`settle`]).

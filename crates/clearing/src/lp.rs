@@ -21,21 +21,14 @@ pub struct PairFlowBounds {
     pub upper: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LpError {
     /// No flows satisfy the bounds and conservation.
+    #[error("the clearing LP is infeasible")]
     Infeasible,
     /// The solver failed for a numerical reason; the message is the solver's.
+    #[error("the LP solver failed: {0}")]
     Solver(String),
-}
-
-impl std::fmt::Display for LpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LpError::Infeasible => write!(f, "the clearing LP is infeasible"),
-            LpError::Solver(message) => write!(f, "the LP solver failed: {message}"),
-        }
-    }
 }
 
 /// Solves the LP; returns one flow per entry of `pairs`, within its bounds.

@@ -66,19 +66,16 @@ pub struct Settlement {
     pub repairs: u32,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SettleError {
     /// Given valuations are not one positive integer per asset.
-    ValuationCount {
-        given: usize,
-        assets: usize,
-    },
+    #[error("{given} valuations given for {assets} assets (all must be positive)")]
+    ValuationCount { given: usize, assets: usize },
     /// A given amount names a pair with nothing at or below its rate.
-    NothingToTrade {
-        sell: u16,
-        buy: u16,
-    },
+    #[error("pair {sell}->{buy} trades but no offer is at or below its rate")]
+    NothingToTrade { sell: u16, buy: u16 },
     /// A given amount exceeds what the pair's offers may sell at its rate.
+    #[error("pair {sell}->{buy} sells {sold} but offers at or below its rate hold only {upper}")]
     BeyondLimitPrices {
         sell: u16,
         buy: u16,
@@ -86,72 +83,21 @@ pub enum SettleError {
         upper: u64,
     },
     /// Given amounts would pay out more of an asset than the auctioneer receives.
+    #[error("asset {asset} not conserved: {received} received, {paid} paid out")]
     NotConserved {
         asset: usize,
         received: u128,
         paid: u128,
     },
     /// Tâtonnement produced a non-finite or non-positive valuation.
-    BadValuation {
-        asset: usize,
-    },
+    #[error("internal error: valuation of asset {asset} is not a positive number")]
+    BadValuation { asset: usize },
+    #[error("{0}")]
     Lp(LpError),
     /// The deficit repair did not finish within its step limit (a bug).
+    #[error("internal error: conservation repair exceeded its step limit")]
     RepairLimit,
 }
-
-impl std::fmt::Display for SettleError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SettleError::BadValuation { asset } => {
-                write!(
-                    f,
-                    "internal error: valuation of asset {asset} is not a positive number"
-                )
-            }
-            SettleError::ValuationCount { given, assets } => {
-                write!(
-                    f,
-                    "{given} valuations given for {assets} assets (all must be positive)"
-                )
-            }
-            SettleError::NothingToTrade { sell, buy } => {
-                write!(
-                    f,
-                    "pair {sell}->{buy} trades but no offer is at or below its rate"
-                )
-            }
-            SettleError::BeyondLimitPrices {
-                sell,
-                buy,
-                sold,
-                upper,
-            } => write!(
-                f,
-                "pair {sell}->{buy} sells {sold} but offers at or below its rate hold only {upper}"
-            ),
-            SettleError::NotConserved {
-                asset,
-                received,
-                paid,
-            } => {
-                write!(
-                    f,
-                    "asset {asset} not conserved: {received} received, {paid} paid out"
-                )
-            }
-            SettleError::Lp(error) => write!(f, "{error}"),
-            SettleError::RepairLimit => {
-                write!(
-                    f,
-                    "internal error: conservation repair exceeded its step limit"
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for SettleError {}
 
 /// Quantises float valuations to integers, the largest becoming [`Valuation::NORMALIZED_MAX`]
 /// (2^126). Each keeps the float's 53 bits while it is above 2^53 — for every asset less than

@@ -11,8 +11,6 @@
 //! bare root: it cannot be mistaken for any other signed 32-byte message, and it fixes the tree
 //! shape the proofs are checked against.
 
-use std::fmt;
-
 use crate::error::VerifyError;
 use crate::hash::{domain, hash_in, Hash, Hasher};
 use crate::sign::{verify, Keypair, PublicKey, Signature};
@@ -21,28 +19,18 @@ use crate::sign::{verify, Keypair, PublicKey, Signature};
 pub const MERKLE_BATCH_MESSAGES_MAX: usize = u32::MAX as usize;
 
 /// A batch that cannot be signed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MerkleBatchError {
     /// No messages: there is nothing to sign.
+    #[error("a Merkle batch needs at least one message")]
     Empty,
     /// More than [`MERKLE_BATCH_MESSAGES_MAX`] messages.
+    #[error(
+        "a Merkle batch holds at most {max} messages, got {messages}; split it",
+        max = MERKLE_BATCH_MESSAGES_MAX
+    )]
     TooManyMessages { messages: usize },
 }
-
-impl fmt::Display for MerkleBatchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MerkleBatchError::Empty => write!(f, "a Merkle batch needs at least one message"),
-            MerkleBatchError::TooManyMessages { messages } => write!(
-                f,
-                "a Merkle batch holds at most {MERKLE_BATCH_MESSAGES_MAX} messages, got \
-                 {messages}; split it"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for MerkleBatchError {}
 
 /// A Merkle tree over message hashes, every level kept so proofs are read off directly.
 #[derive(Clone, Debug)]

@@ -55,28 +55,19 @@ pub struct Block {
 }
 
 /// Why bytes are not a block.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BlockDecodeError {
+    #[error("block header truncated")]
     Truncated,
+    #[error("bytes after the end of the block")]
     TrailingBytes,
+    #[error("block transactions: {0}")]
     Transactions(walras_types::DecodeError),
+    #[error("trade names an offer with an invalid price")]
     LimitPrice,
+    #[error("header trades are not in strict pair order")]
     Unsorted,
 }
-
-impl std::fmt::Display for BlockDecodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BlockDecodeError::Truncated => write!(f, "block header truncated"),
-            BlockDecodeError::TrailingBytes => write!(f, "bytes after the end of the block"),
-            BlockDecodeError::Transactions(error) => write!(f, "block transactions: {error}"),
-            BlockDecodeError::LimitPrice => write!(f, "trade names an offer with an invalid price"),
-            BlockDecodeError::Unsorted => write!(f, "header trades are not in strict pair order"),
-        }
-    }
-}
-
-impl std::error::Error for BlockDecodeError {}
 
 impl BlockHeader {
     pub fn encode(&self) -> Vec<u8> {

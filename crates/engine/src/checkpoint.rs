@@ -26,27 +26,18 @@ pub const CHECKPOINT_DOMAIN: Domain = Domain::new("walras/ckpt");
 const MAGIC: &[u8] = b"walras-checkpoint/1";
 
 /// Why checkpoint bytes were refused. Never a panic: the bytes come from disk.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CheckpointError {
     /// Not a checkpoint of this format.
+    #[error("not a {magic} checkpoint", magic = show(MAGIC))]
     Magic,
     /// The body does not match its checksum: torn or flipped bytes.
+    #[error("its checksum does not match its contents")]
     Checksum,
     /// The body ends early, has bytes left over, or holds an impossible value.
+    #[error("malformed: {0}")]
     Malformed(String),
 }
-
-impl std::fmt::Display for CheckpointError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CheckpointError::Magic => write!(f, "not a {} checkpoint", show(MAGIC)),
-            CheckpointError::Checksum => write!(f, "its checksum does not match its contents"),
-            CheckpointError::Malformed(reason) => write!(f, "malformed: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for CheckpointError {}
 
 fn show(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

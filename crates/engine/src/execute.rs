@@ -104,77 +104,33 @@ pub struct ClearingReport {
 }
 
 /// Why a block was not applied. Nothing in the state changed, except for `StateRootMismatch`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EngineError {
+    #[error("clearing failed: {0}")]
     Clearing(ClearingError),
     /// The header's clearing does not check out.
+    #[error("block header rejected: {0}")]
     HeaderClearing(SettleError),
-    HeaderHeight {
-        expected: u64,
-        found: u64,
-    },
+    #[error("block header rejected: height {found}, expected {expected}")]
+    HeaderHeight { expected: u64, found: u64 },
+    #[error("block header rejected: it does not follow the last block")]
     HeaderPrevious,
+    #[error("block header rejected: transactions root does not match")]
     HeaderTransactionsRoot,
     /// The header's trades are not one entry per pair that traded.
+    #[error("block header rejected: trades must list each traded pair once")]
     HeaderTrades,
     /// A traded pair's last offer is not the one the amounts imply.
-    HeaderLastOffer {
-        sell: u16,
-        buy: u16,
-    },
+    #[error("block header rejected: pair {sell}->{buy} names the wrong last offer")]
+    HeaderLastOffer { sell: u16, buy: u16 },
     /// Executing the block gave another state root than the header's: this node and the
     /// proposer disagree, and the node must stop.
-    StateRootMismatch {
-        expected: String,
-        computed: String,
-    },
+    #[error("state root {computed} differs from the header's {expected}: stop this node")]
+    StateRootMismatch { expected: String, computed: String },
     /// [`ExchangeState::apply_checked`] got a check of another block or another state.
+    #[error("the block was checked against another state or was another block: check it again")]
     StaleCheck,
 }
-
-impl std::fmt::Display for EngineError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EngineError::Clearing(error) => write!(f, "clearing failed: {error}"),
-            EngineError::HeaderClearing(error) => write!(f, "block header rejected: {error}"),
-            EngineError::HeaderHeight { expected, found } => {
-                write!(
-                    f,
-                    "block header rejected: height {found}, expected {expected}"
-                )
-            }
-            EngineError::HeaderPrevious => {
-                write!(
-                    f,
-                    "block header rejected: it does not follow the last block"
-                )
-            }
-            EngineError::HeaderTransactionsRoot => {
-                write!(f, "block header rejected: transactions root does not match")
-            }
-            EngineError::HeaderTrades => {
-                write!(
-                    f,
-                    "block header rejected: trades must list each traded pair once"
-                )
-            }
-            EngineError::HeaderLastOffer { sell, buy } => write!(
-                f,
-                "block header rejected: pair {sell}->{buy} names the wrong last offer"
-            ),
-            EngineError::StaleCheck => write!(
-                f,
-                "the block was checked against another state or was another block: check it again"
-            ),
-            EngineError::StateRootMismatch { expected, computed } => write!(
-                f,
-                "state root {computed} differs from the header's {expected}: stop this node"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for EngineError {}
 
 /// The block's effect, decided before anything changes.
 struct Plan {

@@ -45,20 +45,11 @@ impl Hasher for IdHasher {
 pub type SlotMap = HashMap<AccountId, u32, BuildHasherDefault<IdHasher>>;
 
 /// Why a genesis cannot start an exchange.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
+    #[error("invalid genesis: {0}")]
     Genesis(String),
 }
-
-impl std::fmt::Display for StateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StateError::Genesis(message) => write!(f, "invalid genesis: {message}"),
-        }
-    }
-}
-
-impl std::error::Error for StateError {}
 
 /// The whole exchange.
 pub struct ExchangeState {

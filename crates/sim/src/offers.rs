@@ -104,22 +104,15 @@ impl fmt::Display for OfferModel {
 }
 
 /// A model name that is not one of [`OfferModel::ALL`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown offer model '{0}' (expected one of: {names})", names = model_names())]
 pub struct UnknownModel(pub String);
 
-impl fmt::Display for UnknownModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = OfferModel::ALL.iter().map(|model| model.name()).collect();
-        write!(
-            f,
-            "unknown offer model '{}' (expected one of: {})",
-            self.0,
-            names.join(", ")
-        )
-    }
+/// The command-line names of [`OfferModel::ALL`], comma-separated, for [`UnknownModel`].
+fn model_names() -> String {
+    let names: Vec<&str> = OfferModel::ALL.iter().map(|model| model.name()).collect();
+    names.join(", ")
 }
-
-impl std::error::Error for UnknownModel {}
 
 impl FromStr for OfferModel {
     type Err = UnknownModel;

@@ -22,7 +22,6 @@
 //! verifies signatures (this crate knows no cryptography).
 
 use crate::{AccountId, AssetId, MAX_AMOUNT, MAX_ASSETS};
-use std::fmt;
 
 /// The first bytes of every encoded genesis (format name and version).
 pub const GENESIS_MAGIC: [u8; 8] = *b"WALRASG1";
@@ -52,113 +51,66 @@ pub struct Genesis {
 }
 
 /// Why a genesis is not acceptable.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GenesisError {
     /// The bytes do not start with [`GENESIS_MAGIC`].
+    #[error("not a Walras genesis file: it does not start with \"WALRASG1\"")]
     BadMagic,
-    Truncated {
-        needed: usize,
-        available: usize,
-    },
-    TrailingBytes {
-        extra: usize,
-    },
+    #[error(
+        "genesis truncated: needed {needed} more bytes, {available} left; was the file copied whole?"
+    )]
+    Truncated { needed: usize, available: usize },
+    #[error("{extra} bytes after the end of the genesis")]
+    TrailingBytes { extra: usize },
     /// The asset count is 0 or above [`MAX_ASSETS`].
+    #[error("genesis has {0} assets; expected 1..={max}", max = MAX_ASSETS)]
     AssetCount(u16),
     /// Account ids are not strictly increasing.
-    AccountsOutOfOrder {
-        previous: AccountId,
-        id: AccountId,
-    },
+    #[error(
+        "genesis accounts must be sorted by id: account {} follows {}",
+        .id.0,
+        .previous.0
+    )]
+    AccountsOutOfOrder { previous: AccountId, id: AccountId },
+    #[error("genesis lists account {} twice", (.0).0)]
     DuplicateAccount(AccountId),
     /// An account's balances are not strictly increasing by asset.
+    #[error(
+        "account {}: balances must be sorted by asset: asset {} follows {}",
+        .account.0,
+        .asset.0,
+        .previous.0
+    )]
     BalancesOutOfOrder {
         account: AccountId,
         previous: AssetId,
         asset: AssetId,
     },
-    DuplicateBalance {
-        account: AccountId,
-        asset: AssetId,
-    },
+    #[error("account {} lists a balance of asset {} twice", .account.0, .asset.0)]
+    DuplicateBalance { account: AccountId, asset: AssetId },
+    #[error(
+        "account {} holds asset {}, but the genesis has only assets 0..{assets}",
+        .account.0,
+        .asset.0
+    )]
     UnknownAsset {
         account: AccountId,
         asset: AssetId,
         assets: u16,
     },
-    ZeroBalance {
-        account: AccountId,
-        asset: AssetId,
-    },
+    #[error(
+        "account {} lists a zero balance of asset {}; omit zero balances",
+        .account.0,
+        .asset.0
+    )]
+    ZeroBalance { account: AccountId, asset: AssetId },
     /// The balances of one asset add up to more than [`MAX_AMOUNT`].
-    SupplyTooLarge {
-        asset: AssetId,
-    },
+    #[error(
+        "the balances of asset {} add up to more than the issuance cap 2^63-1",
+        .asset.0
+    )]
+    SupplyTooLarge { asset: AssetId },
 }
-
-impl fmt::Display for GenesisError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use GenesisError::*;
-        match self {
-            BadMagic => write!(
-                f,
-                "not a Walras genesis file: it does not start with \"WALRASG1\""
-            ),
-            Truncated { needed, available } => write!(
-                f,
-                "genesis truncated: needed {needed} more bytes, {available} left; \
-                 was the file copied whole?"
-            ),
-            TrailingBytes { extra } => {
-                write!(f, "{extra} bytes after the end of the genesis")
-            }
-            AssetCount(assets) => {
-                write!(f, "genesis has {assets} assets; expected 1..={MAX_ASSETS}")
-            }
-            AccountsOutOfOrder { previous, id } => write!(
-                f,
-                "genesis accounts must be sorted by id: account {} follows {}",
-                id.0, previous.0
-            ),
-            DuplicateAccount(id) => write!(f, "genesis lists account {} twice", id.0),
-            BalancesOutOfOrder {
-                account,
-                previous,
-                asset,
-            } => write!(
-                f,
-                "account {}: balances must be sorted by asset: asset {} follows {}",
-                account.0, asset.0, previous.0
-            ),
-            DuplicateBalance { account, asset } => write!(
-                f,
-                "account {} lists a balance of asset {} twice",
-                account.0, asset.0
-            ),
-            UnknownAsset {
-                account,
-                asset,
-                assets,
-            } => write!(
-                f,
-                "account {} holds asset {}, but the genesis has only assets 0..{}",
-                account.0, asset.0, assets
-            ),
-            ZeroBalance { account, asset } => write!(
-                f,
-                "account {} lists a zero balance of asset {}; omit zero balances",
-                account.0, asset.0
-            ),
-            SupplyTooLarge { asset } => write!(
-                f,
-                "the balances of asset {} add up to more than the issuance cap 2^63-1",
-                asset.0
-            ),
-        }
-    }
-}
-
-impl std::error::Error for GenesisError {}
 
 impl Genesis {
     /// The canonical bytes. Encoding does not check the genesis: an invalid one encodes to bytes
@@ -576,5 +528,21 @@ mod tests {
         expected.extend_from_slice(&[0, 1, 0, 1]);
         expected.extend_from_slice(&0x0a0bu64.to_be_bytes());
         assert_eq!(genesis.encode(), expected);
+    }
+    #[test]
+    fn messages_that_read_inner_ids_keep_their_text() {
+        assert_eq!(
+            GenesisError::DuplicateAccount(AccountId(7)).to_string(),
+            "genesis lists account 7 twice"
+        );
+        assert_eq!(
+            GenesisError::UnknownAsset {
+                account: AccountId(7),
+                asset: AssetId(3),
+                assets: 2,
+            }
+            .to_string(),
+            "account 7 holds asset 3, but the genesis has only assets 0..2"
+        );
     }
 }

@@ -12,7 +12,6 @@
 
 use crate::{AccountId, AssetId, Offer, OfferId, Price, PriceError, MAX_AMOUNT};
 use std::collections::HashMap;
-use std::fmt;
 use std::io::{self, BufRead, Write};
 
 pub const OFFERS_HEADER: &str = "offer_id,account,sell,buy,amount,min_price";
@@ -23,131 +22,60 @@ pub const QUOTED_BYTES_MAX: usize = 200;
 const BYTE_ORDER_MARK: char = '\u{feff}';
 
 /// A problem in an offers CSV, naming the line.
-#[derive(Debug)]
+///
+/// `Io` deliberately reports no `source()`: its message already quotes the I/O error, and the
+/// hand-written `Error` impl this replaces had none, so error chains print the same text.
+#[derive(Debug, thiserror::Error)]
 pub enum OffersCsvError {
+    #[error("reading offers: {0}")]
     Io(io::Error),
     /// The line is not UTF-8 text.
-    NotText {
-        line: usize,
-    },
+    #[error("line {line}: not UTF-8 text: the offers file must be a UTF-8 CSV")]
+    NotText { line: usize },
     /// The line holds a NUL byte (a binary file, or UTF-16 text).
-    NulByte {
-        line: usize,
-    },
+    #[error(
+        "line {line}: contains a NUL byte: the offers file must be a UTF-8 CSV (a binary or UTF-16 file?)"
+    )]
+    NulByte { line: usize },
+    #[error("offers file is empty: expected header '{}'", OFFERS_HEADER)]
     Empty,
-    Header {
-        found: String,
-    },
-    FieldCount {
-        line: usize,
-        found: usize,
-    },
+    #[error("line 1: expected header '{}', found '{found}'", OFFERS_HEADER)]
+    Header { found: String },
+    #[error("line {line}: expected 6 comma-separated fields, found {found}")]
+    FieldCount { line: usize, found: usize },
+    #[error("line {line}: {column} '{text}' {reason}")]
     Field {
         line: usize,
         column: &'static str,
         text: String,
         reason: String,
     },
+    #[error("line {line}: {column} asset {asset} is unknown (assets are 0..{})", .assets - 1)]
     UnknownAsset {
         line: usize,
         column: &'static str,
         asset: u64,
         assets: usize,
     },
-    SameAsset {
-        line: usize,
-        asset: u16,
-    },
+    #[error("line {line}: offer sells and buys the same asset {asset}")]
+    SameAsset { line: usize, asset: u16 },
+    #[error("line {line}: amount '{text}' {reason}")]
     Amount {
         line: usize,
         text: String,
         reason: &'static str,
     },
-    Price {
-        line: usize,
-        error: PriceError,
-    },
+    #[error("line {line}: min_price {error}")]
+    Price { line: usize, error: PriceError },
+    #[error("line {line}: offer_id {offer_id} was already used on line {first_line}")]
     DuplicateOfferId {
         line: usize,
         offer_id: u64,
         first_line: usize,
     },
-    AssetTotalTooLarge {
-        line: usize,
-        asset: u16,
-    },
+    #[error("line {line}: offers of asset {asset} add up to more than the issuance cap 2^63-1")]
+    AssetTotalTooLarge { line: usize, asset: u16 },
 }
-
-impl fmt::Display for OffersCsvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use OffersCsvError::*;
-        match self {
-            Io(error) => write!(f, "reading offers: {error}"),
-            NotText { line } => write!(
-                f,
-                "line {line}: not UTF-8 text: the offers file must be a UTF-8 CSV"
-            ),
-            NulByte { line } => write!(
-                f,
-                "line {line}: contains a NUL byte: the offers file must be a UTF-8 CSV (a \
-                 binary or UTF-16 file?)"
-            ),
-            Empty => write!(f, "offers file is empty: expected header '{OFFERS_HEADER}'"),
-            Header { found } => {
-                write!(
-                    f,
-                    "line 1: expected header '{OFFERS_HEADER}', found '{found}'"
-                )
-            }
-            FieldCount { line, found } => {
-                write!(
-                    f,
-                    "line {line}: expected 6 comma-separated fields, found {found}"
-                )
-            }
-            Field {
-                line,
-                column,
-                text,
-                reason,
-            } => {
-                write!(f, "line {line}: {column} '{text}' {reason}")
-            }
-            UnknownAsset {
-                line,
-                column,
-                asset,
-                assets,
-            } => write!(
-                f,
-                "line {line}: {column} asset {asset} is unknown (assets are 0..{})",
-                assets - 1
-            ),
-            SameAsset { line, asset } => {
-                write!(
-                    f,
-                    "line {line}: offer sells and buys the same asset {asset}"
-                )
-            }
-            Amount { line, text, reason } => write!(f, "line {line}: amount '{text}' {reason}"),
-            Price { line, error } => write!(f, "line {line}: min_price {error}"),
-            DuplicateOfferId {
-                line,
-                offer_id,
-                first_line,
-            } => write!(
-                f,
-                "line {line}: offer_id {offer_id} was already used on line {first_line}"
-            ),
-            AssetTotalTooLarge { line, asset } => write!(
-                f,
-                "line {line}: offers of asset {asset} add up to more than the issuance cap 2^63-1"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for OffersCsvError {}
 
 /// Reads and validates an offers CSV for an exchange of `assets` assets.
 pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, OffersCsvError> {
@@ -501,5 +429,22 @@ mod tests {
         fn arbitrary_text_never_panics(body in "[0-9a-z,.\\-\\n ]{0,200}") {
             let _ = read(&format!("{HEADER}{body}"), 4);
         }
+    }
+    #[test]
+    fn an_unknown_asset_names_the_last_known_one() {
+        let error = OffersCsvError::UnknownAsset {
+            line: 4,
+            column: "sell",
+            asset: 9,
+            assets: 3,
+        };
+        assert_eq!(
+            error.to_string(),
+            "line 4: sell asset 9 is unknown (assets are 0..2)"
+        );
+        assert_eq!(
+            OffersCsvError::Empty.to_string(),
+            "offers file is empty: expected header 'offer_id,account,sell,buy,amount,min_price'"
+        );
     }
 }

@@ -70,39 +70,25 @@ use std::fmt;
 pub const MAX_SIGNIFICANT_DIGITS: usize = 50;
 
 /// Why a decimal string is not an acceptable price or fraction.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PriceError {
     /// Not a decimal number (optionally with an exponent, like `1.5e-3`).
+    #[error("'{0}' is not a decimal number")]
     Malformed(String),
     /// Zero or negative.
+    #[error("'{0}' must be positive")]
     NotPositive(String),
     /// More significant digits than [`MAX_SIGNIFICANT_DIGITS`].
+    #[error("'{0}' has more than {max} significant digits", max = MAX_SIGNIFICANT_DIGITS)]
     TooManyDigits(String),
     /// Outside the accepted range.
+    #[error("'{text}' is outside the accepted range {min}..={max}")]
     OutOfRange {
         text: String,
         min: String,
         max: String,
     },
 }
-
-impl fmt::Display for PriceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PriceError::Malformed(text) => write!(f, "'{text}' is not a decimal number"),
-            PriceError::NotPositive(text) => write!(f, "'{text}' must be positive"),
-            PriceError::TooManyDigits(text) => write!(
-                f,
-                "'{text}' has more than {MAX_SIGNIFICANT_DIGITS} significant digits"
-            ),
-            PriceError::OutOfRange { text, min, max } => {
-                write!(f, "'{text}' is outside the accepted range {min}..={max}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for PriceError {}
 
 /// A limit price or exchange rate: units of the bought asset per unit of the sold asset, Q48.80.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

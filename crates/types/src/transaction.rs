@@ -22,7 +22,6 @@
 //! re-encodes to the bytes it came from. The signature covers the encoded transaction.
 
 use crate::{AccountId, AssetId, OfferId, OfferKey, Price, MAX_AMOUNT};
-use std::fmt;
 
 /// The only encoding version so far.
 pub const TRANSACTION_VERSION: u8 = 1;
@@ -77,44 +76,25 @@ pub struct SignedTransaction {
 }
 
 /// Why bytes are not a transaction.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    #[error("transaction truncated: needed {needed} more bytes, {available} left")]
     Truncated { needed: usize, available: usize },
+    #[error("{extra} bytes after the end of the transaction")]
     TrailingBytes { extra: usize },
+    #[error("unknown transaction version {0}")]
     Version(u8),
+    #[error("unknown operation tag {0:#04x}")]
     UnknownOperation(u8),
+    #[error("amount must be positive")]
     ZeroAmount,
+    #[error("amount {0} exceeds the issuance cap 2^63-1")]
     AmountTooLarge(u64),
+    #[error("offer sells and buys the same asset {0}")]
     SameAsset(u16),
+    #[error("limit price outside the accepted range {}", Price::LIMIT_RANGE_TEXT)]
     LimitPrice,
 }
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use DecodeError::*;
-        match self {
-            Truncated { needed, available } => {
-                write!(
-                    f,
-                    "transaction truncated: needed {needed} more bytes, {available} left"
-                )
-            }
-            TrailingBytes { extra } => write!(f, "{extra} bytes after the end of the transaction"),
-            Version(version) => write!(f, "unknown transaction version {version}"),
-            UnknownOperation(tag) => write!(f, "unknown operation tag {tag:#04x}"),
-            ZeroAmount => write!(f, "amount must be positive"),
-            AmountTooLarge(amount) => write!(f, "amount {amount} exceeds the issuance cap 2^63-1"),
-            SameAsset(asset) => write!(f, "offer sells and buys the same asset {asset}"),
-            LimitPrice => write!(
-                f,
-                "limit price outside the accepted range {}",
-                Price::LIMIT_RANGE_TEXT
-            ),
-        }
-    }
-}
-
-impl std::error::Error for DecodeError {}
 
 const TAG_CREATE_ACCOUNT: u8 = 1;
 const TAG_CREATE_OFFER: u8 = 2;

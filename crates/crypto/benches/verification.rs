@@ -1,14 +1,17 @@
-//! Verification throughput benchmark (ignored by default; run in release):
+//! Verification throughput benchmark (criterion; was an `#[ignore]`d test):
 //!
-//! `cargo test --release -p walras-crypto --test throughput -- --ignored --nocapture`
+//! `cargo bench -p walras-crypto --bench verification`
+//! (a quick look: `cargo bench -p walras-crypto --bench verification -- --quick`)
 //!
 //! Signs 10 000 distinct messages with 10 000 distinct keys, then times the acceptance rule
 //! (strict verification of each signature, [`verify_each_parallel`]) on 1 and 2 threads, and,
 //! for comparison only, dalek's batch verification by batch size (no longer an acceptance rule:
-//! see `walras_crypto::accept`). Prints µs per signature and verifications per second per
-//! configuration; asserts only that everything verified.
+//! see `walras_crypto::accept`). One iteration verifies all 10 000 signatures, so criterion's
+//! `time` is the time for 10 000 (µs per signature = time in ms / 10) and its `thrpt` is
+//! verifications per second. Every iteration asserts that everything verified.
 
-use std::time::Instant;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
 use walras_crypto::{verify_each_parallel, Keypair, PublicKey, Signature};
 
 const SIGNATURES: usize = 10_000;
@@ -28,16 +31,6 @@ fn signed_messages() -> Vec<Triple> {
         .collect()
 }
 
-fn report(label: &str, verifications: usize, started: Instant) {
-    let seconds = started.elapsed().as_secs_f64();
-    println!(
-        "{label:<48} {:>8.1} ms  {:>7.2} µs/signature  {:>9.0} verifications/s",
-        seconds * 1e3,
-        seconds * 1e6 / verifications as f64,
-        verifications as f64 / seconds
-    );
-}
-
 /// dalek's batch check of `triples`, for comparison.
 fn dalek_batch(triples: &[Triple]) -> bool {
     let messages: Vec<&[u8]> = triples.iter().map(|(m, _, _)| m.as_slice()).collect();
@@ -52,33 +45,42 @@ fn dalek_batch(triples: &[Triple]) -> bool {
     ed25519_dalek::verify_batch(&messages, &signatures, &keys).is_ok()
 }
 
-#[test]
-#[ignore = "benchmark: run in release with --ignored --nocapture"]
-fn verification_throughput() {
+fn verification_throughput(c: &mut Criterion) {
     let triples = signed_messages();
     let items: Vec<(&[u8], &PublicKey, &Signature)> = triples
         .iter()
         .map(|(message, key, signature)| (message.as_slice(), key, signature))
         .collect();
-    println!("{SIGNATURES} signatures, distinct keys");
+    let mut group = c.benchmark_group(format!("verify {SIGNATURES} signatures, distinct keys"));
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(SIGNATURES as u64));
     for threads in [1, 2] {
-        let started = Instant::now();
-        assert!(verify_each_parallel(&items, threads)
-            .iter()
-            .all(|&accepted| accepted));
-        report(
-            &format!("acceptance rule (strict, each), {threads} thread(s)"),
-            SIGNATURES,
-            started,
+        group.bench_with_input(
+            BenchmarkId::new("acceptance rule (strict, each), threads", threads),
+            &threads,
+            |b, &threads| {
+                b.iter(|| {
+                    assert!(verify_each_parallel(black_box(&items), threads)
+                        .iter()
+                        .all(|&accepted| accepted));
+                })
+            },
         );
     }
     for batch_items in [16, 64, 128, 1024] {
-        let started = Instant::now();
-        assert!(triples.chunks(batch_items).all(dalek_batch));
-        report(
-            &format!("dalek batch of {batch_items} (comparison), 1 thread"),
-            SIGNATURES,
-            started,
+        group.bench_with_input(
+            BenchmarkId::new(
+                "dalek batch (comparison), 1 thread, batch size",
+                batch_items,
+            ),
+            &batch_items,
+            |b, &batch_items| {
+                b.iter(|| assert!(black_box(&triples).chunks(batch_items).all(dalek_batch)))
+            },
         );
     }
+    group.finish();
 }
+
+criterion_group!(benches, verification_throughput);
+criterion_main!(benches);
