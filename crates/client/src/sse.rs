@@ -5,6 +5,14 @@
 //! accumulate, joined by `\n`; a line starting with `:` is a comment (servers send them as
 //! keep-alives); a blank line ends the event. An event with no `data` is not dispatched. Only
 //! `event` and `data` matter here (`id` and `retry` are for browser reconnection).
+//!
+//! Hand-written on purpose (issue 12 looked at `eventsource-stream`, the usual crate over a
+//! reqwest byte stream): its `EventStream` appends every chunk to an internal `String` and has no
+//! setting that bounds it, so a server that never sends a line end makes the client buffer
+//! without limit; it is also an async `Stream` adapter, where this parser is a pure function of
+//! the bytes pushed (tested on every split of a stream). This parser cuts any line at
+//! [`LINE_BYTES_MAX`]. Not bounded today: the `data` of one event, which many `data` lines
+//! (each under the cap) can grow; a cap there would be a behaviour change, left to an issue.
 
 /// Longest line kept: a longer one is a broken or hostile stream, and is cut rather than
 /// buffered without limit.
@@ -143,6 +151,20 @@ mod tests {
             .flat_map(|byte| parser.push(std::slice::from_ref(byte)))
             .collect();
         assert_eq!(byte_by_byte, whole);
+    }
+
+    #[test]
+    fn a_line_longer_than_the_cap_is_cut_not_buffered() {
+        let mut parser = SseParser::default();
+        let chunk = vec![b'x'; 1 << 20];
+        assert!(parser.push(b"data: ").is_empty());
+        for _ in 0..(LINE_BYTES_MAX >> 20) + 2 {
+            assert!(parser.push(&chunk).is_empty());
+            assert!(parser.line.len() <= LINE_BYTES_MAX);
+        }
+        let events = parser.push(b"\n\n");
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].data.len(), LINE_BYTES_MAX - b"data: ".len());
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod tracker;
 pub mod window;
 
 use futures_util::StreamExt;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mix::{LoadAccount, Market, Mix};
 use schedule::{split_batches, SendSchedule};
 use serde::Serialize;
@@ -237,9 +238,11 @@ pub async fn run(config: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> 
     )));
     let watcher = BlockWatcher::start(client.clone(), events, tracker.clone(), status.height);
     let started = Instant::now();
-    let progress = config
-        .progress
-        .then(|| spawn_progress(tracker.clone(), started, config.duration));
+    let progress = config.progress.then(|| {
+        let line = ProgressLine::new();
+        let task = spawn_progress(line.clone(), tracker.clone(), started, config.duration);
+        (line, task)
+    });
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT_REQUESTS_MAX));
     let sender = Sender {
         client: &client,
@@ -251,9 +254,9 @@ pub async fn run(config: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> 
     drain(&tracker, &in_flight, config.drain_timeout).await;
     let elapsed = started.elapsed();
     watcher.stop();
-    if let Some(progress) = progress {
-        progress.abort();
-        ProgressLine::new().finish();
+    if let Some((line, task)) = progress {
+        task.abort();
+        line.finish();
     }
     let tracker = lock(&tracker);
     Ok(report(
@@ -278,7 +281,12 @@ async fn load_accounts(
         .buffered(ACCOUNT_FETCHES_MAX);
     let mut accounts = Vec::with_capacity(count);
     let mut keys = Vec::with_capacity(count);
-    let line = ProgressLine::new();
+    // No bar at all without progress: indicatif draws an unfinished bar when it is dropped.
+    let line = if progress {
+        ProgressLine::new()
+    } else {
+        ProgressLine { bar: None }
+    };
     while let Some(fetched) = fetches.next().await {
         let json = fetched?;
         let keypair = dev_keypair(dev, AccountId(json.id));
@@ -288,7 +296,7 @@ async fn load_accounts(
         accounts.push(load_account(json));
         keys.push(keypair);
         let done = accounts.len() == count;
-        if progress && (done || (line.terminal && accounts.len() % 100 == 0)) {
+        if progress && (done || (line.terminal() && accounts.len() % 100 == 0)) {
             line.show(&format!(
                 "loadgen: fetched {}/{count} accounts",
                 accounts.len()
@@ -571,12 +579,12 @@ async fn fetch_block(
 
 /// Rewrites one line on stderr every second.
 fn spawn_progress(
+    line: ProgressLine,
     tracker: Arc<Mutex<Tracker>>,
     started: Instant,
     duration: Duration,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let line = ProgressLine::new();
         let mut timer = tokio::time::interval(Duration::from_secs(1));
         timer.tick().await;
         loop {
@@ -586,32 +594,45 @@ fn spawn_progress(
     })
 }
 
-/// Progress on stderr: one line rewritten in place on a terminal; plain lines otherwise, so
-/// a log file gets no carriage returns.
-#[derive(Clone, Copy)]
+/// Progress on stderr: on a terminal an `indicatif` bar whose template is the message alone
+/// (one line rewritten in place); otherwise plain lines, so a log file gets no control
+/// characters and still sees the progress (indicatif's own non-terminal target is hidden).
+#[derive(Clone)]
 struct ProgressLine {
-    terminal: bool,
+    /// `Some` when stderr is a terminal.
+    bar: Option<ProgressBar>,
 }
 
 impl ProgressLine {
     fn new() -> ProgressLine {
-        ProgressLine {
-            terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        }
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let bar = terminal.then(|| {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            // The template is a constant; fall back to the default spinner style rather than
+            // panic if a future indicatif rejected it.
+            let style = ProgressStyle::with_template("{wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner());
+            bar.set_style(style);
+            bar
+        });
+        ProgressLine { bar }
+    }
+
+    fn terminal(&self) -> bool {
+        self.bar.is_some()
     }
 
     fn show(&self, line: &str) {
-        if self.terminal {
-            eprint!("\r{line:<100}");
-        } else {
-            eprintln!("{line}");
+        match &self.bar {
+            Some(bar) => bar.set_message(line.to_string()),
+            None => eprintln!("{line}"),
         }
     }
 
-    /// Ends the rewritten line.
+    /// Ends the rewritten line, leaving its last text on screen.
     fn finish(&self) {
-        if self.terminal {
-            eprintln!();
+        if let Some(bar) = &self.bar {
+            bar.finish();
         }
     }
 }
