@@ -11,12 +11,15 @@
 //! setting that bounds it, so a server that never sends a line end makes the client buffer
 //! without limit; it is also an async `Stream` adapter, where this parser is a pure function of
 //! the bytes pushed (tested on every split of a stream). This parser cuts any line at
-//! [`LINE_BYTES_MAX`]. Not bounded today: the `data` of one event, which many `data` lines
-//! (each under the cap) can grow; a cap there would be a behaviour change, left to an issue.
+//! [`LINE_BYTES_MAX`], and stops adding `data` lines to an event at [`EVENT_DATA_BYTES_MAX`].
 
 /// Longest line kept: a longer one is a broken or hostile stream, and is cut rather than
 /// buffered without limit.
 const LINE_BYTES_MAX: usize = 16 << 20;
+
+/// Most `data` kept for one event: further `data` lines of that event are dropped (a node's
+/// events are a few kilobytes; only a broken or hostile stream gets near this).
+const EVENT_DATA_BYTES_MAX: usize = LINE_BYTES_MAX;
 
 /// One dispatched event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,10 +81,11 @@ impl SseParser {
         match field {
             "event" => self.name = Some(value.to_string()),
             "data" => match &mut self.data {
-                Some(data) => {
+                Some(data) if data.len() + 1 + value.len() <= EVENT_DATA_BYTES_MAX => {
                     data.push('\n');
                     data.push_str(value);
                 }
+                Some(_) => {}
                 None => self.data = Some(value.to_string()),
             },
             _ => {}
@@ -172,5 +176,21 @@ mod tests {
         let mut parser = SseParser::default();
         assert!(parser.push(b"event: block\ndata: x\n").is_empty());
         assert_eq!(parser.push(b"\n"), vec![event("block", "x")]);
+    }
+
+    /// Regression (found by the issue 12 review of this parser): every line was capped, but the
+    /// `data` of one event was not, so a stream of short `data:` lines that never ended its
+    /// event made the client buffer without limit.
+    #[test]
+    fn an_event_with_endless_data_lines_is_capped_not_buffered() {
+        let mut parser = SseParser::default();
+        let line = format!("data: {}\n", "x".repeat(1 << 16));
+        for _ in 0..(EVENT_DATA_BYTES_MAX >> 16) + 64 {
+            assert!(parser.push(line.as_bytes()).is_empty());
+            assert!(parser.data.as_ref().map_or(0, String::len) <= EVENT_DATA_BYTES_MAX);
+        }
+        let events = parser.push(b"\n");
+        assert_eq!(events.len(), 1);
+        assert!(events[0].data.len() <= EVENT_DATA_BYTES_MAX);
     }
 }
