@@ -13,7 +13,6 @@ use super::mempool::{AdmissionAccount, AdmitError};
 use super::node::Shared;
 use axum::http::StatusCode;
 use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
 use walras_crypto::{verify_each, Hash, PublicKey, Signature, SignedItem};
 use walras_engine::admission::{self, Rejection, SourceView};
 use walras_engine::block::transaction_hash;
@@ -156,10 +155,7 @@ fn count_results(shared: &Shared, results: &[(Hash, Result<(), Failure>)]) {
             Err(failure) => shared.metrics.count_rejected(failure.code),
         }
     }
-    shared
-        .metrics
-        .transactions_admitted_total
-        .fetch_add(admitted, Ordering::Relaxed);
+    shared.metrics.transactions_admitted_total.inc_by(admitted);
 }
 
 /// The HTTP answer to a refusal by the admission rule: its code, its message.

@@ -295,7 +295,8 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         recent: Mutex::new(recent),
         tip: RwLock::new(tip),
         events: broadcast::channel(1024).0,
-        metrics: metrics::Metrics::default(),
+        metrics: metrics::Metrics::new()
+            .map_err(|cause| error("registering the metrics")(&cause))?,
         dev_genesis,
         max_block_txs: config.max_block_txs,
         shutting_down: tokio::sync::watch::channel(false).0,
@@ -567,12 +568,7 @@ async fn serve(
          connections",
         connections.connections_max
     );
-    let limiter = (config.rate_limit_rps > 0).then(|| {
-        Arc::new(Mutex::new(RateLimiter::new(
-            config.rate_limit_rps,
-            config.rate_limit_burst,
-        )))
-    });
+    let limiter = RateLimiter::new(config.rate_limit_rps, config.rate_limit_burst).map(Arc::new);
     let streams = Arc::new(EventStreamSlots::new(
         config.serve.event_streams_per_client_max,
         routes::SSE_SUBSCRIBERS_MAX,
@@ -615,7 +611,7 @@ impl StopSignals {
 
 pub fn router(
     shared: Arc<Shared>,
-    limiter: Option<Arc<Mutex<RateLimiter>>>,
+    limiter: Option<Arc<RateLimiter>>,
     streams: Arc<EventStreamSlots>,
 ) -> Router {
     let api = Router::new()
@@ -674,7 +670,7 @@ async fn count_responses(
 }
 
 async fn rate_limit(
-    State(limiter): State<Option<Arc<Mutex<RateLimiter>>>>,
+    State(limiter): State<Option<Arc<RateLimiter>>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -686,17 +682,13 @@ async fn rate_limit(
         .get::<ConnectInfo<SocketAddr>>()
         .map(|info| info.0.ip());
     if let Some(client) = client {
-        let verdict = limiter
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .check(client, Instant::now());
-        if let Err(wait_s) = verdict {
+        if let Err(wait) = limiter.check(client) {
             return Failure::new(
                 axum::http::StatusCode::TOO_MANY_REQUESTS,
                 "rate_limited",
                 format!("too many requests from {client}; slow down"),
             )
-            .retry_after(wait_s)
+            .retry_after(wait.as_secs_f64())
             .into_response();
         }
     }

@@ -1,68 +1,74 @@
-//! Per-client limits: a token bucket per IP address, refilled at `rate_per_s` up to `burst`
-//! (pure: the caller passes the time, so it is tested without sleeping), and a cap on the event
-//! streams each client (and all clients together) may hold open.
+//! Per-client limits: a rate limit per client IP address, and a cap on the event streams each
+//! client (and all clients together) may hold open.
+//!
+//! The rate limit is the `governor` crate's keyed limiter (GCRA). With a replenish interval of
+//! `t = 1 s / rate_per_s` and a burst of `b`, it admits exactly what a token bucket refilled at
+//! `rate_per_s` up to `b` tokens would (the property test below checks this against such a
+//! bucket, in integer nanoseconds), and its "not until" is that bucket's wait for one token.
+//!
+//! The event-stream slots stay hand-written: governor limits how *often* a client may do
+//! something, not how many long-lived things it *holds* at once (a cell it grants is never given
+//! back), and tokio's `Semaphore` has one pool, not a share per client.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::Duration;
 
-/// The most clients tracked; beyond it, buckets that are full again are forgotten (a full
-/// bucket carries no information), bounding memory against many source addresses.
+use governor::clock::{Clock, DefaultClock};
+use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::Quota;
+
+/// The most clients tracked; beyond it, clients whose bucket is full again (a full bucket
+/// carries no information; governor waits one replenish interval more to be sure) are
+/// forgotten, bounding memory against many source addresses.
 const CLIENTS_TRACKED_MAX: usize = 65_536;
 
-struct Bucket {
-    tokens: f64,
-    refilled_at: Instant,
-}
-
-pub struct RateLimiter {
-    rate_per_s: f64,
-    burst: f64,
-    buckets: HashMap<IpAddr, Bucket>,
+/// `rate_per_s` requests per second per client IP, in bursts of up to `burst`.
+pub struct RateLimiter<C: Clock = DefaultClock> {
+    limiter: governor::RateLimiter<
+        IpAddr,
+        DefaultKeyedStateStore<IpAddr>,
+        C,
+        NoOpMiddleware<C::Instant>,
+    >,
 }
 
 impl RateLimiter {
-    /// `rate_per_s` requests per second per client, with bursts of up to `burst`.
-    pub fn new(rate_per_s: u32, burst: u32) -> RateLimiter {
-        RateLimiter {
-            rate_per_s: f64::from(rate_per_s),
-            burst: f64::from(burst.max(1)),
-            buckets: HashMap::new(),
-        }
+    /// `None` when `rate_per_s` is 0 (no limit); a `burst` of 0 counts as 1.
+    pub fn new(rate_per_s: u32, burst: u32) -> Option<RateLimiter> {
+        RateLimiter::with_clock(rate_per_s, burst, DefaultClock::default())
+    }
+}
+
+impl<C: Clock> RateLimiter<C> {
+    /// As [`RateLimiter::new`], reading time from `clock` (tests pass a fake one).
+    pub fn with_clock(rate_per_s: u32, burst: u32, clock: C) -> Option<RateLimiter<C>> {
+        let rate_per_s = NonZeroU32::new(rate_per_s)?;
+        let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::per_second(rate_per_s).allow_burst(burst);
+        Some(RateLimiter {
+            limiter: governor::RateLimiter::new(quota, DefaultKeyedStateStore::default(), clock),
+        })
     }
 
-    /// Takes one token for `client` at `now`; `Err(seconds)` says how long until one is free.
-    pub fn check(&mut self, client: IpAddr, now: Instant) -> Result<(), f64> {
-        if self.buckets.len() >= CLIENTS_TRACKED_MAX {
-            self.forget_full(now);
+    /// Takes one request's worth for `client`; `Err(wait)` says how long until one is free.
+    pub fn check(&self, client: IpAddr) -> Result<(), Duration> {
+        if self.limiter.len() >= CLIENTS_TRACKED_MAX {
+            self.limiter.retain_recent();
         }
-        let (rate, burst) = (self.rate_per_s, self.burst);
-        let bucket = self.buckets.entry(client).or_insert(Bucket {
-            tokens: burst,
-            refilled_at: now,
-        });
-        let elapsed_s = now
-            .saturating_duration_since(bucket.refilled_at)
-            .as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed_s * rate).min(burst);
-        bucket.refilled_at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            Ok(())
-        } else {
-            Err((1.0 - bucket.tokens) / rate)
-        }
+        self.limiter
+            .check_key(&client)
+            .map_err(|not_until| not_until.wait_time_from(self.limiter.clock().now()))
     }
 
-    fn forget_full(&mut self, now: Instant) {
-        let (rate, burst) = (self.rate_per_s, self.burst);
-        self.buckets.retain(|_, bucket| {
-            let elapsed_s = now
-                .saturating_duration_since(bucket.refilled_at)
-                .as_secs_f64();
-            bucket.tokens + elapsed_s * rate < burst
-        });
+    /// Clients whose state is not that of a fresh client (bounded by [`CLIENTS_TRACKED_MAX`]
+    /// at the next check).
+    #[cfg(test)]
+    fn clients_tracked(&self) -> usize {
+        self.limiter.len()
     }
 }
 
@@ -157,17 +163,22 @@ impl Drop for EventStreamSlot {
 
 #[cfg(test)]
 mod tests {
+    //! The event-stream caps (per client and in all, and a closed stream freeing its slot), and
+    //! the rate limiter against a token bucket written out in integer nanoseconds: same admits,
+    //! same waits, for any rate, burst and sequence of requests from a few clients.
+
     use super::*;
-    use std::time::Duration;
+    use governor::clock::FakeRelativeClock;
+    use proptest::prelude::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
 
     #[test]
     fn one_client_cannot_take_every_event_stream_slot() {
         let slots = Arc::new(EventStreamSlots::new(2, 3));
-        let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
-            "10.0.0.1".parse().unwrap(),
-            "10.0.0.2".parse().unwrap(),
-            "10.0.0.3".parse().unwrap(),
-        );
+        let (a, b, c) = (ip(1), ip(2), ip(3));
         let first = slots.take(a).unwrap();
         let _second = slots.take(a).unwrap();
         assert_eq!(
@@ -187,24 +198,99 @@ mod tests {
 
     #[test]
     fn a_client_gets_its_burst_then_the_rate_and_others_are_independent() {
-        let mut limiter = RateLimiter::new(10, 3);
-        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let start = Instant::now();
+        let clock = FakeRelativeClock::default();
+        let limiter = RateLimiter::with_clock(10, 3, clock.clone()).unwrap();
+        let (a, b) = (ip(1), ip(2));
         for _ in 0..3 {
-            assert!(limiter.check(a, start).is_ok());
+            assert!(limiter.check(a).is_ok());
         }
-        let wait_s = limiter.check(a, start).unwrap_err();
-        assert!(
-            (wait_s - 0.1).abs() < 1e-9,
-            "one token per 100 ms, got {wait_s}"
+        assert_eq!(
+            limiter.check(a),
+            Err(Duration::from_millis(100)),
+            "one request per 100 ms"
         );
         assert!(
-            limiter.check(b, start).is_ok(),
+            limiter.check(b).is_ok(),
             "another client has its own bucket"
         );
-        assert!(limiter.check(a, start + Duration::from_millis(100)).is_ok());
-        assert!(limiter
-            .check(a, start + Duration::from_millis(100))
-            .is_err());
+        clock.advance(Duration::from_millis(100));
+        assert!(limiter.check(a).is_ok());
+        assert!(limiter.check(a).is_err());
+    }
+
+    #[test]
+    fn a_rate_of_zero_is_no_limit_and_a_burst_of_zero_is_one() {
+        assert!(RateLimiter::new(0, 5).is_none());
+        let limiter = RateLimiter::with_clock(1, 0, FakeRelativeClock::default()).unwrap();
+        assert!(limiter.check(ip(1)).is_ok());
+        assert_eq!(limiter.check(ip(1)), Err(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn clients_back_to_a_full_bucket_are_forgotten_beyond_the_tracked_maximum() {
+        let clock = FakeRelativeClock::default();
+        let limiter = RateLimiter::with_clock(1_000, 1, clock.clone()).unwrap();
+        for n in 0..CLIENTS_TRACKED_MAX as u32 {
+            assert!(limiter.check(IpAddr::from(n.to_be_bytes())).is_ok());
+        }
+        assert_eq!(limiter.clients_tracked(), CLIENTS_TRACKED_MAX);
+        // Every bucket is full again 1 ms later; governor forgets a client one replenish
+        // interval after that (its test for "same as fresh" is conservative by one interval).
+        clock.advance(Duration::from_millis(1));
+        let busy = IpAddr::from([192, 168, 0, 1]);
+        assert!(limiter.check(busy).is_ok());
+        assert_eq!(limiter.clients_tracked(), CLIENTS_TRACKED_MAX + 1);
+        clock.advance(Duration::from_millis(1));
+        assert!(limiter.check(busy).is_ok());
+        assert_eq!(
+            limiter.clients_tracked(),
+            1,
+            "only the client seen in the last interval stays"
+        );
+        assert!(
+            limiter.check(busy).is_err(),
+            "a remembered client is still limited"
+        );
+    }
+
+    /// A token bucket in nanoseconds of credit: full is `burst * t`, a request costs `t`, and
+    /// credit grows by one per nanosecond.
+    struct Bucket {
+        credit_ns: u64,
+        at_ns: u64,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn the_limiter_admits_and_waits_exactly_as_a_token_bucket(
+            rate_per_s in 1u32..=1_000,
+            burst in 0u32..=20,
+            requests in proptest::collection::vec((0u8..3, 0u64..2_000_000_000), 1..200),
+        ) {
+            let clock = FakeRelativeClock::default();
+            let limiter = RateLimiter::with_clock(rate_per_s, burst, clock.clone()).unwrap();
+            let t_ns = 1_000_000_000 / u64::from(rate_per_s);
+            let full_ns = t_ns * u64::from(burst.max(1));
+            let mut buckets: BTreeMap<u8, Bucket> = BTreeMap::new();
+            let mut now_ns = 0u64;
+            for (client, gap_ns) in requests {
+                // Gaps mostly shorter than one interval, so that clients run dry.
+                let gap_ns = gap_ns % (2 * t_ns);
+                clock.advance(Duration::from_nanos(gap_ns));
+                now_ns += gap_ns;
+                let bucket = buckets.entry(client).or_insert(Bucket { credit_ns: full_ns, at_ns: now_ns });
+                bucket.credit_ns = (bucket.credit_ns + (now_ns - bucket.at_ns)).min(full_ns);
+                bucket.at_ns = now_ns;
+                let expected = if bucket.credit_ns >= t_ns {
+                    bucket.credit_ns -= t_ns;
+                    Ok(())
+                } else {
+                    Err(Duration::from_nanos(t_ns - bucket.credit_ns))
+                };
+                prop_assert_eq!(limiter.check(ip(client)), expected);
+            }
+        }
     }
 }

@@ -1,278 +1,406 @@
-//! Prometheus metrics, written in the text exposition format by hand: a few counters and
-//! gauges need no dependency. Labelled counters live in `BTreeMap`s so the output order is
-//! stable.
+//! Prometheus metrics, kept by the `prometheus` crate and written by its text encoder (the
+//! classic text format, `text/plain; version=0.0.4`): each family's `# HELP`, `# TYPE` and
+//! samples under the same names, types, labels and help texts as before.
+//!
+//! Why `prometheus` rather than `prometheus-client`: the latter writes OpenMetrics, where a
+//! counter's family is named without `_total` (`# TYPE walras_blocks counter` above the sample
+//! `walras_blocks_total`) and help texts get a `.` appended; `prometheus` keeps the exposition
+//! byte for byte.
+//!
+//! What differs from the hand-written text it replaces: a labelled counter with no sample yet
+//! (`walras_transactions_dropped_total` before any drop) is left out, header included, as the
+//! crate's encoder refuses an empty family; and the seconds counters add up `f64` seconds
+//! rather than whole microseconds, so their last digits may differ.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use prometheus::core::Collector;
+use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, TextEncoder};
 
-#[derive(Default)]
+/// Every metric this node exposes. Counters only go up; gauges are set.
 pub struct Metrics {
-    pub height: AtomicU64,
-    pub blocks_total: AtomicU64,
-    pub transactions_committed_total: AtomicU64,
-    pub transactions_accepted_total: AtomicU64,
-    pub transactions_admitted_total: AtomicU64,
-    pub block_execute_micros_total: AtomicU64,
-    pub block_persist_micros_total: AtomicU64,
-    pub block_transactions_last: AtomicU64,
-    pub sse_subscribers: AtomicU64,
+    pub height: IntGauge,
+    pub blocks_total: IntCounter,
+    pub transactions_committed_total: IntCounter,
+    pub transactions_accepted_total: IntCounter,
+    pub transactions_admitted_total: IntCounter,
+    pub block_execute_seconds_total: prometheus::Counter,
+    pub block_persist_seconds_total: prometheus::Counter,
+    pub block_transactions_last: IntGauge,
+    pub sse_subscribers: IntGauge,
     /// Replicated mode: proposals this node built, their clearing time, proposals it rejected,
     /// and transactions CometBFT refused after admission here.
-    pub proposals_total: AtomicU64,
-    pub proposal_micros_total: AtomicU64,
-    pub proposals_rejected_total: AtomicU64,
-    pub proposal_check_micros_total: AtomicU64,
-    pub forward_refused_total: AtomicU64,
+    pub proposals_total: IntCounter,
+    pub proposal_micros_total: IntCounter,
+    pub proposals_rejected_total: IntCounter,
+    pub proposal_check_micros_total: IntCounter,
+    pub forward_refused_total: IntCounter,
     /// Blocks whose clearing this node computed, how many converged, their iterations and
-    /// clearing time, and the last one's unrealized/realized utility ratio (as f64 bits).
-    pub clearing_blocks_total: AtomicU64,
-    pub clearing_converged_total: AtomicU64,
-    pub clearing_iterations_total: AtomicU64,
-    pub clearing_micros_total: AtomicU64,
-    pub clearing_unrealized_utility_ratio_last_bits: AtomicU64,
-    dropped_total: Mutex<BTreeMap<&'static str, u64>>,
-    rejected_total: Mutex<BTreeMap<&'static str, u64>>,
-    responses_total: Mutex<BTreeMap<(String, u16), u64>>,
+    /// clearing time, and the last one's unrealized/realized utility ratio.
+    clearing_blocks_total: IntCounter,
+    clearing_converged_total: IntCounter,
+    clearing_iterations_total: IntCounter,
+    clearing_seconds_total: prometheus::Counter,
+    clearing_unrealized_utility_ratio: Gauge,
+    /// Set from the mempool when the metrics are read.
+    mempool_transactions: IntGauge,
+    mempool_capacity: IntGauge,
+    dropped_total: IntCounterVec,
+    rejected_total: IntCounterVec,
+    responses_total: IntCounterVec,
 }
 
-fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K, by: u64) {
-    if let Ok(mut map) = map.lock() {
-        *map.entry(key).or_insert(0) += by;
-    }
+/// Adds a duration as seconds.
+pub fn add_seconds(counter: &prometheus::Counter, duration: std::time::Duration) {
+    counter.inc_by(duration.as_secs_f64());
+}
+
+/// A count or size as a gauge value (saturating: gauges are `i64`).
+pub fn gauge_value(value: impl TryInto<i64>) -> i64 {
+    value.try_into().unwrap_or(i64::MAX)
 }
 
 impl Metrics {
+    /// Fails only on an invalid metric name or label, which the names below are not (a test
+    /// builds them).
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let counter = |name: &str, help: &str| IntCounter::new(name, help);
+        let gauge = |name: &str, help: &str| IntGauge::new(name, help);
+        let seconds = |name: &str, help: &str| prometheus::Counter::new(name, help);
+        let labelled = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels)
+        };
+        Ok(Metrics {
+            height: gauge("walras_height", "Height of the last committed block.")?,
+            blocks_total: counter("walras_blocks_total", "Blocks committed by this process.")?,
+            transactions_committed_total: counter(
+                "walras_transactions_committed_total",
+                "Transactions included in committed blocks (accepted or dropped).",
+            )?,
+            transactions_accepted_total: counter(
+                "walras_transactions_accepted_total",
+                "Transactions that took effect.",
+            )?,
+            transactions_admitted_total: counter(
+                "walras_transactions_admitted_total",
+                "Transactions admitted to the mempool.",
+            )?,
+            clearing_blocks_total: counter(
+                "walras_clearing_blocks_total",
+                "Blocks whose clearing this node computed.",
+            )?,
+            clearing_converged_total: counter(
+                "walras_clearing_converged_total",
+                "Of those, clearings that converged (mu-complete).",
+            )?,
+            clearing_iterations_total: counter(
+                "walras_clearing_iterations_total",
+                "Tatonnement iterations of those clearings.",
+            )?,
+            clearing_seconds_total: seconds(
+                "walras_clearing_seconds_total",
+                "Price computation and settlement time of those clearings.",
+            )?,
+            clearing_unrealized_utility_ratio: Gauge::new(
+                "walras_clearing_unrealized_utility_ratio",
+                "Unrealized over realized utility of the last clearing this node computed.",
+            )?,
+            proposals_total: counter(
+                "walras_proposals_total",
+                "Proposals built by this node (replicated mode).",
+            )?,
+            proposal_micros_total: counter(
+                "walras_proposal_micros_total",
+                "Time spent clearing proposals, in microseconds (replicated mode).",
+            )?,
+            proposal_check_micros_total: counter(
+                "walras_proposal_check_micros_total",
+                "Time spent checking proposals in ProcessProposal, in microseconds (replicated mode).",
+            )?,
+            proposals_rejected_total: counter(
+                "walras_proposals_rejected_total",
+                "Proposals this node rejected in ProcessProposal (replicated mode).",
+            )?,
+            forward_refused_total: counter(
+                "walras_forward_refused_total",
+                "Admitted transactions CometBFT refused or that never committed (replicated mode).",
+            )?,
+            block_execute_seconds_total: seconds(
+                "walras_block_execute_seconds_total",
+                "Time spent executing blocks (signatures to state root).",
+            )?,
+            block_persist_seconds_total: seconds(
+                "walras_block_persist_seconds_total",
+                "Time spent committing blocks to the store (synchronous).",
+            )?,
+            block_transactions_last: gauge(
+                "walras_block_transactions",
+                "Transactions in the last committed block.",
+            )?,
+            mempool_transactions: gauge("walras_mempool_transactions", "Transactions pending.")?,
+            mempool_capacity: gauge("walras_mempool_capacity", "Most transactions pending.")?,
+            sse_subscribers: gauge("walras_sse_subscribers", "Open event streams.")?,
+            dropped_total: labelled(
+                "walras_transactions_dropped_total",
+                "Transactions in blocks that took no effect, by reason.",
+                &["reason"],
+            )?,
+            rejected_total: labelled(
+                "walras_admission_rejected_total",
+                "Submissions refused, by error code.",
+                &["code"],
+            )?,
+            responses_total: labelled(
+                "walras_http_responses_total",
+                "HTTP responses by route and status.",
+                &["route", "status"],
+            )?,
+        })
+    }
+
+    /// The metrics in exposition order (the order of the text before this crate was used).
+    fn collectors(&self) -> [&dyn Collector; 24] {
+        [
+            &self.height,
+            &self.blocks_total,
+            &self.transactions_committed_total,
+            &self.transactions_accepted_total,
+            &self.transactions_admitted_total,
+            &self.clearing_blocks_total,
+            &self.clearing_converged_total,
+            &self.clearing_iterations_total,
+            &self.clearing_seconds_total,
+            &self.clearing_unrealized_utility_ratio,
+            &self.proposals_total,
+            &self.proposal_micros_total,
+            &self.proposal_check_micros_total,
+            &self.proposals_rejected_total,
+            &self.forward_refused_total,
+            &self.block_execute_seconds_total,
+            &self.block_persist_seconds_total,
+            &self.block_transactions_last,
+            &self.mempool_transactions,
+            &self.mempool_capacity,
+            &self.sse_subscribers,
+            &self.dropped_total,
+            &self.rejected_total,
+            &self.responses_total,
+        ]
+    }
+
     pub fn count_dropped(&self, reason: &'static str) {
-        bump(&self.dropped_total, reason, 1);
+        self.dropped_total.with_label_values(&[reason]).inc();
     }
 
     pub fn count_rejected(&self, code: &'static str) {
-        bump(&self.rejected_total, code, 1);
+        self.rejected_total.with_label_values(&[code]).inc();
     }
 
     pub fn count_proposal(&self, clearing: std::time::Duration) {
-        self.proposals_total.fetch_add(1, Ordering::Relaxed);
+        self.proposals_total.inc();
         self.proposal_micros_total
-            .fetch_add(clearing.as_micros() as u64, Ordering::Relaxed);
+            .inc_by(u64::try_from(clearing.as_micros()).unwrap_or(u64::MAX));
     }
 
     /// Records the quality of one clearing this node computed.
     pub fn count_clearing(&self, converged: bool, iterations: u64, millis: f64, unrealized: f64) {
-        self.clearing_blocks_total.fetch_add(1, Ordering::Relaxed);
-        self.clearing_converged_total
-            .fetch_add(u64::from(converged), Ordering::Relaxed);
-        self.clearing_iterations_total
-            .fetch_add(iterations, Ordering::Relaxed);
-        self.clearing_micros_total
-            .fetch_add((millis * 1e3) as u64, Ordering::Relaxed);
-        self.clearing_unrealized_utility_ratio_last_bits
-            .store(unrealized.to_bits(), Ordering::Relaxed);
+        self.clearing_blocks_total.inc();
+        self.clearing_converged_total.inc_by(u64::from(converged));
+        self.clearing_iterations_total.inc_by(iterations);
+        // `max` also turns a NaN into 0: a counter must not go down (the crate asserts it).
+        self.clearing_seconds_total.inc_by((millis / 1e3).max(0.0));
+        self.clearing_unrealized_utility_ratio.set(unrealized);
     }
 
     pub fn count_rejected_proposal(&self) {
-        self.proposals_rejected_total
-            .fetch_add(1, Ordering::Relaxed);
+        self.proposals_rejected_total.inc();
     }
 
     /// `route` is the matched route template (`/v1/accounts/{id}`), never the raw path, so the
     /// label set stays bounded whatever clients send.
     pub fn count_response(&self, route: &str, status: u16) {
-        bump(&self.responses_total, (route.to_string(), status), 1);
+        self.responses_total
+            .with_label_values(&[route, &status.to_string()])
+            .inc();
     }
 
     /// The exposition text; `mempool` is (transactions, capacity).
     pub fn render(&self, mempool: (usize, usize)) -> String {
-        let mut out = String::new();
-        let load = |value: &AtomicU64| value.load(Ordering::Relaxed);
-        gauge(
-            &mut out,
-            "walras_height",
-            "Height of the last committed block.",
-            load(&self.height),
-        );
-        counter(
-            &mut out,
-            "walras_blocks_total",
-            "Blocks committed by this process.",
-            load(&self.blocks_total),
-        );
-        counter(
-            &mut out,
-            "walras_transactions_committed_total",
-            "Transactions included in committed blocks (accepted or dropped).",
-            load(&self.transactions_committed_total),
-        );
-        counter(
-            &mut out,
-            "walras_transactions_accepted_total",
-            "Transactions that took effect.",
-            load(&self.transactions_accepted_total),
-        );
-        counter(
-            &mut out,
-            "walras_transactions_admitted_total",
-            "Transactions admitted to the mempool.",
-            load(&self.transactions_admitted_total),
-        );
-        counter(
-            &mut out,
-            "walras_clearing_blocks_total",
-            "Blocks whose clearing this node computed.",
-            load(&self.clearing_blocks_total),
-        );
-        counter(
-            &mut out,
-            "walras_clearing_converged_total",
-            "Of those, clearings that converged (mu-complete).",
-            load(&self.clearing_converged_total),
-        );
-        counter(
-            &mut out,
-            "walras_clearing_iterations_total",
-            "Tatonnement iterations of those clearings.",
-            load(&self.clearing_iterations_total),
-        );
-        counter_f64(
-            &mut out,
-            "walras_clearing_seconds_total",
-            "Price computation and settlement time of those clearings.",
-            load(&self.clearing_micros_total) as f64 / 1e6,
-        );
-        header(
-            &mut out,
-            "walras_clearing_unrealized_utility_ratio",
-            "Unrealized over realized utility of the last clearing this node computed.",
-            "gauge",
-        );
-        let _ = writeln!(
-            out,
-            "walras_clearing_unrealized_utility_ratio {}",
-            f64::from_bits(load(&self.clearing_unrealized_utility_ratio_last_bits))
-        );
-        counter(
-            &mut out,
-            "walras_proposals_total",
-            "Proposals built by this node (replicated mode).",
-            load(&self.proposals_total),
-        );
-        counter(
-            &mut out,
-            "walras_proposal_micros_total",
-            "Time spent clearing proposals, in microseconds (replicated mode).",
-            load(&self.proposal_micros_total),
-        );
-        counter(
-            &mut out,
-            "walras_proposal_check_micros_total",
-            "Time spent checking proposals in ProcessProposal, in microseconds (replicated mode).",
-            load(&self.proposal_check_micros_total),
-        );
-        counter(
-            &mut out,
-            "walras_proposals_rejected_total",
-            "Proposals this node rejected in ProcessProposal (replicated mode).",
-            load(&self.proposals_rejected_total),
-        );
-        counter(
-            &mut out,
-            "walras_forward_refused_total",
-            "Admitted transactions CometBFT refused or that never committed (replicated mode).",
-            load(&self.forward_refused_total),
-        );
-        let seconds = |micros: u64| micros as f64 / 1e6;
-        counter_f64(
-            &mut out,
-            "walras_block_execute_seconds_total",
-            "Time spent executing blocks (signatures to state root).",
-            seconds(load(&self.block_execute_micros_total)),
-        );
-        counter_f64(
-            &mut out,
-            "walras_block_persist_seconds_total",
-            "Time spent committing blocks to the store (synchronous).",
-            seconds(load(&self.block_persist_micros_total)),
-        );
-        gauge(
-            &mut out,
-            "walras_block_transactions",
-            "Transactions in the last committed block.",
-            load(&self.block_transactions_last),
-        );
-        gauge(
-            &mut out,
-            "walras_mempool_transactions",
-            "Transactions pending.",
-            mempool.0 as u64,
-        );
-        gauge(
-            &mut out,
-            "walras_mempool_capacity",
-            "Most transactions pending.",
-            mempool.1 as u64,
-        );
-        gauge(
-            &mut out,
-            "walras_sse_subscribers",
-            "Open event streams.",
-            load(&self.sse_subscribers),
-        );
-        labelled(
-            &mut out,
-            "walras_transactions_dropped_total",
-            "Transactions in blocks that took no effect, by reason.",
-            &self.dropped_total,
-            |reason| format!("reason=\"{reason}\""),
-        );
-        labelled(
-            &mut out,
-            "walras_admission_rejected_total",
-            "Submissions refused, by error code.",
-            &self.rejected_total,
-            |code| format!("code=\"{code}\""),
-        );
-        labelled(
-            &mut out,
-            "walras_http_responses_total",
-            "HTTP responses by route and status.",
-            &self.responses_total,
-            |(route, status)| format!("route=\"{route}\",status=\"{status}\""),
-        );
-        out
+        self.mempool_transactions.set(gauge_value(mempool.0));
+        self.mempool_capacity.set(gauge_value(mempool.1));
+        let mut families = Vec::new();
+        for collector in self.collectors() {
+            for mut family in collector.collect() {
+                // The encoder refuses a family without samples (a labelled counter before its
+                // first count); a labelled family's samples are sorted by label values, as
+                // `Registry::gather` does, so the text does not depend on hash order.
+                if family.get_metric().is_empty() {
+                    continue;
+                }
+                family
+                    .mut_metric()
+                    .sort_by(|a, b| label_values(a).cmp(&label_values(b)));
+                families.push(family);
+            }
+        }
+        let mut text = Vec::new();
+        if let Err(error) = TextEncoder::new().encode(&families, &mut text) {
+            tracing::warn!("encoding the metrics: {error}");
+        }
+        String::from_utf8_lossy(&text).into_owned()
     }
 }
 
-fn header(out: &mut String, name: &str, help: &str, kind: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+fn label_values(sample: &prometheus::proto::Metric) -> Vec<&str> {
+    sample.get_label().iter().map(|pair| pair.value()).collect()
 }
 
-fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
-    header(out, name, help, "gauge");
-    let _ = writeln!(out, "{name} {value}");
-}
+#[cfg(test)]
+mod tests {
+    //! The exposition: every family's HELP, TYPE and sample lines as the hand-written text had
+    //! them (compared line by line for a node with some of everything counted), and labelled
+    //! samples in label order whatever order they were counted in.
 
-fn counter(out: &mut String, name: &str, help: &str, value: u64) {
-    header(out, name, help, "counter");
-    let _ = writeln!(out, "{name} {value}");
-}
+    use super::*;
+    use std::time::Duration;
 
-fn counter_f64(out: &mut String, name: &str, help: &str, value: f64) {
-    header(out, name, help, "counter");
-    let _ = writeln!(out, "{name} {value}");
-}
-
-fn labelled<K: Ord>(
-    out: &mut String,
-    name: &str,
-    help: &str,
-    map: &Mutex<BTreeMap<K, u64>>,
-    labels: impl Fn(&K) -> String,
-) {
-    header(out, name, help, "counter");
-    if let Ok(map) = map.lock() {
-        for (key, value) in map.iter() {
-            let _ = writeln!(out, "{name}{{{}}} {value}", labels(key));
+    #[test]
+    fn the_exposition_keeps_every_name_type_help_text_and_label() {
+        let metrics = Metrics::new().unwrap();
+        metrics.height.set(7);
+        metrics.blocks_total.inc_by(3);
+        metrics.transactions_committed_total.inc_by(10);
+        metrics.transactions_accepted_total.inc_by(9);
+        metrics.transactions_admitted_total.inc_by(12);
+        metrics.count_clearing(true, 40, 2.5, 0.25);
+        metrics.count_proposal(Duration::from_micros(1500));
+        metrics.proposal_check_micros_total.inc_by(700);
+        metrics.count_rejected_proposal();
+        metrics.forward_refused_total.inc();
+        add_seconds(
+            &metrics.block_execute_seconds_total,
+            Duration::from_millis(1500),
+        );
+        add_seconds(
+            &metrics.block_persist_seconds_total,
+            Duration::from_millis(250),
+        );
+        metrics.block_transactions_last.set(10);
+        metrics.sse_subscribers.inc();
+        metrics.count_dropped("insufficient_balance");
+        metrics.count_rejected("bad_signature");
+        metrics.count_rejected("bad_signature");
+        metrics.count_response("/v1/status", 200);
+        metrics.count_response("/v1/accounts/{id}", 404);
+        let expected = "\
+# HELP walras_height Height of the last committed block.
+# TYPE walras_height gauge
+walras_height 7
+# HELP walras_blocks_total Blocks committed by this process.
+# TYPE walras_blocks_total counter
+walras_blocks_total 3
+# HELP walras_transactions_committed_total Transactions included in committed blocks (accepted or dropped).
+# TYPE walras_transactions_committed_total counter
+walras_transactions_committed_total 10
+# HELP walras_transactions_accepted_total Transactions that took effect.
+# TYPE walras_transactions_accepted_total counter
+walras_transactions_accepted_total 9
+# HELP walras_transactions_admitted_total Transactions admitted to the mempool.
+# TYPE walras_transactions_admitted_total counter
+walras_transactions_admitted_total 12
+# HELP walras_clearing_blocks_total Blocks whose clearing this node computed.
+# TYPE walras_clearing_blocks_total counter
+walras_clearing_blocks_total 1
+# HELP walras_clearing_converged_total Of those, clearings that converged (mu-complete).
+# TYPE walras_clearing_converged_total counter
+walras_clearing_converged_total 1
+# HELP walras_clearing_iterations_total Tatonnement iterations of those clearings.
+# TYPE walras_clearing_iterations_total counter
+walras_clearing_iterations_total 40
+# HELP walras_clearing_seconds_total Price computation and settlement time of those clearings.
+# TYPE walras_clearing_seconds_total counter
+walras_clearing_seconds_total 0.0025
+# HELP walras_clearing_unrealized_utility_ratio Unrealized over realized utility of the last clearing this node computed.
+# TYPE walras_clearing_unrealized_utility_ratio gauge
+walras_clearing_unrealized_utility_ratio 0.25
+# HELP walras_proposals_total Proposals built by this node (replicated mode).
+# TYPE walras_proposals_total counter
+walras_proposals_total 1
+# HELP walras_proposal_micros_total Time spent clearing proposals, in microseconds (replicated mode).
+# TYPE walras_proposal_micros_total counter
+walras_proposal_micros_total 1500
+# HELP walras_proposal_check_micros_total Time spent checking proposals in ProcessProposal, in microseconds (replicated mode).
+# TYPE walras_proposal_check_micros_total counter
+walras_proposal_check_micros_total 700
+# HELP walras_proposals_rejected_total Proposals this node rejected in ProcessProposal (replicated mode).
+# TYPE walras_proposals_rejected_total counter
+walras_proposals_rejected_total 1
+# HELP walras_forward_refused_total Admitted transactions CometBFT refused or that never committed (replicated mode).
+# TYPE walras_forward_refused_total counter
+walras_forward_refused_total 1
+# HELP walras_block_execute_seconds_total Time spent executing blocks (signatures to state root).
+# TYPE walras_block_execute_seconds_total counter
+walras_block_execute_seconds_total 1.5
+# HELP walras_block_persist_seconds_total Time spent committing blocks to the store (synchronous).
+# TYPE walras_block_persist_seconds_total counter
+walras_block_persist_seconds_total 0.25
+# HELP walras_block_transactions Transactions in the last committed block.
+# TYPE walras_block_transactions gauge
+walras_block_transactions 10
+# HELP walras_mempool_transactions Transactions pending.
+# TYPE walras_mempool_transactions gauge
+walras_mempool_transactions 4
+# HELP walras_mempool_capacity Most transactions pending.
+# TYPE walras_mempool_capacity gauge
+walras_mempool_capacity 100
+# HELP walras_sse_subscribers Open event streams.
+# TYPE walras_sse_subscribers gauge
+walras_sse_subscribers 1
+# HELP walras_transactions_dropped_total Transactions in blocks that took no effect, by reason.
+# TYPE walras_transactions_dropped_total counter
+walras_transactions_dropped_total{reason=\"insufficient_balance\"} 1
+# HELP walras_admission_rejected_total Submissions refused, by error code.
+# TYPE walras_admission_rejected_total counter
+walras_admission_rejected_total{code=\"bad_signature\"} 2
+# HELP walras_http_responses_total HTTP responses by route and status.
+# TYPE walras_http_responses_total counter
+walras_http_responses_total{route=\"/v1/accounts/{id}\",status=\"404\"} 1
+walras_http_responses_total{route=\"/v1/status\",status=\"200\"} 1
+";
+        let text = metrics.render((4, 100));
+        for (line, (got, want)) in text.lines().zip(expected.lines()).enumerate() {
+            assert_eq!(got, want, "line {}", line + 1);
         }
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn labelled_samples_come_out_in_label_order_whatever_the_counting_order() {
+        let statuses = [503u16, 200, 429, 404, 200, 413];
+        let render = |order: &[u16]| {
+            let metrics = Metrics::new().unwrap();
+            for status in order {
+                metrics.count_response("/v1/transactions", *status);
+            }
+            metrics.render((0, 1))
+        };
+        let mut reversed = statuses;
+        reversed.reverse();
+        let text = render(&statuses);
+        assert_eq!(text, render(&reversed));
+        let samples: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("walras_http_responses_total{"))
+            .collect();
+        let mut sorted = samples.clone();
+        sorted.sort();
+        assert_eq!(samples.len(), 5);
+        assert_eq!(samples, sorted);
+    }
+
+    #[test]
+    fn a_labelled_counter_without_samples_is_left_out_and_the_rest_still_renders() {
+        let text = Metrics::new().unwrap().render((0, 1));
+        assert!(!text.contains("walras_transactions_dropped_total"));
+        assert!(text.contains("\nwalras_mempool_capacity 1\n"));
+        assert!(text.contains("\nwalras_blocks_total 0\n"));
     }
 }

@@ -10,9 +10,8 @@
 //! the source's key, and keys never change. Recovery re-verifies everything.
 
 use super::mempool::Mempool;
-use super::metrics::Metrics;
+use super::metrics::{add_seconds, gauge_value, Metrics};
 use super::recent::RecentTransactions;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
@@ -267,13 +266,8 @@ fn record_metrics(
     transactions: usize,
     timings: &BlockTimings,
 ) {
-    let add = |counter: &std::sync::atomic::AtomicU64, value: u64| {
-        counter.fetch_add(value, Ordering::Relaxed);
-    };
-    metrics
-        .height
-        .store(outcome.header.height, Ordering::Relaxed);
-    add(&metrics.blocks_total, 1);
+    metrics.height.set(gauge_value(outcome.header.height));
+    metrics.blocks_total.inc();
     if let Some(report) = &outcome.clearing {
         metrics.count_clearing(
             outcome.converged,
@@ -282,22 +276,17 @@ fn record_metrics(
             report.unrealized_utility_ratio,
         );
     }
-    add(&metrics.transactions_committed_total, transactions as u64);
-    add(
-        &metrics.transactions_accepted_total,
-        outcome.accepted as u64,
-    );
-    add(
-        &metrics.block_execute_micros_total,
-        timings.execute.as_micros() as u64,
-    );
-    add(
-        &metrics.block_persist_micros_total,
-        timings.persist.as_micros() as u64,
-    );
+    metrics
+        .transactions_committed_total
+        .inc_by(transactions as u64);
+    metrics
+        .transactions_accepted_total
+        .inc_by(outcome.accepted as u64);
+    add_seconds(&metrics.block_execute_seconds_total, timings.execute);
+    add_seconds(&metrics.block_persist_seconds_total, timings.persist);
     metrics
         .block_transactions_last
-        .store(transactions as u64, Ordering::Relaxed);
+        .set(gauge_value(transactions));
     for (_, reason) in &outcome.dropped {
         metrics.count_dropped(reason.name());
     }

@@ -17,7 +17,6 @@ use futures_util::{Stream, StreamExt};
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
@@ -453,10 +452,7 @@ struct Subscriber {
 
 impl Drop for Subscriber {
     fn drop(&mut self) {
-        self.shared
-            .metrics
-            .sse_subscribers
-            .fetch_sub(1, Ordering::Relaxed);
+        self.shared.metrics.sse_subscribers.dec();
     }
 }
 
@@ -469,10 +465,7 @@ pub async fn events(
     let slot = slots
         .take(client.ip())
         .map_err(|refusal| stream_refused(refusal, client.ip()))?;
-    shared
-        .metrics
-        .sse_subscribers
-        .fetch_add(1, Ordering::Relaxed);
+    shared.metrics.sse_subscribers.inc();
     let subscriber = Subscriber {
         shared: shared.clone(),
         _slot: slot,

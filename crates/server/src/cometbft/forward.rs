@@ -15,7 +15,6 @@
 use crate::node::Shared;
 use base64::Engine as _;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use walras_crypto::Hash;
@@ -76,10 +75,7 @@ pub async fn run(shared: Arc<Shared>, config: ForwardConfig) {
 
 fn refuse(shared: &Shared, hash: &Hash, signed: &SignedTransaction) {
     shared.mempool().forget(hash, signed);
-    shared
-        .metrics
-        .forward_refused_total
-        .fetch_add(1, Ordering::Relaxed);
+    shared.metrics.forward_refused_total.inc();
 }
 
 /// Drops committed transactions from the front of `in_flight` and forgets those too old.
