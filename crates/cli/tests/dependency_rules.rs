@@ -1,7 +1,9 @@
-//! The house rules on dependencies, read from `cargo tree` (offline: the lock files hold
-//! every package): the production build of `walras` (`--no-default-features`) links neither
-//! the workload generator (`walras-sim`) nor the development keys (`walras-devnet`), and the
-//! fuzz targets build without tokio, axum or hyper.
+//! The house rules on dependencies, read from `cargo tree --locked` (the committed lock files,
+//! never rewritten by the test; a stale `fuzz/Cargo.lock` fails here with cargo's message, and
+//! `cargo tree --manifest-path fuzz/Cargo.toml` refreshes it): the production build of
+//! `walras` (`--no-default-features`) links neither the workload generator (`walras-sim`) nor
+//! the development keys (`walras-devnet`), and the fuzz targets build without tokio, axum or
+//! hyper.
 
 use std::path::Path;
 use std::process::Command;
@@ -13,7 +15,7 @@ fn packages(manifest: &Path, args: &[&str]) -> Vec<String> {
         .arg("tree")
         .arg("--manifest-path")
         .arg(manifest)
-        .args(["-e", "normal", "--prefix", "none", "--offline"])
+        .args(["-e", "normal", "--prefix", "none", "--locked"])
         .args(args)
         .output()
         .expect("cargo tree runs");
