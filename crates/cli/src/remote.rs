@@ -3,6 +3,7 @@
 
 use super::CliError;
 use std::future::Future;
+#[cfg(feature = "dev-tools")]
 use walras_api::wire::DevGenesisJson;
 use walras_client::NodeClient;
 
@@ -32,6 +33,7 @@ pub fn block_on<F: Future>(future: F) -> Result<F::Output, CliError> {
 }
 
 /// The node's development genesis parameters, or an error saying there are none.
+#[cfg(feature = "dev-tools")]
 pub async fn dev_genesis(client: &NodeClient) -> Result<DevGenesisJson, CliError> {
     let status = client.status().await?;
     status.dev_genesis.ok_or_else(|| {
