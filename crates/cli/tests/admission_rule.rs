@@ -4,13 +4,12 @@
 //! same code. The transactions each trip a different check of `walras_engine::admission`,
 //! including two that trip two checks at once (the cheaper check must decide everywhere).
 
-use std::time::Duration;
 use tendermint_abci::Application;
 use tendermint_proto::v0_38::abci::{CheckTxType, RequestCheckTx};
 use walras_api::wire::DevGenesisJson;
 use walras_engine::filter::filter;
 use walras_engine::ExchangeState;
-use walras_server::{abci_app, Consensus, GenesisSource, NodeConfig};
+use walras_server::abci_app;
 use walras_testkit::*;
 use walras_types::{Genesis, SignedTransaction};
 
@@ -90,20 +89,7 @@ fn http_verdicts(cases: &[(&str, SignedTransaction, &str)]) -> Vec<String> {
 
 fn check_tx_verdicts(cases: &[(&str, SignedTransaction, &str)]) -> Vec<String> {
     let dir = TempDir::new("admission-abci");
-    let config = NodeConfig {
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".into(),
-        genesis: GenesisSource::Dev(DEV, walras_devnet::dev_genesis_builder),
-        block_interval: Duration::from_millis(100),
-        max_block_txs: 1000,
-        mempool_capacity: 1000,
-        threads: 1,
-        clearing_timeout: Duration::from_millis(500),
-        rate_limit_rps: 0,
-        rate_limit_burst: 1,
-        consensus: Consensus::Solo,
-        serve: Default::default(),
-    };
+    let config = dev_node_config(dir.path(), DEV);
     let app = abci_app(&config).expect("the ABCI application opens");
     cases
         .iter()

@@ -10,7 +10,6 @@
 //! transactions with their codes.
 
 use bytes::Bytes;
-use std::time::Duration;
 use tendermint_abci::Application;
 use tendermint_proto::v0_38::abci::{
     response_process_proposal::ProposalStatus, CheckTxType, RequestCheckTx, RequestFinalizeBlock,
@@ -18,10 +17,10 @@ use tendermint_proto::v0_38::abci::{
 };
 use walras_api::proposal;
 use walras_api::wire::DevGenesisJson;
-use walras_devnet::{dev_genesis, dev_genesis_builder, dev_keypair};
+use walras_devnet::{dev_genesis, dev_keypair};
 use walras_engine::BlockHeader;
 use walras_server::cometbft::app::code;
-use walras_server::{abci_app, Consensus, GenesisSource, NodeConfig};
+use walras_server::{abci_app, NodeConfig};
 use walras_testkit::TempDir;
 use walras_types::{AccountId, AssetId, Operation, Price, SignedTransaction, Transaction};
 
@@ -32,20 +31,7 @@ const DEV: DevGenesisJson = DevGenesisJson {
 };
 
 fn config(data: &std::path::Path) -> NodeConfig {
-    NodeConfig {
-        data_dir: data.to_path_buf(),
-        listen: "127.0.0.1:0".into(),
-        genesis: GenesisSource::Dev(DEV, dev_genesis_builder),
-        block_interval: Duration::from_millis(100),
-        max_block_txs: 1000,
-        mempool_capacity: 1000,
-        threads: 1,
-        clearing_timeout: Duration::from_millis(500),
-        rate_limit_rps: 0,
-        rate_limit_burst: 1,
-        consensus: Consensus::Solo,
-        serve: Default::default(),
-    }
+    walras_testkit::dev_node_config(data, DEV)
 }
 
 fn sign(source: u64, sequence: u64, operation: Operation) -> SignedTransaction {

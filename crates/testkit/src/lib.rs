@@ -292,3 +292,25 @@ pub async fn load_payments(
         tokio::time::sleep(Duration::from_millis(load.every_ms)).await;
     }
 }
+
+/// An in-process node's configuration on `data` with the development genesis `dev`: solo,
+/// one thread, no rate limit (tests that open the ABCI application or the node in process).
+pub fn dev_node_config(
+    data: &Path,
+    dev: walras_api::wire::DevGenesisJson,
+) -> walras_server::NodeConfig {
+    walras_server::NodeConfig {
+        data_dir: data.to_path_buf(),
+        listen: "127.0.0.1:0".into(),
+        genesis: walras_server::GenesisSource::Dev(dev, walras_devnet::dev_genesis_builder),
+        block_interval: Duration::from_millis(100),
+        max_block_txs: 1000,
+        mempool_capacity: 1000,
+        threads: 1,
+        clearing_timeout: Duration::from_millis(500),
+        rate_limit_rps: 0,
+        rate_limit_burst: 1,
+        consensus: walras_server::Consensus::Solo,
+        serve: Default::default(),
+    }
+}
