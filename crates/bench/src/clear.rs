@@ -55,6 +55,8 @@ struct ClearReport {
     burned: Vec<u64>,
     converged: bool,
     iterations: u64,
+    /// Cut-repair steps after the race (thin books; see walras_clearing::cut).
+    cut_steps: u32,
     epsilon: f64,
     mu: f64,
     achieved_epsilon: f64,
@@ -213,6 +215,7 @@ fn report(
         burned: settlement.burned.clone(),
         converged: clearing.converged,
         iterations: clearing.iterations,
+        cut_steps: clearing.cut_steps,
         epsilon: args.epsilon.to_f64(),
         mu: args.mu.to_f64(),
         achieved_epsilon: quality.achieved_epsilon,

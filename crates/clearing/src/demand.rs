@@ -89,7 +89,7 @@ fn locate_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut Deman
         let rate = prices[pair.sell as usize] * workspace.inverse_prices[pair.buy as usize];
         workspace.rates[index] = rate;
         // Limits are stored as f32; compare in f32 (the rounding is as harmless, see book.rs).
-        let (rate_f32, threshold_f32) = (rate as f32, (rate * band_start) as f32);
+        let (rate_f32, threshold_f32) = search_thresholds(rate, band_start);
         locate(books, pair, &mut workspace.hint_high[index], |limit| {
             limit <= rate_f32
         });
@@ -107,7 +107,7 @@ fn finish_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut Deman
     let inverse_mu = if mu > 0.0 { 1.0 / mu } else { 0.0 };
     for (index, pair) in books.pairs().iter().enumerate() {
         let rate = workspace.rates[index];
-        let (rate_f32, threshold_f32) = (rate as f32, (rate * band_start) as f32);
+        let (rate_f32, threshold_f32) = search_thresholds(rate, band_start);
         let high = finish(books, pair, &mut workspace.hint_high[index], |limit| {
             limit <= rate_f32
         });
@@ -129,6 +129,24 @@ fn finish_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut Deman
         workspace.pair_lower_value[index] = low.amount * sell_price;
         workspace.pair_upper_value[index] = high.amount * sell_price;
     }
+}
+
+/// Relative margin of the float searches: limits are stored as `f32` and rates rounded to `f32`,
+/// each off by up to 2^-24 of its value, and the settlement decides on exact prices.
+const SEARCH_MARGIN: f64 = 1.0 / (1u64 << 21) as f64;
+
+/// The `f32` thresholds the searches compare limits with: `hi` (may trade) just below the rate,
+/// `lo` (must trade) just above `(1 − μ)` times it. Both err on the side that makes the
+/// convergence test stricter than the exact settlement's bounds: an offer the floats call "may
+/// trade" may trade exactly, and one they call "need not trade" need not trade exactly, so the
+/// max-flow test never passes on a float rounding that the exact LP then refuses (issue 10: a
+/// 100-asset thin book converged in the race on one offer within 2^-24 of its rate, and its
+/// settlement's LP with lower bounds was infeasible).
+#[inline]
+fn search_thresholds(rate: f64, band_start: f64) -> (f32, f32) {
+    let rate_f32 = (rate * (1.0 - SEARCH_MARGIN)) as f32;
+    let threshold_f32 = (rate * band_start * (1.0 + SEARCH_MARGIN)) as f32;
+    (rate_f32, threshold_f32)
 }
 
 /// Smoothed supply from the prefix sums at `lo` and `hi`: everything below the band, and the
@@ -203,7 +221,7 @@ fn exact_pair_supply(
     mu: f64,
     workspace: &mut DemandWorkspace,
 ) -> f64 {
-    let (rate_f32, threshold_f32) = (rate as f32, (rate * (1.0 - mu)) as f32);
+    let (rate_f32, threshold_f32) = search_thresholds(rate, 1.0 - mu);
     let high_hint = &mut workspace.hint_high[index];
     locate(books, pair, high_hint, |limit| limit <= rate_f32);
     let high = finish(books, pair, high_hint, |limit| limit <= rate_f32);
@@ -217,11 +235,27 @@ fn exact_pair_supply(
 /// binary search of the pivots and a count inside one block, without hints.
 pub fn amount_at_or_below(books: &OrderBooks, pair: &PairBook, rate: f64) -> f64 {
     let rate = rate as f32;
-    let below = |limit: f32| limit <= rate;
+    sums_passing(books, pair, |limit| limit <= rate).amount
+}
+
+/// Smoothed amount sold on one pair at `rate` (the same rule as [`query`]), searched without
+/// hints: for the few pairs a cut crosses (see [`crate::cut`]).
+pub fn pair_smoothed_amount(books: &OrderBooks, pair: &PairBook, rate: f64, mu: f64) -> f64 {
+    let (rate_f32, threshold_f32) = search_thresholds(rate, 1.0 - mu);
+    let high = sums_passing(books, pair, |limit| limit <= rate_f32);
+    if mu <= 0.0 {
+        return high.amount;
+    }
+    let low = sums_passing(books, pair, |limit| limit < threshold_f32);
+    smoothed_supply(low, high, 1.0 / rate, 1.0 / mu)
+}
+
+/// Prefix sums of the offers passing `below` (a prefix of the canonical order).
+fn sums_passing(books: &OrderBooks, pair: &PairBook, below: impl Fn(f32) -> bool) -> PrefixSums {
     let pivots = books.pivot_limits(pair);
     let blocks = pivots.partition_point(|limit| below(*limit));
     if blocks == 0 {
-        return 0.0;
+        return PrefixSums::default();
     }
     let block = &books.blocks(pair)[blocks - 1];
     let slots = block
@@ -229,7 +263,12 @@ pub fn amount_at_or_below(books: &OrderBooks, pair: &PairBook, rate: f64) -> f64
         .iter()
         .map(|limit| below(*limit) as usize)
         .sum::<usize>();
-    books.pivot_sums(pair)[blocks - 1].amount + block.through[slots.max(1) - 1].amount
+    let before = books.pivot_sums(pair)[blocks - 1];
+    let within = block.through[slots.max(1) - 1];
+    PrefixSums {
+        amount: before.amount + within.amount,
+        amount_limit: before.amount_limit + within.amount_limit,
+    }
 }
 
 /// Where a search ended: `blocks` pivots passed, then `slots` offers of the last of those blocks,

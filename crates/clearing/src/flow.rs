@@ -17,9 +17,18 @@ const SCALE: f64 = (1u64 << 40) as f64;
 
 /// Whether the LP with these bounds is (up to rounding) feasible.
 pub fn circulation_feasible(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> bool {
+    infeasible_cut(assets, pairs, epsilon).is_none()
+}
+
+/// `None` when the LP with these bounds is (up to rounding) feasible; otherwise the assets of a
+/// minimum cut that proves it is not: a set `S` whose mandatory payouts (lower bounds of pairs
+/// buying an asset of `S` with one outside it) exceed what it can receive (upper bounds of pairs
+/// selling `S` for the rest, plus commission). `S` is over-demanded at these valuations: raising
+/// its valuations together is what repairs the cut (see [`crate::cut`]).
+pub fn infeasible_cut(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> Option<Vec<bool>> {
     let largest = pairs.iter().map(|pair| pair.upper).fold(0.0f64, f64::max);
     if largest <= 0.0 {
-        return true; // nothing can trade: zero flow is feasible
+        return None; // nothing can trade: zero flow is feasible
     }
     let factor = SCALE / largest;
     let to_int = |value: f64| (value * factor).round().max(0.0) as i64;
@@ -53,7 +62,12 @@ pub fn circulation_feasible(assets: usize, pairs: &[PairFlowBounds], epsilon: f6
             network.add_edge(node, sink, -value);
         }
     }
-    network.max_flow(source, sink) >= required
+    if network.max_flow(source, sink) >= required {
+        return None;
+    }
+    // After a maximum flow the nodes still reachable from the source form a minimum cut.
+    let reachable = network.reachable_from(source);
+    Some(reachable[..assets].to_vec())
 }
 
 /// Dinic's max-flow on an adjacency list of paired edges (edge i and i^1 are reverses).
@@ -104,6 +118,13 @@ impl Network {
         total
     }
 
+    /// Nodes reachable from `source` through edges with residual capacity.
+    fn reachable_from(&mut self, source: usize) -> Vec<bool> {
+        let sink = NONE; // never reached: build every level
+        self.build_levels(source, sink);
+        self.level.iter().map(|level| *level >= 0).collect()
+    }
+
     fn build_levels(&mut self, source: usize, sink: usize) -> bool {
         self.level.fill(-1);
         self.level[source] = 0;
@@ -119,7 +140,7 @@ impl Network {
                 edge = self.next[edge];
             }
         }
-        self.level[sink] >= 0
+        sink != NONE && self.level[sink] >= 0
     }
 
     /// One blocking-flow augmentation by depth-first search; iterative over path length would be

@@ -14,6 +14,7 @@
 
 pub mod book;
 pub mod crossing;
+pub mod cut;
 pub mod demand;
 pub mod flow;
 pub mod grid;
@@ -81,6 +82,8 @@ pub struct Clearing {
     pub converged: bool,
     /// Iterations of the instance whose prices were used.
     pub iterations: u64,
+    /// Cut-repair steps taken after the race (see [`cut`]); 0 when an instance converged.
+    pub cut_steps: u32,
     /// Index of that instance among the controls.
     pub instance: usize,
     /// Demand queries made by all instances for their steps, and the mean time of one.
@@ -162,6 +165,26 @@ pub fn clear_with_grid(
         Some(prices) => tatonnement::RaceOutcome::settled_at(&params.controls, prices),
         None => tatonnement::race(books, grid, &params.controls, &start_prices, race_params),
     };
+    let mut cut_steps = 0;
+    if outcome.winner.is_none() {
+        // No instance converged (thin books): repair the cuts the feasibility test names,
+        // starting from the first instance's prices (see [`cut`]).
+        let result = &mut outcome.results[0];
+        let repair = cut::repair(
+            books,
+            &result.prices,
+            race_params.mu,
+            race_params.epsilon,
+            race_params.deadline,
+        );
+        cut_steps = repair.steps;
+        result.queries += repair.queries;
+        if repair.converged {
+            result.prices = repair.prices;
+            result.converged = true;
+            outcome.winner = Some(0);
+        }
+    }
     if let Some(winner) = outcome.winner.filter(|_| !nothing_can_trade) {
         let result = &mut outcome.results[winner];
         if let Some((prices, queries)) = tatonnement::polish(books, &result.prices, race_params) {
@@ -227,6 +250,7 @@ pub fn clear_with_grid(
         check_micros_mean: check_nanos as f64 / 1e3 / check_queries.max(1) as f64,
         converged,
         iterations: outcome.results[instance].iterations,
+        cut_steps,
         instance,
         settlement,
         quality,
