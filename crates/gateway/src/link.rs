@@ -31,7 +31,9 @@ pub const VALUATIONS_MAX: usize = u16::MAX as usize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum LinkDecodeError {
-    #[error("the body does not start with {expected:?}: not a gateway link message of this version")]
+    #[error(
+        "the body does not start with {expected:?}: not a gateway link message of this version"
+    )]
     BadMagic { expected: &'static str },
     #[error("the body ends inside {0}")]
     Truncated(&'static str),

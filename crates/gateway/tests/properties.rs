@@ -375,7 +375,11 @@ impl CutBuffer for ShardedOrderingBuffer {
     }
 }
 
-fn run_cut(buffer: &mut dyn CutBuffer, msgs: &[(u64, UplinkMessage)], plan: &CutPlan) -> Vec<CutStep> {
+fn run_cut(
+    buffer: &mut dyn CutBuffer,
+    msgs: &[(u64, UplinkMessage)],
+    plan: &CutPlan,
+) -> Vec<CutStep> {
     let mut steps = Vec::new();
     let mut height = 0;
     let mut seal = |buffer: &mut dyn CutBuffer, now: u64, steps: &mut Vec<CutStep>| {
