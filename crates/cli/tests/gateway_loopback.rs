@@ -53,7 +53,7 @@ impl Delays {
 
     fn next(&mut self) -> Duration {
         let jitter = self.rng.next_u64() % 1_000;
-        let spike = if self.rng.next_u64() % 25 == 0 {
+        let spike = if self.rng.next_u64().is_multiple_of(25) {
             50_000 + self.rng.next_u64() % 150_001
         } else {
             0
