@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use walras_crypto::Keypair;
 use walras_gateway_net::{ClientConfig, ClientEvent, GatewayConfig, Participant};
-use walras_testkit::{payment, NodeProcess, TempDir, DEV_ACCOUNTS};
+use walras_testkit::{dev_key, NodeProcess, TempDir, DEV_ACCOUNTS};
 use walras_types::transaction::SEQUENCE_WINDOW;
+use walras_types::{AccountId, AssetId, Operation, SignedTransaction, Transaction};
 
 #[derive(Default)]
 struct Tally {
@@ -33,6 +34,19 @@ struct Tally {
     accepted: u64,
     latencies_us: Vec<u64>,
     last_commit: Option<Instant>,
+    /// Own results received (matched or not), and those still unmatched at the end.
+    own_results: u64,
+    /// Heights skipped between consecutive blocks a participant was handed.
+    height_gaps: u64,
+}
+
+impl Tally {
+    fn record(&mut self, at: Instant, due: Instant, accepted: bool) {
+        self.committed += 1;
+        self.accepted += u64::from(accepted);
+        self.latencies_us.push((at - due).as_micros() as u64);
+        self.last_commit = Some(self.last_commit.map_or(at, |t| t.max(at)));
+    }
 }
 
 fn quantile(sorted: &[u64], q: f64) -> f64 {
@@ -126,36 +140,61 @@ async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
     let tally = Arc::new(Mutex::new(Tally::default()));
     let start_at = Instant::now() + Duration::from_millis(1500);
     let mut tasks = Vec::new();
+    // A client runs while a handle to it exists: keep one until the drain is over.
+    let mut handles = Vec::new();
     for p in 0..participants {
         let (client, mut events) = Participant::start(ClientConfig {
             participant: p,
             delta: window,
-            tau: Duration::from_millis(2),
+            tau: Duration::from_millis(5),
         })
         .unwrap();
         client.connect(&gw.address.to_string()).await.unwrap();
-        // seq → (account, due instant)
+        handles.push(client.clone());
+        // seq → (account, due instant); and results that came back before their trade's
+        // `submit` returned to the load task (a starved task can lose that race).
         let pending: Arc<Mutex<BTreeMap<u64, (u64, Instant)>>> = Arc::default();
+        let early: Arc<Mutex<BTreeMap<u64, (Instant, bool)>>> = Arc::default();
         let outstanding: Arc<Mutex<BTreeMap<u64, u64>>> = Arc::default();
         {
-            let (pending, outstanding, tally) =
-                (pending.clone(), outstanding.clone(), tally.clone());
+            let (pending, outstanding, tally, early) = (
+                pending.clone(),
+                outstanding.clone(),
+                tally.clone(),
+                early.clone(),
+            );
             tokio::spawn(async move {
+                let mut last_height = 0u64;
                 while let Some(event) = events.recv().await {
-                    let ClientEvent::Block { block, .. } = event else {
-                        continue;
+                    let block = match event {
+                        ClientEvent::Block { block, .. } => block,
+                        ClientEvent::Disconnected { reason } => {
+                            eprintln!("participant {p} disconnected: {reason}");
+                            continue;
+                        }
+                        ClientEvent::Notice { .. } => continue,
                     };
+                    if last_height > 0 && block.height > last_height + 1 {
+                        tally.lock().unwrap().height_gaps += block.height - last_height - 1;
+                    }
+                    last_height = last_height.max(block.height);
                     let now = Instant::now();
                     let mut pending = pending.lock().unwrap();
                     let mut outstanding = outstanding.lock().unwrap();
                     let mut tally = tally.lock().unwrap();
+                    tally.own_results += block.own.len() as u64;
                     for own in block.own {
-                        if let Some((account, due)) = pending.remove(&own.seq) {
-                            *outstanding.entry(account).or_default() -= 1;
-                            tally.committed += 1;
-                            tally.accepted += u64::from(own.dropped.is_none());
-                            tally.latencies_us.push((now - due).as_micros() as u64);
-                            tally.last_commit = Some(now);
+                        match pending.remove(&own.seq) {
+                            Some((account, due)) => {
+                                *outstanding.entry(account).or_default() -= 1;
+                                tally.record(now, due, own.dropped.is_none());
+                            }
+                            None => {
+                                early
+                                    .lock()
+                                    .unwrap()
+                                    .insert(own.seq, (now, own.dropped.is_none()));
+                            }
                         }
                     }
                 }
@@ -166,8 +205,11 @@ async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
             .collect();
         let per_participant = rate / f64::from(participants);
         let (tally, duration) = (tally.clone(), Duration::from_secs_f64(seconds));
+        let early = early.clone();
         tasks.push(tokio::spawn(async move {
             let mut sequence: BTreeMap<u64, u64> = BTreeMap::new();
+            // Deriving a key costs as much as a signature: derive each account's once.
+            let keys: BTreeMap<u64, Keypair> = accounts.iter().map(|&a| (a, dev_key(a))).collect();
             let mut released = 0u64;
             let mut next_account = 0usize;
             tokio::time::sleep_until(start_at.into()).await;
@@ -199,15 +241,36 @@ async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
                     let seq = sequence.entry(account).or_insert(0);
                     *seq += 1;
                     let to = (account + 1) % DEV_ACCOUNTS;
-                    let tx = payment(account, *seq, to, 0, 1);
+                    let transaction = Transaction {
+                        source: AccountId(account),
+                        sequence: *seq,
+                        operation: Operation::Payment {
+                            to: AccountId(to),
+                            asset: AssetId(0),
+                            amount: 1,
+                        },
+                    };
+                    let tx = SignedTransaction {
+                        signature: *keys[&account].sign(&transaction.encode()).as_bytes(),
+                        transaction,
+                    };
                     *outstanding.lock().unwrap().entry(account).or_default() += 1;
-                    // A block that came back before `submit` returned would be missed and its
-                    // trade counted as not committed (conservative; it needs a seal, a commit and
-                    // a downlink within microseconds, so it does not happen in practice).
                     match client.submit(tx).await {
                         Ok(sent) => {
-                            pending.lock().unwrap().insert(sent.seq, (account, due));
-                            tally.lock().unwrap().sent += 1;
+                            // Lock order as in the event task: pending, then early.
+                            let mut pending = pending.lock().unwrap();
+                            let landed = early.lock().unwrap().remove(&sent.seq);
+                            let mut tally = tally.lock().unwrap();
+                            tally.sent += 1;
+                            match landed {
+                                Some((at, accepted)) => {
+                                    *outstanding.lock().unwrap().entry(account).or_default() -= 1;
+                                    tally.record(at, due, accepted);
+                                }
+                                None => {
+                                    pending.insert(sent.seq, (account, due));
+                                }
+                            }
                         }
                         Err(_) => *outstanding.lock().unwrap().entry(account).or_default() -= 1,
                     }
@@ -222,8 +285,9 @@ async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
     for task in tasks {
         task.await.unwrap();
     }
-    // Drain: until nothing is pending or 10 s pass.
-    let drain_until = Instant::now() + Duration::from_secs(10);
+    // Drain: until nothing is pending or 30 s pass.
+    let drain_started = Instant::now();
+    let drain_until = drain_started + Duration::from_secs(30);
     loop {
         let done = {
             let t = tally.lock().unwrap();
@@ -234,8 +298,16 @@ async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    drop(handles);
     let tally = tally.lock().unwrap();
     report("gateway", rate, seconds, &tally, started);
+    println!(
+        "gateway: sent but never seen in a block: {} (own results received: {}, blocks \
+         skipped: {})",
+        tally.sent - tally.committed.min(tally.sent),
+        tally.own_results,
+        tally.height_gaps
+    );
     let seals = gw.seals();
     let blocks = seals.len().max(1);
     let mean_wait_ms = seals
@@ -248,10 +320,33 @@ async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
         seals.len(),
         mean_wait_ms
     );
+    let metrics = gw.metrics_text();
+    let counters: Vec<&str> = metrics
+        .lines()
+        .filter(|l| {
+            [
+                "stragglers_detected",
+                "late_trades",
+                "queue_overflows",
+                "cut_off",
+                "refused",
+                "trades_received",
+                "trades_sealed",
+                "own_results",
+            ]
+            .iter()
+            .any(|name| l.starts_with("walras_gateway_") && l.contains(name))
+        })
+        .collect();
+    println!("gateway: {}", counters.join(", "));
 }
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_writer(std::io::stderr)
+        .init();
     let args: Vec<String> = std::env::args().collect();
     let rate: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000.0);
     let seconds: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10.0);

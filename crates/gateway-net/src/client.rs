@@ -60,8 +60,8 @@ pub enum ClientEvent {
         code: NoticeCode,
         text: String,
     },
-    /// The connection ended (the client can reconnect with [`Participant::connect`]).
-    Disconnected,
+    /// The connection ended, and why (the client can reconnect with [`Participant::connect`]).
+    Disconnected { reason: String },
 }
 
 /// A trade as sent: its sequence number and the delivery clock it carries.
@@ -85,7 +85,8 @@ enum Command {
     Silence(bool),
 }
 
-/// A handle to the participant's client task.
+/// A handle to the participant's client task; the task (and its connection) ends when the last
+/// handle is dropped.
 #[derive(Clone)]
 pub struct Participant {
     commands: mpsc::Sender<Command>,
@@ -190,7 +191,7 @@ impl ClientTask {
                 }
                 frame = next_frame(&mut self.frames) => match frame {
                     Some(frame) => self.downlink(frame).await,
-                    None => self.lost_connection(),
+                    None => self.lost_connection("the gateway closed the connection or sent an undecodable frame".into()),
                 },
                 _ = tokio::time::sleep_until(wake.into()) => {
                     let now = self.now_ns();
@@ -202,10 +203,10 @@ impl ClientTask {
         }
     }
 
-    fn lost_connection(&mut self) {
+    fn lost_connection(&mut self, reason: String) {
         self.writer = None;
         self.frames = None;
-        let _ = self.events.send(ClientEvent::Disconnected);
+        let _ = self.events.send(ClientEvent::Disconnected { reason });
     }
 
     async fn command(&mut self, command: Command) {
@@ -380,8 +381,8 @@ impl ClientTask {
                         continue;
                     }
                     if let Some(writer) = &mut self.writer {
-                        if writer.write_all(&framed(&frame.encode())).await.is_err() {
-                            self.lost_connection();
+                        if let Err(error) = writer.write_all(&framed(&frame.encode())).await {
+                            self.lost_connection(format!("writing to the gateway: {error}"));
                         }
                     }
                 }

@@ -7,6 +7,7 @@ use prometheus::{Encoder, IntCounter, IntGauge, Opts, Registry, TextEncoder};
 pub struct GatewayMetrics {
     registry: Registry,
     pub participants_connected: IntGauge,
+    pub participants_cut_off_total: IntCounter,
     pub stragglers: IntGauge,
     pub stragglers_detected_total: IntCounter,
     pub straggler_rejoins_total: IntCounter,
@@ -17,6 +18,7 @@ pub struct GatewayMetrics {
     pub heartbeats_received_total: IntCounter,
     pub blocks_sealed_total: IntCounter,
     pub trades_sealed_total: IntCounter,
+    pub own_results_sent_total: IntCounter,
     pub trades_spilled_last: IntGauge,
     pub height: IntGauge,
     /// Microseconds from block N's publication to the seal of block N+1, last block.
@@ -40,6 +42,10 @@ impl GatewayMetrics {
             participants_connected: gauge(
                 "walras_gateway_participants_connected",
                 "Participants with an open connection.",
+            )?,
+            participants_cut_off_total: counter(
+                "walras_gateway_participants_cut_off_total",
+                "Connections closed because the participant fell too far behind on its downlink.",
             )?,
             stragglers: gauge(
                 "walras_gateway_stragglers",
@@ -80,6 +86,10 @@ impl GatewayMetrics {
             trades_sealed_total: counter(
                 "walras_gateway_trades_sealed_total",
                 "Trades in sealed blocks.",
+            )?,
+            own_results_sent_total: counter(
+                "walras_gateway_own_results_sent_total",
+                "Results of participants' own trades sent with the blocks.",
             )?,
             trades_spilled_last: gauge(
                 "walras_gateway_trades_spilled_last",

@@ -363,6 +363,10 @@ struct Core {
     inputs: mpsc::Sender<CoreInput>,
 }
 
+/// Downlink frames queued for one participant; a participant that falls this far behind is cut
+/// off (its connection closed, counted in `walras_gateway_participants_cut_off_total`).
+const DOWNLINK_QUEUE_MAX: usize = 65_536;
+
 /// How often the core retries a pending seal (silence detection, timer cuts).
 const TICK: Duration = Duration::from_millis(1);
 
@@ -464,7 +468,7 @@ impl Core {
                 .is_err()
             {
                 // A participant that does not read its downlink is cut off rather than buffered.
-                self.connections.remove(&participant);
+                self.cut_off(participant);
             }
         }
     }
@@ -671,6 +675,14 @@ impl Core {
         let n = self.tip.height;
         let (ids, late, spilled): (Vec<u64>, Vec<bool>, usize) = match self.config.cut {
             CutMode::Dbo => {
+                // Never seal N+1 sooner than W after N's publication. Non-stragglers cannot pass
+                // ⟨N, W⟩ sooner anyway; without this floor, a gateway whose participants are all
+                // stragglers (Horizon::Everything) would seal on every tick, publish blocks far
+                // faster than the release buffers deliver them (δ = W apart), and the growing
+                // backlog would keep every participant a straggler for good.
+                if now < self.published_ns + self.config.window.as_nanos() as u64 {
+                    return Ok(());
+                }
                 // Silence detection runs inside `seal`; report what it found.
                 let before: Vec<bool> = (0..self.config.participants)
                     .map(|p| self.ordering.is_straggler(p))
@@ -809,17 +821,48 @@ impl Core {
                 own: own.remove(&participant).unwrap_or_default(),
                 ..self.tip.clone()
             };
+            self.metrics
+                .own_results_sent_total
+                .inc_by(block.own.len() as u64);
             let full = self
                 .connections
                 .get(&participant)
-                .is_some_and(|(_, sender)| sender.try_send(Downlink::Block(block)).is_err());
+                .is_some_and(|(_, sender)| {
+                    sender
+                        .try_send(Downlink::Block(block))
+                        .inspect_err(|e| tracing::warn!("participant {participant}: downlink {e}"))
+                        .is_err()
+                });
             if full {
-                self.connections.remove(&participant);
+                self.cut_off(participant);
             }
+        }
+        if !own.is_empty() {
+            let left: Vec<(u32, usize)> = own.iter().map(|(p, v)| (*p, v.len())).collect();
+            tracing::debug!(
+                "block {}: own results of participants not connected: {left:?}; connected: {:?}",
+                reply.height,
+                self.connections.keys().collect::<Vec<_>>()
+            );
         }
         self.metrics
             .participants_connected
             .set(self.connections.len() as i64);
+    }
+}
+
+impl Core {
+    /// Drops a participant whose downlink queue is full; its connection task then closes.
+    fn cut_off(&mut self, participant: u32) {
+        if self.connections.remove(&participant).is_some() {
+            self.metrics.participants_cut_off_total.inc();
+            self.metrics
+                .participants_connected
+                .set(self.connections.len() as i64);
+            tracing::warn!(
+                "participant {participant} fell {DOWNLINK_QUEUE_MAX} frames behind: disconnected"
+            );
+        }
     }
 }
 
@@ -904,7 +947,7 @@ async fn serve_connection(
             return;
         }
     };
-    let (downlink, mut outgoing) = mpsc::channel::<Downlink>(4096);
+    let (downlink, mut outgoing) = mpsc::channel::<Downlink>(DOWNLINK_QUEUE_MAX);
     let (answer, accepted) = oneshot::channel();
     let connected = CoreInput::Connected {
         participant,
@@ -922,7 +965,7 @@ async fn serve_connection(
     }
     tracing::debug!("participant {participant} connected from {peer}");
     let (mut reader, mut writer) = stream.into_split();
-    let writer_task = tokio::spawn(async move {
+    let mut writer_task = tokio::spawn(async move {
         while let Some(message) = outgoing.recv().await {
             if writer.write_all(&framed(&message.encode())).await.is_err() {
                 return;
@@ -930,11 +973,15 @@ async fn serve_connection(
         }
     });
     loop {
-        let frame = tokio::time::timeout(
-            config.idle_timeout,
-            read_frame(&mut reader, UPLINK_FRAME_MAX),
-        )
-        .await;
+        let frame = tokio::select! {
+            frame = tokio::time::timeout(
+                config.idle_timeout,
+                read_frame(&mut reader, UPLINK_FRAME_MAX),
+            ) => frame,
+            // The core cut this participant off (its downlink was full) or stopped: close the
+            // connection, so that the participant notices and can reconnect.
+            _ = &mut writer_task => break,
+        };
         let payload = match frame {
             Ok(Ok(Some(payload))) => payload,
             Ok(Ok(None)) | Ok(Err(_)) | Err(_) => break,
