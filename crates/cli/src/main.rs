@@ -5,6 +5,7 @@ use std::process::ExitCode;
 mod args;
 #[cfg(feature = "dev-tools")]
 mod demo;
+mod gateway;
 mod init;
 mod keygen;
 #[cfg(feature = "dev-tools")]
@@ -52,6 +53,8 @@ enum Command {
     Init(init::InitArgs),
     /// Run a node: store, HTTP API, and a solo block producer or a CometBFT validator.
     Node(node::NodeArgs),
+    /// Run the fair-access gateway in front of a node started with --block-source gateway.
+    Gateway(gateway::GatewayArgs),
     #[cfg(feature = "dev-tools")]
     /// Create and start (or stop: `localnet down`) an N-validator CometBFT network on loopback.
     Localnet(localnet::LocalnetArgs),
@@ -129,6 +132,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Gen(GenCommand::Feed(args)) => oracle::gen_feed(args),
         Command::Init(args) => init::run(args),
         Command::Node(args) => node::run(args),
+        Command::Gateway(args) => gateway::run(args),
         #[cfg(feature = "dev-tools")]
         Command::Localnet(args) => localnet::run(args),
         #[cfg(feature = "dev-tools")]

@@ -4,7 +4,7 @@ use super::{args, CliError};
 use std::path::PathBuf;
 use std::time::Duration;
 use walras_server::cometbft::{binary_or_find, CometbftConfig};
-use walras_server::{Consensus, NodeConfig, ServeLimits};
+use walras_server::{Consensus, GatewayLinkConfig, NodeConfig, ServeLimits};
 
 #[derive(clap::Args, Debug)]
 pub struct NodeArgs {
@@ -60,6 +60,21 @@ pub struct NodeArgs {
     /// most 256.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
     event_streams_per_client: u64,
+    /// What cuts blocks in solo mode: the node's own timer (--block-interval-ms), or only the
+    /// fair-access gateway's sealed batches (`walras gateway`; the public submit and event
+    /// endpoints then refuse participants).
+    #[arg(long, value_enum, default_value = "timer")]
+    block_source: BlockSource,
+    /// The gateway's public key (hex, `walras keygen`'s public key of the gateway's key file),
+    /// for --block-source gateway: sealed batches signed by any other key are refused.
+    #[arg(long, required_if_eq("block_source", "gateway"))]
+    gateway_key: Option<String>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BlockSource {
+    Timer,
+    Gateway,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,9 +93,25 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let consensus = match args.consensus {
-        ConsensusKind::Solo => Consensus::Solo,
-        ConsensusKind::Cometbft => Consensus::Cometbft(CometbftConfig {
+    let consensus = match (args.consensus, args.block_source) {
+        (ConsensusKind::Solo, BlockSource::Timer) => Consensus::Solo,
+        (ConsensusKind::Solo, BlockSource::Gateway) => {
+            let text = args.gateway_key.as_deref().ok_or_else(|| {
+                CliError("--block-source gateway needs --gateway-key PUBLIC_KEY_HEX".into())
+            })?;
+            let gateway_key = text
+                .parse()
+                .map_err(|error| CliError(format!("--gateway-key: {error}")))?;
+            Consensus::Gateway(GatewayLinkConfig { gateway_key })
+        }
+        (ConsensusKind::Cometbft, BlockSource::Gateway) => {
+            return Err(CliError(
+                "--block-source gateway works with --consensus solo only (CometBFT orders \
+                 replicated blocks)"
+                    .into(),
+            ))
+        }
+        (ConsensusKind::Cometbft, BlockSource::Timer) => Consensus::Cometbft(CometbftConfig {
             binary: binary_or_find(args.cometbft_bin)?,
             home: args
                 .cometbft_home

@@ -18,6 +18,7 @@
 
 pub mod clock;
 pub mod error;
+pub mod link;
 pub mod ordering;
 pub mod release;
 pub mod sim;

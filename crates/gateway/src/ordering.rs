@@ -203,7 +203,7 @@ impl OrderingBuffer {
         msg: &UplinkMessage,
     ) -> Result<Vec<OrderingEvent>, GatewayError> {
         let mut events = Vec::new();
-        if let Some((key, trade_id)) = self.accept(now_ns, msg, &mut events)? {
+        if let Some((key, trade_id)) = self.accept(now_ns, msg, 0, &mut events)? {
             let late = LateCheck {
                 last_forwarded: self.last_forwarded,
                 now_ns,
@@ -229,7 +229,7 @@ impl OrderingBuffer {
         msg: &UplinkMessage,
     ) -> Result<Vec<OrderingEvent>, GatewayError> {
         let mut events = Vec::new();
-        if let Some((key, trade_id)) = self.accept(now_ns, msg, &mut events)? {
+        if let Some((key, trade_id)) = self.accept(now_ns, msg, 0, &mut events)? {
             let late = self.sealed_boundary.is_some_and(|b| key.clock < b);
             self.queue.insert(key, (trade_id, late));
         }
@@ -287,10 +287,13 @@ impl OrderingBuffer {
     }
 
     /// Validate and record a message; returns the trade it carries, if any. Changes nothing on error.
+    /// `queued_elsewhere`: trades other shards hold, counted against the queue limit (cut mode of
+    /// the sharded buffer, whose limit is over all shards like one buffer's).
     fn accept(
         &mut self,
         now_ns: u64,
         msg: &UplinkMessage,
+        queued_elsewhere: usize,
         events: &mut Vec<OrderingEvent>,
     ) -> Result<Option<(OrderKey, u64)>, GatewayError> {
         if now_ns < self.last_now_ns {
@@ -318,7 +321,7 @@ impl OrderingBuffer {
             });
         }
         let is_trade = matches!(msg.kind, UplinkKind::Trade { .. });
-        if is_trade && self.queue.len() >= self.config.queue_len_max {
+        if is_trade && self.queue.len() + queued_elsewhere >= self.config.queue_len_max {
             return Err(GatewayError::QueueFull {
                 queue: "ordering buffer",
                 len_max: self.config.queue_len_max,
@@ -440,6 +443,10 @@ pub struct ShardedOrderingBuffer {
     master: BTreeMap<OrderKey, u64>,
     master_len_max: usize,
     last_forwarded: Option<OrderKey>,
+    /// Cut mode: the last sealed boundary and the latest time seen, over all shards (one
+    /// buffer's checks, so that the sharded cut refuses exactly what one buffer refuses).
+    sealed_boundary: Option<DeliveryClock>,
+    last_now_ns: u64,
 }
 
 impl ShardedOrderingBuffer {
@@ -475,6 +482,8 @@ impl ShardedOrderingBuffer {
             master: BTreeMap::new(),
             master_len_max: config.queue_len_max,
             last_forwarded: None,
+            sealed_boundary: None,
+            last_now_ns: start_ns,
         })
     }
 
@@ -502,7 +511,7 @@ impl ShardedOrderingBuffer {
         }
         let mut events = Vec::new();
         let shard = &mut self.shards[s];
-        if let Some((key, trade_id)) = shard.accept(now_ns, msg, &mut events)? {
+        if let Some((key, trade_id)) = shard.accept(now_ns, msg, 0, &mut events)? {
             let late = LateCheck {
                 last_forwarded: self.last_forwarded,
                 now_ns,
@@ -520,6 +529,111 @@ impl ShardedOrderingBuffer {
         }
         self.merge(now_ns, &mut events);
         Ok(events)
+    }
+
+    fn check_time(&mut self, now_ns: u64) -> Result<(), GatewayError> {
+        if now_ns < self.last_now_ns {
+            return Err(GatewayError::TimeWentBackwards {
+                now_ns,
+                last_ns: self.last_now_ns,
+            });
+        }
+        Ok(())
+    }
+
+    /// Cut mode: a message arrived; its shard validates it and queues a trade (flagged late when
+    /// below a sealed boundary). The queue limit is over all shards together.
+    pub fn on_message_for_cut(
+        &mut self,
+        now_ns: u64,
+        msg: &UplinkMessage,
+    ) -> Result<Vec<OrderingEvent>, GatewayError> {
+        self.check_time(now_ns)?;
+        let &s = self
+            .shard_of
+            .get(&msg.participant)
+            .ok_or(GatewayError::UnknownParticipant(msg.participant))?;
+        let elsewhere: usize = self
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|(t, _)| *t != s)
+            .map(|(_, shard)| shard.queue.len())
+            .sum();
+        let mut events = Vec::new();
+        let shard = &mut self.shards[s];
+        if let Some((key, trade_id)) = shard.accept(now_ns, msg, elsewhere, &mut events)? {
+            let late = self.sealed_boundary.is_some_and(|b| key.clock < b);
+            shard.queue.insert(key, (trade_id, late));
+        }
+        self.last_now_ns = now_ns;
+        Ok(events)
+    }
+
+    /// Cut mode: [`OrderingBuffer::seal`] over the shards. The boundary is passed once every
+    /// shard's non-stragglers have passed it; the block is the merge, in key order, of every
+    /// shard's trades below it (at most `block_trades_max`; the rest stay in their shards and go
+    /// first into the next cut). Same outcome as one buffer over all participants.
+    pub fn seal(
+        &mut self,
+        now_ns: u64,
+        n: PointId,
+        window_ns: u64,
+        block_trades_max: usize,
+    ) -> Result<SealOutcome, GatewayError> {
+        let boundary = DeliveryClock::new(n, window_ns);
+        if self.sealed_boundary.is_some_and(|b| boundary <= b) {
+            return Err(GatewayError::CutNotAdvancing {
+                point: n,
+                window_ns,
+            });
+        }
+        self.check_time(now_ns)?;
+        let mut ignored = Vec::new();
+        for shard in &mut self.shards {
+            shard.check_silence(now_ns, &mut ignored)?;
+        }
+        self.last_now_ns = now_ns;
+        let passed = self.shards.iter().all(|shard| {
+            shard
+                .participants
+                .values()
+                .filter(|s| !s.straggler)
+                .all(|s| s.watermark.is_some_and(|w| w.clock >= boundary))
+        });
+        if !passed {
+            return Ok(SealOutcome::Pending);
+        }
+        let mut below: Vec<(OrderKey, usize)> = Vec::new();
+        for (s, shard) in self.shards.iter().enumerate() {
+            below.extend(
+                shard
+                    .queue
+                    .keys()
+                    .take_while(|k| k.clock < boundary)
+                    .map(|k| (*k, s)),
+            );
+        }
+        below.sort_unstable();
+        let mut trades = Vec::with_capacity(below.len().min(block_trades_max));
+        for (key, s) in below.iter().take(block_trades_max) {
+            if let Some((trade_id, late)) = self.shards[*s].queue.remove(key) {
+                trades.push(ForwardedTrade {
+                    key: *key,
+                    trade_id,
+                    late,
+                    forwarded_ns: now_ns,
+                });
+            }
+        }
+        self.sealed_boundary = Some(boundary);
+        for shard in &mut self.shards {
+            shard.sealed_boundary = Some(boundary);
+        }
+        Ok(SealOutcome::Sealed {
+            spilled: below.len() - trades.len(),
+            trades,
+        })
     }
 
     fn merge(&mut self, now_ns: u64, events: &mut Vec<OrderingEvent>) {

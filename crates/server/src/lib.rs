@@ -7,6 +7,7 @@
 mod admission;
 pub mod cometbft;
 mod failure;
+mod gateway_link;
 mod limits;
 mod listen;
 pub mod mempool;
@@ -21,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use failure::Failure;
+pub use gateway_link::GatewayLinkConfig;
 use limits::{EventStreamSlots, RateLimiter};
 use listen::ConnectionLimits;
 pub use listen::CONNECTIONS_MAX_DEFAULT;
@@ -114,6 +116,10 @@ pub enum Consensus {
     Solo,
     /// CometBFT does; this node is its ABCI++ application.
     Cometbft(cometbft::CometbftConfig),
+    /// This process executes blocks alone, but cuts them only from batches sealed by the
+    /// fair-access gateway (`--block-source gateway`, see [`gateway_link`]); its public submit
+    /// and event endpoints refuse participants.
+    Gateway(GatewayLinkConfig),
 }
 
 /// Why the node could not start or stopped.
@@ -149,7 +155,9 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         .map_err(|cause| error("starting the async runtime")(&cause))?;
     let shared = Arc::new(open_and_recover(&config)?);
     let result = match &config.consensus {
-        Consensus::Solo => run_solo(&config, &connections, shared, &runtime),
+        Consensus::Solo | Consensus::Gateway(_) => {
+            run_solo(&config, &connections, shared, &runtime)
+        }
         Consensus::Cometbft(cometbft) => {
             run_replicated(&config, cometbft, &connections, shared, &runtime)
         }
@@ -176,7 +184,8 @@ fn replicated_app_config(config: &NodeConfig) -> cometbft::AppConfig {
     }
 }
 
-/// Solo mode: a producer thread cuts, executes and stores blocks.
+/// Solo mode: a producer thread cuts (on its timer, or from the gateway's sealed batches),
+/// executes and stores blocks.
 fn run_solo(
     config: &NodeConfig,
     connections: &ConnectionLimits,
@@ -195,7 +204,18 @@ fn run_solo(
             // Whatever stops the producer, a panic included, stops the server too: a node
             // that admits transactions it will never commit must not keep serving.
             let _stop_server = StopOnDrop(producer_shared.clone());
-            node::run_producer(&producer_shared, &producer_config)
+            match producer_shared
+                .gateway
+                .as_ref()
+                .map(|link| link.take_receiver())
+            {
+                None => node::run_producer(&producer_shared, &producer_config),
+                Some(Some(jobs)) => {
+                    gateway_link::run_gateway_producer(&producer_shared, &producer_config, &jobs)
+                }
+                // Only one producer is ever started.
+                Some(None) => Ok(()),
+            }
         })
         .map_err(|cause| error("starting the block producer")(&cause))?;
     let served = runtime.block_on(serve(config, connections, shared.clone()));
@@ -300,6 +320,10 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         dev_genesis,
         max_block_txs: config.max_block_txs,
         shutting_down: tokio::sync::watch::channel(false).0,
+        gateway: match &config.consensus {
+            Consensus::Gateway(link) => Some(gateway_link::GatewayLink::new(link)),
+            Consensus::Solo | Consensus::Cometbft(_) => None,
+        },
     })
 }
 
@@ -633,6 +657,11 @@ pub fn router(
         .route("/v1/status", get(routes::status))
         .route("/v1/openapi.json", get(routes::openapi_document))
         .route("/metrics", get(routes::metrics))
+        .route(
+            "/v1/gateway/seal",
+            post(gateway_link::seal)
+                .layer(DefaultBodyLimit::max(gateway_link::SEAL_BODY_MAX_BYTES)),
+        )
         .layer(TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,

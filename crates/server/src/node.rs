@@ -57,6 +57,8 @@ pub struct Shared {
     pub max_block_txs: usize,
     /// `true` once the node is stopping; async tasks (event streams, the server) wait on it.
     pub shutting_down: tokio::sync::watch::Sender<bool>,
+    /// `Some` with `--block-source gateway`: blocks come only from the gateway's sealed batches.
+    pub gateway: Option<super::gateway_link::GatewayLink>,
 }
 
 /// Why the producer stopped the node.
@@ -165,11 +167,12 @@ fn wait_for_batch(
     }
 }
 
-fn produce_block(
+/// Executes, commits and reports one block; returns its outcome (the gateway link answers with it).
+pub(super) fn produce_block(
     shared: &Shared,
     config: &ProducerConfig,
     batch: Vec<(Hash, SignedTransaction)>,
-) -> Result<(), ProducerError> {
+) -> Result<BlockOutcome, ProducerError> {
     let transactions: Vec<SignedTransaction> = batch.iter().map(|(_, signed)| *signed).collect();
     let engine = warm_started(&config.engine, &shared.tip().valuations, shared.assets);
     let mut state = shared.state.blocking_write();
@@ -196,7 +199,7 @@ fn produce_block(
         persist: persisted - executed,
     };
     announce_block(shared, &block, &outcome, &timings);
-    Ok(())
+    Ok(outcome)
 }
 
 /// The engine configuration with tâtonnement starting from the last block's valuations (books

@@ -3,6 +3,7 @@
 
 use super::admission::admit;
 use super::failure::{body_failure, Failure};
+use super::gateway_link::refuse_if_gateway_only;
 use super::limits::{EventStreamSlot, EventStreamSlots, StreamRefusal};
 use super::node::{display_prices, Shared};
 use axum::body::Bytes;
@@ -45,6 +46,7 @@ pub async fn submit(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<SubmitResponse>), Failure> {
+    refuse_if_gateway_only(&shared, "POST /v1/transactions")?;
     let body = body.map_err(|rejection| body_failure(rejection, SUBMIT_BODY_MAX_BYTES))?;
     let signed = decode_submission(&headers, &body)?;
     let (hash, result) = admit(&shared, vec![signed])
@@ -94,6 +96,7 @@ pub async fn submit_batch(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<BatchSubmitResponse>, Failure> {
+    refuse_if_gateway_only(&shared, "POST /v1/transactions/batch")?;
     let body = body.map_err(|rejection| body_failure(rejection, BATCH_BODY_MAX_BYTES))?;
     if content_type(&headers).as_deref() != Some("application/octet-stream") {
         return Err(Failure::new(
@@ -462,6 +465,7 @@ pub async fn events(
     Extension(slots): Extension<Arc<EventStreamSlots>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
+    refuse_if_gateway_only(&shared, "GET /v1/events")?;
     let slot = slots
         .take(client.ip())
         .map_err(|refusal| stream_refused(refusal, client.ip()))?;

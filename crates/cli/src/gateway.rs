@@ -1,0 +1,90 @@
+//! `walras gateway`: the fair-access gateway in front of a node run with
+//! `--block-source gateway` (see `docs/gateway.md` and [`walras_gateway_net`]).
+
+use super::CliError;
+use std::path::PathBuf;
+use std::time::Duration;
+use walras_client::keyfile;
+use walras_gateway_net::{CutMode, GatewayConfig};
+
+#[derive(clap::Args, Debug)]
+pub struct GatewayArgs {
+    /// The node's base URL (on this host: the link is served to loopback peers only).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    node: String,
+    /// The gateway's key file (`walras keygen --out FILE`); give its public key to the node's
+    /// --gateway-key.
+    #[arg(long)]
+    key: PathBuf,
+    /// Address participants connect to (TCP, length-prefixed frames).
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    listen: String,
+    /// Address of /metrics (HTTP); none if not given.
+    #[arg(long)]
+    metrics_listen: Option<String>,
+    /// Participants, numbered 0..N.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    participants: u32,
+    /// W: a trade answering block N within W (delivery-clock time) goes into block N+1.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    window_ms: u64,
+    /// A participant whose round trip or silence exceeds this stops holding seals back.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    straggler_threshold_ms: u64,
+    /// Most trades per block: the node's --max-block-txs.
+    #[arg(long, default_value_t = 50_000)]
+    block_trades_max: usize,
+    /// Trades the ordering buffer holds; beyond it trades are refused (participants are told).
+    #[arg(long, default_value_t = 1 << 20)]
+    queue_len_max: usize,
+    /// `dbo` (delivery-clock cut), or `timer` (arrival order, a block every --timer-interval-ms:
+    /// the unfair baseline, for comparisons only).
+    #[arg(long, value_enum, default_value = "dbo")]
+    cut: Cut,
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    timer_interval_ms: u64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    Dbo,
+    Timer,
+}
+
+pub fn run(args: GatewayArgs) -> Result<(), CliError> {
+    if args.block_trades_max == 0 || args.queue_len_max == 0 {
+        return Err(CliError(
+            "--block-trades-max and --queue-len-max must be positive".into(),
+        ));
+    }
+    let key = keyfile::read(&args.key)?;
+    let mut config = GatewayConfig::new(&args.node, key, args.participants);
+    config.listen = args.listen;
+    config.metrics_listen = args.metrics_listen;
+    config.window = Duration::from_millis(args.window_ms);
+    config.straggler_threshold = Duration::from_millis(args.straggler_threshold_ms);
+    config.block_trades_max = args.block_trades_max;
+    config.queue_len_max = args.queue_len_max;
+    config.cut = match args.cut {
+        Cut::Dbo => CutMode::Dbo,
+        Cut::Timer => CutMode::Timer {
+            interval: Duration::from_millis(args.timer_interval_ms),
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| CliError(format!("starting the async runtime: {error}")))?;
+    runtime.block_on(async move {
+        let gateway = walras_gateway_net::start(config).await?;
+        // The first line on stdout: scripts and tests wait for it.
+        println!("walras gateway listening on {}", gateway.address);
+        if let Some(metrics) = gateway.metrics_address {
+            println!("metrics on http://{metrics}/metrics");
+        }
+        tokio::select! {
+            result = gateway.wait() => result.map_err(|error| CliError(error.to_string())),
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        }
+    })
+}

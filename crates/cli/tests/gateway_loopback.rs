@@ -1,0 +1,682 @@
+//! The fair-access gateway end to end on loopback (issue 13): a `walras node` process with
+//! `--block-source gateway`, the gateway in this process, and 8 participant bots, each behind
+//! its own seeded delay shim (a TCP proxy: base one-way delay 0–20 ms per bot and direction,
+//! spikes up to 200 ms, order kept), each answering every block after its own response time.
+//!
+//! - With the DBO cut, every trade whose delivery clock says it answered block N in less than W
+//!   is in block N+1, and none that took W or more is.
+//! - With the timer cut (arrival order, a block every W after publication) the same bots and
+//!   shims are measurably unfair: the test prints and requires a positive share of trades in
+//!   the wrong block.
+//! - A silent bot delays a seal by at most the straggler threshold (plus the shim's delay of
+//!   its last heartbeat); a bot that goes silent, or disconnects and reconnects, rejoins.
+//! - The node's blocks replay: a restarted node recovers every block, checking each state root,
+//!   to the same height and state root.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use walras_crypto::Keypair;
+use walras_gateway_net::server::ParticipantEvent;
+use walras_gateway_net::{ClientConfig, ClientEvent, CutMode, GatewayConfig, Participant};
+use walras_testkit::{payment, NodeProcess, TempDir};
+
+const BOTS: u32 = 8;
+const WINDOW: Duration = Duration::from_millis(55);
+const TAU: Duration = Duration::from_millis(5);
+const THRESHOLD: Duration = Duration::from_millis(600);
+/// Nominal response times: four well under W, one just under, three over.
+const RESPONSE_MS: [u64; BOTS as usize] = [5, 20, 35, 50, 62, 75, 90, 110];
+const SHIM_SEED: u64 = 0x5eed;
+
+/// One-way delays of one shim direction: a base in 0–20 ms, jitter under 1 ms, and one chunk in
+/// 25 delayed by a spike of 50–200 ms.
+struct Delays {
+    rng: ChaCha8Rng,
+    base_us: u64,
+}
+
+impl Delays {
+    fn new(seed: u64) -> Delays {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let base_us = rng.next_u64() % 20_001;
+        Delays { rng, base_us }
+    }
+
+    fn next(&mut self) -> Duration {
+        let jitter = self.rng.next_u64() % 1_000;
+        let spike = if self.rng.next_u64().is_multiple_of(25) {
+            50_000 + self.rng.next_u64() % 150_001
+        } else {
+            0
+        };
+        Duration::from_micros(self.base_us + jitter + spike)
+    }
+}
+
+/// Copies `from` to `to`, each chunk delayed, in order (a chunk never overtakes an earlier one).
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut delays: Delays,
+) {
+    let (chunks, mut due) = mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((at, bytes)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+        let _ = to.shutdown().await;
+    });
+    let mut last = tokio::time::Instant::now();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let at = (tokio::time::Instant::now() + delays.next()).max(last);
+        last = at;
+        if chunks.send((at, buffer[..n].to_vec())).is_err() {
+            break;
+        }
+    }
+    drop(chunks);
+    let _ = writer.await;
+}
+
+/// A delay shim in front of the gateway for one bot; every connection gets its own delays
+/// (seeded by the bot and the connection's number).
+async fn start_shim(target: SocketAddr, bot: u32) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut connection = 0u64;
+        while let Ok((inbound, _)) = listener.accept().await {
+            connection += 1;
+            let Ok(outbound) = TcpStream::connect(target).await else {
+                continue;
+            };
+            let _ = inbound.set_nodelay(true);
+            let _ = outbound.set_nodelay(true);
+            let seed = SHIM_SEED ^ (u64::from(bot) << 32) ^ (connection << 8);
+            let (in_read, in_write) = inbound.into_split();
+            let (out_read, out_write) = outbound.into_split();
+            tokio::spawn(pump(in_read, out_write, Delays::new(seed ^ 1)));
+            tokio::spawn(pump(out_read, in_write, Delays::new(seed ^ 2)));
+        }
+    });
+    address
+}
+
+/// A trade as its bot sent it and where it landed.
+#[derive(Clone, Debug)]
+struct TradeRecord {
+    bot: u32,
+    seq: u64,
+    /// The delivery clock it carried: ⟨block answered, response time⟩.
+    point: u64,
+    elapsed: Duration,
+    landed: Option<u64>,
+}
+
+#[derive(Default)]
+struct BotLog {
+    trades: Vec<TradeRecord>,
+    /// seq → height, from the blocks' own results.
+    landed: BTreeMap<u64, u64>,
+}
+
+struct Bot {
+    participant: Participant,
+    log: Arc<Mutex<BotLog>>,
+    answering: Arc<AtomicBool>,
+    shim: SocketAddr,
+}
+
+fn start_bot(index: u32, shim: SocketAddr) -> Bot {
+    let (participant, mut events) = Participant::start(ClientConfig {
+        participant: index,
+        delta: WINDOW,
+        tau: TAU,
+    })
+    .unwrap();
+    let log = Arc::new(Mutex::new(BotLog::default()));
+    let answering = Arc::new(AtomicBool::new(false));
+    let response = Duration::from_millis(RESPONSE_MS[index as usize]);
+    let account = u64::from(index) + 1;
+    let sequence = Arc::new(Mutex::new(0u64));
+    {
+        let (participant, log, answering) = (participant.clone(), log.clone(), answering.clone());
+        tokio::spawn(async move {
+            let mut answered = 0u64;
+            while let Some(event) = events.recv().await {
+                let ClientEvent::Block { block, at } = event else {
+                    continue;
+                };
+                {
+                    let mut log = log.lock().unwrap();
+                    for own in &block.own {
+                        log.landed.insert(own.seq, block.height);
+                    }
+                }
+                if block.height <= answered || !answering.load(Ordering::SeqCst) {
+                    continue;
+                }
+                answered = block.height;
+                let (participant, log, sequence) =
+                    (participant.clone(), log.clone(), sequence.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep_until((at + response).into()).await;
+                    let tx = {
+                        let mut sequence = sequence.lock().unwrap();
+                        *sequence += 1;
+                        payment(account, *sequence, 100 + account, 0, 1)
+                    };
+                    if let Ok(sent) = participant.submit(tx).await {
+                        log.lock().unwrap().trades.push(TradeRecord {
+                            bot: index,
+                            seq: sent.seq,
+                            point: sent.clock.point,
+                            elapsed: Duration::from_nanos(sent.clock.elapsed_ns),
+                            landed: None,
+                        });
+                    }
+                });
+            }
+        });
+    }
+    Bot {
+        participant,
+        log,
+        answering,
+        shim,
+    }
+}
+
+fn gateway_key() -> Keypair {
+    Keypair::from_seed([7; 32])
+}
+
+fn start_node(data: &std::path::Path) -> NodeProcess {
+    let key = gateway_key().public_key().to_string();
+    NodeProcess::start(
+        data,
+        &["--block-source", "gateway", "--gateway-key", key.as_str()],
+    )
+}
+
+struct Run {
+    gateway: walras_gateway_net::Gateway,
+    bots: Vec<Bot>,
+}
+
+async fn start_run(node: &NodeProcess, cut: CutMode) -> Run {
+    let mut config = GatewayConfig::new(&node.url, gateway_key(), BOTS);
+    config.window = WINDOW;
+    config.straggler_threshold = THRESHOLD;
+    config.cut = cut;
+    let gateway = walras_gateway_net::start(config).await.unwrap();
+    let mut bots = Vec::new();
+    for index in 0..BOTS {
+        let shim = start_shim(gateway.address, index).await;
+        let bot = start_bot(index, shim);
+        bot.participant.connect(&shim.to_string()).await.unwrap();
+        bots.push(bot);
+    }
+    Run { gateway, bots }
+}
+
+/// Waits until the gateway has sealed `blocks` more blocks (or panics after `limit`).
+async fn wait_for_seals(gateway: &walras_gateway_net::Gateway, blocks: usize, limit: Duration) {
+    let target = gateway.seals().len() + blocks;
+    let deadline = Instant::now() + limit;
+    while gateway.seals().len() < target {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {target} blocks sealed within {limit:?}",
+            gateway.seals().len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Answers blocks for `blocks` blocks, stops, lets the last trades land; returns every trade.
+async fn answer_for(run: &Run, blocks: usize) -> Vec<TradeRecord> {
+    for bot in &run.bots {
+        bot.answering.store(true, Ordering::SeqCst);
+    }
+    wait_for_seals(&run.gateway, blocks, Duration::from_secs(20)).await;
+    for bot in &run.bots {
+        bot.answering.store(false, Ordering::SeqCst);
+    }
+    // The slowest answer (110 ms, plus a spike) and two more blocks for it to land.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    wait_for_seals(&run.gateway, 3, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut trades = Vec::new();
+    for bot in &run.bots {
+        let log = bot.log.lock().unwrap();
+        for trade in &log.trades {
+            let mut trade = trade.clone();
+            trade.landed = log.landed.get(&trade.seq).copied();
+            trades.push(trade);
+        }
+    }
+    trades
+}
+
+/// Trades in the wrong block by the rule "answered block N within W ⇒ block N+1, else later".
+fn misplaced(trades: &[TradeRecord]) -> Vec<&TradeRecord> {
+    trades
+        .iter()
+        .filter(|t| {
+            let landed = t.landed.expect("every trade landed");
+            if t.elapsed < WINDOW {
+                landed != t.point + 1
+            } else {
+                landed <= t.point + 1
+            }
+        })
+        .collect()
+}
+
+/// The paper's fairness (§6.1): over pairs of trades from different bots that answered the same
+/// block, the share where the faster answer landed in the same block or an earlier one.
+fn pairwise_fairness(trades: &[TradeRecord]) -> f64 {
+    let (mut pairs, mut fair) = (0u64, 0u64);
+    for a in trades {
+        for b in trades {
+            if a.bot != b.bot && a.point == b.point && a.elapsed < b.elapsed {
+                pairs += 1;
+                if a.landed <= b.landed {
+                    fair += 1;
+                }
+            }
+        }
+    }
+    fair as f64 / pairs.max(1) as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_gateway_puts_every_answer_within_w_into_the_next_block_and_the_timer_cut_does_not() {
+    let started = Instant::now();
+    // --- DBO cut.
+    let dbo_dir = TempDir::new("gateway-dbo");
+    let node = start_node(dbo_dir.path());
+    let client = reqwest::Client::new();
+    let refused = client
+        .post(format!("{}/v1/transactions", node.url))
+        .header("content-type", "application/octet-stream")
+        .body(payment(1, 1, 2, 0, 1).encode())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 403, "public submit is closed");
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "gateway_only");
+    // The link itself: a batch signed by another key, and one for a height that is not next.
+    let post_batch = |key: Keypair, height: u64| {
+        let client = client.clone();
+        let url = format!("{}/v1/gateway/seal", node.url);
+        async move {
+            let body = walras_gateway::link::SealedBatch {
+                height,
+                transactions: vec![payment(1, 1, 2, 0, 1).encode()],
+            }
+            .encode()
+            .unwrap();
+            let signature = key.sign(&walras_gateway::link::seal_signing_message(&body));
+            let response = client
+                .post(url)
+                .header(
+                    walras_gateway::link::SEAL_SIGNATURE_HEADER,
+                    signature.to_string(),
+                )
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let body: serde_json::Value = response.json().await.unwrap();
+            (
+                status,
+                body["error"]["code"].as_str().unwrap_or("").to_string(),
+            )
+        }
+    };
+    assert_eq!(
+        post_batch(Keypair::from_seed([8; 32]), 1).await,
+        (401, "bad_gateway_signature".to_string())
+    );
+    assert_eq!(
+        post_batch(gateway_key(), 5).await,
+        (409, "wrong_height".to_string())
+    );
+
+    let run = start_run(&node, CutMode::Dbo).await;
+    // Bots that connected late (their clock still at point 0) straggle until block 1 reaches
+    // them; after three blocks every bot holds seals again.
+    wait_for_seals(&run.gateway, 3, Duration::from_secs(10)).await;
+    let trades = answer_for(&run, 12).await;
+    assert!(
+        trades.iter().all(|t| t.landed.is_some()),
+        "some trades never landed: {:?}",
+        trades
+            .iter()
+            .filter(|t| t.landed.is_none())
+            .collect::<Vec<_>>()
+    );
+    let within = trades.iter().filter(|t| t.elapsed < WINDOW).count();
+    assert!(
+        within >= 30 && trades.len() - within >= 30,
+        "{within} of {} trades within W: the run must exercise both sides",
+        trades.len()
+    );
+    let wrong = misplaced(&trades);
+    assert!(wrong.is_empty(), "DBO misplaced {wrong:#?}");
+    let seals = run.gateway.seals();
+    assert!(seals.iter().all(|s| s.late == 0 && s.spilled == 0));
+    let normal_wait = seals
+        .iter()
+        .map(|s| s.sealed_ns - s.previous_published_ns)
+        .max()
+        .unwrap();
+    let fairness = pairwise_fairness(&trades);
+    assert_eq!(fairness, 1.0);
+    println!(
+        "dbo: {} trades ({within} within W = {WINDOW:?}), 0 misplaced, pairwise fairness \
+         {fairness:.3}; {} blocks, longest seal wait {:.1} ms",
+        trades.len(),
+        seals.len(),
+        normal_wait as f64 / 1e6
+    );
+
+    // --- A silent bot, then it speaks again.
+    let silent_from = run.gateway.now_ns();
+    run.bots[0].participant.set_silent(true).await;
+    tokio::time::sleep(THRESHOLD + Duration::from_millis(600)).await;
+    let detected = run
+        .gateway
+        .participant_events()
+        .iter()
+        .find_map(|e| match e {
+            ParticipantEvent::Straggler {
+                participant: 0,
+                at_ns,
+            } if *at_ns >= silent_from => Some(*at_ns),
+            _ => None,
+        })
+        .expect("the silent bot became a straggler");
+    let after = detected - silent_from;
+    // Its last heartbeat left at most τ before the silence and spent at most 221 ms in the shim.
+    let threshold = THRESHOLD.as_nanos() as u64;
+    assert!(
+        after + TAU.as_nanos() as u64 >= threshold && after <= threshold + 250_000_000,
+        "detected {after} ns after the silence began"
+    );
+    // The seal it held back came right after the detection (not later), and it waited at most
+    // the threshold (plus the shim's delay) beyond the longest normal wait.
+    let held = run
+        .gateway
+        .seals()
+        .into_iter()
+        .find(|s| s.sealed_ns >= silent_from)
+        .expect("a seal during the silence");
+    assert!(
+        held.sealed_ns <= detected + 20_000_000,
+        "{held:?} vs detection at {detected}"
+    );
+    let held_wait = held.sealed_ns - held.previous_published_ns;
+    assert!(
+        held_wait <= normal_wait + threshold + 250_000_000,
+        "a silent bot delayed a seal by {held_wait} ns"
+    );
+    println!(
+        "silent bot: straggler {:.1} ms after going silent (threshold {THRESHOLD:?}); the held seal \
+         waited {:.1} ms",
+        after as f64 / 1e6,
+        held_wait as f64 / 1e6
+    );
+    run.bots[0].participant.set_silent(false).await;
+
+    // --- A bot disconnects and reconnects.
+    run.bots[1].participant.disconnect().await;
+    tokio::time::sleep(THRESHOLD + Duration::from_millis(300)).await;
+    let reconnected_at = run.gateway.now_ns();
+    run.bots[1]
+        .participant
+        .connect(&run.bots[1].shim.to_string())
+        .await
+        .expect("the bot reconnects");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let events = run.gateway.participant_events();
+    for (participant, since) in [(0u32, silent_from), (1, reconnected_at)] {
+        assert!(
+            events.iter().any(|e| matches!(e,
+                ParticipantEvent::Rejoined { participant: p, at_ns } if *p == participant && *at_ns >= since)),
+            "participant {participant} rejoined: {events:?}"
+        );
+    }
+    // After rejoining, both answer blocks by the rule again.
+    let before: Vec<usize> = run
+        .bots
+        .iter()
+        .map(|b| b.log.lock().unwrap().trades.len())
+        .collect();
+    let trades = answer_for(&run, 5).await;
+    let again: Vec<TradeRecord> = trades
+        .into_iter()
+        .filter(|t| {
+            t.bot <= 1 && {
+                let log = run.bots[t.bot as usize].log.lock().unwrap();
+                log.trades
+                    .iter()
+                    .skip(before[t.bot as usize])
+                    .any(|u| u.seq == t.seq)
+            }
+        })
+        .collect();
+    assert!(again.len() >= 6, "{again:?}");
+    let wrong = misplaced(&again);
+    assert!(wrong.is_empty(), "after rejoining: {wrong:#?}");
+    // Every straggler and rejoin is on /metrics; since the silence began, exactly the two bots
+    // straggled and rejoined (the shims' worst round trip stays under the threshold). Bots still
+    // connecting at the start may have straggled then.
+    let detections = events
+        .iter()
+        .filter(|e| matches!(e, ParticipantEvent::Straggler { .. }))
+        .count();
+    let since_silence: Vec<&ParticipantEvent> = events
+        .iter()
+        .filter(|e| match e {
+            ParticipantEvent::Straggler { at_ns, .. }
+            | ParticipantEvent::Rejoined { at_ns, .. } => *at_ns >= silent_from,
+        })
+        .collect();
+    assert_eq!(since_silence.len(), 4, "{since_silence:?}");
+    let metrics = run.gateway.metrics_text();
+    assert!(
+        metrics.contains(&format!(
+            "walras_gateway_stragglers_detected_total {detections}"
+        )) && metrics.contains(&format!(
+            "walras_gateway_straggler_rejoins_total {}",
+            events.len() - detections
+        )),
+        "{metrics}"
+    );
+    run.gateway.stop().await.unwrap();
+
+    // --- The node's blocks replay: restart, recover, same tip.
+    let status = |url: String| {
+        let client = client.clone();
+        async move {
+            let s: serde_json::Value = client
+                .get(format!("{url}/v1/status"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            (s["height"].as_u64().unwrap(), s["state_root"].clone())
+        }
+    };
+    let tip = status(node.url.clone()).await;
+    assert!(node.terminate(), "the node stops cleanly");
+    let node = start_node(dbo_dir.path());
+    assert_eq!(
+        status(node.url.clone()).await,
+        tip,
+        "replayed to the same state root"
+    );
+    drop(node);
+
+    // --- Timer cut: the same bots and shims, arrival order.
+    let timer_dir = TempDir::new("gateway-timer");
+    let node = start_node(timer_dir.path());
+    let run = start_run(&node, CutMode::Timer { interval: WINDOW }).await;
+    wait_for_seals(&run.gateway, 2, Duration::from_secs(10)).await;
+    let trades = answer_for(&run, 12).await;
+    assert!(trades.iter().all(|t| t.landed.is_some()));
+    let wrong = misplaced(&trades);
+    let share = wrong.len() as f64 / trades.len() as f64;
+    let wrong_within = wrong.iter().filter(|t| t.elapsed < WINDOW).count();
+    println!(
+        "timer cut: {} of {} trades in the wrong block ({:.1}%; {wrong_within} answered within W \
+         but missed block N+1), pairwise fairness {:.3}",
+        wrong.len(),
+        trades.len(),
+        share * 100.0,
+        pairwise_fairness(&trades)
+    );
+    assert!(!wrong.is_empty(), "the timer cut was fair on this run");
+    run.gateway.stop().await.unwrap();
+    println!("wall time {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// `walras gateway` as a process: a key file from `walras keygen`, the node started with its
+/// public key, a bad Hello refused with a reason, a good one welcomed, seals advancing (the
+/// absent participant becomes a straggler), and the counters on `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walras_gateway_process_serves_participants_and_metrics() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use walras_gateway_net::frame::{framed, read_frame, Downlink, Uplink, PROTOCOL_VERSION};
+
+    let dir = TempDir::new("gateway-process");
+    let key_file = dir.path().join("gateway.key");
+    let keygen = Command::new(walras_testkit::walras_bin())
+        .args(["keygen", "--out"])
+        .arg(&key_file)
+        .output()
+        .unwrap();
+    assert!(keygen.status.success());
+    let printed = String::from_utf8_lossy(&keygen.stdout).to_string();
+    let public_key = printed
+        .trim()
+        .rsplit("public key ")
+        .next()
+        .unwrap()
+        .trim_end_matches(')')
+        .to_string();
+    let node = NodeProcess::start(
+        &dir.path().join("node"),
+        &[
+            "--block-source",
+            "gateway",
+            "--gateway-key",
+            public_key.as_str(),
+        ],
+    );
+    let mut gateway = Command::new(walras_testkit::walras_bin())
+        .args(["gateway", "--node", node.url.as_str(), "--key"])
+        .arg(&key_file)
+        .args(["--participants", "2", "--listen", "127.0.0.1:0"])
+        .args([
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--straggler-threshold-ms",
+            "300",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(gateway.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let address = first
+        .strip_prefix("walras gateway listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    let second = lines.next().unwrap().unwrap();
+    let metrics_url = second.strip_prefix("metrics on ").unwrap().to_string();
+
+    let hello = |participant: u32| {
+        framed(
+            &Uplink::Hello {
+                version: PROTOCOL_VERSION,
+                participant,
+            }
+            .encode(),
+        )
+    };
+    let mut stranger = TcpStream::connect(&address).await.unwrap();
+    stranger.write_all(&hello(7)).await.unwrap();
+    let answer = read_frame(&mut stranger, 1 << 20).await.unwrap().unwrap();
+    match Downlink::decode(&answer).unwrap() {
+        Downlink::Refused { text } => assert!(text.contains("participant 7"), "{text}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let mut member = TcpStream::connect(&address).await.unwrap();
+    member.write_all(&hello(0)).await.unwrap();
+    let answer = read_frame(&mut member, 1 << 20).await.unwrap().unwrap();
+    assert!(matches!(
+        Downlink::decode(&answer).unwrap(),
+        Downlink::Welcome { participant: 0, .. }
+    ));
+    // Participant 0 sends nothing and participant 1 never comes: both become stragglers after
+    // 300 ms, and then blocks are sealed without them.
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = client
+            .get(&metrics_url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let height = text
+            .lines()
+            .find_map(|l| l.strip_prefix("walras_gateway_height "))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if height >= 3 {
+            assert!(
+                text.contains("walras_gateway_stragglers_detected_total 2"),
+                "{text}"
+            );
+            assert!(
+                text.contains("walras_gateway_participants_connected 1"),
+                "{text}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "no blocks sealed:\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+}

@@ -1,0 +1,392 @@
+//! The participant's client library: a connection to the gateway and the participant's release
+//! buffer (DBO §4.1.2), which runs here, next to the participant.
+//!
+//! Blocks arriving from the gateway go through the release buffer: each block is one batch, and
+//! consecutive blocks are handed to the participant at least δ apart (pacing); trades and
+//! heartbeats (every τ) leave stamped with the delivery clock ⟨last block delivered, ns since⟩.
+//! Trust caveat (see `docs/gateway.md`): the paper's guarantee needs the release buffer to be
+//! run by the operator next to the participant; run inside the participant's own process, the
+//! participant could stamp false clocks.
+//!
+//! The release buffer outlives connections: after a reconnect the sequence numbers and the
+//! clock continue, so the gateway's ordering buffer takes the participant back (it rejoins once
+//! its round trip is under the straggler threshold again).
+
+use crate::frame::{
+    framed, read_frame, BlockData, Downlink, NoticeCode, Uplink, DOWNLINK_FRAME_MAX,
+    PROTOCOL_VERSION,
+};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use walras_gateway::{
+    DeliveryClock, MarketPoint, ReleaseAction, ReleaseBuffer, ReleaseConfig, UplinkKind,
+};
+use walras_types::SignedTransaction;
+
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    pub participant: u32,
+    /// δ: the gateway's window W (blocks are delivered at least this far apart).
+    pub delta: Duration,
+    /// τ: heartbeat period.
+    pub tau: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("connecting to the gateway at {address}: {cause}")]
+    Connect { address: String, cause: String },
+    #[error("the gateway refused the connection: {0}")]
+    Refused(String),
+    #[error("not connected to the gateway")]
+    NotConnected,
+    #[error("the client stopped")]
+    Stopped,
+    #[error(transparent)]
+    Core(#[from] walras_gateway::GatewayError),
+}
+
+/// What the participant learns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientEvent {
+    /// The release buffer handed over a block (at `at`, the scheduled release time).
+    Block { block: BlockData, at: Instant },
+    Notice {
+        seq: Option<u64>,
+        code: NoticeCode,
+        text: String,
+    },
+    /// The connection ended, and why (the client can reconnect with [`Participant::connect`]).
+    Disconnected { reason: String },
+}
+
+/// A trade as sent: its sequence number and the delivery clock it carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SentTrade {
+    pub seq: u64,
+    pub clock: DeliveryClock,
+}
+
+enum Command {
+    Connect {
+        address: String,
+        answer: oneshot::Sender<Result<(), ClientError>>,
+    },
+    Disconnect,
+    Submit {
+        transaction: SignedTransaction,
+        answer: oneshot::Sender<Result<SentTrade, ClientError>>,
+    },
+    /// Stop (or resume) sending anything while staying connected: a silent participant.
+    Silence(bool),
+}
+
+/// A handle to the participant's client task; the task (and its connection) ends when the last
+/// handle is dropped.
+#[derive(Clone)]
+pub struct Participant {
+    commands: mpsc::Sender<Command>,
+}
+
+impl Participant {
+    /// Starts the client (its release buffer starts now); events arrive on the receiver.
+    pub fn start(
+        config: ClientConfig,
+    ) -> Result<(Participant, mpsc::UnboundedReceiver<ClientEvent>), ClientError> {
+        let started = Instant::now();
+        let release = ReleaseBuffer::new(
+            config.participant,
+            ReleaseConfig::new(config.delta.as_nanos() as u64, config.tau.as_nanos() as u64),
+            0,
+        )?;
+        let (commands, receiver) = mpsc::channel(1024);
+        let (events, events_out) = mpsc::unbounded_channel();
+        let task = ClientTask {
+            config,
+            started,
+            release,
+            writer: None,
+            frames: None,
+            events,
+            silent: false,
+            blocks: BTreeMap::new(),
+            pending_trades: BTreeMap::new(),
+            next_trade_id: 0,
+        };
+        tokio::spawn(task.run(receiver));
+        Ok((Participant { commands }, events_out))
+    }
+
+    pub async fn connect(&self, address: &str) -> Result<(), ClientError> {
+        let (answer, result) = oneshot::channel();
+        self.commands
+            .send(Command::Connect {
+                address: address.into(),
+                answer,
+            })
+            .await
+            .map_err(|_| ClientError::Stopped)?;
+        result.await.map_err(|_| ClientError::Stopped)?
+    }
+
+    pub async fn disconnect(&self) {
+        let _ = self.commands.send(Command::Disconnect).await;
+    }
+
+    pub async fn set_silent(&self, silent: bool) {
+        let _ = self.commands.send(Command::Silence(silent)).await;
+    }
+
+    /// Stamps the trade with the delivery clock now and sends it.
+    pub async fn submit(&self, transaction: SignedTransaction) -> Result<SentTrade, ClientError> {
+        let (answer, result) = oneshot::channel();
+        self.commands
+            .send(Command::Submit {
+                transaction,
+                answer,
+            })
+            .await
+            .map_err(|_| ClientError::Stopped)?;
+        result.await.map_err(|_| ClientError::Stopped)?
+    }
+}
+
+struct ClientTask {
+    config: ClientConfig,
+    started: Instant,
+    release: ReleaseBuffer,
+    writer: Option<OwnedWriteHalf>,
+    frames: Option<mpsc::Receiver<Downlink>>,
+    events: mpsc::UnboundedSender<ClientEvent>,
+    silent: bool,
+    /// Blocks received and not yet released, by height.
+    blocks: BTreeMap<u64, BlockData>,
+    pending_trades: BTreeMap<u64, Vec<u8>>,
+    next_trade_id: u64,
+}
+
+async fn next_frame(frames: &mut Option<mpsc::Receiver<Downlink>>) -> Option<Downlink> {
+    match frames {
+        Some(frames) => frames.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl ClientTask {
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        loop {
+            let wake = self.started + Duration::from_nanos(self.release.next_wakeup_ns());
+            tokio::select! {
+                command = commands.recv() => {
+                    let Some(command) = command else { return };
+                    self.command(command).await;
+                }
+                frame = next_frame(&mut self.frames) => match frame {
+                    Some(frame) => self.downlink(frame).await,
+                    None => self.lost_connection("the gateway closed the connection or sent an undecodable frame".into()),
+                },
+                _ = tokio::time::sleep_until(wake.into()) => {
+                    let now = self.now_ns();
+                    if let Ok(actions) = self.release.on_tick(now) {
+                        self.act(actions).await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn lost_connection(&mut self, reason: String) {
+        self.writer = None;
+        self.frames = None;
+        let _ = self.events.send(ClientEvent::Disconnected { reason });
+    }
+
+    async fn command(&mut self, command: Command) {
+        match command {
+            Command::Connect { address, answer } => {
+                let _ = answer.send(self.connect(&address).await);
+            }
+            Command::Disconnect => {
+                if let Some(mut writer) = self.writer.take() {
+                    let _ = writer.shutdown().await;
+                }
+                self.frames = None;
+            }
+            Command::Silence(silent) => self.silent = silent,
+            Command::Submit {
+                transaction,
+                answer,
+            } => {
+                let now = self.now_ns();
+                let id = self.next_trade_id;
+                self.next_trade_id += 1;
+                self.pending_trades.insert(id, transaction.encode());
+                match self.release.on_trade(now, id) {
+                    Ok(actions) => {
+                        let sent = actions.iter().find_map(|a| match a {
+                            ReleaseAction::Send(m)
+                                if m.kind == (UplinkKind::Trade { trade_id: id }) =>
+                            {
+                                Some(SentTrade {
+                                    seq: m.seq,
+                                    clock: m.clock,
+                                })
+                            }
+                            _ => None,
+                        });
+                        self.act(actions).await;
+                        let result = match (sent, self.writer.is_some()) {
+                            (Some(sent), true) => Ok(sent),
+                            _ => Err(ClientError::NotConnected),
+                        };
+                        let _ = answer.send(result);
+                    }
+                    Err(error) => {
+                        self.pending_trades.remove(&id);
+                        let _ = answer.send(Err(error.into()));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn connect(&mut self, address: &str) -> Result<(), ClientError> {
+        let connect_error = |cause: String| ClientError::Connect {
+            address: address.into(),
+            cause,
+        };
+        let mut stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(address))
+            .await
+            .map_err(|_| connect_error("timed out".into()))?
+            .map_err(|e| connect_error(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let hello = Uplink::Hello {
+            version: PROTOCOL_VERSION,
+            participant: self.config.participant,
+        };
+        stream
+            .write_all(&framed(&hello.encode()))
+            .await
+            .map_err(|e| connect_error(e.to_string()))?;
+        let first = tokio::time::timeout(
+            Duration::from_secs(5),
+            read_frame(&mut stream, DOWNLINK_FRAME_MAX),
+        )
+        .await
+        .map_err(|_| connect_error("no Welcome within 5 s".into()))?
+        .map_err(|e| connect_error(e.to_string()))?;
+        match first.map(|payload| Downlink::decode(&payload)) {
+            Some(Ok(Downlink::Welcome { .. })) => {}
+            Some(Ok(Downlink::Refused { text })) => return Err(ClientError::Refused(text)),
+            other => return Err(connect_error(format!("expected a Welcome, got {other:?}"))),
+        }
+        let (mut reader, writer) = stream.into_split();
+        let (frames, receiver) = mpsc::channel(4096);
+        tokio::spawn(async move {
+            while let Ok(Some(payload)) = read_frame(&mut reader, DOWNLINK_FRAME_MAX).await {
+                let Ok(frame) = Downlink::decode(&payload) else {
+                    return;
+                };
+                if frames.send(frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        self.writer = Some(writer);
+        self.frames = Some(receiver);
+        Ok(())
+    }
+
+    async fn downlink(&mut self, frame: Downlink) {
+        match frame {
+            Downlink::Block(block) => {
+                let height = block.height;
+                self.blocks.insert(height, block);
+                let point = MarketPoint {
+                    id: height,
+                    batch: height,
+                    last_in_batch: true,
+                    retransmission: false,
+                };
+                let now = self.now_ns();
+                if let Ok(actions) = self.release.on_point(now, point) {
+                    self.act(actions).await;
+                }
+            }
+            Downlink::Notice { seq, code, text } => {
+                let _ = self.events.send(ClientEvent::Notice { seq, code, text });
+            }
+            Downlink::Refused { text } => {
+                let _ = self.events.send(ClientEvent::Notice {
+                    seq: None,
+                    code: NoticeCode::Refused,
+                    text,
+                });
+            }
+            Downlink::Welcome { .. } => {}
+        }
+    }
+
+    async fn act(&mut self, actions: Vec<ReleaseAction>) {
+        for action in actions {
+            match action {
+                ReleaseAction::DeliverBatch { at_ns, points, .. } => {
+                    for height in points {
+                        // Blocks below the released one were superseded (they were sent while
+                        // this one waited); hand over the block itself.
+                        let Some(block) = self.blocks.remove(&height) else {
+                            continue;
+                        };
+                        self.blocks.retain(|&h, _| h > height);
+                        let at = self.started + Duration::from_nanos(at_ns);
+                        let _ = self.events.send(ClientEvent::Block { block, at });
+                    }
+                }
+                ReleaseAction::DeliverRetransmission { point, .. } => {
+                    // A block at or below the clock's (the tip sent again after a reconnect):
+                    // hand it over, the clock does not move.
+                    if let Some(block) = self.blocks.remove(&point) {
+                        let _ = self.events.send(ClientEvent::Block {
+                            block,
+                            at: Instant::now(),
+                        });
+                    }
+                }
+                ReleaseAction::Send(message) => {
+                    let frame = match message.kind {
+                        UplinkKind::Heartbeat => Uplink::Heartbeat {
+                            seq: message.seq,
+                            clock: message.clock,
+                        },
+                        UplinkKind::Trade { trade_id } => {
+                            let Some(transaction) = self.pending_trades.remove(&trade_id) else {
+                                continue;
+                            };
+                            Uplink::Trade {
+                                seq: message.seq,
+                                clock: message.clock,
+                                transaction,
+                            }
+                        }
+                    };
+                    if self.silent {
+                        continue;
+                    }
+                    if let Some(writer) = &mut self.writer {
+                        if let Err(error) = writer.write_all(&framed(&frame.encode())).await {
+                            self.lost_connection(format!("writing to the gateway: {error}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! `walras-gateway-net`: the `walras gateway` process around the pure DBO core
+//! ([`walras_gateway`]), see `docs/gateway.md`.
+//!
+//! - [`frame`]: the participant protocol (length-prefixed frames over TCP; decoding never panics);
+//! - [`server`]: the gateway: connections, the ordering buffer in cut mode, seals, publication;
+//! - [`node_link`]: the signed loopback link to a node run with `--block-source gateway`;
+//! - [`client`]: the participant's client library, which runs the participant's release buffer;
+//! - [`metrics`]: stragglers, late trades, queue overflows and more, on `/metrics`.
+
+pub mod client;
+pub mod frame;
+pub mod metrics;
+pub mod node_link;
+pub mod server;
+
+pub use client::{ClientConfig, ClientError, ClientEvent, Participant, SentTrade};
+pub use server::{start, CutMode, Gateway, GatewayConfig, GatewayNetError, SealRecord};

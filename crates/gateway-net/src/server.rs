@@ -1,0 +1,1011 @@
+//! The gateway process: participant connections, the ordering buffer in cut mode, the node link.
+//!
+//! One core task owns every piece of state (the [`OrderingBuffer`], the queued transactions, the
+//! connections' downlink senders, the tip); connection tasks only read and write frames and hand
+//! decoded messages to it, stamped with their arrival time. Time is nanoseconds since the gateway
+//! started (a monotonic clock), passed into the pure core as a value.
+//!
+//! The cycle, for block N published at `t_N`: the core tries `seal(now, N, W, block_trades_max)`
+//! on every message and every millisecond; once it seals, it sends block N+1's transactions to the
+//! node (signed), waits for the node's answer (the block is durable), then publishes block N+1 to
+//! every connected participant (header facts, valuations, and each participant's own results) in
+//! one frame each, and notes `t_{N+1}` for round-trip estimates.
+
+use crate::frame::{
+    framed, read_frame, BlockData, Downlink, NoticeCode, OwnResult, Uplink, PROTOCOL_VERSION,
+    UPLINK_FRAME_MAX,
+};
+use crate::metrics::GatewayMetrics;
+use crate::node_link::{NodeLink, NodeLinkError};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use walras_gateway::link::SealReply;
+use walras_gateway::{
+    GatewayError, OrderingBuffer, OrderingConfig, OrderingEvent, SealOutcome, UplinkKind,
+    UplinkMessage,
+};
+use walras_types::SignedTransaction;
+
+/// How the gateway cuts blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutMode {
+    /// DBO: block N+1 holds the trades whose delivery clock is below ⟨N, W⟩.
+    Dbo,
+    /// The node's timer cut, reproduced here for comparison: block N+1 holds whatever arrived
+    /// within `interval` of block N's publication, in arrival order; clocks are ignored.
+    Timer { interval: Duration },
+}
+
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Participants' TCP address.
+    pub listen: String,
+    /// `/metrics` over HTTP (`None`: not served).
+    pub metrics_listen: Option<String>,
+    /// The node's base URL (`http://127.0.0.1:8080`); it must run with `--block-source gateway`.
+    pub node_url: String,
+    /// Signs the sealed batches (the node holds its public key).
+    pub key: walras_crypto::Keypair,
+    /// Participants are numbered `0..participants`.
+    pub participants: u32,
+    /// W: a trade answering block N within W goes into block N+1.
+    pub window: Duration,
+    /// A participant whose round trip or silence exceeds this stops holding seals back.
+    pub straggler_threshold: Duration,
+    /// Most trades in one block (give the node's `--max-block-txs`).
+    pub block_trades_max: usize,
+    /// Trades held in the ordering buffer; beyond it trades are refused (`QueueFull`).
+    pub queue_len_max: usize,
+    pub cut: CutMode,
+    /// A new connection must say Hello within this long.
+    pub handshake_timeout: Duration,
+    /// A connection that sends nothing for this long is closed (heartbeats keep it open).
+    pub idle_timeout: Duration,
+}
+
+impl GatewayConfig {
+    pub fn new(node_url: &str, key: walras_crypto::Keypair, participants: u32) -> GatewayConfig {
+        GatewayConfig {
+            listen: "127.0.0.1:0".into(),
+            metrics_listen: None,
+            node_url: node_url.into(),
+            key,
+            participants,
+            window: Duration::from_millis(50),
+            straggler_threshold: Duration::from_millis(500),
+            block_trades_max: 50_000,
+            queue_len_max: 1 << 20,
+            cut: CutMode::Dbo,
+            handshake_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayNetError {
+    #[error("invalid gateway configuration: {0}")]
+    Config(String),
+    #[error("listening on {address}: {cause}")]
+    Listen {
+        address: String,
+        cause: std::io::Error,
+    },
+    #[error(transparent)]
+    Node(#[from] NodeLinkError),
+    #[error(transparent)]
+    Core(#[from] GatewayError),
+    #[error("the gateway stopped: {0}")]
+    Stopped(String),
+}
+
+/// One sealed block, as the gateway saw it (for tests and operators).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealRecord {
+    /// The block sealed (N+1).
+    pub height: u64,
+    /// Nanoseconds (gateway time) when block N was published.
+    pub previous_published_ns: u64,
+    /// When block N+1 was sealed.
+    pub sealed_ns: u64,
+    pub trades: usize,
+    pub late: usize,
+    pub spilled: usize,
+}
+
+/// Straggler changes, as the gateway saw them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParticipantEvent {
+    Straggler { participant: u32, at_ns: u64 },
+    Rejoined { participant: u32, at_ns: u64 },
+}
+
+#[derive(Default)]
+struct Journal {
+    seals: Vec<SealRecord>,
+    events: Vec<ParticipantEvent>,
+}
+
+/// A running gateway.
+pub struct Gateway {
+    pub address: SocketAddr,
+    pub metrics_address: Option<SocketAddr>,
+    journal: Arc<Mutex<Journal>>,
+    metrics: Arc<GatewayMetrics>,
+    stop: Option<oneshot::Sender<()>>,
+    core: tokio::task::JoinHandle<Result<(), GatewayNetError>>,
+    accept: tokio::task::JoinHandle<()>,
+    started: Instant,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.core.abort();
+    }
+}
+
+impl Gateway {
+    pub fn seals(&self) -> Vec<SealRecord> {
+        self.journal().seals.clone()
+    }
+
+    pub fn participant_events(&self) -> Vec<ParticipantEvent> {
+        self.journal().events.clone()
+    }
+
+    pub fn metrics_text(&self) -> String {
+        self.metrics.render()
+    }
+
+    /// Nanoseconds since the gateway started (the time base of [`SealRecord`]).
+    pub fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Stops the gateway; returns the core's result (an error if it had stopped on one).
+    pub async fn stop(mut self) -> Result<(), GatewayNetError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.accept.abort();
+        (&mut self.core)
+            .await
+            .map_err(|e| GatewayNetError::Stopped(e.to_string()))?
+    }
+
+    /// Resolves when the gateway stops by itself (an error: the node refused a batch, or the link
+    /// failed for good).
+    pub async fn wait(mut self) -> Result<(), GatewayNetError> {
+        (&mut self.core)
+            .await
+            .map_err(|e| GatewayNetError::Stopped(e.to_string()))?
+    }
+}
+
+enum CoreInput {
+    Connected {
+        participant: u32,
+        conn: u64,
+        downlink: mpsc::Sender<Downlink>,
+        answer: oneshot::Sender<bool>,
+    },
+    Disconnected {
+        participant: u32,
+        conn: u64,
+    },
+    Message {
+        participant: u32,
+        conn: u64,
+        at_ns: u64,
+        message: Uplink,
+    },
+    Committed(Result<SealReply, NodeLinkError>),
+}
+
+/// Starts the gateway: checks the configuration, reads the node's tip, binds the participants'
+/// listener (and `/metrics`), and runs until stopped.
+pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
+    if config.participants == 0 {
+        return Err(GatewayNetError::Config("at least one participant".into()));
+    }
+    if config.window.is_zero() || config.block_trades_max == 0 {
+        return Err(GatewayNetError::Config(
+            "the window and the block size must be positive".into(),
+        ));
+    }
+    let node = NodeLink::new(&config.node_url, config.key.clone())?;
+    let tip = node.status_height().await?;
+    let listener =
+        TcpListener::bind(&config.listen)
+            .await
+            .map_err(|cause| GatewayNetError::Listen {
+                address: config.listen.clone(),
+                cause,
+            })?;
+    let address = listener
+        .local_addr()
+        .map_err(|cause| GatewayNetError::Listen {
+            address: config.listen.clone(),
+            cause,
+        })?;
+    let metrics = Arc::new(
+        GatewayMetrics::new().map_err(|e| GatewayNetError::Config(format!("metrics: {e}")))?,
+    );
+    let metrics_address = match &config.metrics_listen {
+        Some(listen) => Some(serve_metrics(listen, metrics.clone()).await?),
+        None => None,
+    };
+    let started = Instant::now();
+    let ordering = OrderingBuffer::new(
+        OrderingConfig {
+            straggler_threshold_ns: Some(config.straggler_threshold.as_nanos() as u64),
+            queue_len_max: config.queue_len_max,
+            ..OrderingConfig::default()
+        },
+        0..config.participants,
+        0,
+    )?;
+    let journal = Arc::new(Mutex::new(Journal::default()));
+    let (inputs, receiver) = mpsc::channel(65_536);
+    let (stop, stopped) = oneshot::channel();
+    let mut core = Core {
+        ordering,
+        config: config.clone(),
+        node: Arc::new(node),
+        started,
+        queued: BTreeMap::new(),
+        arrival_order: Vec::new(),
+        next_trade_id: 0,
+        connections: BTreeMap::new(),
+        last_seq: BTreeMap::new(),
+        tip: BlockData {
+            height: tip,
+            block_hash: [0; 32],
+            state_root: [0; 32],
+            valuations: Vec::new(),
+            own: Vec::new(),
+        },
+        published_ns: 0,
+        in_flight: None,
+        metrics: metrics.clone(),
+        journal: journal.clone(),
+        inputs: inputs.clone(),
+    };
+    core.ordering.note_point_generated(tip, 0);
+    metrics.height.set(tip as i64);
+    let accept = tokio::spawn(accept_loop(listener, inputs, config.clone(), started));
+    let task = tokio::spawn(async move { core.run(receiver, stopped).await });
+    tracing::info!(
+        "walras gateway listening on {address} for {} participants, node {} at height {tip}",
+        config.participants,
+        config.node_url
+    );
+    Ok(Gateway {
+        address,
+        metrics_address,
+        journal,
+        metrics,
+        stop: Some(stop),
+        core: task,
+        accept,
+        started,
+    })
+}
+
+async fn serve_metrics(
+    listen: &str,
+    metrics: Arc<GatewayMetrics>,
+) -> Result<SocketAddr, GatewayNetError> {
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|cause| GatewayNetError::Listen {
+            address: listen.into(),
+            cause,
+        })?;
+    let address = listener
+        .local_addr()
+        .map_err(|cause| GatewayNetError::Listen {
+            address: listen.into(),
+            cause,
+        })?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move { metrics.render() }
+        }),
+    );
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::warn!("the metrics server stopped: {error}");
+        }
+    });
+    Ok(address)
+}
+
+/// A sealed block on its way to the node.
+struct InFlight {
+    height: u64,
+    sealed_ns: u64,
+    /// (participant, seq) of each transaction, in block order.
+    members: Vec<(u32, u64)>,
+}
+
+struct Core {
+    ordering: OrderingBuffer,
+    config: GatewayConfig,
+    node: Arc<NodeLink>,
+    started: Instant,
+    /// Trades waiting for a block: trade id → (participant, seq, transaction bytes).
+    queued: BTreeMap<u64, (u32, u64, Vec<u8>)>,
+    /// Timer mode: trade ids in arrival order.
+    arrival_order: Vec<u64>,
+    next_trade_id: u64,
+    connections: BTreeMap<u32, (u64, mpsc::Sender<Downlink>)>,
+    last_seq: BTreeMap<u32, u64>,
+    tip: BlockData,
+    published_ns: u64,
+    in_flight: Option<InFlight>,
+    metrics: Arc<GatewayMetrics>,
+    journal: Arc<Mutex<Journal>>,
+    inputs: mpsc::Sender<CoreInput>,
+}
+
+/// Downlink frames queued for one participant; a participant that falls this far behind is cut
+/// off (its connection closed, counted in `walras_gateway_participants_cut_off_total`).
+const DOWNLINK_QUEUE_MAX: usize = 65_536;
+
+/// How often the core retries a pending seal (silence detection, timer cuts).
+const TICK: Duration = Duration::from_millis(1);
+
+impl Core {
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    async fn run(
+        &mut self,
+        mut inputs: mpsc::Receiver<CoreInput>,
+        mut stop: oneshot::Receiver<()>,
+    ) -> Result<(), GatewayNetError> {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = &mut stop => return Ok(()),
+                input = inputs.recv() => {
+                    let Some(input) = input else { return Ok(()) };
+                    self.handle(input)?;
+                }
+                _ = tick.tick() => {}
+            }
+            self.try_seal()?;
+        }
+    }
+
+    fn handle(&mut self, input: CoreInput) -> Result<(), GatewayNetError> {
+        match input {
+            CoreInput::Connected {
+                participant,
+                conn,
+                downlink,
+                answer,
+            } => {
+                let taken = self
+                    .connections
+                    .get(&participant)
+                    .is_some_and(|(_, sender)| !sender.is_closed());
+                if taken {
+                    let _ = answer.send(false);
+                    return Ok(());
+                }
+                let welcome = Downlink::Welcome {
+                    participant,
+                    height: self.tip.height,
+                    last_seq: self.last_seq.get(&participant).copied(),
+                };
+                let _ = downlink.try_send(welcome);
+                let _ = downlink.try_send(Downlink::Block(BlockData {
+                    own: Vec::new(),
+                    ..self.tip.clone()
+                }));
+                self.connections.insert(participant, (conn, downlink));
+                self.metrics
+                    .participants_connected
+                    .set(self.connections.len() as i64);
+                let _ = answer.send(true);
+            }
+            CoreInput::Disconnected { participant, conn } => {
+                if self
+                    .connections
+                    .get(&participant)
+                    .is_some_and(|(c, _)| *c == conn)
+                {
+                    self.connections.remove(&participant);
+                    self.metrics
+                        .participants_connected
+                        .set(self.connections.len() as i64);
+                }
+            }
+            CoreInput::Message {
+                participant,
+                conn,
+                at_ns,
+                message,
+            } => {
+                let current = self
+                    .connections
+                    .get(&participant)
+                    .is_some_and(|(c, _)| *c == conn);
+                if current {
+                    self.on_uplink(participant, at_ns, message)?;
+                }
+            }
+            CoreInput::Committed(result) => {
+                let reply = result?;
+                self.publish(reply);
+            }
+        }
+        Ok(())
+    }
+
+    fn notify(&mut self, participant: u32, seq: Option<u64>, code: NoticeCode, text: String) {
+        if let Some((_, sender)) = self.connections.get(&participant) {
+            if sender
+                .try_send(Downlink::Notice { seq, code, text })
+                .is_err()
+            {
+                // A participant that does not read its downlink is cut off rather than buffered.
+                self.cut_off(participant);
+            }
+        }
+    }
+
+    fn on_uplink(
+        &mut self,
+        participant: u32,
+        at_ns: u64,
+        message: Uplink,
+    ) -> Result<(), GatewayNetError> {
+        let (seq, clock, transaction) = match message {
+            Uplink::Hello { .. } => {
+                self.metrics.refused_messages_total.inc();
+                self.notify(
+                    participant,
+                    None,
+                    NoticeCode::Refused,
+                    "a second Hello on one connection".into(),
+                );
+                return Ok(());
+            }
+            Uplink::Heartbeat { seq, clock } => {
+                self.metrics.heartbeats_received_total.inc();
+                (seq, clock, None)
+            }
+            Uplink::Trade {
+                seq,
+                clock,
+                transaction,
+            } => {
+                self.metrics.trades_received_total.inc();
+                match SignedTransaction::decode(&transaction) {
+                    Ok(_) => (seq, clock, Some(transaction)),
+                    Err(error) => {
+                        // It still proves the participant's clock: count it as a heartbeat.
+                        self.metrics.refused_messages_total.inc();
+                        self.notify(
+                            participant,
+                            Some(seq),
+                            NoticeCode::Refused,
+                            format!("not a transaction: {error}"),
+                        );
+                        (seq, clock, None)
+                    }
+                }
+            }
+        };
+        if let CutMode::Timer { .. } = self.config.cut {
+            if self.last_seq.get(&participant).is_some_and(|&l| seq <= l) {
+                self.metrics.refused_messages_total.inc();
+                self.notify(
+                    participant,
+                    Some(seq),
+                    NoticeCode::Refused,
+                    "sequence numbers must increase".into(),
+                );
+                return Ok(());
+            }
+            self.last_seq.insert(participant, seq);
+            if let Some(transaction) = transaction {
+                let id = self.next_trade_id;
+                self.next_trade_id += 1;
+                self.queued.insert(id, (participant, seq, transaction));
+                self.arrival_order.push(id);
+            }
+            return Ok(());
+        }
+        let trade_id = self.next_trade_id;
+        let kind = match transaction {
+            Some(_) => UplinkKind::Trade { trade_id },
+            None => UplinkKind::Heartbeat,
+        };
+        let msg = UplinkMessage {
+            participant,
+            seq,
+            clock,
+            sent_ns: 0,
+            kind,
+        };
+        match self.ordering.on_message_for_cut(at_ns, &msg) {
+            Ok(events) => {
+                self.last_seq.insert(participant, seq);
+                if let Some(transaction) = transaction {
+                    self.next_trade_id += 1;
+                    self.queued
+                        .insert(trade_id, (participant, seq, transaction));
+                }
+                self.on_events(events);
+            }
+            Err(GatewayError::QueueFull { len_max, .. }) => {
+                self.metrics.queue_overflows_total.inc();
+                self.notify(
+                    participant,
+                    Some(seq),
+                    NoticeCode::QueueFull,
+                    format!(
+                        "the ordering buffer holds its limit of {len_max} trades; send it again"
+                    ),
+                );
+            }
+            Err(GatewayError::TimeWentBackwards { .. }) => {
+                // Arrival stamps are taken before the message crosses the channel, so two
+                // connections can hand them over out of order by a few microseconds: feed the
+                // core the later of the two (the message did arrive by then).
+                let now = self.now_ns();
+                return self.on_uplink_at_now(participant, now, msg, transaction);
+            }
+            Err(error) => {
+                self.metrics.refused_messages_total.inc();
+                self.notify(
+                    participant,
+                    Some(seq),
+                    NoticeCode::Refused,
+                    error.to_string(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn on_uplink_at_now(
+        &mut self,
+        participant: u32,
+        now_ns: u64,
+        msg: UplinkMessage,
+        transaction: Option<Vec<u8>>,
+    ) -> Result<(), GatewayNetError> {
+        match self.ordering.on_message_for_cut(now_ns, &msg) {
+            Ok(events) => {
+                self.last_seq.insert(participant, msg.seq);
+                if let (Some(transaction), UplinkKind::Trade { trade_id }) = (transaction, msg.kind)
+                {
+                    self.next_trade_id += 1;
+                    self.queued
+                        .insert(trade_id, (participant, msg.seq, transaction));
+                }
+                self.on_events(events);
+            }
+            Err(error) => {
+                self.metrics.refused_messages_total.inc();
+                self.notify(
+                    participant,
+                    Some(msg.seq),
+                    NoticeCode::Refused,
+                    error.to_string(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn on_events(&mut self, events: Vec<OrderingEvent>) {
+        for event in events {
+            match event {
+                OrderingEvent::StragglerDetected {
+                    participant,
+                    at_ns,
+                    reason,
+                } => {
+                    self.metrics.stragglers_detected_total.inc();
+                    self.metrics.stragglers.inc();
+                    self.journal_push(ParticipantEvent::Straggler { participant, at_ns });
+                    tracing::info!("participant {participant} is a straggler: {reason:?}");
+                    self.notify(
+                        participant,
+                        None,
+                        NoticeCode::Straggler,
+                        format!(
+                            "the gateway no longer waits for you ({reason:?}); trades may be late"
+                        ),
+                    );
+                }
+                OrderingEvent::StragglerRejoined { participant, at_ns } => {
+                    self.metrics.straggler_rejoins_total.inc();
+                    self.metrics.stragglers.dec();
+                    self.journal_push(ParticipantEvent::Rejoined { participant, at_ns });
+                    tracing::info!("participant {participant} rejoined");
+                    self.notify(
+                        participant,
+                        None,
+                        NoticeCode::Rejoined,
+                        "the gateway waits for you again".into(),
+                    );
+                }
+                OrderingEvent::Forward(_) => {}
+            }
+        }
+    }
+
+    fn journal_push(&self, event: ParticipantEvent) {
+        self.journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .events
+            .push(event);
+    }
+
+    /// Seals block N+1 if it is due and nothing is in flight, and sends it to the node.
+    fn try_seal(&mut self) -> Result<(), GatewayNetError> {
+        if self.in_flight.is_some() {
+            return Ok(());
+        }
+        let now = self.now_ns();
+        let n = self.tip.height;
+        let (ids, late, spilled): (Vec<u64>, Vec<bool>, usize) = match self.config.cut {
+            CutMode::Dbo => {
+                // Never seal N+1 sooner than W after N's publication. Non-stragglers cannot pass
+                // ⟨N, W⟩ sooner anyway; without this floor, a gateway whose participants are all
+                // stragglers (Horizon::Everything) would seal on every tick, publish blocks far
+                // faster than the release buffers deliver them (δ = W apart), and the growing
+                // backlog would keep every participant a straggler for good.
+                if now < self.published_ns + self.config.window.as_nanos() as u64 {
+                    return Ok(());
+                }
+                // Silence detection runs inside `seal`; report what it found.
+                let before: Vec<bool> = (0..self.config.participants)
+                    .map(|p| self.ordering.is_straggler(p))
+                    .collect();
+                let outcome = self.ordering.seal(
+                    now,
+                    n,
+                    self.config.window.as_nanos() as u64,
+                    self.config.block_trades_max,
+                );
+                for (p, was) in before.into_iter().enumerate() {
+                    let p = p as u32;
+                    if !was && self.ordering.is_straggler(p) {
+                        self.on_events(vec![OrderingEvent::StragglerDetected {
+                            participant: p,
+                            at_ns: now,
+                            reason: walras_gateway::ordering::StragglerReason::Silence {
+                                silent_ns: self.config.straggler_threshold.as_nanos() as u64,
+                            },
+                        }]);
+                    }
+                }
+                match outcome? {
+                    SealOutcome::Pending => return Ok(()),
+                    SealOutcome::Sealed { trades, spilled } => (
+                        trades.iter().map(|t| t.trade_id).collect(),
+                        trades.iter().map(|t| t.late).collect(),
+                        spilled,
+                    ),
+                }
+            }
+            CutMode::Timer { interval } => {
+                if now < self.published_ns + interval.as_nanos() as u64 {
+                    return Ok(());
+                }
+                let take = self.arrival_order.len().min(self.config.block_trades_max);
+                let ids: Vec<u64> = self.arrival_order.drain(..take).collect();
+                let late = vec![false; ids.len()];
+                (ids, late, self.arrival_order.len())
+            }
+        };
+        let mut members = Vec::with_capacity(ids.len());
+        let mut transactions = Vec::with_capacity(ids.len());
+        let mut late_count = 0;
+        for (id, late) in ids.iter().zip(late) {
+            let Some((participant, seq, transaction)) = self.queued.remove(id) else {
+                continue;
+            };
+            if late {
+                late_count += 1;
+                self.metrics.late_trades_total.inc();
+                self.notify(
+                    participant,
+                    Some(seq),
+                    NoticeCode::Late,
+                    format!(
+                        "arrived after its block was sealed; it goes into block {}",
+                        n + 1
+                    ),
+                );
+            }
+            members.push((participant, seq));
+            transactions.push(transaction);
+        }
+        self.metrics.trades_spilled_last.set(spilled as i64);
+        self.journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .seals
+            .push(SealRecord {
+                height: n + 1,
+                previous_published_ns: self.published_ns,
+                sealed_ns: now,
+                trades: members.len(),
+                late: late_count,
+                spilled,
+            });
+        self.metrics
+            .seal_wait_micros_last
+            .set(((now - self.published_ns.min(now)) / 1_000) as i64);
+        self.in_flight = Some(InFlight {
+            height: n + 1,
+            sealed_ns: now,
+            members,
+        });
+        let node = self.node.clone();
+        let inputs = self.inputs.clone();
+        tokio::spawn(async move {
+            let result = node.commit(n + 1, transactions).await;
+            let _ = inputs.send(CoreInput::Committed(result)).await;
+        });
+        Ok(())
+    }
+
+    /// The node committed block N+1: publish it to every participant, with its own results.
+    fn publish(&mut self, reply: SealReply) {
+        let Some(in_flight) = self.in_flight.take() else {
+            return;
+        };
+        let now = self.now_ns();
+        debug_assert_eq!(reply.height, in_flight.height);
+        let dropped: BTreeMap<u32, &str> = reply
+            .dropped
+            .iter()
+            .map(|(index, reason)| (*index, reason.as_str()))
+            .collect();
+        let mut own: BTreeMap<u32, Vec<OwnResult>> = BTreeMap::new();
+        for (index, (participant, seq)) in in_flight.members.iter().enumerate() {
+            own.entry(*participant).or_default().push(OwnResult {
+                seq: *seq,
+                dropped: dropped.get(&(index as u32)).map(|r| r.to_string()),
+            });
+        }
+        self.tip = BlockData {
+            height: reply.height,
+            block_hash: reply.block_hash,
+            state_root: reply.state_root,
+            valuations: reply.valuations,
+            own: Vec::new(),
+        };
+        self.published_ns = now;
+        self.ordering.note_point_generated(reply.height, now);
+        self.metrics.blocks_sealed_total.inc();
+        self.metrics
+            .trades_sealed_total
+            .inc_by(in_flight.members.len() as u64);
+        self.metrics.height.set(reply.height as i64);
+        tracing::debug!(
+            "block {} published {} µs after its seal",
+            reply.height,
+            (now - in_flight.sealed_ns.min(now)) / 1_000
+        );
+        let participants: Vec<u32> = self.connections.keys().copied().collect();
+        for participant in participants {
+            let block = BlockData {
+                own: own.remove(&participant).unwrap_or_default(),
+                ..self.tip.clone()
+            };
+            self.metrics
+                .own_results_sent_total
+                .inc_by(block.own.len() as u64);
+            let full = self
+                .connections
+                .get(&participant)
+                .is_some_and(|(_, sender)| {
+                    sender
+                        .try_send(Downlink::Block(block))
+                        .inspect_err(|e| tracing::warn!("participant {participant}: downlink {e}"))
+                        .is_err()
+                });
+            if full {
+                self.cut_off(participant);
+            }
+        }
+        if !own.is_empty() {
+            let left: Vec<(u32, usize)> = own.iter().map(|(p, v)| (*p, v.len())).collect();
+            tracing::debug!(
+                "block {}: own results of participants not connected: {left:?}; connected: {:?}",
+                reply.height,
+                self.connections.keys().collect::<Vec<_>>()
+            );
+        }
+        self.metrics
+            .participants_connected
+            .set(self.connections.len() as i64);
+    }
+}
+
+impl Core {
+    /// Drops a participant whose downlink queue is full; its connection task then closes.
+    fn cut_off(&mut self, participant: u32) {
+        if self.connections.remove(&participant).is_some() {
+            self.metrics.participants_cut_off_total.inc();
+            self.metrics
+                .participants_connected
+                .set(self.connections.len() as i64);
+            tracing::warn!(
+                "participant {participant} fell {DOWNLINK_QUEUE_MAX} frames behind: disconnected"
+            );
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    inputs: mpsc::Sender<CoreInput>,
+    config: GatewayConfig,
+    started: Instant,
+) {
+    let mut next_conn = 0u64;
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!("accepting a participant failed: {error}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if inputs.is_closed() {
+            return;
+        }
+        next_conn += 1;
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve_connection(
+            stream,
+            peer,
+            next_conn,
+            inputs.clone(),
+            config.clone(),
+            started,
+        ));
+    }
+}
+
+async fn refuse(stream: &mut TcpStream, text: String) {
+    let frame = framed(&Downlink::Refused { text }.encode());
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&frame)).await;
+}
+
+/// One participant connection: Hello, then frames in both directions until either side ends.
+async fn serve_connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    conn: u64,
+    inputs: mpsc::Sender<CoreInput>,
+    config: GatewayConfig,
+    started: Instant,
+) {
+    let hello = tokio::time::timeout(
+        config.handshake_timeout,
+        read_frame(&mut stream, UPLINK_FRAME_MAX),
+    )
+    .await;
+    let participant = match hello.map(|r| r.map(|f| f.map(|p| Uplink::decode(&p)))) {
+        Ok(Ok(Some(Ok(Uplink::Hello {
+            version,
+            participant,
+        }))))
+            if version == PROTOCOL_VERSION && participant < config.participants =>
+        {
+            participant
+        }
+        Ok(Ok(Some(Ok(Uplink::Hello {
+            version,
+            participant,
+        })))) => {
+            let text = format!(
+                "Hello refused: protocol version {version} (this gateway speaks {PROTOCOL_VERSION}), \
+                 participant {participant} (this gateway serves 0..{})",
+                config.participants
+            );
+            refuse(&mut stream, text).await;
+            return;
+        }
+        Err(_) => {
+            refuse(&mut stream, "no Hello within the handshake timeout".into()).await;
+            return;
+        }
+        _ => {
+            refuse(&mut stream, "the first frame must be a Hello".into()).await;
+            return;
+        }
+    };
+    let (downlink, mut outgoing) = mpsc::channel::<Downlink>(DOWNLINK_QUEUE_MAX);
+    let (answer, accepted) = oneshot::channel();
+    let connected = CoreInput::Connected {
+        participant,
+        conn,
+        downlink,
+        answer,
+    };
+    if inputs.send(connected).await.is_err() || !accepted.await.unwrap_or(false) {
+        refuse(
+            &mut stream,
+            format!("participant {participant} is already connected"),
+        )
+        .await;
+        return;
+    }
+    tracing::debug!("participant {participant} connected from {peer}");
+    let (mut reader, mut writer) = stream.into_split();
+    let mut writer_task = tokio::spawn(async move {
+        while let Some(message) = outgoing.recv().await {
+            if writer.write_all(&framed(&message.encode())).await.is_err() {
+                return;
+            }
+        }
+    });
+    loop {
+        let frame = tokio::select! {
+            frame = tokio::time::timeout(
+                config.idle_timeout,
+                read_frame(&mut reader, UPLINK_FRAME_MAX),
+            ) => frame,
+            // The core cut this participant off (its downlink was full) or stopped: close the
+            // connection, so that the participant notices and can reconnect.
+            _ = &mut writer_task => break,
+        };
+        let payload = match frame {
+            Ok(Ok(Some(payload))) => payload,
+            Ok(Ok(None)) | Ok(Err(_)) | Err(_) => break,
+        };
+        let at_ns = started.elapsed().as_nanos() as u64;
+        let message = match Uplink::decode(&payload) {
+            Ok(message) => message,
+            Err(error) => {
+                tracing::debug!("participant {participant}: undecodable frame: {error}");
+                break;
+            }
+        };
+        let input = CoreInput::Message {
+            participant,
+            conn,
+            at_ns,
+            message,
+        };
+        if inputs.send(input).await.is_err() {
+            break;
+        }
+    }
+    writer_task.abort();
+    let _ = inputs
+        .send(CoreInput::Disconnected { participant, conn })
+        .await;
+}

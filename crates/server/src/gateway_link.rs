@@ -1,0 +1,242 @@
+//! `--block-source gateway`: the node cuts blocks only from batches sealed by `walras gateway`
+//! (the fair-access gateway, `docs/gateway.md`), never on its own timer.
+//!
+//! The gateway posts each sealed batch to `POST /v1/gateway/seal` over loopback, signed with its
+//! Ed25519 key ([`walras_gateway::link`]); the node accepts a batch only from a loopback peer,
+//! only under the configured gateway key, and only for its next height (so a replayed body is
+//! refused), executes it as one block (the producer thread, as in timer mode), and answers once
+//! the block is durable with its header facts and drops. That answer is how the gateway learns
+//! the block's publication: it seals the next block in delivery-clock time from it.
+//!
+//! In this mode the public submit endpoints and the event stream answer a typed refusal
+//! (`403 gateway_only`): a participant submitting directly, or watching blocks before its release
+//! buffer delivers them, would bypass the gateway's buffers.
+
+use super::failure::Failure;
+use super::node::{produce_block, ProducerConfig, ProducerError, Shared};
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use std::net::SocketAddr;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use walras_crypto::{PublicKey, Signature};
+use walras_engine::block::transaction_hash;
+use walras_gateway::link::{seal_signing_message, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER};
+use walras_types::SignedTransaction;
+
+/// Largest sealed-batch body (50,000 transactions of a few hundred bytes fit many times over).
+pub const SEAL_BODY_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// How often the producer looks at the shutdown flag while no batch comes.
+const PRODUCER_POLL: Duration = Duration::from_millis(100);
+
+/// The gateway link's configuration: the key the gateway signs sealed batches with.
+#[derive(Clone, Debug)]
+pub struct GatewayLinkConfig {
+    pub gateway_key: PublicKey,
+}
+
+/// A batch for the producer and where its answer goes.
+pub(super) struct SealJob {
+    height: u64,
+    transactions: Vec<SignedTransaction>,
+    reply: tokio::sync::oneshot::Sender<Result<SealReply, Failure>>,
+}
+
+/// The node's end of the link (in [`Shared`] when the node runs with `--block-source gateway`).
+pub struct GatewayLink {
+    key: PublicKey,
+    jobs: SyncSender<SealJob>,
+    /// Taken by the producer thread when it starts.
+    receiver: Mutex<Option<Receiver<SealJob>>>,
+}
+
+impl GatewayLink {
+    pub fn new(config: &GatewayLinkConfig) -> GatewayLink {
+        // One batch in flight: the gateway seals block N+1 only after block N's answer.
+        let (jobs, receiver) = sync_channel(1);
+        GatewayLink {
+            key: config.gateway_key,
+            jobs,
+            receiver: Mutex::new(Some(receiver)),
+        }
+    }
+
+    pub(super) fn take_receiver(&self) -> Option<Receiver<SealJob>> {
+        self.receiver
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+    }
+}
+
+/// The refusal of the public submit and event endpoints in gateway mode.
+pub(super) fn refuse_if_gateway_only(shared: &Shared, what: &str) -> Result<(), Failure> {
+    if shared.gateway.is_none() {
+        return Ok(());
+    }
+    Err(Failure::new(
+        StatusCode::FORBIDDEN,
+        "gateway_only",
+        format!(
+            "this node cuts blocks only from the fair-access gateway (--block-source gateway): \
+             {what} is closed to participants; connect to `walras gateway` instead"
+        ),
+    ))
+}
+
+/// The producer in gateway mode: one block per sealed batch, until shutdown.
+pub(super) fn run_gateway_producer(
+    shared: &Shared,
+    config: &ProducerConfig,
+    jobs: &Receiver<SealJob>,
+) -> Result<(), ProducerError> {
+    loop {
+        if shared.is_shutting_down() {
+            return Ok(());
+        }
+        let job = match jobs.recv_timeout(PRODUCER_POLL) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        };
+        let expected = shared.tip().height + 1;
+        if job.height != expected {
+            let _ = job.reply.send(Err(Failure::new(
+                StatusCode::CONFLICT,
+                "wrong_height",
+                format!(
+                    "the sealed batch is for height {}, the node's next block is {expected}",
+                    job.height
+                ),
+            )));
+            continue;
+        }
+        if job.transactions.len() > config.max_block_txs {
+            let _ = job.reply.send(Err(Failure::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "the sealed batch holds {} transactions, the node's --max-block-txs is {}; \
+                     give the gateway the same limit",
+                    job.transactions.len(),
+                    config.max_block_txs
+                ),
+            )));
+            continue;
+        }
+        let batch = job
+            .transactions
+            .into_iter()
+            .map(|signed| (transaction_hash(&signed), signed))
+            .collect();
+        // A failure here stops the node (as in timer mode); the gateway sees its request fail.
+        let outcome = produce_block(shared, config, batch)?;
+        let header = &outcome.header;
+        let reply = SealReply {
+            height: header.height,
+            block_hash: *header.hash().as_bytes(),
+            state_root: *header.state_root.as_bytes(),
+            valuations: header.valuations.clone(),
+            transactions: outcome.accepted as u32 + outcome.dropped.len() as u32,
+            dropped: outcome
+                .dropped
+                .iter()
+                .map(|(index, reason)| (*index, reason.name().to_string()))
+                .collect(),
+        };
+        let _ = job.reply.send(Ok(reply));
+    }
+}
+
+/// `POST /v1/gateway/seal`: a sealed batch from the gateway (loopback, signed, next height).
+pub async fn seal(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    match seal_inner(&shared, request).await {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        Err(failure) => failure.into_response(),
+    }
+}
+
+async fn seal_inner(shared: &Shared, request: Request) -> Result<Vec<u8>, Failure> {
+    let Some(link) = &shared.gateway else {
+        return Err(Failure::not_found(
+            "no_gateway_link",
+            "this node cuts blocks on its own timer; the gateway link exists only with \
+             --block-source gateway",
+        ));
+    };
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0);
+    if !peer.is_some_and(|peer| peer.ip().is_loopback()) {
+        return Err(Failure::new(
+            StatusCode::FORBIDDEN,
+            "not_loopback",
+            "the gateway link is served to loopback peers only: run the gateway on this host",
+        ));
+    }
+    let signature = request
+        .headers()
+        .get(SEAL_SIGNATURE_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse::<Signature>().ok());
+    let body: Bytes = axum::body::to_bytes(request.into_body(), SEAL_BODY_MAX_BYTES)
+        .await
+        .map_err(|_| {
+            Failure::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("a sealed batch is at most {SEAL_BODY_MAX_BYTES} bytes"),
+            )
+        })?;
+    let authentic = signature.is_some_and(|signature| {
+        walras_crypto::verify(&link.key, &seal_signing_message(&body), &signature).is_ok()
+    });
+    if !authentic {
+        return Err(Failure::new(
+            StatusCode::UNAUTHORIZED,
+            "bad_gateway_signature",
+            format!(
+                "the sealed batch carries no valid {SEAL_SIGNATURE_HEADER} under the configured \
+                 gateway key: check --gateway-key against the gateway's key file"
+            ),
+        ));
+    }
+    let batch = SealedBatch::decode(&body)
+        .map_err(|error| Failure::malformed(format!("sealed batch: {error}")))?;
+    let transactions = batch
+        .transactions
+        .iter()
+        .enumerate()
+        .map(|(index, bytes)| {
+            SignedTransaction::decode(bytes)
+                .map_err(|error| Failure::malformed(format!("sealed transaction {index}: {error}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let job = SealJob {
+        height: batch.height,
+        transactions,
+        reply,
+    };
+    // The channel holds one job; a second concurrent post waits here, not in the producer.
+    let jobs = link.jobs.clone();
+    tokio::task::spawn_blocking(move || jobs.send(job))
+        .await
+        .map_err(|_| Failure::internal("handing the batch to the producer failed"))?
+        .map_err(|_| Failure::internal("the block producer stopped"))?;
+    let reply = answer
+        .await
+        .map_err(|_| Failure::internal("the block producer stopped before answering"))??;
+    reply
+        .encode()
+        .ok_or_else(|| Failure::internal("the block's answer exceeds the link's limits"))
+}
