@@ -18,4 +18,5 @@ pub mod client;
 pub mod config;
 pub mod frame;
 pub mod validator;
+pub mod wallet;
 pub mod wire;
