@@ -7,7 +7,9 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use walras_payments::{genesis_output_id, ChainId, Input, Output, Payment, PaymentRequest, SignedPayment};
+use walras_payments::{
+    genesis_output_id, ChainId, Input, Output, Payment, PaymentRequest, SignedPayment,
+};
 use walras_payments_net::client::CommitteeClient;
 use walras_payments_net::config::{parse_seed, CommitteeConfig, CommitteeFile, GenesisFile};
 use walras_payments_net::wallet::Wallet;
@@ -30,7 +32,15 @@ impl Drop for Localnet<'_> {
 
 fn localnet_up<'a>(dir: &'a Path, extra: &[&str]) -> Localnet<'a> {
     let output = Command::new(walras_bin())
-        .args(["payments", "localnet", "--validators", "4", "--shards", "2", "--dir"])
+        .args([
+            "payments",
+            "localnet",
+            "--validators",
+            "4",
+            "--shards",
+            "2",
+            "--dir",
+        ])
         .arg(dir)
         .args(extra)
         .output()
@@ -54,7 +64,10 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-async fn stats(client: &CommitteeClient, validators: usize) -> Vec<Vec<walras_payments_net::wire::ShardStats>> {
+async fn stats(
+    client: &CommitteeClient,
+    validators: usize,
+) -> Vec<Vec<walras_payments_net::wire::ShardStats>> {
     let mut all = Vec::new();
     for validator in 0..validators {
         match client.call(validator as u16, &Request::Stats).await {
@@ -69,15 +82,21 @@ async fn stats(client: &CommitteeClient, validators: usize) -> Vec<Vec<walras_pa
 fn a_thousand_payments_among_a_hundred_keys_certify_over_four_validators_of_two_shards() {
     let temp = TempDir::new("pay-loopback");
     let dir = temp.path().join("net");
-    let _net = localnet_up(&dir, &["--wallets", "100", "--coins", "1", "--amount", "1000000"]);
+    let _net = localnet_up(
+        &dir,
+        &["--wallets", "100", "--coins", "1", "--amount", "1000000"],
+    );
     let config = committee(&dir);
     let committee = config.committee.clone();
     let client = CommitteeClient::new(committee.clone(), config.addresses.clone());
     let mut wallets: Vec<Option<Wallet>> = (0..100)
         .map(|index| {
             Some(
-                Wallet::load(&dir.join("wallets").join(format!("wallet{index}.json")), &committee)
-                    .expect("wallet"),
+                Wallet::load(
+                    &dir.join("wallets").join(format!("wallet{index}.json")),
+                    &committee,
+                )
+                .expect("wallet"),
             )
         })
         .collect();
@@ -118,7 +137,9 @@ fn a_thousand_payments_among_a_hundred_keys_certify_over_four_validators_of_two_
             for certificate in certificates {
                 if certificate.output.owner == keys[payee] {
                     // The payee verifies the certificate against the committee before keeping it.
-                    wallet.receive(certificate).expect("payee verifies its certificate");
+                    wallet
+                        .receive(certificate)
+                        .expect("payee verifies its certificate");
                 }
             }
         }
@@ -128,7 +149,13 @@ fn a_thousand_payments_among_a_hundred_keys_certify_over_four_validators_of_two_
     // Conservation: the live coins of all wallets add up to genesis, none locked or stuck.
     let total: u128 = wallets
         .iter()
-        .map(|wallet| wallet.as_ref().expect("wallet").client().balance(AssetId(0)))
+        .map(|wallet| {
+            wallet
+                .as_ref()
+                .expect("wallet")
+                .client()
+                .balance(AssetId(0))
+        })
         .sum();
     assert_eq!(total, 100 * 1_000_000);
     for wallet in &wallets {
@@ -140,12 +167,18 @@ fn a_thousand_payments_among_a_hundred_keys_certify_over_four_validators_of_two_
     for (validator, shards) in all.iter().enumerate() {
         assert_eq!(shards.len(), 2);
         let requests: u64 = shards.iter().map(|shard| shard.requests).sum();
-        assert!(requests >= 750, "validator {validator} handled {requests} requests");
+        assert!(
+            requests >= 750,
+            "validator {validator} handled {requests} requests"
+        );
         for shard in shards {
             assert_eq!(shard.cross_shard_messages, 0, "validator {validator}");
             assert_eq!(shard.refused, 0, "validator {validator}");
             assert_eq!(shard.conflicts, 0, "validator {validator}");
-            assert!(shard.requests > 0, "both shards of validator {validator} work");
+            assert!(
+                shard.requests > 0,
+                "both shards of validator {validator} work"
+            );
         }
     }
 }
@@ -183,7 +216,8 @@ fn a_validator_killed_after_voting_refuses_a_conflicting_payment_and_re_answers_
     )
     .expect("json");
     let payer = parse_seed(wallet["secret_seed"].as_str().expect("seed")).expect("seed");
-    let genesis = GenesisFile::load(&dir.join("genesis.json"), committee.chain_id).expect("genesis");
+    let genesis =
+        GenesisFile::load(&dir.join("genesis.json"), committee.chain_id).expect("genesis");
     let (id, output) = genesis[0];
     assert_eq!(output.owner, payer.public_key());
     assert_eq!(id, genesis_output_id(ChainId(committee.chain_id.0), 0));
@@ -238,10 +272,9 @@ fn a_validator_killed_after_voting_refuses_a_conflicting_payment_and_re_answers_
     }
     // The other validators never saw the original: the conflicting payment certifies nowhere
     // else unless validator 0 joins, so the input is held by the original at validator 0 only.
-    let Ok(Response::Holder(Some(holder))) = runtime.block_on(fresh.call(
-        0,
-        &Request::HolderOf { shard, input: id },
-    )) else {
+    let Ok(Response::Holder(Some(holder))) =
+        runtime.block_on(fresh.call(0, &Request::HolderOf { shard, input: id }))
+    else {
         panic!("validator 0 names the holder");
     };
     assert_eq!(holder, original.signed);

@@ -19,9 +19,7 @@ use walras_payments::{
 };
 
 use crate::frame::{push_frame, read_frame, write_framed};
-use crate::wire::{
-    decode_response_message, encode_request_message, ErrorReply, Request, Response,
-};
+use crate::wire::{decode_response_message, encode_request_message, ErrorReply, Request, Response};
 
 /// How long a request waits for its reply by default.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -284,7 +282,8 @@ impl<'a> Aggregator<'a> {
         match reply.result {
             Ok(Response::Votes(votes)) => {
                 if votes.validator != reply.validator {
-                    self.faults.push((reply.validator, VoteFault::UnknownValidator));
+                    self.faults
+                        .push((reply.validator, VoteFault::UnknownValidator));
                     return None;
                 }
                 match self.check(&votes, cache) {
@@ -343,7 +342,8 @@ impl<'a> Aggregator<'a> {
             return Err(VoteFault::WrongVoteCount);
         }
         let mut cache = cache.lock().map_err(|_| VoteFault::BadSignature)?;
-        for (index, (output, signature)) in payment.outputs.iter().zip(&votes.signatures).enumerate()
+        for (index, (output, signature)) in
+            payment.outputs.iter().zip(&votes.signatures).enumerate()
         {
             let message = vote_message(
                 payment.chain_id,
@@ -408,5 +408,9 @@ pub async fn certify(
 }
 
 fn hex_short(bytes: &[u8]) -> String {
-    bytes.iter().take(6).map(|byte| format!("{byte:02x}")).collect()
+    bytes
+        .iter()
+        .take(6)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }

@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use walras_crypto::{Keypair, PublicKey};
-use walras_payments::{
-    genesis_output_id, ChainId, Committee, Epoch, Output, OutputId, Scheme,
-};
+use walras_payments::{genesis_output_id, ChainId, Committee, Epoch, Output, OutputId, Scheme};
 use walras_types::AssetId;
 
 /// Default Merkle tree size (the measured optimum at 10 validators, `docs/payments.md`).
@@ -188,10 +186,11 @@ impl GenesisFile {
     /// Reads `genesis.json` and returns its outputs with their ids.
     pub fn load(path: &Path, chain_id: ChainId) -> Result<Vec<(OutputId, Output)>, ConfigError> {
         let file: GenesisFile = read_json(path)?;
-        file.outputs(chain_id).map_err(|message| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        })
+        file.outputs(chain_id)
+            .map_err(|message| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message,
+            })
     }
 
     /// The outputs with their ids.

@@ -67,9 +67,7 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(
         return Err(FrameError::TooLarge { bytes: body.len() });
     }
     tokio::time::timeout(FRAME_WRITE_TIMEOUT, async {
-        writer
-            .write_all(&(body.len() as u32).to_be_bytes())
-            .await?;
+        writer.write_all(&(body.len() as u32).to_be_bytes()).await?;
         writer.write_all(body).await?;
         writer.flush().await
     })

@@ -28,8 +28,8 @@ use walras_payments::{
 use crate::config::Fault;
 use crate::frame::{push_frame, read_frame, write_framed, FrameError};
 use crate::wire::{
-    decode_request_message, encode_response_message, request_id_of, ErrorCode, ErrorReply,
-    Request, Response, ShardStats,
+    decode_request_message, encode_response_message, request_id_of, ErrorCode, ErrorReply, Request,
+    Response, ShardStats,
 };
 
 /// Most requests one group commit takes (bounds reply latency under a long queue).
@@ -122,13 +122,14 @@ impl Validator {
     /// binds `listen`. Nothing is served until [`Validator::serve`].
     pub async fn start(setup: ValidatorSetup, listen: &str) -> Result<Validator, ValidatorError> {
         let members = setup.committee.validators.len();
-        let key: PublicKey = *setup
-            .committee
-            .validator(setup.index)
-            .ok_or(ValidatorError::NotAMember {
-                index: setup.index,
-                validators: members,
-            })?;
+        let key: PublicKey =
+            *setup
+                .committee
+                .validator(setup.index)
+                .ok_or(ValidatorError::NotAMember {
+                    index: setup.index,
+                    validators: members,
+                })?;
         if key != setup.keypair.public_key() {
             return Err(ValidatorError::WrongKey { index: setup.index });
         }
@@ -177,12 +178,13 @@ impl Validator {
                 })?;
             shards.push(ShardHandle { jobs, counters });
         }
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| ValidatorError::Listen {
-                address: listen.to_string(),
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(listen)
+                .await
+                .map_err(|source| ValidatorError::Listen {
+                    address: listen.to_string(),
+                    source,
+                })?;
         let address = listener
             .local_addr()
             .map_err(|source| ValidatorError::Listen {
@@ -247,19 +249,19 @@ async fn connection(stream: TcpStream, shards: Arc<Vec<ShardHandle>>) {
     });
     let in_flight = Arc::new(Semaphore::new(CONNECTION_IN_FLIGHT_MAX));
     loop {
-        let body = match tokio::time::timeout(CONNECTION_IDLE_TIMEOUT, read_frame(&mut reader)).await
-        {
-            Ok(Ok(body)) => body,
-            Ok(Err(FrameError::TooLarge { bytes })) => {
-                let reply = ErrorReply {
-                    code: ErrorCode::Malformed,
-                    message: format!("frame of {bytes} bytes is over the limit"),
-                };
-                let _ = out.send(encode_response_message(0, &Response::Error(reply)));
-                break;
-            }
-            Ok(Err(_)) | Err(_) => break,
-        };
+        let body =
+            match tokio::time::timeout(CONNECTION_IDLE_TIMEOUT, read_frame(&mut reader)).await {
+                Ok(Ok(body)) => body,
+                Ok(Err(FrameError::TooLarge { bytes })) => {
+                    let reply = ErrorReply {
+                        code: ErrorCode::Malformed,
+                        message: format!("frame of {bytes} bytes is over the limit"),
+                    };
+                    let _ = out.send(encode_response_message(0, &Response::Error(reply)));
+                    break;
+                }
+                Ok(Err(_)) | Err(_) => break,
+            };
         let (id, request) = match decode_request_message(&body) {
             Ok(decoded) => decoded,
             Err(error) => {
@@ -274,7 +276,10 @@ async fn connection(stream: TcpStream, shards: Arc<Vec<ShardHandle>>) {
         };
         let (shard, job, receiver) = match request {
             Request::Stats => {
-                let stats = shards.iter().map(|shard| shard.counters.snapshot()).collect();
+                let stats = shards
+                    .iter()
+                    .map(|shard| shard.counters.snapshot())
+                    .collect();
                 let _ = out.send(encode_response_message(id, &Response::Stats(stats)));
                 continue;
             }

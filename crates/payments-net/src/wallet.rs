@@ -11,7 +11,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use walras_crypto::PublicKey;
-use walras_payments::codec::{certificate_bytes, decode_certificate, decode_request, request_bytes};
+use walras_payments::codec::{
+    certificate_bytes, decode_certificate, decode_request, request_bytes,
+};
 use walras_payments::{
     Certificate, Client, ClientEffect, ClientError, Committee, Output, OutputId, PaymentId,
     PaymentRequest,
@@ -349,9 +351,7 @@ impl Wallet {
                     continue;
                 }
                 Ok(_) => {
-                    problems.push(
-                        NetError::Unexpected { validator }.to_string(),
-                    );
+                    problems.push(NetError::Unexpected { validator }.to_string());
                     continue;
                 }
                 Err(error) => {

@@ -21,7 +21,9 @@ use walras_payments::codec::{
     decode_votes_prefix, encode_conflict, encode_request, encode_signed_payment, encode_votes,
     CodecError,
 };
-use walras_payments::{Conflict, OutputId, PaymentRequest, PaymentVotes, RequestError, SignedPayment};
+use walras_payments::{
+    Conflict, OutputId, PaymentRequest, PaymentVotes, RequestError, SignedPayment,
+};
 
 /// Longest error message carried in a reply.
 pub const ERROR_MESSAGE_BYTES_MAX: usize = 4096;

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use walras_crypto::Keypair;
 use walras_payments::{
-    genesis_output_id, ChainId, Committee, Epoch, Input, Output, OutputId, Payment,
-    PaymentRequest, RootCache, Scheme, SignedPayment, VoteFault,
+    genesis_output_id, ChainId, Committee, Epoch, Input, Output, OutputId, Payment, PaymentRequest,
+    RootCache, Scheme, SignedPayment, VoteFault,
 };
 use walras_payments_net::client::{certify, Aggregator, CommitteeClient, NetError};
 use walras_payments_net::config::Fault;
@@ -29,7 +29,9 @@ struct Net {
 
 async fn start(dir: &std::path::Path, faults: &[(usize, Fault)], shards: u32) -> Net {
     let keys: Vec<Keypair> = (0..4u8).map(|i| Keypair::from_seed([i + 1; 32])).collect();
-    let payers: Vec<Keypair> = (0..8u8).map(|i| Keypair::from_seed([100 + i; 32])).collect();
+    let payers: Vec<Keypair> = (0..8u8)
+        .map(|i| Keypair::from_seed([100 + i; 32]))
+        .collect();
     let committee = Committee {
         chain_id: CHAIN,
         epoch: Epoch(0),
@@ -114,13 +116,20 @@ async fn payments_certify_and_bad_requests_get_typed_refusals() {
         let certificates = certify(&client, &request, &cache).await.expect("certifies");
         assert_eq!(certificates.len(), 1);
         assert!(certificates[0].votes.len() >= net.committee.quorum());
-        walras_payments::verify_certificate(&certificates[0], &net.committee, &mut RootCache::default())
-            .expect("a verified certificate");
+        walras_payments::verify_certificate(
+            &certificates[0],
+            &net.committee,
+            &mut RootCache::default(),
+        )
+        .expect("a verified certificate");
     }
     // A payment sent to the wrong shard is refused with a typed error, nothing recorded.
     let request = spend(&net, 0, 2);
     let owner_shard = net.committee.shard_of(&net.payers[0].public_key());
-    let wrong = Request::Pay { shard: 1 - owner_shard, request: request.clone() };
+    let wrong = Request::Pay {
+        shard: 1 - owner_shard,
+        request: request.clone(),
+    };
     match client.call(1, &wrong).await {
         Err(NetError::Refused { error, .. }) => {
             assert_eq!(error.code, ErrorCode::Refused);
@@ -129,12 +138,24 @@ async fn payments_certify_and_bad_requests_get_typed_refusals() {
         other => panic!("expected a refusal, got {other:?}"),
     }
     // A shard the validator does not have.
-    match client.call(1, &Request::Pay { shard: 9, request: request.clone() }).await {
+    match client
+        .call(
+            1,
+            &Request::Pay {
+                shard: 9,
+                request: request.clone(),
+            },
+        )
+        .await
+    {
         Err(NetError::Refused { error, .. }) => assert_eq!(error.code, ErrorCode::UnknownShard),
         other => panic!("expected UnknownShard, got {other:?}"),
     }
     // A second payment over a spent coin: a conflict naming the holder at every validator.
-    let double = Request::Pay { shard: owner_shard, request };
+    let double = Request::Pay {
+        shard: owner_shard,
+        request,
+    };
     match client.call(2, &double).await {
         Ok(Response::Conflict(conflict)) => {
             assert_eq!(conflict.holder, spend(&net, 0, 1).signed);
@@ -155,7 +176,9 @@ async fn payments_certify_and_bad_requests_get_typed_refusals() {
 async fn malformed_frames_get_a_typed_error_and_the_connection_closes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let net = start(dir.path(), &[], 1).await;
-    let mut stream = tokio::net::TcpStream::connect(&net.addresses[0]).await.expect("connects");
+    let mut stream = tokio::net::TcpStream::connect(&net.addresses[0])
+        .await
+        .expect("connects");
     let garbage = [0u8, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 42, 7, 1, 2, 3];
     stream.write_all(&garbage).await.expect("writes");
     let body = read_frame(&mut stream).await.expect("an error reply");
@@ -163,13 +186,21 @@ async fn malformed_frames_get_a_typed_error_and_the_connection_closes() {
     assert_eq!(id, 42);
     assert!(matches!(response, Response::Error(error) if error.code == ErrorCode::Malformed));
     let mut rest = Vec::new();
-    let read = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_to_end(&mut rest))
-        .await
-        .expect("the validator closes the connection");
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.read_to_end(&mut rest),
+    )
+    .await
+    .expect("the validator closes the connection");
     assert_eq!(read.expect("clean close"), 0);
     // An oversized frame header is refused before the body is read.
-    let mut stream = tokio::net::TcpStream::connect(&net.addresses[0]).await.expect("connects");
-    stream.write_all(&u32::MAX.to_be_bytes()).await.expect("writes");
+    let mut stream = tokio::net::TcpStream::connect(&net.addresses[0])
+        .await
+        .expect("connects");
+    stream
+        .write_all(&u32::MAX.to_be_bytes())
+        .await
+        .expect("writes");
     let body = read_frame(&mut stream).await.expect("an error reply");
     assert!(matches!(
         decode_response_message(&body),
@@ -212,5 +243,8 @@ async fn silent_validators_beyond_f_stop_certification_with_a_named_reason() {
         .expect_err("two silent of four: no quorum");
     let text = error.to_string();
     assert!(text.contains("2 valid votes of 3"), "{text}");
-    assert!(text.contains("validator 0") && text.contains("validator 1"), "{text}");
+    assert!(
+        text.contains("validator 0") && text.contains("validator 1"),
+        "{text}"
+    );
 }

@@ -79,15 +79,18 @@ fn every_response_round_trips() {
         }),
         Response::Holder(None),
         Response::Holder(Some(signed)),
-        Response::Stats(vec![ShardStats::default(), ShardStats {
-            requests: 1,
-            votes: 2,
-            conflicts: 3,
-            refused: 4,
-            spent: 5,
-            commits: 6,
-            cross_shard_messages: 7,
-        }]),
+        Response::Stats(vec![
+            ShardStats::default(),
+            ShardStats {
+                requests: 1,
+                votes: 2,
+                conflicts: 3,
+                refused: 4,
+                spent: 5,
+                commits: 6,
+                cross_shard_messages: 7,
+            },
+        ]),
     ] {
         let bytes = encode_response_message(77, &response);
         assert_eq!(decode_response_message(&bytes), Ok((77, response)));
@@ -96,8 +99,11 @@ fn every_response_round_trips() {
         code: ErrorCode::Other(999),
         message: "é".repeat(5000),
     });
-    let (_, decoded) = decode_response_message(&encode_response_message(1, &long)).expect("decodes");
-    let Response::Error(error) = decoded else { panic!("an error reply") };
+    let (_, decoded) =
+        decode_response_message(&encode_response_message(1, &long)).expect("decodes");
+    let Response::Error(error) = decoded else {
+        panic!("an error reply")
+    };
     assert!(error.message.len() <= 4096 && error.code == ErrorCode::Other(999));
 }
 
@@ -105,12 +111,21 @@ fn every_response_round_trips() {
 async fn a_frame_over_the_limit_is_refused_from_its_header() {
     let header = ((FRAME_BYTES_MAX + 1) as u32).to_be_bytes();
     let mut reader: &[u8] = &header;
-    assert!(matches!(read_frame(&mut reader).await, Err(FrameError::TooLarge { .. })));
+    assert!(matches!(
+        read_frame(&mut reader).await,
+        Err(FrameError::TooLarge { .. })
+    ));
     let mut framed = Vec::new();
     write_frame(&mut framed, b"hello").await.expect("writes");
     let mut reader: &[u8] = &framed;
     assert_eq!(read_frame(&mut reader).await.expect("reads"), b"hello");
-    assert!(matches!(read_frame(&mut reader).await, Err(FrameError::Closed)));
+    assert!(matches!(
+        read_frame(&mut reader).await,
+        Err(FrameError::Closed)
+    ));
     let mut truncated: &[u8] = &framed[..6];
-    assert!(matches!(read_frame(&mut truncated).await, Err(FrameError::Closed)));
+    assert!(matches!(
+        read_frame(&mut truncated).await,
+        Err(FrameError::Closed)
+    ));
 }

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use walras_crypto::{hash_in, Domain, Keypair};
 use walras_payments::codec::certificate_bytes;
 use walras_payments::{
-    genesis_output_id, Committee, Input, Output, OutputId, Payment,
-    PaymentRequest, RootCache, SignedPayment,
+    genesis_output_id, Committee, Input, Output, OutputId, Payment, PaymentRequest, RootCache,
+    SignedPayment,
 };
 use walras_payments_net::client::{certify, CommitteeClient};
 use walras_payments_net::config::{key_hex, CommitteeFile, Fault, GenesisOutputFile};
@@ -143,7 +143,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     }
     let fault = Fault::parse(&args.fault).map_err(CliError)?;
     if args.rate == 0 || args.seconds == 0 || args.keys == 0 || args.validators == 0 {
-        return Err(CliError("rate, seconds, keys and validators must be positive".into()));
+        return Err(CliError(
+            "rate, seconds, keys and validators must be positive".into(),
+        ));
     }
     let command_line: Vec<String> = std::env::args().collect();
     let (dir, remove) = match &args.dir {
@@ -154,7 +156,8 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 .map(|duration| duration.as_nanos())
                 .unwrap_or(0);
             (
-                std::env::temp_dir().join(format!("walras-pay-bench-{}-{stamp}", std::process::id())),
+                std::env::temp_dir()
+                    .join(format!("walras-pay-bench-{}-{stamp}", std::process::id())),
                 true,
             )
         }
@@ -196,7 +199,12 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         let committee = CommitteeFile::load(&dir.join("committee.json"))
             .map_err(|error| CliError(error.to_string()))?;
         let load = build_load(&args, &committee.committee, &keys);
-        let summary = super::block_on(drive(&args, &committee.committee, committee.addresses, load))??;
+        let summary = super::block_on(drive(
+            &args,
+            &committee.committee,
+            committee.addresses,
+            load,
+        ))??;
         Ok::<_, CliError>(summary)
     })();
     let _ = stop_all(&dir);
@@ -273,8 +281,14 @@ async fn drive(
     }
     let unanswered = (total - received) as u64;
     latencies.sort_unstable();
-    let elapsed = last.duration_since(start).as_secs_f64().max(args.seconds as f64);
-    let conflicting = certified_inputs.values().filter(|count| **count > 1).count();
+    let elapsed = last
+        .duration_since(start)
+        .as_secs_f64()
+        .max(args.seconds as f64);
+    let conflicting = certified_inputs
+        .values()
+        .filter(|count| **count > 1)
+        .count();
     Ok(serde_json::json!({
         "validators": args.validators,
         "shards": args.shards,

@@ -77,7 +77,9 @@ struct UpArgs {
 
 pub fn run(args: LocalnetArgs) -> Result<(), CliError> {
     if let Some(LocalnetAction::Down(down)) = args.action {
-        return stop_all(&down.dir);
+        stop_all(&down.dir)?;
+        println!("payments localnet down: {}", down.dir.display());
+        return Ok(());
     }
     let up = args.up;
     let dir = up.dir.ok_or_else(|| CliError("--dir is required".into()))?;
@@ -106,7 +108,9 @@ pub fn run(args: LocalnetArgs) -> Result<(), CliError> {
             chain_id: up.chain_id,
             faults: Vec::new(),
         };
-        create(&dir, &spec, outputs, |_| walras_client::keyfile::random_seed())?;
+        create(&dir, &spec, outputs, |_| {
+            walras_client::keyfile::random_seed()
+        })?;
         let genesis = GenesisFile::load(&dir.join("genesis.json"), ChainId(up.chain_id))
             .map_err(|error| CliError(error.to_string()))?;
         std::fs::create_dir_all(dir.join("wallets"))?;
@@ -299,6 +303,5 @@ pub fn stop_all(dir: &Path) -> Result<(), CliError> {
             signal(pid, Signal::SIGKILL);
         }
     }
-    println!("payments localnet down: {}", dir.display());
     Ok(())
 }

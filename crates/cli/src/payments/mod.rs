@@ -142,7 +142,10 @@ fn pay(args: PayArgs) -> Result<(), CliError> {
                 payee_wallet.receive(certificate)?;
                 println!("delivered to {}", args.to);
             }
-            None => println!("certificate {}", hex::encode(certificate_bytes(&certificate))),
+            None => println!(
+                "certificate {}",
+                hex::encode(certificate_bytes(&certificate))
+            ),
         }
     }
     Ok(())
@@ -180,10 +183,7 @@ fn balance(args: WalletArgs) -> Result<(), CliError> {
         client.stuck_inputs().len()
     );
     for (input, reason) in client.stuck_inputs() {
-        println!(
-            "stuck {}: {reason:?}",
-            hex::encode(input.0.as_bytes())
-        );
+        println!("stuck {}: {reason:?}", hex::encode(input.0.as_bytes()));
     }
     Ok(())
 }
