@@ -35,9 +35,8 @@ pub enum FrameError {
 /// caller bounds idleness), then at most `FRAME_READ_TIMEOUT` for the rest.
 pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Vec<u8>, FrameError> {
     let mut first = [0u8; 1];
-    match reader.read(&mut first).await? {
-        0 => return Err(FrameError::Closed),
-        _ => {}
+    if reader.read(&mut first).await? == 0 {
+        return Err(FrameError::Closed);
     }
     tokio::time::timeout(FRAME_READ_TIMEOUT, async {
         let mut rest = [0u8; 3];

@@ -508,6 +508,13 @@ pub async fn run_from_file(path: &Path) -> Result<(), String> {
         .clone()
         .or_else(|| committee.addresses.get(usize::from(file.index)).cloned())
         .ok_or_else(|| format!("validator {} has no address in the committee", file.index))?;
+    if let Some(fault) = file.fault {
+        // Benchmarks only: say so loudly, a production configuration must not carry it.
+        eprintln!(
+            "warning: validator {} plays the deliberate fault {fault:?} (benchmark configuration)",
+            file.index
+        );
+    }
     let validator = Validator::start(
         ValidatorSetup {
             committee: committee.committee,
