@@ -15,6 +15,7 @@ mod localnet;
 mod node;
 #[cfg(feature = "dev-tools")]
 mod oracle;
+mod payments;
 mod query;
 mod remote;
 #[cfg(feature = "dev-tools")]
@@ -75,6 +76,9 @@ enum Command {
     Offer(tx::OfferCommand),
     /// Pay another account: a payment transaction, signed and sent to a node.
     Pay(tx::PayArgs),
+    /// Fast payments (Accept): validators, wallets, localnet, benchmark.
+    #[command(subcommand)]
+    Payments(payments::PaymentsCommand),
     /// Read a node's state: status, accounts, offers, books, blocks, prices, transactions.
     Query(query::QueryArgs),
     #[cfg(feature = "dev-tools")]
@@ -143,6 +147,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Account(command) => tx::run_account(command),
         Command::Offer(command) => tx::run_offer(command),
         Command::Pay(args) => tx::run_pay(args),
+        Command::Payments(command) => payments::run(command),
         Command::Query(args) => query::run(args),
         #[cfg(feature = "dev-tools")]
         Command::Oracle(command) => oracle::run(command),

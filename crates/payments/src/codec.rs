@@ -9,12 +9,12 @@ use thiserror::Error;
 use walras_crypto::{Hash, MerkleBatchSignature, MerkleProof, PublicKey, Signature};
 use walras_types::AssetId;
 
-use crate::cert::VoteSignature;
+use crate::cert::{Certificate, Vote, VoteSignature};
 use crate::model::{
     ChainId, Epoch, Input, Output, OutputId, Payment, PaymentId, SignedPayment, PAYMENT_INPUTS_MAX,
     PAYMENT_OUTPUTS_MAX,
 };
-use crate::validator::Effect;
+use crate::validator::{Conflict, Effect, PaymentRequest, PaymentVotes};
 
 /// Most siblings of a Merkle path (a tree of up to 2^32 leaves).
 pub const MERKLE_SIBLINGS_MAX: usize = 32;
@@ -263,4 +263,182 @@ pub fn decode_effect(bytes: &[u8]) -> Result<Effect, CodecError> {
     };
     reader.finish()?;
     Ok(effect)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wire values of the process layer (`walras-payments-net`): requests, votes, conflicts and
+// certificates, in the same canonical style. Every decoder bounds every count before allocating,
+// so a frame of outside bytes costs at most its own length.
+
+/// Most votes one certificate may carry on the wire (a committee of at most this many members).
+pub const CERTIFICATE_VOTES_MAX: usize = 1024;
+
+fn encode_output(output: &Output, bytes: &mut Vec<u8>) {
+    bytes.extend_from_slice(&output.asset.0.to_be_bytes());
+    bytes.extend_from_slice(&output.amount.to_be_bytes());
+    bytes.extend_from_slice(output.owner.as_bytes());
+}
+
+/// Appends the canonical bytes of a signed payment (payment, then the owner's signature).
+pub fn encode_signed_payment(signed: &SignedPayment, bytes: &mut Vec<u8>) {
+    bytes.extend_from_slice(&signed.payment.encode());
+    bytes.extend_from_slice(signed.signature.as_bytes());
+}
+
+fn decode_signed_payment_from(reader: &mut Reader<'_>) -> Result<SignedPayment, CodecError> {
+    let payment = decode_payment(reader)?;
+    let signature = reader.signature()?;
+    Ok(SignedPayment { payment, signature })
+}
+
+/// Appends the canonical bytes of a certificate.
+pub fn encode_certificate(certificate: &Certificate, bytes: &mut Vec<u8>) {
+    bytes.extend_from_slice(&certificate.chain_id.0.to_be_bytes());
+    bytes.extend_from_slice(&certificate.epoch.0.to_be_bytes());
+    bytes.extend_from_slice(certificate.id.0.as_bytes());
+    encode_output(&certificate.output, bytes);
+    bytes.extend_from_slice(&(certificate.votes.len() as u32).to_be_bytes());
+    for vote in &certificate.votes {
+        bytes.extend_from_slice(&vote.validator.to_be_bytes());
+        encode_signatures(std::slice::from_ref(&vote.signature), bytes);
+    }
+}
+
+fn decode_certificate_from(reader: &mut Reader<'_>) -> Result<Certificate, CodecError> {
+    let chain_id = ChainId(reader.u64("chain id")?);
+    let epoch = Epoch(reader.u64("epoch")?);
+    let id = OutputId(reader.hash("output id")?);
+    let output = reader.output()?;
+    let votes = (0..reader.count("certificate votes", CERTIFICATE_VOTES_MAX)?)
+        .map(|_| {
+            let validator = reader.u16("validator index")?;
+            let mut signatures = decode_signatures(reader)?;
+            if signatures.len() != 1 {
+                return Err(CodecError::Invalid {
+                    what: "a vote (one signature each)",
+                });
+            }
+            Ok(Vote {
+                validator,
+                signature: signatures.remove(0),
+            })
+        })
+        .collect::<Result<_, CodecError>>()?;
+    Ok(Certificate {
+        chain_id,
+        epoch,
+        id,
+        output,
+        votes,
+    })
+}
+
+/// Canonical bytes of one certificate (what a payee stores and a wallet downloads).
+pub fn certificate_bytes(certificate: &Certificate) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    encode_certificate(certificate, &mut bytes);
+    bytes
+}
+
+/// Decodes [`certificate_bytes`], refusing trailing bytes.
+pub fn decode_certificate(bytes: &[u8]) -> Result<Certificate, CodecError> {
+    let mut reader = Reader { bytes };
+    let certificate = decode_certificate_from(&mut reader)?;
+    reader.finish()?;
+    Ok(certificate)
+}
+
+/// Appends the canonical bytes of a payment request (signed payment, input certificates).
+pub fn encode_request(request: &PaymentRequest, bytes: &mut Vec<u8>) {
+    encode_signed_payment(&request.signed, bytes);
+    bytes.extend_from_slice(&(request.certificates.len() as u32).to_be_bytes());
+    for certificate in &request.certificates {
+        encode_certificate(certificate, bytes);
+    }
+}
+
+/// Canonical bytes of one payment request.
+pub fn request_bytes(request: &PaymentRequest) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    encode_request(request, &mut bytes);
+    bytes
+}
+
+/// Decodes [`request_bytes`], refusing trailing bytes.
+pub fn decode_request(bytes: &[u8]) -> Result<PaymentRequest, CodecError> {
+    let mut reader = Reader { bytes };
+    let request = decode_request_from(&mut reader)?;
+    reader.finish()?;
+    Ok(request)
+}
+
+/// Decodes one payment request from the front of `bytes`; returns it and the bytes left.
+pub fn decode_request_prefix(bytes: &[u8]) -> Result<(PaymentRequest, &[u8]), CodecError> {
+    let mut reader = Reader { bytes };
+    let request = decode_request_from(&mut reader)?;
+    Ok((request, reader.bytes))
+}
+
+fn decode_request_from(reader: &mut Reader<'_>) -> Result<PaymentRequest, CodecError> {
+    let signed = decode_signed_payment_from(reader)?;
+    let certificates = (0..reader.count("input certificates", PAYMENT_INPUTS_MAX)?)
+        .map(|_| decode_certificate_from(reader))
+        .collect::<Result<_, _>>()?;
+    Ok(PaymentRequest {
+        signed,
+        certificates,
+    })
+}
+
+/// Appends the canonical bytes of one validator's votes on a payment.
+pub fn encode_votes(votes: &PaymentVotes, bytes: &mut Vec<u8>) {
+    bytes.extend_from_slice(&votes.validator.to_be_bytes());
+    bytes.extend_from_slice(votes.payment.0.as_bytes());
+    encode_signatures(&votes.signatures, bytes);
+}
+
+/// Decodes one [`encode_votes`] value from the front of `bytes`; returns it and the bytes left.
+pub fn decode_votes_prefix(bytes: &[u8]) -> Result<(PaymentVotes, &[u8]), CodecError> {
+    let mut reader = Reader { bytes };
+    let validator = reader.u16("validator index")?;
+    let payment = PaymentId(reader.hash("payment id")?);
+    let signatures = decode_signatures(&mut reader)?;
+    Ok((
+        PaymentVotes {
+            validator,
+            payment,
+            signatures,
+        },
+        reader.bytes,
+    ))
+}
+
+/// Appends the canonical bytes of a conflict reply.
+pub fn encode_conflict(conflict: &Conflict, bytes: &mut Vec<u8>) {
+    bytes.extend_from_slice(&conflict.validator.to_be_bytes());
+    bytes.extend_from_slice(conflict.input.0.as_bytes());
+    encode_signed_payment(&conflict.holder, bytes);
+}
+
+/// Decodes one [`encode_conflict`] value from the front of `bytes`; returns it and the rest.
+pub fn decode_conflict_prefix(bytes: &[u8]) -> Result<(Conflict, &[u8]), CodecError> {
+    let mut reader = Reader { bytes };
+    let validator = reader.u16("validator index")?;
+    let input = OutputId(reader.hash("input id")?);
+    let holder = decode_signed_payment_from(&mut reader)?;
+    Ok((
+        Conflict {
+            validator,
+            input,
+            holder,
+        },
+        reader.bytes,
+    ))
+}
+
+/// Decodes one signed payment from the front of `bytes`; returns it and the bytes left.
+pub fn decode_signed_payment_prefix(bytes: &[u8]) -> Result<(SignedPayment, &[u8]), CodecError> {
+    let mut reader = Reader { bytes };
+    let signed = decode_signed_payment_from(&mut reader)?;
+    Ok((signed, reader.bytes))
 }

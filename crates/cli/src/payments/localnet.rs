@@ -1,0 +1,307 @@
+//! `walras payments localnet --validators N --shards S --dir DIR`: a payments committee on
+//! loopback, one `walras payments validator` process per validator (each with S shards), and
+//! wallet files holding the genesis coins. `localnet down --dir DIR` stops it.
+//!
+//! DIR holds `committee.json`, `genesis.json`, `validatorI/{config.json,key,data,log,pid}` and
+//! `wallets/walletJ.json`. Running `localnet` again on an existing DIR restarts the validators
+//! that are not running (their effect logs are kept).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use walras_crypto::Keypair;
+use walras_payments::ChainId;
+use walras_payments_net::config::{
+    key_hex, write_json, CommitteeFile, Fault, GenesisFile, GenesisOutputFile, MemberFile,
+    ValidatorFile, MERKLE_BATCH_LEAVES_DEFAULT,
+};
+use walras_payments_net::wallet::{write_private_durable, Wallet};
+
+use crate::CliError;
+
+/// How long `down` waits after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long `up` waits for every validator to listen.
+const START_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct LocalnetArgs {
+    #[command(subcommand)]
+    action: Option<LocalnetAction>,
+    #[command(flatten)]
+    up: UpArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum LocalnetAction {
+    /// Stop every validator of the committee in DIR.
+    Down(DownArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct DownArgs {
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+struct UpArgs {
+    /// Validators (a new committee; an existing DIR keeps its own)
+    #[arg(long, required = true, value_parser = clap::value_parser!(u16).range(1..=64))]
+    validators: Option<u16>,
+    /// Shards per validator
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    shards: u32,
+    /// The committee's directory
+    #[arg(long, required = true)]
+    dir: Option<PathBuf>,
+    /// `merkle` or `naive`
+    #[arg(long, default_value = "merkle")]
+    scheme: String,
+    /// Wallets with genesis coins
+    #[arg(long, default_value_t = 10)]
+    wallets: usize,
+    /// Genesis coins per wallet
+    #[arg(long, default_value_t = 4)]
+    coins: usize,
+    /// Amount of each genesis coin (asset 0)
+    #[arg(long, default_value_t = 1_000_000)]
+    amount: u128,
+    /// Chain id of the committee
+    #[arg(long, default_value_t = 1)]
+    chain_id: u64,
+}
+
+pub fn run(args: LocalnetArgs) -> Result<(), CliError> {
+    if let Some(LocalnetAction::Down(down)) = args.action {
+        stop_all(&down.dir)?;
+        println!("payments localnet down: {}", down.dir.display());
+        return Ok(());
+    }
+    let up = args.up;
+    let dir = up.dir.ok_or_else(|| CliError("--dir is required".into()))?;
+    if !dir.join("committee.json").exists() {
+        let validators = up
+            .validators
+            .ok_or_else(|| CliError("--validators is required".into()))?;
+        let mut seeds = Vec::new();
+        let mut outputs = Vec::new();
+        for _ in 0..up.wallets {
+            let seed = walras_client::keyfile::random_seed()?;
+            let owner = key_hex(&Keypair::from_seed(seed).public_key());
+            for _ in 0..up.coins {
+                outputs.push(GenesisOutputFile {
+                    asset: 0,
+                    amount: up.amount.to_string(),
+                    owner: owner.clone(),
+                });
+            }
+            seeds.push(seed);
+        }
+        let spec = Spec {
+            validators: usize::from(validators),
+            shards: up.shards,
+            scheme: up.scheme.clone(),
+            chain_id: up.chain_id,
+            faults: Vec::new(),
+        };
+        create(&dir, &spec, outputs, |_| {
+            walras_client::keyfile::random_seed()
+        })?;
+        let genesis = GenesisFile::load(&dir.join("genesis.json"), ChainId(up.chain_id))
+            .map_err(|error| CliError(error.to_string()))?;
+        std::fs::create_dir_all(dir.join("wallets"))?;
+        for (index, seed) in seeds.iter().enumerate() {
+            let roots = &genesis[index * up.coins..(index + 1) * up.coins];
+            Wallet::create(
+                &dir.join("wallets").join(format!("wallet{index}.json")),
+                seed,
+                roots,
+            )?;
+        }
+    }
+    start_all(&dir)?;
+    println!(
+        "payments localnet up: committee {}, wallets in {}",
+        dir.join("committee.json").display(),
+        dir.join("wallets").display()
+    );
+    Ok(())
+}
+
+/// A committee to create.
+pub struct Spec {
+    pub validators: usize,
+    pub shards: u32,
+    pub scheme: String,
+    pub chain_id: u64,
+    /// Validator index and the fault it plays.
+    pub faults: Vec<(usize, Fault)>,
+}
+
+fn free_port() -> Result<u16, CliError> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Writes a committee's files into `dir` (keys from `seed_of(validator)`).
+pub fn create(
+    dir: &Path,
+    spec: &Spec,
+    outputs: Vec<GenesisOutputFile>,
+    seed_of: impl Fn(usize) -> Result<[u8; 32], walras_client::keyfile::KeyFileError>,
+) -> Result<(), CliError> {
+    std::fs::create_dir_all(dir)?;
+    let mut members = Vec::new();
+    let mut seeds = Vec::new();
+    for index in 0..spec.validators {
+        let seed = seed_of(index)?;
+        members.push(MemberFile {
+            key: key_hex(&Keypair::from_seed(seed).public_key()),
+            address: format!("127.0.0.1:{}", free_port()?),
+        });
+        seeds.push(seed);
+    }
+    let committee = CommitteeFile {
+        chain_id: spec.chain_id,
+        epoch: 0,
+        shards: spec.shards,
+        scheme: spec.scheme.clone(),
+        batch_leaves_max: MERKLE_BATCH_LEAVES_DEFAULT,
+        validators: members,
+    };
+    committee.to_config().map_err(CliError)?;
+    write_json(&dir.join("genesis.json"), &GenesisFile { outputs })
+        .map_err(|error| CliError(error.to_string()))?;
+    for (index, seed) in seeds.iter().enumerate() {
+        let home = dir.join(format!("validator{index}"));
+        std::fs::create_dir_all(&home)?;
+        write_private_durable(&home.join("key"), hex::encode(seed).as_bytes())?;
+        let config = ValidatorFile {
+            committee: PathBuf::from("../committee.json"),
+            genesis: PathBuf::from("../genesis.json"),
+            index: index as u16,
+            key: PathBuf::from("key"),
+            data: PathBuf::from("data"),
+            listen: None,
+            fault: spec
+                .faults
+                .iter()
+                .find(|(faulty, _)| *faulty == index)
+                .map(|(_, fault)| *fault),
+        };
+        write_json(&home.join("config.json"), &config)
+            .map_err(|error| CliError(error.to_string()))?;
+    }
+    // Written last: its presence marks a complete directory.
+    write_json(&dir.join("committee.json"), &committee)
+        .map_err(|error| CliError(error.to_string()))?;
+    Ok(())
+}
+
+fn validator_homes(dir: &Path) -> Result<Vec<PathBuf>, CliError> {
+    let committee = CommitteeFile::load(&dir.join("committee.json"))
+        .map_err(|error| CliError(error.to_string()))?;
+    Ok((0..committee.addresses.len())
+        .map(|index| dir.join(format!("validator{index}")))
+        .collect())
+}
+
+/// The pid of the validator running from `home`, if it is alive and is ours.
+pub fn running_pid(home: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(home.join("pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // The pid may have been reused: check what runs under it, and that it is not a zombie.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = stat.rsplit(')').next()?.split_whitespace().next()?;
+    let config = home.join("config.json");
+    let ours = String::from_utf8_lossy(&cmdline).contains(&*config.to_string_lossy());
+    (ours && state != "Z").then_some(pid)
+}
+
+/// Starts every validator of `dir` that is not running and waits until all listen.
+pub fn start_all(dir: &Path) -> Result<(), CliError> {
+    let executable = std::env::current_exe()?;
+    let committee = CommitteeFile::load(&dir.join("committee.json"))
+        .map_err(|error| CliError(error.to_string()))?;
+    let homes = validator_homes(dir)?;
+    for home in &homes {
+        if running_pid(home).is_some() {
+            continue;
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(home.join("log"))?;
+        let mut command = Command::new(&executable);
+        command
+            .args(["payments", "validator", "--config"])
+            .arg(home.join("config.json"))
+            .env("WALRAS_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // Its own session: the validator outlives this command.
+        // SAFETY: setsid is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                nix::unistd::setsid()?;
+                Ok(())
+            });
+        }
+        let child = command.spawn()?;
+        std::fs::write(home.join("pid"), child.id().to_string())?;
+    }
+    let deadline = Instant::now() + START_WAIT;
+    for (home, address) in homes.iter().zip(&committee.addresses) {
+        while std::net::TcpStream::connect(address).is_err() {
+            if running_pid(home).is_none() {
+                let log = std::fs::read_to_string(home.join("log")).unwrap_or_default();
+                return Err(CliError(format!(
+                    "{} exited: {}",
+                    home.display(),
+                    log.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(CliError(format!(
+                    "{} does not listen on {address}",
+                    home.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    Ok(())
+}
+
+fn signal(pid: i32, signal: Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+}
+
+/// Stops every validator of `dir`: SIGTERM, then SIGKILL after a grace period.
+pub fn stop_all(dir: &Path) -> Result<(), CliError> {
+    let homes = validator_homes(dir)?;
+    for home in &homes {
+        if let Some(pid) = running_pid(home) {
+            signal(pid, Signal::SIGTERM);
+        }
+    }
+    let deadline = Instant::now() + STOP_GRACE;
+    for home in &homes {
+        while running_pid(home).is_some() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if let Some(pid) = running_pid(home) {
+            signal(pid, Signal::SIGKILL);
+        }
+    }
+    Ok(())
+}

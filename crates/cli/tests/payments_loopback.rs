@@ -1,0 +1,293 @@
+//! Fast payments over real processes (issue 14): `walras payments localnet` with 4 validators ×
+//! 2 shards, wallets paying each other through the TCP client, every certificate verified by its
+//! payee; a validator killed with SIGKILL after voting refuses a conflicting payment and answers
+//! the original again with the same votes.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use walras_payments::{
+    genesis_output_id, ChainId, Input, Output, Payment, PaymentRequest, SignedPayment,
+};
+use walras_payments_net::client::CommitteeClient;
+use walras_payments_net::config::{parse_seed, CommitteeConfig, CommitteeFile, GenesisFile};
+use walras_payments_net::wallet::Wallet;
+use walras_payments_net::wire::{Request, Response};
+use walras_testkit::{walras_bin, TempDir};
+use walras_types::AssetId;
+
+struct Localnet<'a> {
+    dir: &'a Path,
+}
+
+impl Drop for Localnet<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new(walras_bin())
+            .args(["payments", "localnet", "down", "--dir"])
+            .arg(self.dir)
+            .output();
+    }
+}
+
+fn localnet_up<'a>(dir: &'a Path, extra: &[&str]) -> Localnet<'a> {
+    let output = Command::new(walras_bin())
+        .args([
+            "payments",
+            "localnet",
+            "--validators",
+            "4",
+            "--shards",
+            "2",
+            "--dir",
+        ])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .expect("walras runs");
+    assert!(
+        output.status.success(),
+        "localnet failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Localnet { dir }
+}
+
+fn committee(dir: &Path) -> CommitteeConfig {
+    CommitteeFile::load(&dir.join("committee.json")).expect("committee.json")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+async fn stats(
+    client: &CommitteeClient,
+    validators: usize,
+) -> Vec<Vec<walras_payments_net::wire::ShardStats>> {
+    let mut all = Vec::new();
+    for validator in 0..validators {
+        match client.call(validator as u16, &Request::Stats).await {
+            Ok(Response::Stats(shards)) => all.push(shards),
+            other => panic!("validator {validator}: {other:?}"),
+        }
+    }
+    all
+}
+
+#[test]
+fn a_thousand_payments_among_a_hundred_keys_certify_over_four_validators_of_two_shards() {
+    let temp = TempDir::new("pay-loopback");
+    let dir = temp.path().join("net");
+    let _net = localnet_up(
+        &dir,
+        &["--wallets", "100", "--coins", "1", "--amount", "1000000"],
+    );
+    let config = committee(&dir);
+    let committee = config.committee.clone();
+    let client = CommitteeClient::new(committee.clone(), config.addresses.clone());
+    let mut wallets: Vec<Option<Wallet>> = (0..100)
+        .map(|index| {
+            Some(
+                Wallet::load(
+                    &dir.join("wallets").join(format!("wallet{index}.json")),
+                    &committee,
+                )
+                .expect("wallet"),
+            )
+        })
+        .collect();
+    let keys: Vec<_> = wallets
+        .iter()
+        .map(|wallet| wallet.as_ref().map(Wallet::public_key).expect("loaded"))
+        .collect();
+    let runtime = runtime();
+    let mut certified = 0;
+    let mut cross_shard_payments = 0;
+    for round in 0..10usize {
+        let mut tasks = Vec::new();
+        for payer in 0..100usize {
+            let payee = (payer + round * 7 + 1) % 100;
+            if committee.shard_of(&keys[payer]) != committee.shard_of(&keys[payee]) {
+                cross_shard_payments += 1;
+            }
+            let mut wallet = wallets[payer].take().expect("wallet");
+            let client: Arc<CommitteeClient> = client.clone();
+            let payee_key = keys[payee];
+            let amount = 1_000 + round as u128;
+            tasks.push(runtime.spawn(async move {
+                let result = wallet.pay(&client, payee_key, AssetId(0), amount).await;
+                (payer, payee, wallet, result)
+            }));
+        }
+        let mut deliveries = Vec::new();
+        for task in tasks {
+            let (payer, payee, wallet, result) = runtime.block_on(task).expect("task");
+            let (_, certificates) =
+                result.unwrap_or_else(|error| panic!("round {round} payer {payer}: {error}"));
+            certified += 1;
+            wallets[payer] = Some(wallet);
+            deliveries.push((payee, certificates));
+        }
+        for (payee, certificates) in deliveries {
+            let wallet = wallets[payee].as_mut().expect("wallet");
+            for certificate in certificates {
+                if certificate.output.owner == keys[payee] {
+                    // The payee verifies the certificate against the committee before keeping it.
+                    wallet
+                        .receive(certificate)
+                        .expect("payee verifies its certificate");
+                }
+            }
+        }
+    }
+    assert_eq!(certified, 1_000);
+    assert!(cross_shard_payments > 0, "some payments cross shards");
+    // Conservation: the live coins of all wallets add up to genesis, none locked or stuck.
+    let total: u128 = wallets
+        .iter()
+        .map(|wallet| {
+            wallet
+                .as_ref()
+                .expect("wallet")
+                .client()
+                .balance(AssetId(0))
+        })
+        .sum();
+    assert_eq!(total, 100 * 1_000_000);
+    for wallet in &wallets {
+        let wallet = wallet.as_ref().expect("wallet");
+        assert!(wallet.client().stuck_inputs().is_empty());
+        assert!(wallet.file().pending.is_empty());
+    }
+    // Every validator gets every payment (the client stops waiting at the quorum, so the last
+    // one may still be working: wait for it to have handled all 1,000).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let handled = |shards: &Vec<walras_payments_net::wire::ShardStats>| {
+        shards.iter().map(|shard| shard.requests).sum::<u64>()
+    };
+    let all = loop {
+        let all = runtime.block_on(stats(&client, 4));
+        if all.iter().all(|shards| handled(shards) == 1_000) {
+            break all;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "requests handled per validator: {:?}",
+            all.iter().map(handled).collect::<Vec<_>>()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    for (validator, shards) in all.iter().enumerate() {
+        assert_eq!(shards.len(), 2);
+        for shard in shards {
+            assert_eq!(shard.cross_shard_messages, 0, "validator {validator}");
+            assert_eq!(shard.refused, 0, "validator {validator}");
+            assert_eq!(shard.conflicts, 0, "validator {validator}");
+            assert!(
+                shard.requests > 0,
+                "both shards of validator {validator} work"
+            );
+        }
+    }
+}
+
+fn kill9(pid_file: &Path) {
+    let pid = std::fs::read_to_string(pid_file).expect("pid file");
+    let status = Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    // Wait until it is gone (a zombie of the localnet command's session is not a listener).
+    for _ in 0..200 {
+        if !Path::new(&format!("/proc/{}", pid.trim())).exists()
+            || std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                .map(|stat| stat.contains(") Z"))
+                .unwrap_or(true)
+        {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("validator did not die");
+}
+
+#[test]
+fn a_validator_killed_after_voting_refuses_a_conflicting_payment_and_re_answers_the_original() {
+    let temp = TempDir::new("pay-crash");
+    let dir = temp.path().join("net");
+    let _net = localnet_up(&dir, &["--wallets", "2", "--coins", "1", "--amount", "500"]);
+    let config = committee(&dir);
+    let committee = config.committee.clone();
+    let wallet: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("wallets/wallet0.json")).expect("wallet"),
+    )
+    .expect("json");
+    let payer = parse_seed(wallet["secret_seed"].as_str().expect("seed")).expect("seed");
+    let genesis =
+        GenesisFile::load(&dir.join("genesis.json"), committee.chain_id).expect("genesis");
+    let (id, output) = genesis[0];
+    assert_eq!(output.owner, payer.public_key());
+    assert_eq!(id, genesis_output_id(ChainId(committee.chain_id.0), 0));
+    let payee = genesis[1].1.owner;
+    let request_to = |owner| PaymentRequest {
+        signed: SignedPayment::sign(
+            Payment {
+                chain_id: committee.chain_id,
+                epoch: committee.epoch,
+                inputs: vec![Input { id, output }],
+                outputs: vec![Output {
+                    asset: AssetId(0),
+                    amount: 500,
+                    owner,
+                }],
+            },
+            &payer,
+        ),
+        certificates: Vec::new(),
+    };
+    let original = request_to(payee);
+    let conflicting = request_to(payer.public_key());
+    let shard = committee.shard_of(&payer.public_key());
+    let runtime = runtime();
+    let client = CommitteeClient::new(committee.clone(), config.addresses.clone());
+    let pay = |request: &PaymentRequest| Request::Pay {
+        shard,
+        request: request.clone(),
+    };
+    let before = runtime
+        .block_on(client.call(0, &pay(&original)))
+        .expect("validator 0 votes");
+    let Response::Votes(votes_before) = before else {
+        panic!("expected votes, got {before:?}");
+    };
+    // Killed right after its reply: the vote was durable before the reply left.
+    kill9(&dir.join("validator0/pid"));
+    assert!(runtime.block_on(client.call(0, &Request::Stats)).is_err());
+    let _again = localnet_up(&dir, &[]);
+    let fresh = CommitteeClient::new(committee.clone(), config.addresses.clone());
+    match runtime.block_on(fresh.call(0, &pay(&conflicting))) {
+        Ok(Response::Conflict(conflict)) => {
+            assert_eq!(conflict.validator, 0);
+            assert_eq!(conflict.input, id);
+            assert_eq!(conflict.holder, original.signed);
+        }
+        other => panic!("expected a conflict naming the original, got {other:?}"),
+    }
+    match runtime.block_on(fresh.call(0, &pay(&original))) {
+        Ok(Response::Votes(votes)) => assert_eq!(votes, votes_before),
+        other => panic!("expected the same votes again, got {other:?}"),
+    }
+    // The other validators never saw the original: the conflicting payment certifies nowhere
+    // else unless validator 0 joins, so the input is held by the original at validator 0 only.
+    let Ok(Response::Holder(Some(holder))) =
+        runtime.block_on(fresh.call(0, &Request::HolderOf { shard, input: id }))
+    else {
+        panic!("validator 0 names the holder");
+    };
+    assert_eq!(holder, original.signed);
+}

@@ -1,0 +1,416 @@
+//! The committee client: one multiplexed TCP connection per validator (requests tagged with an
+//! id, replies matched as they come, in any order), broadcast of a payment request to every
+//! validator's shard, and an [`Aggregator`] that verifies every vote before counting it.
+//!
+//! Wallets use `walras_payments::Client` (persist before send, resend identical bytes) and feed
+//! it the replies of [`CommitteeClient::broadcast`]; the benchmark uses [`Aggregator`] directly.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use walras_payments::{
+    output_id, verify_vote, vote_message, Certificate, Committee, Conflict, PaymentRequest,
+    PaymentVotes, RootCache, ValidatorIndex, Vote, VoteFault,
+};
+
+use crate::frame::{push_frame, read_frame, write_framed};
+use crate::wire::{decode_response_message, encode_request_message, ErrorReply, Request, Response};
+
+/// How long a request waits for its reply by default.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting to a validator may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a request to one validator got no usable reply.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum NetError {
+    #[error("validator {validator} ({address}): cannot connect: {message}")]
+    Connect {
+        validator: ValidatorIndex,
+        address: String,
+        message: String,
+    },
+    #[error("validator {validator}: the connection closed before the reply")]
+    Closed { validator: ValidatorIndex },
+    #[error("validator {validator}: no reply within {timeout:?}")]
+    Timeout {
+        validator: ValidatorIndex,
+        timeout: Duration,
+    },
+    #[error("validator {validator} refused: {error}")]
+    Refused {
+        validator: ValidatorIndex,
+        error: ErrorReply,
+    },
+    #[error("validator {validator} sent an unexpected reply")]
+    Unexpected { validator: ValidatorIndex },
+}
+
+type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Response>>>>;
+
+struct Connection {
+    requests: mpsc::UnboundedSender<Vec<u8>>,
+    waiters: Waiters,
+}
+
+/// One validator's endpoint: a lazily opened, shared connection.
+struct Endpoint {
+    index: ValidatorIndex,
+    address: String,
+    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+}
+
+impl Endpoint {
+    async fn connection(&self) -> Result<Arc<Connection>, NetError> {
+        let mut slot = self.connection.lock().await;
+        if let Some(connection) = slot.as_ref() {
+            if !connection.requests.is_closed() {
+                return Ok(connection.clone());
+            }
+        }
+        let connect_error = |message: String| NetError::Connect {
+            validator: self.index,
+            address: self.address.clone(),
+            message,
+        };
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.address))
+            .await
+            .map_err(|_| connect_error("timed out".into()))?
+            .map_err(|error| connect_error(error.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let (mut reader, mut writer) = stream.into_split();
+        let (requests, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
+        let waiters: Waiters = Arc::default();
+        tokio::spawn(async move {
+            let mut framed = Vec::new();
+            while let Some(body) = outgoing.recv().await {
+                framed.clear();
+                let mut next = Some(body);
+                while let Some(body) = next {
+                    if push_frame(&mut framed, &body).is_err() {
+                        return;
+                    }
+                    next = outgoing.try_recv().ok();
+                }
+                if write_framed(&mut writer, &framed).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let reader_waiters = waiters.clone();
+        let closer = requests.clone();
+        tokio::spawn(async move {
+            while let Ok(body) = read_frame(&mut reader).await {
+                // A reply that does not decode is a broken peer: drop the connection.
+                let Ok((id, response)) = decode_response_message(&body) else {
+                    break;
+                };
+                let waiter = reader_waiters
+                    .lock()
+                    .ok()
+                    .and_then(|mut waiters| waiters.remove(&id));
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(response);
+                }
+            }
+            // Wake everyone still waiting (their senders drop) and mark the connection dead.
+            if let Ok(mut waiters) = reader_waiters.lock() {
+                waiters.clear();
+            }
+            drop(closer);
+        });
+        let connection = Arc::new(Connection { requests, waiters });
+        *slot = Some(connection.clone());
+        Ok(connection)
+    }
+}
+
+/// A client of one committee.
+pub struct CommitteeClient {
+    committee: Committee,
+    endpoints: Vec<Endpoint>,
+    next_id: AtomicU64,
+    timeout: Duration,
+}
+
+/// One validator's answer to a broadcast.
+#[derive(Debug)]
+pub struct ValidatorReply {
+    pub validator: ValidatorIndex,
+    pub result: Result<Response, NetError>,
+}
+
+impl CommitteeClient {
+    /// A client for `committee` whose validator `i` listens on `addresses[i]`.
+    pub fn new(committee: Committee, addresses: Vec<String>) -> Arc<CommitteeClient> {
+        let endpoints = addresses
+            .into_iter()
+            .enumerate()
+            .map(|(index, address)| Endpoint {
+                index: index as ValidatorIndex,
+                address,
+                connection: tokio::sync::Mutex::new(None),
+            })
+            .collect();
+        Arc::new(CommitteeClient {
+            committee,
+            endpoints,
+            next_id: AtomicU64::new(1),
+            timeout: REQUEST_TIMEOUT,
+        })
+    }
+
+    /// The committee.
+    pub fn committee(&self) -> &Committee {
+        &self.committee
+    }
+
+    /// Sends `request` to validator `validator` and waits for its reply.
+    pub async fn call(
+        &self,
+        validator: ValidatorIndex,
+        request: &Request,
+    ) -> Result<Response, NetError> {
+        let endpoint = self
+            .endpoints
+            .get(usize::from(validator))
+            .ok_or(NetError::Unexpected { validator })?;
+        let connection = endpoint.connection().await?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = oneshot::channel();
+        if let Ok(mut waiters) = connection.waiters.lock() {
+            waiters.insert(id, sender);
+        }
+        if connection
+            .requests
+            .send(encode_request_message(id, request))
+            .is_err()
+        {
+            return Err(NetError::Closed { validator });
+        }
+        let result = tokio::time::timeout(self.timeout, receiver).await;
+        if let Ok(mut waiters) = connection.waiters.lock() {
+            waiters.remove(&id);
+        }
+        match result {
+            Err(_) => Err(NetError::Timeout {
+                validator,
+                timeout: self.timeout,
+            }),
+            Ok(Err(_)) => Err(NetError::Closed { validator }),
+            Ok(Ok(Response::Error(error))) => Err(NetError::Refused { validator, error }),
+            Ok(Ok(response)) => Ok(response),
+        }
+    }
+
+    /// Sends `request` to shard `shard` of every validator at once; replies arrive on the
+    /// returned channel as they come (one per validator, errors included).
+    pub fn broadcast(
+        self: &Arc<Self>,
+        shard: u32,
+        request: &PaymentRequest,
+    ) -> mpsc::UnboundedReceiver<ValidatorReply> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let message = Request::Pay {
+            shard,
+            request: request.clone(),
+        };
+        let message = Arc::new(message);
+        for validator in 0..self.endpoints.len() {
+            let client = self.clone();
+            let sender = sender.clone();
+            let message = message.clone();
+            tokio::spawn(async move {
+                let validator = validator as ValidatorIndex;
+                let result = client.call(validator, &message).await;
+                let _ = sender.send(ValidatorReply { validator, result });
+            });
+        }
+        receiver
+    }
+}
+
+/// Why a payment did not certify.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum CertifyError {
+    #[error("{valid} valid votes of {quorum} needed; faults: {faults:?}")]
+    NoQuorum {
+        valid: usize,
+        quorum: usize,
+        faults: Vec<String>,
+    },
+}
+
+/// Collects one payment's votes: each verified against the committee key of the validator that
+/// sent it, one per validator, until the quorum; bad votes are recorded naming the validator.
+pub struct Aggregator<'a> {
+    committee: &'a Committee,
+    request: &'a PaymentRequest,
+    votes: BTreeMap<ValidatorIndex, PaymentVotes>,
+    /// Bad replies, naming the validator.
+    pub faults: Vec<(ValidatorIndex, VoteFault)>,
+    /// Conflict replies (the signed payment that holds an input).
+    pub conflicts: Vec<Conflict>,
+    /// Errors of validators that did not answer with votes.
+    pub errors: Vec<NetError>,
+}
+
+impl<'a> Aggregator<'a> {
+    /// An aggregator for `request` under `committee`.
+    pub fn new(committee: &'a Committee, request: &'a PaymentRequest) -> Aggregator<'a> {
+        Aggregator {
+            committee,
+            request,
+            votes: BTreeMap::new(),
+            faults: Vec::new(),
+            conflicts: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Takes one validator's reply; returns the certificates once the quorum is reached.
+    pub fn add(
+        &mut self,
+        reply: ValidatorReply,
+        cache: &Mutex<RootCache>,
+    ) -> Option<Vec<Certificate>> {
+        match reply.result {
+            Ok(Response::Votes(votes)) => {
+                if votes.validator != reply.validator {
+                    self.faults
+                        .push((reply.validator, VoteFault::UnknownValidator));
+                    return None;
+                }
+                match self.check(&votes, cache) {
+                    Ok(()) => {
+                        self.votes.entry(votes.validator).or_insert(votes);
+                    }
+                    Err(fault) => self.faults.push((reply.validator, fault)),
+                }
+            }
+            Ok(Response::Conflict(conflict)) => self.conflicts.push(conflict),
+            Ok(_) => self.errors.push(NetError::Unexpected {
+                validator: reply.validator,
+            }),
+            Err(error) => self.errors.push(error),
+        }
+        (self.votes.len() >= self.committee.quorum()).then(|| self.certificates())
+    }
+
+    /// Valid votes so far.
+    pub fn valid(&self) -> usize {
+        self.votes.len()
+    }
+
+    /// The error to report when every validator answered and no quorum formed.
+    pub fn no_quorum(&self) -> CertifyError {
+        CertifyError::NoQuorum {
+            valid: self.votes.len(),
+            quorum: self.committee.quorum(),
+            faults: self
+                .faults
+                .iter()
+                .map(|(validator, fault)| format!("validator {validator}: {fault}"))
+                .chain(self.errors.iter().map(ToString::to_string))
+                .chain(self.conflicts.iter().map(|conflict| {
+                    format!(
+                        "validator {}: input {} is held by another payment",
+                        conflict.validator,
+                        hex_short(&conflict.input.0 .0)
+                    )
+                }))
+                .collect(),
+        }
+    }
+
+    fn check(&self, votes: &PaymentVotes, cache: &Mutex<RootCache>) -> Result<(), VoteFault> {
+        let key = self
+            .committee
+            .validator(votes.validator)
+            .ok_or(VoteFault::UnknownValidator)?;
+        let payment = &self.request.signed.payment;
+        let id = payment.id();
+        if votes.payment != id {
+            return Err(VoteFault::WrongPayment);
+        }
+        if votes.signatures.len() != payment.outputs.len() {
+            return Err(VoteFault::WrongVoteCount);
+        }
+        let mut cache = cache.lock().map_err(|_| VoteFault::BadSignature)?;
+        for (index, (output, signature)) in
+            payment.outputs.iter().zip(&votes.signatures).enumerate()
+        {
+            let message = vote_message(
+                payment.chain_id,
+                payment.epoch,
+                &output_id(&id, index as u16),
+                output,
+            );
+            verify_vote(key, &message, signature, &mut cache)?;
+        }
+        Ok(())
+    }
+
+    fn certificates(&self) -> Vec<Certificate> {
+        let payment = &self.request.signed.payment;
+        let id = payment.id();
+        let quorum = self.committee.quorum();
+        payment
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(index, output)| Certificate {
+                chain_id: payment.chain_id,
+                epoch: payment.epoch,
+                id: output_id(&id, index as u16),
+                output: *output,
+                votes: self
+                    .votes
+                    .values()
+                    .take(quorum)
+                    .map(|votes| Vote {
+                        validator: votes.validator,
+                        signature: votes.signatures[index].clone(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// Sends `request` to its shard of every validator and waits for a verified quorum.
+pub async fn certify(
+    client: &Arc<CommitteeClient>,
+    request: &PaymentRequest,
+    cache: &Mutex<RootCache>,
+) -> Result<Vec<Certificate>, CertifyError> {
+    let owner = request
+        .signed
+        .payment
+        .inputs
+        .first()
+        .map(|input| input.output.owner);
+    let shard = owner.map_or(0, |owner| client.committee().shard_of(&owner));
+    let mut replies = client.broadcast(shard, request);
+    let committee = client.committee().clone();
+    let mut aggregator = Aggregator::new(&committee, request);
+    while let Some(reply) = replies.recv().await {
+        if let Some(certificates) = aggregator.add(reply, cache) {
+            return Ok(certificates);
+        }
+    }
+    Err(aggregator.no_quorum())
+}
+
+fn hex_short(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .take(6)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}

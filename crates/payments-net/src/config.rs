@@ -1,0 +1,284 @@
+//! The files a payments network is described by (JSON, written by `walras payments localnet` or
+//! by hand): the committee (keys and addresses), the genesis outputs, and one validator's
+//! configuration. Amounts are decimal strings so that no JSON reader rounds them.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use walras_crypto::{Keypair, PublicKey};
+use walras_payments::{genesis_output_id, ChainId, Committee, Epoch, Output, OutputId, Scheme};
+use walras_types::AssetId;
+
+/// Default Merkle tree size (the measured optimum at 10 validators, `docs/payments.md`).
+pub const MERKLE_BATCH_LEAVES_DEFAULT: usize = 128;
+
+/// Why a configuration file is refused.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid: {source}")]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// One committee member: its vote key and where it listens.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MemberFile {
+    /// Ed25519 public key, hex.
+    pub key: String,
+    /// `host:port` of the validator process.
+    pub address: String,
+}
+
+/// `committee.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CommitteeFile {
+    pub chain_id: u64,
+    pub epoch: u64,
+    pub shards: u32,
+    /// `naive` or `merkle`.
+    pub scheme: String,
+    #[serde(default = "default_batch")]
+    pub batch_leaves_max: usize,
+    pub validators: Vec<MemberFile>,
+}
+
+fn default_batch() -> usize {
+    MERKLE_BATCH_LEAVES_DEFAULT
+}
+
+/// A committee as the processes use it.
+#[derive(Clone, Debug)]
+pub struct CommitteeConfig {
+    pub committee: Committee,
+    pub scheme: Scheme,
+    pub addresses: Vec<String>,
+}
+
+/// Parses `naive`, `merkle`.
+pub fn parse_scheme(name: &str, batch_leaves_max: usize) -> Result<Scheme, String> {
+    match name {
+        "naive" => Ok(Scheme::Naive),
+        "merkle" if batch_leaves_max >= 1 => Ok(Scheme::Merkle { batch_leaves_max }),
+        "merkle" => Err("batch_leaves_max must be at least 1".into()),
+        other => Err(format!("unknown scheme {other:?} (naive or merkle)")),
+    }
+}
+
+/// Hex of a public key.
+pub fn key_hex(key: &PublicKey) -> String {
+    hex::encode(key.as_bytes())
+}
+
+/// Parses a hex public key.
+pub fn parse_key(text: &str) -> Result<PublicKey, String> {
+    let bytes = hex::decode(text.trim()).map_err(|error| format!("key {text:?}: {error}"))?;
+    PublicKey::from_bytes(&bytes).map_err(|error| format!("key {text:?}: {error}"))
+}
+
+/// Parses a hex 32-byte secret seed into a keypair.
+pub fn parse_seed(text: &str) -> Result<Keypair, String> {
+    let bytes = hex::decode(text.trim()).map_err(|error| format!("secret seed: {error}"))?;
+    let seed: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| "a secret seed is 32 bytes (64 hex digits)".to_string())?;
+    Ok(Keypair::from_seed(seed))
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| ConfigError::Json {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Writes `value` as pretty JSON (through a temporary file and a rename, so a reader never sees
+/// half a file).
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), ConfigError> {
+    let write = |source| ConfigError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let text = serde_json::to_string_pretty(value).map_err(|source| ConfigError::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, text).map_err(write)?;
+    std::fs::rename(&temporary, path).map_err(write)
+}
+
+impl CommitteeFile {
+    /// Reads and checks `committee.json`.
+    pub fn load(path: &Path) -> Result<CommitteeConfig, ConfigError> {
+        let file: CommitteeFile = read_json(path)?;
+        file.to_config().map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// The committee this file describes.
+    pub fn to_config(&self) -> Result<CommitteeConfig, String> {
+        if self.validators.is_empty() || self.validators.len() > usize::from(u16::MAX) {
+            return Err("a committee needs 1 to 65535 validators".into());
+        }
+        if self.shards == 0 {
+            return Err("shards must be at least 1".into());
+        }
+        let validators = self
+            .validators
+            .iter()
+            .map(|member| parse_key(&member.key))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(CommitteeConfig {
+            committee: Committee {
+                chain_id: ChainId(self.chain_id),
+                epoch: Epoch(self.epoch),
+                validators,
+                shards: self.shards,
+            },
+            scheme: parse_scheme(&self.scheme, self.batch_leaves_max)?,
+            addresses: self
+                .validators
+                .iter()
+                .map(|member| member.address.clone())
+                .collect(),
+        })
+    }
+}
+
+/// One genesis output.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GenesisOutputFile {
+    pub asset: u16,
+    /// Decimal.
+    pub amount: String,
+    /// Owner public key, hex.
+    pub owner: String,
+}
+
+/// `genesis.json`: output `i` has id `genesis_output_id(chain_id, i)`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GenesisFile {
+    pub outputs: Vec<GenesisOutputFile>,
+}
+
+impl GenesisFile {
+    /// Reads `genesis.json` and returns its outputs with their ids.
+    pub fn load(path: &Path, chain_id: ChainId) -> Result<Vec<(OutputId, Output)>, ConfigError> {
+        let file: GenesisFile = read_json(path)?;
+        file.outputs(chain_id)
+            .map_err(|message| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message,
+            })
+    }
+
+    /// The outputs with their ids.
+    pub fn outputs(&self, chain_id: ChainId) -> Result<Vec<(OutputId, Output)>, String> {
+        self.outputs
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| {
+                let amount: u128 = entry
+                    .amount
+                    .parse()
+                    .map_err(|_| format!("genesis output {index}: amount {:?}", entry.amount))?;
+                if amount == 0 {
+                    return Err(format!("genesis output {index}: zero amount"));
+                }
+                let index = u32::try_from(index).map_err(|_| "too many genesis outputs")?;
+                Ok((
+                    genesis_output_id(chain_id, index),
+                    Output {
+                        asset: AssetId(entry.asset),
+                        amount,
+                        owner: parse_key(&entry.owner)?,
+                    },
+                ))
+            })
+            .collect()
+    }
+}
+
+/// A fault a validator plays on purpose (benchmarks and tests of the client's checks only).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Fault {
+    /// Records and commits, never answers a payment.
+    Silent,
+    /// Votes on every payment, also on one that conflicts with what it recorded.
+    Equivocate,
+    /// Answers with votes signed by a key that is not its committee key.
+    Garbage,
+}
+
+impl Fault {
+    /// Parses `silent`, `equivocate`, `garbage`.
+    pub fn parse(name: &str) -> Result<Fault, String> {
+        match name {
+            "silent" => Ok(Fault::Silent),
+            "equivocate" => Ok(Fault::Equivocate),
+            "garbage" => Ok(Fault::Garbage),
+            other => Err(format!(
+                "unknown fault {other:?} (silent, equivocate or garbage)"
+            )),
+        }
+    }
+}
+
+/// `validatorI.json`: one validator process.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ValidatorFile {
+    pub committee: PathBuf,
+    pub genesis: PathBuf,
+    pub index: u16,
+    /// File holding the validator's secret seed (64 hex digits).
+    pub key: PathBuf,
+    /// Directory of the shards' effect logs (`shardK/`).
+    pub data: PathBuf,
+    /// Listen address; default: this validator's address in the committee.
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// Deliberate fault (benchmarks only).
+    #[serde(default)]
+    pub fault: Option<Fault>,
+}
+
+impl ValidatorFile {
+    /// Reads a validator configuration; relative paths are relative to its directory.
+    pub fn load(path: &Path) -> Result<ValidatorFile, ConfigError> {
+        let mut file: ValidatorFile = read_json(path)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for entry in [
+            &mut file.committee,
+            &mut file.genesis,
+            &mut file.key,
+            &mut file.data,
+        ] {
+            if entry.is_relative() {
+                *entry = base.join(&*entry);
+            }
+        }
+        Ok(file)
+    }
+}

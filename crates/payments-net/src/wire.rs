@@ -1,0 +1,371 @@
+//! The wire messages between clients and validators, one per frame.
+//!
+//! Request: `id: u64`, `tag: u8`, then
+//! - `0` pay: `shard: u32`, a payment request (`walras_payments::codec::encode_request`);
+//! - `1` holder-of: `shard: u32`, `input: [u8; 32]`: which signed payment holds this input;
+//! - `2` stats: the validator's per-shard counters.
+//!
+//! Response: the request's `id: u64`, `tag: u8`, then
+//! - `0` votes (`codec::encode_votes`); `1` conflict (`codec::encode_conflict`);
+//! - `2` error: `code: u16`, `message: u32 length + UTF-8` (at most `ERROR_MESSAGE_BYTES_MAX`);
+//! - `3` holder: `0` or `1` then a signed payment; `4` stats: `count: u32`, then per shard seven
+//!   `u64` counters.
+//!
+//! Every decoder is total: any byte string gives a value or a [`WireError`], never a panic
+//! (property test `tests/wire.rs`, fuzz target `payments_wire`). Trailing bytes are refused.
+
+use thiserror::Error;
+use walras_crypto::Hash;
+use walras_payments::codec::{
+    self, decode_conflict_prefix, decode_request_prefix, decode_signed_payment_prefix,
+    decode_votes_prefix, encode_conflict, encode_request, encode_signed_payment, encode_votes,
+    CodecError,
+};
+use walras_payments::{
+    Conflict, OutputId, PaymentRequest, PaymentVotes, RequestError, SignedPayment,
+};
+
+/// Longest error message carried in a reply.
+pub const ERROR_MESSAGE_BYTES_MAX: usize = 4096;
+/// Most shards a stats reply may list.
+pub const STATS_SHARDS_MAX: usize = 1024;
+
+/// Why bytes are not a wire message.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum WireError {
+    #[error("the message ends early (in {0})")]
+    Truncated(&'static str),
+    #[error("unknown {what} tag {tag}")]
+    UnknownTag { what: &'static str, tag: u8 },
+    #[error("{0} bytes after the message")]
+    Trailing(usize),
+    #[error("{what}: {count} is over the limit")]
+    TooMany { what: &'static str, count: usize },
+    #[error("the error message is not UTF-8")]
+    NotUtf8,
+    #[error("payment bytes: {0}")]
+    Codec(#[from] CodecError),
+}
+
+/// A client's request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    Pay { shard: u32, request: PaymentRequest },
+    HolderOf { shard: u32, input: OutputId },
+    Stats,
+}
+
+/// What kind of refusal an error reply is; stable numbers on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// The bytes were not a request (the connection is closed after this reply).
+    Malformed,
+    /// The shard number is not one of this validator's shards.
+    UnknownShard,
+    /// The payment was refused by the validator shard (the message says why; nothing changed).
+    Refused,
+    /// The validator could not make the effects durable; nothing was promised.
+    Unavailable,
+    /// A code this build does not know (a newer peer).
+    Other(u16),
+}
+
+impl ErrorCode {
+    fn to_u16(self) -> u16 {
+        match self {
+            ErrorCode::Malformed => 1,
+            ErrorCode::UnknownShard => 2,
+            ErrorCode::Refused => 3,
+            ErrorCode::Unavailable => 4,
+            ErrorCode::Other(code) => code,
+        }
+    }
+
+    fn from_u16(code: u16) -> ErrorCode {
+        match code {
+            1 => ErrorCode::Malformed,
+            2 => ErrorCode::UnknownShard,
+            3 => ErrorCode::Refused,
+            4 => ErrorCode::Unavailable,
+            other => ErrorCode::Other(other),
+        }
+    }
+}
+
+/// A typed refusal: a code a program can act on and a message a person can.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{code:?}: {message}")]
+pub struct ErrorReply {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ErrorReply {
+    /// The reply for a payment the shard refused.
+    pub fn refused(error: &RequestError) -> ErrorReply {
+        ErrorReply {
+            code: ErrorCode::Refused,
+            message: error.to_string(),
+        }
+    }
+}
+
+/// One shard's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    /// Payment requests handled.
+    pub requests: u64,
+    /// Replies carrying votes.
+    pub votes: u64,
+    /// Conflict replies.
+    pub conflicts: u64,
+    /// Refused requests (typed errors).
+    pub refused: u64,
+    /// Inputs in the spent set.
+    pub spent: u64,
+    /// LMDB transactions committed (one per group of requests).
+    pub commits: u64,
+    /// Messages this shard sent to or received from another shard. The design has none (input
+    /// certificates travel with the payment); the counter is what the loopback test checks.
+    pub cross_shard_messages: u64,
+}
+
+/// A validator's reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    Votes(PaymentVotes),
+    Conflict(Conflict),
+    Error(ErrorReply),
+    Holder(Option<SignedPayment>),
+    Stats(Vec<ShardStats>),
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+        if self.0.len() < count {
+            return Err(WireError::Truncated(what));
+        }
+        let (head, tail) = self.0.split_at(count);
+        self.0 = tail;
+        Ok(head)
+    }
+    fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
+        Ok(self.take(1, what)?[0])
+    }
+    fn u16(&mut self, what: &'static str) -> Result<u16, WireError> {
+        let bytes = self.take(2, what)?;
+        Ok(u16::from_be_bytes([bytes[0], bytes[1]]))
+    }
+    fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
+        let mut out = [0u8; 4];
+        out.copy_from_slice(self.take(4, what)?);
+        Ok(u32::from_be_bytes(out))
+    }
+    fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
+        let mut out = [0u8; 8];
+        out.copy_from_slice(self.take(8, what)?);
+        Ok(u64::from_be_bytes(out))
+    }
+    fn finish(self) -> Result<(), WireError> {
+        match self.0.len() {
+            0 => Ok(()),
+            extra => Err(WireError::Trailing(extra)),
+        }
+    }
+}
+
+/// Bytes of request `id`.
+pub fn encode_request_message(id: u64, request: &Request) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(256);
+    bytes.extend_from_slice(&id.to_be_bytes());
+    match request {
+        Request::Pay { shard, request } => {
+            bytes.push(0);
+            bytes.extend_from_slice(&shard.to_be_bytes());
+            encode_request(request, &mut bytes);
+        }
+        Request::HolderOf { shard, input } => {
+            bytes.push(1);
+            bytes.extend_from_slice(&shard.to_be_bytes());
+            bytes.extend_from_slice(input.0.as_bytes());
+        }
+        Request::Stats => bytes.push(2),
+    }
+    bytes
+}
+
+/// The request id at the front of `bytes`, if there are 8 bytes (to answer a malformed request
+/// with its own id).
+pub fn request_id_of(bytes: &[u8]) -> Option<u64> {
+    let head: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
+    Some(u64::from_be_bytes(head))
+}
+
+/// Decodes a request message: its id and the request.
+pub fn decode_request_message(bytes: &[u8]) -> Result<(u64, Request), WireError> {
+    let mut reader = Reader(bytes);
+    let id = reader.u64("request id")?;
+    let request = match reader.u8("request tag")? {
+        0 => {
+            let shard = reader.u32("shard")?;
+            let (request, rest) = decode_request_prefix(reader.0)?;
+            reader.0 = rest;
+            Request::Pay { shard, request }
+        }
+        1 => {
+            let shard = reader.u32("shard")?;
+            let mut input = [0u8; 32];
+            input.copy_from_slice(reader.take(32, "input id")?);
+            Request::HolderOf {
+                shard,
+                input: OutputId(Hash(input)),
+            }
+        }
+        2 => Request::Stats,
+        tag => {
+            return Err(WireError::UnknownTag {
+                what: "request",
+                tag,
+            })
+        }
+    };
+    reader.finish()?;
+    Ok((id, request))
+}
+
+/// Bytes of the response to request `id`.
+pub fn encode_response_message(id: u64, response: &Response) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(256);
+    bytes.extend_from_slice(&id.to_be_bytes());
+    match response {
+        Response::Votes(votes) => {
+            bytes.push(0);
+            encode_votes(votes, &mut bytes);
+        }
+        Response::Conflict(conflict) => {
+            bytes.push(1);
+            encode_conflict(conflict, &mut bytes);
+        }
+        Response::Error(error) => {
+            bytes.push(2);
+            bytes.extend_from_slice(&error.code.to_u16().to_be_bytes());
+            // Cut long messages at a character boundary so the reply always decodes.
+            let mut end = error.message.len().min(ERROR_MESSAGE_BYTES_MAX);
+            while !error.message.is_char_boundary(end) {
+                end -= 1;
+            }
+            let message = &error.message.as_bytes()[..end];
+            bytes.extend_from_slice(&(message.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(message);
+        }
+        Response::Holder(holder) => {
+            bytes.push(3);
+            match holder {
+                None => bytes.push(0),
+                Some(signed) => {
+                    bytes.push(1);
+                    encode_signed_payment(signed, &mut bytes);
+                }
+            }
+        }
+        Response::Stats(shards) => {
+            bytes.push(4);
+            bytes.extend_from_slice(&(shards.len() as u32).to_be_bytes());
+            for shard in shards {
+                for value in [
+                    shard.requests,
+                    shard.votes,
+                    shard.conflicts,
+                    shard.refused,
+                    shard.spent,
+                    shard.commits,
+                    shard.cross_shard_messages,
+                ] {
+                    bytes.extend_from_slice(&value.to_be_bytes());
+                }
+            }
+        }
+    }
+    bytes
+}
+
+/// Decodes a response message: the id of the request it answers and the response.
+pub fn decode_response_message(bytes: &[u8]) -> Result<(u64, Response), WireError> {
+    let mut reader = Reader(bytes);
+    let id = reader.u64("request id")?;
+    let response = match reader.u8("response tag")? {
+        0 => {
+            let (votes, rest) = decode_votes_prefix(reader.0)?;
+            reader.0 = rest;
+            Response::Votes(votes)
+        }
+        1 => {
+            let (conflict, rest) = decode_conflict_prefix(reader.0)?;
+            reader.0 = rest;
+            Response::Conflict(conflict)
+        }
+        2 => {
+            let code = ErrorCode::from_u16(reader.u16("error code")?);
+            let length = reader.u32("message length")? as usize;
+            if length > ERROR_MESSAGE_BYTES_MAX {
+                return Err(WireError::TooMany {
+                    what: "error message bytes",
+                    count: length,
+                });
+            }
+            let message = std::str::from_utf8(reader.take(length, "error message")?)
+                .map_err(|_| WireError::NotUtf8)?
+                .to_string();
+            Response::Error(ErrorReply { code, message })
+        }
+        3 => match reader.u8("holder flag")? {
+            0 => Response::Holder(None),
+            1 => {
+                let (signed, rest) = decode_signed_payment_prefix(reader.0)?;
+                reader.0 = rest;
+                Response::Holder(Some(signed))
+            }
+            tag => {
+                return Err(WireError::UnknownTag {
+                    what: "holder flag",
+                    tag,
+                })
+            }
+        },
+        4 => {
+            let count = reader.u32("shard count")? as usize;
+            if count > STATS_SHARDS_MAX {
+                return Err(WireError::TooMany {
+                    what: "shards",
+                    count,
+                });
+            }
+            let mut shards = Vec::with_capacity(count);
+            for _ in 0..count {
+                shards.push(ShardStats {
+                    requests: reader.u64("stats")?,
+                    votes: reader.u64("stats")?,
+                    conflicts: reader.u64("stats")?,
+                    refused: reader.u64("stats")?,
+                    spent: reader.u64("stats")?,
+                    commits: reader.u64("stats")?,
+                    cross_shard_messages: reader.u64("stats")?,
+                });
+            }
+            Response::Stats(shards)
+        }
+        tag => {
+            return Err(WireError::UnknownTag {
+                what: "response",
+                tag,
+            })
+        }
+    };
+    reader.finish()?;
+    Ok((id, response))
+}
+
+/// The canonical bytes of a certificate (re-exported for wallets and the bench).
+pub use codec::{certificate_bytes, decode_certificate};

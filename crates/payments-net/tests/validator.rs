@@ -1,0 +1,264 @@
+//! Validators in-process over real TCP: payments certify through the client, which verifies every
+//! vote; typed refusals; malformed frames answered and the connection closed; a garbage-signing
+//! validator named by the aggregator; votes durable across a restart of the process state.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use walras_crypto::Keypair;
+use walras_payments::{
+    genesis_output_id, ChainId, Committee, Epoch, Input, Output, OutputId, Payment, PaymentRequest,
+    RootCache, Scheme, SignedPayment, VoteFault,
+};
+use walras_payments_net::client::{certify, Aggregator, CommitteeClient, NetError};
+use walras_payments_net::config::Fault;
+use walras_payments_net::frame::read_frame;
+use walras_payments_net::validator::{Validator, ValidatorSetup};
+use walras_payments_net::wire::{decode_response_message, ErrorCode, Request, Response};
+use walras_types::AssetId;
+
+const CHAIN: ChainId = ChainId(5);
+
+struct Net {
+    committee: Committee,
+    addresses: Vec<String>,
+    keys: Vec<Keypair>,
+    payers: Vec<Keypair>,
+    genesis: Vec<(OutputId, Output)>,
+}
+
+async fn start(dir: &std::path::Path, faults: &[(usize, Fault)], shards: u32) -> Net {
+    let keys: Vec<Keypair> = (0..4u8).map(|i| Keypair::from_seed([i + 1; 32])).collect();
+    let payers: Vec<Keypair> = (0..8u8)
+        .map(|i| Keypair::from_seed([100 + i; 32]))
+        .collect();
+    let committee = Committee {
+        chain_id: CHAIN,
+        epoch: Epoch(0),
+        validators: keys.iter().map(Keypair::public_key).collect(),
+        shards,
+    };
+    let genesis: Vec<(OutputId, Output)> = payers
+        .iter()
+        .enumerate()
+        .map(|(index, payer)| {
+            (
+                genesis_output_id(CHAIN, index as u32),
+                Output {
+                    asset: AssetId(0),
+                    amount: 100,
+                    owner: payer.public_key(),
+                },
+            )
+        })
+        .collect();
+    let mut addresses = Vec::new();
+    for (index, key) in keys.iter().enumerate() {
+        let validator = Validator::start(
+            ValidatorSetup {
+                committee: committee.clone(),
+                scheme: Scheme::Merkle {
+                    batch_leaves_max: 128,
+                },
+                index: index as u16,
+                keypair: key.clone(),
+                genesis: genesis.clone(),
+                data: dir.join(format!("v{index}")),
+                fault: faults
+                    .iter()
+                    .find(|(faulty, _)| *faulty == index)
+                    .map(|(_, fault)| *fault),
+            },
+            "127.0.0.1:0",
+        )
+        .await
+        .expect("validator starts");
+        addresses.push(validator.address.to_string());
+        tokio::spawn(validator.serve());
+    }
+    Net {
+        committee,
+        addresses,
+        keys,
+        payers,
+        genesis,
+    }
+}
+
+fn spend(net: &Net, payer: usize, to: usize) -> PaymentRequest {
+    let (id, output) = net.genesis[payer];
+    PaymentRequest {
+        signed: SignedPayment::sign(
+            Payment {
+                chain_id: CHAIN,
+                epoch: Epoch(0),
+                inputs: vec![Input { id, output }],
+                outputs: vec![Output {
+                    asset: AssetId(0),
+                    amount: 100,
+                    owner: net.payers[to].public_key(),
+                }],
+            },
+            &net.payers[payer],
+        ),
+        certificates: Vec::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payments_certify_and_bad_requests_get_typed_refusals() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let net = start(dir.path(), &[], 2).await;
+    let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
+    let cache = Mutex::new(RootCache::default());
+    for payer in 0..8 {
+        let request = spend(&net, payer, (payer + 1) % 8);
+        let certificates = certify(&client, &request, &cache).await.expect("certifies");
+        assert_eq!(certificates.len(), 1);
+        assert!(certificates[0].votes.len() >= net.committee.quorum());
+        walras_payments::verify_certificate(
+            &certificates[0],
+            &net.committee,
+            &mut RootCache::default(),
+        )
+        .expect("a verified certificate");
+    }
+    // A payment sent to the wrong shard is refused with a typed error, nothing recorded.
+    let request = spend(&net, 0, 2);
+    let owner_shard = net.committee.shard_of(&net.payers[0].public_key());
+    let wrong = Request::Pay {
+        shard: 1 - owner_shard,
+        request: request.clone(),
+    };
+    match client.call(1, &wrong).await {
+        Err(NetError::Refused { error, .. }) => {
+            assert_eq!(error.code, ErrorCode::Refused);
+            assert!(error.message.contains("shard"), "{}", error.message);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // A shard the validator does not have.
+    match client
+        .call(
+            1,
+            &Request::Pay {
+                shard: 9,
+                request: request.clone(),
+            },
+        )
+        .await
+    {
+        Err(NetError::Refused { error, .. }) => assert_eq!(error.code, ErrorCode::UnknownShard),
+        other => panic!("expected UnknownShard, got {other:?}"),
+    }
+    // A second payment over a spent coin: a conflict naming the holder at every validator.
+    let double = Request::Pay {
+        shard: owner_shard,
+        request,
+    };
+    match client.call(2, &double).await {
+        Ok(Response::Conflict(conflict)) => {
+            assert_eq!(conflict.holder, spend(&net, 0, 1).signed);
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    // Stats: every validator records all 8 inputs (the client stops at the quorum, so the
+    // last validator may still be working: wait for it), and no shard sent another a message.
+    for validator in 0..4u16 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let Ok(Response::Stats(shards)) = client.call(validator, &Request::Stats).await else {
+                panic!("stats");
+            };
+            assert_eq!(shards.len(), 2);
+            assert!(shards.iter().all(|shard| shard.cross_shard_messages == 0));
+            let spent: u64 = shards.iter().map(|shard| shard.spent).sum();
+            if spent == 8 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "validator {validator} recorded {spent} of 8 inputs"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    let _ = &net.keys;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_get_a_typed_error_and_the_connection_closes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let net = start(dir.path(), &[], 1).await;
+    let mut stream = tokio::net::TcpStream::connect(&net.addresses[0])
+        .await
+        .expect("connects");
+    let garbage = [0u8, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 42, 7, 1, 2, 3];
+    stream.write_all(&garbage).await.expect("writes");
+    let body = read_frame(&mut stream).await.expect("an error reply");
+    let (id, response) = decode_response_message(&body).expect("decodes");
+    assert_eq!(id, 42);
+    assert!(matches!(response, Response::Error(error) if error.code == ErrorCode::Malformed));
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.read_to_end(&mut rest),
+    )
+    .await
+    .expect("the validator closes the connection");
+    assert_eq!(read.expect("clean close"), 0);
+    // An oversized frame header is refused before the body is read.
+    let mut stream = tokio::net::TcpStream::connect(&net.addresses[0])
+        .await
+        .expect("connects");
+    stream
+        .write_all(&u32::MAX.to_be_bytes())
+        .await
+        .expect("writes");
+    let body = read_frame(&mut stream).await.expect("an error reply");
+    assert!(matches!(
+        decode_response_message(&body),
+        Ok((0, Response::Error(error))) if error.code == ErrorCode::Malformed
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_signing_validator_is_named_and_honest_votes_still_certify() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let net = start(dir.path(), &[(2, Fault::Garbage)], 1).await;
+    let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
+    let cache = Mutex::new(RootCache::default());
+    let request = spend(&net, 3, 4);
+    let mut replies = client.broadcast(0, &request);
+    let mut aggregator = Aggregator::new(&net.committee, &request);
+    let mut certified = None;
+    let mut seen = 0;
+    while let Some(reply) = replies.recv().await {
+        seen += 1;
+        if let Some(certificates) = aggregator.add(reply, &cache) {
+            certified.get_or_insert(certificates);
+        }
+        if seen == 4 {
+            break;
+        }
+    }
+    assert!(certified.is_some(), "three honest votes certify");
+    assert_eq!(aggregator.faults, vec![(2, VoteFault::BadSignature)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_validators_beyond_f_stop_certification_with_a_named_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let net = start(dir.path(), &[(0, Fault::Silent), (1, Fault::Silent)], 1).await;
+    let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
+    let cache = Arc::new(Mutex::new(RootCache::default()));
+    let error = certify(&client, &spend(&net, 5, 6), &cache)
+        .await
+        .expect_err("two silent of four: no quorum");
+    let text = error.to_string();
+    assert!(text.contains("2 valid votes of 3"), "{text}");
+    assert!(
+        text.contains("validator 0") && text.contains("validator 1"),
+        "{text}"
+    );
+}
