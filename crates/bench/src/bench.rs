@@ -210,7 +210,7 @@ fn run_instance(
         model,
         market: shape,
     };
-    workload.validate().map_err(ToolError)?;
+    workload.validate().map_err(ToolError::OfferParams)?;
     let generated = generate_offers(&workload);
     let prepare_started = Instant::now();
     let books = OrderBooks::build(generated.offers, args.assets, args.threads)?;

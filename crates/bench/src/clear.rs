@@ -90,10 +90,12 @@ pub fn run(args: ClearArgs) -> Result<(), ToolError> {
         check_fills_path(fills, &args.offers, args.force)?;
     }
     let read_started = Instant::now();
-    let file = File::open(&args.offers)
-        .map_err(|error| ToolError(format!("cannot open {}: {error}", args.offers.display())))?;
+    let file = File::open(&args.offers).map_err(ToolError::io(format!(
+        "cannot open {}",
+        args.offers.display()
+    )))?;
     let offers = offers_csv::read_offers(BufReader::new(file), args.assets)
-        .map_err(|error| ToolError(format!("{}: {error}", args.offers.display())))?;
+        .map_err(|error| ToolError::Input(format!("{}: {error}", args.offers.display())))?;
     let read_millis = read_started.elapsed().as_secs_f64() * 1e3;
     let offer_count = offers.len();
 
@@ -135,9 +137,9 @@ fn check_fills_path(fills: &Path, offers: &Path, force: bool) -> Result<(), Tool
         return Ok(()); // nothing there: created later, with create_new
     };
     let input = std::fs::metadata(offers)
-        .map_err(|error| ToolError(format!("cannot open {}: {error}", offers.display())))?;
+        .map_err(ToolError::io(format!("cannot open {}", offers.display())))?;
     if (existing.dev(), existing.ino()) == (input.dev(), input.ino()) {
-        return Err(ToolError(format!(
+        return Err(ToolError::Refused(format!(
             "--fills {} is the offers file {}: writing fills would destroy the input; choose \
              another file",
             fills.display(),
@@ -145,7 +147,7 @@ fn check_fills_path(fills: &Path, offers: &Path, force: bool) -> Result<(), Tool
         )));
     }
     if !force {
-        return Err(ToolError(format!(
+        return Err(ToolError::Refused(format!(
             "--fills {} exists; add --force to overwrite it, or choose another file",
             fills.display()
         )));
@@ -167,16 +169,19 @@ fn write_fills(
         .create_new(!force)
         .open(path)
         .map_err(|error| match error.kind() {
-            std::io::ErrorKind::AlreadyExists => ToolError(format!(
+            std::io::ErrorKind::AlreadyExists => ToolError::Refused(format!(
                 "--fills {} exists; add --force to overwrite it, or choose another file",
                 path.display()
             )),
-            _ => ToolError(format!("cannot create {}: {error}", path.display())),
+            _ => ToolError::Io {
+                doing: format!("cannot create {}", path.display()),
+                source: error,
+            },
         })?;
     let mut out = BufWriter::new(file);
     offers_csv::write_fills(&mut out, clearing.settlement.fills(books))
         .and_then(|()| out.flush())
-        .map_err(|error| ToolError(format!("writing {}: {error}", path.display())))
+        .map_err(ToolError::io(format!("writing {}", path.display())))
 }
 
 fn report(

@@ -128,7 +128,7 @@ fn run_seed(args: &WarmStartArgs, seed: u64, drift: f64) -> Result<Vec<StartFigu
             ..MarketShape::default()
         },
     };
-    workload.validate().map_err(ToolError)?;
+    workload.validate().map_err(ToolError::OfferParams)?;
     let generated = generate_offers(&workload);
     let books = OrderBooks::build(generated.offers, args.assets, 1)?;
     let grid = SupplyGrid::for_mu(&books, args.mu);

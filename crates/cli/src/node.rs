@@ -1,6 +1,7 @@
 //! `walras node`: run a node, solo or as a CometBFT validator (see [`walras_server`]).
 
-use super::{args, CliError};
+use super::args;
+use anyhow::anyhow;
 use std::path::PathBuf;
 use std::time::Duration;
 use walras_server::cometbft::{binary_or_find, CometbftConfig};
@@ -68,10 +69,10 @@ enum ConsensusKind {
     Cometbft,
 }
 
-pub fn run(args: NodeArgs) -> Result<(), CliError> {
+pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     if args.max_block_txs == 0 || args.mempool_capacity == 0 {
-        return Err(CliError(
-            "--max-block-txs and --mempool-capacity must be positive".into(),
+        return Err(anyhow!(
+            "--max-block-txs and --mempool-capacity must be positive"
         ));
     }
     let genesis = args.genesis.source()?;
@@ -84,7 +85,7 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
             binary: binary_or_find(args.cometbft_bin)?,
             home: args
                 .cometbft_home
-                .ok_or_else(|| CliError("--consensus cometbft needs --cometbft-home".into()))?,
+                .ok_or_else(|| anyhow!("--consensus cometbft needs --cometbft-home"))?,
         }),
     };
     let config = NodeConfig {
@@ -105,5 +106,5 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
             event_streams_per_client_max: args.event_streams_per_client as usize,
         },
     };
-    walras_server::run(config).map_err(|error| CliError(error.to_string()))
+    Ok(walras_server::run(config)?)
 }

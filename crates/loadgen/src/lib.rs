@@ -28,7 +28,6 @@ use schedule::{split_batches, SendSchedule};
 use serde::Serialize;
 use stats::LatencySummary;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Semaphore};
@@ -110,46 +109,27 @@ impl LoadgenConfig {
 }
 
 /// Why the load generator could not run.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum LoadgenError {
+    /// A setting out of range: the message names it.
+    #[error("{0}")]
     Config(String),
-    Client(ClientError),
+    /// The node could not be reached or refused a request the run needs.
+    #[error(transparent)]
+    Client(#[from] ClientError),
     /// The node was not started on a development genesis, so nobody knows its keys.
-    NoDevGenesis {
-        node: String,
-    },
+    #[error(
+        "the node at {node} runs no development genesis (GET /v1/status has no dev_genesis), \
+         so the load generator cannot sign for its accounts; start one with `walras node \
+         --data DIR` on a fresh directory"
+    )]
+    NoDevGenesis { node: String },
     /// The node's account is not the one the development genesis describes.
-    KeyMismatch {
-        account: u64,
-    },
-}
-
-impl fmt::Display for LoadgenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LoadgenError::Config(problem) => f.write_str(problem),
-            LoadgenError::Client(error) => write!(f, "{error}"),
-            LoadgenError::NoDevGenesis { node } => write!(
-                f,
-                "the node at {node} runs no development genesis (GET /v1/status has no \
-                 dev_genesis), so the load generator cannot sign for its accounts; start one \
-                 with `walras node --data DIR` on a fresh directory"
-            ),
-            LoadgenError::KeyMismatch { account } => write!(
-                f,
-                "account {account}'s public key on the node is not the development key the \
-                 genesis parameters give: is the node's dev_genesis misreported?"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for LoadgenError {}
-
-impl From<ClientError> for LoadgenError {
-    fn from(error: ClientError) -> LoadgenError {
-        LoadgenError::Client(error)
-    }
+    #[error(
+        "account {account}'s public key on the node is not the development key the genesis \
+         parameters give: is the node's dev_genesis misreported?"
+    )]
+    KeyMismatch { account: u64 },
 }
 
 /// The outcome of a run. Rates are per second of the configured duration, except
