@@ -1,14 +1,15 @@
 //! `walras clear`: clear one batch of offers from a CSV file (the command-line contract).
 
+use super::clearing_args::ClearingArgs;
 use super::{args, ToolError};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-use walras_clearing::{clear_with_grid, Clearing, ClearingParams, OrderBooks, SupplyGrid};
-use walras_types::{offers_csv, Fraction, Valuation};
+use std::time::Instant;
+use walras_clearing::{clear_with_grid, Clearing, OrderBooks, SupplyGrid};
+use walras_types::{offers_csv, Valuation};
 
 #[derive(clap::Args, Debug)]
 pub struct ClearArgs {
@@ -18,15 +19,8 @@ pub struct ClearArgs {
     /// Number of assets N (assets are 0..N-1)
     #[arg(long, value_parser = args::asset_count)]
     assets: usize,
-    /// Commission ε charged on payouts (decimal or 2^-K)
-    #[arg(long, default_value = "2^-15", value_parser = args::fraction)]
-    epsilon: Fraction,
-    /// Smoothing width μ: offers below (1-μ)·rate must trade in full (decimal or 2^-K)
-    #[arg(long, default_value = "2^-10", value_parser = args::fraction)]
-    mu: Fraction,
-    /// Tâtonnement timeout in milliseconds
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
-    timeout_ms: u64,
+    #[command(flatten)]
+    clearing: ClearingArgs,
     /// Threads racing tâtonnement instances (and sorting the books)
     #[arg(long, default_value = "1", value_parser = args::thread_count)]
     threads: usize,
@@ -102,17 +96,11 @@ pub fn run(args: ClearArgs) -> Result<(), ToolError> {
     let prepare_started = Instant::now();
     let books = OrderBooks::build(offers, args.assets, args.threads)?;
     let grid_started = Instant::now();
-    let supply_grid = SupplyGrid::for_mu(&books, args.mu);
+    let supply_grid = SupplyGrid::for_mu(&books, args.clearing.mu);
     let grid_millis = grid_started.elapsed().as_secs_f64() * 1e3;
     let prepare_millis = prepare_started.elapsed().as_secs_f64() * 1e3;
 
-    let params = ClearingParams {
-        epsilon: args.epsilon,
-        mu: args.mu,
-        timeout: Duration::from_millis(args.timeout_ms),
-        threads: args.threads,
-        ..ClearingParams::default()
-    };
+    let params = args.clearing.params(args.threads);
     let clearing = clear_with_grid(&books, supply_grid.as_ref(), &params)?;
     if let Some(path) = &args.fills {
         write_fills(path, args.force, &books, &clearing)?;
@@ -218,8 +206,8 @@ fn report(
         burned: settlement.burned.clone(),
         converged: clearing.converged,
         iterations: clearing.iterations,
-        epsilon: args.epsilon.to_f64(),
-        mu: args.mu.to_f64(),
+        epsilon: args.clearing.epsilon.to_f64(),
+        mu: args.clearing.mu.to_f64(),
         achieved_epsilon: quality.achieved_epsilon,
         achieved_mu: quality.achieved_mu,
         realized_utility: quality.realized_utility,

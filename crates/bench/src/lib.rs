@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod clear;
+pub mod clearing_args;
 pub mod demo_batch;
 pub mod gen;
 pub mod market_args;

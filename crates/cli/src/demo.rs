@@ -310,49 +310,49 @@ fn print_results(
 ) {
     println!();
     println!("Results");
-    let heights = match report.first_height {
-        Some(first) => format!(" (heights {first}..={})", report.last_height),
+    let heights = match report.counts.first_height {
+        Some(first) => format!(" (heights {first}..={})", report.counts.last_height),
         None => String::new(),
     };
     println!(
         "  blocks          {} committed during the run{heights}; chain height {}",
-        report.blocks, status.height
+        report.counts.blocks, status.height
     );
     println!(
         "  throughput      {} of our transactions in blocks: {:.1} tx/s (offered {:.1} tx/s)",
-        report.committed, report.committed_tx_per_s, report.offered_tx_per_s
+        report.counts.committed, report.committed_tx_per_s, report.offered_tx_per_s
     );
     println!(
         "  outcome         accepted {}, dropped {}{}; never committed {}",
-        report.accepted,
-        report.dropped,
-        walras_loadgen::by_key(&report.dropped_by_reason),
+        report.counts.accepted,
+        report.counts.dropped,
+        walras_loadgen::by_key(&report.counts.dropped_by_reason),
         report.never_committed
     );
     println!(
         "  admission       sent {}, admitted {}, rejected {}{}; not sent {} (in-flight cap), \
          {} (sequence windows full), {} (accounts awaiting answers)",
-        report.sent,
-        report.admitted,
-        report.rejected,
-        walras_loadgen::by_key(&report.rejected_by_code),
-        report.not_sent,
-        report.skipped_window,
-        report.skipped_busy
+        report.counts.sent,
+        report.counts.admitted,
+        report.counts.rejected,
+        walras_loadgen::by_key(&report.counts.rejected_by_code),
+        report.counts.not_sent,
+        report.counts.skipped_window,
+        report.counts.skipped_busy
     );
     let latency = &report.latency;
     println!(
         "  latency         submit to commit: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
         latency.p50_ms, latency.p99_ms, latency.p999_ms, latency.max_ms
     );
-    if report.cleared_blocks > 0 {
+    if report.counts.cleared_blocks > 0 {
         println!(
             "  clearing        {} of {} blocks converged ({:.1}%); mean unrealized/realized utility {:.4}%; {} traded nothing though they could",
-            report.converged_blocks,
-            report.cleared_blocks,
-            100.0 * report.converged_blocks as f64 / report.cleared_blocks as f64,
+            report.counts.converged_blocks,
+            report.counts.cleared_blocks,
+            100.0 * report.counts.converged_blocks as f64 / report.counts.cleared_blocks as f64,
             100.0 * report.unrealized_utility_ratio_mean,
-            report.nothing_traded_blocks
+            report.counts.nothing_traded_blocks
         );
     }
     print_prices(prices);

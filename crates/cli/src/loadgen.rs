@@ -67,12 +67,12 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<()> {
 
 /// A run in which nothing committed measured nothing: say so with a failing exit.
 pub fn check_committed(report: &LoadgenReport) -> anyhow::Result<()> {
-    if report.committed == 0 {
+    if report.counts.committed == 0 {
         return Err(anyhow!(
             "none of the {} transactions sent was seen in a block ({} blocks seen): is the \
              node producing blocks?",
-            report.sent,
-            report.blocks
+            report.counts.sent,
+            report.counts.blocks
         ));
     }
     Ok(())
