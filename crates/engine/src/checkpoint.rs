@@ -128,7 +128,8 @@ const PAIRS_MAX: usize = MAX_ASSETS * MAX_ASSETS;
 /// Resting offers one book may hold in a checkpoint: its count is a `u32`. (Memory runs out
 /// long before: a resting offer takes more than 100 bytes across the book and its trie.)
 const BOOK_OFFERS_MAX: usize = u32::MAX as usize;
-const _: () = assert!(PAIRS_MAX <= u32::MAX as usize && ACCOUNTS_MAX <= u32::MAX as usize);
+const _: () = assert!(PAIRS_MAX <= u32::MAX as usize);
+const _: () = assert!(ACCOUNTS_MAX <= u32::MAX as usize);
 
 /// `count` as the checkpoint's 4-byte big-endian field, asserting it is within `max` (a named
 /// limit that fits a `u32`): a count that wrapped would make a checkpoint recovery refuses.

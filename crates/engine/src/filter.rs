@@ -348,7 +348,7 @@ mod tests {
     /// rest dropped as `AccountsFull`, and other transactions are left alone.
     #[test]
     fn creations_beyond_the_room_are_dropped_highest_ids_first_in_any_order() {
-        let block = vec![
+        let block = [
             creation(1, 50),
             creation(2, 10),
             SignedTransaction {
