@@ -1,12 +1,12 @@
 //! `walras bench`: benchmarks that print their figures with the command that produced them.
 
+use super::clearing_args::ClearingArgs;
 use super::{args, market_args, ToolError};
 use serde::Serialize;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use walras_clearing::demand::{self, DemandWorkspace};
 use walras_clearing::{clear_with_grid, ClearingParams, OrderBooks, SupplyGrid};
 use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice};
-use walras_types::Fraction;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
@@ -54,12 +54,8 @@ pub struct ClearingBenchArgs {
     /// First seed
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    #[arg(long, default_value = "2^-15", value_parser = args::fraction)]
-    epsilon: Fraction,
-    #[arg(long, default_value = "2^-10", value_parser = args::fraction)]
-    mu: Fraction,
-    #[arg(long, default_value_t = 2000)]
-    timeout_ms: u64,
+    #[command(flatten)]
+    clearing: ClearingArgs,
     #[arg(long, default_value = "1", value_parser = args::thread_count)]
     threads: usize,
     /// Demand queries timed per instance, after clearing, at the clearing prices moved randomly
@@ -120,10 +116,10 @@ fn bench_clearing(args: ClearingBenchArgs) -> Result<(), ToolError> {
         println!(
             "# assets {}, ε {:.3e}, μ {:.3e}, threads {}, timeout {} ms; medians over {} seeds",
             args.assets,
-            args.epsilon.to_f64(),
-            args.mu.to_f64(),
+            args.clearing.epsilon.to_f64(),
+            args.clearing.mu.to_f64(),
             args.threads,
-            args.timeout_ms,
+            args.clearing.timeout_ms,
             args.seeds
         );
         println!(
@@ -210,20 +206,16 @@ fn run_instance(
         model,
         market: shape,
     };
-    workload.validate().map_err(ToolError)?;
+    workload.validate().map_err(ToolError::OfferParams)?;
     let generated = generate_offers(&workload);
     let prepare_started = Instant::now();
     let books = OrderBooks::build(generated.offers, args.assets, args.threads)?;
-    let supply_grid = SupplyGrid::for_mu(&books, args.mu);
+    let supply_grid = SupplyGrid::for_mu(&books, args.clearing.mu);
     let prepare_millis = prepare_started.elapsed().as_secs_f64() * 1e3;
     let params = ClearingParams {
-        epsilon: args.epsilon,
-        mu: args.mu,
-        timeout: Duration::from_millis(args.timeout_ms),
-        threads: args.threads,
         start_prices: args.cold_start.then(|| vec![1.0; args.assets]),
         supply_grid: !args.exact_queries,
-        ..ClearingParams::default()
+        ..args.clearing.params(args.threads)
     };
     let clearing = clear_with_grid(&books, supply_grid.as_ref(), &params)?;
     let prices: Vec<f64> = clearing
@@ -236,7 +228,7 @@ fn run_instance(
         &books,
         supply_grid.as_ref(),
         &prices,
-        args.mu.to_f64(),
+        args.clearing.mu.to_f64(),
         args.queries,
         args.jitter,
     );

@@ -1,14 +1,15 @@
 //! `walras clear`: clear one batch of offers from a CSV file (the command-line contract).
 
+use super::clearing_args::ClearingArgs;
 use super::{args, ToolError};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-use walras_clearing::{clear_with_grid, Clearing, ClearingParams, OrderBooks, SupplyGrid};
-use walras_types::{offers_csv, Fraction, Valuation};
+use std::time::Instant;
+use walras_clearing::{clear_with_grid, Clearing, OrderBooks, SupplyGrid};
+use walras_types::{offers_csv, Valuation};
 
 #[derive(clap::Args, Debug)]
 pub struct ClearArgs {
@@ -18,15 +19,8 @@ pub struct ClearArgs {
     /// Number of assets N (assets are 0..N-1)
     #[arg(long, value_parser = args::asset_count)]
     assets: usize,
-    /// Commission ε charged on payouts (decimal or 2^-K)
-    #[arg(long, default_value = "2^-15", value_parser = args::fraction)]
-    epsilon: Fraction,
-    /// Smoothing width μ: offers below (1-μ)·rate must trade in full (decimal or 2^-K)
-    #[arg(long, default_value = "2^-10", value_parser = args::fraction)]
-    mu: Fraction,
-    /// Tâtonnement timeout in milliseconds
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
-    timeout_ms: u64,
+    #[command(flatten)]
+    clearing: ClearingArgs,
     /// Threads racing tâtonnement instances (and sorting the books)
     #[arg(long, default_value = "1", value_parser = args::thread_count)]
     threads: usize,
@@ -92,27 +86,23 @@ pub fn run(args: ClearArgs) -> Result<(), ToolError> {
         check_fills_path(fills, &args.offers, args.force)?;
     }
     let read_started = Instant::now();
-    let file = File::open(&args.offers)
-        .map_err(|error| ToolError(format!("cannot open {}: {error}", args.offers.display())))?;
+    let file = File::open(&args.offers).map_err(ToolError::io(format!(
+        "cannot open {}",
+        args.offers.display()
+    )))?;
     let offers = offers_csv::read_offers(BufReader::new(file), args.assets)
-        .map_err(|error| ToolError(format!("{}: {error}", args.offers.display())))?;
+        .map_err(|error| ToolError::Input(format!("{}: {error}", args.offers.display())))?;
     let read_millis = read_started.elapsed().as_secs_f64() * 1e3;
     let offer_count = offers.len();
 
     let prepare_started = Instant::now();
     let books = OrderBooks::build(offers, args.assets, args.threads)?;
     let grid_started = Instant::now();
-    let supply_grid = SupplyGrid::for_mu(&books, args.mu);
+    let supply_grid = SupplyGrid::for_mu(&books, args.clearing.mu);
     let grid_millis = grid_started.elapsed().as_secs_f64() * 1e3;
     let prepare_millis = prepare_started.elapsed().as_secs_f64() * 1e3;
 
-    let params = ClearingParams {
-        epsilon: args.epsilon,
-        mu: args.mu,
-        timeout: Duration::from_millis(args.timeout_ms),
-        threads: args.threads,
-        ..ClearingParams::default()
-    };
+    let params = args.clearing.params(args.threads);
     let clearing = clear_with_grid(&books, supply_grid.as_ref(), &params)?;
     if let Some(path) = &args.fills {
         write_fills(path, args.force, &books, &clearing)?;
@@ -137,9 +127,9 @@ fn check_fills_path(fills: &Path, offers: &Path, force: bool) -> Result<(), Tool
         return Ok(()); // nothing there: created later, with create_new
     };
     let input = std::fs::metadata(offers)
-        .map_err(|error| ToolError(format!("cannot open {}: {error}", offers.display())))?;
+        .map_err(ToolError::io(format!("cannot open {}", offers.display())))?;
     if (existing.dev(), existing.ino()) == (input.dev(), input.ino()) {
-        return Err(ToolError(format!(
+        return Err(ToolError::Refused(format!(
             "--fills {} is the offers file {}: writing fills would destroy the input; choose \
              another file",
             fills.display(),
@@ -147,7 +137,7 @@ fn check_fills_path(fills: &Path, offers: &Path, force: bool) -> Result<(), Tool
         )));
     }
     if !force {
-        return Err(ToolError(format!(
+        return Err(ToolError::Refused(format!(
             "--fills {} exists; add --force to overwrite it, or choose another file",
             fills.display()
         )));
@@ -169,16 +159,19 @@ fn write_fills(
         .create_new(!force)
         .open(path)
         .map_err(|error| match error.kind() {
-            std::io::ErrorKind::AlreadyExists => ToolError(format!(
+            std::io::ErrorKind::AlreadyExists => ToolError::Refused(format!(
                 "--fills {} exists; add --force to overwrite it, or choose another file",
                 path.display()
             )),
-            _ => ToolError(format!("cannot create {}: {error}", path.display())),
+            _ => ToolError::Io {
+                doing: format!("cannot create {}", path.display()),
+                source: error,
+            },
         })?;
     let mut out = BufWriter::new(file);
     offers_csv::write_fills(&mut out, clearing.settlement.fills(books))
         .and_then(|()| out.flush())
-        .map_err(|error| ToolError(format!("writing {}: {error}", path.display())))
+        .map_err(ToolError::io(format!("writing {}", path.display())))
 }
 
 fn report(
@@ -216,8 +209,8 @@ fn report(
         converged: clearing.converged,
         iterations: clearing.iterations,
         cut_steps: clearing.cut_steps,
-        epsilon: args.epsilon.to_f64(),
-        mu: args.mu.to_f64(),
+        epsilon: args.clearing.epsilon.to_f64(),
+        mu: args.clearing.mu.to_f64(),
         achieved_epsilon: quality.achieved_epsilon,
         achieved_mu: quality.achieved_mu,
         realized_utility: quality.realized_utility,

@@ -31,7 +31,7 @@ pub fn run(args: DemoBatchArgs) -> Result<(), ToolError> {
         model: args.model,
         market: Default::default(),
     };
-    workload.validate().map_err(ToolError)?;
+    workload.validate().map_err(ToolError::OfferParams)?;
     println!("Walras batch demo: one batch of the batch exchange, cleared without a node");
     println!(
         "  generating {} limit sell offers over {} assets ({} model, seed {})",
@@ -114,7 +114,7 @@ fn verify(
         let rate = valuations[offer.sell.0 as usize].rate_to(valuations[offer.buy.0 as usize]);
         let most = rate.discounted_floor(epsilon).times_amount_floor(fill.sold);
         if offer.min_price > rate || Some(fill.bought) != most {
-            return Err(ToolError(format!(
+            return Err(ToolError::Verification(format!(
                 "offer {} traded outside its limit",
                 offer.id.0
             )));
@@ -124,7 +124,9 @@ fn verify(
         fills += 1;
     }
     if let Some(asset) = net.iter().position(|balance| *balance < 0) {
-        return Err(ToolError(format!("asset {asset} not conserved")));
+        return Err(ToolError::Verification(format!(
+            "asset {asset} not conserved"
+        )));
     }
     let burned: i128 = net.iter().sum();
     println!(

@@ -46,7 +46,7 @@ pub fn run(command: GenCommand) -> Result<(), ToolError> {
                 model: args.model,
                 market: args.market.shape(),
             };
-            workload.validate().map_err(ToolError)?;
+            workload.validate().map_err(ToolError::OfferParams)?;
             let generated = generate_offers(&workload);
             let stdout = std::io::stdout();
             let mut out = BufWriter::new(stdout.lock());

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod clear;
+pub mod clearing_args;
 pub mod demo_batch;
 pub mod gen;
 pub mod market_args;
@@ -16,20 +17,66 @@ mod args {
     pub use walras_types::parse::{asset_count, fraction, thread_count};
 }
 
-/// An error for the user of an offline tool: printed as `error: <message>` with a non-zero
-/// exit by the `walras` binary. (Not `std::error::Error` itself, so that every error converts
-/// into it with `?`.)
-#[derive(Debug)]
-pub struct ToolError(pub String);
-
-impl std::fmt::Display for ToolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why an offline tool stopped: printed as `error: <message>` with a non-zero exit by the
+/// `walras` binary. Each message names the file or argument at fault and, where there is one,
+/// what to do; the variant says whose fault it is (the file system, the input, the request, or
+/// this program: a failed exact check is never the user's).
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// A file or directory could not be opened, read, written, created or removed.
+    #[error("{doing}: {source}")]
+    Io {
+        /// What was being done, with the path: `cannot open offers.csv`.
+        doing: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An input file is malformed, incomplete, or disagrees with the workload's manifest.
+    #[error("{0}")]
+    Input(String),
+    /// Doing as asked would destroy something (the input, an existing file or workload): the
+    /// message names the flag or choice that allows it.
+    #[error("{0}")]
+    Refused(String),
+    /// A result failed its exact check (conservation, limit prices, the manifest's state
+    /// roots): this engine is wrong or the workload was made by another one.
+    #[error("{0}")]
+    Verification(String),
+    /// The workload generator's parameters are out of range.
+    #[error("{0}")]
+    Workload(#[from] walras_sim::WorkloadError),
+    /// Offer generation parameters are out of range.
+    #[error("{0}")]
+    OfferParams(String),
+    /// The offers are not a valid batch (unknown asset, zero amount, ...).
+    #[error(transparent)]
+    Books(#[from] walras_clearing::BookError),
+    /// Clearing refused its parameters or failed to settle.
+    #[error(transparent)]
+    Clearing(#[from] walras_clearing::ClearingError),
+    /// The engine could not start from the genesis.
+    #[error(transparent)]
+    State(#[from] walras_engine::state::StateError),
+    /// The engine refused a block of the workload.
+    #[error("{block}: {source}")]
+    Block {
+        /// `block 3`, `executing block 3`.
+        block: String,
+        #[source]
+        source: walras_engine::EngineError,
+    },
+    /// Encoding a report as JSON failed.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// Writing the report (standard output, or the output file) failed.
+    #[error("writing the output: {0}")]
+    Output(#[from] std::io::Error),
 }
 
-impl<E: std::error::Error> From<E> for ToolError {
-    fn from(error: E) -> ToolError {
-        ToolError(error.to_string())
+impl ToolError {
+    /// A failed file operation, named by what it was doing (with the path).
+    pub(crate) fn io(doing: impl Into<String>) -> impl FnOnce(std::io::Error) -> ToolError {
+        let doing = doing.into();
+        move |source| ToolError::Io { doing, source }
     }
 }

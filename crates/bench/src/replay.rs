@@ -175,9 +175,13 @@ fn replay_batch(
     for (number, transactions) in blocks.into_iter().enumerate() {
         let count = transactions.len();
         let started = Instant::now();
-        let (block, outcome) = state
-            .propose(transactions, &config)
-            .map_err(|error| ToolError(format!("block {}: {error}", number + 1)))?;
+        let (block, outcome) =
+            state
+                .propose(transactions, &config)
+                .map_err(|source| ToolError::Block {
+                    block: format!("block {}", number + 1),
+                    source,
+                })?;
         let seconds = started.elapsed().as_secs_f64();
         let timings = outcome.timings;
         let report = BlockReport {
@@ -287,7 +291,7 @@ fn check_roots(
     }
     for (report, expected) in per_block.iter().zip(&manifest.blocks) {
         if report.state_root != expected.state_root {
-            return Err(ToolError(format!(
+            return Err(ToolError::Verification(format!(
                 "block {}: state root {} differs from the manifest's {}: this engine does not \
                  reproduce the workload's chain",
                 report.height, report.state_root, expected.state_root
@@ -301,7 +305,7 @@ fn check_roots(
 fn read_genesis(dir: &Path, manifest: &Manifest) -> Result<Genesis, ToolError> {
     let bytes = manifest.genesis.read_checked(dir)?;
     Genesis::decode(&bytes).map_err(|error| {
-        ToolError(format!(
+        ToolError::Input(format!(
             "{}: {error}",
             dir.join(&manifest.genesis.file).display()
         ))
@@ -318,9 +322,9 @@ fn read_blocks(dir: &Path, manifest: &Manifest) -> Result<Vec<Vec<SignedTransact
             let bytes = block.file.read_checked(dir)?;
             let path = dir.join(&block.file.file);
             let transactions = SignedTransaction::decode_list(&bytes)
-                .map_err(|error| ToolError(format!("{}: {error}", path.display())))?;
+                .map_err(|error| ToolError::Input(format!("{}: {error}", path.display())))?;
             if transactions.len() != block.transactions {
-                return Err(ToolError(format!(
+                return Err(ToolError::Input(format!(
                     "{}: {} transactions but {} says {}",
                     path.display(),
                     transactions.len(),

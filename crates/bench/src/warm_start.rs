@@ -11,12 +11,11 @@
 //! The oracle here is that model, not the live pipeline: its figures say what a start at a
 //! given distance is worth, so the node's rule (which start to use) can be chosen on them.
 
+use super::clearing_args::ClearingArgs;
 use super::{args, market_args, ToolError};
 use serde::Serialize;
-use std::time::Duration;
 use walras_clearing::{clear_with_grid, ClearingParams, OrderBooks, SupplyGrid};
 use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice, Rng};
-use walras_types::Fraction;
 
 #[derive(clap::Args, Debug)]
 pub struct WarmStartArgs {
@@ -37,12 +36,8 @@ pub struct WarmStartArgs {
     /// The reference prices' error (standard deviation per asset)
     #[arg(long, default_value = "0.05%", value_parser = relative)]
     oracle_error: f64,
-    #[arg(long, default_value = "2^-15", value_parser = args::fraction)]
-    epsilon: Fraction,
-    #[arg(long, default_value = "2^-10", value_parser = args::fraction)]
-    mu: Fraction,
-    #[arg(long, default_value_t = 2000)]
-    timeout_ms: u64,
+    #[command(flatten)]
+    clearing: ClearingArgs,
     /// Print one JSON object per run instead of the table
     #[arg(long)]
     json: bool,
@@ -128,10 +123,10 @@ fn run_seed(args: &WarmStartArgs, seed: u64, drift: f64) -> Result<Vec<StartFigu
             ..MarketShape::default()
         },
     };
-    workload.validate().map_err(ToolError)?;
+    workload.validate().map_err(ToolError::OfferParams)?;
     let generated = generate_offers(&workload);
     let books = OrderBooks::build(generated.offers, args.assets, 1)?;
-    let grid = SupplyGrid::for_mu(&books, args.mu);
+    let grid = SupplyGrid::for_mu(&books, args.clearing.mu);
     let mut rng = Rng::new(seed ^ 0x5741_524d_5354_4152);
     let moved = |rng: &mut Rng, width: f64| -> Vec<f64> {
         generated
@@ -148,12 +143,8 @@ fn run_seed(args: &WarmStartArgs, seed: u64, drift: f64) -> Result<Vec<StartFigu
     let mut figures = Vec::new();
     for (start, start_prices) in starts {
         let params = ClearingParams {
-            epsilon: args.epsilon,
-            mu: args.mu,
-            timeout: Duration::from_millis(args.timeout_ms),
-            threads: 1,
             start_prices,
-            ..ClearingParams::default()
+            ..args.clearing.params(1)
         };
         let clearing = clear_with_grid(&books, grid.as_ref(), &params)?;
         figures.push(StartFigures {

@@ -1,6 +1,6 @@
 //! Argument parsers shared by commands.
 
-use super::CliError;
+use anyhow::anyhow;
 use std::path::PathBuf;
 use walras_api::wire::DevGenesisJson;
 use walras_api::wire::DEV_ACCOUNTS_MAX;
@@ -29,7 +29,7 @@ pub struct GenesisArgs {
 
 impl GenesisArgs {
     /// The genesis source these arguments name; refuses out-of-range development parameters.
-    pub fn source(&self) -> Result<GenesisSource, CliError> {
+    pub fn source(&self) -> anyhow::Result<GenesisSource> {
         if let Some(path) = &self.genesis {
             return Ok(GenesisSource::File(path.clone()));
         }
@@ -37,10 +37,10 @@ impl GenesisArgs {
             return Ok(GenesisSource::Stored);
         }
         if !(2..=DEV_ACCOUNTS_MAX).contains(&self.dev_accounts) {
-            return Err(CliError(format!(
+            return Err(anyhow!(
                 "--dev-accounts must be 2..={DEV_ACCOUNTS_MAX}, got {}",
                 self.dev_accounts
-            )));
+            ));
         }
         let dev = DevGenesisJson {
             seed: self.dev_seed,
@@ -53,16 +53,15 @@ impl GenesisArgs {
 
 /// `--dev` with the development tools built in: the devnet crate builds the genesis.
 #[cfg(feature = "dev-tools")]
-fn dev_source(dev: DevGenesisJson) -> Result<GenesisSource, CliError> {
+fn dev_source(dev: DevGenesisJson) -> anyhow::Result<GenesisSource> {
     Ok(GenesisSource::Dev(dev, walras_devnet::dev_genesis_builder))
 }
 
 /// `--dev` in a production build, which has no development genesis to build.
 #[cfg(not(feature = "dev-tools"))]
-fn dev_source(_dev: DevGenesisJson) -> Result<GenesisSource, CliError> {
-    Err(CliError(
+fn dev_source(_dev: DevGenesisJson) -> anyhow::Result<GenesisSource> {
+    Err(anyhow!(
         "--dev needs the development tools, which this build of walras leaves out: build it \
          with `cargo build --release -p walras-cli` (default features)"
-            .into(),
     ))
 }

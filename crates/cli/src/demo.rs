@@ -9,7 +9,7 @@
 
 use super::loadgen::{check_committed, positive_number};
 use super::remote::block_on;
-use super::CliError;
+use anyhow::{anyhow, Context};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -49,7 +49,7 @@ pub struct DemoArgs {
     seed: u64,
 }
 
-pub fn run(args: DemoArgs) -> Result<(), CliError> {
+pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let data = prepare_data_dir(args.data.as_deref())?;
     println!("Walras demo: a solo node under an open-loop load of signed transactions");
     println!("  data directory  {}", data.display());
@@ -66,9 +66,7 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
         (Ok(results), Ok(())) => results,
         (Err(error), Ok(())) => return Err(error),
         (Ok(_), Err(error)) => return Err(error),
-        (Err(driving), Err(stopping)) => {
-            return Err(CliError(format!("{driving}\n  and then: {stopping}")))
-        }
+        (Err(driving), Err(stopping)) => return Err(anyhow!("{driving}\n  and then: {stopping}")),
     };
     print_results(&report, &prices, &status, &node.url, &data);
     check_committed(&report)
@@ -78,7 +76,7 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
 async fn drive(
     url: &str,
     args: &DemoArgs,
-) -> Result<(LoadgenReport, PricesJson, StatusJson), CliError> {
+) -> anyhow::Result<(LoadgenReport, PricesJson, StatusJson)> {
     let config = LoadgenConfig {
         accounts: args.accounts,
         mix: Mix::Trading,
@@ -94,8 +92,8 @@ async fn drive(
 }
 
 /// The directory to use: `data` if it is new or empty, else a new one under the temp dir.
-fn prepare_data_dir(data: Option<&Path>) -> Result<PathBuf, CliError> {
-    let io = |path: &Path, error: std::io::Error| CliError(format!("{}: {error}", path.display()));
+fn prepare_data_dir(data: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let io = |path: &Path, error: std::io::Error| anyhow!("{}: {error}", path.display());
     let Some(path) = data else {
         let stamp_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -108,12 +106,12 @@ fn prepare_data_dir(data: Option<&Path>) -> Result<PathBuf, CliError> {
     if path.exists() {
         let mut entries = std::fs::read_dir(path).map_err(|error| io(path, error))?;
         if entries.next().is_some() {
-            return Err(CliError(format!(
+            return Err(anyhow!(
                 "{} is not empty: the demo starts a fresh chain, so give a new or empty \
                  directory (to serve an existing one, run `walras node --data {}`)",
                 path.display(),
                 path.display()
-            )));
+            ));
         }
         return Ok(path.to_path_buf());
     }
@@ -131,9 +129,8 @@ struct NodeProcess {
 }
 
 impl NodeProcess {
-    fn start(data: &Path, seed: u64) -> Result<NodeProcess, CliError> {
-        let exe = std::env::current_exe()
-            .map_err(|error| CliError(format!("cannot find the walras executable: {error}")))?;
+    fn start(data: &Path, seed: u64) -> anyhow::Result<NodeProcess> {
+        let exe = std::env::current_exe().context("cannot find the walras executable")?;
         let mut child = Command::new(exe)
             .arg("node")
             .arg("--data")
@@ -149,7 +146,7 @@ impl NodeProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|error| CliError(format!("cannot start `walras node`: {error}")))?;
+            .context("cannot start `walras node`")?;
         let output = Arc::new(Mutex::new(VecDeque::new()));
         let (first_line, first_line_rx) = mpsc::channel();
         if let Some(stdout) = child.stdout.take() {
@@ -169,7 +166,7 @@ impl NodeProcess {
     }
 
     /// Reads the node's first stdout line: `walras node listening on http://ADDR`.
-    fn await_url(&mut self, first_line: &mpsc::Receiver<String>) -> Result<String, CliError> {
+    fn await_url(&mut self, first_line: &mpsc::Receiver<String>) -> anyhow::Result<String> {
         match first_line.recv_timeout(NODE_START_TIMEOUT) {
             Ok(line) => match line.strip_prefix(LISTENING_PREFIX) {
                 Some(url) => Ok(url.trim().to_string()),
@@ -193,7 +190,7 @@ impl NodeProcess {
     }
 
     /// SIGTERM, then wait; killed if it does not stop in time. A non-zero exit is an error.
-    fn stop(&mut self) -> Result<(), CliError> {
+    fn stop(&mut self) -> anyhow::Result<()> {
         if self.stopped {
             return Ok(());
         }
@@ -230,7 +227,7 @@ impl NodeProcess {
     }
 
     /// An error naming `what` went wrong, with the node's last lines of output.
-    fn failure(&self, what: &str) -> CliError {
+    fn failure(&self, what: &str) -> anyhow::Error {
         // Give the drain threads a moment to catch the node's last words.
         std::thread::sleep(Duration::from_millis(100));
         let tail = self
@@ -239,9 +236,9 @@ impl NodeProcess {
             .map(|lines| lines.iter().cloned().collect::<Vec<_>>().join("\n    "))
             .unwrap_or_default();
         if tail.is_empty() {
-            CliError(what.to_string())
+            anyhow!("{what}")
         } else {
-            CliError(format!("{what}; the node's last output:\n    {tail}"))
+            anyhow!("{what}; the node's last output:\n    {tail}")
         }
     }
 }
@@ -313,49 +310,49 @@ fn print_results(
 ) {
     println!();
     println!("Results");
-    let heights = match report.first_height {
-        Some(first) => format!(" (heights {first}..={})", report.last_height),
+    let heights = match report.counts.first_height {
+        Some(first) => format!(" (heights {first}..={})", report.counts.last_height),
         None => String::new(),
     };
     println!(
         "  blocks          {} committed during the run{heights}; chain height {}",
-        report.blocks, status.height
+        report.counts.blocks, status.height
     );
     println!(
         "  throughput      {} of our transactions in blocks: {:.1} tx/s (offered {:.1} tx/s)",
-        report.committed, report.committed_tx_per_s, report.offered_tx_per_s
+        report.counts.committed, report.committed_tx_per_s, report.offered_tx_per_s
     );
     println!(
         "  outcome         accepted {}, dropped {}{}; never committed {}",
-        report.accepted,
-        report.dropped,
-        walras_loadgen::by_key(&report.dropped_by_reason),
+        report.counts.accepted,
+        report.counts.dropped,
+        walras_loadgen::by_key(&report.counts.dropped_by_reason),
         report.never_committed
     );
     println!(
         "  admission       sent {}, admitted {}, rejected {}{}; not sent {} (in-flight cap), \
          {} (sequence windows full), {} (accounts awaiting answers)",
-        report.sent,
-        report.admitted,
-        report.rejected,
-        walras_loadgen::by_key(&report.rejected_by_code),
-        report.not_sent,
-        report.skipped_window,
-        report.skipped_busy
+        report.counts.sent,
+        report.counts.admitted,
+        report.counts.rejected,
+        walras_loadgen::by_key(&report.counts.rejected_by_code),
+        report.counts.not_sent,
+        report.counts.skipped_window,
+        report.counts.skipped_busy
     );
     let latency = &report.latency;
     println!(
         "  latency         submit to commit: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
         latency.p50_ms, latency.p99_ms, latency.p999_ms, latency.max_ms
     );
-    if report.cleared_blocks > 0 {
+    if report.counts.cleared_blocks > 0 {
         println!(
             "  clearing        {} of {} blocks converged ({:.1}%); mean unrealized/realized utility {:.4}%; {} traded nothing though they could",
-            report.converged_blocks,
-            report.cleared_blocks,
-            100.0 * report.converged_blocks as f64 / report.cleared_blocks as f64,
+            report.counts.converged_blocks,
+            report.counts.cleared_blocks,
+            100.0 * report.counts.converged_blocks as f64 / report.counts.cleared_blocks as f64,
             100.0 * report.unrealized_utility_ratio_mean,
-            report.nothing_traded_blocks
+            report.counts.nothing_traded_blocks
         );
     }
     print_prices(prices);
@@ -417,7 +414,7 @@ mod tests {
         );
         std::fs::write(fresh.join("something"), b"x").unwrap();
         let error = prepare_data_dir(Some(&fresh)).unwrap_err();
-        assert!(error.0.contains("is not empty"), "{error}");
+        assert!(error.to_string().contains("is not empty"), "{error}");
         let default = prepare_data_dir(None).unwrap();
         assert!(default.is_dir());
         std::fs::remove_dir_all(&default).unwrap();

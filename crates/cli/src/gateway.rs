@@ -1,7 +1,6 @@
 //! `walras gateway`: the fair-access gateway in front of a node run with
 //! `--block-source gateway` (see `docs/gateway.md` and [`walras_gateway_net`]).
 
-use super::CliError;
 use std::path::PathBuf;
 use std::time::Duration;
 use walras_client::keyfile;
@@ -51,10 +50,10 @@ enum Cut {
     Timer,
 }
 
-pub fn run(args: GatewayArgs) -> Result<(), CliError> {
+pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if args.block_trades_max == 0 || args.queue_len_max == 0 {
-        return Err(CliError(
-            "--block-trades-max and --queue-len-max must be positive".into(),
+        return Err(anyhow::Error::msg(
+            "--block-trades-max and --queue-len-max must be positive",
         ));
     }
     let key = keyfile::read(&args.key)?;
@@ -74,7 +73,7 @@ pub fn run(args: GatewayArgs) -> Result<(), CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|error| CliError(format!("starting the async runtime: {error}")))?;
+        .map_err(|error| anyhow::anyhow!("starting the async runtime: {error}"))?;
     runtime.block_on(async move {
         let gateway = walras_gateway_net::start(config).await?;
         // The first line on stdout: scripts and tests wait for it.
@@ -83,7 +82,7 @@ pub fn run(args: GatewayArgs) -> Result<(), CliError> {
             println!("metrics on http://{metrics}/metrics");
         }
         tokio::select! {
-            result = gateway.wait() => result.map_err(|error| CliError(error.to_string())),
+            result = gateway.wait() => result.map_err(|error| anyhow::Error::msg(error.to_string())),
             _ = tokio::signal::ctrl_c() => Ok(()),
         }
     })

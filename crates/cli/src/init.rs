@@ -1,6 +1,7 @@
 //! `walras init`: create a node's store with its genesis, without starting the node.
 
-use super::{args, CliError};
+use super::args;
+use anyhow::{anyhow, Context};
 use std::path::PathBuf;
 use walras_server::{create_store, GenesisSource};
 use walras_store::StoreOptions;
@@ -17,23 +18,22 @@ pub struct InitArgs {
     threads: Option<usize>,
 }
 
-pub fn run(args: InitArgs) -> Result<(), CliError> {
+pub fn run(args: InitArgs) -> anyhow::Result<()> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
     let source = args.genesis.source()?;
     let (genesis, dev) = match &source {
         GenesisSource::Stored => {
-            return Err(CliError(
+            return Err(anyhow!(
                 "walras init needs a genesis: --genesis FILE, or --dev for a development chain"
-                    .into(),
             ))
         }
         GenesisSource::File(path) => {
-            let bytes = std::fs::read(path)
-                .map_err(|error| CliError(format!("reading {}: {error}", path.display())))?;
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
             let genesis = walras_types::Genesis::decode(&bytes)
-                .map_err(|error| CliError(format!("genesis file {}: {error}", path.display())))?;
+                .with_context(|| format!("genesis file {}", path.display()))?;
             (genesis, None)
         }
         GenesisSource::Dev(dev, build) => {
@@ -41,7 +41,7 @@ pub fn run(args: InitArgs) -> Result<(), CliError> {
                 "walras init: WARNING: development genesis: its account keys can be derived by \
                  anyone; never hold real value on this chain"
             );
-            let genesis = build(dev, threads).map_err(CliError)?;
+            let genesis = build(dev, threads).map_err(anyhow::Error::msg)?;
             (genesis, Some(*dev))
         }
     };

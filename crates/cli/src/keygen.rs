@@ -1,7 +1,6 @@
 //! `walras keygen`: a fresh random key, or the development key of an account, as a key file.
 
 use super::remote::{block_on, dev_secret_seed, NodeArgs};
-use super::CliError;
 use std::path::PathBuf;
 use walras_client::keyfile;
 
@@ -18,7 +17,7 @@ pub struct KeygenArgs {
     node: NodeArgs,
 }
 
-pub fn run(args: KeygenArgs) -> Result<(), CliError> {
+pub fn run(args: KeygenArgs) -> anyhow::Result<()> {
     let seed = match args.dev_account {
         Some(account) => block_on(async { dev_secret_seed(&args.node.client()?, account).await })??,
         None => keyfile::random_seed()?,
@@ -34,8 +33,7 @@ pub fn run(args: KeygenArgs) -> Result<(), CliError> {
         }
         None => println!(
             "{}",
-            serde_json::to_string_pretty(&keyfile::to_json(&seed))
-                .map_err(|error| CliError(error.to_string()))?
+            serde_json::to_string_pretty(&keyfile::to_json(&seed))?
         ),
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! [`walras_loadgen`]).
 
 use super::remote::{block_on, NodeArgs};
-use super::CliError;
+use anyhow::{anyhow, Context};
 use std::time::Duration;
 use walras_loadgen::{mix::Mix, LoadgenConfig, LoadgenReport};
 
@@ -41,7 +41,7 @@ pub fn positive_number(text: &str) -> Result<f64, String> {
     }
 }
 
-pub fn run(args: LoadgenArgs) -> Result<(), CliError> {
+pub fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let config = LoadgenConfig {
         accounts: args.accounts,
         batch_interval: Duration::from_millis(args.batch_ms),
@@ -57,8 +57,7 @@ pub fn run(args: LoadgenArgs) -> Result<(), CliError> {
     let report = block_on(walras_loadgen::run(&config))??;
     if args.json {
         eprint!("{}", report.summary());
-        let json = serde_json::to_string_pretty(&report)
-            .map_err(|error| CliError(format!("cannot print JSON: {error}")))?;
+        let json = serde_json::to_string_pretty(&report).context("cannot print JSON")?;
         println!("{json}");
     } else {
         print!("{}", report.summary());
@@ -67,13 +66,14 @@ pub fn run(args: LoadgenArgs) -> Result<(), CliError> {
 }
 
 /// A run in which nothing committed measured nothing: say so with a failing exit.
-pub fn check_committed(report: &LoadgenReport) -> Result<(), CliError> {
-    if report.committed == 0 {
-        return Err(CliError(format!(
+pub fn check_committed(report: &LoadgenReport) -> anyhow::Result<()> {
+    if report.counts.committed == 0 {
+        return Err(anyhow!(
             "none of the {} transactions sent was seen in a block ({} blocks seen): is the \
              node producing blocks?",
-            report.sent, report.blocks
-        )));
+            report.counts.sent,
+            report.counts.blocks
+        ));
     }
     Ok(())
 }

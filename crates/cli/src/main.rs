@@ -104,34 +104,16 @@ enum GenCommand {
     Feed(oracle::FeedArgs),
 }
 
-/// An error for the user: printed as `error: <message>` with a non-zero exit.
-#[derive(Debug)]
-pub struct CliError(pub String);
-
-impl std::fmt::Display for CliError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl<E: std::error::Error> From<E> for CliError {
-    fn from(error: E) -> CliError {
-        CliError(error.to_string())
-    }
-}
-
-pub fn run(cli: Cli) -> Result<(), CliError> {
+pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         #[cfg(feature = "dev-tools")]
         Command::Demo(args) => demo::run(args),
         #[cfg(feature = "dev-tools")]
-        Command::DemoBatch(args) => demo_batch::run(args).map_err(|error| CliError(error.0)),
+        Command::DemoBatch(args) => Ok(demo_batch::run(args)?),
         #[cfg(feature = "dev-tools")]
-        Command::Clear(args) => clear::run(args).map_err(|error| CliError(error.0)),
+        Command::Clear(args) => Ok(clear::run(args)?),
         #[cfg(feature = "dev-tools")]
-        Command::Gen(GenCommand::Offline(command)) => {
-            gen::run(command).map_err(|error| CliError(error.0))
-        }
+        Command::Gen(GenCommand::Offline(command)) => Ok(gen::run(command)?),
         #[cfg(feature = "dev-tools")]
         Command::Gen(GenCommand::Feed(args)) => oracle::gen_feed(args),
         Command::Init(args) => init::run(args),
@@ -140,9 +122,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         #[cfg(feature = "dev-tools")]
         Command::Localnet(args) => localnet::run(args),
         #[cfg(feature = "dev-tools")]
-        Command::Replay(args) => replay::run(args).map_err(|error| CliError(error.0)),
+        Command::Replay(args) => Ok(replay::run(args)?),
         #[cfg(feature = "dev-tools")]
-        Command::Bench(command) => bench::run(command).map_err(|error| CliError(error.0)),
+        Command::Bench(command) => Ok(bench::run(command)?),
         Command::Keygen(args) => keygen::run(args),
         Command::Account(command) => tx::run_account(command),
         Command::Offer(command) => tx::run_offer(command),
@@ -164,10 +146,25 @@ fn main() -> ExitCode {
     match run(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", message(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, `outer: cause: ...`, each said once. Most of the workspace's
+/// errors already end their message with their cause (as `StoreError` does) and also expose
+/// it as `source()`; a cause whose text the message already holds is not repeated.
+fn message(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// The node's log (tracing events) goes to stderr, at `info` unless `WALRAS_LOG` names another

@@ -1,6 +1,7 @@
 //! `walras node`: run a node, solo or as a CometBFT validator (see [`walras_server`]).
 
-use super::{args, CliError};
+use super::args;
+use anyhow::anyhow;
 use std::path::PathBuf;
 use std::time::Duration;
 use walras_server::cometbft::{binary_or_find, CometbftConfig};
@@ -83,10 +84,10 @@ enum ConsensusKind {
     Cometbft,
 }
 
-pub fn run(args: NodeArgs) -> Result<(), CliError> {
+pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     if args.max_block_txs == 0 || args.mempool_capacity == 0 {
-        return Err(CliError(
-            "--max-block-txs and --mempool-capacity must be positive".into(),
+        return Err(anyhow!(
+            "--max-block-txs and --mempool-capacity must be positive"
         ));
     }
     let genesis = args.genesis.source()?;
@@ -97,25 +98,24 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
         (ConsensusKind::Solo, BlockSource::Timer) => Consensus::Solo,
         (ConsensusKind::Solo, BlockSource::Gateway) => {
             let text = args.gateway_key.as_deref().ok_or_else(|| {
-                CliError("--block-source gateway needs --gateway-key PUBLIC_KEY_HEX".into())
+                anyhow::Error::msg("--block-source gateway needs --gateway-key PUBLIC_KEY_HEX")
             })?;
             let gateway_key = text
                 .parse()
-                .map_err(|error| CliError(format!("--gateway-key: {error}")))?;
+                .map_err(|error| anyhow::anyhow!("--gateway-key: {error}"))?;
             Consensus::Gateway(GatewayLinkConfig { gateway_key })
         }
         (ConsensusKind::Cometbft, BlockSource::Gateway) => {
-            return Err(CliError(
+            return Err(anyhow::Error::msg(
                 "--block-source gateway works with --consensus solo only (CometBFT orders \
-                 replicated blocks)"
-                    .into(),
+                 replicated blocks)",
             ))
         }
         (ConsensusKind::Cometbft, BlockSource::Timer) => Consensus::Cometbft(CometbftConfig {
             binary: binary_or_find(args.cometbft_bin)?,
             home: args
                 .cometbft_home
-                .ok_or_else(|| CliError("--consensus cometbft needs --cometbft-home".into()))?,
+                .ok_or_else(|| anyhow!("--consensus cometbft needs --cometbft-home"))?,
         }),
     };
     let config = NodeConfig {
@@ -136,5 +136,5 @@ pub fn run(args: NodeArgs) -> Result<(), CliError> {
             event_streams_per_client_max: args.event_streams_per_client as usize,
         },
     };
-    walras_server::run(config).map_err(|error| CliError(error.to_string()))
+    Ok(walras_server::run(config)?)
 }

@@ -2,7 +2,7 @@
 //! recorded feeds, its parallel pipeline over them, and one book valued for analysts
 //! (`walras_oracle`). The live connectors and the exchange integration come later.
 
-use super::CliError;
+use anyhow::{anyhow, Context};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::PathBuf;
@@ -38,16 +38,14 @@ pub struct FeedArgs {
     out: PathBuf,
 }
 
-pub fn gen_feed(args: FeedArgs) -> Result<(), CliError> {
+pub fn gen_feed(args: FeedArgs) -> anyhow::Result<()> {
     if !(1..=VENUES_MAX).contains(&args.venues) || !(1..=ASSETS_MAX).contains(&args.assets) {
-        return Err(CliError(format!(
+        return Err(anyhow!(
             "use 1..={VENUES_MAX} venues and 1..={ASSETS_MAX} assets"
-        )));
+        ));
     }
     if !(0.0..=0.5).contains(&args.faults) {
-        return Err(CliError(
-            "--faults is a share of messages in 0..=0.5".into(),
-        ));
+        return Err(anyhow!("--faults is a share of messages in 0..=0.5"));
     }
     let config = FeedConfig {
         venues: default_venues(args.venues),
@@ -58,10 +56,10 @@ pub fn gen_feed(args: FeedArgs) -> Result<(), CliError> {
         ..FeedConfig::default()
     };
     let records = generate_feed(&config);
-    let file = File::create(&args.out)
-        .map_err(|error| CliError(format!("creating {}: {error}", args.out.display())))?;
+    let file =
+        File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let mut out = BufWriter::new(file);
-    write_jsonl(&records, &mut out).map_err(|error| CliError(error.to_string()))?;
+    write_jsonl(&records, &mut out)?;
     out.flush()?;
     eprintln!(
         "walras gen feed: {} records ({} venues x {} assets, {} s) in {}",
@@ -115,32 +113,28 @@ pub struct ValueArgs {
     step: Option<f64>,
 }
 
-pub fn run(command: OracleCommand) -> Result<(), CliError> {
+pub fn run(command: OracleCommand) -> anyhow::Result<()> {
     match command {
         OracleCommand::Replay(args) => replay_command(args),
         OracleCommand::Value(args) => value_command(args),
     }
 }
 
-fn replay_command(args: ReplayArgs) -> Result<(), CliError> {
+fn replay_command(args: ReplayArgs) -> anyhow::Result<()> {
     let speed = match args.speed.as_str() {
         "max" => None,
         text => match text.parse::<f64>() {
             Ok(factor) if factor > 0.0 && factor.is_finite() => Some(factor),
-            _ => {
-                return Err(CliError(format!(
-                    "--speed {text}: use max or a positive factor"
-                )))
-            }
+            _ => return Err(anyhow!("--speed {text}: use max or a positive factor")),
         },
     };
     if !(1..=64).contains(&args.threads) {
-        return Err(CliError("--threads must be 1..=64".into()));
+        return Err(anyhow!("--threads must be 1..=64"));
     }
-    let file = File::open(&args.file)
-        .map_err(|error| CliError(format!("opening {}: {error}", args.file.display())))?;
-    let records = read_jsonl(BufReader::new(file))
-        .map_err(|error| CliError(format!("{}: {error}", args.file.display())))?;
+    let file =
+        File::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
+    let records =
+        read_jsonl(BufReader::new(file)).with_context(|| format!("{}", args.file.display()))?;
     let options = ReplayOptions {
         threads: args.threads,
         speed,
@@ -165,7 +159,7 @@ fn replay_command(args: ReplayArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn value_command(args: ValueArgs) -> Result<(), CliError> {
+fn value_command(args: ValueArgs) -> anyhow::Result<()> {
     let method = match args.method.as_str() {
         "mid" => Method::Mid,
         "weighted-mid" => Method::WeightedMid,
@@ -174,19 +168,18 @@ fn value_command(args: ValueArgs) -> Result<(), CliError> {
                 Method::DepthVwap { depth, step }
             }
             _ => {
-                return Err(CliError(
-                    "depth-vwap needs --depth D and --step S with 0 < S <= D".into(),
+                return Err(anyhow!(
+                    "depth-vwap needs --depth D and --step S with 0 < S <= D"
                 ))
             }
         },
         other => {
-            return Err(CliError(format!(
+            return Err(anyhow!(
                 "--method {other}: use mid, weighted-mid or depth-vwap"
-            )))
+            ))
         }
     };
-    let valuation = value_book_text(&args.bids, &args.asks, &method)
-        .map_err(|error| CliError(format!("book: {error}")))?;
+    let valuation = value_book_text(&args.bids, &args.asks, &method).context("book")?;
     println!("{}", serde_json::to_string(&valuation)?);
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! own JSON.
 
 use super::remote::{block_on, DEFAULT_NODE};
-use super::CliError;
+use anyhow::{anyhow, Context};
 use serde::Serialize;
 use walras_api::wire::{
     AccountJson, AccountOffersJson, BlockJson, BookJson, PricesJson, StatusJson,
@@ -48,7 +48,7 @@ enum QueryCommand {
     Metrics,
 }
 
-pub fn run(args: QueryArgs) -> Result<(), CliError> {
+pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     let client = NodeClient::new(&args.node)?;
     let json = args.json;
     block_on(async move {
@@ -82,10 +82,9 @@ pub fn run(args: QueryArgs) -> Result<(), CliError> {
     })?
 }
 
-fn show<T: Serialize>(value: T, json: bool, text: fn(&T) -> String) -> Result<(), CliError> {
+fn show<T: Serialize>(value: T, json: bool, text: fn(&T) -> String) -> anyhow::Result<()> {
     if json {
-        let body = serde_json::to_string_pretty(&value)
-            .map_err(|error| CliError(format!("cannot print JSON: {error}")))?;
+        let body = serde_json::to_string_pretty(&value).context("cannot print JSON")?;
         println!("{body}");
     } else {
         print!("{}", text(&value));
@@ -94,20 +93,20 @@ fn show<T: Serialize>(value: T, json: bool, text: fn(&T) -> String) -> Result<()
 }
 
 /// A hash as the API wants it (64 lowercase hex digits), or a clear error.
-fn checked_hash(text: &str) -> Result<String, CliError> {
+fn checked_hash(text: &str) -> anyhow::Result<String> {
     let hash: walras_crypto::Hash = text
         .trim()
         .parse()
-        .map_err(|error| CliError(format!("'{text}' is not a transaction hash: {error}")))?;
+        .with_context(|| format!("'{text}' is not a transaction hash"))?;
     Ok(hash.to_string())
 }
 
-fn not_found(error: walras_client::ClientError, client: &NodeClient, hash: &str) -> CliError {
+fn not_found(error: walras_client::ClientError, client: &NodeClient, hash: &str) -> anyhow::Error {
     if error.is_not_found() {
-        CliError(format!(
+        anyhow!(
             "the node at {} knows no transaction {hash} (never admitted, or forgotten)",
             client.base_url()
-        ))
+        )
     } else {
         error.into()
     }
@@ -286,7 +285,7 @@ mod tests {
         assert_eq!(checked_hash(&upper).unwrap(), "ab".repeat(32));
         assert!(checked_hash("xyz")
             .unwrap_err()
-            .0
+            .to_string()
             .contains("not a transaction hash"));
     }
 

@@ -1,7 +1,7 @@
 //! What the commands that talk to a node share: the `--node` option, the async runtime, and
 //! the development genesis read from the node's status.
 
-use super::CliError;
+use anyhow::{anyhow, Context};
 use std::future::Future;
 #[cfg(feature = "dev-tools")]
 use walras_api::wire::DevGenesisJson;
@@ -18,42 +18,42 @@ pub struct NodeArgs {
 }
 
 impl NodeArgs {
-    pub fn client(&self) -> Result<NodeClient, CliError> {
+    pub fn client(&self) -> anyhow::Result<NodeClient> {
         Ok(NodeClient::new(&self.node)?)
     }
 }
 
 /// Runs `future` to completion on a fresh multi-threaded runtime.
-pub fn block_on<F: Future>(future: F) -> Result<F::Output, CliError> {
+pub fn block_on<F: Future>(future: F) -> anyhow::Result<F::Output> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|error| CliError(format!("cannot start the async runtime: {error}")))?;
+        .context("cannot start the async runtime")?;
     Ok(runtime.block_on(future))
 }
 
 /// The node's development genesis parameters, or an error saying there are none.
 #[cfg(feature = "dev-tools")]
-pub async fn dev_genesis(client: &NodeClient) -> Result<DevGenesisJson, CliError> {
+pub async fn dev_genesis(client: &NodeClient) -> anyhow::Result<DevGenesisJson> {
     let status = client.status().await?;
     status.dev_genesis.ok_or_else(|| {
-        CliError(format!(
+        anyhow!(
             "the node at {} runs no development genesis (its /v1/status has no dev_genesis), \
              so development keys do not apply: use --key FILE",
             client.base_url()
-        ))
+        )
     })
 }
 
 /// The secret seed of development account `account` on the node's development genesis.
 #[cfg(feature = "dev-tools")]
-pub async fn dev_secret_seed(client: &NodeClient, account: u64) -> Result<[u8; 32], CliError> {
+pub async fn dev_secret_seed(client: &NodeClient, account: u64) -> anyhow::Result<[u8; 32]> {
     let dev = dev_genesis(client).await?;
     if account >= dev.accounts {
-        return Err(CliError(format!(
+        return Err(anyhow!(
             "account {account} is not in the development genesis (accounts 0..{})",
             dev.accounts
-        )));
+        ));
     }
     Ok(walras_devnet::dev_secret_seed(
         &dev,
@@ -63,10 +63,9 @@ pub async fn dev_secret_seed(client: &NodeClient, account: u64) -> Result<[u8; 3
 
 /// A production build has no development keys.
 #[cfg(not(feature = "dev-tools"))]
-pub async fn dev_secret_seed(_client: &NodeClient, _account: u64) -> Result<[u8; 32], CliError> {
-    Err(CliError(
+pub async fn dev_secret_seed(_client: &NodeClient, _account: u64) -> anyhow::Result<[u8; 32]> {
+    Err(anyhow!(
         "development keys need the development tools, which this build of walras leaves out: \
          use --key FILE"
-            .into(),
     ))
 }

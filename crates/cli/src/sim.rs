@@ -2,7 +2,7 @@
 //! gateway's own release and ordering buffers (`walras_gateway::sim`): a summary line, or with
 //! `--json` one JSON object (`fairness`, `latency_us` {`mean`,`p50`,`p99`,`p999`,`max`}, ...).
 
-use super::CliError;
+use anyhow::Context;
 use std::path::PathBuf;
 use walras_gateway::sim::{parse_trace_csv, run, LatencyModel, Scheme, SimConfig};
 
@@ -46,17 +46,17 @@ pub struct DboArgs {
     json: bool,
 }
 
-pub fn run_command(command: SimCommand) -> Result<(), CliError> {
+pub fn run_command(command: SimCommand) -> anyhow::Result<()> {
     match command {
         SimCommand::Dbo(args) => dbo(args),
     }
 }
 
-fn dbo(args: DboArgs) -> Result<(), CliError> {
+fn dbo(args: DboArgs) -> anyhow::Result<()> {
     let scheme: Scheme = args
         .scheme
         .parse()
-        .map_err(|error| CliError(format!("--scheme {}: {error}", args.scheme)))?;
+        .with_context(|| format!("--scheme {}", args.scheme))?;
     let mut config = SimConfig::new(scheme, args.participants, args.seconds, args.seed);
     if let Some(delta_us) = args.delta_us {
         config.delta_us = delta_us;
@@ -71,13 +71,12 @@ fn dbo(args: DboArgs) -> Result<(), CliError> {
         config.threshold_us = threshold_us;
     }
     if let Some(path) = &args.trace {
-        let text = std::fs::read_to_string(path)
-            .map_err(|error| CliError(format!("reading {}: {error}", path.display())))?;
-        let rows = parse_trace_csv(&text)
-            .map_err(|error| CliError(format!("{}: {error}", path.display())))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let rows = parse_trace_csv(&text).with_context(|| format!("{}", path.display()))?;
         config.latency = LatencyModel::Trace(rows);
     }
-    let report = run(&config).map_err(|error| CliError(format!("sim dbo: {error}")))?;
+    let report = run(&config).context("sim dbo")?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

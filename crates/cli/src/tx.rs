@@ -4,7 +4,7 @@
 //! node's `next_sequence` for the account) and `--wait`.
 
 use super::remote::{block_on, dev_secret_seed, NodeArgs};
-use super::CliError;
+use anyhow::{anyhow, Context};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use walras_api::wire::TransactionStatusJson;
@@ -146,7 +146,7 @@ fn parse_public_key(text: &str) -> Result<PublicKey, String> {
         .map_err(|error: walras_crypto::DecodeError| error.to_string())
 }
 
-pub fn run_account(command: AccountCommand) -> Result<(), CliError> {
+pub fn run_account(command: AccountCommand) -> anyhow::Result<()> {
     let AccountCommand::Create(args) = command;
     let public_key = match (&args.new_key.public_key, &args.new_key.new_key) {
         (Some(key), _) => *key,
@@ -158,8 +158,8 @@ pub fn run_account(command: AccountCommand) -> Result<(), CliError> {
             Keypair::from_seed(seed).public_key()
         }
         (None, None) => {
-            return Err(CliError(
-                "give the new account's key: --public-key HEX or --new-key FILE".to_string(),
+            return Err(anyhow!(
+                "give the new account's key: --public-key HEX or --new-key FILE"
             ))
         }
     };
@@ -171,7 +171,7 @@ pub fn run_account(command: AccountCommand) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn run_offer(command: OfferCommand) -> Result<(), CliError> {
+pub fn run_offer(command: OfferCommand) -> anyhow::Result<()> {
     match command {
         OfferCommand::Create(args) => {
             let operation = Operation::CreateOffer {
@@ -203,7 +203,7 @@ pub fn run_offer(command: OfferCommand) -> Result<(), CliError> {
     }
 }
 
-pub fn run_pay(args: PayArgs) -> Result<(), CliError> {
+pub fn run_pay(args: PayArgs) -> anyhow::Result<()> {
     let operation = Operation::Payment {
         to: AccountId(args.to),
         asset: AssetId(args.asset),
@@ -213,7 +213,7 @@ pub fn run_pay(args: PayArgs) -> Result<(), CliError> {
 }
 
 /// Signs `operation` for the source, submits it, optionally waits; returns its sequence.
-fn submit(signer: &SignerArgs, operation: Operation) -> Result<u64, CliError> {
+fn submit(signer: &SignerArgs, operation: Operation) -> anyhow::Result<u64> {
     block_on(async {
         let client = signer.node.client()?;
         let keypair = signing_key(&client, signer).await?;
@@ -238,7 +238,7 @@ fn submit(signer: &SignerArgs, operation: Operation) -> Result<u64, CliError> {
     })?
 }
 
-async fn signing_key(client: &NodeClient, signer: &SignerArgs) -> Result<Keypair, CliError> {
+async fn signing_key(client: &NodeClient, signer: &SignerArgs) -> anyhow::Result<Keypair> {
     match &signer.signing_key.key {
         Some(path) => Ok(keyfile::read(path)?),
         None => {
@@ -253,14 +253,14 @@ async fn source_account(
     client: &NodeClient,
     signer: &SignerArgs,
     keypair: &Keypair,
-) -> Result<u64, CliError> {
+) -> anyhow::Result<u64> {
     let account = client.account(signer.source).await.map_err(|error| {
         if error.is_not_found() {
-            CliError(format!(
+            anyhow!(
                 "account {} does not exist on the node at {} (create it with `walras account create`)",
                 signer.source,
                 client.base_url()
-            ))
+            )
         } else {
             error.into()
         }
@@ -271,10 +271,11 @@ async fn source_account(
             Some(path) => format!("the key in {}", path.display()),
             None => "the development key".to_string(),
         };
-        return Err(CliError(format!(
+        return Err(anyhow!(
             "{which} ({public_key}) does not control account {} (its key is {})",
-            signer.source, account.public_key
-        )));
+            signer.source,
+            account.public_key
+        ));
     }
     Ok(account.next_sequence)
 }
@@ -286,7 +287,7 @@ fn sign(
     source: u64,
     sequence: u64,
     operation: Operation,
-) -> Result<SignedTransaction, CliError> {
+) -> anyhow::Result<SignedTransaction> {
     let transaction = Transaction {
         source: AccountId(source),
         sequence,
@@ -296,12 +297,11 @@ fn sign(
         transaction,
         signature: *keypair.sign(&transaction.encode()).as_bytes(),
     };
-    SignedTransaction::decode(&signed.encode())
-        .map_err(|error| CliError(format!("the transaction is not valid: {error}")))
+    SignedTransaction::decode(&signed.encode()).context("the transaction is not valid")
 }
 
 /// Polls the transaction until it leaves `pending`; a drop is an error.
-async fn wait_for(client: &NodeClient, hash: &str) -> Result<(), CliError> {
+async fn wait_for(client: &NodeClient, hash: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + WAIT_TIMEOUT;
     loop {
         match client.transaction(hash).await {
@@ -312,17 +312,17 @@ async fn wait_for(client: &NodeClient, hash: &str) -> Result<(), CliError> {
             Err(error) => return Err(error.into()),
         }
         if Instant::now() >= deadline {
-            return Err(CliError(format!(
+            return Err(anyhow!(
                 "transaction {hash} is still pending after {} s; check later with \
                  `walras query tx {hash}`",
                 WAIT_TIMEOUT.as_secs()
-            )));
+            ));
         }
         tokio::time::sleep(WAIT_POLL).await;
     }
 }
 
-fn outcome(status: &TransactionStatusJson) -> Result<(), CliError> {
+fn outcome(status: &TransactionStatusJson) -> anyhow::Result<()> {
     let height = status
         .height
         .map_or_else(|| "?".to_string(), |height| height.to_string());
@@ -337,15 +337,15 @@ fn outcome(status: &TransactionStatusJson) -> Result<(), CliError> {
             );
             Ok(())
         }
-        "dropped" => Err(CliError(format!(
+        "dropped" => Err(anyhow!(
             "transaction {} was dropped in block {height}: {}",
             status.hash,
             status.reason.as_deref().unwrap_or("no reason given")
-        ))),
-        other => Err(CliError(format!(
+        )),
+        other => Err(anyhow!(
             "transaction {} has status {other:?}, which this client does not know",
             status.hash
-        ))),
+        )),
     }
 }
 
@@ -362,7 +362,10 @@ mod tests {
             amount: 0,
         };
         let error = sign(&keypair, 1, 1, zero).unwrap_err();
-        assert!(error.0.contains("amount must be positive"), "{error}");
+        assert!(
+            format!("{error:#}").contains("amount must be positive"),
+            "{error}"
+        );
         let pay = Operation::Payment {
             to: AccountId(2),
             asset: AssetId(0),
@@ -383,7 +386,7 @@ mod tests {
         };
         let error = outcome(&dropped).unwrap_err();
         assert_eq!(
-            error.0,
+            error.to_string(),
             "transaction ab was dropped in block 4: account_overdraft"
         );
         let accepted = TransactionStatusJson {

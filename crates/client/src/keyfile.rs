@@ -4,7 +4,6 @@
 //! key nobody expects.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use walras_api::hex;
@@ -19,50 +18,38 @@ pub struct KeyFileJson {
 }
 
 /// Why a key could not be made, read or written.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum KeyFileError {
+    /// The operating system could not give random bytes for a new key.
+    #[error("the system random number generator failed: {0}")]
     Random(String),
+    /// The key file could not be read, created or written.
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
+        #[source]
         error: std::io::Error,
     },
+    /// Writing would overwrite an existing key.
+    #[error(
+        "{} already exists: refusing to overwrite a key (remove it or choose another file)",
+        .0.display()
+    )]
     Exists(PathBuf),
-    Format {
-        path: PathBuf,
-        detail: String,
-    },
-    Mismatch {
-        path: PathBuf,
-    },
+    /// The file is not a key file.
+    #[error(
+        "{} is not a key file ({detail}); expected {{\"secret_seed\": HEX, \"public_key\": HEX}} \
+         as written by `walras keygen`",
+        path.display()
+    )]
+    Format { path: PathBuf, detail: String },
+    /// The key file's public key is not its secret seed's.
+    #[error(
+        "{}: public_key does not belong to secret_seed (the file was edited or damaged)",
+        path.display()
+    )]
+    Mismatch { path: PathBuf },
 }
-
-impl fmt::Display for KeyFileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyFileError::Random(detail) => {
-                write!(f, "the system random number generator failed: {detail}")
-            }
-            KeyFileError::Io { path, error } => write!(f, "{}: {error}", path.display()),
-            KeyFileError::Exists(path) => write!(
-                f,
-                "{} already exists: refusing to overwrite a key (remove it or choose another file)",
-                path.display()
-            ),
-            KeyFileError::Format { path, detail } => write!(
-                f,
-                "{} is not a key file ({detail}); expected {{\"secret_seed\": HEX, \"public_key\": HEX}} as written by `walras keygen`",
-                path.display()
-            ),
-            KeyFileError::Mismatch { path } => write!(
-                f,
-                "{}: public_key does not belong to secret_seed (the file was edited or damaged)",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for KeyFileError {}
 
 /// A fresh secret seed from the operating system's random number generator.
 pub fn random_seed() -> Result<[u8; SECRET_SEED_BYTES], KeyFileError> {

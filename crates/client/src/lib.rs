@@ -11,7 +11,6 @@ use reqwest::{Response, StatusCode};
 use serde::de::DeserializeOwned;
 use sse::SseParser;
 use std::collections::VecDeque;
-use std::fmt;
 use std::time::Duration;
 use walras_api::transaction_to_json;
 use walras_api::wire::{
@@ -29,9 +28,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const IDLE_CONNECTIONS_MAX: usize = 1024;
 
 /// Why a request to the node failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The node answered with an error body (`ApiError`).
+    #[error(
+        "node refused {request} ({status} {code}): {message}{}",
+        retry_note(*.retry_after_s)
+    )]
     Api {
         /// What was asked, for the message: `the transaction`, `GET /v1/accounts/7`, ...
         request: String,
@@ -42,9 +45,19 @@ pub enum ClientError {
         retry_after_s: Option<f64>,
     },
     /// No answer: connection refused, reset, or timed out.
+    #[error(
+        "cannot reach the node at {url}: {detail} (is `walras node` running there? set the \
+         address with --node)"
+    )]
     Unreachable { url: String, detail: String },
     /// An answer this client does not understand (wrong JSON, undecodable block, bad status).
+    #[error("unexpected answer from {url}: {detail}")]
     Protocol { url: String, detail: String },
+}
+
+/// ` (retry after N s)` when the node said when to retry, else nothing.
+fn retry_note(retry_after_s: Option<f64>) -> String {
+    retry_after_s.map_or_else(String::new, |seconds| format!(" (retry after {seconds} s)"))
 }
 
 impl ClientError {
@@ -68,36 +81,6 @@ impl ClientError {
         self.status() == Some(404)
     }
 }
-
-impl fmt::Display for ClientError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientError::Api {
-                request,
-                status,
-                code,
-                message,
-                retry_after_s,
-            } => {
-                write!(f, "node refused {request} ({status} {code}): {message}")?;
-                match retry_after_s {
-                    Some(seconds) => write!(f, " (retry after {seconds} s)"),
-                    None => Ok(()),
-                }
-            }
-            ClientError::Unreachable { url, detail } => write!(
-                f,
-                "cannot reach the node at {url}: {detail} (is `walras node` running there? \
-                 set the address with --node)"
-            ),
-            ClientError::Protocol { url, detail } => {
-                write!(f, "unexpected answer from {url}: {detail}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ClientError {}
 
 /// A typed client of one node's `/v1` API. Cheap to clone (the connection pool is shared).
 #[derive(Clone, Debug)]

@@ -16,10 +16,15 @@
 //! ```
 
 use walras_crypto::{hash_in, Domain, Hash, MerkleTree};
-use walras_types::{AccountId, AssetId, OfferId, OfferKey, Price, SignedTransaction};
+use walras_types::{AccountId, AssetId, OfferId, OfferKey, Price, SignedTransaction, MAX_ASSETS};
 
 /// Encoded bytes of one [`PairTrade`]: sell, buy, sold, limit price, account, offer id.
 pub const TRADE_BYTES: usize = 2 + 2 + 8 + 16 + 8 + 8;
+
+/// The most trades a header carries: one per ordered pair of distinct assets (the decoder
+/// requires strict pair order). Encoded as a `u32` count.
+pub const HEADER_TRADES_MAX: usize = MAX_ASSETS * (MAX_ASSETS - 1);
+const _: () = assert!(HEADER_TRADES_MAX <= u32::MAX as usize);
 
 pub const HEADER_DOMAIN: Domain = Domain::new("walras/header");
 pub use walras_crypto::domain::TRANSACTION as TRANSACTION_DOMAIN;
@@ -67,6 +72,8 @@ pub enum BlockDecodeError {
     LimitPrice,
     #[error("header trades are not in strict pair order")]
     Unsorted,
+    #[error("{0} header trades: at most {HEADER_TRADES_MAX} (one per ordered pair of assets)")]
+    TooManyTrades(usize),
 }
 
 impl BlockHeader {
@@ -81,6 +88,12 @@ impl BlockHeader {
         for valuation in &self.valuations {
             out.extend_from_slice(&valuation.to_be_bytes());
         }
+        // Every header the engine builds or the decoder accepts has at most one trade per pair.
+        assert!(
+            self.trades.len() <= HEADER_TRADES_MAX,
+            "{} header trades over HEADER_TRADES_MAX",
+            self.trades.len()
+        );
         out.extend_from_slice(&(self.trades.len() as u32).to_be_bytes());
         for trade in &self.trades {
             out.extend_from_slice(&trade.sell.0.to_be_bytes());
@@ -183,6 +196,9 @@ impl<'a> Reader<'a> {
             valuations.push(u128::from_be_bytes(self.array()?));
         }
         let trade_count = u32::from_be_bytes(self.array()?) as usize;
+        if trade_count > HEADER_TRADES_MAX {
+            return Err(BlockDecodeError::TooManyTrades(trade_count));
+        }
         // Refuse counts the input cannot hold before allocating. (This once said 52 bytes a
         // trade, which refused every header with trades and no transactions after it.)
         if trade_count > (self.bytes.len() - self.at) / TRADE_BYTES {
@@ -228,5 +244,41 @@ impl<'a> Reader<'a> {
                 id,
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header whose trade count is over `HEADER_TRADES_MAX` is refused by its count, before
+    /// anything is read or reserved for the trades.
+    #[test]
+    fn a_header_claiming_more_trades_than_pairs_is_refused() {
+        let header = BlockHeader {
+            height: 1,
+            previous: Hash([1; 32]),
+            transactions_root: Hash([2; 32]),
+            state_root: Hash([3; 32]),
+            valuations: vec![1, 2],
+            trades: Vec::new(),
+        };
+        let mut bytes = header.encode();
+        assert_eq!(BlockHeader::decode(&bytes), Ok(header));
+        let count_at = bytes.len() - 4;
+        for (count, refused) in [
+            (HEADER_TRADES_MAX + 1, true),
+            (u32::MAX as usize, true),
+            (HEADER_TRADES_MAX, false),
+        ] {
+            bytes[count_at..].copy_from_slice(&(count as u32).to_be_bytes());
+            let decoded = BlockHeader::decode(&bytes);
+            if refused {
+                assert_eq!(decoded, Err(BlockDecodeError::TooManyTrades(count)));
+            } else {
+                // Within the cap, the count is checked against the bytes that follow.
+                assert_eq!(decoded, Err(BlockDecodeError::Truncated));
+            }
+        }
     }
 }

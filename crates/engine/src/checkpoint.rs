@@ -15,7 +15,9 @@
 //! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order).
 
 use crate::account::Account;
-use crate::state::{offer_trie_key, ExchangeState, SlotMap, OFFER_KEY_BYTES};
+use crate::state::{
+    all_slots, new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
+};
 use std::collections::BTreeMap;
 use walras_crypto::{hash_in, Domain, Hash};
 use walras_trie::Trie;
@@ -59,7 +61,7 @@ impl ExchangeState {
             body.extend_from_slice(&self.issued[asset].to_be_bytes());
             body.extend_from_slice(&self.burned[asset].to_be_bytes());
         }
-        body.extend_from_slice(&(self.accounts.len() as u32).to_be_bytes());
+        body.extend_from_slice(&count_u32(self.accounts.len(), ACCOUNTS_MAX, "accounts"));
         for (id, account) in self.account_ids.iter().zip(&self.accounts) {
             body.extend_from_slice(&id.0.to_be_bytes());
             body.extend_from_slice(&account.encode());
@@ -70,10 +72,10 @@ impl ExchangeState {
             .enumerate()
             .filter(|(_, book)| !book.is_empty())
             .collect();
-        body.extend_from_slice(&(open.len() as u32).to_be_bytes());
+        body.extend_from_slice(&count_u32(open.len(), PAIRS_MAX, "open books"));
         for (index, book) in open {
-            body.extend_from_slice(&(index as u32).to_be_bytes());
-            body.extend_from_slice(&(book.len() as u32).to_be_bytes());
+            body.extend_from_slice(&count_u32(index, PAIRS_MAX - 1, "pair index"));
+            body.extend_from_slice(&count_u32(book.len(), BOOK_OFFERS_MAX, "offers in a book"));
             for (key, amount) in book {
                 body.extend_from_slice(&key.min_price.0.to_be_bytes());
                 body.extend_from_slice(&key.account.0.to_be_bytes());
@@ -114,11 +116,32 @@ impl ExchangeState {
                 "balances, offers and burns do not add up to issuance",
             ));
         }
-        let all: Vec<u32> = (0..state.accounts.len() as u32).collect();
+        let all = all_slots(state.accounts.len());
         state.commit_accounts(&all, threads);
         crate::state::decode_keys(&state.accounts, threads);
         Ok(state)
     }
+}
+
+/// Pair books a state has: one per ordered pair of assets (`sell * assets + buy`).
+const PAIRS_MAX: usize = MAX_ASSETS * MAX_ASSETS;
+/// Resting offers one book may hold in a checkpoint: its count is a `u32`. (Memory runs out
+/// long before: a resting offer takes more than 100 bytes across the book and its trie.)
+const BOOK_OFFERS_MAX: usize = u32::MAX as usize;
+const _: () = assert!(PAIRS_MAX <= u32::MAX as usize);
+const _: () = assert!(ACCOUNTS_MAX <= u32::MAX as usize);
+
+/// `count` as the checkpoint's 4-byte big-endian field, asserting it is within `max` (a named
+/// limit that fits a `u32`): a count that wrapped would make a checkpoint recovery refuses.
+fn count_u32(count: usize, max: usize, what: &str) -> [u8; 4] {
+    assert!(
+        count <= max,
+        "{count} {what}: over the checkpoint's limit {max}"
+    );
+    let Ok(count) = u32::try_from(count) else {
+        panic!("{count} {what}: over u32");
+    };
+    count.to_be_bytes()
 }
 
 fn malformed(reason: &str) -> CheckpointError {
@@ -182,7 +205,10 @@ fn read_accounts(reader: &mut Reader<'_>, assets: usize) -> Result<Accounts, Che
             }
             balances.push((AssetId(asset), amount));
         }
-        if slots.insert(id, slot as u32).is_some() {
+        let Some(slot) = new_slot(slot, ACCOUNTS_MAX) else {
+            return Err(malformed(&format!("more than {ACCOUNTS_MAX} accounts")));
+        };
+        if slots.insert(id, slot).is_some() {
             return Err(malformed(&format!("account {} twice", id.0)));
         }
         let mut account = Account::new(public_key, balances);

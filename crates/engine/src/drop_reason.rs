@@ -24,12 +24,15 @@ pub enum DropReason {
     AccountReusedSequence,
     /// The source's transactions cancel one offer twice.
     AccountDoubleCancel,
+    /// The exchange already holds `ACCOUNTS_MAX` accounts (with the block's other creations):
+    /// no slot is left for a new one.
+    AccountsFull,
 }
 
 impl DropReason {
     /// Every reason, in the order of their stored codes (a reason's position here is its
     /// byte in the store's block results): append new reasons at the end, never reorder.
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::Malformed,
         DropReason::UnknownSource,
         DropReason::BadSignature,
@@ -43,6 +46,7 @@ impl DropReason {
         DropReason::AccountReusedSequence,
         DropReason::AccountDoubleCancel,
         DropReason::Replayed,
+        DropReason::AccountsFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +64,7 @@ impl DropReason {
             DropReason::AccountOverdraft => "account_overdraft",
             DropReason::AccountReusedSequence => "account_reused_sequence",
             DropReason::AccountDoubleCancel => "account_double_cancel",
+            DropReason::AccountsFull => "accounts_full",
         }
     }
 }

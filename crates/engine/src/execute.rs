@@ -22,7 +22,9 @@ use crate::account::Account;
 use crate::block::{transaction_hash, Block, BlockHeader, PairTrade};
 use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
 use crate::parallel::{map_in_order, run_each};
-use crate::state::{offer_trie_key, ExchangeState, SlotMap, OFFER_KEY_BYTES};
+use crate::state::{
+    new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
+};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use walras_clearing::{
@@ -560,8 +562,12 @@ impl ExchangeState {
             self.burned[asset] += burned;
         }
         for (id, public_key) in &plan.new_accounts {
-            touched.push(self.accounts.len() as u32);
-            self.slots.insert(*id, self.accounts.len() as u32);
+            // The filter dropped every creation beyond the cap (`AccountsFull`).
+            let Some(slot) = new_slot(self.accounts.len(), ACCOUNTS_MAX) else {
+                panic!("block creates accounts beyond ACCOUNTS_MAX: the filter let them through");
+            };
+            touched.push(slot);
+            self.slots.insert(*id, slot);
             self.account_ids.push(*id);
             let account = Account::new(*public_key, Vec::new());
             let _ = account.verifying_key(); // decoded once, here, as at genesis

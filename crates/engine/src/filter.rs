@@ -7,7 +7,8 @@
 //!    sequence number is in `(last, last + 64]`, its assets exist, a payment's receiver exists, a
 //!    cancel names an open offer of its source, a new account's id is free. Failing any of these
 //!    drops that transaction only.
-//! 2. Across the block: two creations of the same account id drop both.
+//! 2. Across the block: two creations of the same account id drop both; creations beyond the
+//!    account cap (`ACCOUNTS_MAX`) are dropped, the highest new ids first.
 //! 3. Per source account (accounts sharded by slot range over threads): if its remaining
 //!    transactions reuse a sequence number, cancel one offer twice, or together debit some asset
 //!    beyond its balance, *all* of them are dropped.
@@ -17,7 +18,7 @@
 
 use crate::admission::{self, Rejection};
 use crate::parallel::{map_in_order, run_each};
-use crate::state::ExchangeState;
+use crate::state::{ExchangeState, ACCOUNTS_MAX};
 use std::collections::HashSet;
 use walras_types::{AccountId, AssetId, OfferKey, Operation, SignedTransaction};
 
@@ -69,6 +70,8 @@ pub fn filter(
         }
     }
     drop_duplicate_creations(transactions, &mut candidates, &mut dropped);
+    let room = ACCOUNTS_MAX.saturating_sub(state.accounts.len());
+    drop_creations_beyond(room, transactions, &mut candidates, &mut dropped);
     let width = shard_width(state.accounts.len(), threads);
     let mut shards: Vec<Vec<(u32, u32)>> = vec![Vec::new(); threads];
     for (index, slot) in candidates {
@@ -142,6 +145,27 @@ fn drop_duplicate_creations(
     candidates: &mut Vec<(u32, u32)>,
     dropped: &mut Vec<(u32, DropReason)>,
 ) {
+    let creations = creations(transactions, candidates);
+    let mut duplicated: HashSet<u32> = HashSet::new();
+    for window in creations.windows(2) {
+        if window[0].0 == window[1].0 {
+            duplicated.insert(window[0].1);
+            duplicated.insert(window[1].1);
+        }
+    }
+    drop_all(
+        duplicated,
+        DropReason::DuplicateAccountCreation,
+        candidates,
+        dropped,
+    );
+}
+
+/// The candidates' account creations: (new id, transaction index), sorted.
+fn creations(
+    transactions: &[SignedTransaction],
+    candidates: &[(u32, u32)],
+) -> Vec<(AccountId, u32)> {
     let mut creations: Vec<(AccountId, u32)> = candidates
         .iter()
         .filter_map(
@@ -152,23 +176,45 @@ fn drop_duplicate_creations(
         )
         .collect();
     creations.sort_unstable();
-    let mut duplicated: HashSet<u32> = HashSet::new();
-    for window in creations.windows(2) {
-        if window[0].0 == window[1].0 {
-            duplicated.insert(window[0].1);
-            duplicated.insert(window[1].1);
-        }
-    }
-    if duplicated.is_empty() {
+    creations
+}
+
+/// Moves the candidates whose transaction index is in `indices` to `dropped`, for `reason`.
+fn drop_all(
+    indices: HashSet<u32>,
+    reason: DropReason,
+    candidates: &mut Vec<(u32, u32)>,
+    dropped: &mut Vec<(u32, DropReason)>,
+) {
+    if indices.is_empty() {
         return;
     }
     candidates.retain(|(index, _)| {
-        let keep = !duplicated.contains(index);
+        let keep = !indices.contains(index);
         if !keep {
-            dropped.push((*index, DropReason::DuplicateAccountCreation));
+            dropped.push((*index, reason));
         }
         keep
     });
+}
+
+/// Step 2, the cap: of the block's creations, only the `room` with the lowest new ids are
+/// kept (by id, not by place in the block, so that the outcome does not depend on the order);
+/// the rest are dropped as `AccountsFull`. Step 3 may drop more, never add any.
+fn drop_creations_beyond(
+    room: usize,
+    transactions: &[SignedTransaction],
+    candidates: &mut Vec<(u32, u32)>,
+    dropped: &mut Vec<(u32, DropReason)>,
+) {
+    let creations = creations(transactions, candidates);
+    let beyond = creations.get(room..).unwrap_or_default();
+    drop_all(
+        beyond.iter().map(|(_, index)| *index).collect(),
+        DropReason::AccountsFull,
+        candidates,
+        dropped,
+    );
 }
 
 /// Step 3, for one shard: all-or-nothing per source account.
@@ -277,4 +323,85 @@ fn cancel_amounts(
     }
     amounts.sort_unstable();
     amounts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use walras_types::Transaction;
+
+    fn creation(source: u64, new_account: u64) -> SignedTransaction {
+        SignedTransaction {
+            transaction: Transaction {
+                source: AccountId(source),
+                sequence: 1,
+                operation: Operation::CreateAccount {
+                    new_account: AccountId(new_account),
+                    public_key: [7; 32],
+                },
+            },
+            signature: [0; 64],
+        }
+    }
+
+    /// The cap with a small room: the lowest new ids are kept whatever the block's order, the
+    /// rest dropped as `AccountsFull`, and other transactions are left alone.
+    #[test]
+    fn creations_beyond_the_room_are_dropped_highest_ids_first_in_any_order() {
+        let block = [
+            creation(1, 50),
+            creation(2, 10),
+            SignedTransaction {
+                transaction: Transaction {
+                    source: AccountId(3),
+                    sequence: 1,
+                    operation: Operation::CancelOffer {
+                        sell: walras_types::AssetId(0),
+                        buy: walras_types::AssetId(1),
+                        min_price: walras_types::Price(1),
+                        offer_id: walras_types::OfferId(1),
+                    },
+                },
+                signature: [0; 64],
+            },
+            creation(4, 30),
+        ];
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]] {
+            let transactions: Vec<SignedTransaction> = order.iter().map(|i| block[*i]).collect();
+            let position = |new_account: u64| {
+                transactions
+                    .iter()
+                    .position(|signed| match signed.transaction.operation {
+                        Operation::CreateAccount {
+                            new_account: id, ..
+                        } => id.0 == new_account,
+                        _ => false,
+                    })
+                    .map(|index| index as u32)
+            };
+            for room in 0..=4 {
+                let mut candidates: Vec<(u32, u32)> = (0..4).map(|index| (index, index)).collect();
+                let mut dropped = Vec::new();
+                drop_creations_beyond(room, &transactions, &mut candidates, &mut dropped);
+                let kept_ids: Vec<u64> = [10, 30, 50]
+                    .into_iter()
+                    .filter(|id| {
+                        candidates
+                            .iter()
+                            .any(|(index, _)| Some(*index) == position(*id))
+                    })
+                    .collect();
+                assert_eq!(
+                    kept_ids,
+                    [10, 30, 50][..room.min(3)],
+                    "room {room} {order:?}"
+                );
+                assert_eq!(candidates.len() + dropped.len(), 4);
+                assert_eq!(candidates.len(), 1 + room.min(3));
+                assert!(dropped
+                    .iter()
+                    .all(|(_, reason)| *reason == DropReason::AccountsFull));
+            }
+        }
+    }
 }

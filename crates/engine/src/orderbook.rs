@@ -39,7 +39,7 @@
 use crate::account::Account;
 use crate::admission::{self, Rejection};
 use crate::filter::DropReason;
-use crate::state::{SlotMap, StateError};
+use crate::state::{check_genesis, new_slot, SlotMap, StateError, ACCOUNTS_MAX};
 use std::collections::{BTreeMap, HashMap};
 use walras_crypto::{verify, PublicKey, Signature};
 use walras_types::genesis::Genesis;
@@ -151,9 +151,7 @@ pub struct OrderbookExchange {
 impl OrderbookExchange {
     /// The exchange before the first block: genesis balances, empty books.
     pub fn from_genesis(genesis: &Genesis) -> Result<OrderbookExchange, StateError> {
-        genesis
-            .validate()
-            .map_err(|error| StateError::Genesis(error.to_string()))?;
+        check_genesis(genesis)?;
         let assets = genesis.assets as usize;
         let mut exchange = OrderbookExchange {
             assets,
@@ -265,8 +263,12 @@ impl OrderbookExchange {
         self.locations.len()
     }
 
+    /// Adds an account; the caller checked there is room (genesis size, or `AccountsFull`).
     fn add_account(&mut self, id: AccountId, account: Account) {
-        self.slots.insert(id, self.accounts.len() as u32);
+        let Some(slot) = new_slot(self.accounts.len(), ACCOUNTS_MAX) else {
+            panic!("an account beyond ACCOUNTS_MAX was admitted");
+        };
+        self.slots.insert(id, slot);
         self.account_ids.push(id);
         self.accounts.push(account);
     }
@@ -334,6 +336,9 @@ impl OrderbookExchange {
             } => {
                 if self.slots.contains_key(&new_account) {
                     return Err(DropReason::AccountExists);
+                }
+                if new_slot(self.accounts.len(), ACCOUNTS_MAX).is_none() {
+                    return Err(DropReason::AccountsFull);
                 }
                 Ok(Admitted::CreateAccount {
                     id: new_account,

@@ -44,6 +44,48 @@ impl Hasher for IdHasher {
 
 pub type SlotMap = HashMap<AccountId, u32, BuildHasherDefault<IdHasher>>;
 
+/// The most accounts an exchange holds. An account's slot (its index in the state's vectors
+/// and in every per-block work list, and its place in a checkpoint) is a `u32`, so slots run
+/// `0..ACCOUNTS_MAX`: a genesis with more is refused, and a block's creations beyond the cap
+/// are dropped ([`DropReason::AccountsFull`](crate::DropReason::AccountsFull)).
+pub const ACCOUNTS_MAX: usize = u32::MAX as usize;
+
+/// The genesis rules ([`Genesis::validate`]) and the account cap: what both exchanges (this one
+/// and the order-book baseline) require of a genesis.
+pub(crate) fn check_genesis(genesis: &Genesis) -> Result<(), StateError> {
+    genesis
+        .validate()
+        .map_err(|error| StateError::Genesis(error.to_string()))?;
+    if genesis.accounts.len() > ACCOUNTS_MAX {
+        return Err(StateError::Genesis(format!(
+            "{} accounts: at most {ACCOUNTS_MAX}",
+            genesis.accounts.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Every slot of a state of `accounts` accounts (at most `ACCOUNTS_MAX`, so each fits).
+pub(crate) fn all_slots(accounts: usize) -> Vec<u32> {
+    assert!(
+        accounts <= ACCOUNTS_MAX,
+        "{accounts} accounts over ACCOUNTS_MAX"
+    );
+    (0..accounts)
+        .map_while(|slot| u32::try_from(slot).ok())
+        .collect()
+}
+
+/// The slot of a new account after `accounts` existing ones, or `None` when `accounts_max`
+/// (`ACCOUNTS_MAX` outside tests) are already there: never a slot that wrapped.
+pub fn new_slot(accounts: usize, accounts_max: usize) -> Option<u32> {
+    debug_assert!(accounts_max <= ACCOUNTS_MAX);
+    if accounts >= accounts_max {
+        return None;
+    }
+    u32::try_from(accounts).ok()
+}
+
 /// Why a genesis cannot start an exchange.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
@@ -70,9 +112,7 @@ pub struct ExchangeState {
 impl ExchangeState {
     /// The state before the first block.
     pub fn from_genesis(genesis: &Genesis, threads: usize) -> Result<ExchangeState, StateError> {
-        genesis
-            .validate()
-            .map_err(|error| StateError::Genesis(error.to_string()))?;
+        check_genesis(genesis)?;
         let assets = genesis.assets as usize;
         let mut issued = vec![0u64; assets];
         let mut accounts = Vec::with_capacity(genesis.accounts.len());
@@ -89,7 +129,9 @@ impl ExchangeState {
                         StateError::Genesis(format!("asset {} over issuance cap", asset.0))
                     })?;
             }
-            slots.insert(entry.id, accounts.len() as u32);
+            let slot = new_slot(accounts.len(), ACCOUNTS_MAX)
+                .ok_or_else(|| StateError::Genesis(format!("more than {ACCOUNTS_MAX} accounts")))?;
+            slots.insert(entry.id, slot);
             account_ids.push(entry.id);
             accounts.push(Account::new(entry.public_key, entry.balances.clone()));
         }
@@ -106,7 +148,7 @@ impl ExchangeState {
             account_trie: Trie::new(),
             offer_tries: (0..assets * assets).map(|_| Trie::new()).collect(),
         };
-        let all: Vec<u32> = (0..state.accounts.len() as u32).collect();
+        let all = all_slots(state.accounts.len());
         state.commit_accounts(&all, threads);
         decode_keys(&state.accounts, threads);
         Ok(state)
@@ -241,4 +283,22 @@ pub fn offer_trie_key(key: &OfferKey) -> [u8; OFFER_KEY_BYTES] {
     bytes[16..24].copy_from_slice(&key.account.0.to_be_bytes());
     bytes[24..].copy_from_slice(&key.id.0.to_be_bytes());
     bytes
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::*;
+
+    #[test]
+    fn a_new_slot_is_refused_at_the_cap_and_never_wraps() {
+        // A small injected cap.
+        assert_eq!(new_slot(0, 3), Some(0));
+        assert_eq!(new_slot(2, 3), Some(2));
+        assert_eq!(new_slot(3, 3), None);
+        assert_eq!(new_slot(4, 3), None);
+        // The real cap: the last slot is u32::MAX - 1, and the next is refused, not 0.
+        assert_eq!(new_slot(ACCOUNTS_MAX - 1, ACCOUNTS_MAX), Some(u32::MAX - 1));
+        assert_eq!(new_slot(ACCOUNTS_MAX, ACCOUNTS_MAX), None);
+        assert_eq!(new_slot(ACCOUNTS_MAX + 1, ACCOUNTS_MAX), None);
+    }
 }

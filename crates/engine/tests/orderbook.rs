@@ -16,12 +16,10 @@
 //! that a taker's fills go best price first, and that a cancel refunds exactly the remainder; at the
 //! end, that `execute_block` on the same list reaches the same state and counts.
 //!
-//! An ignored test times one block of 100k transactions over 100k accounts, with and without
-//! signature checks: `cargo test -p walras-engine --release --test orderbook -- --ignored
-//! --nocapture`.
+//! The timing of one block of 100k transactions over 100k accounts is a benchmark:
+//! `cargo bench -p walras-engine --bench orderbook_block`.
 
 use proptest::prelude::*;
-use std::time::Instant;
 use walras_crypto::Keypair;
 use walras_engine::{DropReason, Fill, OrderbookExchange};
 use walras_types::genesis::{Genesis, GenesisAccount};
@@ -685,139 +683,4 @@ proptest! {
             );
         }
     }
-}
-
-// ---- timing ----
-
-/// SplitMix64: a tiny deterministic generator for the timing workload.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
-/// 80% offers of 100..10,000 units either way between two assets at limits within 1% of 1,
-/// 10% cancels of an offer made earlier in the block, 10% payments; random sources.
-fn timing_block(keys: &[Keypair], transactions: usize) -> Vec<SignedTransaction> {
-    let mut rng = SplitMix(42);
-    let mut next_sequence = vec![1u64; keys.len()];
-    let mut offers: Vec<(u64, AssetId, AssetId, Price, u64)> = Vec::new();
-    let mut block = Vec::with_capacity(transactions);
-    while block.len() < transactions {
-        let roll = rng.below(10);
-        let (source, operation) = if roll == 0 && !offers.is_empty() {
-            let at = rng.below(offers.len() as u64) as usize;
-            let (owner, sell, buy, limit, id) = offers.swap_remove(at);
-            (owner, cancel(sell, buy, limit, id))
-        } else if roll == 1 {
-            let to = AccountId(rng.below(keys.len() as u64));
-            let asset = AssetId(rng.below(2) as u16);
-            (
-                rng.below(keys.len() as u64),
-                Operation::Payment {
-                    to,
-                    asset,
-                    amount: 1 + rng.below(1_000),
-                },
-            )
-        } else {
-            let source = rng.below(keys.len() as u64);
-            let (sell, buy) = if rng.below(2) == 0 { (A, B) } else { (B, A) };
-            let limit = Price::from_f64(0.99 + rng.below(2_001) as f64 / 100_000.0);
-            offers.push((source, sell, buy, limit, next_sequence[source as usize]));
-            (source, offer(sell, buy, 100 + rng.below(9_901), limit))
-        };
-        let sequence = next_sequence[source as usize];
-        next_sequence[source as usize] += 1;
-        block.push(sign_with(
-            &keys[source as usize],
-            source,
-            sequence,
-            operation,
-        ));
-    }
-    block
-}
-
-#[test]
-#[ignore = "timing: run in release with --ignored --nocapture"]
-fn timing_one_block_of_100k_transactions_over_100k_accounts() {
-    const ACCOUNTS: u64 = 100_000;
-    const TRANSACTIONS: usize = 100_000;
-    let keys: Vec<Keypair> = (0..ACCOUNTS).map(keypair).collect();
-    let genesis = Genesis {
-        assets: 2,
-        accounts: (0..ACCOUNTS)
-            .map(|id| GenesisAccount {
-                id: AccountId(id),
-                public_key: *keys[id as usize].public_key().as_bytes(),
-                balances: vec![(A, 1_000_000_000), (B, 1_000_000_000)],
-            })
-            .collect(),
-    };
-    let block = timing_block(&keys, TRANSACTIONS);
-    let fresh = OrderbookExchange::from_genesis(&genesis).unwrap();
-    // Without signatures a run takes ~0.1 s, short enough for noise to matter: repeat it.
-    for (verify, runs) in [(false, 5), (true, 1)] {
-        let mut seconds: Vec<f64> = (0..runs)
-            .map(|_| time_block(fresh.clone(), &block, verify))
-            .collect();
-        seconds.sort_by(f64::total_cmp);
-        let rate = |s: f64| TRANSACTIONS as f64 / s;
-        println!(
-            "orderbook, {ACCOUNTS} accounts, signatures {}: {runs} run(s), best {:.3} s \
-             ({:.0} tx/s), median {:.3} s ({:.0} tx/s)",
-            if verify { "checked" } else { "not checked" },
-            seconds[0],
-            rate(seconds[0]),
-            seconds[runs / 2],
-            rate(seconds[runs / 2]),
-        );
-    }
-    println!(
-        "rejections by reason: {:?}",
-        rejections_by_reason(fresh, &block)
-    );
-}
-
-/// Executes `block` once, prints its counts, checks conservation; returns the seconds taken.
-fn time_block(mut exchange: OrderbookExchange, block: &[SignedTransaction], verify: bool) -> f64 {
-    let started = Instant::now();
-    let stats = exchange.execute_block(block, verify);
-    let seconds = started.elapsed().as_secs_f64();
-    println!(
-        "  {} tx: {} accepted, {} rejected, {} trades, {} resting; {seconds:.3} s",
-        block.len(),
-        stats.accepted,
-        stats.rejected,
-        stats.trades,
-        exchange.open_offer_count(),
-    );
-    assert!(conserved(&exchange));
-    seconds
-}
-
-/// Why transactions were rejected, counted by an untimed one-by-one run.
-fn rejections_by_reason(
-    mut exchange: OrderbookExchange,
-    block: &[SignedTransaction],
-) -> std::collections::BTreeMap<DropReason, usize> {
-    let mut reasons = std::collections::BTreeMap::new();
-    let mut fills = Vec::new();
-    for signed in block {
-        if let Err(reason) = exchange.execute_transaction(signed, false, &mut fills) {
-            *reasons.entry(reason).or_insert(0) += 1;
-        }
-    }
-    reasons
 }

@@ -28,11 +28,11 @@ use schedule::{split_batches, SendSchedule};
 use serde::Serialize;
 use stats::LatencySummary;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
+pub use tracker::Counters;
 use tracker::{CommittedBlock, Planned, Tracker};
 use walras_api::wire::{AccountJson, BlockEventJson, DevGenesisJson};
 use walras_client::{BlockEvents, ClientError, NodeClient};
@@ -110,46 +110,27 @@ impl LoadgenConfig {
 }
 
 /// Why the load generator could not run.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum LoadgenError {
+    /// A setting out of range: the message names it.
+    #[error("{0}")]
     Config(String),
-    Client(ClientError),
+    /// The node could not be reached or refused a request the run needs.
+    #[error(transparent)]
+    Client(#[from] ClientError),
     /// The node was not started on a development genesis, so nobody knows its keys.
-    NoDevGenesis {
-        node: String,
-    },
+    #[error(
+        "the node at {node} runs no development genesis (GET /v1/status has no dev_genesis), \
+         so the load generator cannot sign for its accounts; start one with `walras node \
+         --data DIR` on a fresh directory"
+    )]
+    NoDevGenesis { node: String },
     /// The node's account is not the one the development genesis describes.
-    KeyMismatch {
-        account: u64,
-    },
-}
-
-impl fmt::Display for LoadgenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LoadgenError::Config(problem) => f.write_str(problem),
-            LoadgenError::Client(error) => write!(f, "{error}"),
-            LoadgenError::NoDevGenesis { node } => write!(
-                f,
-                "the node at {node} runs no development genesis (GET /v1/status has no \
-                 dev_genesis), so the load generator cannot sign for its accounts; start one \
-                 with `walras node --data DIR` on a fresh directory"
-            ),
-            LoadgenError::KeyMismatch { account } => write!(
-                f,
-                "account {account}'s public key on the node is not the development key the \
-                 genesis parameters give: is the node's dev_genesis misreported?"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for LoadgenError {}
-
-impl From<ClientError> for LoadgenError {
-    fn from(error: ClientError) -> LoadgenError {
-        LoadgenError::Client(error)
-    }
+    #[error(
+        "account {account}'s public key on the node is not the development key the genesis \
+         parameters give: is the node's dev_genesis misreported?"
+    )]
+    KeyMismatch { account: u64 },
 }
 
 /// The outcome of a run. Rates are per second of the configured duration, except
@@ -163,47 +144,19 @@ pub struct LoadgenReport {
     pub seconds: f64,
     pub accounts: usize,
     pub batch_ms: f64,
-    /// Due by the schedule: `rate × seconds`.
-    pub offered: u64,
+    /// What happened to the transactions and the blocks seen (`offered`, `sent`, `committed`,
+    /// `blocks`, ...: see [`Counters`]).
+    #[serde(flatten)]
+    pub counts: Counters,
     pub offered_tx_per_s: f64,
-    /// Handed to the node in batch requests.
-    pub sent: u64,
-    pub admitted: u64,
-    pub rejected: u64,
-    pub rejected_by_code: BTreeMap<String, u64>,
-    /// Due but not sent because the in-flight request cap was reached.
-    pub not_sent: u64,
-    /// Due but not sent because every account's sequence window was full.
-    pub skipped_window: u64,
-    /// Due but not sent because every account with room was waiting for the node to answer
-    /// a request carrying its transactions (see [`mix::LoadAccount::in_request`]).
-    pub skipped_busy: u64,
-    /// Due but not sent because no account had anything left to spend.
-    pub skipped_no_funds: u64,
-    /// Sent in requests that got no answer.
-    pub send_failed: u64,
-    /// Of ours, in a block (accepted or dropped).
-    pub committed: u64,
+    /// `committed` per second from the start to the last commit seen.
     pub committed_tx_per_s: f64,
-    pub accepted: u64,
-    pub dropped: u64,
-    pub dropped_by_reason: BTreeMap<String, u64>,
     /// Sent (or of unknown fate) and not in any block when the run ended.
     pub never_committed: u64,
     /// From the instant a transaction was due to the arrival of its block's event.
     pub latency: LatencySummary,
-    pub blocks: u64,
-    pub first_height: Option<u64>,
-    pub last_height: u64,
-    /// Transactions of any sender in those blocks.
-    pub block_transactions: u64,
-    /// Blocks whose event reported clearing quality, and how many of those converged.
-    pub cleared_blocks: u64,
-    pub converged_blocks: u64,
-    /// Mean unrealized/realized utility ratio over those blocks where it is finite.
+    /// Mean unrealized/realized utility ratio over the cleared blocks where it is finite.
     pub unrealized_utility_ratio_mean: f64,
-    /// Blocks whose offers could have traded and none did (an infinite ratio).
-    pub nothing_traded_blocks: u64,
     /// The latest block's prices (asset i in units of asset 0).
     pub prices: Vec<f64>,
     /// The whole run: start-up excluded, draining included.
@@ -677,33 +630,13 @@ fn report(
         seconds,
         accounts,
         batch_ms: config.batch_interval.as_secs_f64() * 1e3,
-        offered: counters.offered,
+        counts: counters.clone(),
         offered_tx_per_s: counters.offered as f64 / seconds,
-        sent: counters.sent,
-        admitted: counters.admitted,
-        rejected: counters.rejected,
-        rejected_by_code: counters.rejected_by_code.clone(),
-        not_sent: counters.not_sent,
-        skipped_window: counters.skipped_window,
-        skipped_busy: counters.skipped_busy,
-        skipped_no_funds: counters.skipped_no_funds,
-        send_failed: counters.send_failed,
-        committed: counters.committed,
         committed_tx_per_s: counters.committed as f64 / commit_span_s,
-        accepted: counters.accepted,
-        dropped: counters.dropped,
-        dropped_by_reason: counters.dropped_by_reason.clone(),
         never_committed: tracker.outstanding() as u64,
         latency: tracker.latency.summary(),
-        blocks: counters.blocks,
-        first_height: counters.first_height,
-        last_height: counters.last_height,
-        block_transactions: counters.block_transactions,
-        cleared_blocks: counters.cleared_blocks,
-        converged_blocks: counters.converged_blocks,
         unrealized_utility_ratio_mean: counters.unrealized_utility_ratio_sum
             / counters.finite_ratio_blocks.max(1) as f64,
-        nothing_traded_blocks: counters.nothing_traded_blocks,
         prices: tracker.market().prices.clone(),
         elapsed_s: elapsed.as_secs_f64(),
         notes: tracker.notes.clone(),
@@ -734,35 +667,35 @@ impl LoadgenReport {
             &mut out,
             format!(
                 "  offered    {} ({:.1} tx/s); sent {}; not sent {} (in-flight cap), {} (sequence windows full), {} (accounts awaiting answers), {} (no funds); {} in failed requests",
-                self.offered,
+                self.counts.offered,
                 self.offered_tx_per_s,
-                self.sent,
-                self.not_sent,
-                self.skipped_window,
-                self.skipped_busy,
-                self.skipped_no_funds,
-                self.send_failed
+                self.counts.sent,
+                self.counts.not_sent,
+                self.counts.skipped_window,
+                self.counts.skipped_busy,
+                self.counts.skipped_no_funds,
+                self.counts.send_failed
             ),
         );
         line(
             &mut out,
             format!(
                 "  admitted   {}; rejected {}{}",
-                self.admitted,
-                self.rejected,
-                by_key(&self.rejected_by_code)
+                self.counts.admitted,
+                self.counts.rejected,
+                by_key(&self.counts.rejected_by_code)
             ),
         );
         line(
             &mut out,
             format!(
                 "  committed  {} in {} blocks ({:.1} tx/s): accepted {}, dropped {}{}; never committed {}",
-                self.committed,
-                self.blocks,
+                self.counts.committed,
+                self.counts.blocks,
                 self.committed_tx_per_s,
-                self.accepted,
-                self.dropped,
-                by_key(&self.dropped_by_reason),
+                self.counts.accepted,
+                self.counts.dropped,
+                by_key(&self.counts.dropped_by_reason),
                 self.never_committed
             ),
         );

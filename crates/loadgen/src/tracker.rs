@@ -5,6 +5,7 @@
 
 use super::mix::{plan_operation, LoadAccount, Market, Mix, RestingOffer};
 use super::stats::LatencyHistogram;
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 use walras_api::wire::{BatchSubmitResponse, BlockJson};
@@ -79,8 +80,9 @@ impl CommittedBlock {
     }
 }
 
-/// Counts the report is made of.
-#[derive(Clone, Debug, Default)]
+/// Counts the report is made of: the report carries them as they are (its JSON has each as a
+/// top-level field), so that a count is declared, and described, once.
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Counters {
     /// Due by the schedule.
     pub offered: u64,
@@ -114,7 +116,10 @@ pub struct Counters {
     /// sum of their unrealized/realized utility ratios.
     pub cleared_blocks: u64,
     pub converged_blocks: u64,
+    /// (Reported as their mean, `unrealized_utility_ratio_mean`.)
+    #[serde(skip)]
     pub unrealized_utility_ratio_sum: f64,
+    #[serde(skip)]
     pub finite_ratio_blocks: u64,
     /// Blocks whose offers could have traded and none did.
     pub nothing_traded_blocks: u64,

@@ -6,6 +6,7 @@
 
 mod admission;
 pub mod cometbft;
+mod error;
 mod failure;
 mod gateway_link;
 mod limits;
@@ -21,11 +22,13 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+pub use error::NodeError;
 use failure::Failure;
 pub use gateway_link::GatewayLinkConfig;
 use limits::{EventStreamSlots, RateLimiter};
 use listen::ConnectionLimits;
 pub use listen::CONNECTIONS_MAX_DEFAULT;
+pub use node::ProducerError;
 use node::{ProducerConfig, Shared, Tip};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -122,22 +125,6 @@ pub enum Consensus {
     Gateway(GatewayLinkConfig),
 }
 
-/// Why the node could not start or stopped.
-#[derive(Debug)]
-pub struct NodeError(pub String);
-
-impl std::fmt::Display for NodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for NodeError {}
-
-fn error(context: &str) -> impl Fn(&dyn std::fmt::Display) -> NodeError + '_ {
-    move |cause| NodeError(format!("{context}: {cause}"))
-}
-
 /// Runs the node until SIGINT or SIGTERM (exit cleanly) or a producer failure (an error).
 pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     let descriptors = listen::raise_descriptor_limit()?;
@@ -152,7 +139,7 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         .max_blocking_threads(config.threads.max(2))
         .enable_all()
         .build()
-        .map_err(|cause| error("starting the async runtime")(&cause))?;
+        .map_err(NodeError::system("starting the async runtime"))?;
     let shared = Arc::new(open_and_recover(&config)?);
     let result = match &config.consensus {
         Consensus::Solo | Consensus::Gateway(_) => {
@@ -217,14 +204,12 @@ fn run_solo(
                 Some(None) => Ok(()),
             }
         })
-        .map_err(|cause| error("starting the block producer")(&cause))?;
+        .map_err(NodeError::system("starting the block producer"))?;
     let served = runtime.block_on(serve(config, connections, shared.clone()));
     shared.shut_down();
-    let produced = producer
-        .join()
-        .map_err(|_| NodeError("the block producer panicked".into()))?;
+    let produced = producer.join().map_err(|_| NodeError::ProducerPanicked)?;
     served?;
-    produced.map_err(|cause| NodeError(cause.to_string()))?;
+    produced?;
     tracing::info!("stopped at height {}", shared.tip().height);
     Ok(())
 }
@@ -237,8 +222,13 @@ fn run_replicated(
     shared: Arc<Shared>,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<(), NodeError> {
+    // The API's port is bound before the ABCI server asks the system for a free one: bound
+    // after it, the ABCI server could be handed the very port the API was configured with
+    // (localnet picks ports ahead of time and releases them), and the node would stop with
+    // "address already in use" (seen in the localnet test under load).
+    let listener = runtime.block_on(bind_api(config))?;
     let running = cometbft::start(&shared, cometbft, replicated_app_config(config), runtime)?;
-    let served = runtime.block_on(serve(config, connections, shared.clone()));
+    let served = runtime.block_on(serve_on(listener, config, connections, shared.clone()));
     shared.shut_down();
     let stopped = running.stop();
     served?;
@@ -284,10 +274,10 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
     let (store, dev_genesis) = open_or_create(config)?;
     let genesis = store
         .genesis()
-        .map_err(|cause| error("reading the genesis")(&cause))?;
+        .map_err(NodeError::storage("reading the genesis"))?;
     let last_height = store
         .last_height()
-        .map_err(|cause| error("reading the block log")(&cause))?;
+        .map_err(NodeError::storage("reading the block log"))?;
     tracing::info!(
         "recovering {last_height} blocks from {} ({} accounts, {} assets)",
         config.data_dir.display(),
@@ -315,8 +305,7 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         recent: Mutex::new(recent),
         tip: RwLock::new(tip),
         events: broadcast::channel(1024).0,
-        metrics: metrics::Metrics::new()
-            .map_err(|cause| error("registering the metrics")(&cause))?,
+        metrics: metrics::Metrics::new().map_err(NodeError::Metrics)?,
         dev_genesis,
         max_block_txs: config.max_block_txs,
         shutting_down: tokio::sync::watch::channel(false).0,
@@ -348,7 +337,7 @@ fn recover(
             }
         },
     )
-    .map_err(|cause| error("recovering the state from the store")(&cause))
+    .map_err(NodeError::storage("recovering the state from the store"))
 }
 
 /// Says where recovery started, and loudly which checkpoints it refused.
@@ -383,11 +372,13 @@ fn recent_transactions(
     while next > 0 && transactions < recent::RECENT_TRANSACTIONS_MIN {
         let block = store
             .block(next)
-            .map_err(|cause| error("reading a block for the transaction index")(&cause))?
-            .ok_or_else(|| NodeError(format!("block {next} vanished from the store")))?;
+            .map_err(NodeError::storage(
+                "reading a block for the transaction index",
+            ))?
+            .ok_or(NodeError::BlockMissing { height: next })?;
         let dropped = store
             .dropped(next)
-            .map_err(|cause| error("reading block results")(&cause))?
+            .map_err(NodeError::storage("reading block results"))?
             .unwrap_or_default();
         transactions += block.transactions.len();
         blocks.push((block, dropped));
@@ -425,8 +416,10 @@ fn open_or_create(config: &NodeConfig) -> Result<(BlockStore, Option<DevGenesisJ
         let store = create_store(dir, &genesis, dev.as_ref(), &options)?;
         return Ok((store, dev));
     }
-    let store = BlockStore::open_with(dir, &options)
-        .map_err(|cause| error(&format!("opening the store in {}", dir.display()))(&cause))?;
+    let store = BlockStore::open_with(dir, &options).map_err(NodeError::storage(format!(
+        "opening the store in {}",
+        dir.display()
+    )))?;
     let stored_dev = stored_dev_genesis(&store)?;
     check_named_genesis(&store, &config.genesis, stored_dev.as_ref())?;
     Ok((store, stored_dev))
@@ -438,13 +431,12 @@ fn named_genesis(
     threads: usize,
 ) -> Result<(Genesis, Option<DevGenesisJson>), NodeError> {
     match source {
-        GenesisSource::Stored => Err(NodeError(
+        GenesisSource::Stored => Err(NodeError::Config(
             "no genesis named: pass --genesis FILE or --dev".into(),
         )),
         GenesisSource::File(path) => Ok((read_genesis_file(path)?, None)),
         GenesisSource::Dev(dev, build) => {
-            let genesis =
-                build(dev, threads).map_err(|cause| error("generating the dev genesis")(&cause))?;
+            let genesis = build(dev, threads).map_err(NodeError::DevGenesis)?;
             Ok((genesis, Some(*dev)))
         }
     }
@@ -458,17 +450,21 @@ pub fn create_store(
     dev: Option<&DevGenesisJson>,
     options: &StoreOptions,
 ) -> Result<BlockStore, NodeError> {
-    let dev_json = dev
-        .map(serde_json::to_vec)
-        .transpose()
-        .map_err(|cause| error("encoding dev genesis")(&cause))?;
+    let dev_json =
+        dev.map(serde_json::to_vec)
+            .transpose()
+            .map_err(|source| NodeError::DevGenesisMeta {
+                doing: "encoding dev genesis",
+                source,
+            })?;
     let app_meta: Vec<(&str, &[u8])> = dev_json
         .as_deref()
         .map(|json| (DEV_GENESIS_META_KEY, json))
         .into_iter()
         .collect();
-    let store = BlockStore::create_with(dir, genesis, &app_meta, options)
-        .map_err(|cause| error(&format!("creating a store in {}", dir.display()))(&cause))?;
+    let store = BlockStore::create_with(dir, genesis, &app_meta, options).map_err(
+        NodeError::storage(format!("creating a store in {}", dir.display())),
+    )?;
     tracing::info!(
         "created a new store in {} with genesis {} ({} accounts, {} assets)",
         dir.display(),
@@ -487,11 +483,14 @@ pub fn genesis_hash(genesis: &Genesis) -> walras_crypto::Hash {
 fn stored_dev_genesis(store: &BlockStore) -> Result<Option<DevGenesisJson>, NodeError> {
     let stored = store
         .app_meta(DEV_GENESIS_META_KEY)
-        .map_err(|cause| error("reading the dev genesis parameters")(&cause))?;
+        .map_err(NodeError::storage("reading the dev genesis parameters"))?;
     stored
         .map(|bytes| serde_json::from_slice(&bytes))
         .transpose()
-        .map_err(|cause| error("decoding the dev genesis parameters")(&cause))
+        .map_err(|source| NodeError::DevGenesisMeta {
+            doing: "decoding the dev genesis parameters",
+            source,
+        })
 }
 
 /// Refuses to start when the genesis named on the command line is not the stored one.
@@ -502,9 +501,9 @@ fn check_named_genesis(
 ) -> Result<(), NodeError> {
     let stored = store
         .genesis()
-        .map_err(|cause| error("reading the genesis")(&cause))?;
+        .map_err(NodeError::storage("reading the genesis"))?;
     let stored_hash = genesis_hash(&stored);
-    let dir = store.dir().display();
+    let dir = store.dir().to_path_buf();
     match source {
         GenesisSource::Stored => Ok(()),
         GenesisSource::File(path) => {
@@ -512,12 +511,12 @@ fn check_named_genesis(
             if named_hash == stored_hash {
                 return Ok(());
             }
-            Err(NodeError(format!(
-                "genesis mismatch: {} has genesis {named_hash}, the store in {dir} holds genesis \
-                 {stored_hash}; a store never changes genesis: pass the store's genesis, or use \
-                 an empty directory for a new chain",
-                path.display()
-            )))
+            Err(NodeError::GenesisFileMismatch {
+                file: path.clone(),
+                named_hash: named_hash.to_string(),
+                dir,
+                stored_hash: stored_hash.to_string(),
+            })
         }
         GenesisSource::Dev(dev, _) if stored_dev == Some(dev) => Ok(()),
         GenesisSource::Dev(dev, _) => {
@@ -528,21 +527,28 @@ fn check_named_genesis(
                 ),
                 None => "a genesis from a file".into(),
             };
-            Err(NodeError(format!(
-                "genesis mismatch: --dev asks for the development genesis of {} accounts, {} \
-                 assets, seed {}, the store in {dir} holds {held} (genesis {stored_hash}); use \
-                 the store's own parameters, or an empty directory for a new chain",
-                dev.accounts, dev.assets, dev.seed
-            )))
+            Err(NodeError::DevGenesisMismatch {
+                named: format!(
+                    "{} accounts, {} assets, seed {}",
+                    dev.accounts, dev.assets, dev.seed
+                ),
+                dir,
+                held,
+                stored_hash: stored_hash.to_string(),
+            })
         }
     }
 }
 
 fn read_genesis_file(path: &std::path::Path) -> Result<Genesis, NodeError> {
-    let bytes = std::fs::read(path)
-        .map_err(|cause| error(&format!("reading genesis file {}", path.display()))(&cause))?;
-    Genesis::decode(&bytes)
-        .map_err(|cause| error(&format!("genesis file {}", path.display()))(&cause))
+    let bytes = std::fs::read(path).map_err(|source| NodeError::GenesisRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Genesis::decode(&bytes).map_err(|source| NodeError::GenesisDecode {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn recovered_tip(
@@ -559,8 +565,8 @@ fn recovered_tip(
     }
     let block = store
         .block(height)
-        .map_err(|cause| error("reading the last block")(&cause))?
-        .ok_or_else(|| NodeError(format!("block {height} vanished from the store")))?;
+        .map_err(NodeError::storage("reading the last block"))?
+        .ok_or(NodeError::BlockMissing { height })?;
     Ok(Tip {
         height,
         block_hash: block.header.hash(),
@@ -576,12 +582,30 @@ async fn serve(
     connections: &ConnectionLimits,
     shared: Arc<Shared>,
 ) -> Result<(), NodeError> {
-    let listener = tokio::net::TcpListener::bind(&config.listen)
+    let listener = bind_api(config).await?;
+    serve_on(listener, config, connections, shared).await
+}
+
+/// Binds the API's listening socket.
+async fn bind_api(config: &NodeConfig) -> Result<tokio::net::TcpListener, NodeError> {
+    tokio::net::TcpListener::bind(&config.listen)
         .await
-        .map_err(|cause| error(&format!("listening on {}", config.listen))(&cause))?;
+        .map_err(|source| NodeError::Bind {
+            address: config.listen.to_string(),
+            source,
+        })
+}
+
+/// Serves the API on a bound `listener` until shutdown.
+async fn serve_on(
+    listener: tokio::net::TcpListener,
+    config: &NodeConfig,
+    connections: &ConnectionLimits,
+    shared: Arc<Shared>,
+) -> Result<(), NodeError> {
     let address = listener
         .local_addr()
-        .map_err(|cause| error("reading the bound address")(&cause))?;
+        .map_err(NodeError::system("reading the bound address"))?;
     // Before the address line: a client (or test) that reads it may signal the node at once,
     // and a signal without a handler kills the process instead of stopping it.
     let signals = StopSignals::watch()?;
@@ -613,7 +637,7 @@ impl StopSignals {
     fn watch() -> Result<StopSignals, NodeError> {
         use tokio::signal::unix::{signal, SignalKind};
         let watch = |kind: SignalKind, name: &str| {
-            signal(kind).map_err(|cause| error(&format!("watching {name}"))(&cause))
+            signal(kind).map_err(NodeError::system(format!("watching {name}")))
         };
         Ok(StopSignals {
             interrupt: watch(SignalKind::interrupt(), "SIGINT")?,

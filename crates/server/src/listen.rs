@@ -61,10 +61,8 @@ pub fn raise_descriptor_limit() -> Result<u64, NodeError> {
     Ok(soft)
 }
 
-fn descriptor_error(doing: &str, errno: nix::errno::Errno) -> NodeError {
-    NodeError(format!(
-        "{doing} the open-file limit (RLIMIT_NOFILE): {errno}"
-    ))
+fn descriptor_error(doing: &'static str, source: nix::errno::Errno) -> NodeError {
+    NodeError::DescriptorLimit { doing, source }
 }
 
 /// The connection cap: `requested`, or the default, checked against `descriptors` (the soft
@@ -72,7 +70,7 @@ fn descriptor_error(doing: &str, errno: nix::errno::Errno) -> NodeError {
 pub fn connections_max(requested: Option<usize>, descriptors: u64) -> Result<usize, NodeError> {
     let available = descriptors.saturating_sub(DESCRIPTORS_RESERVED);
     if available == 0 {
-        return Err(NodeError(format!(
+        return Err(NodeError::Config(format!(
             "the open-file limit is {descriptors}, which leaves no room for connections (the \
              node keeps {DESCRIPTORS_RESERVED} for itself): raise it with `ulimit -n`"
         )));
@@ -80,8 +78,10 @@ pub fn connections_max(requested: Option<usize>, descriptors: u64) -> Result<usi
     let available = usize::try_from(available).unwrap_or(usize::MAX);
     match requested {
         None => Ok(CONNECTIONS_MAX_DEFAULT.min(available)),
-        Some(0) => Err(NodeError("--connections-max must be positive".into())),
-        Some(requested) if requested > available => Err(NodeError(format!(
+        Some(0) => Err(NodeError::Config(
+            "--connections-max must be positive".into(),
+        )),
+        Some(requested) if requested > available => Err(NodeError::Config(format!(
             "--connections-max {requested} needs {} open files but the limit is {descriptors}: \
              lower --connections-max to at most {available} or raise the limit with `ulimit -n`",
             requested as u64 + DESCRIPTORS_RESERVED

@@ -62,26 +62,18 @@ pub struct Shared {
 }
 
 /// Why the producer stopped the node.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ProducerError {
-    Engine(EngineError),
-    Store(StoreError),
+    /// The engine refused to build a block from the mempool's transactions.
+    #[error("block production failed: {0}")]
+    Engine(#[source] EngineError),
+    /// The block could not be stored: nothing after the last stored block was reported.
+    #[error(
+        "committing a block failed, so the node stopped (nothing after the last committed \
+         block was reported): {0}"
+    )]
+    Store(#[source] StoreError),
 }
-
-impl std::fmt::Display for ProducerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ProducerError::Engine(error) => write!(f, "block production failed: {error}"),
-            ProducerError::Store(error) => write!(
-                f,
-                "committing a block failed, so the node stopped (nothing after the last \
-                 committed block was reported): {error}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ProducerError {}
 
 impl Shared {
     /// The mempool, even if a thread panicked while holding it (its data stays consistent:

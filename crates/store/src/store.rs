@@ -798,6 +798,7 @@ mod tests {
             (DropReason::AccountReusedSequence, 10),
             (DropReason::AccountDoubleCancel, 11),
             (DropReason::Replayed, 12),
+            (DropReason::AccountsFull, 13),
         ];
         assert_eq!(expected.len(), DropReason::ALL.len());
         for (reason, code) in expected {

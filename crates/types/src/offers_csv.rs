@@ -77,12 +77,26 @@ pub enum OffersCsvError {
     AssetTotalTooLarge { line: usize, asset: u16 },
 }
 
-/// Reads and validates an offers CSV for an exchange of `assets` assets.
+/// Reads and validates an offers CSV for an exchange of `assets` assets. Records are split by
+/// the `csv` crate (quoted fields, `\r\n` endings, a record's line number); fields are trimmed;
+/// blank lines are skipped.
 pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, OffersCsvError> {
-    let mut lines = input.lines();
-    let header = text_line(lines.next().ok_or(OffersCsvError::Empty)?, 1)?;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(LineEnds {
+            inner: input,
+            read: 0,
+            ends: Vec::new(),
+        });
+    let mut record = csv::ByteRecord::new();
+    if !read_record(&mut reader, &mut record)? {
+        return Err(OffersCsvError::Empty);
+    }
+    let header = text_fields(&record, 1)?.join(",");
     let header = header.strip_prefix(BYTE_ORDER_MARK).unwrap_or(&header);
-    if header.trim_end_matches('\r').trim() != OFFERS_HEADER {
+    if header.trim() != OFFERS_HEADER {
         return Err(OffersCsvError::Header {
             found: quoted(header),
         });
@@ -90,14 +104,13 @@ pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, Off
     let mut offers = Vec::new();
     let mut first_line_of_id: HashMap<u64, usize> = HashMap::new();
     let mut total_per_asset = vec![0u64; assets];
-    for (index, line) in lines.enumerate() {
-        let line_number = index + 2;
-        let line = text_line(line, line_number)?;
-        let row = line.trim_end_matches('\r');
-        if row.trim().is_empty() {
+    while read_record(&mut reader, &mut record)? {
+        let line_number = reader.get_ref().line_ending_at(reader.position().byte());
+        let fields = text_fields(&record, line_number)?;
+        if fields.iter().all(|field| field.is_empty()) {
             continue;
         }
-        let offer = parse_row(row, line_number, assets)?;
+        let offer = parse_row(&fields, line_number, assets)?;
         if let Some(&first_line) = first_line_of_id.get(&offer.id.0) {
             return Err(OffersCsvError::DuplicateOfferId {
                 line: line_number,
@@ -119,16 +132,62 @@ pub fn read_offers(input: impl BufRead, assets: usize) -> Result<Vec<Offer>, Off
     Ok(offers)
 }
 
-/// A line as text: not UTF-8 and NUL bytes are errors naming the line.
-fn text_line(line: io::Result<String>, number: usize) -> Result<String, OffersCsvError> {
-    let line = line.map_err(|error| match error.kind() {
-        io::ErrorKind::InvalidData => OffersCsvError::NotText { line: number },
-        _ => OffersCsvError::Io(error),
-    })?;
-    if line.contains('\0') {
-        return Err(OffersCsvError::NulByte { line: number });
+/// The input, passed through, noting where each line ends: a record's byte offset then gives
+/// its line number (the csv reader's own line count leaves out the blank lines it skips).
+struct LineEnds<R> {
+    inner: R,
+    read: u64,
+    /// Byte offsets of the `\n`s read so far.
+    ends: Vec<u64>,
+}
+
+impl<R: io::Read> io::Read for LineEnds<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let count = self.inner.read(buf)?;
+        for (at, byte) in buf[..count].iter().enumerate() {
+            if *byte == b'\n' {
+                self.ends.push(self.read + at as u64);
+            }
+        }
+        self.read += count as u64;
+        Ok(count)
     }
-    Ok(line)
+}
+
+impl<R> LineEnds<R> {
+    /// The 1-based line of a record the reader stopped after at byte `after` (just past its
+    /// `\n`, or the end of the input): the line its last byte is on. (Where the record starts
+    /// is no help: the reader's start position is before the blank lines it skipped.)
+    fn line_ending_at(&self, after: u64) -> usize {
+        let last = after.saturating_sub(1);
+        1 + self.ends.partition_point(|end| *end < last)
+    }
+}
+
+/// The next record into `record`; false at the end of the input.
+fn read_record<R: io::Read>(
+    reader: &mut csv::Reader<R>,
+    record: &mut csv::ByteRecord,
+) -> Result<bool, OffersCsvError> {
+    reader
+        .read_byte_record(record)
+        .map_err(|error| match error.into_kind() {
+            csv::ErrorKind::Io(error) => OffersCsvError::Io(error),
+            other => OffersCsvError::Io(io::Error::other(format!("{other:?}"))),
+        })
+}
+
+/// A record's fields as text: not UTF-8 and NUL bytes are errors naming the line.
+fn text_fields(record: &csv::ByteRecord, line: usize) -> Result<Vec<&str>, OffersCsvError> {
+    record
+        .iter()
+        .map(|field| {
+            if field.contains(&0) {
+                return Err(OffersCsvError::NulByte { line });
+            }
+            std::str::from_utf8(field).map_err(|_| OffersCsvError::NotText { line })
+        })
+        .collect()
 }
 
 /// `text` as an error message may quote it: at most [`QUOTED_BYTES_MAX`] bytes (cut at a
@@ -158,8 +217,7 @@ fn quoted_price_error(error: PriceError) -> PriceError {
     }
 }
 
-fn parse_row(row: &str, line: usize, assets: usize) -> Result<Offer, OffersCsvError> {
-    let fields: Vec<&str> = row.split(',').map(str::trim).collect();
+fn parse_row(fields: &[&str], line: usize, assets: usize) -> Result<Offer, OffersCsvError> {
     if fields.len() != 6 {
         return Err(OffersCsvError::FieldCount {
             line,
@@ -238,21 +296,20 @@ fn parse_amount(text: &str, line: usize) -> Result<u64, OffersCsvError> {
 
 /// Writes offers in the contract's CSV format. Limit prices are written as the shortest decimal
 /// that reads back to exactly the same [`Price`].
-pub fn write_offers(mut out: impl Write, offers: &[Offer]) -> io::Result<()> {
-    writeln!(out, "{OFFERS_HEADER}")?;
+pub fn write_offers(out: impl Write, offers: &[Offer]) -> io::Result<()> {
+    let mut writer = csv::Writer::from_writer(out);
+    writer.write_record(OFFERS_HEADER.split(','))?;
     for offer in offers {
-        writeln!(
-            out,
-            "{},{},{},{},{},{}",
-            offer.id.0,
-            offer.account.0,
-            offer.sell.0,
-            offer.buy.0,
-            offer.amount,
-            offer.min_price.to_exact_decimal()
-        )?;
+        writer.write_record([
+            offer.id.0.to_string(),
+            offer.account.0.to_string(),
+            offer.sell.0.to_string(),
+            offer.buy.0.to_string(),
+            offer.amount.to_string(),
+            offer.min_price.to_exact_decimal(),
+        ])?;
     }
-    Ok(())
+    writer.flush()
 }
 
 /// One row of the fills CSV: how much an offer sold and how much it received.
@@ -264,15 +321,17 @@ pub struct FillRow {
 }
 
 /// Writes fills in the contract's CSV format.
-pub fn write_fills(
-    mut out: impl Write,
-    fills: impl IntoIterator<Item = FillRow>,
-) -> io::Result<()> {
-    writeln!(out, "{FILLS_HEADER}")?;
+pub fn write_fills(out: impl Write, fills: impl IntoIterator<Item = FillRow>) -> io::Result<()> {
+    let mut writer = csv::Writer::from_writer(out);
+    writer.write_record(FILLS_HEADER.split(','))?;
     for fill in fills {
-        writeln!(out, "{},{},{}", fill.offer_id.0, fill.sold, fill.bought)?;
+        writer.write_record([
+            fill.offer_id.0.to_string(),
+            fill.sold.to_string(),
+            fill.bought.to_string(),
+        ])?;
     }
-    Ok(())
+    writer.flush()
 }
 
 #[cfg(test)]
@@ -373,6 +432,18 @@ mod tests {
         assert!(range(&large).is_some(), "{large}");
         assert_eq!(range(&huge), range(&large), "{huge} vs {large}");
         assert!(!huge.contains("2^64"), "{huge}");
+    }
+
+    /// The `csv` reader: quoted fields and `\r\n` line endings are read as a spreadsheet
+    /// writes them, and a bad row is still named by its line (blank lines counted).
+    #[test]
+    fn quoted_fields_and_crlf_lines_read_and_bad_rows_keep_their_line() {
+        let text = "offer_id,account,sell,buy,amount,min_price\r\n\"1\",7,0,1,\" 100 \",\"1.5\"\r\n\r\n2,8,1,0,50,2\r\n";
+        let offers = read(text, 2).unwrap();
+        assert_eq!(offers.len(), 2);
+        assert_eq!((offers[0].amount, offers[1].amount), (100, 50));
+        let bad = format!("{text}3,9,0,1,\"1,5\",1\r\n");
+        assert!(error_text(&bad, 2).starts_with("line 5: amount '1,5' is not an integer"));
     }
 
     /// Trigger: a header saved with a UTF-8 byte-order mark (spreadsheets do) was refused as

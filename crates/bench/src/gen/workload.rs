@@ -113,7 +113,10 @@ pub fn run(args: GenWorkloadArgs) -> Result<(), ToolError> {
         let transactions = block.transactions.len();
         let (proposed, _) = state
             .propose(block.transactions, &engine)
-            .map_err(|error| ToolError(format!("executing block {number}: {error}")))?;
+            .map_err(|source| ToolError::Block {
+                block: format!("executing block {number}"),
+                source,
+            })?;
         manifest.blocks.push(BlockEntry {
             file: FileEntry::describe(file, &bytes),
             transactions,
@@ -150,13 +153,15 @@ fn prepare_directory(directory: &Path, force: bool) -> Result<(), ToolError> {
     let shown = directory.display();
     if directory.exists() {
         if !directory.is_dir() {
-            return Err(ToolError(format!("{shown} exists and is not a directory")));
+            return Err(ToolError::Refused(format!(
+                "{shown} exists and is not a directory"
+            )));
         }
-        let mut entries = fs::read_dir(directory)
-            .map_err(|error| ToolError(format!("cannot read {shown}: {error}")))?;
+        let mut entries =
+            fs::read_dir(directory).map_err(ToolError::io(format!("cannot read {shown}")))?;
         if entries.next().is_some() {
             if !force {
-                return Err(ToolError(format!(
+                return Err(ToolError::Refused(format!(
                     "{shown} is not empty; choose another --out or add --force to replace \
                      the workload in it"
                 )));
@@ -166,20 +171,18 @@ fn prepare_directory(directory: &Path, force: bool) -> Result<(), ToolError> {
     }
     let blocks = directory.join(BLOCKS_DIR);
     fs::create_dir_all(&blocks)
-        .map_err(|error| ToolError(format!("cannot create {}: {error}", blocks.display())))
+        .map_err(ToolError::io(format!("cannot create {}", blocks.display())))
 }
 
 fn remove_old_blocks(blocks: &Path) -> Result<(), ToolError> {
     if !blocks.exists() {
         return Ok(());
     }
-    fs::remove_dir_all(blocks)
-        .map_err(|error| ToolError(format!("cannot remove {}: {error}", blocks.display())))
+    fs::remove_dir_all(blocks).map_err(ToolError::io(format!("cannot remove {}", blocks.display())))
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
-    fs::write(path, bytes)
-        .map_err(|error| ToolError(format!("cannot write {}: {error}", path.display())))
+    fs::write(path, bytes).map_err(ToolError::io(format!("cannot write {}", path.display())))
 }
 
 /// `000001.bin` for block 1: six digits cover the most blocks a workload may have.

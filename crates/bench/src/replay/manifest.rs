@@ -56,14 +56,14 @@ impl FileEntry {
     pub fn read_checked(&self, dir: &Path) -> Result<Vec<u8>, ToolError> {
         let path = dir.join(&self.file);
         let bytes = std::fs::read(&path).map_err(|error| {
-            ToolError(format!(
+            ToolError::Input(format!(
                 "cannot read {} ({error}); the workload's {MANIFEST_FILE} lists it: the \
                  workload is incomplete, generate it again",
                 path.display()
             ))
         })?;
         if bytes.len() as u64 != self.bytes {
-            return Err(ToolError(format!(
+            return Err(ToolError::Input(format!(
                 "{} has {} bytes but {MANIFEST_FILE} says {}: the file is {}; generate the \
                  workload again",
                 path.display(),
@@ -80,7 +80,7 @@ impl FileEntry {
         }
         let hash = walras_crypto::hash(&bytes).to_string();
         if hash != self.blake2b_256 {
-            return Err(ToolError(format!(
+            return Err(ToolError::Input(format!(
                 "{} has BLAKE2b-256 {hash} but {MANIFEST_FILE} says {}: the file was changed or \
                  replaced (a copy of another block?); generate the workload again",
                 path.display(),
@@ -96,29 +96,29 @@ impl Manifest {
         let path = dir.join(MANIFEST_FILE);
         let text = serde_json::to_string_pretty(self)?;
         std::fs::write(&path, text)
-            .map_err(|error| ToolError(format!("cannot write {}: {error}", path.display())))
+            .map_err(ToolError::io(format!("cannot write {}", path.display())))
     }
 
     pub fn read(dir: &Path) -> Result<Manifest, ToolError> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read(&path).map_err(|error| {
-            ToolError(format!(
+            ToolError::Input(format!(
                 "cannot read {} ({error}): replay needs the manifest `walras gen workload` \
                  writes (workloads generated before it existed: generate them again)",
                 path.display()
             ))
         })?;
         let manifest: Manifest = serde_json::from_slice(&text)
-            .map_err(|error| ToolError(format!("{}: {error}", path.display())))?;
+            .map_err(|error| ToolError::Input(format!("{}: {error}", path.display())))?;
         if manifest.format != MANIFEST_FORMAT {
-            return Err(ToolError(format!(
+            return Err(ToolError::Input(format!(
                 "{}: format {} is not the one this walras reads ({MANIFEST_FORMAT})",
                 path.display(),
                 manifest.format
             )));
         }
         if manifest.block_count != manifest.blocks.len() || manifest.blocks.is_empty() {
-            return Err(ToolError(format!(
+            return Err(ToolError::Input(format!(
                 "{}: block_count {} but {} blocks listed",
                 path.display(),
                 manifest.block_count,
@@ -136,8 +136,10 @@ impl Manifest {
             .iter()
             .map(|block| dir.join(&block.file.file))
             .collect();
-        let entries = std::fs::read_dir(blocks_dir)
-            .map_err(|error| ToolError(format!("cannot read {}: {error}", blocks_dir.display())))?;
+        let entries = std::fs::read_dir(blocks_dir).map_err(ToolError::io(format!(
+            "cannot read {}",
+            blocks_dir.display()
+        )))?;
         let mut extra: Vec<String> = entries
             .filter_map(|entry| entry.ok().map(|entry| entry.path()))
             .filter(|path| !listed.contains(path))
@@ -145,7 +147,7 @@ impl Manifest {
             .collect();
         extra.sort();
         if let Some(first) = extra.first() {
-            return Err(ToolError(format!(
+            return Err(ToolError::Input(format!(
                 "{first}{} not listed in {MANIFEST_FILE}: remove {} or generate the workload again",
                 if extra.len() > 1 {
                     format!(" and {} more files are", extra.len() - 1)

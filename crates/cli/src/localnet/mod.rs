@@ -9,7 +9,7 @@
 
 mod setup;
 
-use super::CliError;
+use anyhow::{anyhow, Context};
 use nix::sys::signal::Signal;
 use setup::{Layout, NodeLayout};
 use std::path::{Path, PathBuf};
@@ -75,16 +75,16 @@ struct DownArgs {
     dir: PathBuf,
 }
 
-pub fn run(args: LocalnetArgs) -> Result<(), CliError> {
+pub fn run(args: LocalnetArgs) -> anyhow::Result<()> {
     match args.action {
         Some(LocalnetAction::Down(down)) => stop_all(&down.dir),
         None => up(args.up),
     }
 }
 
-fn up(args: UpArgs) -> Result<(), CliError> {
+fn up(args: UpArgs) -> anyhow::Result<()> {
     let (Some(validators), Some(dir)) = (args.validators, args.dir.clone()) else {
-        return Err(CliError("--validators and --dir are required".into()));
+        return Err(anyhow!("--validators and --dir are required"));
     };
     let layout = match setup::read(&dir)? {
         Some(layout) => {
@@ -99,8 +99,7 @@ fn up(args: UpArgs) -> Result<(), CliError> {
         }
         None => create(&args, validators as usize, &dir)?,
     };
-    let executable = std::env::current_exe()
-        .map_err(|error| CliError(format!("locating the walras executable: {error}")))?;
+    let executable = std::env::current_exe().context("locating the walras executable")?;
     for node in &layout.nodes {
         match running_pid(node) {
             Some(pid) => eprintln!(
@@ -115,23 +114,22 @@ fn up(args: UpArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn create(args: &UpArgs, validators: usize, dir: &Path) -> Result<Layout, CliError> {
+fn create(args: &UpArgs, validators: usize, dir: &Path) -> anyhow::Result<Layout> {
     if dir.exists()
         && std::fs::read_dir(dir)
-            .map_err(|error| CliError(format!("reading {}: {error}", dir.display())))?
+            .with_context(|| format!("reading {}", dir.display()))?
             .next()
             .is_some()
     {
-        return Err(CliError(format!(
+        return Err(anyhow!(
             "{} is not empty and holds no localnet.json: choose a new directory",
             dir.display()
-        )));
+        ));
     }
-    std::fs::create_dir_all(dir)
-        .map_err(|error| CliError(format!("creating {}: {error}", dir.display())))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let cometbft_bin = binary_or_find(args.cometbft_bin.clone())?;
     let cometbft_bin = std::fs::canonicalize(&cometbft_bin)
-        .map_err(|error| CliError(format!("cometbft at {}: {error}", cometbft_bin.display())))?;
+        .with_context(|| format!("cometbft at {}", cometbft_bin.display()))?;
     warn_on_other_version(&cometbft_bin);
     eprintln!(
         "walras localnet: creating {validators} validators in {}",
@@ -171,13 +169,13 @@ fn warn_on_other_version(binary: &Path) {
 }
 
 /// Starts one validator in the background, in its own session.
-fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> Result<(), CliError> {
+fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> anyhow::Result<()> {
     wait_ports_free(node)?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(node.log())
-        .map_err(|error| CliError(format!("opening {}: {error}", node.log().display())))?;
+        .with_context(|| format!("opening {}", node.log().display()))?;
     let listen = node.api.trim_start_matches("http://");
     let mut command = Command::new(executable);
     command
@@ -206,10 +204,7 @@ fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> Result<(), Cl
         .arg("--rate-limit-rps")
         .arg("0")
         .stdin(Stdio::null())
-        .stdout(
-            log.try_clone()
-                .map_err(|error| CliError(format!("log file: {error}")))?,
-        )
+        .stdout(log.try_clone().context("log file")?)
         .stderr(log);
     // Its own session: the node outlives this command and ignores its terminal's signals.
     // SAFETY: setsid is async-signal-safe.
@@ -221,9 +216,9 @@ fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> Result<(), Cl
     }
     let child = command
         .spawn()
-        .map_err(|error| CliError(format!("starting node{}: {error}", node.index)))?;
+        .with_context(|| format!("starting node{}", node.index))?;
     std::fs::write(node.pid_file(), child.id().to_string())
-        .map_err(|error| CliError(format!("writing {}: {error}", node.pid_file().display())))?;
+        .with_context(|| format!("writing {}", node.pid_file().display()))?;
     eprintln!(
         "walras localnet: started node{} (pid {}, API {}, log {})",
         node.index,
@@ -236,7 +231,7 @@ fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> Result<(), Cl
 
 /// Waits until the validator's CometBFT ports can be bound: a CometBFT killed with its node
 /// (the parent-death signal) may take a moment to release them.
-fn wait_ports_free(node: &NodeLayout) -> Result<(), CliError> {
+fn wait_ports_free(node: &NodeLayout) -> anyhow::Result<()> {
     let addresses = [
         format!("127.0.0.1:{}", node.p2p_port),
         node.rpc.trim_start_matches("http://").to_string(),
@@ -246,10 +241,10 @@ fn wait_ports_free(node: &NodeLayout) -> Result<(), CliError> {
     for address in &addresses {
         while std::net::TcpListener::bind(address).is_err() {
             if Instant::now() > deadline {
-                return Err(CliError(format!(
+                return Err(anyhow!(
                     "node{}: {address} stays in use; is another program on it?",
                     node.index
-                )));
+                ));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -276,29 +271,29 @@ fn running_pid(node: &NodeLayout) -> Option<i32> {
     (ours && state != "Z").then_some(pid)
 }
 
-fn wait_until_serving(layout: &Layout, limit: Duration) -> Result<(), CliError> {
+fn wait_until_serving(layout: &Layout, limit: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + limit;
     super::remote::block_on(async {
         for node in &layout.nodes {
             let client = NodeClient::new(&node.api)?;
             loop {
                 if running_pid(node).is_none() {
-                    return Err(CliError(format!(
+                    return Err(anyhow!(
                         "node{} exited; the end of {}:\n{}",
                         node.index,
                         node.log().display(),
                         log_tail(&node.log(), 12)
-                    )));
+                    ));
                 }
                 match client.status().await {
                     Ok(status) if status.height > 0 => break,
                     _ if Instant::now() > deadline => {
-                        return Err(CliError(format!(
+                        return Err(anyhow!(
                             "node{} did not serve a committed block within {} s: see {}",
                             node.index,
                             limit.as_secs(),
                             node.log().display()
-                        )))
+                        ))
                     }
                     _ => tokio::time::sleep(Duration::from_millis(200)).await,
                 }
@@ -337,9 +332,9 @@ fn print_summary(dir: &Path, layout: &Layout) {
     );
 }
 
-fn stop_all(dir: &Path) -> Result<(), CliError> {
-    let layout = setup::read(dir)?
-        .ok_or_else(|| CliError(format!("{} holds no localnet.json", dir.display())))?;
+fn stop_all(dir: &Path) -> anyhow::Result<()> {
+    let layout =
+        setup::read(dir)?.ok_or_else(|| anyhow!("{} holds no localnet.json", dir.display()))?;
     let running: Vec<(usize, i32)> = layout
         .nodes
         .iter()

@@ -2,7 +2,7 @@
 //! one shared genesis naming every validator, and each `config.toml` set to its own loopback
 //! ports with the others as persistent peers.
 
-use super::super::CliError;
+use anyhow::{anyhow, Context};
 use serde::{Deserialize, Serialize};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ pub struct Plan<'a> {
 }
 
 /// Creates every validator's files and `localnet.json`.
-pub fn create(plan: &Plan<'_>) -> Result<Layout, CliError> {
+pub fn create(plan: &Plan<'_>) -> anyhow::Result<Layout> {
     let ports = free_ports(plan.validators * 3)?;
     let nodes: Vec<NodeLayout> = (0..plan.validators)
         .map(|index| NodeLayout {
@@ -84,7 +84,7 @@ pub fn create(plan: &Plan<'_>) -> Result<Layout, CliError> {
                 &node.home(),
             )
         })
-        .collect::<Result<Vec<String>, CliError>>()?;
+        .collect::<anyhow::Result<Vec<String>>>()?;
     let genesis = shared_genesis(&nodes)?;
     for node in &nodes {
         write(&node.home().join("config/genesis.json"), &genesis)?;
@@ -104,49 +104,45 @@ pub fn create(plan: &Plan<'_>) -> Result<Layout, CliError> {
         threads: plan.threads,
         nodes,
     };
-    let json = serde_json::to_string_pretty(&layout)
-        .map_err(|error| CliError(format!("encoding localnet.json: {error}")))?;
+    let json = serde_json::to_string_pretty(&layout).context("encoding localnet.json")?;
     write(&plan.dir.join("localnet.json"), &json)?;
     Ok(layout)
 }
 
 /// Reads `DIR/localnet.json`; `None` if there is none.
-pub fn read(dir: &Path) -> Result<Option<Layout>, CliError> {
+pub fn read(dir: &Path) -> anyhow::Result<Option<Layout>> {
     let path = dir.join("localnet.json");
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(CliError(format!("reading {}: {error}", path.display()))),
+        Err(error) => return Err(anyhow!("reading {}: {error}", path.display())),
     };
-    serde_json::from_str(&text).map(Some).map_err(|error| {
-        CliError(format!(
-            "{} is not a localnet layout: {error}",
-            path.display()
-        ))
-    })
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|error| anyhow!("{} is not a localnet layout: {error}", path.display()))
 }
 
 /// Runs `cometbft ARGS HOME`; its trimmed stdout.
-fn cometbft(binary: &Path, args: &[&str], home: &Path) -> Result<String, CliError> {
+fn cometbft(binary: &Path, args: &[&str], home: &Path) -> anyhow::Result<String> {
     let output = Command::new(binary)
         .args(args)
         .arg(home)
         .output()
-        .map_err(|error| CliError(format!("running {}: {error}", binary.display())))?;
+        .with_context(|| format!("running {}", binary.display()))?;
     if !output.status.success() {
-        return Err(CliError(format!(
+        return Err(anyhow!(
             "{} {} {} failed: {}",
             binary.display(),
             args.join(" "),
             home.display(),
             String::from_utf8_lossy(&output.stderr).trim()
-        )));
+        ));
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
 /// Node 0's generated genesis with every node's validator key, equal power.
-fn shared_genesis(nodes: &[NodeLayout]) -> Result<String, CliError> {
+fn shared_genesis(nodes: &[NodeLayout]) -> anyhow::Result<String> {
     let mut genesis = read_json(&nodes[0].home().join("config/genesis.json"))?;
     let validators = nodes
         .iter()
@@ -159,18 +155,17 @@ fn shared_genesis(nodes: &[NodeLayout]) -> Result<String, CliError> {
                 "name": format!("node{}", node.index),
             }))
         })
-        .collect::<Result<Vec<_>, CliError>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()?;
     genesis["validators"] = serde_json::Value::Array(validators);
     genesis["chain_id"] = serde_json::Value::String(CHAIN_ID.into());
-    serde_json::to_string_pretty(&genesis)
-        .map_err(|error| CliError(format!("encoding genesis.json: {error}")))
+    serde_json::to_string_pretty(&genesis).context("encoding genesis.json")
 }
 
 /// Sets a node's addresses, peers and limits in its `config.toml`.
-fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> Result<(), CliError> {
+fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> anyhow::Result<()> {
     let path = node.home().join("config/config.toml");
-    let mut text = std::fs::read_to_string(&path)
-        .map_err(|error| CliError(format!("reading {}: {error}", path.display())))?;
+    let mut text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let rpc = node.rpc.trim_start_matches("http://");
     let settings: [(&str, &str, String); 14] = [
         ("", "moniker", format!("\"node{}\"", node.index)),
@@ -202,34 +197,32 @@ fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> Result<(
         ("tx_index", "indexer", "\"null\"".into()),
     ];
     for (section, key, value) in &settings {
-        text = toml::set(&text, section, key, value)
-            .map_err(|error| CliError(format!("{}: {error}", path.display())))?;
+        text =
+            toml::set(&text, section, key, value).with_context(|| format!("{}", path.display()))?;
     }
     write(&path, &text)
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| CliError(format!("reading {}: {error}", path.display())))?;
-    serde_json::from_str(&text)
-        .map_err(|error| CliError(format!("{} is not JSON: {error}", path.display())))
+fn read_json(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
 }
 
-fn write(path: &Path, text: &str) -> Result<(), CliError> {
-    std::fs::write(path, text)
-        .map_err(|error| CliError(format!("writing {}: {error}", path.display())))
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// `count` distinct free loopback ports (held open together while choosing, so no two are
 /// the same; another program could still take one before the network binds it).
-fn free_ports(count: usize) -> Result<Vec<u16>, CliError> {
+fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
     let listeners = (0..count)
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| CliError(format!("finding free loopback ports: {error}")))?;
+        .context("finding free loopback ports")?;
     listeners
         .iter()
         .map(|listener| listener.local_addr().map(|address| address.port()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| CliError(format!("finding free loopback ports: {error}")))
+        .context("finding free loopback ports")
 }

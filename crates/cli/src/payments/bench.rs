@@ -25,7 +25,6 @@ use walras_payments_net::wire::Request;
 use walras_types::AssetId;
 
 use super::localnet::{create, start_all, stop_all, Spec};
-use crate::CliError;
 
 /// How long the bench waits for the last payments after the last send.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -133,18 +132,17 @@ fn percentile(sorted: &[u64], fraction: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1000.0
 }
 
-pub fn run(args: BenchArgs) -> Result<(), CliError> {
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.scheme == "bls" {
-        return Err(CliError(
+        return Err(anyhow::Error::msg(
             "--scheme bls: the validator process signs Ed25519 votes only (naive or merkle); \
-             BLS aggregates exist in walras-payments (feature bls) but not in the shard yet"
-                .into(),
+             BLS aggregates exist in walras-payments (feature bls) but not in the shard yet",
         ));
     }
-    let fault = Fault::parse(&args.fault).map_err(CliError)?;
+    let fault = Fault::parse(&args.fault).map_err(anyhow::Error::msg)?;
     if args.rate == 0 || args.seconds == 0 || args.keys == 0 || args.validators == 0 {
-        return Err(CliError(
-            "rate, seconds, keys and validators must be positive".into(),
+        return Err(anyhow::Error::msg(
+            "rate, seconds, keys and validators must be positive",
         ));
     }
     let command_line: Vec<String> = std::env::args().collect();
@@ -163,10 +161,10 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         }
     };
     if dir.join("committee.json").exists() {
-        return Err(CliError(format!(
+        return Err(anyhow::anyhow!(
             "{} already holds a committee; the bench needs a fresh directory",
             dir.display()
-        )));
+        ));
     }
     let keys: Vec<Keypair> = (0..args.keys as u64)
         .map(|index| Keypair::from_seed(seed(index)))
@@ -197,7 +195,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     let result = (|| {
         start_all(&dir)?;
         let committee = CommitteeFile::load(&dir.join("committee.json"))
-            .map_err(|error| CliError(error.to_string()))?;
+            .map_err(|error| anyhow::Error::msg(error.to_string()))?;
         let load = build_load(&args, &committee.committee, &keys);
         let summary = super::block_on(drive(
             &args,
@@ -205,7 +203,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             committee.addresses,
             load,
         ))??;
-        Ok::<_, CliError>(summary)
+        Ok::<_, anyhow::Error>(summary)
     })();
     let _ = stop_all(&dir);
     if remove {
@@ -222,7 +220,7 @@ async fn drive(
     committee: &Committee,
     addresses: Vec<String>,
     load: Load,
-) -> Result<serde_json::Value, CliError> {
+) -> anyhow::Result<serde_json::Value> {
     let client = CommitteeClient::new(committee.clone(), addresses);
     // Connections open before the clock starts.
     for validator in 0..committee.validators.len() {

@@ -19,8 +19,6 @@ use walras_payments_net::config::{
 };
 use walras_payments_net::wallet::{write_private_durable, Wallet};
 
-use crate::CliError;
-
 /// How long `down` waits after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How long `up` waits for every validator to listen.
@@ -75,18 +73,20 @@ struct UpArgs {
     chain_id: u64,
 }
 
-pub fn run(args: LocalnetArgs) -> Result<(), CliError> {
+pub fn run(args: LocalnetArgs) -> anyhow::Result<()> {
     if let Some(LocalnetAction::Down(down)) = args.action {
         stop_all(&down.dir)?;
         println!("payments localnet down: {}", down.dir.display());
         return Ok(());
     }
     let up = args.up;
-    let dir = up.dir.ok_or_else(|| CliError("--dir is required".into()))?;
+    let dir = up
+        .dir
+        .ok_or_else(|| anyhow::Error::msg("--dir is required"))?;
     if !dir.join("committee.json").exists() {
         let validators = up
             .validators
-            .ok_or_else(|| CliError("--validators is required".into()))?;
+            .ok_or_else(|| anyhow::Error::msg("--validators is required"))?;
         let mut seeds = Vec::new();
         let mut outputs = Vec::new();
         for _ in 0..up.wallets {
@@ -112,7 +112,7 @@ pub fn run(args: LocalnetArgs) -> Result<(), CliError> {
             walras_client::keyfile::random_seed()
         })?;
         let genesis = GenesisFile::load(&dir.join("genesis.json"), ChainId(up.chain_id))
-            .map_err(|error| CliError(error.to_string()))?;
+            .map_err(|error| anyhow::Error::msg(error.to_string()))?;
         std::fs::create_dir_all(dir.join("wallets"))?;
         for (index, seed) in seeds.iter().enumerate() {
             let roots = &genesis[index * up.coins..(index + 1) * up.coins];
@@ -142,7 +142,7 @@ pub struct Spec {
     pub faults: Vec<(usize, Fault)>,
 }
 
-fn free_port() -> Result<u16, CliError> {
+fn free_port() -> anyhow::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
@@ -153,7 +153,7 @@ pub fn create(
     spec: &Spec,
     outputs: Vec<GenesisOutputFile>,
     seed_of: impl Fn(usize) -> Result<[u8; 32], walras_client::keyfile::KeyFileError>,
-) -> Result<(), CliError> {
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut members = Vec::new();
     let mut seeds = Vec::new();
@@ -173,9 +173,9 @@ pub fn create(
         batch_leaves_max: MERKLE_BATCH_LEAVES_DEFAULT,
         validators: members,
     };
-    committee.to_config().map_err(CliError)?;
+    committee.to_config().map_err(anyhow::Error::msg)?;
     write_json(&dir.join("genesis.json"), &GenesisFile { outputs })
-        .map_err(|error| CliError(error.to_string()))?;
+        .map_err(|error| anyhow::Error::msg(error.to_string()))?;
     for (index, seed) in seeds.iter().enumerate() {
         let home = dir.join(format!("validator{index}"));
         std::fs::create_dir_all(&home)?;
@@ -194,17 +194,17 @@ pub fn create(
                 .map(|(_, fault)| *fault),
         };
         write_json(&home.join("config.json"), &config)
-            .map_err(|error| CliError(error.to_string()))?;
+            .map_err(|error| anyhow::Error::msg(error.to_string()))?;
     }
     // Written last: its presence marks a complete directory.
     write_json(&dir.join("committee.json"), &committee)
-        .map_err(|error| CliError(error.to_string()))?;
+        .map_err(|error| anyhow::Error::msg(error.to_string()))?;
     Ok(())
 }
 
-fn validator_homes(dir: &Path) -> Result<Vec<PathBuf>, CliError> {
+fn validator_homes(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let committee = CommitteeFile::load(&dir.join("committee.json"))
-        .map_err(|error| CliError(error.to_string()))?;
+        .map_err(|error| anyhow::Error::msg(error.to_string()))?;
     Ok((0..committee.addresses.len())
         .map(|index| dir.join(format!("validator{index}")))
         .collect())
@@ -227,10 +227,10 @@ pub fn running_pid(home: &Path) -> Option<i32> {
 }
 
 /// Starts every validator of `dir` that is not running and waits until all listen.
-pub fn start_all(dir: &Path) -> Result<(), CliError> {
+pub fn start_all(dir: &Path) -> anyhow::Result<()> {
     let executable = std::env::current_exe()?;
     let committee = CommitteeFile::load(&dir.join("committee.json"))
-        .map_err(|error| CliError(error.to_string()))?;
+        .map_err(|error| anyhow::Error::msg(error.to_string()))?;
     let homes = validator_homes(dir)?;
     for home in &homes {
         if running_pid(home).is_some() {
@@ -264,17 +264,17 @@ pub fn start_all(dir: &Path) -> Result<(), CliError> {
         while std::net::TcpStream::connect(address).is_err() {
             if running_pid(home).is_none() {
                 let log = std::fs::read_to_string(home.join("log")).unwrap_or_default();
-                return Err(CliError(format!(
+                return Err(anyhow::anyhow!(
                     "{} exited: {}",
                     home.display(),
                     log.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
-                )));
+                ));
             }
             if Instant::now() > deadline {
-                return Err(CliError(format!(
+                return Err(anyhow::anyhow!(
                     "{} does not listen on {address}",
                     home.display()
-                )));
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -287,7 +287,7 @@ fn signal(pid: i32, signal: Signal) {
 }
 
 /// Stops every validator of `dir`: SIGTERM, then SIGKILL after a grace period.
-pub fn stop_all(dir: &Path) -> Result<(), CliError> {
+pub fn stop_all(dir: &Path) -> anyhow::Result<()> {
     let homes = validator_homes(dir)?;
     for home in &homes {
         if let Some(pid) = running_pid(home) {

@@ -20,7 +20,6 @@ use walras_payments_net::wire::{Request, Response};
 use walras_types::AssetId;
 
 pub use super::remote::block_on;
-use super::CliError;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum PaymentsCommand {
@@ -92,12 +91,12 @@ pub struct ReceiveArgs {
     certificate: String,
 }
 
-pub fn run(command: PaymentsCommand) -> Result<(), CliError> {
+pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
     match command {
         PaymentsCommand::Validator(args) => block_on(async move {
             walras_payments_net::validator::run_from_file(&args.config)
                 .await
-                .map_err(CliError)
+                .map_err(anyhow::Error::msg)
         })?,
         #[cfg(feature = "dev-tools")]
         PaymentsCommand::Localnet(args) => localnet::run(args),
@@ -111,11 +110,11 @@ pub fn run(command: PaymentsCommand) -> Result<(), CliError> {
     }
 }
 
-fn load_committee(path: &Path) -> Result<CommitteeConfig, CliError> {
-    CommitteeFile::load(path).map_err(|error| CliError(error.to_string()))
+fn load_committee(path: &Path) -> anyhow::Result<CommitteeConfig> {
+    CommitteeFile::load(path).map_err(|error| anyhow::Error::msg(error.to_string()))
 }
 
-fn pay(args: PayArgs) -> Result<(), CliError> {
+fn pay(args: PayArgs) -> anyhow::Result<()> {
     let committee = load_committee(&args.wallet.committee)?;
     let mut wallet = Wallet::load(&args.wallet.wallet, &committee.committee)?;
     let payee_wallet = Path::new(&args.to);
@@ -123,7 +122,7 @@ fn pay(args: PayArgs) -> Result<(), CliError> {
         let payee = Wallet::load(payee_wallet, &committee.committee)?;
         (payee.public_key(), Some(payee))
     } else {
-        (parse_key(&args.to).map_err(CliError)?, None)
+        (parse_key(&args.to).map_err(anyhow::Error::msg)?, None)
     };
     let client = CommitteeClient::new(committee.committee.clone(), committee.addresses.clone());
     let (payment, certificates) = block_on(async {
@@ -151,11 +150,11 @@ fn pay(args: PayArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn receive(args: ReceiveArgs) -> Result<(), CliError> {
+fn receive(args: ReceiveArgs) -> anyhow::Result<()> {
     let committee = load_committee(&args.wallet.committee)?;
     let mut wallet = Wallet::load(&args.wallet.wallet, &committee.committee)?;
     let bytes = hex::decode(args.certificate.trim())
-        .map_err(|error| CliError(format!("the certificate is not hex: {error}")))?;
+        .map_err(|error| anyhow::anyhow!("the certificate is not hex: {error}"))?;
     let certificate = decode_certificate(&bytes)?;
     let amount = certificate.output.amount;
     wallet.receive(certificate)?;
@@ -163,7 +162,7 @@ fn receive(args: ReceiveArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn balance(args: WalletArgs) -> Result<(), CliError> {
+fn balance(args: WalletArgs) -> anyhow::Result<()> {
     let committee = load_committee(&args.committee)?;
     let wallet = Wallet::load(&args.wallet, &committee.committee)?;
     let client = wallet.client();
@@ -188,7 +187,7 @@ fn balance(args: WalletArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn history(args: WalletArgs) -> Result<(), CliError> {
+fn history(args: WalletArgs) -> anyhow::Result<()> {
     let committee = load_committee(&args.committee)?;
     let wallet = Wallet::load(&args.wallet, &committee.committee)?;
     for entry in &wallet.file().history {
@@ -200,7 +199,7 @@ fn history(args: WalletArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn status(args: CommitteeArgs) -> Result<(), CliError> {
+fn status(args: CommitteeArgs) -> anyhow::Result<()> {
     let committee = load_committee(&args.committee)?;
     let client: Arc<CommitteeClient> =
         CommitteeClient::new(committee.committee.clone(), committee.addresses.clone());

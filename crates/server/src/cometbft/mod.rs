@@ -47,7 +47,7 @@ impl Running {
             .unwrap_or_else(|p| p.into_inner())
             .take()
         {
-            Some(status) => Err(NodeError(status)),
+            Some(status) => Err(NodeError::Cometbft(status)),
             None => Ok(()),
         }
     }
@@ -69,7 +69,10 @@ pub fn start(
     let app = WalrasApp::new(shared.clone(), app_config);
     let server = tendermint_abci::ServerBuilder::default()
         .bind("127.0.0.1:0", app)
-        .map_err(|error| NodeError(format!("binding the ABCI server: {error}")))?;
+        .map_err(|error| NodeError::Abci {
+            doing: "binding the ABCI server",
+            detail: error.to_string(),
+        })?;
     let abci_address = server.local_addr();
     std::thread::Builder::new()
         .name("abci".into())
@@ -78,9 +81,12 @@ pub fn start(
                 tracing::warn!("the ABCI server stopped: {error}");
             }
         })
-        .map_err(|error| NodeError(format!("starting the ABCI server: {error}")))?;
+        .map_err(|error| NodeError::Abci {
+            doing: "starting the ABCI server",
+            detail: error.to_string(),
+        })?;
     let child = child::spawn(&config.binary, &config.home, &abci_address).map_err(|error| {
-        NodeError(format!(
+        NodeError::Cometbft(format!(
             "starting CometBFT ({}): {error}; install it with scripts/install-cometbft.sh \
              or name it with --cometbft-bin",
             config.binary.display()
@@ -133,7 +139,7 @@ fn watch(shared: Arc<Shared>, running: &Running) {
 fn read_config(home: &Path) -> Result<String, NodeError> {
     let path = home.join("config").join("config.toml");
     std::fs::read_to_string(&path).map_err(|error| {
-        NodeError(format!(
+        NodeError::Cometbft(format!(
             "reading {}: {error}; create a network with `walras localnet` or `cometbft init --home {}`",
             path.display(),
             home.display()
@@ -144,9 +150,9 @@ fn read_config(home: &Path) -> Result<String, NodeError> {
 /// CometBFT's RPC as an HTTP URL, from `[rpc] laddr`.
 fn rpc_url(config_text: &str) -> Result<String, NodeError> {
     let laddr = toml::get(config_text, "rpc", "laddr")
-        .ok_or_else(|| NodeError("config.toml has no [rpc] laddr".into()))?;
+        .ok_or_else(|| NodeError::Cometbft("config.toml has no [rpc] laddr".into()))?;
     let address = laddr.strip_prefix("tcp://").ok_or_else(|| {
-        NodeError(format!(
+        NodeError::Cometbft(format!(
             "config.toml [rpc] laddr {laddr:?} is not tcp://HOST:PORT"
         ))
     })?;
@@ -157,7 +163,7 @@ fn rpc_url(config_text: &str) -> Result<String, NodeError> {
 /// The executable named, or else the one [`find_binary`] finds; an error saying how to get one.
 pub fn binary_or_find(named: Option<PathBuf>) -> Result<PathBuf, NodeError> {
     named.or_else(find_binary).ok_or_else(|| {
-        NodeError(
+        NodeError::Cometbft(
             "no cometbft executable found (PATH, ~/go/bin, $WALRAS_COMETBFT): run \
              scripts/install-cometbft.sh or pass --cometbft-bin"
                 .into(),
