@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use walras_payments::{
     output_id, verify_vote, vote_message, Certificate, Committee, Conflict, PaymentRequest,
-    PaymentVotes, RootCache, ValidatorIndex, Vote, VoteFault,
+    PaymentVotes, RootCache, ValidatorIndex, VoteFault,
 };
 
 use crate::frame::{push_frame, read_frame, write_framed};
@@ -357,29 +357,12 @@ impl<'a> Aggregator<'a> {
     }
 
     fn certificates(&self) -> Vec<Certificate> {
-        let payment = &self.request.signed.payment;
-        let id = payment.id();
-        let quorum = self.committee.quorum();
-        payment
-            .outputs
-            .iter()
-            .enumerate()
-            .map(|(index, output)| Certificate {
-                chain_id: payment.chain_id,
-                epoch: payment.epoch,
-                id: output_id(&id, index as u16),
-                output: *output,
-                votes: self
-                    .votes
-                    .values()
-                    .take(quorum)
-                    .map(|votes| Vote {
-                        validator: votes.validator,
-                        signature: votes.signatures[index].clone(),
-                    })
-                    .collect(),
-            })
-            .collect()
+        let voters = self
+            .votes
+            .values()
+            .take(self.committee.quorum())
+            .map(|votes| (votes.validator, votes.signatures.as_slice()));
+        Certificate::for_payment(&self.request.signed.payment, voters)
     }
 }
 

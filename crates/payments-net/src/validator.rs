@@ -21,8 +21,8 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use walras_crypto::{Keypair, PublicKey};
 use walras_payments::durable::{DurableError, EffectLog};
 use walras_payments::{
-    output_id, sign_votes, vote_message, Committee, Output, OutputId, PaymentId, PaymentRequest,
-    PaymentVotes, Reply, Scheme, ValidatorIndex, ValidatorShard,
+    sign_votes, Committee, Output, OutputId, PaymentId, PaymentRequest, PaymentVotes, Reply,
+    Scheme, ValidatorIndex, ValidatorShard,
 };
 
 use crate::config::Fault;
@@ -453,20 +453,12 @@ impl ShardWorker {
 
     fn messages(&self, request: &PaymentRequest) -> Vec<walras_crypto::Hash> {
         let payment = &request.signed.payment;
-        let id = payment.id();
-        payment
-            .outputs
-            .iter()
-            .enumerate()
-            .map(|(index, output)| {
-                vote_message(
-                    self.committee.chain_id,
-                    self.committee.epoch,
-                    &output_id(&id, index as u16),
-                    output,
-                )
-            })
-            .collect()
+        walras_payments::payment_vote_messages(
+            self.committee.chain_id,
+            self.committee.epoch,
+            payment.id(),
+            &payment.outputs,
+        )
     }
 
     /// The equivocation fault: votes for a payment that conflicts with the one it recorded,

@@ -15,7 +15,9 @@ use walras_crypto::{
 };
 
 use crate::error::{CertError, VoteFault};
-use crate::model::{domain, ChainId, Committee, Epoch, Output, OutputId, ValidatorIndex};
+use crate::model::{
+    domain, output_id, ChainId, Committee, Epoch, Output, OutputId, PaymentId, ValidatorIndex,
+};
 
 /// How validators sign votes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +39,23 @@ pub fn vote_message(chain_id: ChainId, epoch: Epoch, id: &OutputId, output: &Out
         .update(&output.amount.to_be_bytes())
         .update(output.owner.as_bytes());
     hasher.finalize()
+}
+
+/// The vote messages of a payment's outputs, in output order: what a validator signs and a
+/// certificate's votes are checked against (one rule for both the core and the process).
+pub fn payment_vote_messages(
+    chain_id: ChainId,
+    epoch: Epoch,
+    payment: PaymentId,
+    outputs: &[Output],
+) -> Vec<Hash> {
+    outputs
+        .iter()
+        .enumerate()
+        .map(|(index, output)| {
+            vote_message(chain_id, epoch, &output_id(&payment, index as u16), output)
+        })
+        .collect()
 }
 
 /// One validator's signature on one output.
@@ -235,6 +254,34 @@ pub struct Certificate {
 }
 
 impl Certificate {
+    /// One certificate per output of `payment`, from quorum-many validators' votes on the whole
+    /// payment (each voter's signatures in output order): the one way certificates are
+    /// assembled, by the wallet state machine and by the network client alike.
+    pub fn for_payment<'v>(
+        payment: &crate::model::Payment,
+        voters: impl Iterator<Item = (ValidatorIndex, &'v [VoteSignature])> + Clone,
+    ) -> Vec<Certificate> {
+        let id = payment.id();
+        payment
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(index, output)| Certificate {
+                chain_id: payment.chain_id,
+                epoch: payment.epoch,
+                id: output_id(&id, index as u16),
+                output: *output,
+                votes: voters
+                    .clone()
+                    .map(|(validator, signatures)| Vote {
+                        validator,
+                        signature: signatures[index].clone(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
     /// Bytes on the wire: header (8 + 8 + 32 + 2 + 16 + 32), vote count, votes (index + sig).
     pub fn wire_bytes(&self) -> usize {
         98 + 4

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use walras_crypto::{Keypair, PublicKey};
 use walras_types::AssetId;
 
-use crate::cert::{verify_certificate, verify_vote, vote_message, Certificate, RootCache, Vote};
+use crate::cert::{verify_certificate, verify_vote, vote_message, Certificate, RootCache};
 use crate::error::{ClientError, VoteFault};
 use crate::model::{
     output_id, ChainId, Committee, Input, Output, OutputId, Payment, PaymentId, SignedPayment,
@@ -329,26 +329,12 @@ impl Client {
             return Ok(Vec::new());
         };
         let payment = &pending.request.signed.payment;
-        let certificates: Vec<Certificate> = payment
-            .outputs
+        let voters = pending
+            .votes
             .iter()
-            .enumerate()
-            .map(|(index, output)| Certificate {
-                chain_id: payment.chain_id,
-                epoch: payment.epoch,
-                id: output_id(&id, index as u16),
-                output: *output,
-                votes: pending
-                    .votes
-                    .iter()
-                    .take(quorum)
-                    .map(|(validator, signatures)| Vote {
-                        validator: *validator,
-                        signature: signatures[index].clone(),
-                    })
-                    .collect(),
-            })
-            .collect();
+            .take(quorum)
+            .map(|(validator, signatures)| (*validator, signatures.as_slice()));
+        let certificates = Certificate::for_payment(payment, voters);
         for input in &payment.inputs {
             self.coins.remove(&input.id);
             self.stuck.remove(&input.id);

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use walras_crypto::Keypair;
 
 use crate::cert::Certificate;
-use crate::cert::{sign_votes, verify_certificate, vote_message, RootCache, Scheme, VoteSignature};
-use crate::error::RequestError;
-use crate::model::{
-    output_id, Committee, Output, OutputId, PaymentId, SignedPayment, ValidatorIndex,
+use crate::cert::{
+    payment_vote_messages, sign_votes, verify_certificate, RootCache, Scheme, VoteSignature,
 };
+use crate::error::RequestError;
+use crate::model::{Committee, Output, OutputId, PaymentId, SignedPayment, ValidatorIndex};
 
 /// What a client sends to each validator's shard: the signed payment and a certificate for every
 /// input that is not a committed root entry (genesis or exchange deposit).
@@ -374,17 +374,11 @@ impl ValidatorShard {
     }
 
     fn output_messages(&self, payment: PaymentId, outputs: &[Output]) -> Vec<walras_crypto::Hash> {
-        outputs
-            .iter()
-            .enumerate()
-            .map(|(index, output)| {
-                vote_message(
-                    self.committee.chain_id,
-                    self.committee.epoch,
-                    &output_id(&payment, index as u16),
-                    output,
-                )
-            })
-            .collect()
+        payment_vote_messages(
+            self.committee.chain_id,
+            self.committee.epoch,
+            payment,
+            outputs,
+        )
     }
 }
