@@ -23,7 +23,7 @@
 use crate::book::{OrderBooks, PairBook};
 use crate::lp::{self, LpError, PairFlowBounds};
 use walras_types::offers_csv::FillRow;
-use walras_types::{Fraction, Price, Valuation};
+use walras_types::{Fraction, Offer, Price, Valuation};
 
 /// The clearing of one pair.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -171,7 +171,7 @@ pub fn settle(
         })
         .collect();
     let repairs = repair(&mut pairs, &mut states, valuations)?;
-    let finished = Finished::of(books, pairs, &states, valuations, assets);
+    let finished = Finished::of(books, pairs, &mut states, valuations, assets);
     Ok(finished.into_settlement(lp_with_lower_bounds, repairs))
 }
 
@@ -209,13 +209,13 @@ pub fn settle_given(
         }
         pair.sold = sold;
     }
-    let states: Vec<PairState> = pairs
+    let mut states: Vec<PairState> = pairs
         .iter()
         .map(|pair| PairState::new(books, &books.pairs()[pair.book_index], pair))
         .collect();
     let mut received = vec![0u128; assets];
     let mut paid = vec![0u128; assets];
-    for (pair, state) in pairs.iter().zip(&states) {
+    for (pair, state) in pairs.iter().zip(&mut states) {
         received[pair.sell as usize] += pair.sold as u128;
         paid[pair.buy as usize] += state.payout(pair.sold);
     }
@@ -226,7 +226,7 @@ pub fn settle_given(
             paid: paid[asset],
         });
     }
-    let finished = Finished::of(books, pairs, &states, valuations, assets);
+    let finished = Finished::of(books, pairs, &mut states, valuations, assets);
     let lower_bounds_met = finished.lower_bounds_met;
     Ok(finished.into_settlement(lower_bounds_met, 0))
 }
@@ -243,7 +243,7 @@ impl Finished {
     fn of(
         books: &OrderBooks,
         mut pairs: Vec<PairClearing>,
-        states: &[PairState],
+        states: &mut [PairState],
         valuations: &[Valuation],
         assets: usize,
     ) -> Finished {
@@ -302,41 +302,66 @@ fn exact_bounds(
 }
 
 /// Payout bookkeeping of one pair for amounts up to its initial `sold`.
-struct PairState {
-    /// Exact prefix sums of amounts (from the book).
-    cumulative: Vec<u64>,
-    /// Payout of the first j offers filled in full, for j up to the initial fill point.
-    payout_prefix: Vec<u128>,
+///
+/// The payout of a sale is a sum of per-offer floors, so it takes one pass over the offers filled
+/// in full. That pass is made once, for the initial sale, without allocating; the prefix sums
+/// that let [`repair`] search for a smaller sale are built only for the few pairs it lowers
+/// (most blocks need no repair at all, and at a million offers the sums cost more than the LP).
+struct PairState<'a> {
+    /// Exact prefix sums of amounts (from the book), up to the initial fill point.
+    cumulative: &'a [u64],
+    /// The offers filled in full by the initial sale.
+    full_offers: &'a [Offer],
     payout_rate: Price,
+    initial_sold: u64,
+    initial_payout: u128,
+    /// Payout of the first j offers filled in full; built on the first smaller sale asked for.
+    payout_prefix: Option<Vec<u128>>,
 }
 
-impl PairState {
-    fn new(books: &OrderBooks, book: &PairBook, pair: &PairClearing) -> PairState {
+impl<'a> PairState<'a> {
+    fn new(books: &'a OrderBooks, book: &PairBook, pair: &PairClearing) -> PairState<'a> {
         let cumulative = books.cumulative_amounts(book);
         let full = full_fills(cumulative, pair.sold);
-        let mut payout_prefix = Vec::with_capacity(full + 1);
-        payout_prefix.push(0u128);
-        let mut total = 0u128;
-        for offer in &books.offers(book)[..full] {
-            total += pair.payout_rate.mul_amount_floor(offer.amount);
-            payout_prefix.push(total);
-        }
+        let full_offers = &books.offers(book)[..full];
+        let full_payout: u128 = full_offers
+            .iter()
+            .map(|offer| pair.payout_rate.mul_amount_floor(offer.amount))
+            .sum();
+        let partial = pair.sold - cumulative[full];
         PairState {
-            cumulative: cumulative[..=full].to_vec(),
-            payout_prefix,
+            cumulative: &cumulative[..=full],
+            full_offers,
             payout_rate: pair.payout_rate,
+            initial_sold: pair.sold,
+            initial_payout: full_payout + pair.payout_rate.mul_amount_floor(partial),
+            payout_prefix: None,
         }
     }
 
     /// Total payout when `sold` units are sold (sold ≤ the initial amount).
-    fn payout(&self, sold: u64) -> u128 {
-        let full = full_fills(&self.cumulative, sold);
+    fn payout(&mut self, sold: u64) -> u128 {
+        debug_assert!(sold <= self.initial_sold, "a sale above the initial amount");
+        if sold == self.initial_sold {
+            return self.initial_payout;
+        }
+        let (full_offers, payout_rate) = (self.full_offers, self.payout_rate);
+        let prefix = self.payout_prefix.get_or_insert_with(|| {
+            let mut total = 0u128;
+            std::iter::once(0u128)
+                .chain(full_offers.iter().map(|offer| {
+                    total += payout_rate.mul_amount_floor(offer.amount);
+                    total
+                }))
+                .collect()
+        });
+        let full = full_fills(self.cumulative, sold);
         let partial = sold - self.cumulative[full];
-        self.payout_prefix[full] + self.payout_rate.mul_amount_floor(partial)
+        prefix[full] + payout_rate.mul_amount_floor(partial)
     }
 
     /// The largest sale up to `sold` whose payout is at most `target`.
-    fn largest_sale_paying_at_most(&self, sold: u64, target: u128) -> u64 {
+    fn largest_sale_paying_at_most(&mut self, sold: u64, target: u128) -> u64 {
         let (mut low, mut high) = (0u64, sold); // payout(low) <= target is invariant once found
         if self.payout(0) > target {
             return 0;
@@ -369,7 +394,7 @@ fn repair(
     let mut received = vec![0u128; assets];
     let mut paid = vec![0u128; assets];
     let mut payouts: Vec<u128> = Vec::with_capacity(pairs.len());
-    for (pair, state) in pairs.iter().zip(states.iter()) {
+    for (pair, state) in pairs.iter().zip(states.iter_mut()) {
         let payout = state.payout(pair.sold);
         received[pair.sell as usize] += pair.sold as u128;
         paid[pair.buy as usize] += payout;
@@ -416,7 +441,7 @@ fn repair(
 fn finish_pairs(
     books: &OrderBooks,
     pairs: &mut [PairClearing],
-    states: &[PairState],
+    states: &mut [PairState],
     assets: usize,
 ) -> Vec<u64> {
     let mut received = vec![0u64; assets];
