@@ -36,6 +36,12 @@ pub enum DecodeError {
         count: u64,
         max: u64,
     },
+    /// A text field is not in the encoding its format says (ASCII or UTF-8).
+    #[error("{what} is not valid {encoding} text")]
+    BadText {
+        what: &'static str,
+        encoding: &'static str,
+    },
     /// The input does not start with the format's magic bytes.
     #[error("does not start with {expected}: not this format, or another version of it")]
     BadMagic { expected: &'static str },
@@ -143,6 +149,50 @@ impl<'a> Reader<'a> {
         }
         self.at += magic.len();
         Ok(())
+    }
+
+    /// `count` items, each read by `read`; reserves room for no more items than the rest of the
+    /// input can hold at `item_bytes_min` bytes each.
+    pub fn list<T, E: From<DecodeError>>(
+        &mut self,
+        count: u64,
+        item_bytes_min: usize,
+        mut read: impl FnMut(&mut Self) -> Result<T, E>,
+    ) -> Result<Vec<T>, E> {
+        let mut items = Vec::with_capacity(self.capacity(count, item_bytes_min));
+        for _ in 0..count {
+            items.push(read(self)?);
+        }
+        Ok(items)
+    }
+
+    /// The next `len` bytes as ASCII text (`what` names the field in the error).
+    pub fn ascii(&mut self, len: usize, what: &'static str) -> Result<&'a str, DecodeError> {
+        self.text(len, what, "ASCII", |bytes| {
+            bytes
+                .is_ascii()
+                .then(|| std::str::from_utf8(bytes).ok())
+                .flatten()
+        })
+    }
+
+    /// The next `len` bytes as UTF-8 text (`what` names the field in the error).
+    pub fn utf8(&mut self, len: usize, what: &'static str) -> Result<&'a str, DecodeError> {
+        self.text(len, what, "UTF-8", |bytes| std::str::from_utf8(bytes).ok())
+    }
+
+    fn text(
+        &mut self,
+        len: usize,
+        what: &'static str,
+        encoding: &'static str,
+        check: impl Fn(&'a [u8]) -> Option<&'a str>,
+    ) -> Result<&'a str, DecodeError> {
+        self.ensure(len)?;
+        let text = check(&self.bytes[self.at..self.at + len])
+            .ok_or(DecodeError::BadText { what, encoding })?;
+        self.at += len;
+        Ok(text)
     }
 
     /// Succeeds only if everything was read.
@@ -281,6 +331,44 @@ mod tests {
             count_within(8, 7, "things").unwrap_err().to_string(),
             "8 things: over the limit of 7"
         );
+    }
+
+    #[test]
+    fn lists_and_texts() {
+        let mut reader = Reader::new(&[0, 1, 0, 2, b'o', b'k', 0xff]);
+        assert_eq!(reader.list(2, 2, Reader::u16), Ok(vec![1, 2]));
+        assert_eq!(
+            reader.clone().utf8(3, "name").map(|_| ()),
+            Err(DecodeError::BadText {
+                what: "name",
+                encoding: "UTF-8"
+            })
+        );
+        assert_eq!(
+            reader.clone().ascii(3, "name").map(|_| ()),
+            Err(DecodeError::BadText {
+                what: "name",
+                encoding: "ASCII"
+            })
+        );
+        assert_eq!(reader.utf8(2, "name"), Ok("ok"));
+        assert_eq!(
+            reader.list(u64::MAX, 1, Reader::u8),
+            Err(DecodeError::Truncated {
+                offset: 7,
+                needed: 1,
+                available: 0
+            })
+        );
+        let mut reader = Reader::new("é".as_bytes());
+        assert_eq!(
+            reader.clone().ascii(2, "name").map(|_| ()),
+            Err(DecodeError::BadText {
+                what: "name",
+                encoding: "ASCII"
+            })
+        );
+        assert_eq!(reader.utf8(2, "name"), Ok("é"));
     }
 
     proptest! {

@@ -139,10 +139,7 @@ impl Genesis {
         let assets = reader.u16()?;
         let account_count = reader.u64()?;
         // Bound the allocation by what the input can hold, not by what it claims.
-        let mut accounts = Vec::with_capacity(reader.capacity(account_count, ACCOUNT_HEADER_BYTES));
-        for _ in 0..account_count {
-            accounts.push(read_account(&mut reader)?);
-        }
+        let accounts = reader.list(account_count, ACCOUNT_HEADER_BYTES, read_account)?;
         reader.finish()?;
         let genesis = Genesis { assets, accounts };
         genesis.validate()?;
@@ -253,11 +250,9 @@ fn read_account(reader: &mut Reader<'_>) -> Result<GenesisAccount, GenesisError>
     let id = AccountId(reader.u64()?);
     let public_key = reader.array()?;
     let count = reader.u16()?;
-    let mut balances = Vec::with_capacity(reader.capacity(count.into(), BALANCE_BYTES));
-    for _ in 0..count {
-        let asset = AssetId(reader.u16()?);
-        balances.push((asset, reader.u64()?));
-    }
+    let balances = reader.list(count.into(), BALANCE_BYTES, |reader| {
+        Ok::<_, codec::DecodeError>((AssetId(reader.u16()?), reader.u64()?))
+    })?;
     Ok(GenesisAccount {
         id,
         public_key,
