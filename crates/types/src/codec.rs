@@ -4,9 +4,9 @@
 //!
 //! Integers are big-endian and fixed-width; there are no varints, so an encoding is canonical
 //! as long as each format refuses trailing bytes ([`Reader::finish`]) and its own impossible
-//! values. The reader never panics and never allocates: reading past the end is
-//! [`DecodeError::Truncated`], and [`Reader::capacity`] bounds a reservation by what the input
-//! can hold rather than by what a count field claims.
+//! values. The reader never panics: reading past the end is [`DecodeError::Truncated`], and
+//! [`Reader::capacity`] (used by [`Reader::list`]) bounds a reservation by what the input can
+//! hold rather than by what a count field claims.
 //!
 //! Each format keeps its own error type for what only it knows (a bad signature version, an
 //! unsorted trade list) and wraps [`DecodeError`] for what every format shares.
