@@ -2,6 +2,7 @@
 
 use std::sync::OnceLock;
 use walras_crypto::PublicKey;
+use walras_types::codec::Writer;
 use walras_types::{AssetId, MAX_AMOUNT};
 
 /// One account's state. Balances are sparse — an account holds a few of many assets — and kept
@@ -115,12 +116,12 @@ impl Account {
     /// `public_key[32] last_sequence:u64 count:u16 (asset:u16 amount:u64)*`.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(42 + 10 * self.balances.len());
-        out.extend_from_slice(&self.public_key);
-        out.extend_from_slice(&self.last_sequence.to_be_bytes());
-        out.extend_from_slice(&(self.balances.len() as u16).to_be_bytes());
-        for (asset, amount) in &self.balances {
-            out.extend_from_slice(&asset.0.to_be_bytes());
-            out.extend_from_slice(&amount.to_be_bytes());
+        out.put_bytes(&self.public_key);
+        out.put_u64(self.last_sequence);
+        out.put_u16(self.balances.len() as u16);
+        for &(asset, amount) in &self.balances {
+            out.put_u16(asset.0);
+            out.put_u64(amount);
         }
         out
     }

@@ -21,6 +21,7 @@ use crate::state::{
 use std::collections::BTreeMap;
 use walras_crypto::{hash_in, Domain, Hash};
 use walras_trie::Trie;
+use walras_types::codec::{self, Reader, Writer};
 use walras_types::{AccountId, AssetId, OfferId, OfferKey, Price, MAX_ASSETS};
 
 /// Hash domain of the checkpoint checksum.
@@ -36,9 +37,12 @@ pub enum CheckpointError {
     /// The body does not match its checksum: torn or flipped bytes.
     #[error("its checksum does not match its contents")]
     Checksum,
-    /// The body ends early, has bytes left over, or holds an impossible value.
+    /// The body holds an impossible value.
     #[error("malformed: {0}")]
     Malformed(String),
+    /// The body ends early or has bytes left over.
+    #[error("malformed: body {0}")]
+    Codec(#[from] codec::DecodeError),
 }
 
 fn show(bytes: &[u8]) -> String {
@@ -54,17 +58,17 @@ impl ExchangeState {
     /// The state as checkpoint bytes (see the module documentation).
     pub fn encode_checkpoint(&self) -> Vec<u8> {
         let mut body = Vec::with_capacity(64 + 60 * self.accounts.len());
-        body.extend_from_slice(&self.height.to_be_bytes());
-        body.extend_from_slice(self.last_header_hash.as_bytes());
-        body.extend_from_slice(&(self.assets as u16).to_be_bytes());
+        body.put_u64(self.height);
+        body.put_bytes(self.last_header_hash.as_bytes());
+        body.put_u16(self.assets as u16);
         for asset in 0..self.assets {
-            body.extend_from_slice(&self.issued[asset].to_be_bytes());
-            body.extend_from_slice(&self.burned[asset].to_be_bytes());
+            body.put_u64(self.issued[asset]);
+            body.put_u64(self.burned[asset]);
         }
-        body.extend_from_slice(&count_u32(self.accounts.len(), ACCOUNTS_MAX, "accounts"));
+        body.put_u32(count_u32(self.accounts.len(), ACCOUNTS_MAX, "accounts"));
         for (id, account) in self.account_ids.iter().zip(&self.accounts) {
-            body.extend_from_slice(&id.0.to_be_bytes());
-            body.extend_from_slice(&account.encode());
+            body.put_u64(id.0);
+            body.put_bytes(&account.encode());
         }
         let open: Vec<(usize, &BTreeMap<OfferKey, u64>)> = self
             .books
@@ -72,21 +76,21 @@ impl ExchangeState {
             .enumerate()
             .filter(|(_, book)| !book.is_empty())
             .collect();
-        body.extend_from_slice(&count_u32(open.len(), PAIRS_MAX, "open books"));
+        body.put_u32(count_u32(open.len(), PAIRS_MAX, "open books"));
         for (index, book) in open {
-            body.extend_from_slice(&count_u32(index, PAIRS_MAX - 1, "pair index"));
-            body.extend_from_slice(&count_u32(book.len(), BOOK_OFFERS_MAX, "offers in a book"));
+            body.put_u32(count_u32(index, PAIRS_MAX - 1, "pair index"));
+            body.put_u32(count_u32(book.len(), BOOK_OFFERS_MAX, "offers in a book"));
             for (key, amount) in book {
-                body.extend_from_slice(&key.min_price.0.to_be_bytes());
-                body.extend_from_slice(&key.account.0.to_be_bytes());
-                body.extend_from_slice(&key.id.0.to_be_bytes());
-                body.extend_from_slice(&amount.to_be_bytes());
+                body.put_u128(key.min_price.0);
+                body.put_u64(key.account.0);
+                body.put_u64(key.id.0);
+                body.put_u64(*amount);
             }
         }
         let mut out = Vec::with_capacity(MAGIC.len() + 32 + body.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(hash_in(CHECKPOINT_DOMAIN, &body).as_bytes());
-        out.extend_from_slice(&body);
+        out.put_bytes(MAGIC);
+        out.put_bytes(hash_in(CHECKPOINT_DOMAIN, &body).as_bytes());
+        out.put_bytes(&body);
         out
     }
 
@@ -104,11 +108,9 @@ impl ExchangeState {
         if hash_in(CHECKPOINT_DOMAIN, body).as_bytes() != checksum {
             return Err(CheckpointError::Checksum);
         }
-        let mut reader = Reader(body);
+        let mut reader = Reader::new(body);
         let mut state = read_state(&mut reader)?;
-        if !reader.0.is_empty() {
-            return Err(malformed(&format!("{} bytes left over", reader.0.len())));
-        }
+        reader.finish()?;
         let accounted = state.accounted();
         let issued = state.issued.iter().map(|issued| *issued as u128);
         if !accounted.iter().copied().eq(issued) {
@@ -131,9 +133,9 @@ const BOOK_OFFERS_MAX: usize = u32::MAX as usize;
 const _: () = assert!(PAIRS_MAX <= u32::MAX as usize);
 const _: () = assert!(ACCOUNTS_MAX <= u32::MAX as usize);
 
-/// `count` as the checkpoint's 4-byte big-endian field, asserting it is within `max` (a named
-/// limit that fits a `u32`): a count that wrapped would make a checkpoint recovery refuses.
-fn count_u32(count: usize, max: usize, what: &str) -> [u8; 4] {
+/// `count` as the checkpoint's 4-byte field, asserting it is within `max` (a named limit that
+/// fits a `u32`): a count that wrapped would make a checkpoint recovery refuses.
+fn count_u32(count: usize, max: usize, what: &str) -> u32 {
     assert!(
         count <= max,
         "{count} {what}: over the checkpoint's limit {max}"
@@ -141,7 +143,7 @@ fn count_u32(count: usize, max: usize, what: &str) -> [u8; 4] {
     let Ok(count) = u32::try_from(count) else {
         panic!("{count} {what}: over u32");
     };
-    count.to_be_bytes()
+    count
 }
 
 fn malformed(reason: &str) -> CheckpointError {
@@ -183,7 +185,7 @@ type Accounts = (Vec<Account>, Vec<AccountId>, SlotMap);
 fn read_accounts(reader: &mut Reader<'_>, assets: usize) -> Result<Accounts, CheckpointError> {
     let count = reader.u32()? as usize;
     // Each account takes at least 50 bytes: never reserve more than the input can hold.
-    let capacity = count.min(reader.0.len() / 50);
+    let capacity = reader.capacity(count as u64, 50);
     let mut accounts = Vec::with_capacity(capacity);
     let mut account_ids = Vec::with_capacity(capacity);
     let mut slots = SlotMap::default();
@@ -242,7 +244,7 @@ fn read_books(
         }
         previous = Some(index);
         let offer_count = reader.u32()?;
-        let mut batch = Vec::with_capacity((offer_count as usize).min(reader.0.len() / 48));
+        let mut batch = Vec::with_capacity(reader.capacity(offer_count.into(), 48));
         for _ in 0..offer_count {
             let key = OfferKey {
                 min_price: Price(reader.u128()?),
@@ -261,34 +263,4 @@ fn read_books(
         tries[index].insert_batch(batch, 1);
     }
     Ok((books, tries))
-}
-
-/// Reads big-endian fields off the front of a slice; running out is an error, not a panic.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], CheckpointError> {
-        let (head, rest) = self
-            .0
-            .split_first_chunk::<N>()
-            .ok_or_else(|| malformed("ends early"))?;
-        self.0 = rest;
-        Ok(*head)
-    }
-
-    fn u16(&mut self) -> Result<u16, CheckpointError> {
-        self.array().map(u16::from_be_bytes)
-    }
-
-    fn u32(&mut self) -> Result<u32, CheckpointError> {
-        self.array().map(u32::from_be_bytes)
-    }
-
-    fn u64(&mut self) -> Result<u64, CheckpointError> {
-        self.array().map(u64::from_be_bytes)
-    }
-
-    fn u128(&mut self) -> Result<u128, CheckpointError> {
-        self.array().map(u128::from_be_bytes)
-    }
 }

@@ -23,6 +23,7 @@
 
 use thiserror::Error;
 use walras_gateway::DeliveryClock;
+use walras_types::codec::{self, Reader, Writer};
 
 /// The protocol version a Hello must carry.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -38,16 +39,10 @@ pub enum FrameError {
     TooLarge { len: usize, max: usize },
     #[error("empty frame")]
     Empty,
-    #[error("unknown message tag {0}")]
-    UnknownTag(u8),
-    #[error("the frame ends inside {0}")]
-    Truncated(&'static str),
-    #[error("{0} trailing bytes after the message")]
-    Trailing(usize),
-    #[error("{0} is not valid text")]
-    BadText(&'static str),
-    #[error("unknown notice code {0}")]
-    UnknownNotice(u8),
+    /// Truncated, trailing bytes, an unknown message tag or notice code, text not in its
+    /// encoding.
+    #[error("frame {0}")]
+    Codec(#[from] codec::DecodeError),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,7 +102,7 @@ impl NoticeCode {
             3 => NoticeCode::Refused,
             4 => NoticeCode::Straggler,
             5 => NoticeCode::Rejoined,
-            other => return Err(FrameError::UnknownNotice(other)),
+            tag => return Err(bad_tag("notice code", tag)),
         })
     }
 }
@@ -136,14 +131,14 @@ fn put_text(out: &mut Vec<u8>, text: &str) {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    out.extend_from_slice(&(end as u16).to_be_bytes());
-    out.extend_from_slice(&text.as_bytes()[..end]);
+    out.put_u16(end as u16);
+    out.put_bytes(&text.as_bytes()[..end]);
 }
 
 fn put_clock(out: &mut Vec<u8>, seq: u64, clock: DeliveryClock) {
-    out.extend_from_slice(&seq.to_be_bytes());
-    out.extend_from_slice(&clock.point.to_be_bytes());
-    out.extend_from_slice(&clock.elapsed_ns.to_be_bytes());
+    out.put_u64(seq);
+    out.put_u64(clock.point);
+    out.put_u64(clock.elapsed_ns);
 }
 
 impl Uplink {
@@ -155,12 +150,12 @@ impl Uplink {
                 version,
                 participant,
             } => {
-                out.push(1);
-                out.extend_from_slice(&version.to_be_bytes());
-                out.extend_from_slice(&participant.to_be_bytes());
+                out.put_u8(1);
+                out.put_u16(*version);
+                out.put_u32(*participant);
             }
             Uplink::Heartbeat { seq, clock } => {
-                out.push(2);
+                out.put_u8(2);
                 put_clock(&mut out, *seq, *clock);
             }
             Uplink::Trade {
@@ -168,9 +163,9 @@ impl Uplink {
                 clock,
                 transaction,
             } => {
-                out.push(3);
+                out.put_u8(3);
                 put_clock(&mut out, *seq, *clock);
-                out.extend_from_slice(transaction);
+                out.put_bytes(transaction);
             }
         }
         out
@@ -184,17 +179,17 @@ impl Uplink {
             });
         }
         let mut r = Reader::new(payload);
-        let message = match r.u8("tag").map_err(|_| FrameError::Empty)? {
+        let message = match r.u8().map_err(|_| FrameError::Empty)? {
             1 => Uplink::Hello {
-                version: r.u16("version")?,
-                participant: r.u32("participant")?,
+                version: r.u16()?,
+                participant: r.u32()?,
             },
             2 => {
-                let (seq, clock) = r.clock()?;
+                let (seq, clock) = read_clock(&mut r)?;
                 Uplink::Heartbeat { seq, clock }
             }
             3 => {
-                let (seq, clock) = r.clock()?;
+                let (seq, clock) = read_clock(&mut r)?;
                 let transaction = r.rest().to_vec();
                 Uplink::Trade {
                     seq,
@@ -202,7 +197,7 @@ impl Uplink {
                     transaction,
                 }
             }
-            tag => return Err(FrameError::UnknownTag(tag)),
+            tag => return Err(bad_tag("message", tag)),
         };
         r.finish()?;
         Ok(message)
@@ -218,38 +213,38 @@ impl Downlink {
                 height,
                 last_seq,
             } => {
-                out.push(1);
-                out.extend_from_slice(&participant.to_be_bytes());
-                out.extend_from_slice(&height.to_be_bytes());
-                out.extend_from_slice(&last_seq.unwrap_or(NONE_SEQ).to_be_bytes());
+                out.put_u8(1);
+                out.put_u32(*participant);
+                out.put_u64(*height);
+                out.put_u64(last_seq.unwrap_or(NONE_SEQ));
             }
             Downlink::Block(block) => {
-                out.push(2);
-                out.extend_from_slice(&block.height.to_be_bytes());
-                out.extend_from_slice(&block.block_hash);
-                out.extend_from_slice(&block.state_root);
+                out.put_u8(2);
+                out.put_u64(block.height);
+                out.put_bytes(&block.block_hash);
+                out.put_bytes(&block.state_root);
                 let valuations = &block.valuations[..block.valuations.len().min(u16::MAX as usize)];
-                out.extend_from_slice(&(valuations.len() as u16).to_be_bytes());
-                for v in valuations {
-                    out.extend_from_slice(&v.to_be_bytes());
+                out.put_u16(valuations.len() as u16);
+                for &v in valuations {
+                    out.put_u128(v);
                 }
-                out.extend_from_slice(&(block.own.len() as u32).to_be_bytes());
+                out.put_u32(block.own.len() as u32);
                 for own in &block.own {
-                    out.extend_from_slice(&own.seq.to_be_bytes());
+                    out.put_u64(own.seq);
                     let reason = own.dropped.as_deref().unwrap_or("");
                     let len = reason.len().min(255);
-                    out.push(len as u8);
-                    out.extend_from_slice(&reason.as_bytes()[..len]);
+                    out.put_u8(len as u8);
+                    out.put_bytes(&reason.as_bytes()[..len]);
                 }
             }
             Downlink::Notice { seq, code, text } => {
-                out.push(3);
-                out.extend_from_slice(&seq.unwrap_or(NONE_SEQ).to_be_bytes());
-                out.push(*code as u8);
+                out.put_u8(3);
+                out.put_u64(seq.unwrap_or(NONE_SEQ));
+                out.put_u8(*code as u8);
                 put_text(&mut out, text);
             }
             Downlink::Refused { text } => {
-                out.push(4);
+                out.put_u8(4);
                 put_text(&mut out, text);
             }
         }
@@ -264,36 +259,28 @@ impl Downlink {
             });
         }
         let mut r = Reader::new(payload);
-        let message = match r.u8("tag").map_err(|_| FrameError::Empty)? {
+        let message = match r.u8().map_err(|_| FrameError::Empty)? {
             1 => Downlink::Welcome {
-                participant: r.u32("participant")?,
-                height: r.u64("height")?,
-                last_seq: Some(r.u64("last seq")?).filter(|&s| s != NONE_SEQ),
+                participant: r.u32()?,
+                height: r.u64()?,
+                last_seq: Some(r.u64()?).filter(|&s| s != NONE_SEQ),
             },
             2 => {
-                let height = r.u64("height")?;
-                let block_hash = r.array32("block hash")?;
-                let state_root = r.array32("state root")?;
-                let count = usize::from(r.u16("valuation count")?);
-                let mut valuations = Vec::with_capacity(count.min(r.remaining() / 16));
-                for _ in 0..count {
-                    valuations.push(u128::from_be_bytes(r.array("valuation")?));
-                }
-                let own_count = r.u32("result count")? as usize;
-                let mut own = Vec::with_capacity(own_count.min(r.remaining() / 9));
-                for _ in 0..own_count {
-                    let seq = r.u64("result seq")?;
-                    let len = usize::from(r.u8("reason length")?);
-                    let reason = r.bytes(len, "reason")?;
-                    if !reason.is_ascii() {
-                        return Err(FrameError::BadText("reason"));
-                    }
-                    let reason = String::from_utf8_lossy(reason).into_owned();
-                    own.push(OwnResult {
+                let height = r.u64()?;
+                let block_hash = r.array()?;
+                let state_root = r.array()?;
+                let count = r.u16()?;
+                let valuations = r.list(count.into(), 16, Reader::u128)?;
+                let own_count = r.u32()?;
+                let own = r.list(own_count.into(), 9, |r| {
+                    let seq = r.u64()?;
+                    let len = usize::from(r.u8()?);
+                    let reason = r.ascii(len, "reason")?;
+                    Ok::<_, codec::DecodeError>(OwnResult {
                         seq,
-                        dropped: Some(reason).filter(|r| !r.is_empty()),
-                    });
-                }
+                        dropped: Some(reason.to_string()).filter(|r| !r.is_empty()),
+                    })
+                })?;
                 Downlink::Block(BlockData {
                     height,
                     block_hash,
@@ -303,14 +290,14 @@ impl Downlink {
                 })
             }
             3 => Downlink::Notice {
-                seq: Some(r.u64("seq")?).filter(|&s| s != NONE_SEQ),
-                code: NoticeCode::from_u8(r.u8("notice code")?)?,
-                text: r.text("notice text")?,
+                seq: Some(r.u64()?).filter(|&s| s != NONE_SEQ),
+                code: NoticeCode::from_u8(r.u8()?)?,
+                text: read_text(&mut r, "notice text")?,
             },
             4 => Downlink::Refused {
-                text: r.text("refusal text")?,
+                text: read_text(&mut r, "refusal text")?,
             },
-            tag => return Err(FrameError::UnknownTag(tag)),
+            tag => return Err(bad_tag("message", tag)),
         };
         r.finish()?;
         Ok(message)
@@ -320,8 +307,8 @@ impl Downlink {
 /// Prefixes a payload with its length.
 pub fn framed(payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 + payload.len());
-    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    out.extend_from_slice(payload);
+    out.put_u32(payload.len() as u32);
+    out.put_bytes(payload);
     out
 }
 
@@ -349,82 +336,20 @@ pub async fn read_frame<R: tokio::io::AsyncRead + Unpin>(
     Ok(Some(payload))
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+fn bad_tag(what: &'static str, tag: u8) -> FrameError {
+    FrameError::Codec(codec::DecodeError::BadTag { what, tag })
 }
 
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes, at: 0 }
-    }
+fn read_clock(r: &mut Reader<'_>) -> Result<(u64, DeliveryClock), FrameError> {
+    let seq = r.u64()?;
+    let point = r.u64()?;
+    let elapsed_ns = r.u64()?;
+    Ok((seq, DeliveryClock::new(point, elapsed_ns)))
+}
 
-    fn remaining(&self) -> usize {
-        self.bytes.len() - self.at
-    }
-
-    fn bytes(&mut self, len: usize, what: &'static str) -> Result<&'a [u8], FrameError> {
-        if self.remaining() < len {
-            return Err(FrameError::Truncated(what));
-        }
-        let out = &self.bytes[self.at..self.at + len];
-        self.at += len;
-        Ok(out)
-    }
-
-    fn rest(&mut self) -> &'a [u8] {
-        let out = &self.bytes[self.at..];
-        self.at = self.bytes.len();
-        out
-    }
-
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], FrameError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.bytes(N, what)?);
-        Ok(out)
-    }
-
-    fn array32(&mut self, what: &'static str) -> Result<[u8; 32], FrameError> {
-        self.array::<32>(what)
-    }
-
-    fn u8(&mut self, what: &'static str) -> Result<u8, FrameError> {
-        Ok(self.array::<1>(what)?[0])
-    }
-
-    fn u16(&mut self, what: &'static str) -> Result<u16, FrameError> {
-        Ok(u16::from_be_bytes(self.array(what)?))
-    }
-
-    fn u32(&mut self, what: &'static str) -> Result<u32, FrameError> {
-        Ok(u32::from_be_bytes(self.array(what)?))
-    }
-
-    fn u64(&mut self, what: &'static str) -> Result<u64, FrameError> {
-        Ok(u64::from_be_bytes(self.array(what)?))
-    }
-
-    fn clock(&mut self) -> Result<(u64, DeliveryClock), FrameError> {
-        let seq = self.u64("seq")?;
-        let point = self.u64("clock point")?;
-        let elapsed_ns = self.u64("clock elapsed")?;
-        Ok((seq, DeliveryClock::new(point, elapsed_ns)))
-    }
-
-    fn text(&mut self, what: &'static str) -> Result<String, FrameError> {
-        let len = usize::from(self.u16(what)?);
-        let bytes = self.bytes(len, what)?;
-        std::str::from_utf8(bytes)
-            .map(str::to_string)
-            .map_err(|_| FrameError::BadText(what))
-    }
-
-    fn finish(&self) -> Result<(), FrameError> {
-        match self.remaining() {
-            0 => Ok(()),
-            n => Err(FrameError::Trailing(n)),
-        }
-    }
+fn read_text(r: &mut Reader<'_>, what: &'static str) -> Result<String, FrameError> {
+    let len = usize::from(r.u16()?);
+    Ok(r.utf8(len, what)?.to_string())
 }
 
 #[cfg(test)]
@@ -511,6 +436,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The layouts of the module documentation, byte for byte (written out by hand).
+    #[test]
+    fn encodings_are_the_documented_layouts() {
+        let hex =
+            |bytes: Vec<u8>| -> String { bytes.iter().map(|byte| format!("{byte:02x}")).collect() };
+        let (up, down) = samples();
+        let up: Vec<String> = up.iter().map(|m| hex(m.encode())).collect();
+        let down: Vec<String> = down.iter().map(|m| hex(m.encode())).collect();
+        let golden_up = [
+            "01000100000003",
+            "0200000000000000040000000000000007000000000016e360",
+            "0300000000000000050000000000000007000000000016e360090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909",
+        ];
+        let golden_down = [
+            "0100000003000000000000000cffffffffffffffff",
+            "0100000003000000000000000c0000000000000028",
+            "0200000000000000080101010101010101010101010101010101010101010101010101010101010101020202020202020202020202020202020202020202020202020202020202020200020000000004000000000000000000000000000000000000000000000000000003000000020000000000000005000000000000000006087265706c61796564",
+            "0300000000000000050100046c617465",
+            "0400227061727469636970616e74203320697320616c726561647920636f6e6e6563746564",
+        ];
+        assert_eq!(up, golden_up);
+        assert_eq!(down, golden_down);
+        assert_eq!(hex(framed(&[7, 8])), "000000020708");
     }
 
     #[test]

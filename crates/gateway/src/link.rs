@@ -15,6 +15,7 @@
 //!   and the reason's name (`u8` length, ASCII).
 
 use thiserror::Error;
+use walras_types::codec::{self, count_within, Reader, Writer};
 
 const SEAL_MAGIC: &[u8; 4] = b"WGS1";
 const REPLY_MAGIC: &[u8; 4] = b"WGR1";
@@ -31,22 +32,10 @@ pub const VALUATIONS_MAX: usize = u16::MAX as usize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum LinkDecodeError {
-    #[error(
-        "the body does not start with {expected:?}: not a gateway link message of this version"
-    )]
-    BadMagic { expected: &'static str },
-    #[error("the body ends inside {0}")]
-    Truncated(&'static str),
-    #[error("{what}: {count} exceeds the limit of {max}")]
-    TooMany {
-        what: &'static str,
-        count: usize,
-        max: usize,
-    },
-    #[error("{0} trailing bytes after the message")]
-    Trailing(usize),
-    #[error("a drop reason name is not ASCII")]
-    BadReasonName,
+    /// Wrong magic (not a link message of this version), truncated, trailing bytes, a count
+    /// over the link's limits, a drop reason name that is not ASCII.
+    #[error("gateway link message: {0}")]
+    Codec(#[from] codec::DecodeError),
 }
 
 /// A block the gateway sealed: the transactions of block `height`, in the order to execute.
@@ -84,15 +73,15 @@ impl SealedBatch {
             return None;
         }
         let mut out = Vec::with_capacity(16 + self.transactions.len() * 200);
-        out.extend_from_slice(SEAL_MAGIC);
-        out.extend_from_slice(&self.height.to_be_bytes());
-        out.extend_from_slice(&(self.transactions.len() as u32).to_be_bytes());
+        out.put_bytes(SEAL_MAGIC);
+        out.put_u64(self.height);
+        out.put_u32(self.transactions.len() as u32);
         for tx in &self.transactions {
             if tx.len() > TRANSACTION_BYTES_MAX {
                 return None;
             }
-            out.extend_from_slice(&(tx.len() as u16).to_be_bytes());
-            out.extend_from_slice(tx);
+            out.put_u16(tx.len() as u16);
+            out.put_bytes(tx);
         }
         Some(out)
     }
@@ -100,28 +89,13 @@ impl SealedBatch {
     pub fn decode(bytes: &[u8]) -> Result<SealedBatch, LinkDecodeError> {
         let mut r = Reader::new(bytes);
         r.magic(SEAL_MAGIC, "WGS1")?;
-        let height = r.u64("height")?;
-        let count = r.u32("transaction count")? as usize;
-        if count > SEAL_TRANSACTIONS_MAX {
-            return Err(LinkDecodeError::TooMany {
-                what: "transactions",
-                count,
-                max: SEAL_TRANSACTIONS_MAX,
-            });
-        }
-        // Each transaction needs at least its 2-byte length: bound the allocation by the input.
-        let mut transactions = Vec::with_capacity(count.min(r.remaining() / 2));
-        for _ in 0..count {
-            let len = usize::from(r.u16("transaction length")?);
-            if len > TRANSACTION_BYTES_MAX {
-                return Err(LinkDecodeError::TooMany {
-                    what: "transaction bytes",
-                    count: len,
-                    max: TRANSACTION_BYTES_MAX,
-                });
-            }
-            transactions.push(r.bytes(len, "transaction")?.to_vec());
-        }
+        let height = r.u64()?;
+        let count = count_within(r.u32()?.into(), SEAL_TRANSACTIONS_MAX, "transactions")?;
+        // Each transaction needs at least its 2-byte length.
+        let transactions = r.list(count as u64, 2, |r| {
+            let len = count_within(r.u16()?.into(), TRANSACTION_BYTES_MAX, "transaction bytes")?;
+            Ok::<_, codec::DecodeError>(r.take(len)?.to_vec())
+        })?;
         r.finish()?;
         Ok(SealedBatch {
             height,
@@ -138,23 +112,23 @@ impl SealReply {
             return None;
         }
         let mut out = Vec::with_capacity(90 + 16 * self.valuations.len() + 24 * self.dropped.len());
-        out.extend_from_slice(REPLY_MAGIC);
-        out.extend_from_slice(&self.height.to_be_bytes());
-        out.extend_from_slice(&self.block_hash);
-        out.extend_from_slice(&self.state_root);
-        out.extend_from_slice(&(self.valuations.len() as u16).to_be_bytes());
-        for v in &self.valuations {
-            out.extend_from_slice(&v.to_be_bytes());
+        out.put_bytes(REPLY_MAGIC);
+        out.put_u64(self.height);
+        out.put_bytes(&self.block_hash);
+        out.put_bytes(&self.state_root);
+        out.put_u16(self.valuations.len() as u16);
+        for &v in &self.valuations {
+            out.put_u128(v);
         }
-        out.extend_from_slice(&self.transactions.to_be_bytes());
-        out.extend_from_slice(&u32::try_from(self.dropped.len()).ok()?.to_be_bytes());
+        out.put_u32(self.transactions);
+        out.put_u32(u32::try_from(self.dropped.len()).ok()?);
         for (index, reason) in &self.dropped {
             if reason.len() > 255 || !reason.is_ascii() {
                 return None;
             }
-            out.extend_from_slice(&index.to_be_bytes());
-            out.push(reason.len() as u8);
-            out.extend_from_slice(reason.as_bytes());
+            out.put_u32(*index);
+            out.put_u8(reason.len() as u8);
+            out.put_bytes(reason.as_bytes());
         }
         Some(out)
     }
@@ -162,26 +136,18 @@ impl SealReply {
     pub fn decode(bytes: &[u8]) -> Result<SealReply, LinkDecodeError> {
         let mut r = Reader::new(bytes);
         r.magic(REPLY_MAGIC, "WGR1")?;
-        let height = r.u64("height")?;
-        let block_hash = r.array32("block hash")?;
-        let state_root = r.array32("state root")?;
-        let count = usize::from(r.u16("valuation count")?);
-        let mut valuations = Vec::with_capacity(count.min(r.remaining() / 16));
-        for _ in 0..count {
-            valuations.push(r.u128("valuation")?);
-        }
-        let transactions = r.u32("transaction count")?;
-        let dropped_count = r.u32("dropped count")? as usize;
-        let mut dropped = Vec::with_capacity(dropped_count.min(r.remaining() / 5));
-        for _ in 0..dropped_count {
-            let index = r.u32("dropped index")?;
-            let len = usize::from(r.u8("reason length")?);
-            let name = r.bytes(len, "reason name")?;
-            if !name.is_ascii() {
-                return Err(LinkDecodeError::BadReasonName);
-            }
-            dropped.push((index, String::from_utf8_lossy(name).into_owned()));
-        }
+        let height = r.u64()?;
+        let block_hash = r.array()?;
+        let state_root = r.array()?;
+        let count = r.u16()?;
+        let valuations = r.list(count.into(), 16, Reader::u128)?;
+        let transactions = r.u32()?;
+        let dropped_count = r.u32()?;
+        let dropped = r.list(dropped_count.into(), 5, |r| {
+            let index = r.u32()?;
+            let len = usize::from(r.u8()?);
+            Ok::<_, codec::DecodeError>((index, r.ascii(len, "a drop reason name")?.to_string()))
+        })?;
         r.finish()?;
         Ok(SealReply {
             height,
@@ -191,79 +157,6 @@ impl SealReply {
             transactions,
             dropped,
         })
-    }
-}
-
-/// A bounds-checked big-endian reader: every read either returns the bytes or a typed error.
-pub(crate) struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes, at: 0 }
-    }
-
-    pub(crate) fn remaining(&self) -> usize {
-        self.bytes.len() - self.at
-    }
-
-    pub(crate) fn bytes(
-        &mut self,
-        len: usize,
-        what: &'static str,
-    ) -> Result<&'a [u8], LinkDecodeError> {
-        if self.remaining() < len {
-            return Err(LinkDecodeError::Truncated(what));
-        }
-        let out = &self.bytes[self.at..self.at + len];
-        self.at += len;
-        Ok(out)
-    }
-
-    fn magic(&mut self, magic: &[u8; 4], name: &'static str) -> Result<(), LinkDecodeError> {
-        match self.bytes(4, "magic") {
-            Ok(m) if m == magic => Ok(()),
-            _ => Err(LinkDecodeError::BadMagic { expected: name }),
-        }
-    }
-
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], LinkDecodeError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.bytes(N, what)?);
-        Ok(out)
-    }
-
-    fn array32(&mut self, what: &'static str) -> Result<[u8; 32], LinkDecodeError> {
-        self.array::<32>(what)
-    }
-
-    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, LinkDecodeError> {
-        Ok(self.array::<1>(what)?[0])
-    }
-
-    pub(crate) fn u16(&mut self, what: &'static str) -> Result<u16, LinkDecodeError> {
-        Ok(u16::from_be_bytes(self.array(what)?))
-    }
-
-    pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, LinkDecodeError> {
-        Ok(u32::from_be_bytes(self.array(what)?))
-    }
-
-    pub(crate) fn u64(&mut self, what: &'static str) -> Result<u64, LinkDecodeError> {
-        Ok(u64::from_be_bytes(self.array(what)?))
-    }
-
-    fn u128(&mut self, what: &'static str) -> Result<u128, LinkDecodeError> {
-        Ok(u128::from_be_bytes(self.array(what)?))
-    }
-
-    pub(crate) fn finish(&self) -> Result<(), LinkDecodeError> {
-        match self.remaining() {
-            0 => Ok(()),
-            n => Err(LinkDecodeError::Trailing(n)),
-        }
     }
 }
 
@@ -307,8 +200,28 @@ mod tests {
         longer.push(0);
         assert_eq!(
             SealReply::decode(&longer),
-            Err(LinkDecodeError::Trailing(1))
+            Err(LinkDecodeError::Codec(codec::DecodeError::TrailingBytes {
+                extra: 1
+            }))
         );
+    }
+
+    /// The layouts of the module documentation, byte for byte (written out by hand).
+    #[test]
+    fn encodings_are_the_documented_layouts() {
+        let batch = SealedBatch {
+            height: 9,
+            transactions: vec![vec![1, 2, 3], vec![]],
+        };
+        assert_eq!(
+            hex(&batch.encode().unwrap()),
+            "5747533100000000000000090000000200030102030000"
+        );
+        assert_eq!(hex(&reply().encode().unwrap()), "5747523100000000000000070303030303030303030303030303030303030303030303030303030303030303040404040404040404040404040404040404040404040404040404040404040400020000001000000000000000000000000000000000000000000000000000000005000000030000000100000001087265706c61796564");
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|byte| format!("{byte:02x}")).collect()
     }
 
     proptest! {

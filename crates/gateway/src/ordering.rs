@@ -244,21 +244,10 @@ impl OrderingBuffer {
         window_ns: u64,
         block_trades_max: usize,
     ) -> Result<SealOutcome, GatewayError> {
-        let boundary = DeliveryClock::new(n, window_ns);
-        if self.sealed_boundary.is_some_and(|b| boundary <= b) {
-            return Err(GatewayError::CutNotAdvancing {
-                point: n,
-                window_ns,
-            });
-        }
+        let boundary = next_boundary(self.sealed_boundary, n, window_ns)?;
         let mut ignored = Vec::new();
         self.check_silence(now_ns, &mut ignored)?;
-        let passed = self
-            .participants
-            .values()
-            .filter(|s| !s.straggler)
-            .all(|s| s.watermark.is_some_and(|w| w.clock >= boundary));
-        if !passed {
+        if !self.passed(boundary) {
             return Ok(SealOutcome::Pending);
         }
         let below: Vec<OrderKey> = self
@@ -267,23 +256,20 @@ impl OrderingBuffer {
             .take_while(|(k, _)| k.clock < boundary)
             .map(|(k, _)| *k)
             .collect();
-        let mut trades = Vec::with_capacity(below.len().min(block_trades_max));
-        for key in below.iter().take(block_trades_max) {
-            if let Some((trade_id, late)) = self.queue.remove(key) {
-                trades.push(ForwardedTrade {
-                    key: *key,
-                    trade_id,
-                    late,
-                    forwarded_ns: now_ns,
-                });
-            }
-        }
-        debug_assert!(trades.windows(2).all(|w| w[0].key < w[1].key));
+        let sealed = take_sealed(&below, block_trades_max, now_ns, |key| {
+            let (trade_id, late) = self.queue.remove(key)?;
+            Some((*key, trade_id, late))
+        });
         self.sealed_boundary = Some(boundary);
-        Ok(SealOutcome::Sealed {
-            spilled: below.len() - trades.len(),
-            trades,
-        })
+        Ok(sealed)
+    }
+
+    /// Whether every participant that is not a straggler has passed `boundary`.
+    fn passed(&self, boundary: DeliveryClock) -> bool {
+        self.participants
+            .values()
+            .filter(|s| !s.straggler)
+            .all(|s| s.watermark.is_some_and(|w| w.clock >= boundary))
     }
 
     /// Validate and record a message; returns the trade it carries, if any. Changes nothing on error.
@@ -581,27 +567,14 @@ impl ShardedOrderingBuffer {
         window_ns: u64,
         block_trades_max: usize,
     ) -> Result<SealOutcome, GatewayError> {
-        let boundary = DeliveryClock::new(n, window_ns);
-        if self.sealed_boundary.is_some_and(|b| boundary <= b) {
-            return Err(GatewayError::CutNotAdvancing {
-                point: n,
-                window_ns,
-            });
-        }
+        let boundary = next_boundary(self.sealed_boundary, n, window_ns)?;
         self.check_time(now_ns)?;
         let mut ignored = Vec::new();
         for shard in &mut self.shards {
             shard.check_silence(now_ns, &mut ignored)?;
         }
         self.last_now_ns = now_ns;
-        let passed = self.shards.iter().all(|shard| {
-            shard
-                .participants
-                .values()
-                .filter(|s| !s.straggler)
-                .all(|s| s.watermark.is_some_and(|w| w.clock >= boundary))
-        });
-        if !passed {
+        if !self.shards.iter().all(|shard| shard.passed(boundary)) {
             return Ok(SealOutcome::Pending);
         }
         let mut below: Vec<(OrderKey, usize)> = Vec::new();
@@ -615,25 +588,15 @@ impl ShardedOrderingBuffer {
             );
         }
         below.sort_unstable();
-        let mut trades = Vec::with_capacity(below.len().min(block_trades_max));
-        for (key, s) in below.iter().take(block_trades_max) {
-            if let Some((trade_id, late)) = self.shards[*s].queue.remove(key) {
-                trades.push(ForwardedTrade {
-                    key: *key,
-                    trade_id,
-                    late,
-                    forwarded_ns: now_ns,
-                });
-            }
-        }
+        let sealed = take_sealed(&below, block_trades_max, now_ns, |(key, s)| {
+            let (trade_id, late) = self.shards[*s].queue.remove(key)?;
+            Some((*key, trade_id, late))
+        });
         self.sealed_boundary = Some(boundary);
         for shard in &mut self.shards {
             shard.sealed_boundary = Some(boundary);
         }
-        Ok(SealOutcome::Sealed {
-            spilled: below.len() - trades.len(),
-            trades,
-        })
+        Ok(sealed)
     }
 
     fn merge(&mut self, now_ns: u64, events: &mut Vec<OrderingEvent>) {
@@ -687,5 +650,48 @@ impl LateCheck {
         } else {
             queue.insert(key, (trade_id, false));
         }
+    }
+}
+
+/// The boundary ⟨n, window_ns⟩ of the next cut, refused unless it is past the last sealed one.
+fn next_boundary(
+    sealed: Option<DeliveryClock>,
+    n: PointId,
+    window_ns: u64,
+) -> Result<DeliveryClock, GatewayError> {
+    let boundary = DeliveryClock::new(n, window_ns);
+    if sealed.is_some_and(|b| boundary <= b) {
+        return Err(GatewayError::CutNotAdvancing {
+            point: n,
+            window_ns,
+        });
+    }
+    Ok(boundary)
+}
+
+/// The sealed block: the first `block_trades_max` of `below` (in key order), each removed from
+/// its queue by `remove`; the rest are spilled into the next cut. One buffer and the sharded
+/// buffer seal through this, so that they cannot differ in what a block holds.
+fn take_sealed<T>(
+    below: &[T],
+    block_trades_max: usize,
+    now_ns: u64,
+    mut remove: impl FnMut(&T) -> Option<(OrderKey, u64, bool)>,
+) -> SealOutcome {
+    let mut trades = Vec::with_capacity(below.len().min(block_trades_max));
+    for item in below.iter().take(block_trades_max) {
+        if let Some((key, trade_id, late)) = remove(item) {
+            trades.push(ForwardedTrade {
+                key,
+                trade_id,
+                late,
+                forwarded_ns: now_ns,
+            });
+        }
+    }
+    debug_assert!(trades.windows(2).all(|w| w[0].key < w[1].key));
+    SealOutcome::Sealed {
+        spilled: below.len() - trades.len(),
+        trades,
     }
 }

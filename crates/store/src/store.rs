@@ -7,6 +7,7 @@ use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use walras_crypto::Hash;
 use walras_engine::{Block, BlockHeader, ClearingReport, DropReason, ExchangeState};
+use walras_types::codec::{self, Reader, Writer};
 use walras_types::genesis::Genesis;
 
 /// The on-disk format and its version, stored under `meta/format`.
@@ -548,21 +549,21 @@ fn app_meta_key(key: &str) -> Vec<u8> {
 /// Results written before the quality was kept end after the dropped entries.
 fn encode_results(dropped: &[(u32, DropReason)], clearing: Option<&ClearingReport>) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 + 5 * dropped.len() + CLEARING_BYTES);
-    out.extend_from_slice(&(dropped.len() as u32).to_be_bytes());
-    for (index, reason) in dropped {
-        out.extend_from_slice(&index.to_be_bytes());
-        out.push(reason_code(*reason));
+    out.put_u32(dropped.len() as u32);
+    for &(index, reason) in dropped {
+        out.put_u32(index);
+        out.put_u8(reason_code(reason));
     }
     if let Some(report) = clearing {
-        out.push(CLEARING_TAG);
-        out.extend_from_slice(&report.iterations.to_be_bytes());
+        out.put_u8(CLEARING_TAG);
+        out.put_u64(report.iterations);
         for value in [
             report.achieved_epsilon,
             report.achieved_mu,
             report.unrealized_utility_ratio,
             report.millis,
         ] {
-            out.extend_from_slice(&value.to_bits().to_be_bytes());
+            out.put_u64(value.to_bits());
         }
     }
     out
@@ -585,53 +586,50 @@ type BlockResults = (Vec<(u32, DropReason)>, Option<ClearingReport>);
 
 /// The dropped transactions and, if kept, the clearing quality of a block's stored results.
 fn decode_results(height: u64, bytes: &[u8]) -> Result<BlockResults, StoreError> {
-    let corrupt = |reason: String| StoreError::CorruptBlock {
+    read_results(&mut Reader::new(bytes)).map_err(|error| StoreError::CorruptBlock {
         height,
-        reason: format!("its results: {reason}"),
-    };
-    let (count, rest) = bytes
-        .split_first_chunk::<4>()
-        .ok_or_else(|| corrupt("truncated".into()))?;
-    let count = u32::from_be_bytes(*count) as usize;
-    let entries_len = count
-        .checked_mul(5)
-        .filter(|len| *len <= rest.len())
-        .ok_or_else(|| corrupt(format!("{} bytes for {count} entries", rest.len())))?;
-    let (items, trailer) = rest.split_at(entries_len);
-    let dropped = items
-        .chunks_exact(5)
-        .map(|item| {
-            let index = u32::from_be_bytes([item[0], item[1], item[2], item[3]]);
-            let reason = DropReason::ALL
-                .get(item[4] as usize)
-                .ok_or_else(|| corrupt(format!("unknown reason code {}", item[4])))?;
-            Ok((index, *reason))
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    let clearing = match trailer {
-        [] => None,
-        [CLEARING_TAG, fields @ ..] if fields.len() == CLEARING_BYTES - 1 => {
-            let word = |at: usize| {
-                let mut bytes = [0u8; 8];
-                bytes.copy_from_slice(&fields[at..at + 8]);
-                u64::from_be_bytes(bytes)
-            };
-            Some(ClearingReport {
-                iterations: word(0),
-                achieved_epsilon: f64::from_bits(word(8)),
-                achieved_mu: f64::from_bits(word(16)),
-                unrealized_utility_ratio: f64::from_bits(word(24)),
-                millis: f64::from_bits(word(32)),
+        reason: format!("its results: {error}"),
+    })
+}
+
+fn read_results(reader: &mut Reader<'_>) -> Result<BlockResults, codec::DecodeError> {
+    let count = reader.u32()? as usize;
+    reader.ensure_items(count, 5)?;
+    let mut dropped = Vec::with_capacity(count);
+    for _ in 0..count {
+        let index = reader.u32()?;
+        let code = reader.u8()?;
+        let reason = DropReason::ALL
+            .get(usize::from(code))
+            .ok_or(codec::DecodeError::BadTag {
+                what: "drop reason",
+                tag: code,
+            })?;
+        dropped.push((index, *reason));
+    }
+    if reader.is_empty() {
+        return Ok((dropped, None));
+    }
+    match reader.u8()? {
+        CLEARING_TAG => {}
+        tag => {
+            return Err(codec::DecodeError::BadTag {
+                what: "results trailer",
+                tag,
             })
         }
-        _ => {
-            return Err(corrupt(format!(
-                "{} bytes after {count} entries",
-                trailer.len()
-            )))
-        }
+    }
+    let iterations = reader.u64()?;
+    let mut measure = || reader.u64().map(f64::from_bits);
+    let clearing = ClearingReport {
+        iterations,
+        achieved_epsilon: measure()?,
+        achieved_mu: measure()?,
+        unrealized_utility_ratio: measure()?,
+        millis: measure()?,
     };
-    Ok((dropped, clearing))
+    reader.finish()?;
+    Ok((dropped, Some(clearing)))
 }
 
 fn decode_height(key: &[u8]) -> Result<u64, StoreError> {

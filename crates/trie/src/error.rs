@@ -5,9 +5,9 @@ use walras_crypto::Hash;
 /// Proof bytes that are not a canonical encoding of a proof.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProofDecodeError {
-    /// The bytes end inside a field.
-    #[error("proof is cut short at byte {offset}; was it transferred whole?")]
-    Truncated { offset: usize },
+    /// The bytes end inside a field, or go on after the proof.
+    #[error("proof {0}; was it transferred whole?")]
+    Codec(#[from] walras_types::codec::DecodeError),
     /// The proof was made for keys of another length (a different trie).
     #[error("proof is for {actual}-byte keys but this trie has {expected}-byte keys; ask the trie the key belongs to")]
     KeyLength { expected: usize, actual: usize },
@@ -26,9 +26,6 @@ pub enum ProofDecodeError {
     /// A branch prefix with non-zero bits past its depth.
     #[error("proof has a branch prefix with bits set past its depth")]
     NonCanonicalPrefix,
-    /// Bytes left after the proof.
-    #[error("proof is followed by {extra} unexpected bytes")]
-    TrailingBytes { extra: usize },
 }
 
 /// A proof that does not establish anything about the key under the root.

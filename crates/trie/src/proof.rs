@@ -8,6 +8,7 @@
 use std::cmp::Ordering;
 use std::iter::once;
 use walras_crypto::{Hash, HASH_BYTES};
+use walras_types::codec::{Reader, Writer};
 
 use crate::error::{ProofDecodeError, ProofError};
 use crate::hashing::{branch_hash, empty_root_hash, leaf_hash, live_hash_now, LiveChildren};
@@ -273,19 +274,17 @@ impl<const KEY_BYTES: usize> Proof<KEY_BYTES> {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = vec![KEY_BYTES as u8, self.steps.len() as u8];
         for step in &self.steps {
-            out.push(step.depth);
-            out.extend_from_slice(&step.bitmap.to_be_bytes());
-            step.siblings
-                .iter()
-                .for_each(|hash| out.extend_from_slice(hash.as_bytes()));
+            out.put_u8(step.depth);
+            out.put_u16(step.bitmap);
+            put_hashes(&mut out, &step.siblings);
         }
         match &self.end {
-            ProofEnd::Empty => out.push(END_EMPTY),
+            ProofEnd::Empty => out.put_u8(END_EMPTY),
             ProofEnd::Leaf { key, value } => {
-                out.push(END_LEAF);
-                out.extend_from_slice(key);
-                out.extend_from_slice(&(value.len() as u32).to_be_bytes());
-                out.extend_from_slice(value);
+                out.put_u8(END_LEAF);
+                out.put_bytes(key);
+                out.put_u32(value.len() as u32);
+                out.put_bytes(value);
             }
             ProofEnd::Branch {
                 depth,
@@ -293,13 +292,11 @@ impl<const KEY_BYTES: usize> Proof<KEY_BYTES> {
                 bitmap,
                 children,
             } => {
-                out.push(END_BRANCH);
-                out.push(*depth);
-                out.extend_from_slice(&prefix[..prefix_bytes(usize::from(*depth))]);
-                out.extend_from_slice(&bitmap.to_be_bytes());
-                children
-                    .iter()
-                    .for_each(|hash| out.extend_from_slice(hash.as_bytes()));
+                out.put_u8(END_BRANCH);
+                out.put_u8(*depth);
+                out.put_bytes(&prefix[..prefix_bytes(usize::from(*depth))]);
+                out.put_u16(*bitmap);
+                put_hashes(&mut out, children);
             }
         }
         out
@@ -307,7 +304,7 @@ impl<const KEY_BYTES: usize> Proof<KEY_BYTES> {
 
     /// Decodes [`Proof::to_bytes`]'s format, refusing anything non-canonical. Never panics.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, ProofDecodeError> {
-        let mut reader = Reader { bytes, offset: 0 };
+        let mut reader = Reader::new(bytes);
         let key_bytes = usize::from(reader.u8()?);
         if key_bytes != KEY_BYTES {
             return Err(ProofDecodeError::KeyLength {
@@ -326,11 +323,7 @@ impl<const KEY_BYTES: usize> Proof<KEY_BYTES> {
             .map(|_| read_step::<KEY_BYTES>(&mut reader))
             .collect::<Result<_, _>>()?;
         let end = read_end(&mut reader)?;
-        if reader.offset != bytes.len() {
-            return Err(ProofDecodeError::TrailingBytes {
-                extra: bytes.len() - reader.offset,
-            });
-        }
+        reader.finish()?;
         Ok(Proof { steps, end })
     }
 }
@@ -340,7 +333,7 @@ fn read_step<const KEY_BYTES: usize>(
 ) -> Result<ProofStep, ProofDecodeError> {
     let depth = read_depth::<KEY_BYTES>(reader)?;
     let bitmap = read_bitmap(reader)?;
-    let siblings = reader.hashes(bitmap.count_ones() as usize - 1)?;
+    let siblings = read_hashes(reader, bitmap.count_ones() as usize - 1)?;
     Ok(ProofStep {
         depth,
         bitmap,
@@ -355,7 +348,7 @@ fn read_end<const KEY_BYTES: usize>(
         END_EMPTY => Ok(ProofEnd::Empty),
         END_LEAF => {
             let key = reader.array::<KEY_BYTES>()?;
-            let value_len = u32::from_be_bytes(reader.array::<4>()?) as usize;
+            let value_len = reader.u32()? as usize;
             let value = reader.take(value_len)?.to_vec();
             Ok(ProofEnd::Leaf { key, value })
         }
@@ -368,7 +361,7 @@ fn read_end<const KEY_BYTES: usize>(
                 return Err(ProofDecodeError::NonCanonicalPrefix);
             }
             let bitmap = read_bitmap(reader)?;
-            let children = reader.hashes(bitmap.count_ones() as usize)?;
+            let children = read_hashes(reader, bitmap.count_ones() as usize)?;
             Ok(ProofEnd::Branch {
                 depth,
                 prefix,
@@ -394,48 +387,22 @@ fn read_depth<const KEY_BYTES: usize>(reader: &mut Reader<'_>) -> Result<u8, Pro
 
 /// A branch's child bitmap: at least two children.
 fn read_bitmap(reader: &mut Reader<'_>) -> Result<u16, ProofDecodeError> {
-    let bitmap = u16::from_be_bytes(reader.array::<2>()?);
+    let bitmap = reader.u16()?;
     if bitmap.count_ones() < 2 {
         return Err(ProofDecodeError::TooFewChildren { bitmap });
     }
     Ok(bitmap)
 }
 
-/// Bounds-checked reading from untrusted bytes.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    offset: usize,
+/// `count` hashes (bitmaps hold at most 16 children, so no count needs a limit here).
+fn read_hashes(reader: &mut Reader<'_>, count: usize) -> Result<Vec<Hash>, ProofDecodeError> {
+    (0..count)
+        .map(|_| Ok(Hash(reader.array::<HASH_BYTES>()?)))
+        .collect()
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, len: usize) -> Result<&'a [u8], ProofDecodeError> {
-        let end = self
-            .offset
-            .checked_add(len)
-            .filter(|&end| end <= self.bytes.len());
-        let end = end.ok_or(ProofDecodeError::Truncated {
-            offset: self.offset,
-        })?;
-        let taken = &self.bytes[self.offset..end];
-        self.offset = end;
-        Ok(taken)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], ProofDecodeError> {
-        let offset = self.offset;
-        let bytes = self.take(N)?;
-        bytes
-            .try_into()
-            .map_err(|_| ProofDecodeError::Truncated { offset })
-    }
-
-    fn u8(&mut self) -> Result<u8, ProofDecodeError> {
-        self.array::<1>().map(|[byte]| byte)
-    }
-
-    fn hashes(&mut self, count: usize) -> Result<Vec<Hash>, ProofDecodeError> {
-        (0..count)
-            .map(|_| self.array::<HASH_BYTES>().map(Hash))
-            .collect()
-    }
+fn put_hashes(out: &mut Vec<u8>, hashes: &[Hash]) {
+    hashes
+        .iter()
+        .for_each(|hash| out.put_bytes(hash.as_bytes()));
 }

@@ -21,6 +21,7 @@
 //! Public keys are stored as bytes: whether they are valid ed25519 points is checked by whoever
 //! verifies signatures (this crate knows no cryptography).
 
+use crate::codec::{self, Reader, Writer};
 use crate::{AccountId, AssetId, MAX_AMOUNT, MAX_ASSETS};
 
 /// The first bytes of every encoded genesis (format name and version).
@@ -56,12 +57,9 @@ pub enum GenesisError {
     /// The bytes do not start with [`GENESIS_MAGIC`].
     #[error("not a Walras genesis file: it does not start with \"WALRASG1\"")]
     BadMagic,
-    #[error(
-        "genesis truncated: needed {needed} more bytes, {available} left; was the file copied whole?"
-    )]
-    Truncated { needed: usize, available: usize },
-    #[error("{extra} bytes after the end of the genesis")]
-    TrailingBytes { extra: usize },
+    /// Truncated or trailing bytes: a file not copied whole, or not a genesis.
+    #[error("genesis {0}; was the file copied whole?")]
+    Codec(#[from] codec::DecodeError),
     /// The asset count is 0 or above [`MAX_ASSETS`].
     #[error("genesis has {0} assets; expected 1..={max}", max = MAX_ASSETS)]
     AssetCount(u16),
@@ -123,9 +121,9 @@ impl Genesis {
                 + self.accounts.len() * ACCOUNT_HEADER_BYTES
                 + balances * BALANCE_BYTES,
         );
-        out.extend_from_slice(&GENESIS_MAGIC);
-        out.extend_from_slice(&self.assets.to_be_bytes());
-        out.extend_from_slice(&(self.accounts.len() as u64).to_be_bytes());
+        out.put_bytes(&GENESIS_MAGIC);
+        out.put_u16(self.assets);
+        out.put_u64(self.accounts.len() as u64);
         for account in &self.accounts {
             encode_account(account, &mut out);
         }
@@ -134,20 +132,14 @@ impl Genesis {
 
     /// Decodes and validates a genesis occupying all of `bytes`.
     pub fn decode(bytes: &[u8]) -> Result<Genesis, GenesisError> {
-        let mut reader = Reader { bytes, at: 0 };
+        let mut reader = Reader::new(bytes);
         if reader.take(GENESIS_MAGIC.len())? != GENESIS_MAGIC {
             return Err(GenesisError::BadMagic);
         }
         let assets = reader.u16()?;
         let account_count = reader.u64()?;
         // Bound the allocation by what the input can hold, not by what it claims.
-        let capacity = usize::try_from(account_count)
-            .unwrap_or(usize::MAX)
-            .min(reader.remaining() / ACCOUNT_HEADER_BYTES);
-        let mut accounts = Vec::with_capacity(capacity);
-        for _ in 0..account_count {
-            accounts.push(reader.account()?);
-        }
+        let accounts = reader.list(account_count, ACCOUNT_HEADER_BYTES, read_account)?;
         reader.finish()?;
         let genesis = Genesis { assets, accounts };
         genesis.validate()?;
@@ -243,76 +235,29 @@ fn check_balance_order(
 }
 
 fn encode_account(account: &GenesisAccount, out: &mut Vec<u8>) {
-    out.extend_from_slice(&account.id.0.to_be_bytes());
-    out.extend_from_slice(&account.public_key);
+    out.put_u64(account.id.0);
+    out.put_bytes(&account.public_key);
     // A valid account holds at most MAX_ASSETS (1024) balances; for an invalid one with 2^16
     // or more the count wraps, and the bytes then fail to decode.
-    out.extend_from_slice(&(account.balances.len() as u16).to_be_bytes());
+    out.put_u16(account.balances.len() as u16);
     for &(asset, amount) in &account.balances {
-        out.extend_from_slice(&asset.0.to_be_bytes());
-        out.extend_from_slice(&amount.to_be_bytes());
+        out.put_u16(asset.0);
+        out.put_u64(amount);
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn remaining(&self) -> usize {
-        self.bytes.len() - self.at
-    }
-
-    fn take(&mut self, count: usize) -> Result<&'a [u8], GenesisError> {
-        let available = self.remaining();
-        if count > available {
-            return Err(GenesisError::Truncated {
-                needed: count,
-                available,
-            });
-        }
-        let slice = &self.bytes[self.at..self.at + count];
-        self.at += count;
-        Ok(slice)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], GenesisError> {
-        let mut array = [0u8; N];
-        array.copy_from_slice(self.take(N)?);
-        Ok(array)
-    }
-
-    fn u16(&mut self) -> Result<u16, GenesisError> {
-        Ok(u16::from_be_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64, GenesisError> {
-        Ok(u64::from_be_bytes(self.array()?))
-    }
-
-    fn account(&mut self) -> Result<GenesisAccount, GenesisError> {
-        let id = AccountId(self.u64()?);
-        let public_key = self.array()?;
-        let count = usize::from(self.u16()?);
-        let mut balances = Vec::with_capacity(count.min(self.remaining() / BALANCE_BYTES));
-        for _ in 0..count {
-            let asset = AssetId(self.u16()?);
-            balances.push((asset, self.u64()?));
-        }
-        Ok(GenesisAccount {
-            id,
-            public_key,
-            balances,
-        })
-    }
-
-    fn finish(&self) -> Result<(), GenesisError> {
-        match self.remaining() {
-            0 => Ok(()),
-            extra => Err(GenesisError::TrailingBytes { extra }),
-        }
-    }
+fn read_account(reader: &mut Reader<'_>) -> Result<GenesisAccount, GenesisError> {
+    let id = AccountId(reader.u64()?);
+    let public_key = reader.array()?;
+    let count = reader.u16()?;
+    let balances = reader.list(count.into(), BALANCE_BYTES, |reader| {
+        Ok::<_, codec::DecodeError>((AssetId(reader.u16()?), reader.u64()?))
+    })?;
+    Ok(GenesisAccount {
+        id,
+        public_key,
+        balances,
+    })
 }
 
 #[cfg(test)]
@@ -404,7 +349,7 @@ mod tests {
             prop_assert!(Genesis::decode(&bytes[..bytes.len() - cut]).is_err());
             let mut longer = bytes;
             longer.push(0);
-            prop_assert_eq!(Genesis::decode(&longer), Err(GenesisError::TrailingBytes { extra: 1 }));
+            prop_assert_eq!(Genesis::decode(&longer), Err(GenesisError::Codec(codec::DecodeError::TrailingBytes { extra: 1 })));
         }
     }
 
@@ -495,17 +440,18 @@ mod tests {
         assert_eq!(Genesis::decode(&wrong_magic), Err(GenesisError::BadMagic));
         assert_eq!(
             Genesis::decode(&bytes[..4]),
-            Err(GenesisError::Truncated {
+            Err(GenesisError::Codec(codec::DecodeError::Truncated {
+                offset: 0,
                 needed: 8,
                 available: 4
-            })
+            }))
         );
         // A count far beyond the input must fail cleanly, not allocate for it.
         let mut huge_count = bytes[..10].to_vec();
         huge_count.extend_from_slice(&u64::MAX.to_be_bytes());
         assert!(matches!(
             Genesis::decode(&huge_count),
-            Err(GenesisError::Truncated { .. })
+            Err(GenesisError::Codec(codec::DecodeError::Truncated { .. }))
         ));
     }
 

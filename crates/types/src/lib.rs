@@ -15,9 +15,11 @@
 //! - [`offers_csv`]: the offers CSV of the command-line contract, reader and writer.
 //! - [`transaction`]: transactions and their canonical binary encoding.
 //! - [`genesis`]: the accounts, keys and balances before the first block, and their encoding.
+//! - [`codec`]: the one big-endian reader and writer every binary format is read and written with.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod codec;
 pub mod fixed;
 pub mod genesis;
 pub mod offer;

@@ -21,6 +21,7 @@
 //! amounts, distinct assets of an offer, limit prices in range), so every decoded transaction
 //! re-encodes to the bytes it came from. The signature covers the encoded transaction.
 
+use crate::codec::{self, Reader};
 use crate::{AccountId, AssetId, OfferId, OfferKey, Price, MAX_AMOUNT};
 
 /// The only encoding version so far.
@@ -78,10 +79,9 @@ pub struct SignedTransaction {
 /// Why bytes are not a transaction.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    #[error("transaction truncated: needed {needed} more bytes, {available} left")]
-    Truncated { needed: usize, available: usize },
-    #[error("{extra} bytes after the end of the transaction")]
-    TrailingBytes { extra: usize },
+    /// Truncated, trailing bytes: what every binary format shares.
+    #[error("transaction: {0}")]
+    Codec(#[from] codec::DecodeError),
     #[error("unknown transaction version {0}")]
     Version(u8),
     #[error("unknown operation tag {0:#04x}")]
@@ -233,7 +233,7 @@ impl Transaction {
 
     /// Decodes exactly one transaction occupying all of `bytes`.
     pub fn decode(bytes: &[u8]) -> Result<Transaction, DecodeError> {
-        let mut reader = Reader { bytes, at: 0 };
+        let mut reader = Reader::new(bytes);
         let transaction = reader.transaction()?;
         reader.finish()?;
         Ok(transaction)
@@ -254,7 +254,7 @@ impl SignedTransaction {
 
     /// Decodes exactly one signed transaction occupying all of `bytes`.
     pub fn decode(bytes: &[u8]) -> Result<SignedTransaction, DecodeError> {
-        let mut reader = Reader { bytes, at: 0 };
+        let mut reader = Reader::new(bytes);
         let signed = reader.signed_transaction()?;
         reader.finish()?;
         Ok(signed)
@@ -262,9 +262,9 @@ impl SignedTransaction {
 
     /// Decodes a sequence of signed transactions, each prefixed by its length as a u16.
     pub fn decode_list(bytes: &[u8]) -> Result<Vec<SignedTransaction>, DecodeError> {
-        let mut reader = Reader { bytes, at: 0 };
+        let mut reader = Reader::new(bytes);
         let mut list = Vec::new();
-        while reader.at < bytes.len() {
+        while !reader.is_empty() {
             let length = reader.u16()? as usize;
             let body = reader.take(length)?;
             list.push(SignedTransaction::decode(body)?);
@@ -286,47 +286,16 @@ impl SignedTransaction {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// The transaction grammar on top of the shared codec reader.
+trait ReadTransaction {
+    fn amount(&mut self) -> Result<u64, DecodeError>;
+    fn limit_price(&mut self) -> Result<Price, DecodeError>;
+    fn pair(&mut self) -> Result<(AssetId, AssetId), DecodeError>;
+    fn transaction(&mut self) -> Result<Transaction, DecodeError>;
+    fn signed_transaction(&mut self) -> Result<SignedTransaction, DecodeError>;
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, count: usize) -> Result<&'a [u8], DecodeError> {
-        let available = self.bytes.len() - self.at;
-        if count > available {
-            return Err(DecodeError::Truncated {
-                needed: count,
-                available,
-            });
-        }
-        let slice = &self.bytes[self.at..self.at + count];
-        self.at += count;
-        Ok(slice)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut array = [0u8; N];
-        array.copy_from_slice(self.take(N)?);
-        Ok(array)
-    }
-
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_be_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_be_bytes(self.array()?))
-    }
-
-    fn u128(&mut self) -> Result<u128, DecodeError> {
-        Ok(u128::from_be_bytes(self.array()?))
-    }
-
+impl ReadTransaction for Reader<'_> {
     fn amount(&mut self) -> Result<u64, DecodeError> {
         match self.u64()? {
             0 => Err(DecodeError::ZeroAmount),
@@ -403,13 +372,6 @@ impl<'a> Reader<'a> {
             transaction,
             signature: self.array()?,
         })
-    }
-
-    fn finish(&self) -> Result<(), DecodeError> {
-        match self.bytes.len() - self.at {
-            0 => Ok(()),
-            extra => Err(DecodeError::TrailingBytes { extra }),
-        }
     }
 }
 
@@ -510,7 +472,7 @@ mod tests {
             prop_assert!(SignedTransaction::decode(&bytes[..bytes.len() - cut]).is_err());
             let mut longer = bytes.clone();
             longer.push(0);
-            prop_assert_eq!(SignedTransaction::decode(&longer), Err(DecodeError::TrailingBytes { extra: 1 }));
+            prop_assert_eq!(SignedTransaction::decode(&longer), Err(DecodeError::Codec(codec::DecodeError::TrailingBytes { extra: 1 })));
         }
     }
 
