@@ -147,6 +147,8 @@ struct Bot {
 fn start_bot(index: u32, shim: SocketAddr) -> Bot {
     let (participant, mut events) = Participant::start(ClientConfig {
         participant: index,
+        key: participant_key(index),
+        gateway_key: Some(gateway_key().public_key()),
         delta: WINDOW,
         tau: TAU,
     })
@@ -208,6 +210,10 @@ fn gateway_key() -> Keypair {
     Keypair::from_seed([7; 32])
 }
 
+fn participant_key(index: u32) -> Keypair {
+    Keypair::from_seed([100 + index as u8; 32])
+}
+
 fn start_node(data: &std::path::Path) -> NodeProcess {
     let key = gateway_key().public_key().to_string();
     NodeProcess::start(
@@ -222,7 +228,8 @@ struct Run {
 }
 
 async fn start_run(node: &NodeProcess, cut: CutMode) -> Run {
-    let mut config = GatewayConfig::new(&node.url, gateway_key(), BOTS);
+    let keys = (0..BOTS).map(|i| participant_key(i).public_key()).collect();
+    let mut config = GatewayConfig::new(&node.url, gateway_key(), keys);
     config.window = WINDOW;
     config.straggler_threshold = THRESHOLD;
     config.cut = cut;
@@ -566,13 +573,20 @@ async fn the_gateway_puts_every_answer_within_w_into_the_next_block_and_the_time
 }
 
 /// `walras gateway` as a process: a key file from `walras keygen`, the node started with its
-/// public key, a bad Hello refused with a reason, a good one welcomed, seals advancing (the
-/// absent participant becomes a straggler), and the counters on `/metrics`.
+/// public key, a participants file; every bad Hello refused with a reason (a number it does
+/// not serve, a participant signing as another, a Hello signed for another connection's
+/// challenge, the unsigned version-1 Hello), a good one welcomed, seals advancing (the absent
+/// participant becomes a straggler), and the counters on `/metrics`.
+///
+/// Before Hellos were signed, any client could claim any participant number and take that
+/// participant's place in the ordering buffer (its watermark, its results).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walras_gateway_process_serves_participants_and_metrics() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
-    use walras_gateway_net::frame::{framed, read_frame, Downlink, Uplink, PROTOCOL_VERSION};
+    use walras_gateway_net::frame::{
+        framed, hello_signing_message, read_frame, Downlink, Uplink, PROTOCOL_VERSION,
+    };
 
     let dir = TempDir::new("gateway-process");
     let key_file = dir.path().join("gateway.key");
@@ -599,10 +613,22 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
             public_key.as_str(),
         ],
     );
+    let participants_file = dir.path().join("participants.txt");
+    std::fs::write(
+        &participants_file,
+        format!(
+            "# participant 0\n{}\n{}  # participant 1\n",
+            participant_key(0).public_key(),
+            participant_key(1).public_key()
+        ),
+    )
+    .unwrap();
     let mut gateway = Command::new(walras_testkit::walras_bin())
         .args(["gateway", "--node", node.url.as_str(), "--key"])
         .arg(&key_file)
-        .args(["--participants", "2", "--listen", "127.0.0.1:0"])
+        .arg("--participant-keys")
+        .arg(&participants_file)
+        .args(["--listen", "127.0.0.1:0"])
         .args([
             "--metrics-listen",
             "127.0.0.1:0",
@@ -622,29 +648,63 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
     let second = lines.next().unwrap().unwrap();
     let metrics_url = second.strip_prefix("metrics on ").unwrap().to_string();
 
-    let hello = |participant: u32| {
-        framed(
-            &Uplink::Hello {
-                version: PROTOCOL_VERSION,
-                participant,
-            }
-            .encode(),
-        )
-    };
-    let mut stranger = TcpStream::connect(&address).await.unwrap();
-    stranger.write_all(&hello(7)).await.unwrap();
-    let answer = read_frame(&mut stranger, 1 << 20).await.unwrap().unwrap();
-    match Downlink::decode(&answer).unwrap() {
-        Downlink::Refused { text } => assert!(text.contains("participant 7"), "{text}"),
-        other => panic!("expected a refusal, got {other:?}"),
+    /// Connects, reads the Challenge, sends the Hello `sign` makes of it; returns the answer.
+    async fn handshake(
+        address: &str,
+        sign: impl FnOnce([u8; 32], [u8; 32]) -> Uplink,
+    ) -> (TcpStream, Downlink) {
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        let first = read_frame(&mut stream, 1 << 20).await.unwrap().unwrap();
+        let Downlink::Challenge { gateway_key, nonce } = Downlink::decode(&first).unwrap() else {
+            panic!("the first frame is not a Challenge");
+        };
+        let hello = sign(gateway_key, nonce);
+        stream.write_all(&framed(&hello.encode())).await.unwrap();
+        let answer = read_frame(&mut stream, 1 << 20).await.unwrap().unwrap();
+        (stream, Downlink::decode(&answer).unwrap())
     }
-    let mut member = TcpStream::connect(&address).await.unwrap();
-    member.write_all(&hello(0)).await.unwrap();
-    let answer = read_frame(&mut member, 1 << 20).await.unwrap().unwrap();
-    assert!(matches!(
-        Downlink::decode(&answer).unwrap(),
-        Downlink::Welcome { participant: 0, .. }
-    ));
+    let signed = |participant: u32, key: Keypair| {
+        move |gateway_key: [u8; 32], nonce: [u8; 32]| Uplink::Hello {
+            version: PROTOCOL_VERSION,
+            participant,
+            signature: Some(
+                *key.sign(&hello_signing_message(&gateway_key, &nonce, participant))
+                    .as_bytes(),
+            ),
+        }
+    };
+    let refusal = |answer: Downlink| match answer {
+        Downlink::Refused { text } => text,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // A number this gateway does not serve.
+    let (_, answer) = handshake(&address, signed(7, participant_key(7))).await;
+    assert!(refusal(answer).contains("participant 7"));
+    // Participant 1's number, participant 0's key.
+    let (_, answer) = handshake(&address, signed(1, participant_key(0))).await;
+    let text = refusal(answer);
+    assert!(text.contains("does not verify"), "{text}");
+    // A correct signature, but over another connection's challenge (a replayed Hello).
+    let (_, answer) = handshake(&address, |gateway_key, _nonce| {
+        signed(1, participant_key(1))(gateway_key, [9; 32])
+    })
+    .await;
+    let text = refusal(answer);
+    assert!(text.contains("does not verify"), "{text}");
+    // The unsigned Hello of protocol version 1.
+    let (_, answer) = handshake(&address, |_, _| Uplink::Hello {
+        version: 1,
+        participant: 0,
+        signature: None,
+    })
+    .await;
+    let text = refusal(answer);
+    assert!(text.contains("protocol version 1"), "{text}");
+    let (_member, answer) = handshake(&address, signed(0, participant_key(0))).await;
+    assert!(
+        matches!(answer, Downlink::Welcome { participant: 0, .. }),
+        "{answer:?}"
+    );
     // Participant 0 sends nothing and participant 1 never comes: both become stragglers after
     // 300 ms, and then blocks are sealed without them.
     let client = reqwest::Client::new();
@@ -670,6 +730,10 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
             );
             assert!(
                 text.contains("walras_gateway_participants_connected 1"),
+                "{text}"
+            );
+            assert!(
+                text.contains("walras_gateway_handshakes_refused_total 4"),
                 "{text}"
             );
             break;

@@ -13,8 +13,8 @@
 //! its round trip is under the straggler threshold again).
 
 use crate::frame::{
-    framed, read_frame, BlockData, Downlink, NoticeCode, Uplink, DOWNLINK_FRAME_MAX,
-    PROTOCOL_VERSION,
+    framed, hello_signing_message, read_frame, BlockData, Downlink, NoticeCode, Uplink,
+    DOWNLINK_FRAME_MAX, PROTOCOL_VERSION,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -30,6 +30,12 @@ use walras_types::SignedTransaction;
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
     pub participant: u32,
+    /// The participant's key: it signs the Hello answering the gateway's Challenge (the
+    /// gateway holds the public key as `participant`'s).
+    pub key: walras_crypto::Keypair,
+    /// The gateway's public key, when the participant knows it: a Challenge from any other key
+    /// is refused before anything is signed.
+    pub gateway_key: Option<walras_crypto::PublicKey>,
     /// δ: the gateway's window W (blocks are delivered at least this far apart).
     pub delta: Duration,
     /// τ: heartbeat period.
@@ -268,9 +274,36 @@ impl ClientTask {
             .map_err(|_| connect_error("timed out".into()))?
             .map_err(|e| connect_error(e.to_string()))?;
         let _ = stream.set_nodelay(true);
+        let first = tokio::time::timeout(
+            Duration::from_secs(5),
+            read_frame(&mut stream, DOWNLINK_FRAME_MAX),
+        )
+        .await
+        .map_err(|_| connect_error("no Challenge within 5 s".into()))?
+        .map_err(|e| connect_error(e.to_string()))?;
+        let (gateway_key, nonce) = match first.map(|payload| Downlink::decode(&payload)) {
+            Some(Ok(Downlink::Challenge { gateway_key, nonce })) => (gateway_key, nonce),
+            Some(Ok(Downlink::Refused { text })) => return Err(ClientError::Refused(text)),
+            other => {
+                return Err(connect_error(format!(
+                    "expected a Challenge, got {other:?}"
+                )))
+            }
+        };
+        if let Some(expected) = &self.config.gateway_key {
+            if expected.as_bytes() != &gateway_key {
+                return Err(connect_error(format!(
+                    "the gateway's key is {}, not the expected {}",
+                    hex::encode(gateway_key),
+                    hex::encode(expected.as_bytes())
+                )));
+            }
+        }
+        let message = hello_signing_message(&gateway_key, &nonce, self.config.participant);
         let hello = Uplink::Hello {
             version: PROTOCOL_VERSION,
             participant: self.config.participant,
+            signature: Some(*self.config.key.sign(&message).as_bytes()),
         };
         stream
             .write_all(&framed(&hello.encode()))
@@ -331,7 +364,8 @@ impl ClientTask {
                     text,
                 });
             }
-            Downlink::Welcome { .. } => {}
+            // Only the first frames of a connection; a later one means nothing.
+            Downlink::Welcome { .. } | Downlink::Challenge { .. } => {}
         }
     }
 

@@ -8,7 +8,8 @@
 //!
 //! Uplink (participant → gateway), each trade and heartbeat carrying the delivery clock its
 //! release buffer (in the client library) stamped it with:
-//! - `1` Hello: protocol version `u16`, participant `u32`;
+//! - `1` Hello: protocol version `u16`, participant `u32`, then (version 2) the participant's
+//!   Ed25519 signature `[64]` over [`hello_signing_message`] of the gateway's Challenge;
 //! - `2` Heartbeat: seq `u64`, clock point `u64`, clock elapsed ns `u64`;
 //! - `3` Trade: seq, point, elapsed, then the canonical `SignedTransaction` encoding (rest of frame).
 //!
@@ -19,14 +20,39 @@
 //!   reason (`u8` length, ASCII; empty = accepted));
 //! - `3` Notice: seq `u64` (`u64::MAX`: not about one message), code `u8` ([`NoticeCode`]), text
 //!   (`u16` length, UTF-8);
-//! - `4` Refused: text (`u16` length, UTF-8); the gateway closes the connection after it.
+//! - `4` Refused: text (`u16` length, UTF-8); the gateway closes the connection after it;
+//! - `5` Challenge: the gateway's public key `[32]`, a fresh random nonce `[32]`: the first frame
+//!   on every connection, answered by the Hello.
+//!
+//! Authentication: the gateway holds each participant's Ed25519 public key; a Hello is accepted
+//! only with a valid signature over this connection's nonce, so a participant cannot connect as
+//! another (and take its place in the ordering buffer, its results, its heartbeats), and a
+//! recorded Hello is useless on any other connection.
 
 use thiserror::Error;
 use walras_gateway::DeliveryClock;
 use walras_types::codec::{self, Reader, Writer};
 
-/// The protocol version a Hello must carry.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The protocol version a Hello must carry (2: signed Hellos answering a Challenge).
+pub const PROTOCOL_VERSION: u16 = 2;
+/// Domain separation of a participant's signature over a Challenge.
+pub const HELLO_SIGNING_DOMAIN: &[u8] = b"walras-gateway-hello-v2\0";
+
+/// The bytes a participant signs to answer a Challenge: the domain, the gateway's public key
+/// (a challenge relayed from another gateway does not verify here), the nonce and the participant
+/// number claimed.
+pub fn hello_signing_message(
+    gateway_key: &[u8; 32],
+    nonce: &[u8; 32],
+    participant: u32,
+) -> Vec<u8> {
+    let mut message = Vec::with_capacity(HELLO_SIGNING_DOMAIN.len() + 68);
+    message.extend_from_slice(HELLO_SIGNING_DOMAIN);
+    message.extend_from_slice(gateway_key);
+    message.extend_from_slice(nonce);
+    message.extend_from_slice(&participant.to_be_bytes());
+    message
+}
 /// Largest uplink payload (a trade's transaction is well under 1 KiB).
 pub const UPLINK_FRAME_MAX: usize = 16 * 1024;
 /// Largest downlink payload (valuations of up to 65,535 assets and one block's own results).
@@ -50,6 +76,9 @@ pub enum Uplink {
     Hello {
         version: u16,
         participant: u32,
+        /// The signature over [`hello_signing_message`]; `None` in a version-1 Hello (which
+        /// the gateway refuses, naming the version).
+        signature: Option<[u8; 64]>,
     },
     Heartbeat {
         seq: u64,
@@ -123,6 +152,10 @@ pub enum Downlink {
     Refused {
         text: String,
     },
+    Challenge {
+        gateway_key: [u8; 32],
+        nonce: [u8; 32],
+    },
 }
 
 fn put_text(out: &mut Vec<u8>, text: &str) {
@@ -149,10 +182,14 @@ impl Uplink {
             Uplink::Hello {
                 version,
                 participant,
+                signature,
             } => {
                 out.put_u8(1);
                 out.put_u16(*version);
                 out.put_u32(*participant);
+                if let Some(signature) = signature {
+                    out.put_bytes(signature);
+                }
             }
             Uplink::Heartbeat { seq, clock } => {
                 out.put_u8(2);
@@ -180,10 +217,17 @@ impl Uplink {
         }
         let mut r = Reader::new(payload);
         let message = match r.u8().map_err(|_| FrameError::Empty)? {
-            1 => Uplink::Hello {
-                version: r.u16()?,
-                participant: r.u32()?,
-            },
+            1 => {
+                let version = r.u16()?;
+                let participant = r.u32()?;
+                // Version 1 had no signature; anything after the participant is one.
+                let signature = if r.is_empty() { None } else { Some(r.array()?) };
+                Uplink::Hello {
+                    version,
+                    participant,
+                    signature,
+                }
+            }
             2 => {
                 let (seq, clock) = read_clock(&mut r)?;
                 Uplink::Heartbeat { seq, clock }
@@ -247,6 +291,11 @@ impl Downlink {
                 out.put_u8(4);
                 put_text(&mut out, text);
             }
+            Downlink::Challenge { gateway_key, nonce } => {
+                out.put_u8(5);
+                out.put_bytes(gateway_key);
+                out.put_bytes(nonce);
+            }
         }
         out
     }
@@ -296,6 +345,10 @@ impl Downlink {
             },
             4 => Downlink::Refused {
                 text: read_text(&mut r, "refusal text")?,
+            },
+            5 => Downlink::Challenge {
+                gateway_key: r.array()?,
+                nonce: r.array()?,
             },
             tag => return Err(bad_tag("message", tag)),
         };
@@ -361,8 +414,14 @@ mod tests {
         let clock = DeliveryClock::new(7, 1_500_000);
         let up = vec![
             Uplink::Hello {
+                version: 1,
+                participant: 3,
+                signature: None,
+            },
+            Uplink::Hello {
                 version: PROTOCOL_VERSION,
                 participant: 3,
+                signature: Some([0xab; 64]),
             },
             Uplink::Heartbeat { seq: 4, clock },
             Uplink::Trade {
@@ -406,6 +465,10 @@ mod tests {
             Downlink::Refused {
                 text: "participant 3 is already connected".into(),
             },
+            Downlink::Challenge {
+                gateway_key: [4; 32],
+                nonce: [5; 32],
+            },
         ];
         (up, down)
     }
@@ -423,6 +486,18 @@ mod tests {
                 bytes.len()
             };
             for cut in 0..fixed {
+                // A signed Hello cut right after the participant is a (version-1) Hello.
+                if cut == 7
+                    && matches!(
+                        m,
+                        Uplink::Hello {
+                            signature: Some(_),
+                            ..
+                        }
+                    )
+                {
+                    continue;
+                }
                 assert!(Uplink::decode(&bytes[..cut]).is_err(), "{m:?} cut at {cut}");
             }
         }
@@ -448,6 +523,7 @@ mod tests {
         let down: Vec<String> = down.iter().map(|m| hex(m.encode())).collect();
         let golden_up = [
             "01000100000003",
+            "01000200000003abababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
             "0200000000000000040000000000000007000000000016e360",
             "0300000000000000050000000000000007000000000016e360090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909",
         ];
@@ -457,6 +533,7 @@ mod tests {
             "0200000000000000080101010101010101010101010101010101010101010101010101010101010101020202020202020202020202020202020202020202020202020202020202020200020000000004000000000000000000000000000000000000000000000000000003000000020000000000000005000000000000000006087265706c61796564",
             "0300000000000000050100046c617465",
             "0400227061727469636970616e74203320697320616c726561647920636f6e6e6563746564",
+            "0504040404040404040404040404040404040404040404040404040404040404040505050505050505050505050505050505050505050505050505050505050505",
         ];
         assert_eq!(up, golden_up);
         assert_eq!(down, golden_down);

@@ -12,11 +12,12 @@
 //! one frame each, and notes `t_{N+1}` for round-trip estimates.
 
 use crate::frame::{
-    framed, read_frame, BlockData, Downlink, NoticeCode, OwnResult, Uplink, PROTOCOL_VERSION,
-    UPLINK_FRAME_MAX,
+    framed, hello_signing_message, read_frame, BlockData, Downlink, NoticeCode, OwnResult, Uplink,
+    PROTOCOL_VERSION, UPLINK_FRAME_MAX,
 };
 use crate::metrics::GatewayMetrics;
 use crate::node_link::{NodeLink, NodeLinkError};
+use rand_core::RngCore;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,9 @@ use walras_gateway::{
     UplinkMessage,
 };
 use walras_types::SignedTransaction;
+
+/// Most participants one gateway serves (each holds an ordering-buffer watermark).
+pub const PARTICIPANTS_MAX: usize = 100_000;
 
 /// How the gateway cuts blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,8 +55,9 @@ pub struct GatewayConfig {
     pub node_url: String,
     /// Signs the sealed batches (the node holds its public key).
     pub key: walras_crypto::Keypair,
-    /// Participants are numbered `0..participants`.
-    pub participants: u32,
+    /// Participant `i`'s Ed25519 public key is `participant_keys[i]`: a Hello claiming `i` must
+    /// carry `i`'s signature over the connection's Challenge.
+    pub participant_keys: Vec<walras_crypto::PublicKey>,
     /// W: a trade answering block N within W goes into block N+1.
     pub window: Duration,
     /// A participant whose round trip or silence exceeds this stops holding seals back.
@@ -69,13 +74,22 @@ pub struct GatewayConfig {
 }
 
 impl GatewayConfig {
-    pub fn new(node_url: &str, key: walras_crypto::Keypair, participants: u32) -> GatewayConfig {
+    /// Participants are numbered `0..participants()`.
+    pub fn participants(&self) -> u32 {
+        self.participant_keys.len() as u32
+    }
+
+    pub fn new(
+        node_url: &str,
+        key: walras_crypto::Keypair,
+        participant_keys: Vec<walras_crypto::PublicKey>,
+    ) -> GatewayConfig {
         GatewayConfig {
             listen: "127.0.0.1:0".into(),
             metrics_listen: None,
             node_url: node_url.into(),
             key,
-            participants,
+            participant_keys,
             window: Duration::from_millis(50),
             straggler_threshold: Duration::from_millis(500),
             block_trades_max: 50_000,
@@ -217,8 +231,14 @@ enum CoreInput {
 /// Starts the gateway: checks the configuration, reads the node's tip, binds the participants'
 /// listener (and `/metrics`), and runs until stopped.
 pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
-    if config.participants == 0 {
+    if config.participant_keys.is_empty() {
         return Err(GatewayNetError::Config("at least one participant".into()));
+    }
+    if config.participant_keys.len() > PARTICIPANTS_MAX {
+        return Err(GatewayNetError::Config(format!(
+            "{} participants: at most {PARTICIPANTS_MAX}",
+            config.participant_keys.len()
+        )));
     }
     if config.window.is_zero() || config.block_trades_max == 0 {
         return Err(GatewayNetError::Config(
@@ -254,7 +274,7 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
             queue_len_max: config.queue_len_max,
             ..OrderingConfig::default()
         },
-        0..config.participants,
+        0..config.participants(),
         0,
     )?;
     let journal = Arc::new(Mutex::new(Journal::default()));
@@ -285,11 +305,17 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
     };
     core.ordering.note_point_generated(tip, 0);
     metrics.height.set(tip as i64);
-    let accept = tokio::spawn(accept_loop(listener, inputs, config.clone(), started));
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        inputs,
+        config.clone(),
+        started,
+        metrics.clone(),
+    ));
     let task = tokio::spawn(async move { core.run(receiver, stopped).await });
     tracing::info!(
         "walras gateway listening on {address} for {} participants, node {} at height {tip}",
-        config.participants,
+        config.participants(),
         config.node_url
     );
     Ok(Gateway {
@@ -684,7 +710,7 @@ impl Core {
                     return Ok(());
                 }
                 // Silence detection runs inside `seal`; report what it found.
-                let before: Vec<bool> = (0..self.config.participants)
+                let before: Vec<bool> = (0..self.config.participants())
                     .map(|p| self.ordering.is_straggler(p))
                     .collect();
                 let outcome = self.ordering.seal(
@@ -871,6 +897,7 @@ async fn accept_loop(
     inputs: mpsc::Sender<CoreInput>,
     config: GatewayConfig,
     started: Instant,
+    metrics: Arc<GatewayMetrics>,
 ) {
     let mut next_conn = 0u64;
     loop {
@@ -894,8 +921,62 @@ async fn accept_loop(
             inputs.clone(),
             config.clone(),
             started,
+            metrics.clone(),
         ));
     }
+}
+
+/// Sends a fresh Challenge and checks the Hello that answers it: the protocol version, a
+/// participant number this gateway serves, and that participant's signature over the challenge.
+/// Returns the participant, or the refusal's text.
+async fn handshake(stream: &mut TcpStream, config: &GatewayConfig) -> Result<u32, String> {
+    let mut nonce = [0u8; 32];
+    rand_core::OsRng
+        .try_fill_bytes(&mut nonce)
+        .map_err(|error| format!("the gateway could not draw a challenge: {error}"))?;
+    let gateway_key = *config.key.public_key().as_bytes();
+    let challenge = framed(&Downlink::Challenge { gateway_key, nonce }.encode());
+    tokio::time::timeout(config.handshake_timeout, stream.write_all(&challenge))
+        .await
+        .map_err(|_| "the Challenge could not be sent within the handshake timeout".to_string())?
+        .map_err(|error| format!("sending the Challenge: {error}"))?;
+    let hello = tokio::time::timeout(
+        config.handshake_timeout,
+        read_frame(stream, UPLINK_FRAME_MAX),
+    )
+    .await;
+    let (version, participant, signature) =
+        match hello.map(|r| r.map(|f| f.map(|p| Uplink::decode(&p)))) {
+            Ok(Ok(Some(Ok(Uplink::Hello {
+                version,
+                participant,
+                signature,
+            })))) => (version, participant, signature),
+            Err(_) => return Err("no Hello within the handshake timeout".into()),
+            _ => return Err("the first frame must be a Hello".into()),
+        };
+    if version != PROTOCOL_VERSION {
+        return Err(format!(
+            "Hello refused: protocol version {version} (this gateway speaks {PROTOCOL_VERSION})"
+        ));
+    }
+    let Some(key) = config.participant_keys.get(participant as usize) else {
+        return Err(format!(
+            "Hello refused: participant {participant} (this gateway serves 0..{})",
+            config.participants()
+        ));
+    };
+    let signature = signature
+        .and_then(|bytes| walras_crypto::Signature::from_bytes(&bytes).ok())
+        .ok_or_else(|| format!("Hello refused: participant {participant} sent no signature"))?;
+    let message = hello_signing_message(&gateway_key, &nonce, participant);
+    walras_crypto::verify(key, &message, &signature).map_err(|_| {
+        format!(
+            "Hello refused: the signature does not verify against participant {participant}'s \
+             registered key"
+        )
+    })?;
+    Ok(participant)
 }
 
 async fn refuse(stream: &mut TcpStream, text: String) {
@@ -903,7 +984,8 @@ async fn refuse(stream: &mut TcpStream, text: String) {
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&frame)).await;
 }
 
-/// One participant connection: Hello, then frames in both directions until either side ends.
+/// One participant connection: Challenge and signed Hello, then frames in both directions until
+/// either side ends.
 async fn serve_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -911,39 +993,14 @@ async fn serve_connection(
     inputs: mpsc::Sender<CoreInput>,
     config: GatewayConfig,
     started: Instant,
+    metrics: Arc<GatewayMetrics>,
 ) {
-    let hello = tokio::time::timeout(
-        config.handshake_timeout,
-        read_frame(&mut stream, UPLINK_FRAME_MAX),
-    )
-    .await;
-    let participant = match hello.map(|r| r.map(|f| f.map(|p| Uplink::decode(&p)))) {
-        Ok(Ok(Some(Ok(Uplink::Hello {
-            version,
-            participant,
-        }))))
-            if version == PROTOCOL_VERSION && participant < config.participants =>
-        {
-            participant
-        }
-        Ok(Ok(Some(Ok(Uplink::Hello {
-            version,
-            participant,
-        })))) => {
-            let text = format!(
-                "Hello refused: protocol version {version} (this gateway speaks {PROTOCOL_VERSION}), \
-                 participant {participant} (this gateway serves 0..{})",
-                config.participants
-            );
+    let participant = match handshake(&mut stream, &config).await {
+        Ok(participant) => participant,
+        Err(text) => {
+            metrics.handshakes_refused_total.inc();
+            tracing::info!("refused a participant connection from {peer}: {text}");
             refuse(&mut stream, text).await;
-            return;
-        }
-        Err(_) => {
-            refuse(&mut stream, "no Hello within the handshake timeout".into()).await;
-            return;
-        }
-        _ => {
-            refuse(&mut stream, "the first frame must be a Hello".into()).await;
             return;
         }
     };
