@@ -11,6 +11,9 @@
 //! - [`ordering`]: the ordering buffer (§4.1.3, §5.2): watermarks, straggler handling (§4.2.1),
 //!   late-trade flagging, bounded queue, block cuts `seal(N, W)`; [`ordering::ShardedOrderingBuffer`]
 //!   is the sharded variant with a master merge.
+//! - [`frame`]: the participant protocol's frames (Challenge, signed Hello, trades, heartbeats,
+//!   blocks, notices): encode and decode, never panicking on outside bytes.
+//! - [`link`]: the gateway → node link's sealed batches and replies.
 //! - [`sim`]: a deterministic discrete-event simulator (§6.4) that drives the same state machines and
 //!   compares `direct`, `dbo`, `max-rtt` (Theorem 3) and `cloudex`.
 //!
@@ -18,6 +21,7 @@
 
 pub mod clock;
 pub mod error;
+pub mod frame;
 pub mod link;
 pub mod ordering;
 pub mod release;
