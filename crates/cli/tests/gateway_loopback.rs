@@ -744,3 +744,127 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
     let _ = gateway.kill();
     let _ = gateway.wait();
 }
+
+/// The feed is enough to follow the market without the node: each Block frame carries what each
+/// pair sold in that block (equal to the node's own block) and the depth of each pair's resting
+/// book at that height (the offers a participant placed, level by level).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_height() {
+    use walras_types::{AccountId, AssetId, Operation, Price, Transaction};
+
+    let dir = TempDir::new("gateway-feed");
+    let node = start_node(dir.path());
+    let mut config = GatewayConfig::new(
+        &node.url,
+        gateway_key(),
+        vec![participant_key(0).public_key()],
+    );
+    config.window = WINDOW;
+    let gateway = walras_gateway_net::start(config).await.unwrap();
+    let (client, mut events) = Participant::start(ClientConfig {
+        participant: 0,
+        key: participant_key(0),
+        gateway_key: Some(gateway_key().public_key()),
+        delta: WINDOW,
+        tau: TAU,
+    })
+    .unwrap();
+    client.connect(&gateway.address.to_string()).await.unwrap();
+    let offer = |account: u64, sequence: u64, sell: u16, amount: u64, price: &str| {
+        walras_testkit::sign(Transaction {
+            source: AccountId(account),
+            sequence,
+            operation: Operation::CreateOffer {
+                sell: AssetId(sell),
+                buy: AssetId(1 - sell),
+                amount,
+                min_price: Price::parse_limit(price).unwrap(),
+            },
+        })
+    };
+    /// Waits for the block holding every one of `seqs` (all accepted); returns that block.
+    async fn landed(
+        events: &mut mpsc::UnboundedReceiver<ClientEvent>,
+        seqs: &[u64],
+    ) -> walras_gateway_net::frame::BlockData {
+        let mut left: Vec<u64> = seqs.to_vec();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let event = tokio::time::timeout_at(deadline.into(), events.recv())
+                .await
+                .expect("the trades landed within 20 s")
+                .expect("the client runs");
+            let ClientEvent::Block { block, .. } = event else {
+                continue;
+            };
+            for own in &block.own {
+                assert_eq!(own.dropped, None, "seq {} dropped", own.seq);
+                left.retain(|seq| *seq != own.seq);
+            }
+            if left.is_empty() {
+                return block;
+            }
+        }
+    }
+    // Resting offers far above any clearing rate: 100 and 200 at 4, 300 at 8.
+    let mut seqs = Vec::new();
+    for (sequence, (amount, price)) in [(100, "4"), (200, "4"), (300, "8")].into_iter().enumerate()
+    {
+        let sent = client
+            .submit(offer(1, sequence as u64 + 1, 0, amount, price))
+            .await
+            .unwrap();
+        seqs.push(sent.seq);
+    }
+    let block = landed(&mut events, &seqs).await;
+    let pair = block
+        .market
+        .depth
+        .iter()
+        .find(|pair| (pair.sell, pair.buy) == (0, 1))
+        .expect("the pair's depth is in the feed");
+    assert_eq!(pair.offers, 3);
+    let levels: Vec<(u128, u64, u32)> = pair
+        .levels
+        .iter()
+        .map(|level| (level.min_price, level.amount, level.offers))
+        .collect();
+    assert_eq!(
+        levels,
+        vec![
+            (Price::parse_limit("4").unwrap().0, 300, 2),
+            (Price::parse_limit("8").unwrap().0, 300, 1)
+        ]
+    );
+    // Two offers that cross: each pair sells, and the feed's amounts are the node's block's.
+    let a = client.submit(offer(2, 1, 0, 1_000, "0.5")).await.unwrap();
+    let b = client.submit(offer(3, 1, 1, 1_000, "0.5")).await.unwrap();
+    let block = landed(&mut events, &[a.seq, b.seq]).await;
+    assert!(!block.market.trades.is_empty(), "{:?}", block.market);
+    let json: serde_json::Value = reqwest::get(format!("{}/v1/blocks/{}", node.url, block.height))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let node_trades: Vec<(u16, u16, u64)> = json["trades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["sell"].as_u64().unwrap() as u16,
+                t["buy"].as_u64().unwrap() as u16,
+                t["sold"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let feed_trades: Vec<(u16, u16, u64)> = block
+        .market
+        .trades
+        .iter()
+        .map(|t| (t.sell, t.buy, t.sold))
+        .collect();
+    assert_eq!(feed_trades, node_trades);
+    gateway.stop().await.unwrap();
+}

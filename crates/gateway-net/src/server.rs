@@ -296,6 +296,7 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
             state_root: [0; 32],
             valuations: Vec::new(),
             own: Vec::new(),
+            market: Arc::default(),
         },
         published_ns: 0,
         in_flight: None,
@@ -828,6 +829,7 @@ impl Core {
             state_root: reply.state_root,
             valuations: reply.valuations,
             own: Vec::new(),
+            market: Arc::new(reply.market),
         };
         self.published_ns = now;
         self.ordering.note_point_generated(reply.height, now);

@@ -19,7 +19,8 @@
 //! - `1` Welcome: participant `u32`, current height `u64`, last accepted seq `u64` (`u64::MAX`: none);
 //! - `2` Block: height `u64`, block hash `[32]`, state root `[32]`, valuations (`u16` count, `u128`
 //!   each), then the participant's own results in that block (`u32` count; seq `u64`, dropped
-//!   reason (`u8` length, ASCII; empty = accepted));
+//!   reason (`u8` length, ASCII; empty = accepted)), then the block's market data
+//!   ([`crate::market`]: per-pair amounts sold, book depth at this height);
 //! - `3` Notice: seq `u64` (`u64::MAX`: not about one message), code `u8` ([`NoticeCode`]), text
 //!   (`u16` length, UTF-8);
 //! - `4` Refused: text (`u16` length, UTF-8); the gateway closes the connection after it;
@@ -31,7 +32,9 @@
 //! another (and take its place in the ordering buffer, its results, its heartbeats), and a
 //! recorded Hello is useless on any other connection.
 
+use crate::market::MarketData;
 use crate::DeliveryClock;
+use std::sync::Arc;
 use thiserror::Error;
 use walras_types::codec::{self, Reader, Writer};
 
@@ -108,6 +111,9 @@ pub struct BlockData {
     pub state_root: [u8; 32],
     pub valuations: Vec<u128>,
     pub own: Vec<OwnResult>,
+    /// Per-pair amounts and book depth at this height (shared: the gateway sends one block to
+    /// every participant).
+    pub market: Arc<MarketData>,
 }
 
 /// Why the gateway tells a participant something about its messages.
@@ -282,6 +288,11 @@ impl Downlink {
                     out.put_u8(len as u8);
                     out.put_bytes(&reason.as_bytes()[..len]);
                 }
+                if block.market.encode_into(&mut out).is_none() {
+                    // Over the feed's limits (the node caps before replying): send no market
+                    // data rather than a frame the participant cannot decode.
+                    let _ = MarketData::default().encode_into(&mut out);
+                }
             }
             Downlink::Notice { seq, code, text } => {
                 out.put_u8(3);
@@ -332,12 +343,14 @@ impl Downlink {
                         dropped: Some(reason.to_string()).filter(|r| !r.is_empty()),
                     })
                 })?;
+                let market = Arc::new(MarketData::decode(&mut r)?);
                 Downlink::Block(BlockData {
                     height,
                     block_hash,
                     state_root,
                     valuations,
                     own,
+                    market,
                 })
             }
             3 => Downlink::Notice {
@@ -386,6 +399,7 @@ fn read_text(r: &mut Reader<'_>, what: &'static str) -> Result<String, FrameErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::market::{DepthLevel, PairAmount, PairDepth};
     use proptest::prelude::*;
 
     fn samples() -> (Vec<Uplink>, Vec<Downlink>) {
@@ -434,6 +448,24 @@ mod tests {
                         dropped: Some("replayed".into()),
                     },
                 ],
+                market: Arc::new(MarketData {
+                    trades: vec![PairAmount {
+                        sell: 0,
+                        buy: 1,
+                        sold: 500,
+                    }],
+                    depth: vec![PairDepth {
+                        sell: 1,
+                        buy: 0,
+                        offers: 3,
+                        levels: vec![DepthLevel {
+                            min_price: 1 << 80,
+                            amount: 20,
+                            offers: 2,
+                        }],
+                    }],
+                    depth_truncated: false,
+                }),
             }),
             Downlink::Notice {
                 seq: Some(5),
@@ -508,7 +540,10 @@ mod tests {
         let golden_down = [
             "0100000003000000000000000cffffffffffffffff",
             "0100000003000000000000000c0000000000000028",
-            "0200000000000000080101010101010101010101010101010101010101010101010101010101010101020202020202020202020202020202020202020202020202020202020202020200020000000004000000000000000000000000000000000000000000000000000003000000020000000000000005000000000000000006087265706c61796564",
+            concat!(
+                "0200000000000000080101010101010101010101010101010101010101010101010101010101010101020202020202020202020202020202020202020202020202020202020202020200020000000004000000000000000000000000000000000000000000000000000003000000020000000000000005000000000000000006087265706c61796564",
+                "000000010000000100000000000001f400000000010001000000000000000000030100000000000100000000000000000000000000000000001400000002"
+            ),
             "0300000000000000050100046c617465",
             "0400227061727469636970616e74203320697320616c726561647920636f6e6e6563746564",
             "0504040404040404040404040404040404040404040404040404040404040404040505050505050505050505050505050505050505050505050505050505050505",

@@ -14,6 +14,7 @@
 //! - [`frame`]: the participant protocol's frames (Challenge, signed Hello, trades, heartbeats,
 //!   blocks, notices): encode and decode, never panicking on outside bytes.
 //! - [`link`]: the gateway → node link's sealed batches and replies.
+//! - [`market`]: a block's market data (per-pair amounts, book depth at that height) for the feed.
 //! - [`sim`]: a deterministic discrete-event simulator (§6.4) that drives the same state machines and
 //!   compares `direct`, `dbo`, `max-rtt` (Theorem 3) and `cloudex`.
 //!
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod error;
 pub mod frame;
 pub mod link;
+pub mod market;
 pub mod ordering;
 pub mod release;
 pub mod sim;
