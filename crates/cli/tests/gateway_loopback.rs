@@ -585,7 +585,7 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     use walras_gateway_net::frame::{
-        framed, hello_signing_message, read_frame, Downlink, Uplink, PROTOCOL_VERSION,
+        framed, hello_signing_message, read_frame, Downlink, SignedHello, Uplink, PROTOCOL_VERSION,
     };
 
     let dir = TempDir::new("gateway-process");
@@ -667,10 +667,12 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
         move |gateway_key: [u8; 32], nonce: [u8; 32]| Uplink::Hello {
             version: PROTOCOL_VERSION,
             participant,
-            signature: Some(
-                *key.sign(&hello_signing_message(&gateway_key, &nonce, participant))
+            signed: Some(SignedHello {
+                last_height: None,
+                signature: *key
+                    .sign(&hello_signing_message(&gateway_key, &nonce, participant))
                     .as_bytes(),
-            ),
+            }),
         }
     };
     let refusal = |answer: Downlink| match answer {
@@ -695,7 +697,7 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
     let (_, answer) = handshake(&address, |_, _| Uplink::Hello {
         version: 1,
         participant: 0,
-        signature: None,
+        signed: None,
     })
     .await;
     let text = refusal(answer);
@@ -747,7 +749,8 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
 
 /// The feed is enough to follow the market without the node: each Block frame carries what each
 /// pair sold in that block (equal to the node's own block) and the depth of each pair's resting
-/// book at that height (the offers a participant placed, level by level).
+/// book at that height (the offers a participant placed, level by level); and a participant that
+/// disconnects and comes back gets every block it missed (before, only the tip: a gap).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_height() {
     use walras_types::{AccountId, AssetId, Operation, Price, Transaction};
@@ -785,6 +788,7 @@ async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_hei
     /// Waits for the block holding every one of `seqs` (all accepted); returns that block.
     async fn landed(
         events: &mut mpsc::UnboundedReceiver<ClientEvent>,
+        heights: &mut Vec<u64>,
         seqs: &[u64],
     ) -> walras_gateway_net::frame::BlockData {
         let mut left: Vec<u64> = seqs.to_vec();
@@ -797,6 +801,7 @@ async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_hei
             let ClientEvent::Block { block, .. } = event else {
                 continue;
             };
+            heights.push(block.height);
             for own in &block.own {
                 assert_eq!(own.dropped, None, "seq {} dropped", own.seq);
                 left.retain(|seq| *seq != own.seq);
@@ -816,7 +821,8 @@ async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_hei
             .unwrap();
         seqs.push(sent.seq);
     }
-    let block = landed(&mut events, &seqs).await;
+    let mut heights = Vec::new();
+    let block = landed(&mut events, &mut heights, &seqs).await;
     let pair = block
         .market
         .depth
@@ -839,7 +845,7 @@ async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_hei
     // Two offers that cross: each pair sells, and the feed's amounts are the node's block's.
     let a = client.submit(offer(2, 1, 0, 1_000, "0.5")).await.unwrap();
     let b = client.submit(offer(3, 1, 1, 1_000, "0.5")).await.unwrap();
-    let block = landed(&mut events, &[a.seq, b.seq]).await;
+    let block = landed(&mut events, &mut heights, &[a.seq, b.seq]).await;
     assert!(!block.market.trades.is_empty(), "{:?}", block.market);
     let json: serde_json::Value = reqwest::get(format!("{}/v1/blocks/{}", node.url, block.height))
         .await
@@ -866,5 +872,34 @@ async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_hei
         .map(|t| (t.sell, t.buy, t.sold))
         .collect();
     assert_eq!(feed_trades, node_trades);
+    // Away for a while (empty blocks keep being sealed), then back: the blocks in between are
+    // replayed, so the heights the participant sees have no gap.
+    client.disconnect().await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    client.connect(&gateway.address.to_string()).await.unwrap();
+    let back_at = node_height(&node.url).await;
+    let c = client.submit(offer(4, 1, 0, 10, "9")).await.unwrap();
+    let block = landed(&mut events, &mut heights, &[c.seq]).await;
+    assert!(block.height > back_at);
+    let first = heights[0];
+    assert_eq!(
+        heights,
+        (first..first + heights.len() as u64).collect::<Vec<u64>>(),
+        "the heights seen have a gap"
+    );
+    assert!(
+        heights.len() >= 5,
+        "too few blocks to show a replay: {heights:?}"
+    );
     gateway.stop().await.unwrap();
+}
+
+async fn node_height(url: &str) -> u64 {
+    let json: serde_json::Value = reqwest::get(format!("{url}/v1/status"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    json["height"].as_u64().unwrap()
 }

@@ -13,8 +13,8 @@
 //! its round trip is under the straggler threshold again).
 
 use crate::frame::{
-    framed, hello_signing_message, read_frame, BlockData, Downlink, NoticeCode, Uplink,
-    DOWNLINK_FRAME_MAX, PROTOCOL_VERSION,
+    framed, hello_signing_message, read_frame, BlockData, Downlink, NoticeCode, SignedHello,
+    Uplink, DOWNLINK_FRAME_MAX, PROTOCOL_VERSION,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -120,6 +120,8 @@ impl Participant {
             events,
             silent: false,
             blocks: BTreeMap::new(),
+            last_height: None,
+            catch_up_to: None,
             pending_trades: BTreeMap::new(),
             next_trade_id: 0,
         };
@@ -171,6 +173,11 @@ struct ClientTask {
     silent: bool,
     /// Blocks received and not yet released, by height.
     blocks: BTreeMap<u64, BlockData>,
+    /// The highest block received from the gateway (over every connection so far).
+    last_height: Option<u64>,
+    /// After a reconnect: the gateway's tip when it welcomed us; the blocks up to it form one
+    /// batch.
+    catch_up_to: Option<u64>,
     pending_trades: BTreeMap<u64, Vec<u8>>,
     next_trade_id: u64,
 }
@@ -303,7 +310,11 @@ impl ClientTask {
         let hello = Uplink::Hello {
             version: PROTOCOL_VERSION,
             participant: self.config.participant,
-            signature: Some(*self.config.key.sign(&message).as_bytes()),
+            signed: Some(SignedHello {
+                // Blocks after this one that the gateway still holds are replayed to us.
+                last_height: self.last_height,
+                signature: *self.config.key.sign(&message).as_bytes(),
+            }),
         };
         stream
             .write_all(&framed(&hello.encode()))
@@ -317,7 +328,13 @@ impl ClientTask {
         .map_err(|_| connect_error("no Welcome within 5 s".into()))?
         .map_err(|e| connect_error(e.to_string()))?;
         match first.map(|payload| Downlink::decode(&payload)) {
-            Some(Ok(Downlink::Welcome { .. })) => {}
+            Some(Ok(Downlink::Welcome { height, .. })) => {
+                // The blocks up to the gateway's tip that we have not received (replayed now)
+                // are one batch: delivered whole, so the clock catches up in one step instead
+                // of one δ per missed block (which would leave us a straggler for as long).
+                self.catch_up_to =
+                    Some(height).filter(|tip| self.last_height.is_none_or(|last| last < *tip));
+            }
             Some(Ok(Downlink::Refused { text })) => return Err(ClientError::Refused(text)),
             other => return Err(connect_error(format!("expected a Welcome, got {other:?}"))),
         }
@@ -342,11 +359,24 @@ impl ClientTask {
         match frame {
             Downlink::Block(block) => {
                 let height = block.height;
+                if self.last_height.is_some_and(|last| height <= last) {
+                    // Already received (the tip resent on a reconnect): not a new point.
+                    return;
+                }
+                self.last_height = Some(height);
                 self.blocks.insert(height, block);
+                let batch = match self.catch_up_to {
+                    Some(tip) if height < tip => tip,
+                    Some(_) => {
+                        self.catch_up_to = None;
+                        height
+                    }
+                    None => height,
+                };
                 let point = MarketPoint {
                     id: height,
-                    batch: height,
-                    last_in_batch: true,
+                    batch,
+                    last_in_batch: batch == height,
                     retransmission: false,
                 };
                 let now = self.now_ns();

@@ -18,7 +18,7 @@ use crate::frame::{
 use crate::metrics::GatewayMetrics;
 use crate::node_link::{NodeLink, NodeLinkError};
 use rand_core::RngCore;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -212,6 +212,8 @@ enum CoreInput {
     Connected {
         participant: u32,
         conn: u64,
+        /// The last block the participant received before (its Hello says).
+        last_height: Option<u64>,
         downlink: mpsc::Sender<Downlink>,
         answer: oneshot::Sender<bool>,
     },
@@ -290,6 +292,7 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
         next_trade_id: 0,
         connections: BTreeMap::new(),
         last_seq: BTreeMap::new(),
+        history: VecDeque::new(),
         tip: BlockData {
             height: tip,
             block_hash: [0; 32],
@@ -383,6 +386,9 @@ struct Core {
     connections: BTreeMap<u32, (u64, mpsc::Sender<Downlink>)>,
     last_seq: BTreeMap<u32, u64>,
     tip: BlockData,
+    /// The last [`REPLAY_BLOCKS_MAX`] published blocks (own results left empty) with every
+    /// participant's own results in each: what a reconnecting participant missed.
+    history: VecDeque<(BlockData, BTreeMap<u32, Vec<OwnResult>>)>,
     published_ns: u64,
     in_flight: Option<InFlight>,
     metrics: Arc<GatewayMetrics>,
@@ -393,6 +399,9 @@ struct Core {
 /// Downlink frames queued for one participant; a participant that falls this far behind is cut
 /// off (its connection closed, counted in `walras_gateway_participants_cut_off_total`).
 const DOWNLINK_QUEUE_MAX: usize = 65_536;
+
+/// Blocks the gateway keeps for replay to participants that reconnect.
+pub const REPLAY_BLOCKS_MAX: usize = 256;
 
 /// How often the core retries a pending seal (silence detection, timer cuts).
 const TICK: Duration = Duration::from_millis(1);
@@ -427,6 +436,7 @@ impl Core {
             CoreInput::Connected {
                 participant,
                 conn,
+                last_height,
                 downlink,
                 answer,
             } => {
@@ -444,10 +454,9 @@ impl Core {
                     last_seq: self.last_seq.get(&participant).copied(),
                 };
                 let _ = downlink.try_send(welcome);
-                let _ = downlink.try_send(Downlink::Block(BlockData {
-                    own: Vec::new(),
-                    ..self.tip.clone()
-                }));
+                for frame in self.catch_up(participant, last_height) {
+                    let _ = downlink.try_send(frame);
+                }
                 self.connections.insert(participant, (conn, downlink));
                 self.metrics
                     .participants_connected
@@ -843,6 +852,10 @@ impl Core {
             reply.height,
             (now - in_flight.sealed_ns.min(now)) / 1_000
         );
+        if self.history.len() == REPLAY_BLOCKS_MAX {
+            self.history.pop_front();
+        }
+        self.history.push_back((self.tip.clone(), own.clone()));
         let participants: Vec<u32> = self.connections.keys().copied().collect();
         for participant in participants {
             let block = BlockData {
@@ -880,6 +893,53 @@ impl Core {
 }
 
 impl Core {
+    /// What a participant connecting after block `last_height` is sent: every block it missed
+    /// that the history still holds, with its own results in each; if it missed more than that
+    /// (or says nothing), a Notice saying so and the tip block.
+    fn catch_up(&self, participant: u32, last_height: Option<u64>) -> Vec<Downlink> {
+        let missed: Vec<Downlink> = match last_height {
+            Some(last) => self
+                .history
+                .iter()
+                .filter(|(block, _)| block.height > last)
+                .map(|(block, own)| {
+                    Downlink::Block(BlockData {
+                        own: own.get(&participant).cloned().unwrap_or_default(),
+                        ..block.clone()
+                    })
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let oldest = self.history.front().map(|(block, _)| block.height);
+        let complete = match (last_height, oldest) {
+            (Some(last), Some(oldest)) => last + 1 >= oldest,
+            (Some(last), None) => last >= self.tip.height,
+            (None, _) => false,
+        };
+        if complete {
+            return missed;
+        }
+        let mut frames = Vec::new();
+        if let Some(last) = last_height.filter(|last| *last < self.tip.height) {
+            frames.push(Downlink::Notice {
+                seq: None,
+                code: NoticeCode::Refused,
+                text: format!(
+                    "blocks {}..{} are no longer held for replay (the gateway keeps the last \
+                     {REPLAY_BLOCKS_MAX}); here is the tip",
+                    last + 1,
+                    oldest.unwrap_or(self.tip.height)
+                ),
+            });
+        }
+        frames.push(Downlink::Block(BlockData {
+            own: Vec::new(),
+            ..self.tip.clone()
+        }));
+        frames
+    }
+
     /// Drops a participant whose downlink queue is full; its connection task then closes.
     fn cut_off(&mut self, participant: u32) {
         if self.connections.remove(&participant).is_some() {
@@ -930,8 +990,11 @@ async fn accept_loop(
 
 /// Sends a fresh Challenge and checks the Hello that answers it: the protocol version, a
 /// participant number this gateway serves, and that participant's signature over the challenge.
-/// Returns the participant, or the refusal's text.
-async fn handshake(stream: &mut TcpStream, config: &GatewayConfig) -> Result<u32, String> {
+/// Returns the participant and the last block it says it received, or the refusal's text.
+async fn handshake(
+    stream: &mut TcpStream,
+    config: &GatewayConfig,
+) -> Result<(u32, Option<u64>), String> {
     let mut nonce = [0u8; 32];
     rand_core::OsRng
         .try_fill_bytes(&mut nonce)
@@ -947,13 +1010,13 @@ async fn handshake(stream: &mut TcpStream, config: &GatewayConfig) -> Result<u32
         read_frame(stream, UPLINK_FRAME_MAX),
     )
     .await;
-    let (version, participant, signature) =
+    let (version, participant, signed) =
         match hello.map(|r| r.map(|f| f.map(|p| Uplink::decode(&p)))) {
             Ok(Ok(Some(Ok(Uplink::Hello {
                 version,
                 participant,
-                signature,
-            })))) => (version, participant, signature),
+                signed,
+            })))) => (version, participant, signed),
             Err(_) => return Err("no Hello within the handshake timeout".into()),
             _ => return Err("the first frame must be a Hello".into()),
         };
@@ -968,9 +1031,11 @@ async fn handshake(stream: &mut TcpStream, config: &GatewayConfig) -> Result<u32
             config.participants()
         ));
     };
-    let signature = signature
-        .and_then(|bytes| walras_crypto::Signature::from_bytes(&bytes).ok())
+    let signed = signed
         .ok_or_else(|| format!("Hello refused: participant {participant} sent no signature"))?;
+    let signature = walras_crypto::Signature::from_bytes(&signed.signature).map_err(|_| {
+        format!("Hello refused: participant {participant}'s signature is malformed")
+    })?;
     let message = hello_signing_message(&gateway_key, &nonce, participant);
     walras_crypto::verify(key, &message, &signature).map_err(|_| {
         format!(
@@ -978,7 +1043,7 @@ async fn handshake(stream: &mut TcpStream, config: &GatewayConfig) -> Result<u32
              registered key"
         )
     })?;
-    Ok(participant)
+    Ok((participant, signed.last_height))
 }
 
 async fn refuse(stream: &mut TcpStream, text: String) {
@@ -997,8 +1062,8 @@ async fn serve_connection(
     started: Instant,
     metrics: Arc<GatewayMetrics>,
 ) {
-    let participant = match handshake(&mut stream, &config).await {
-        Ok(participant) => participant,
+    let (participant, last_height) = match handshake(&mut stream, &config).await {
+        Ok(accepted) => accepted,
         Err(text) => {
             metrics.handshakes_refused_total.inc();
             tracing::info!("refused a participant connection from {peer}: {text}");
@@ -1011,6 +1076,7 @@ async fn serve_connection(
     let connected = CoreInput::Connected {
         participant,
         conn,
+        last_height,
         downlink,
         answer,
     };

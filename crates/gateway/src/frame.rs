@@ -10,8 +10,10 @@
 //!
 //! Uplink (participant → gateway), each trade and heartbeat carrying the delivery clock its
 //! release buffer (in the client library) stamped it with:
-//! - `1` Hello: protocol version `u16`, participant `u32`, then (version 2) the participant's
-//!   Ed25519 signature `[64]` over [`hello_signing_message`] of the gateway's Challenge;
+//! - `1` Hello: protocol version `u16`, participant `u32`, then (version 2) the last block height
+//!   the participant received `u64` (`u64::MAX`: none; the gateway replays the blocks after it
+//!   that it still holds) and the participant's Ed25519 signature `[64]` over
+//!   [`hello_signing_message`] of the gateway's Challenge;
 //! - `2` Heartbeat: seq `u64`, clock point `u64`, clock elapsed ns `u64`;
 //! - `3` Trade: seq, point, elapsed, then the canonical `SignedTransaction` encoding (rest of frame).
 //!
@@ -81,9 +83,9 @@ pub enum Uplink {
     Hello {
         version: u16,
         participant: u32,
-        /// The signature over [`hello_signing_message`]; `None` in a version-1 Hello (which
-        /// the gateway refuses, naming the version).
-        signature: Option<[u8; 64]>,
+        /// Version 2's fields; `None` in a version-1 Hello (which the gateway refuses, naming
+        /// the version).
+        signed: Option<SignedHello>,
     },
     Heartbeat {
         seq: u64,
@@ -94,6 +96,16 @@ pub enum Uplink {
         clock: DeliveryClock,
         transaction: Vec<u8>,
     },
+}
+
+/// What a version-2 Hello adds to the version and the participant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignedHello {
+    /// The last block the participant received (on a reconnect), so the gateway can replay the
+    /// ones it missed.
+    pub last_height: Option<u64>,
+    /// The participant's signature over [`hello_signing_message`].
+    pub signature: [u8; 64],
 }
 
 /// One of the participant's own transactions in a block.
@@ -190,13 +202,14 @@ impl Uplink {
             Uplink::Hello {
                 version,
                 participant,
-                signature,
+                signed,
             } => {
                 out.put_u8(1);
                 out.put_u16(*version);
                 out.put_u32(*participant);
-                if let Some(signature) = signature {
-                    out.put_bytes(signature);
+                if let Some(signed) = signed {
+                    out.put_u64(signed.last_height.unwrap_or(NONE_SEQ));
+                    out.put_bytes(&signed.signature);
                 }
             }
             Uplink::Heartbeat { seq, clock } => {
@@ -228,12 +241,19 @@ impl Uplink {
             1 => {
                 let version = r.u16()?;
                 let participant = r.u32()?;
-                // Version 1 had no signature; anything after the participant is one.
-                let signature = if r.is_empty() { None } else { Some(r.array()?) };
+                // Version 1 ended here; anything after the participant is version 2's part.
+                let signed = if r.is_empty() {
+                    None
+                } else {
+                    Some(SignedHello {
+                        last_height: Some(r.u64()?).filter(|&h| h != NONE_SEQ),
+                        signature: r.array()?,
+                    })
+                };
                 Uplink::Hello {
                     version,
                     participant,
-                    signature,
+                    signed,
                 }
             }
             2 => {
@@ -408,12 +428,15 @@ mod tests {
             Uplink::Hello {
                 version: 1,
                 participant: 3,
-                signature: None,
+                signed: None,
             },
             Uplink::Hello {
                 version: PROTOCOL_VERSION,
                 participant: 3,
-                signature: Some([0xab; 64]),
+                signed: Some(SignedHello {
+                    last_height: Some(17),
+                    signature: [0xab; 64],
+                }),
             },
             Uplink::Heartbeat { seq: 4, clock },
             Uplink::Trade {
@@ -533,7 +556,7 @@ mod tests {
         let down: Vec<String> = down.iter().map(|m| hex(m.encode())).collect();
         let golden_up = [
             "01000100000003",
-            "01000200000003abababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
+            "010002000000030000000000000011abababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
             "0200000000000000040000000000000007000000000016e360",
             "0300000000000000050000000000000007000000000016e360090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909",
         ];
