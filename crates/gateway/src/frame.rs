@@ -524,7 +524,7 @@ mod tests {
                     && matches!(
                         m,
                         Uplink::Hello {
-                            signature: Some(_),
+                            signed: Some(_),
                             ..
                         }
                     )
