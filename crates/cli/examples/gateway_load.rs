@@ -116,6 +116,13 @@ async fn direct(rate: f64, seconds: f64, window: Duration) {
     );
 }
 
+/// Participant `p`'s key in this benchmark (any key works: the gateway is given the public ones).
+fn participant_key(p: u32) -> Keypair {
+    let mut seed = [0x70u8; 32];
+    seed[..4].copy_from_slice(&p.to_be_bytes());
+    Keypair::from_seed(seed)
+}
+
 async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
     let dir = TempDir::new("gateway-load-gateway");
     let key = Keypair::from_seed([9; 32]);
@@ -131,7 +138,10 @@ async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
             "50000",
         ],
     );
-    let mut config = GatewayConfig::new(&node.url, key, participants);
+    let participant_keys = (0..participants)
+        .map(|p| participant_key(p).public_key())
+        .collect();
+    let mut config = GatewayConfig::new(&node.url, key, participant_keys);
     config.window = window;
     config.straggler_threshold = Duration::from_millis(500);
     let gw = walras_gateway_net::start(config)
@@ -145,6 +155,8 @@ async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
     for p in 0..participants {
         let (client, mut events) = Participant::start(ClientConfig {
             participant: p,
+            key: participant_key(p),
+            gateway_key: None,
             delta: window,
             tau: Duration::from_millis(5),
         })

@@ -1,10 +1,11 @@
 //! `walras gateway`: the fair-access gateway in front of a node run with
 //! `--block-source gateway` (see `docs/gateway.md` and [`walras_gateway_net`]).
 
+use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Duration;
 use walras_client::keyfile;
-use walras_gateway_net::{CutMode, GatewayConfig};
+use walras_gateway_net::{parse_participant_keys, CutMode, GatewayConfig, PARTICIPANTS_MAX};
 
 #[derive(clap::Args, Debug)]
 pub struct GatewayArgs {
@@ -21,9 +22,11 @@ pub struct GatewayArgs {
     /// Address of /metrics (HTTP); none if not given.
     #[arg(long)]
     metrics_listen: Option<String>,
-    /// Participants, numbered 0..N.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    participants: u32,
+    /// The participants file: one Ed25519 public key per line (as `walras keygen` prints it),
+    /// participant i being the i-th key; `#` starts a comment. A participant's Hello must be
+    /// signed with its key.
+    #[arg(long, value_name = "FILE")]
+    participant_keys: PathBuf,
     /// W: a trade answering block N within W (delivery-clock time) goes into block N+1.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     window_ms: u64,
@@ -57,7 +60,15 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         ));
     }
     let key = keyfile::read(&args.key)?;
-    let mut config = GatewayConfig::new(&args.node, key, args.participants);
+    let text = std::fs::read_to_string(&args.participant_keys).with_context(|| {
+        format!(
+            "reading the participants file {}",
+            args.participant_keys.display()
+        )
+    })?;
+    let participant_keys = parse_participant_keys(&text, PARTICIPANTS_MAX)
+        .with_context(|| format!("in {}", args.participant_keys.display()))?;
+    let mut config = GatewayConfig::new(&args.node, key, participant_keys);
     config.listen = args.listen;
     config.metrics_listen = args.metrics_listen;
     config.window = Duration::from_millis(args.window_ms);

@@ -147,6 +147,8 @@ struct Bot {
 fn start_bot(index: u32, shim: SocketAddr) -> Bot {
     let (participant, mut events) = Participant::start(ClientConfig {
         participant: index,
+        key: participant_key(index),
+        gateway_key: Some(gateway_key().public_key()),
         delta: WINDOW,
         tau: TAU,
     })
@@ -208,6 +210,10 @@ fn gateway_key() -> Keypair {
     Keypair::from_seed([7; 32])
 }
 
+fn participant_key(index: u32) -> Keypair {
+    Keypair::from_seed([100 + index as u8; 32])
+}
+
 fn start_node(data: &std::path::Path) -> NodeProcess {
     let key = gateway_key().public_key().to_string();
     NodeProcess::start(
@@ -222,7 +228,8 @@ struct Run {
 }
 
 async fn start_run(node: &NodeProcess, cut: CutMode) -> Run {
-    let mut config = GatewayConfig::new(&node.url, gateway_key(), BOTS);
+    let keys = (0..BOTS).map(|i| participant_key(i).public_key()).collect();
+    let mut config = GatewayConfig::new(&node.url, gateway_key(), keys);
     config.window = WINDOW;
     config.straggler_threshold = THRESHOLD;
     config.cut = cut;
@@ -566,13 +573,20 @@ async fn the_gateway_puts_every_answer_within_w_into_the_next_block_and_the_time
 }
 
 /// `walras gateway` as a process: a key file from `walras keygen`, the node started with its
-/// public key, a bad Hello refused with a reason, a good one welcomed, seals advancing (the
-/// absent participant becomes a straggler), and the counters on `/metrics`.
+/// public key, a participants file; every bad Hello refused with a reason (a number it does
+/// not serve, a participant signing as another, a Hello signed for another connection's
+/// challenge, the unsigned version-1 Hello), a good one welcomed, seals advancing (the absent
+/// participant becomes a straggler), and the counters on `/metrics`.
+///
+/// Before Hellos were signed, any client could claim any participant number and take that
+/// participant's place in the ordering buffer (its watermark, its results).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walras_gateway_process_serves_participants_and_metrics() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
-    use walras_gateway_net::frame::{framed, read_frame, Downlink, Uplink, PROTOCOL_VERSION};
+    use walras_gateway_net::frame::{
+        framed, hello_signing_message, read_frame, Downlink, SignedHello, Uplink, PROTOCOL_VERSION,
+    };
 
     let dir = TempDir::new("gateway-process");
     let key_file = dir.path().join("gateway.key");
@@ -599,10 +613,22 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
             public_key.as_str(),
         ],
     );
+    let participants_file = dir.path().join("participants.txt");
+    std::fs::write(
+        &participants_file,
+        format!(
+            "# participant 0\n{}\n{}  # participant 1\n",
+            participant_key(0).public_key(),
+            participant_key(1).public_key()
+        ),
+    )
+    .unwrap();
     let mut gateway = Command::new(walras_testkit::walras_bin())
         .args(["gateway", "--node", node.url.as_str(), "--key"])
         .arg(&key_file)
-        .args(["--participants", "2", "--listen", "127.0.0.1:0"])
+        .arg("--participant-keys")
+        .arg(&participants_file)
+        .args(["--listen", "127.0.0.1:0"])
         .args([
             "--metrics-listen",
             "127.0.0.1:0",
@@ -622,29 +648,65 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
     let second = lines.next().unwrap().unwrap();
     let metrics_url = second.strip_prefix("metrics on ").unwrap().to_string();
 
-    let hello = |participant: u32| {
-        framed(
-            &Uplink::Hello {
-                version: PROTOCOL_VERSION,
-                participant,
-            }
-            .encode(),
-        )
-    };
-    let mut stranger = TcpStream::connect(&address).await.unwrap();
-    stranger.write_all(&hello(7)).await.unwrap();
-    let answer = read_frame(&mut stranger, 1 << 20).await.unwrap().unwrap();
-    match Downlink::decode(&answer).unwrap() {
-        Downlink::Refused { text } => assert!(text.contains("participant 7"), "{text}"),
-        other => panic!("expected a refusal, got {other:?}"),
+    /// Connects, reads the Challenge, sends the Hello `sign` makes of it; returns the answer.
+    async fn handshake(
+        address: &str,
+        sign: impl FnOnce([u8; 32], [u8; 32]) -> Uplink,
+    ) -> (TcpStream, Downlink) {
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        let first = read_frame(&mut stream, 1 << 20).await.unwrap().unwrap();
+        let Downlink::Challenge { gateway_key, nonce } = Downlink::decode(&first).unwrap() else {
+            panic!("the first frame is not a Challenge");
+        };
+        let hello = sign(gateway_key, nonce);
+        stream.write_all(&framed(&hello.encode())).await.unwrap();
+        let answer = read_frame(&mut stream, 1 << 20).await.unwrap().unwrap();
+        (stream, Downlink::decode(&answer).unwrap())
     }
-    let mut member = TcpStream::connect(&address).await.unwrap();
-    member.write_all(&hello(0)).await.unwrap();
-    let answer = read_frame(&mut member, 1 << 20).await.unwrap().unwrap();
-    assert!(matches!(
-        Downlink::decode(&answer).unwrap(),
-        Downlink::Welcome { participant: 0, .. }
-    ));
+    let signed = |participant: u32, key: Keypair| {
+        move |gateway_key: [u8; 32], nonce: [u8; 32]| Uplink::Hello {
+            version: PROTOCOL_VERSION,
+            participant,
+            signed: Some(SignedHello {
+                last_height: None,
+                signature: *key
+                    .sign(&hello_signing_message(&gateway_key, &nonce, participant))
+                    .as_bytes(),
+            }),
+        }
+    };
+    let refusal = |answer: Downlink| match answer {
+        Downlink::Refused { text } => text,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // A number this gateway does not serve.
+    let (_, answer) = handshake(&address, signed(7, participant_key(7))).await;
+    assert!(refusal(answer).contains("participant 7"));
+    // Participant 1's number, participant 0's key.
+    let (_, answer) = handshake(&address, signed(1, participant_key(0))).await;
+    let text = refusal(answer);
+    assert!(text.contains("does not verify"), "{text}");
+    // A correct signature, but over another connection's challenge (a replayed Hello).
+    let (_, answer) = handshake(&address, |gateway_key, _nonce| {
+        signed(1, participant_key(1))(gateway_key, [9; 32])
+    })
+    .await;
+    let text = refusal(answer);
+    assert!(text.contains("does not verify"), "{text}");
+    // The unsigned Hello of protocol version 1.
+    let (_, answer) = handshake(&address, |_, _| Uplink::Hello {
+        version: 1,
+        participant: 0,
+        signed: None,
+    })
+    .await;
+    let text = refusal(answer);
+    assert!(text.contains("protocol version 1"), "{text}");
+    let (_member, answer) = handshake(&address, signed(0, participant_key(0))).await;
+    assert!(
+        matches!(answer, Downlink::Welcome { participant: 0, .. }),
+        "{answer:?}"
+    );
     // Participant 0 sends nothing and participant 1 never comes: both become stragglers after
     // 300 ms, and then blocks are sealed without them.
     let client = reqwest::Client::new();
@@ -672,6 +734,10 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
                 text.contains("walras_gateway_participants_connected 1"),
                 "{text}"
             );
+            assert!(
+                text.contains("walras_gateway_handshakes_refused_total 4"),
+                "{text}"
+            );
             break;
         }
         assert!(Instant::now() < deadline, "no blocks sealed:\n{text}");
@@ -679,4 +745,161 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
     }
     let _ = gateway.kill();
     let _ = gateway.wait();
+}
+
+/// The feed is enough to follow the market without the node: each Block frame carries what each
+/// pair sold in that block (equal to the node's own block) and the depth of each pair's resting
+/// book at that height (the offers a participant placed, level by level); and a participant that
+/// disconnects and comes back gets every block it missed (before, only the tip: a gap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_height() {
+    use walras_types::{AccountId, AssetId, Operation, Price, Transaction};
+
+    let dir = TempDir::new("gateway-feed");
+    let node = start_node(dir.path());
+    let mut config = GatewayConfig::new(
+        &node.url,
+        gateway_key(),
+        vec![participant_key(0).public_key()],
+    );
+    config.window = WINDOW;
+    let gateway = walras_gateway_net::start(config).await.unwrap();
+    let (client, mut events) = Participant::start(ClientConfig {
+        participant: 0,
+        key: participant_key(0),
+        gateway_key: Some(gateway_key().public_key()),
+        delta: WINDOW,
+        tau: TAU,
+    })
+    .unwrap();
+    client.connect(&gateway.address.to_string()).await.unwrap();
+    let offer = |account: u64, sequence: u64, sell: u16, amount: u64, price: &str| {
+        walras_testkit::sign(Transaction {
+            source: AccountId(account),
+            sequence,
+            operation: Operation::CreateOffer {
+                sell: AssetId(sell),
+                buy: AssetId(1 - sell),
+                amount,
+                min_price: Price::parse_limit(price).unwrap(),
+            },
+        })
+    };
+    /// Waits for the block holding every one of `seqs` (all accepted); returns that block.
+    async fn landed(
+        events: &mut mpsc::UnboundedReceiver<ClientEvent>,
+        heights: &mut Vec<u64>,
+        seqs: &[u64],
+    ) -> walras_gateway_net::frame::BlockData {
+        let mut left: Vec<u64> = seqs.to_vec();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let event = tokio::time::timeout_at(deadline.into(), events.recv())
+                .await
+                .expect("the trades landed within 20 s")
+                .expect("the client runs");
+            let ClientEvent::Block { block, .. } = event else {
+                continue;
+            };
+            heights.push(block.height);
+            for own in &block.own {
+                assert_eq!(own.dropped, None, "seq {} dropped", own.seq);
+                left.retain(|seq| *seq != own.seq);
+            }
+            if left.is_empty() {
+                return block;
+            }
+        }
+    }
+    // Resting offers far above any clearing rate: 100 and 200 at 4, 300 at 8.
+    let mut seqs = Vec::new();
+    for (sequence, (amount, price)) in [(100, "4"), (200, "4"), (300, "8")].into_iter().enumerate()
+    {
+        let sent = client
+            .submit(offer(1, sequence as u64 + 1, 0, amount, price))
+            .await
+            .unwrap();
+        seqs.push(sent.seq);
+    }
+    let mut heights = Vec::new();
+    let block = landed(&mut events, &mut heights, &seqs).await;
+    let pair = block
+        .market
+        .depth
+        .iter()
+        .find(|pair| (pair.sell, pair.buy) == (0, 1))
+        .expect("the pair's depth is in the feed");
+    assert_eq!(pair.offers, 3);
+    let levels: Vec<(u128, u64, u32)> = pair
+        .levels
+        .iter()
+        .map(|level| (level.min_price, level.amount, level.offers))
+        .collect();
+    assert_eq!(
+        levels,
+        vec![
+            (Price::parse_limit("4").unwrap().0, 300, 2),
+            (Price::parse_limit("8").unwrap().0, 300, 1)
+        ]
+    );
+    // Two offers that cross: each pair sells, and the feed's amounts are the node's block's.
+    let a = client.submit(offer(2, 1, 0, 1_000, "0.5")).await.unwrap();
+    let b = client.submit(offer(3, 1, 1, 1_000, "0.5")).await.unwrap();
+    let block = landed(&mut events, &mut heights, &[a.seq, b.seq]).await;
+    assert!(!block.market.trades.is_empty(), "{:?}", block.market);
+    let json: serde_json::Value = reqwest::get(format!("{}/v1/blocks/{}", node.url, block.height))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let node_trades: Vec<(u16, u16, u64)> = json["trades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["sell"].as_u64().unwrap() as u16,
+                t["buy"].as_u64().unwrap() as u16,
+                t["sold"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let feed_trades: Vec<(u16, u16, u64)> = block
+        .market
+        .trades
+        .iter()
+        .map(|t| (t.sell, t.buy, t.sold))
+        .collect();
+    assert_eq!(feed_trades, node_trades);
+    // Away for a while (empty blocks keep being sealed), then back: the blocks in between are
+    // replayed, so the heights the participant sees have no gap.
+    client.disconnect().await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    client.connect(&gateway.address.to_string()).await.unwrap();
+    let back_at = node_height(&node.url).await;
+    let c = client.submit(offer(4, 1, 0, 10, "9")).await.unwrap();
+    let block = landed(&mut events, &mut heights, &[c.seq]).await;
+    assert!(block.height > back_at);
+    let first = heights[0];
+    assert_eq!(
+        heights,
+        (first..first + heights.len() as u64).collect::<Vec<u64>>(),
+        "the heights seen have a gap"
+    );
+    assert!(
+        heights.len() >= 5,
+        "too few blocks to show a replay: {heights:?}"
+    );
+    gateway.stop().await.unwrap();
+}
+
+async fn node_height(url: &str) -> u64 {
+    let json: serde_json::Value = reqwest::get(format!("{url}/v1/status"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    json["height"].as_u64().unwrap()
 }

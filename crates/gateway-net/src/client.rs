@@ -13,8 +13,8 @@
 //! its round trip is under the straggler threshold again).
 
 use crate::frame::{
-    framed, read_frame, BlockData, Downlink, NoticeCode, Uplink, DOWNLINK_FRAME_MAX,
-    PROTOCOL_VERSION,
+    framed, hello_signing_message, read_frame, BlockData, Downlink, NoticeCode, SignedHello,
+    Uplink, DOWNLINK_FRAME_MAX, PROTOCOL_VERSION,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -30,6 +30,12 @@ use walras_types::SignedTransaction;
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
     pub participant: u32,
+    /// The participant's key: it signs the Hello answering the gateway's Challenge (the
+    /// gateway holds the public key as `participant`'s).
+    pub key: walras_crypto::Keypair,
+    /// The gateway's public key, when the participant knows it: a Challenge from any other key
+    /// is refused before anything is signed.
+    pub gateway_key: Option<walras_crypto::PublicKey>,
     /// δ: the gateway's window W (blocks are delivered at least this far apart).
     pub delta: Duration,
     /// τ: heartbeat period.
@@ -114,6 +120,8 @@ impl Participant {
             events,
             silent: false,
             blocks: BTreeMap::new(),
+            last_height: None,
+            catch_up_to: None,
             pending_trades: BTreeMap::new(),
             next_trade_id: 0,
         };
@@ -165,6 +173,11 @@ struct ClientTask {
     silent: bool,
     /// Blocks received and not yet released, by height.
     blocks: BTreeMap<u64, BlockData>,
+    /// The highest block received from the gateway (over every connection so far).
+    last_height: Option<u64>,
+    /// After a reconnect: the gateway's tip when it welcomed us; the blocks up to it form one
+    /// batch.
+    catch_up_to: Option<u64>,
     pending_trades: BTreeMap<u64, Vec<u8>>,
     next_trade_id: u64,
 }
@@ -268,9 +281,40 @@ impl ClientTask {
             .map_err(|_| connect_error("timed out".into()))?
             .map_err(|e| connect_error(e.to_string()))?;
         let _ = stream.set_nodelay(true);
+        let first = tokio::time::timeout(
+            Duration::from_secs(5),
+            read_frame(&mut stream, DOWNLINK_FRAME_MAX),
+        )
+        .await
+        .map_err(|_| connect_error("no Challenge within 5 s".into()))?
+        .map_err(|e| connect_error(e.to_string()))?;
+        let (gateway_key, nonce) = match first.map(|payload| Downlink::decode(&payload)) {
+            Some(Ok(Downlink::Challenge { gateway_key, nonce })) => (gateway_key, nonce),
+            Some(Ok(Downlink::Refused { text })) => return Err(ClientError::Refused(text)),
+            other => {
+                return Err(connect_error(format!(
+                    "expected a Challenge, got {other:?}"
+                )))
+            }
+        };
+        if let Some(expected) = &self.config.gateway_key {
+            if expected.as_bytes() != &gateway_key {
+                return Err(connect_error(format!(
+                    "the gateway's key is {}, not the expected {}",
+                    hex::encode(gateway_key),
+                    hex::encode(expected.as_bytes())
+                )));
+            }
+        }
+        let message = hello_signing_message(&gateway_key, &nonce, self.config.participant);
         let hello = Uplink::Hello {
             version: PROTOCOL_VERSION,
             participant: self.config.participant,
+            signed: Some(SignedHello {
+                // Blocks after this one that the gateway still holds are replayed to us.
+                last_height: self.last_height,
+                signature: *self.config.key.sign(&message).as_bytes(),
+            }),
         };
         stream
             .write_all(&framed(&hello.encode()))
@@ -284,7 +328,13 @@ impl ClientTask {
         .map_err(|_| connect_error("no Welcome within 5 s".into()))?
         .map_err(|e| connect_error(e.to_string()))?;
         match first.map(|payload| Downlink::decode(&payload)) {
-            Some(Ok(Downlink::Welcome { .. })) => {}
+            Some(Ok(Downlink::Welcome { height, .. })) => {
+                // The blocks up to the gateway's tip that we have not received (replayed now)
+                // are one batch: delivered whole, so the clock catches up in one step instead
+                // of one δ per missed block (which would leave us a straggler for as long).
+                self.catch_up_to =
+                    Some(height).filter(|tip| self.last_height.is_none_or(|last| last < *tip));
+            }
             Some(Ok(Downlink::Refused { text })) => return Err(ClientError::Refused(text)),
             other => return Err(connect_error(format!("expected a Welcome, got {other:?}"))),
         }
@@ -309,11 +359,24 @@ impl ClientTask {
         match frame {
             Downlink::Block(block) => {
                 let height = block.height;
+                if self.last_height.is_some_and(|last| height <= last) {
+                    // Already received (the tip resent on a reconnect): not a new point.
+                    return;
+                }
+                self.last_height = Some(height);
                 self.blocks.insert(height, block);
+                let batch = match self.catch_up_to {
+                    Some(tip) if height < tip => tip,
+                    Some(_) => {
+                        self.catch_up_to = None;
+                        height
+                    }
+                    None => height,
+                };
                 let point = MarketPoint {
                     id: height,
-                    batch: height,
-                    last_in_batch: true,
+                    batch,
+                    last_in_batch: batch == height,
                     retransmission: false,
                 };
                 let now = self.now_ns();
@@ -331,7 +394,8 @@ impl ClientTask {
                     text,
                 });
             }
-            Downlink::Welcome { .. } => {}
+            // Only the first frames of a connection; a later one means nothing.
+            Downlink::Welcome { .. } | Downlink::Challenge { .. } => {}
         }
     }
 

@@ -5,13 +5,18 @@
 //! - [`server`]: the gateway: connections, the ordering buffer in cut mode, seals, publication;
 //! - [`node_link`]: the signed loopback link to a node run with `--block-source gateway`;
 //! - [`client`]: the participant's client library, which runs the participant's release buffer;
+//! - [`participants`]: the participants file (participant number → Ed25519 key for the Hello);
 //! - [`metrics`]: stragglers, late trades, queue overflows and more, on `/metrics`.
 
 pub mod client;
 pub mod frame;
 pub mod metrics;
 pub mod node_link;
+pub mod participants;
 pub mod server;
 
 pub use client::{ClientConfig, ClientError, ClientEvent, Participant, SentTrade};
-pub use server::{start, CutMode, Gateway, GatewayConfig, GatewayNetError, SealRecord};
+pub use participants::{parse_participant_keys, ParticipantsFileError};
+pub use server::{
+    start, CutMode, Gateway, GatewayConfig, GatewayNetError, SealRecord, PARTICIPANTS_MAX,
+};

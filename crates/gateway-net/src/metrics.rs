@@ -14,6 +14,7 @@ pub struct GatewayMetrics {
     pub late_trades_total: IntCounter,
     pub queue_overflows_total: IntCounter,
     pub refused_messages_total: IntCounter,
+    pub handshakes_refused_total: IntCounter,
     pub trades_received_total: IntCounter,
     pub heartbeats_received_total: IntCounter,
     pub blocks_sealed_total: IntCounter,
@@ -66,6 +67,11 @@ impl GatewayMetrics {
             queue_overflows_total: counter(
                 "walras_gateway_queue_overflows_total",
                 "Trades refused because the ordering buffer was full.",
+            )?,
+            handshakes_refused_total: counter(
+                "walras_gateway_handshakes_refused_total",
+                "Connections refused at the handshake (version, unknown participant, bad signature, \
+                 no Hello).",
             )?,
             refused_messages_total: counter(
                 "walras_gateway_refused_messages_total",

@@ -12,12 +12,13 @@
 //! one frame each, and notes `t_{N+1}` for round-trip estimates.
 
 use crate::frame::{
-    framed, read_frame, BlockData, Downlink, NoticeCode, OwnResult, Uplink, PROTOCOL_VERSION,
-    UPLINK_FRAME_MAX,
+    framed, hello_signing_message, read_frame, BlockData, Downlink, NoticeCode, OwnResult, Uplink,
+    PROTOCOL_VERSION, UPLINK_FRAME_MAX,
 };
 use crate::metrics::GatewayMetrics;
 use crate::node_link::{NodeLink, NodeLinkError};
-use std::collections::BTreeMap;
+use rand_core::RngCore;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,6 +31,9 @@ use walras_gateway::{
     UplinkMessage,
 };
 use walras_types::SignedTransaction;
+
+/// Most participants one gateway serves (each holds an ordering-buffer watermark).
+pub const PARTICIPANTS_MAX: usize = 100_000;
 
 /// How the gateway cuts blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,8 +55,9 @@ pub struct GatewayConfig {
     pub node_url: String,
     /// Signs the sealed batches (the node holds its public key).
     pub key: walras_crypto::Keypair,
-    /// Participants are numbered `0..participants`.
-    pub participants: u32,
+    /// Participant `i`'s Ed25519 public key is `participant_keys[i]`: a Hello claiming `i` must
+    /// carry `i`'s signature over the connection's Challenge.
+    pub participant_keys: Vec<walras_crypto::PublicKey>,
     /// W: a trade answering block N within W goes into block N+1.
     pub window: Duration,
     /// A participant whose round trip or silence exceeds this stops holding seals back.
@@ -69,13 +74,22 @@ pub struct GatewayConfig {
 }
 
 impl GatewayConfig {
-    pub fn new(node_url: &str, key: walras_crypto::Keypair, participants: u32) -> GatewayConfig {
+    /// Participants are numbered `0..participants()`.
+    pub fn participants(&self) -> u32 {
+        self.participant_keys.len() as u32
+    }
+
+    pub fn new(
+        node_url: &str,
+        key: walras_crypto::Keypair,
+        participant_keys: Vec<walras_crypto::PublicKey>,
+    ) -> GatewayConfig {
         GatewayConfig {
             listen: "127.0.0.1:0".into(),
             metrics_listen: None,
             node_url: node_url.into(),
             key,
-            participants,
+            participant_keys,
             window: Duration::from_millis(50),
             straggler_threshold: Duration::from_millis(500),
             block_trades_max: 50_000,
@@ -198,6 +212,8 @@ enum CoreInput {
     Connected {
         participant: u32,
         conn: u64,
+        /// The last block the participant received before (its Hello says).
+        last_height: Option<u64>,
         downlink: mpsc::Sender<Downlink>,
         answer: oneshot::Sender<bool>,
     },
@@ -217,8 +233,14 @@ enum CoreInput {
 /// Starts the gateway: checks the configuration, reads the node's tip, binds the participants'
 /// listener (and `/metrics`), and runs until stopped.
 pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
-    if config.participants == 0 {
+    if config.participant_keys.is_empty() {
         return Err(GatewayNetError::Config("at least one participant".into()));
+    }
+    if config.participant_keys.len() > PARTICIPANTS_MAX {
+        return Err(GatewayNetError::Config(format!(
+            "{} participants: at most {PARTICIPANTS_MAX}",
+            config.participant_keys.len()
+        )));
     }
     if config.window.is_zero() || config.block_trades_max == 0 {
         return Err(GatewayNetError::Config(
@@ -254,7 +276,7 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
             queue_len_max: config.queue_len_max,
             ..OrderingConfig::default()
         },
-        0..config.participants,
+        0..config.participants(),
         0,
     )?;
     let journal = Arc::new(Mutex::new(Journal::default()));
@@ -270,12 +292,14 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
         next_trade_id: 0,
         connections: BTreeMap::new(),
         last_seq: BTreeMap::new(),
+        history: VecDeque::new(),
         tip: BlockData {
             height: tip,
             block_hash: [0; 32],
             state_root: [0; 32],
             valuations: Vec::new(),
             own: Vec::new(),
+            market: Arc::default(),
         },
         published_ns: 0,
         in_flight: None,
@@ -285,11 +309,17 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
     };
     core.ordering.note_point_generated(tip, 0);
     metrics.height.set(tip as i64);
-    let accept = tokio::spawn(accept_loop(listener, inputs, config.clone(), started));
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        inputs,
+        config.clone(),
+        started,
+        metrics.clone(),
+    ));
     let task = tokio::spawn(async move { core.run(receiver, stopped).await });
     tracing::info!(
         "walras gateway listening on {address} for {} participants, node {} at height {tip}",
-        config.participants,
+        config.participants(),
         config.node_url
     );
     Ok(Gateway {
@@ -356,6 +386,9 @@ struct Core {
     connections: BTreeMap<u32, (u64, mpsc::Sender<Downlink>)>,
     last_seq: BTreeMap<u32, u64>,
     tip: BlockData,
+    /// The last [`REPLAY_BLOCKS_MAX`] published blocks (own results left empty) with every
+    /// participant's own results in each: what a reconnecting participant missed.
+    history: VecDeque<(BlockData, BTreeMap<u32, Vec<OwnResult>>)>,
     published_ns: u64,
     in_flight: Option<InFlight>,
     metrics: Arc<GatewayMetrics>,
@@ -366,6 +399,9 @@ struct Core {
 /// Downlink frames queued for one participant; a participant that falls this far behind is cut
 /// off (its connection closed, counted in `walras_gateway_participants_cut_off_total`).
 const DOWNLINK_QUEUE_MAX: usize = 65_536;
+
+/// Blocks the gateway keeps for replay to participants that reconnect.
+pub const REPLAY_BLOCKS_MAX: usize = 256;
 
 /// How often the core retries a pending seal (silence detection, timer cuts).
 const TICK: Duration = Duration::from_millis(1);
@@ -400,6 +436,7 @@ impl Core {
             CoreInput::Connected {
                 participant,
                 conn,
+                last_height,
                 downlink,
                 answer,
             } => {
@@ -417,10 +454,9 @@ impl Core {
                     last_seq: self.last_seq.get(&participant).copied(),
                 };
                 let _ = downlink.try_send(welcome);
-                let _ = downlink.try_send(Downlink::Block(BlockData {
-                    own: Vec::new(),
-                    ..self.tip.clone()
-                }));
+                for frame in self.catch_up(participant, last_height) {
+                    let _ = downlink.try_send(frame);
+                }
                 self.connections.insert(participant, (conn, downlink));
                 self.metrics
                     .participants_connected
@@ -684,7 +720,7 @@ impl Core {
                     return Ok(());
                 }
                 // Silence detection runs inside `seal`; report what it found.
-                let before: Vec<bool> = (0..self.config.participants)
+                let before: Vec<bool> = (0..self.config.participants())
                     .map(|p| self.ordering.is_straggler(p))
                     .collect();
                 let outcome = self.ordering.seal(
@@ -802,6 +838,7 @@ impl Core {
             state_root: reply.state_root,
             valuations: reply.valuations,
             own: Vec::new(),
+            market: Arc::new(reply.market),
         };
         self.published_ns = now;
         self.ordering.note_point_generated(reply.height, now);
@@ -815,6 +852,10 @@ impl Core {
             reply.height,
             (now - in_flight.sealed_ns.min(now)) / 1_000
         );
+        if self.history.len() == REPLAY_BLOCKS_MAX {
+            self.history.pop_front();
+        }
+        self.history.push_back((self.tip.clone(), own.clone()));
         let participants: Vec<u32> = self.connections.keys().copied().collect();
         for participant in participants {
             let block = BlockData {
@@ -852,6 +893,53 @@ impl Core {
 }
 
 impl Core {
+    /// What a participant connecting after block `last_height` is sent: every block it missed
+    /// that the history still holds, with its own results in each; if it missed more than that
+    /// (or says nothing), a Notice saying so and the tip block.
+    fn catch_up(&self, participant: u32, last_height: Option<u64>) -> Vec<Downlink> {
+        let missed: Vec<Downlink> = match last_height {
+            Some(last) => self
+                .history
+                .iter()
+                .filter(|(block, _)| block.height > last)
+                .map(|(block, own)| {
+                    Downlink::Block(BlockData {
+                        own: own.get(&participant).cloned().unwrap_or_default(),
+                        ..block.clone()
+                    })
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let oldest = self.history.front().map(|(block, _)| block.height);
+        let complete = match (last_height, oldest) {
+            (Some(last), Some(oldest)) => last + 1 >= oldest,
+            (Some(last), None) => last >= self.tip.height,
+            (None, _) => false,
+        };
+        if complete {
+            return missed;
+        }
+        let mut frames = Vec::new();
+        if let Some(last) = last_height.filter(|last| *last < self.tip.height) {
+            frames.push(Downlink::Notice {
+                seq: None,
+                code: NoticeCode::Refused,
+                text: format!(
+                    "blocks {}..{} are no longer held for replay (the gateway keeps the last \
+                     {REPLAY_BLOCKS_MAX}); here is the tip",
+                    last + 1,
+                    oldest.unwrap_or(self.tip.height)
+                ),
+            });
+        }
+        frames.push(Downlink::Block(BlockData {
+            own: Vec::new(),
+            ..self.tip.clone()
+        }));
+        frames
+    }
+
     /// Drops a participant whose downlink queue is full; its connection task then closes.
     fn cut_off(&mut self, participant: u32) {
         if self.connections.remove(&participant).is_some() {
@@ -871,6 +959,7 @@ async fn accept_loop(
     inputs: mpsc::Sender<CoreInput>,
     config: GatewayConfig,
     started: Instant,
+    metrics: Arc<GatewayMetrics>,
 ) {
     let mut next_conn = 0u64;
     loop {
@@ -894,8 +983,67 @@ async fn accept_loop(
             inputs.clone(),
             config.clone(),
             started,
+            metrics.clone(),
         ));
     }
+}
+
+/// Sends a fresh Challenge and checks the Hello that answers it: the protocol version, a
+/// participant number this gateway serves, and that participant's signature over the challenge.
+/// Returns the participant and the last block it says it received, or the refusal's text.
+async fn handshake(
+    stream: &mut TcpStream,
+    config: &GatewayConfig,
+) -> Result<(u32, Option<u64>), String> {
+    let mut nonce = [0u8; 32];
+    rand_core::OsRng
+        .try_fill_bytes(&mut nonce)
+        .map_err(|error| format!("the gateway could not draw a challenge: {error}"))?;
+    let gateway_key = *config.key.public_key().as_bytes();
+    let challenge = framed(&Downlink::Challenge { gateway_key, nonce }.encode());
+    tokio::time::timeout(config.handshake_timeout, stream.write_all(&challenge))
+        .await
+        .map_err(|_| "the Challenge could not be sent within the handshake timeout".to_string())?
+        .map_err(|error| format!("sending the Challenge: {error}"))?;
+    let hello = tokio::time::timeout(
+        config.handshake_timeout,
+        read_frame(stream, UPLINK_FRAME_MAX),
+    )
+    .await;
+    let (version, participant, signed) =
+        match hello.map(|r| r.map(|f| f.map(|p| Uplink::decode(&p)))) {
+            Ok(Ok(Some(Ok(Uplink::Hello {
+                version,
+                participant,
+                signed,
+            })))) => (version, participant, signed),
+            Err(_) => return Err("no Hello within the handshake timeout".into()),
+            _ => return Err("the first frame must be a Hello".into()),
+        };
+    if version != PROTOCOL_VERSION {
+        return Err(format!(
+            "Hello refused: protocol version {version} (this gateway speaks {PROTOCOL_VERSION})"
+        ));
+    }
+    let Some(key) = config.participant_keys.get(participant as usize) else {
+        return Err(format!(
+            "Hello refused: participant {participant} (this gateway serves 0..{})",
+            config.participants()
+        ));
+    };
+    let signed = signed
+        .ok_or_else(|| format!("Hello refused: participant {participant} sent no signature"))?;
+    let signature = walras_crypto::Signature::from_bytes(&signed.signature).map_err(|_| {
+        format!("Hello refused: participant {participant}'s signature is malformed")
+    })?;
+    let message = hello_signing_message(&gateway_key, &nonce, participant);
+    walras_crypto::verify(key, &message, &signature).map_err(|_| {
+        format!(
+            "Hello refused: the signature does not verify against participant {participant}'s \
+             registered key"
+        )
+    })?;
+    Ok((participant, signed.last_height))
 }
 
 async fn refuse(stream: &mut TcpStream, text: String) {
@@ -903,7 +1051,8 @@ async fn refuse(stream: &mut TcpStream, text: String) {
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&frame)).await;
 }
 
-/// One participant connection: Hello, then frames in both directions until either side ends.
+/// One participant connection: Challenge and signed Hello, then frames in both directions until
+/// either side ends.
 async fn serve_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -911,39 +1060,14 @@ async fn serve_connection(
     inputs: mpsc::Sender<CoreInput>,
     config: GatewayConfig,
     started: Instant,
+    metrics: Arc<GatewayMetrics>,
 ) {
-    let hello = tokio::time::timeout(
-        config.handshake_timeout,
-        read_frame(&mut stream, UPLINK_FRAME_MAX),
-    )
-    .await;
-    let participant = match hello.map(|r| r.map(|f| f.map(|p| Uplink::decode(&p)))) {
-        Ok(Ok(Some(Ok(Uplink::Hello {
-            version,
-            participant,
-        }))))
-            if version == PROTOCOL_VERSION && participant < config.participants =>
-        {
-            participant
-        }
-        Ok(Ok(Some(Ok(Uplink::Hello {
-            version,
-            participant,
-        })))) => {
-            let text = format!(
-                "Hello refused: protocol version {version} (this gateway speaks {PROTOCOL_VERSION}), \
-                 participant {participant} (this gateway serves 0..{})",
-                config.participants
-            );
+    let (participant, last_height) = match handshake(&mut stream, &config).await {
+        Ok(accepted) => accepted,
+        Err(text) => {
+            metrics.handshakes_refused_total.inc();
+            tracing::info!("refused a participant connection from {peer}: {text}");
             refuse(&mut stream, text).await;
-            return;
-        }
-        Err(_) => {
-            refuse(&mut stream, "no Hello within the handshake timeout".into()).await;
-            return;
-        }
-        _ => {
-            refuse(&mut stream, "the first frame must be a Hello".into()).await;
             return;
         }
     };
@@ -952,6 +1076,7 @@ async fn serve_connection(
     let connected = CoreInput::Connected {
         participant,
         conn,
+        last_height,
         downlink,
         answer,
     };

@@ -11,6 +11,10 @@
 //! - [`ordering`]: the ordering buffer (§4.1.3, §5.2): watermarks, straggler handling (§4.2.1),
 //!   late-trade flagging, bounded queue, block cuts `seal(N, W)`; [`ordering::ShardedOrderingBuffer`]
 //!   is the sharded variant with a master merge.
+//! - [`frame`]: the participant protocol's frames (Challenge, signed Hello, trades, heartbeats,
+//!   blocks, notices): encode and decode, never panicking on outside bytes.
+//! - [`link`]: the gateway → node link's sealed batches and replies.
+//! - [`market`]: a block's market data (per-pair amounts, book depth at that height) for the feed.
 //! - [`sim`]: a deterministic discrete-event simulator (§6.4) that drives the same state machines and
 //!   compares `direct`, `dbo`, `max-rtt` (Theorem 3) and `cloudex`.
 //!
@@ -18,7 +22,9 @@
 
 pub mod clock;
 pub mod error;
+pub mod frame;
 pub mod link;
+pub mod market;
 pub mod ordering;
 pub mod release;
 pub mod sim;

@@ -10,15 +10,19 @@
 //! Layout (all integers big-endian):
 //! - request: `b"WGS1"`, height `u64`, count `u32`, then per transaction a `u16` length and the
 //!   canonical `SignedTransaction` encoding (decoded by the node, not here);
-//! - reply: `b"WGR1"`, height `u64`, block hash `[32]`, state root `[32]`, valuations count
+//! - reply: `b"WGR2"`, height `u64`, block hash `[32]`, state root `[32]`, valuations count
 //!   `u16` then `u128` each, transactions `u32`, dropped count `u32` then per drop the index `u32`
-//!   and the reason's name (`u8` length, ASCII).
+//!   and the reason's name (`u8` length, ASCII), then the block's market data
+//!   ([`crate::market::MarketData`]): traded pairs `u32` then per pair sell `u16`, buy `u16`, sold
+//!   `u64`; a depth-truncated flag `u8`; pairs with depth `u32` then per pair sell, buy, resting
+//!   offers `u64`, levels `u8` then per level limit price `u128`, amount `u64`, offers `u32`.
 
+use crate::market::MarketData;
 use thiserror::Error;
 use walras_types::codec::{self, count_within, Reader, Writer};
 
 const SEAL_MAGIC: &[u8; 4] = b"WGS1";
-const REPLY_MAGIC: &[u8; 4] = b"WGR1";
+const REPLY_MAGIC: &[u8; 4] = b"WGR2";
 /// Domain separation of the gateway's signature over a sealed batch.
 pub const SEAL_SIGNING_DOMAIN: &[u8] = b"walras-gateway-seal-v1\0";
 /// The HTTP header carrying the hex signature of the body.
@@ -56,6 +60,8 @@ pub struct SealReply {
     pub transactions: u32,
     /// (index in the block, reason name) of every transaction the block filter dropped.
     pub dropped: Vec<(u32, String)>,
+    /// Per-pair amounts and book depth at this height, for the participants' feed.
+    pub market: MarketData,
 }
 
 /// The bytes the gateway signs (and the node verifies) for a request body.
@@ -130,12 +136,13 @@ impl SealReply {
             out.put_u8(reason.len() as u8);
             out.put_bytes(reason.as_bytes());
         }
+        self.market.encode_into(&mut out)?;
         Some(out)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<SealReply, LinkDecodeError> {
         let mut r = Reader::new(bytes);
-        r.magic(REPLY_MAGIC, "WGR1")?;
+        r.magic(REPLY_MAGIC, "WGR2")?;
         let height = r.u64()?;
         let block_hash = r.array()?;
         let state_root = r.array()?;
@@ -148,6 +155,7 @@ impl SealReply {
             let len = usize::from(r.u8()?);
             Ok::<_, codec::DecodeError>((index, r.ascii(len, "a drop reason name")?.to_string()))
         })?;
+        let market = MarketData::decode(&mut r)?;
         r.finish()?;
         Ok(SealReply {
             height,
@@ -156,6 +164,7 @@ impl SealReply {
             valuations,
             transactions,
             dropped,
+            market,
         })
     }
 }
@@ -173,6 +182,15 @@ mod tests {
             valuations: vec![1 << 100, 5],
             transactions: 3,
             dropped: vec![(1, "replayed".into())],
+            market: MarketData {
+                trades: vec![crate::market::PairAmount {
+                    sell: 1,
+                    buy: 0,
+                    sold: 9,
+                }],
+                depth: Vec::new(),
+                depth_truncated: true,
+            },
         }
     }
 
@@ -217,7 +235,7 @@ mod tests {
             hex(&batch.encode().unwrap()),
             "5747533100000000000000090000000200030102030000"
         );
-        assert_eq!(hex(&reply().encode().unwrap()), "5747523100000000000000070303030303030303030303030303030303030303030303030303030303030303040404040404040404040404040404040404040404040404040404040404040400020000001000000000000000000000000000000000000000000000000000000005000000030000000100000001087265706c61796564");
+        assert_eq!(hex(&reply().encode().unwrap()), "5747523200000000000000070303030303030303030303030303030303030303030303030303030303030303040404040404040404040404040404040404040404040404040404040404040400020000001000000000000000000000000000000000000000000000000000000005000000030000000100000001087265706c61796564000000010001000000000000000000090100000000");
     }
 
     fn hex(bytes: &[u8]) -> String {

@@ -24,8 +24,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use walras_crypto::{PublicKey, Signature};
 use walras_engine::block::transaction_hash;
+use walras_engine::BlockHeader;
+use walras_engine::ExchangeState;
 use walras_gateway::link::{seal_signing_message, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER};
+use walras_gateway::market::{
+    DepthLevel, MarketData, PairAmount, PairDepth, DEPTH_LEVELS_MAX, MARKET_PAIRS_MAX,
+};
 use walras_types::SignedTransaction;
+use walras_types::{AssetId, PairId};
 
 /// Largest sealed-batch body (50,000 transactions of a few hundred bytes fit many times over).
 pub const SEAL_BODY_MAX_BYTES: usize = 64 * 1024 * 1024;
@@ -135,6 +141,12 @@ pub(super) fn run_gateway_producer(
         // A failure here stops the node (as in timer mode); the gateway sees its request fail.
         let outcome = produce_block(shared, config, batch)?;
         let header = &outcome.header;
+        let market = {
+            // The block is committed and nothing else writes in gateway mode: the books read
+            // here are the books at this height.
+            let state = shared.state.blocking_read();
+            market_data(&state, header)
+        };
         let reply = SealReply {
             height: header.height,
             block_hash: *header.hash().as_bytes(),
@@ -146,8 +158,70 @@ pub(super) fn run_gateway_producer(
                 .iter()
                 .map(|(index, reason)| (*index, reason.name().to_string()))
                 .collect(),
+            market,
         };
         let _ = job.reply.send(Ok(reply));
+    }
+}
+
+/// The feed's market data for the block just committed: what each pair sold (from the header)
+/// and, for every pair with resting offers, the count and the [`DEPTH_LEVELS_MAX`] lowest limit
+/// prices with their amounts. Pairs in (sell, buy) order, at most [`MARKET_PAIRS_MAX`] of each.
+fn market_data(state: &ExchangeState, header: &BlockHeader) -> MarketData {
+    let trades: Vec<PairAmount> = header
+        .trades
+        .iter()
+        .take(MARKET_PAIRS_MAX)
+        .map(|trade| PairAmount {
+            sell: trade.sell.0,
+            buy: trade.buy.0,
+            sold: trade.sold,
+        })
+        .collect();
+    let assets = state.assets() as u16;
+    let mut depth = Vec::new();
+    let mut depth_truncated = false;
+    'pairs: for sell in 0..assets {
+        for buy in (0..assets).filter(|buy| *buy != sell) {
+            let book = state.book(PairId {
+                sell: AssetId(sell),
+                buy: AssetId(buy),
+            });
+            if book.is_empty() {
+                continue;
+            }
+            if depth.len() == MARKET_PAIRS_MAX {
+                depth_truncated = true;
+                break 'pairs;
+            }
+            let mut levels: Vec<DepthLevel> = Vec::with_capacity(DEPTH_LEVELS_MAX);
+            for (key, amount) in book {
+                let full = levels.len() == DEPTH_LEVELS_MAX;
+                match levels.last_mut() {
+                    Some(level) if level.min_price == key.min_price.0 => {
+                        level.amount = level.amount.saturating_add(*amount);
+                        level.offers = level.offers.saturating_add(1);
+                    }
+                    _ if full => break,
+                    _ => levels.push(DepthLevel {
+                        min_price: key.min_price.0,
+                        amount: *amount,
+                        offers: 1,
+                    }),
+                }
+            }
+            depth.push(PairDepth {
+                sell,
+                buy,
+                offers: book.len() as u64,
+                levels,
+            });
+        }
+    }
+    MarketData {
+        trades,
+        depth,
+        depth_truncated,
     }
 }
 
