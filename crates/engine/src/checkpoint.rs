@@ -12,16 +12,24 @@
 //! `height:u64 last_header_hash[32] assets:u16 (issued:u64 burned:u64)*assets
 //! account_count:u32 (id:u64 account)*` (each account as [`Account::encode`], in slot order)
 //! `pair_count:u32 (pair_index:u32 offer_count:u32 (min_price:u128 account:u64 id:u64
-//! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order).
+//! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order),
+//! followed, only on an exchange bridged to a payments lane, by `0x01 chain_id:u64 epoch:u64
+//! shards:u32 validator_count:u16 (key[32] bls_key[48] bls_proof[96])* (escrow:u64)*assets
+//! withdrawn_count:u64 (output_id[32] height:u64)*` (withdrawn ids ascending). The committee's
+//! proofs of possession are checked again when the section is decoded.
 
 use crate::account::Account;
+use crate::bridge::PaymentsBridge;
 use crate::state::{
     all_slots, new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
 };
 use std::collections::BTreeMap;
 use walras_crypto::{hash_in, Domain, Hash};
 use walras_trie::Trie;
-use walras_types::{AccountId, AssetId, OfferId, OfferKey, Price, MAX_ASSETS};
+use walras_types::{
+    AccountId, AssetId, OfferId, OfferKey, PaymentsGenesis, PaymentsValidator, Price, MAX_ASSETS,
+    PAYMENTS_VALIDATORS_MAX,
+};
 
 /// Hash domain of the checkpoint checksum.
 pub const CHECKPOINT_DOMAIN: Domain = Domain::new("walras/ckpt");
@@ -83,6 +91,9 @@ impl ExchangeState {
                 body.extend_from_slice(&amount.to_be_bytes());
             }
         }
+        if let Some(payments) = &self.payments {
+            encode_bridge(payments, &mut body);
+        }
         let mut out = Vec::with_capacity(MAGIC.len() + 32 + body.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(hash_in(CHECKPOINT_DOMAIN, &body).as_bytes());
@@ -106,6 +117,9 @@ impl ExchangeState {
         }
         let mut reader = Reader(body);
         let mut state = read_state(&mut reader)?;
+        if !reader.0.is_empty() {
+            state.payments = Some(read_bridge(&mut reader, state.assets)?);
+        }
         if !reader.0.is_empty() {
             return Err(malformed(&format!("{} bytes left over", reader.0.len())));
         }
@@ -175,7 +189,83 @@ fn read_state(reader: &mut Reader<'_>) -> Result<ExchangeState, CheckpointError>
         last_header_hash,
         account_trie: Trie::new(),
         offer_tries,
+        payments: None,
     })
+}
+
+/// The bridge section (see the module documentation).
+fn encode_bridge(payments: &PaymentsBridge, body: &mut Vec<u8>) {
+    let genesis = payments.genesis();
+    body.push(BRIDGE_TAG);
+    body.extend_from_slice(&genesis.chain_id.to_be_bytes());
+    body.extend_from_slice(&genesis.epoch.to_be_bytes());
+    body.extend_from_slice(&genesis.shards.to_be_bytes());
+    assert!(genesis.validators.len() <= PAYMENTS_VALIDATORS_MAX);
+    body.extend_from_slice(&(genesis.validators.len() as u16).to_be_bytes());
+    for validator in &genesis.validators {
+        body.extend_from_slice(&validator.key);
+        body.extend_from_slice(&validator.bls_key);
+        body.extend_from_slice(&validator.bls_proof);
+    }
+    for escrow in &payments.escrow {
+        body.extend_from_slice(&escrow.to_be_bytes());
+    }
+    body.extend_from_slice(&(payments.withdrawn.len() as u64).to_be_bytes());
+    for (id, height) in payments.withdrawn.iter() {
+        body.extend_from_slice(id);
+        body.extend_from_slice(height);
+    }
+}
+
+/// The tag before the bridge section.
+const BRIDGE_TAG: u8 = 1;
+
+fn read_bridge(reader: &mut Reader<'_>, assets: usize) -> Result<PaymentsBridge, CheckpointError> {
+    if reader.array::<1>()?[0] != BRIDGE_TAG {
+        return Err(malformed("unknown section after the books"));
+    }
+    let chain_id = reader.u64()?;
+    let epoch = reader.u64()?;
+    let shards = reader.u32()?;
+    let count = reader.u16()? as usize;
+    if count == 0 || count > PAYMENTS_VALIDATORS_MAX || shards == 0 {
+        return Err(malformed(&format!(
+            "payments committee of {count} validators, {shards} shards"
+        )));
+    }
+    let mut validators = Vec::with_capacity(count);
+    for _ in 0..count {
+        validators.push(PaymentsValidator {
+            key: reader.array()?,
+            bls_key: reader.array()?,
+            bls_proof: reader.array()?,
+        });
+    }
+    let genesis = PaymentsGenesis {
+        chain_id,
+        epoch,
+        shards,
+        validators,
+    };
+    let mut bridge = PaymentsBridge::new(&genesis, assets)
+        .map_err(|error| malformed(&format!("payments committee: {error}")))?;
+    for asset in 0..assets {
+        bridge.escrow[asset] = reader.u64()?;
+    }
+    let withdrawn = reader.u64()?;
+    let mut previous: Option<[u8; 32]> = None;
+    let mut batch = Vec::with_capacity((withdrawn as usize).min(reader.0.len() / 40));
+    for _ in 0..withdrawn {
+        let id = reader.array::<32>()?;
+        let height = reader.array::<8>()?;
+        if previous.is_some_and(|previous| previous >= id) {
+            return Err(malformed("withdrawn output ids out of order"));
+        }
+        previous = Some(id);
+        batch.push((id, height));
+    }
+    bridge.withdrawn.insert_batch(batch, 1);
+    Ok(bridge)
 }
 
 type Accounts = (Vec<Account>, Vec<AccountId>, SlotMap);
