@@ -56,6 +56,13 @@ pub const ROUTES: &[(&str, &str, &str, &str, &str)] = &[
     ),
     (
         "get",
+        "/v1/payments/escrow",
+        "The payments bridge: committee chain and epoch, escrow per asset, outputs withdrawn (404 payments_disabled without a committee)",
+        "200",
+        "Escrow",
+    ),
+    (
+        "get",
         "/v1/payments/deposits",
         "Committed deposits into the payments escrow after `after_height` (the payments lane admits them)",
         "200",
@@ -180,6 +187,8 @@ fn schemas() -> Value {
                 object(&["type", "asset", "amount", "owner"], json!({"type": {"const": "deposit_to_payments"}, "asset": int, "amount": int, "owner": hex})),
                 object(&["type", "output_id", "asset", "amount", "owner", "chain_id", "epoch", "signers", "aggregate"], json!({"type": {"const": "withdraw_from_payments"}, "output_id": hex, "asset": int, "amount": int, "owner": hex, "chain_id": int, "epoch": int, "signers": hex, "aggregate": hex})),
             ]}})),
+        "Escrow": object(&["height", "chain_id", "epoch", "escrow", "withdrawn"], json!({"height": int, "chain_id": int, "epoch": int,
+            "escrow": {"type": "array", "items": int}, "withdrawn": int})),
         "Deposits": object(&["scanned_to", "deposits"], json!({"scanned_to": int,
             "deposits": {"type": "array", "items": object(&["height", "transaction", "output_id", "asset", "amount", "owner"],
                 json!({"height": int, "transaction": hex, "output_id": hex, "asset": int, "amount": int, "owner": hex}))}})),

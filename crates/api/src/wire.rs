@@ -318,3 +318,16 @@ pub struct DepositsJson {
     pub scanned_to: u64,
     pub deposits: Vec<DepositJson>,
 }
+
+/// `GET /v1/payments/escrow`: the bridge's state at the exchange's current height.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EscrowJson {
+    pub height: u64,
+    /// The payments chain and committee epoch withdrawals are checked against.
+    pub chain_id: u64,
+    pub epoch: u64,
+    /// Per asset (index = asset id): deposited and not withdrawn.
+    pub escrow: Vec<u64>,
+    /// How many payments outputs have been withdrawn.
+    pub withdrawn: u64,
+}
