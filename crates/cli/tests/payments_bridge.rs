@@ -7,10 +7,9 @@
 //! node with their typed code and change nothing; spending a deposit that no committed block
 //! made is refused by the validators (`UnknownInput`).
 //!
-//! What is not over processes yet: the validators vote Ed25519 only (no BLS mode in the
-//! validator process), so the withdrawal certificate is aggregated here from the committee's
-//! BLS keys, which this test generated and put in the genesis. The exchange's checks are the
-//! real ones (the node's admission rule and block filter).
+//! The withdrawal goes through `walras payments withdraw` (BLS votes from the validators,
+//! aggregated by the client); the refused variants are built here from real validator votes
+//! (a subset for the short certificate, the claimed chain or epoch altered for the others).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,12 +17,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use walras_client::{keyfile, NodeClient};
-use walras_crypto::{Hash, Keypair};
+use walras_crypto::Keypair;
 use walras_engine::bridge::deposit_output;
-use walras_payments::bls::{aggregate_certificate, BlsKeypair};
-use walras_payments::{vote_message, ChainId, Epoch, Output, OutputId};
+use walras_payments::bls::aggregate_certificate;
+use walras_payments::Coin;
+use walras_payments_net::client::CommitteeClient;
 use walras_payments_net::config::{CommitteeConfig, CommitteeFile};
 use walras_payments_net::wallet::Wallet;
+use walras_payments_net::wire::{Request, Response};
 use walras_testkit::{walras_bin, TempDir};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{
@@ -96,10 +97,6 @@ fn start_node(data: &Path, genesis: &Path) -> (Node, String) {
     (Node(child), url)
 }
 
-fn bls(validator: usize) -> BlsKeypair {
-    BlsKeypair::from_seed(&[0x60 + validator as u8; 32]).expect("seed")
-}
-
 fn seed_of(wallet: &Wallet) -> [u8; 32] {
     hex::decode(&wallet.file().secret_seed)
         .expect("hex")
@@ -107,26 +104,48 @@ fn seed_of(wallet: &Wallet) -> [u8; 32] {
         .expect("32 bytes")
 }
 
-/// A certificate by `signers` under (`chain`, `epoch`) on a wallet coin.
-fn certify(coin: &PaymentsOutput, signers: &[usize], chain: u64, epoch: u64) -> PaymentsCertificate {
-    let id = OutputId(Hash(coin.id));
-    let output = Output {
-        asset: coin.asset,
-        amount: u128::from(coin.amount),
-        owner: walras_crypto::PublicKey::from_bytes(&coin.owner).expect("key"),
-    };
-    let message = vote_message(ChainId(chain), Epoch(epoch), &id, &output);
-    let votes: Vec<_> = signers
-        .iter()
-        .map(|validator| (*validator as u16, bls(*validator).sign_vote(&message)))
-        .collect();
-    let certificate =
-        aggregate_certificate(ChainId(chain), Epoch(epoch), id, output, &votes).expect("aggregate");
+/// A certificate on `coin` aggregated from the BLS votes of `signers` (asked of the running
+/// validators), claiming (`chain`, `epoch`).
+async fn certify(
+    client: &CommitteeClient,
+    coin: &Coin,
+    signers: &[u16],
+    chain: u64,
+    epoch: u64,
+) -> PaymentsCertificate {
+    let certificate = coin.certificate.clone().expect("a certified coin");
+    let mut votes = Vec::new();
+    for validator in signers {
+        let request = Request::WithdrawalVote {
+            certificate: certificate.clone(),
+        };
+        match client.call(*validator, &request).await {
+            Ok(Response::BlsVote { signature, .. }) => votes.push((*validator, signature)),
+            other => panic!("validator {validator}: {other:?}"),
+        }
+    }
+    let aggregate = aggregate_certificate(
+        certificate.chain_id,
+        certificate.epoch,
+        certificate.id,
+        certificate.output,
+        &votes,
+    )
+    .expect("aggregate");
     PaymentsCertificate {
         chain_id: chain,
         epoch,
         signers: signers.iter().fold(0, |bits, v| bits | 1u128 << v),
-        aggregate: certificate.aggregate,
+        aggregate: aggregate.aggregate,
+    }
+}
+
+fn payments_output(coin: &Coin) -> PaymentsOutput {
+    PaymentsOutput {
+        id: coin.id.0 .0,
+        asset: coin.output.asset,
+        amount: u64::try_from(coin.output.amount).expect("small"),
+        owner: *coin.output.owner.as_bytes(),
     }
 }
 
@@ -179,8 +198,20 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
     let pay_arg = pay.to_str().expect("utf-8 path");
     ok(
         walras(&[
-            "payments", "localnet", "--validators", "4", "--shards", "2", "--wallets", "3",
-            "--coins", "1", "--chain-id", "7", "--dir", pay_arg,
+            "payments",
+            "localnet",
+            "--validators",
+            "4",
+            "--shards",
+            "2",
+            "--wallets",
+            "3",
+            "--coins",
+            "1",
+            "--chain-id",
+            "7",
+            "--dir",
+            pay_arg,
         ]),
         "localnet",
     );
@@ -222,11 +253,11 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
                 .committee
                 .validators
                 .iter()
-                .enumerate()
-                .map(|(index, key)| PaymentsValidator {
+                .zip(committee.bls.as_ref().expect("localnet writes BLS keys"))
+                .map(|(key, (bls_key, bls_proof))| PaymentsValidator {
                     key: *key.as_bytes(),
-                    bls_key: bls(index).public_key(),
-                    bls_proof: bls(index).proof_of_possession(),
+                    bls_key: *bls_key,
+                    bls_proof: *bls_proof,
                 })
                 .collect(),
         }),
@@ -235,10 +266,20 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
     std::fs::write(&genesis_path, genesis.encode()).expect("genesis written");
     let (_node, url) = start_node(&dir.path().join("node"), &genesis_path);
     // The validators again, now polling the exchange for committed deposits.
-    ok(walras(&["payments", "localnet", "down", "--dir", pay_arg]), "down");
+    ok(
+        walras(&["payments", "localnet", "down", "--dir", pay_arg]),
+        "down",
+    );
     ok(
         walras(&[
-            "payments", "localnet", "--validators", "4", "--dir", pay_arg, "--exchange", &url,
+            "payments",
+            "localnet",
+            "--validators",
+            "4",
+            "--dir",
+            pay_arg,
+            "--exchange",
+            &url,
         ]),
         "localnet with --exchange",
     );
@@ -266,11 +307,23 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         .expect("kept");
     drop(wallet2);
     let refused = walras(&[
-        "payments", "pay", "--wallet", wallet_path(2).to_str().unwrap(), "--committee",
-        committee_path.to_str().unwrap(), "--to", wallet_path(0).to_str().unwrap(), "--asset",
-        "1", "--amount", "50",
+        "payments",
+        "pay",
+        "--wallet",
+        wallet_path(2).to_str().unwrap(),
+        "--committee",
+        committee_path.to_str().unwrap(),
+        "--to",
+        wallet_path(0).to_str().unwrap(),
+        "--asset",
+        "1",
+        "--amount",
+        "50",
     ]);
-    assert!(!refused.status.success(), "an uncommitted deposit was spent");
+    assert!(
+        !refused.status.success(),
+        "an uncommitted deposit was spent"
+    );
     let message = String::from_utf8_lossy(&refused.stderr);
     assert!(
         message.contains("neither a certificate nor a committed root entry"),
@@ -280,9 +333,22 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
     // deposit: 500 of asset 1 from the trader into wallet 0.
     let deposit = ok(
         walras(&[
-            "payments", "deposit", "--wallet", wallet_path(0).to_str().unwrap(), "--committee",
-            committee_path.to_str().unwrap(), "--asset", "1", "--amount", "500", "--source", "1",
-            "--key", trader_key.to_str().unwrap(), "--node", &url,
+            "payments",
+            "deposit",
+            "--wallet",
+            wallet_path(0).to_str().unwrap(),
+            "--committee",
+            committee_path.to_str().unwrap(),
+            "--asset",
+            "1",
+            "--amount",
+            "500",
+            "--source",
+            "1",
+            "--key",
+            trader_key.to_str().unwrap(),
+            "--node",
+            &url,
         ]),
         "deposit",
     );
@@ -295,9 +361,18 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
     // pollers have admitted the deposit's block.
     let pay_from = |from: usize, to: usize, amount: &str| {
         walras(&[
-            "payments", "pay", "--wallet", wallet_path(from).to_str().unwrap(), "--committee",
-            committee_path.to_str().unwrap(), "--to", wallet_path(to).to_str().unwrap(),
-            "--asset", "1", "--amount", amount,
+            "payments",
+            "pay",
+            "--wallet",
+            wallet_path(from).to_str().unwrap(),
+            "--committee",
+            committee_path.to_str().unwrap(),
+            "--to",
+            wallet_path(to).to_str().unwrap(),
+            "--asset",
+            "1",
+            "--amount",
+            amount,
         ])
     };
     // No retry (a wallet resends a refused payment's identical bytes first): the pollers run
@@ -320,21 +395,18 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
                 .client()
                 .coins()
                 .iter()
-                .filter(|coin| coin.output.asset == AssetId(PAY_ASSET) && coin.certificate.is_some())
+                .filter(|coin| {
+                    coin.output.asset == AssetId(PAY_ASSET) && coin.certificate.is_some()
+                })
                 .map(|coin| coin.output.amount)
                 .sum::<u128>()
         })
         .sum();
-    assert_eq!(lane_total, 500, "the payments lane holds exactly the deposit");
+    assert_eq!(
+        lane_total, 500,
+        "the payments lane holds exactly the deposit"
+    );
 
-    // withdraw: account 2 (wallet 0's key) redeems the 100.
-    let output = PaymentsOutput {
-        id: coin.id.0 .0,
-        asset: AssetId(PAY_ASSET),
-        amount: 100,
-        owner: *wallet0.public_key().as_bytes(),
-    };
-    let owner = Keypair::from_seed(seed_of(&wallet0));
     // Wallet 0's change (200, certified, not withdrawn) for the refusals that are not about
     // a second withdrawal.
     let change = wallet0
@@ -343,27 +415,52 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         .into_iter()
         .find(|coin| coin.certificate.is_some() && coin.output.amount == 200)
         .expect("wallet 0 holds its certified change");
-    let unspent = PaymentsOutput {
-        id: change.id.0 .0,
-        amount: 200,
-        ..output
-    };
-    let withdraw_output = |output: PaymentsOutput, sequence: u64, certificate| {
+
+    // withdraw: account 2 (wallet 0's key) redeems the 100 with the validators' BLS votes.
+    let withdrawn = ok(
+        walras(&[
+            "payments",
+            "withdraw",
+            "--wallet",
+            wallet_path(0).to_str().unwrap(),
+            "--committee",
+            committee_path.to_str().unwrap(),
+            "--coin",
+            &hex::encode(coin.id.0.as_bytes()),
+            "--source",
+            "2",
+            "--node",
+            &url,
+        ]),
+        "withdraw",
+    );
+    assert!(
+        withdrawn.contains("withdrawn: 100 of asset 1"),
+        "{withdrawn}"
+    );
+    let wallet0 = Wallet::load(&wallet_path(0), &committee.committee).expect("wallet");
+    assert!(
+        wallet0
+            .client()
+            .coins()
+            .iter()
+            .all(|held| held.id != coin.id),
+        "the wallet forgets a withdrawn coin"
+    );
+    let owner = Keypair::from_seed(seed_of(&wallet0));
+    let withdraw = |coin: &Coin, sequence: u64, certificate| {
         sign(
             &owner,
             2,
             sequence,
             Operation::WithdrawFromPayments {
-                output,
+                output: payments_output(coin),
                 certificate,
             },
         )
     };
-    let withdraw = |sequence: u64, certificate| withdraw_output(output, sequence, certificate);
+    let client = CommitteeClient::new(committee.committee.clone(), committee.addresses.clone());
     runtime.block_on(async {
-        let first = withdraw(1, certify(&output, &[0, 1, 3], CHAIN, epoch));
-        node.submit(&first).await.expect("withdrawal admitted");
-        assert_eq!(committed(&node, &first).await, "accepted");
         let (totals, escrow) = exchange_totals(&node, &accounts).await;
         assert_eq!(escrow, vec![0, 400]);
         assert_eq!(totals, issued);
@@ -375,14 +472,31 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         // Each refused at the node with its code (the admission rule, before the mempool);
         // nothing changes.
         let cases = [
-            (output, certify(&output, &[0, 1, 2], CHAIN, epoch), "already_withdrawn"),
-            (unspent, certify(&unspent, &[0, 1], CHAIN, epoch), "short_certificate"),
-            (unspent, certify(&unspent, &[0, 1, 2], CHAIN, epoch + 1), "withdrawal_wrong_epoch"),
-            (unspent, certify(&unspent, &[0, 1, 2], CHAIN + 1, epoch), "withdrawal_wrong_chain"),
+            (
+                &coin,
+                certify(&client, &coin, &[0, 1, 2], CHAIN, epoch).await,
+                "already_withdrawn",
+            ),
+            (
+                &change,
+                certify(&client, &change, &[0, 1], CHAIN, epoch).await,
+                "short_certificate",
+            ),
+            (
+                &change,
+                certify(&client, &change, &[1, 2, 3], CHAIN, epoch + 1).await,
+                "withdrawal_wrong_epoch",
+            ),
+            (
+                &change,
+                certify(&client, &change, &[0, 2, 3], CHAIN + 1, epoch).await,
+                "withdrawal_wrong_chain",
+            ),
         ];
+        let sequence = node.account(2).await.expect("account").next_sequence;
         for (coin, certificate, code) in cases {
             let error = node
-                .submit(&withdraw_output(coin, 2, certificate))
+                .submit(&withdraw(coin, sequence, certificate))
                 .await
                 .expect_err(code);
             assert_eq!(error.code(), Some(code), "{error}");
@@ -391,6 +505,17 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         assert_eq!(escrow, vec![0, 400]);
         assert_eq!(totals, issued);
         assert_eq!(node.payments_escrow().await.expect("escrow").withdrawn, 1);
+        // And the change is still redeemable with a full certificate: the refusals took nothing.
+        let good = withdraw(
+            &change,
+            sequence,
+            certify(&client, &change, &[0, 1, 3], CHAIN, epoch).await,
+        );
+        node.submit(&good).await.expect("admitted");
+        assert_eq!(committed(&node, &good).await, "accepted");
+        let (totals, escrow) = exchange_totals(&node, &accounts).await;
+        assert_eq!(escrow, vec![0, 200]);
+        assert_eq!(totals, issued);
     });
     drop(localnet);
 }

@@ -15,8 +15,8 @@ use std::time::Duration;
 use walras_api::transaction_to_json;
 use walras_api::wire::{
     AccountJson, AccountOffersJson, ApiError, BatchSubmitResponse, BlockEventJson, BlockJson,
-    DepositsJson, EscrowJson,
-    BookJson, PricesJson, StatusJson, SubmitResponse, TransactionStatusJson,
+    BookJson, DepositsJson, EscrowJson, PricesJson, StatusJson, SubmitResponse,
+    TransactionStatusJson,
 };
 use walras_engine::Block;
 use walras_types::SignedTransaction;
@@ -156,8 +156,10 @@ impl NodeClient {
     /// Committed deposits into the payments escrow of blocks after `after_height` (a bounded
     /// scan: ask again from the answer's `scanned_to`).
     pub async fn payments_deposits(&self, after_height: u64) -> Result<DepositsJson, ClientError> {
-        self.get_json(&format!("/v1/payments/deposits?after_height={after_height}"))
-            .await
+        self.get_json(&format!(
+            "/v1/payments/deposits?after_height={after_height}"
+        ))
+        .await
     }
 
     /// The payments bridge's escrow per asset and withdrawn count now.

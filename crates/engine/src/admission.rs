@@ -29,8 +29,8 @@
 use crate::bridge::PaymentsBridge;
 use crate::drop_reason::DropReason;
 use walras_crypto::PublicKey;
-use walras_types::AssetId;
 use walras_types::transaction::SEQUENCE_WINDOW;
+use walras_types::AssetId;
 use walras_types::SignedTransaction;
 use walras_types::{Operation, Price, MAX_AMOUNT};
 
@@ -67,21 +67,31 @@ pub enum Rejection {
 pub enum PaymentsRejection {
     #[error("this exchange has no payments committee in its genesis: it takes no deposits or withdrawals")]
     Disabled,
-    #[error("the deposit's owner is not a valid ed25519 key: the payments output could never be spent")]
+    #[error(
+        "the deposit's owner is not a valid ed25519 key: the payments output could never be spent"
+    )]
     BadOwner,
     #[error("the output is owned by another key than the source account's: withdraw from the account whose key owns it")]
     NotOwner,
-    #[error("the certificate is for payments chain {found}, this exchange bridges chain {expected}")]
+    #[error(
+        "the certificate is for payments chain {found}, this exchange bridges chain {expected}"
+    )]
     WrongChain { expected: u64, found: u64 },
-    #[error("the certificate is for committee epoch {found}, this exchange checks epoch {expected}")]
+    #[error(
+        "the certificate is for committee epoch {found}, this exchange checks epoch {expected}"
+    )]
     WrongEpoch { expected: u64, found: u64 },
     #[error("this output was already withdrawn")]
     AlreadyWithdrawn,
-    #[error("another withdrawal of this output in the same block wins (lowest source and sequence)")]
+    #[error(
+        "another withdrawal of this output in the same block wins (lowest source and sequence)"
+    )]
     DuplicateWithdrawal,
     #[error("the escrow of asset {} holds {escrow}, less than the withdrawals ask", .asset.0)]
     EscrowShort { asset: AssetId, escrow: u64 },
-    #[error("the certificate has {signers} distinct signers, it needs {quorum}: gather more votes")]
+    #[error(
+        "the certificate has {signers} distinct signers, it needs {quorum}: gather more votes"
+    )]
     ShortCertificate { signers: usize, quorum: usize },
     #[error("the certificate names a validator outside the committee or its aggregate signature does not verify over this output")]
     BadCertificate,
@@ -168,11 +178,9 @@ fn admit_payments(
         Operation::WithdrawFromPayments {
             output,
             certificate,
-        } => payments.ok_or(PaymentsRejection::Disabled)?.check_withdrawal(
-            source_key.as_bytes(),
-            output,
-            certificate,
-        ),
+        } => payments
+            .ok_or(PaymentsRejection::Disabled)?
+            .check_withdrawal(source_key.as_bytes(), output, certificate),
         _ => Ok(()),
     }
 }

@@ -177,8 +177,8 @@ impl PaymentsBridge {
                 quorum: self.quorum(),
             });
         }
-        let owner = PublicKey::from_bytes(&output.owner)
-            .map_err(|_| PaymentsRejection::BadCertificate)?;
+        let owner =
+            PublicKey::from_bytes(&output.owner).map_err(|_| PaymentsRejection::BadCertificate)?;
         let bls = BlsCertificate {
             chain_id: ChainId(certificate.chain_id),
             epoch: Epoch(certificate.epoch),

@@ -78,7 +78,12 @@ pub fn filter(
     drop_creations_beyond(room, transactions, &mut candidates, &mut dropped);
     drop_duplicate_withdrawals(transactions, &mut candidates, &mut dropped);
     if let Some(payments) = state.payments() {
-        drop_withdrawals_beyond_escrow(payments.escrow(), transactions, &mut candidates, &mut dropped);
+        drop_withdrawals_beyond_escrow(
+            payments.escrow(),
+            transactions,
+            &mut candidates,
+            &mut dropped,
+        );
     }
     let width = shard_width(state.accounts.len(), threads);
     let mut shards: Vec<Vec<(u32, u32)>> = vec![Vec::new(); threads];
@@ -265,12 +270,7 @@ fn drop_duplicate_withdrawals(
         .filter(|pair| pair[0].0 == pair[1].0)
         .map(|pair| pair[1].3)
         .collect();
-    drop_all(
-        losers,
-        DropReason::DuplicateWithdrawal,
-        candidates,
-        dropped,
-    );
+    drop_all(losers, DropReason::DuplicateWithdrawal, candidates, dropped);
 }
 
 /// Step 2, the escrow: per asset, withdrawals in increasing output id order, each kept if what

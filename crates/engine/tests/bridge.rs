@@ -188,7 +188,8 @@ fn snapshot(state: &ExchangeState) -> (Vec<Vec<(AssetId, u64)>>, Vec<u64>, usize
 
 /// A state with a committee where account 0 deposited `amount` of asset 0.
 fn funded(amount: u64) -> ExchangeState {
-    let mut state = ExchangeState::from_genesis(&genesis(4, Some(committee())), 1).expect("genesis");
+    let mut state =
+        ExchangeState::from_genesis(&genesis(4, Some(committee())), 1).expect("genesis");
     let (_, outcome) = state
         .propose(vec![deposit(0, 1, 0, amount)], &config(1))
         .expect("block");
@@ -200,7 +201,10 @@ fn funded(amount: u64) -> ExchangeState {
 fn a_deposit_moves_the_amount_into_the_escrow_and_conserves() {
     let state = funded(700);
     assert_eq!(
-        state.account(AccountId(0)).expect("account").balance(AssetId(0)),
+        state
+            .account(AccountId(0))
+            .expect("account")
+            .balance(AssetId(0)),
         BALANCE - 700
     );
     assert_eq!(state.payments().expect("bridge").escrow(), &[700, 0, 0]);
@@ -219,7 +223,10 @@ fn a_certified_withdrawal_pays_the_owner_once() {
         .expect("block");
     assert!(outcome.dropped.is_empty(), "{:?}", outcome.dropped);
     assert_eq!(
-        state.account(AccountId(2)).expect("account").balance(AssetId(0)),
+        state
+            .account(AccountId(2))
+            .expect("account")
+            .balance(AssetId(0)),
         BALANCE + 300
     );
     let payments = state.payments().expect("bridge");
@@ -295,9 +302,7 @@ fn every_bad_withdrawal_is_refused_with_its_reason_and_changes_nothing() {
     ];
     for (transaction, reason) in cases {
         let before = snapshot(&state);
-        let (_, outcome) = state
-            .propose(vec![transaction], &config(1))
-            .expect("block");
+        let (_, outcome) = state.propose(vec![transaction], &config(1)).expect("block");
         assert_eq!(outcome.dropped, vec![(0, reason)], "{reason:?}");
         assert_eq!(snapshot(&state), before, "{reason:?} changed the state");
     }
@@ -315,10 +320,16 @@ fn two_withdrawals_of_one_output_in_a_block_one_wins_whatever_the_order() {
         let mut state = funded(700);
         let (_, outcome) = state.propose(block.clone(), &config(1)).expect("block");
         let loser = block.iter().position(|tx| *tx == second).expect("in block") as u32;
-        assert_eq!(outcome.dropped, vec![(loser, DropReason::DuplicateWithdrawal)]);
+        assert_eq!(
+            outcome.dropped,
+            vec![(loser, DropReason::DuplicateWithdrawal)]
+        );
         assert_eq!(state.payments().expect("bridge").escrow(), &[400, 0, 0]);
         assert_eq!(
-            state.account(AccountId(2)).expect("account").balance(AssetId(0)),
+            state
+                .account(AccountId(2))
+                .expect("account")
+                .balance(AssetId(0)),
             BALANCE + 300
         );
         roots.push(outcome.header.state_root);

@@ -50,6 +50,8 @@ pub enum ValidatorError {
     WrongKey { index: u16 },
     #[error("shard {shard}'s effect log: {source}")]
     Log { shard: u32, source: DurableError },
+    #[error("the validator's BLS key: {0}")]
+    Bls(String),
     #[error("cannot listen on {address}: {source}")]
     Listen {
         address: String,
@@ -170,6 +172,7 @@ struct ShardHandle {
 pub struct Validator {
     pub address: SocketAddr,
     committee: Committee,
+    withdrawals: Arc<WithdrawalSigner>,
     shards: Arc<Vec<ShardHandle>>,
     listener: Option<TcpListener>,
 }
@@ -248,8 +251,16 @@ impl Validator {
                 address: listen.to_string(),
                 source,
             })?;
+        let bls =
+            walras_payments::bls::BlsKeypair::from_seed(&crate::config::bls_seed(&setup.keypair))
+                .map_err(|error| ValidatorError::Bls(error.to_string()))?;
         Ok(Validator {
             address,
+            withdrawals: Arc::new(WithdrawalSigner {
+                committee: setup.committee.clone(),
+                index: setup.index,
+                bls,
+            }),
             committee: setup.committee.clone(),
             shards: Arc::new(shards),
             listener: Some(listener),
@@ -281,7 +292,11 @@ impl Validator {
             match listener.accept().await {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection(stream, self.shards.clone()));
+                    tokio::spawn(connection(
+                        stream,
+                        self.shards.clone(),
+                        self.withdrawals.clone(),
+                    ));
                 }
                 Err(error) => {
                     // Out of descriptors and the like: wait rather than spin.
@@ -293,7 +308,45 @@ impl Validator {
     }
 }
 
-async fn connection(stream: TcpStream, shards: Arc<Vec<ShardHandle>>) {
+/// Signs withdrawal votes: a BLS signature on the vote message of an output that carries a
+/// valid certificate of this committee. Stateless: a certified output is final, so signing it
+/// again (or for anyone) promises nothing new; the exchange's withdrawn set stops a second
+/// redemption.
+struct WithdrawalSigner {
+    committee: Committee,
+    index: ValidatorIndex,
+    bls: walras_payments::bls::BlsKeypair,
+}
+
+impl WithdrawalSigner {
+    fn vote(&self, certificate: &walras_payments::Certificate) -> Response {
+        let mut roots = walras_payments::RootCache::new(0);
+        match walras_payments::verify_certificate(certificate, &self.committee, &mut roots) {
+            Err(error) => Response::Error(ErrorReply {
+                code: ErrorCode::Refused,
+                message: format!("no withdrawal vote: {error}"),
+            }),
+            Ok(()) => {
+                let message = walras_payments::vote_message(
+                    certificate.chain_id,
+                    certificate.epoch,
+                    &certificate.id,
+                    &certificate.output,
+                );
+                Response::BlsVote {
+                    validator: self.index,
+                    signature: self.bls.sign_vote(&message),
+                }
+            }
+        }
+    }
+}
+
+async fn connection(
+    stream: TcpStream,
+    shards: Arc<Vec<ShardHandle>>,
+    withdrawals: Arc<WithdrawalSigner>,
+) {
     let (mut reader, mut writer) = stream.into_split();
     let (out, mut replies) = mpsc::unbounded_channel::<Vec<u8>>();
     // The writer sends every reply that is ready in one write.
@@ -341,6 +394,11 @@ async fn connection(stream: TcpStream, shards: Arc<Vec<ShardHandle>>) {
             }
         };
         let (shard, job, receiver) = match request {
+            Request::WithdrawalVote { certificate } => {
+                let response = withdrawals.vote(&certificate);
+                let _ = out.send(encode_response_message(id, &response));
+                continue;
+            }
             Request::Stats => {
                 let stats = shards
                     .iter()

@@ -627,7 +627,10 @@ mod tests {
         let bytes = genesis.encode();
         assert_eq!(&bytes[..8], &GENESIS_MAGIC_PAYMENTS);
         assert_eq!(Genesis::decode(&bytes), Ok(genesis.clone()));
-        assert_eq!(bytes.len(), small().encode().len() + 22 + 4 * PAYMENTS_VALIDATOR_BYTES);
+        assert_eq!(
+            bytes.len(),
+            small().encode().len() + 22 + 4 * PAYMENTS_VALIDATOR_BYTES
+        );
         for cut in 1..=22 + PAYMENTS_VALIDATOR_BYTES {
             assert!(Genesis::decode(&bytes[..bytes.len() - cut]).is_err());
         }

@@ -557,29 +557,43 @@ mod tests {
                 }
             }),
             (
-                (any::<[u8; 32]>(), any::<u16>(), 1..=MAX_AMOUNT, any::<[u8; 32]>()),
-                (any::<u64>(), any::<u64>(), any::<u128>(), any::<[u8; 32]>(), any::<[u8; 32]>(), any::<[u8; 32]>()),
+                (
+                    any::<[u8; 32]>(),
+                    any::<u16>(),
+                    1..=MAX_AMOUNT,
+                    any::<[u8; 32]>()
+                ),
+                (
+                    any::<u64>(),
+                    any::<u64>(),
+                    any::<u128>(),
+                    any::<[u8; 32]>(),
+                    any::<[u8; 32]>(),
+                    any::<[u8; 32]>()
+                ),
             )
-                .prop_map(|((id, asset, amount, owner), (chain_id, epoch, signers, a, b, c))| {
-                    let mut aggregate = [0u8; 96];
-                    aggregate[..32].copy_from_slice(&a);
-                    aggregate[32..64].copy_from_slice(&b);
-                    aggregate[64..].copy_from_slice(&c);
-                    Operation::WithdrawFromPayments {
-                        output: PaymentsOutput {
-                            id,
-                            asset: AssetId(asset),
-                            amount,
-                            owner,
-                        },
-                        certificate: PaymentsCertificate {
-                            chain_id,
-                            epoch,
-                            signers,
-                            aggregate,
-                        },
+                .prop_map(
+                    |((id, asset, amount, owner), (chain_id, epoch, signers, a, b, c))| {
+                        let mut aggregate = [0u8; 96];
+                        aggregate[..32].copy_from_slice(&a);
+                        aggregate[32..64].copy_from_slice(&b);
+                        aggregate[64..].copy_from_slice(&c);
+                        Operation::WithdrawFromPayments {
+                            output: PaymentsOutput {
+                                id,
+                                asset: AssetId(asset),
+                                amount,
+                                owner,
+                            },
+                            certificate: PaymentsCertificate {
+                                chain_id,
+                                epoch,
+                                signers,
+                                aggregate,
+                            },
+                        }
                     }
-                }),
+                ),
         ]
     }
 

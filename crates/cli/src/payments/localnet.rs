@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 use walras_crypto::Keypair;
 use walras_payments::ChainId;
 use walras_payments_net::config::{
-    key_hex, write_json, CommitteeFile, Fault, GenesisFile, GenesisOutputFile, MemberFile,
+    key_hex, member_with_bls, write_json, CommitteeFile, Fault, GenesisFile, GenesisOutputFile,
     ValidatorFile, MERKLE_BATCH_LEAVES_DEFAULT,
 };
 use walras_payments_net::wallet::{write_private_durable, Wallet};
@@ -162,10 +162,12 @@ pub fn create(
     let mut seeds = Vec::new();
     for index in 0..spec.validators {
         let seed = seed_of(index)?;
-        members.push(MemberFile {
-            key: key_hex(&Keypair::from_seed(seed).public_key()),
-            address: format!("127.0.0.1:{}", free_port()?),
-        });
+        // With its BLS key: the validator signs withdrawal votes with the key derived from
+        // the same seed.
+        members.push(
+            member_with_bls(&seed, format!("127.0.0.1:{}", free_port()?))
+                .map_err(anyhow::Error::msg)?,
+        );
         seeds.push(seed);
     }
     let committee = CommitteeFile {

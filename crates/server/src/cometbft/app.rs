@@ -160,8 +160,7 @@ impl WalrasApp {
             verified_before || signature_verifies(&signed, key)
         });
         drop(state);
-        verdict
-        .map_err(|rejection| {
+        verdict.map_err(|rejection| {
             (
                 code::of(rejection),
                 format!("{}: {rejection}", rejection.code()),

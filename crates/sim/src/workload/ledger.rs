@@ -226,9 +226,7 @@ impl Ledger {
             Operation::CancelOffer { sell, .. } => self.lose_exactness(source, sell),
             // The workload makes no bridge transactions; if a block carries some, the debit is
             // exact and the withdrawal's credit is known too.
-            Operation::DepositToPayments { asset, amount, .. } => {
-                self.debit(source, asset, amount)
-            }
+            Operation::DepositToPayments { asset, amount, .. } => self.debit(source, asset, amount),
             Operation::WithdrawFromPayments { output, .. } => {
                 self.credit(source, output.asset, output.amount)
             }
