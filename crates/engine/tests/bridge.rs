@@ -167,8 +167,11 @@ fn not_a_key() -> [u8; 32] {
         .expect("about half of all y have no point")
 }
 
+/// Every account's balances, the escrow, the withdrawn count.
+type Snapshot = (Vec<Vec<(AssetId, u64)>>, Vec<u64>, usize);
+
 /// What a test compares before and after a refused transaction.
-fn snapshot(state: &ExchangeState) -> (Vec<Vec<(AssetId, u64)>>, Vec<u64>, usize) {
+fn snapshot(state: &ExchangeState) -> Snapshot {
     let accounts = (0..state.account_count() as u64)
         .map(|id| {
             state
