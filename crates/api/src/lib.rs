@@ -10,8 +10,8 @@ pub mod wire;
 
 use walras_crypto::{PublicKey, Signature};
 use walras_types::{
-    AccountId, AssetId, DecodeError, OfferId, Operation, Price, PriceError, SignedTransaction,
-    Transaction,
+    AccountId, AssetId, DecodeError, OfferId, Operation, PaymentsCertificate, PaymentsOutput,
+    Price, PriceError, SignedTransaction, Transaction,
 };
 use wire::{OperationJson, TransactionJson};
 
@@ -52,6 +52,28 @@ pub fn transaction_to_json(signed: &SignedTransaction) -> TransactionJson {
             to: to.0,
             asset: asset.0,
             amount,
+        },
+        Operation::DepositToPayments {
+            asset,
+            amount,
+            owner,
+        } => OperationJson::DepositToPayments {
+            asset: asset.0,
+            amount,
+            owner: hex(&owner),
+        },
+        Operation::WithdrawFromPayments {
+            output,
+            certificate,
+        } => OperationJson::WithdrawFromPayments {
+            output_id: hex(&output.id),
+            asset: output.asset.0,
+            amount: output.amount,
+            owner: hex(&output.owner),
+            chain_id: certificate.chain_id,
+            epoch: certificate.epoch,
+            signers: hex(&certificate.signers.to_be_bytes()),
+            aggregate: hex(&certificate.aggregate),
         },
     };
     TransactionJson {
@@ -107,6 +129,38 @@ pub fn transaction_from_json(
             asset: AssetId(*asset),
             amount: *amount,
         },
+        OperationJson::DepositToPayments {
+            asset,
+            amount,
+            owner,
+        } => Operation::DepositToPayments {
+            asset: AssetId(*asset),
+            amount: *amount,
+            owner: hex_array("owner", owner)?,
+        },
+        OperationJson::WithdrawFromPayments {
+            output_id,
+            asset,
+            amount,
+            owner,
+            chain_id,
+            epoch,
+            signers,
+            aggregate,
+        } => Operation::WithdrawFromPayments {
+            output: PaymentsOutput {
+                id: hex_array("output_id", output_id)?,
+                asset: AssetId(*asset),
+                amount: *amount,
+                owner: hex_array("owner", owner)?,
+            },
+            certificate: PaymentsCertificate {
+                chain_id: *chain_id,
+                epoch: *epoch,
+                signers: u128::from_be_bytes(hex_array("signers", signers)?),
+                aggregate: hex_array("aggregate", aggregate)?,
+            },
+        },
     };
     let signature: Signature = json
         .signature
@@ -135,6 +189,9 @@ pub enum TransactionJsonError {
     /// `signature` is not 64 bytes of hex.
     #[error("signature: {0}")]
     Signature(walras_crypto::DecodeError),
+    /// A fixed-size hex field (`field`) is not hex or not `bytes` long.
+    #[error("{field}: expected {bytes} bytes as {} hex digits", 2 * .bytes)]
+    Hex { field: &'static str, bytes: usize },
     /// The fields parse but do not make a valid transaction (a zero amount, the same asset
     /// on both sides ...): the binary decoder's own message.
     #[error("{0}")]
@@ -143,6 +200,17 @@ pub enum TransactionJsonError {
 
 fn parse_price(text: &str) -> Result<Price, TransactionJsonError> {
     Price::parse_limit(text).map_err(TransactionJsonError::MinPrice)
+}
+
+/// Exactly `N` bytes from hex, or the field named.
+fn hex_array<const N: usize>(
+    field: &'static str,
+    text: &str,
+) -> Result<[u8; N], TransactionJsonError> {
+    hex::decode(text)
+        .ok()
+        .and_then(|bytes| <[u8; N]>::try_from(bytes).ok())
+        .ok_or(TransactionJsonError::Hex { field, bytes: N })
 }
 
 /// Lowercase hex.
@@ -191,6 +259,25 @@ mod tests {
                 to: AccountId(8),
                 asset: AssetId(2),
                 amount: 1,
+            },
+            Operation::DepositToPayments {
+                asset: AssetId(1),
+                amount: 12,
+                owner: key,
+            },
+            Operation::WithdrawFromPayments {
+                output: PaymentsOutput {
+                    id: [3; 32],
+                    asset: AssetId(2),
+                    amount: 40,
+                    owner: key,
+                },
+                certificate: PaymentsCertificate {
+                    chain_id: 7,
+                    epoch: 1,
+                    signers: 0b1011 | 1 << 127,
+                    aggregate: [9; 96],
+                },
             },
         ];
         for operation in operations {

@@ -60,6 +60,28 @@ pub enum OperationJson {
         asset: u16,
         amount: u64,
     },
+    /// Moves `amount` of `asset` into the payments escrow as an output owned by `owner`.
+    DepositToPayments {
+        asset: u16,
+        amount: u64,
+        /// The payments (ed25519) key that will own the output, 32 bytes, hex.
+        owner: String,
+    },
+    /// Redeems a certified payments output for the source account.
+    WithdrawFromPayments {
+        /// 32 bytes, hex.
+        output_id: String,
+        asset: u16,
+        amount: u64,
+        /// 32 bytes, hex: must be the source account's key.
+        owner: String,
+        chain_id: u64,
+        epoch: u64,
+        /// The signer bitmap, 16 bytes big-endian, hex (bit i = validator i).
+        signers: String,
+        /// The BLS aggregate signature, 96 bytes, hex.
+        aggregate: String,
+    },
 }
 
 /// `202 Accepted` answer to a single submission.
@@ -271,4 +293,41 @@ pub struct BlockEventJson {
     pub persist_ms: f64,
     /// Unix time of the commit in milliseconds.
     pub committed_unix_ms: u64,
+}
+
+/// One committed deposit into the payments escrow: the payments output it created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepositJson {
+    /// The block that committed it.
+    pub height: u64,
+    /// The deposit transaction's hash, hex.
+    pub transaction: String,
+    /// `deposit_output_id(transaction hash, 0)`, hex: the output's id in the payments lane.
+    pub output_id: String,
+    pub asset: u16,
+    pub amount: u64,
+    /// The payments key that owns the output, hex.
+    pub owner: String,
+}
+
+/// `GET /v1/payments/deposits?after_height=H`: committed deposits of blocks `H+1 ..=
+/// scanned_to`, in block order then transaction order. Ask again with `after_height =
+/// scanned_to` for more; `scanned_to` never passes the committed tip.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepositsJson {
+    pub scanned_to: u64,
+    pub deposits: Vec<DepositJson>,
+}
+
+/// `GET /v1/payments/escrow`: the bridge's state at the exchange's current height.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EscrowJson {
+    pub height: u64,
+    /// The payments chain and committee epoch withdrawals are checked against.
+    pub chain_id: u64,
+    pub epoch: u64,
+    /// Per asset (index = asset id): deposited and not withdrawn.
+    pub escrow: Vec<u64>,
+    /// How many payments outputs have been withdrawn.
+    pub withdrawn: u64,
 }

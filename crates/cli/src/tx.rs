@@ -214,6 +214,16 @@ pub fn run_pay(args: PayArgs) -> anyhow::Result<()> {
 
 /// Signs `operation` for the source, submits it, optionally waits; returns its sequence.
 fn submit(signer: &SignerArgs, operation: Operation) -> anyhow::Result<u64> {
+    submit_signed(signer, operation, signer.wait).map(|signed| signed.transaction.sequence)
+}
+
+/// [`submit`], returning the signed transaction; with `wait`, returns only once it is accepted
+/// in a committed block (a drop is an error naming the reason).
+pub(crate) fn submit_signed(
+    signer: &SignerArgs,
+    operation: Operation,
+    wait: bool,
+) -> anyhow::Result<SignedTransaction> {
     block_on(async {
         let client = signer.node.client()?;
         let keypair = signing_key(&client, signer).await?;
@@ -226,7 +236,7 @@ fn submit(signer: &SignerArgs, operation: Operation) -> anyhow::Result<u64> {
         } else {
             client.submit(&signed).await?;
         }
-        if signer.wait {
+        if wait {
             wait_for(&client, &hash).await?;
         } else {
             println!(
@@ -234,7 +244,7 @@ fn submit(signer: &SignerArgs, operation: Operation) -> anyhow::Result<u64> {
                 signer.source
             );
         }
-        Ok(sequence)
+        Ok(signed)
     })?
 }
 

@@ -58,6 +58,43 @@ fn cases(genesis: &Genesis) -> Vec<(&'static str, SignedTransaction, &'static st
             "sequence_out_of_window",
         ),
         ("replayed and badly signed", flip(pay(6, 0)), "replayed"),
+        // The development genesis names no payments committee: the bridge's step of the rule
+        // refuses both operations, alike on every path.
+        (
+            "deposit without a committee",
+            sign(walras_types::Transaction {
+                source: walras_types::AccountId(holders[7].0),
+                sequence: 1,
+                operation: walras_types::Operation::DepositToPayments {
+                    asset: walras_types::AssetId(holders[7].1),
+                    amount: 1,
+                    owner: *dev_key(holders[7].0).public_key().as_bytes(),
+                },
+            }),
+            "payments_disabled",
+        ),
+        (
+            "withdrawal without a committee",
+            sign(walras_types::Transaction {
+                source: walras_types::AccountId(holders[8].0),
+                sequence: 1,
+                operation: walras_types::Operation::WithdrawFromPayments {
+                    output: walras_types::PaymentsOutput {
+                        id: [1; 32],
+                        asset: walras_types::AssetId(0),
+                        amount: 5,
+                        owner: *dev_key(holders[8].0).public_key().as_bytes(),
+                    },
+                    certificate: walras_types::PaymentsCertificate {
+                        chain_id: 1,
+                        epoch: 0,
+                        signers: 0b111,
+                        aggregate: [0; 96],
+                    },
+                },
+            }),
+            "payments_disabled",
+        ),
     ]
 }
 

@@ -15,7 +15,8 @@ use std::time::Duration;
 use walras_api::transaction_to_json;
 use walras_api::wire::{
     AccountJson, AccountOffersJson, ApiError, BatchSubmitResponse, BlockEventJson, BlockJson,
-    BookJson, PricesJson, StatusJson, SubmitResponse, TransactionStatusJson,
+    BookJson, DepositsJson, EscrowJson, PricesJson, StatusJson, SubmitResponse,
+    TransactionStatusJson,
 };
 use walras_engine::Block;
 use walras_types::SignedTransaction;
@@ -150,6 +151,20 @@ impl NodeClient {
             url: self.url(&path),
             detail: format!("block {height} does not decode: {error}"),
         })
+    }
+
+    /// Committed deposits into the payments escrow of blocks after `after_height` (a bounded
+    /// scan: ask again from the answer's `scanned_to`).
+    pub async fn payments_deposits(&self, after_height: u64) -> Result<DepositsJson, ClientError> {
+        self.get_json(&format!(
+            "/v1/payments/deposits?after_height={after_height}"
+        ))
+        .await
+    }
+
+    /// The payments bridge's escrow per asset and withdrawn count now.
+    pub async fn payments_escrow(&self) -> Result<EscrowJson, ClientError> {
+        self.get_json("/v1/payments/escrow").await
     }
 
     pub async fn prices(&self) -> Result<PricesJson, ClientError> {

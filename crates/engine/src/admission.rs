@@ -13,15 +13,24 @@
 //!    ([`Rejection::SequenceOutOfWindow`]);
 //! 4. the signature verifies under `walras_crypto`'s one acceptance rule with the account's
 //!    key ([`Rejection::BadSignature`]); the caller supplies the verdict (signatures are
-//!    verified in parallel batches, or not again when already verified by this node).
+//!    verified in parallel batches, or not again when already verified by this node);
+//! 5. a payments deposit or withdrawal is checked against the bridge of the state at the
+//!    start of the block ([`Rejection::Payments`], see [`crate::bridge`]): the exchange has a
+//!    payments committee, a deposit's owner is a valid key; a withdrawal's output is owned by
+//!    the source's key, its certificate is for this chain and epoch, the output was not
+//!    withdrawn, the escrow covers it, a quorum signed and the aggregate verifies (last: two
+//!    pairings).
 //!
 //! What is not decided here depends on more than one transaction or on a node's own queue:
 //! the block-wide rules of [`crate::filter`] (overdrafts, reused sequence numbers, double
-//! cancels, duplicate creations) and the mempool's duplicates and capacity.
+//! cancels, duplicate creations, two withdrawals of one output, withdrawals beyond the escrow)
+//! and the mempool's duplicates and capacity.
 
+use crate::bridge::PaymentsBridge;
 use crate::drop_reason::DropReason;
 use walras_crypto::PublicKey;
 use walras_types::transaction::SEQUENCE_WINDOW;
+use walras_types::AssetId;
 use walras_types::SignedTransaction;
 use walras_types::{Operation, Price, MAX_AMOUNT};
 
@@ -48,6 +57,62 @@ pub enum Rejection {
     SequenceOutOfWindow { last_sequence: u64 },
     #[error("the signature does not verify with the source account's key over the transaction's canonical encoding")]
     BadSignature,
+    /// A payments deposit or withdrawal the bridge refuses.
+    #[error("{0}")]
+    Payments(PaymentsRejection),
+}
+
+/// Why the bridge refuses a deposit or a withdrawal (see [`crate::bridge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PaymentsRejection {
+    #[error("this exchange has no payments committee in its genesis: it takes no deposits or withdrawals")]
+    Disabled,
+    #[error(
+        "the deposit's owner is not a valid ed25519 key: the payments output could never be spent"
+    )]
+    BadOwner,
+    #[error("the output is owned by another key than the source account's: withdraw from the account whose key owns it")]
+    NotOwner,
+    #[error(
+        "the certificate is for payments chain {found}, this exchange bridges chain {expected}"
+    )]
+    WrongChain { expected: u64, found: u64 },
+    #[error(
+        "the certificate is for committee epoch {found}, this exchange checks epoch {expected}"
+    )]
+    WrongEpoch { expected: u64, found: u64 },
+    #[error("this output was already withdrawn")]
+    AlreadyWithdrawn,
+    #[error(
+        "another withdrawal of this output in the same block wins (lowest source and sequence)"
+    )]
+    DuplicateWithdrawal,
+    #[error("the escrow of asset {} holds {escrow}, less than the withdrawals ask", .asset.0)]
+    EscrowShort { asset: AssetId, escrow: u64 },
+    #[error(
+        "the certificate has {signers} distinct signers, it needs {quorum}: gather more votes"
+    )]
+    ShortCertificate { signers: usize, quorum: usize },
+    #[error("the certificate names a validator outside the committee or its aggregate signature does not verify over this output")]
+    BadCertificate,
+}
+
+impl PaymentsRejection {
+    /// The reason a block reports.
+    pub fn drop_reason(self) -> DropReason {
+        match self {
+            PaymentsRejection::Disabled => DropReason::PaymentsDisabled,
+            PaymentsRejection::BadOwner => DropReason::PaymentsBadOwner,
+            PaymentsRejection::NotOwner => DropReason::WithdrawalNotOwner,
+            PaymentsRejection::WrongChain { .. } => DropReason::WithdrawalWrongChain,
+            PaymentsRejection::WrongEpoch { .. } => DropReason::WithdrawalWrongEpoch,
+            PaymentsRejection::AlreadyWithdrawn => DropReason::AlreadyWithdrawn,
+            PaymentsRejection::DuplicateWithdrawal => DropReason::DuplicateWithdrawal,
+            PaymentsRejection::EscrowShort { .. } => DropReason::EscrowShort,
+            PaymentsRejection::ShortCertificate { .. } => DropReason::ShortCertificate,
+            PaymentsRejection::BadCertificate => DropReason::BadCertificate,
+        }
+    }
 }
 
 impl Rejection {
@@ -64,15 +129,19 @@ impl Rejection {
             Rejection::Replayed { .. } => DropReason::Replayed,
             Rejection::SequenceOutOfWindow { .. } => DropReason::SequenceOutOfWindow,
             Rejection::BadSignature => DropReason::BadSignature,
+            Rejection::Payments(rejection) => rejection.drop_reason(),
         }
     }
 }
 
 /// Applies the rule (see the module documentation for the order of checks). `signature_ok`
-/// is called only when every cheaper check passed, with the source's key.
+/// is called only when every cheaper check passed, with the source's key. `payments` is the
+/// state's bridge ([`crate::ExchangeState::payments`]; `None` when its genesis names no
+/// committee).
 pub fn admit(
     signed: &SignedTransaction,
     source: Option<SourceView>,
+    payments: Option<&PaymentsBridge>,
     signature_ok: impl FnOnce(&PublicKey) -> bool,
 ) -> Result<(), Rejection> {
     let transaction = &signed.transaction;
@@ -87,9 +156,32 @@ pub fn admit(
     if transaction.sequence - last_sequence > SEQUENCE_WINDOW {
         return Err(Rejection::SequenceOutOfWindow { last_sequence });
     }
-    match source.key {
-        Some(key) if signature_ok(&key) => Ok(()),
-        _ => Err(Rejection::BadSignature),
+    let key = match source.key {
+        Some(key) if signature_ok(&key) => key,
+        _ => return Err(Rejection::BadSignature),
+    };
+    admit_payments(&transaction.operation, &key, payments).map_err(Rejection::Payments)
+}
+
+/// Step 5: the bridge's checks of a deposit or withdrawal (nothing for other operations).
+fn admit_payments(
+    operation: &Operation,
+    source_key: &PublicKey,
+    payments: Option<&PaymentsBridge>,
+) -> Result<(), PaymentsRejection> {
+    match operation {
+        Operation::DepositToPayments { owner, .. } => {
+            payments.ok_or(PaymentsRejection::Disabled)?;
+            PublicKey::from_bytes(owner).map_err(|_| PaymentsRejection::BadOwner)?;
+            Ok(())
+        }
+        Operation::WithdrawFromPayments {
+            output,
+            certificate,
+        } => payments
+            .ok_or(PaymentsRejection::Disabled)?
+            .check_withdrawal(source_key.as_bytes(), output, certificate),
+        _ => Ok(()),
     }
 }
 
@@ -111,7 +203,10 @@ pub fn well_formed(operation: &Operation) -> bool {
             min_price,
             ..
         } => sell != buy && price_ok(min_price),
-        Operation::Payment { amount, .. } => amount_ok(amount),
+        Operation::Payment { amount, .. } | Operation::DepositToPayments { amount, .. } => {
+            amount_ok(amount)
+        }
+        Operation::WithdrawFromPayments { output, .. } => amount_ok(output.amount),
     }
 }
 
@@ -147,26 +242,26 @@ mod tests {
     fn the_first_failing_check_decides_cheapest_first() {
         let never = |_: &PublicKey| -> bool { panic!("the signature is checked last") };
         assert_eq!(
-            admit(&payment(1, 0), view(0), never),
+            admit(&payment(1, 0), view(0), None, never),
             Err(Rejection::Malformed)
         );
         assert_eq!(
-            admit(&payment(1, 5), None, never),
+            admit(&payment(1, 5), None, None, never),
             Err(Rejection::UnknownSource)
         );
         assert_eq!(
-            admit(&payment(7, 5), view(7), never),
+            admit(&payment(7, 5), view(7), None, never),
             Err(Rejection::Replayed { last_sequence: 7 })
         );
         assert_eq!(
-            admit(&payment(8 + SEQUENCE_WINDOW, 5), view(7), never),
+            admit(&payment(8 + SEQUENCE_WINDOW, 5), view(7), None, never),
             Err(Rejection::SequenceOutOfWindow { last_sequence: 7 })
         );
         assert_eq!(
-            admit(&payment(7 + SEQUENCE_WINDOW, 5), view(7), |_| false),
+            admit(&payment(7 + SEQUENCE_WINDOW, 5), view(7), None, |_| false),
             Err(Rejection::BadSignature)
         );
-        assert_eq!(admit(&payment(8, 5), view(7), |_| true), Ok(()));
+        assert_eq!(admit(&payment(8, 5), view(7), None, |_| true), Ok(()));
     }
 
     #[test]
@@ -176,7 +271,7 @@ mod tests {
             last_sequence: 0,
         });
         assert_eq!(
-            admit(&payment(1, 5), keyless, |_| true),
+            admit(&payment(1, 5), keyless, None, |_| true),
             Err(Rejection::BadSignature)
         );
     }
@@ -189,6 +284,28 @@ mod tests {
             Rejection::Replayed { last_sequence: 0 },
             Rejection::SequenceOutOfWindow { last_sequence: 0 },
             Rejection::BadSignature,
+            Rejection::Payments(PaymentsRejection::Disabled),
+            Rejection::Payments(PaymentsRejection::BadOwner),
+            Rejection::Payments(PaymentsRejection::NotOwner),
+            Rejection::Payments(PaymentsRejection::WrongChain {
+                expected: 0,
+                found: 1,
+            }),
+            Rejection::Payments(PaymentsRejection::WrongEpoch {
+                expected: 0,
+                found: 1,
+            }),
+            Rejection::Payments(PaymentsRejection::AlreadyWithdrawn),
+            Rejection::Payments(PaymentsRejection::DuplicateWithdrawal),
+            Rejection::Payments(PaymentsRejection::EscrowShort {
+                asset: AssetId(0),
+                escrow: 0,
+            }),
+            Rejection::Payments(PaymentsRejection::ShortCertificate {
+                signers: 0,
+                quorum: 3,
+            }),
+            Rejection::Payments(PaymentsRejection::BadCertificate),
         ];
         let codes: std::collections::BTreeSet<&str> = all.iter().map(|r| r.code()).collect();
         assert_eq!(codes.len(), all.len());

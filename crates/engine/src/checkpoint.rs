@@ -12,9 +12,14 @@
 //! `height:u64 last_header_hash[32] assets:u16 (issued:u64 burned:u64)*assets
 //! account_count:u32 (id:u64 account)*` (each account as [`Account::encode`], in slot order)
 //! `pair_count:u32 (pair_index:u32 offer_count:u32 (min_price:u128 account:u64 id:u64
-//! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order).
+//! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order),
+//! followed, only on an exchange bridged to a payments lane, by `0x01 chain_id:u64 epoch:u64
+//! shards:u32 validator_count:u16 (key[32] bls_key[48] bls_proof[96])* (escrow:u64)*assets
+//! withdrawn_count:u64 (output_id[32] height:u64)*` (withdrawn ids ascending). The committee's
+//! proofs of possession are checked again when the section is decoded.
 
 use crate::account::Account;
+use crate::bridge::PaymentsBridge;
 use crate::state::{
     all_slots, new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
 };
@@ -22,7 +27,10 @@ use std::collections::BTreeMap;
 use walras_crypto::{hash_in, Domain, Hash};
 use walras_trie::Trie;
 use walras_types::codec::{self, Reader, Writer};
-use walras_types::{AccountId, AssetId, OfferId, OfferKey, Price, MAX_ASSETS};
+use walras_types::{
+    AccountId, AssetId, OfferId, OfferKey, PaymentsGenesis, PaymentsValidator, Price, MAX_ASSETS,
+    PAYMENTS_VALIDATORS_MAX,
+};
 
 /// Hash domain of the checkpoint checksum.
 pub const CHECKPOINT_DOMAIN: Domain = Domain::new("walras/ckpt");
@@ -87,6 +95,9 @@ impl ExchangeState {
                 body.put_u64(*amount);
             }
         }
+        if let Some(payments) = &self.payments {
+            encode_bridge(payments, &mut body);
+        }
         let mut out = Vec::with_capacity(MAGIC.len() + 32 + body.len());
         out.put_bytes(MAGIC);
         out.put_bytes(hash_in(CHECKPOINT_DOMAIN, &body).as_bytes());
@@ -110,6 +121,9 @@ impl ExchangeState {
         }
         let mut reader = Reader::new(body);
         let mut state = read_state(&mut reader)?;
+        if !reader.is_empty() {
+            state.payments = Some(read_bridge(&mut reader, state.assets)?);
+        }
         reader.finish()?;
         let accounted = state.accounted();
         let issued = state.issued.iter().map(|issued| *issued as u128);
@@ -177,7 +191,83 @@ fn read_state(reader: &mut Reader<'_>) -> Result<ExchangeState, CheckpointError>
         last_header_hash,
         account_trie: Trie::new(),
         offer_tries,
+        payments: None,
     })
+}
+
+/// The bridge section (see the module documentation).
+fn encode_bridge(payments: &PaymentsBridge, body: &mut Vec<u8>) {
+    let genesis = payments.genesis();
+    body.put_u8(BRIDGE_TAG);
+    body.put_u64(genesis.chain_id);
+    body.put_u64(genesis.epoch);
+    body.put_u32(genesis.shards);
+    assert!(genesis.validators.len() <= PAYMENTS_VALIDATORS_MAX);
+    body.put_u16(genesis.validators.len() as u16);
+    for validator in &genesis.validators {
+        body.put_bytes(&validator.key);
+        body.put_bytes(&validator.bls_key);
+        body.put_bytes(&validator.bls_proof);
+    }
+    for escrow in &payments.escrow {
+        body.put_u64(*escrow);
+    }
+    body.put_u64(payments.withdrawn.len() as u64);
+    for (id, height) in payments.withdrawn.iter() {
+        body.put_bytes(id);
+        body.put_bytes(height);
+    }
+}
+
+/// The tag before the bridge section.
+const BRIDGE_TAG: u8 = 1;
+
+fn read_bridge(reader: &mut Reader<'_>, assets: usize) -> Result<PaymentsBridge, CheckpointError> {
+    if reader.u8()? != BRIDGE_TAG {
+        return Err(malformed("unknown section after the books"));
+    }
+    let chain_id = reader.u64()?;
+    let epoch = reader.u64()?;
+    let shards = reader.u32()?;
+    let count = reader.u16()? as usize;
+    if count == 0 || count > PAYMENTS_VALIDATORS_MAX || shards == 0 {
+        return Err(malformed(&format!(
+            "payments committee of {count} validators, {shards} shards"
+        )));
+    }
+    let mut validators = Vec::with_capacity(count);
+    for _ in 0..count {
+        validators.push(PaymentsValidator {
+            key: reader.array()?,
+            bls_key: reader.array()?,
+            bls_proof: reader.array()?,
+        });
+    }
+    let genesis = PaymentsGenesis {
+        chain_id,
+        epoch,
+        shards,
+        validators,
+    };
+    let mut bridge = PaymentsBridge::new(&genesis, assets)
+        .map_err(|error| malformed(&format!("payments committee: {error}")))?;
+    for asset in 0..assets {
+        bridge.escrow[asset] = reader.u64()?;
+    }
+    let withdrawn = reader.u64()?;
+    let mut previous: Option<[u8; 32]> = None;
+    let mut batch = Vec::with_capacity(reader.capacity(withdrawn, 40));
+    for _ in 0..withdrawn {
+        let id = reader.array::<32>()?;
+        let height = reader.array::<8>()?;
+        if previous.is_some_and(|previous| previous >= id) {
+            return Err(malformed("withdrawn output ids out of order"));
+        }
+        previous = Some(id);
+        batch.push((id, height));
+    }
+    bridge.withdrawn.insert_batch(batch, 1);
+    Ok(bridge)
 }
 
 type Accounts = (Vec<Account>, Vec<AccountId>, SlotMap);

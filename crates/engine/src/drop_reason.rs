@@ -27,12 +27,36 @@ pub enum DropReason {
     /// The exchange already holds `ACCOUNTS_MAX` accounts (with the block's other creations):
     /// no slot is left for a new one.
     AccountsFull,
+    /// A payments deposit or withdrawal on an exchange whose genesis names no payments
+    /// committee.
+    PaymentsDisabled,
+    /// A deposit's owner is not a valid ed25519 key: the output could never be spent.
+    PaymentsBadOwner,
+    /// A withdrawal of an output the source's key does not own.
+    WithdrawalNotOwner,
+    /// A withdrawal certificate for another payments chain.
+    WithdrawalWrongChain,
+    /// A withdrawal certificate under another committee epoch.
+    WithdrawalWrongEpoch,
+    /// The output was withdrawn by an earlier block.
+    AlreadyWithdrawn,
+    /// Another withdrawal of the same output in this block won (the lowest (source, sequence)
+    /// wins).
+    DuplicateWithdrawal,
+    /// The escrow of the asset holds less than the withdrawals ask (never with at most `f`
+    /// faulty validators: the payments lane conserves what was deposited).
+    EscrowShort,
+    /// Fewer distinct committee signers than the quorum.
+    ShortCertificate,
+    /// The certificate names a signer outside the committee, or its aggregate signature does
+    /// not verify over the output.
+    BadCertificate,
 }
 
 impl DropReason {
     /// Every reason, in the order of their stored codes (a reason's position here is its
     /// byte in the store's block results): append new reasons at the end, never reorder.
-    pub const ALL: [DropReason; 14] = [
+    pub const ALL: [DropReason; 24] = [
         DropReason::Malformed,
         DropReason::UnknownSource,
         DropReason::BadSignature,
@@ -47,6 +71,16 @@ impl DropReason {
         DropReason::AccountDoubleCancel,
         DropReason::Replayed,
         DropReason::AccountsFull,
+        DropReason::PaymentsDisabled,
+        DropReason::PaymentsBadOwner,
+        DropReason::WithdrawalNotOwner,
+        DropReason::WithdrawalWrongChain,
+        DropReason::WithdrawalWrongEpoch,
+        DropReason::AlreadyWithdrawn,
+        DropReason::DuplicateWithdrawal,
+        DropReason::EscrowShort,
+        DropReason::ShortCertificate,
+        DropReason::BadCertificate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -65,6 +99,16 @@ impl DropReason {
             DropReason::AccountReusedSequence => "account_reused_sequence",
             DropReason::AccountDoubleCancel => "account_double_cancel",
             DropReason::AccountsFull => "accounts_full",
+            DropReason::PaymentsDisabled => "payments_disabled",
+            DropReason::PaymentsBadOwner => "payments_bad_owner",
+            DropReason::WithdrawalNotOwner => "withdrawal_not_owner",
+            DropReason::WithdrawalWrongChain => "withdrawal_wrong_chain",
+            DropReason::WithdrawalWrongEpoch => "withdrawal_wrong_epoch",
+            DropReason::AlreadyWithdrawn => "already_withdrawn",
+            DropReason::DuplicateWithdrawal => "duplicate_withdrawal",
+            DropReason::EscrowShort => "escrow_short",
+            DropReason::ShortCertificate => "short_certificate",
+            DropReason::BadCertificate => "bad_certificate",
         }
     }
 }

@@ -555,6 +555,7 @@ impl ExchangeState {
         let (outboxes, mut touched) =
             self.apply_sources(transactions, &plan.filtered, width, threads);
         self.apply_credits(outboxes, width, threads);
+        self.apply_bridge(transactions, &plan.filtered);
         let trade_credits = self.update_pairs(&plan, settlement, width, threads);
         touched.extend(trade_credits.iter().flatten().map(|(slot, _, _)| *slot));
         self.apply_credits(trade_credits, width, threads);
@@ -635,6 +636,12 @@ impl ExchangeState {
                         account.credit(sell, refunds[at].1);
                     }
                     Operation::CreateAccount { .. } => {}
+                    Operation::DepositToPayments { asset, amount, .. } => {
+                        account.debit(asset, amount)
+                    }
+                    Operation::WithdrawFromPayments { output, .. } => {
+                        account.credit(output.asset, output.amount)
+                    }
                 }
             }
             (outbox, touched)
@@ -648,6 +655,38 @@ impl ExchangeState {
             touched.extend(shard_touched);
         }
         (outboxes, touched)
+    }
+
+    /// The escrow and withdrawn-set side of the block's accepted deposits and withdrawals (the
+    /// accounts' side is in [`Self::apply_sources`]). Serial: one sum per asset and one trie
+    /// batch, in the order of the accepted list (additions commute; ids are distinct).
+    fn apply_bridge(&mut self, transactions: &[SignedTransaction], filtered: &Filtered) {
+        let height = (self.height + 1).to_be_bytes();
+        let Some(payments) = &mut self.payments else {
+            return;
+        };
+        let mut withdrawn = Vec::new();
+        for (index, _) in filtered.accepted.iter().flatten() {
+            match transactions[*index as usize].transaction.operation {
+                Operation::DepositToPayments { asset, amount, .. } => {
+                    let escrow = &mut payments.escrow[usize::from(asset.0)];
+                    *escrow = escrow
+                        .checked_add(amount)
+                        .expect("escrow is part of an issuance capped in u64");
+                }
+                Operation::WithdrawFromPayments { output, .. } => {
+                    let escrow = &mut payments.escrow[usize::from(output.asset.0)];
+                    *escrow = escrow
+                        .checked_sub(output.amount)
+                        .expect("the filter keeps withdrawals within the escrow");
+                    withdrawn.push((output.id, height));
+                }
+                _ => {}
+            }
+        }
+        if !withdrawn.is_empty() {
+            payments.withdrawn.insert_batch(withdrawn, 1);
+        }
     }
 
     /// Applies credits, each shard its own. Additions commute, so order does not matter.

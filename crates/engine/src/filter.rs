@@ -8,7 +8,11 @@
 //!    cancel names an open offer of its source, a new account's id is free. Failing any of these
 //!    drops that transaction only.
 //! 2. Across the block: two creations of the same account id drop both; creations beyond the
-//!    account cap (`ACCOUNTS_MAX`) are dropped, the highest new ids first.
+//!    account cap (`ACCOUNTS_MAX`) are dropped, the highest new ids first; of several
+//!    withdrawals of one payments output, the one with the lowest (source, sequence, index)
+//!    stays and the others are dropped (`DuplicateWithdrawal`); per asset, withdrawals are kept
+//!    by increasing output id while the escrow at the start of the block covers them, the rest
+//!    dropped (`EscrowShort`).
 //! 3. Per source account (accounts sharded by slot range over threads): if its remaining
 //!    transactions reuse a sequence number, cancel one offer twice, or together debit some asset
 //!    beyond its balance, *all* of them are dropped.
@@ -72,6 +76,15 @@ pub fn filter(
     drop_duplicate_creations(transactions, &mut candidates, &mut dropped);
     let room = ACCOUNTS_MAX.saturating_sub(state.accounts.len());
     drop_creations_beyond(room, transactions, &mut candidates, &mut dropped);
+    drop_duplicate_withdrawals(transactions, &mut candidates, &mut dropped);
+    if let Some(payments) = state.payments() {
+        drop_withdrawals_beyond_escrow(
+            payments.escrow(),
+            transactions,
+            &mut candidates,
+            &mut dropped,
+        );
+    }
     let width = shard_width(state.accounts.len(), threads);
     let mut shards: Vec<Vec<(u32, u32)>> = vec![Vec::new(); threads];
     for (index, slot) in candidates {
@@ -115,7 +128,8 @@ fn check_one(
     let transaction = &signed.transaction;
     let slot = state.slot(transaction.source);
     let source = slot.map(|slot| state.accounts[slot as usize].admission_view());
-    admission::admit(signed, source, |_| signature_ok).map_err(Rejection::drop_reason)?;
+    admission::admit(signed, source, state.payments(), |_| signature_ok)
+        .map_err(Rejection::drop_reason)?;
     let slot = slot.ok_or(DropReason::UnknownSource)?;
     let known = |asset: AssetId| (asset.0 as usize) < state.assets;
     if !transaction.operation.assets().all(known) {
@@ -217,6 +231,74 @@ fn drop_creations_beyond(
     );
 }
 
+/// The candidates' withdrawals: (output id, asset, amount, transaction index).
+fn withdrawals(
+    transactions: &[SignedTransaction],
+    candidates: &[(u32, u32)],
+) -> Vec<([u8; 32], AssetId, u64, u32)> {
+    candidates
+        .iter()
+        .filter_map(
+            |(index, _)| match transactions[*index as usize].transaction.operation {
+                Operation::WithdrawFromPayments { output, .. } => {
+                    Some((output.id, output.asset, output.amount, *index))
+                }
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+/// Step 2, withdrawals of one output: the lowest (source, sequence, index) stays, the others
+/// are dropped. The index only separates byte-identical copies, so which one stays never
+/// depends on the block's order.
+fn drop_duplicate_withdrawals(
+    transactions: &[SignedTransaction],
+    candidates: &mut Vec<(u32, u32)>,
+    dropped: &mut Vec<(u32, DropReason)>,
+) {
+    let mut by_output: Vec<([u8; 32], AccountId, u64, u32)> = withdrawals(transactions, candidates)
+        .into_iter()
+        .map(|(id, _, _, index)| {
+            let transaction = &transactions[index as usize].transaction;
+            (id, transaction.source, transaction.sequence, index)
+        })
+        .collect();
+    by_output.sort_unstable();
+    let losers: HashSet<u32> = by_output
+        .windows(2)
+        .filter(|pair| pair[0].0 == pair[1].0)
+        .map(|pair| pair[1].3)
+        .collect();
+    drop_all(losers, DropReason::DuplicateWithdrawal, candidates, dropped);
+}
+
+/// Step 2, the escrow: per asset, withdrawals in increasing output id order, each kept if what
+/// the escrow at the start of the block has left covers it, dropped otherwise. (With at most `f` faulty payments
+/// validators this drops nothing: every certified output was paid for by a deposit.)
+fn drop_withdrawals_beyond_escrow(
+    escrow: &[u64],
+    transactions: &[SignedTransaction],
+    candidates: &mut Vec<(u32, u32)>,
+    dropped: &mut Vec<(u32, DropReason)>,
+) {
+    let mut by_asset = withdrawals(transactions, candidates);
+    by_asset.sort_unstable_by_key(|(id, asset, _, index)| (*asset, *id, *index));
+    let mut beyond = HashSet::new();
+    for run in by_asset.chunk_by(|a, b| a.1 == b.1) {
+        let mut left = u128::from(escrow.get(usize::from(run[0].1 .0)).copied().unwrap_or(0));
+        for (_, _, amount, index) in run {
+            match left.checked_sub(u128::from(*amount)) {
+                Some(rest) => left = rest,
+                None => {
+                    beyond.insert(*index);
+                }
+            }
+        }
+    }
+    drop_all(beyond, DropReason::EscrowShort, candidates, dropped);
+}
+
 /// Step 3, for one shard: all-or-nothing per source account.
 fn check_accounts(
     state: &ExchangeState,
@@ -281,7 +363,8 @@ fn account_violation(
     let mut debits: Vec<(AssetId, u128)> = operations()
         .filter_map(|transaction| match transaction.operation {
             Operation::CreateOffer { sell, amount, .. } => Some((sell, amount as u128)),
-            Operation::Payment { asset, amount, .. } => Some((asset, amount as u128)),
+            Operation::Payment { asset, amount, .. }
+            | Operation::DepositToPayments { asset, amount, .. } => Some((asset, amount as u128)),
             _ => None,
         })
         .collect();

@@ -14,6 +14,7 @@
 pub mod account;
 pub mod admission;
 pub mod block;
+pub mod bridge;
 pub mod checkpoint;
 pub mod drop_reason;
 pub mod execute;
@@ -24,6 +25,7 @@ pub mod state;
 
 pub use account::Account;
 pub use block::{Block, BlockHeader, PairTrade};
+pub use bridge::{BridgeError, PaymentsBridge};
 pub use checkpoint::CheckpointError;
 pub use execute::{
     BlockOutcome, CheckedBlock, ClearingReport, EngineConfig, EngineError, PhaseTimings,

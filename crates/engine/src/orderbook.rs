@@ -289,7 +289,7 @@ impl OrderbookExchange {
     ) -> Result<u32, DropReason> {
         let slot = self.slots.get(&signed.transaction.source).copied();
         let source = slot.map(|slot| self.accounts[slot as usize].admission_view());
-        admission::admit(signed, source, |key| {
+        admission::admit(signed, source, None, |key| {
             !verify_signatures || signature_valid(key, signed)
         })
         .map_err(Rejection::drop_reason)?;
@@ -358,6 +358,11 @@ impl OrderbookExchange {
             }
             Operation::CreateOffer { .. } | Operation::CancelOffer { .. } => {
                 unreachable!("offer operations were handled above")
+            }
+            // The baseline has no payments bridge: the admission rule already refused these
+            // (it is given no bridge), and this says so again rather than assume it.
+            Operation::DepositToPayments { .. } | Operation::WithdrawFromPayments { .. } => {
+                Err(DropReason::PaymentsDisabled)
             }
         }
     }

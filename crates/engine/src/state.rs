@@ -7,9 +7,12 @@
 //! The state root commits to everything: an account trie (key: account id, value: the encoded
 //! account) and one offer trie per pair (key: big-endian limit price ‖ account ‖ offer id, so key
 //! order is canonical order; value: remaining amount), combined with the burns per asset and the
-//! height (see [`ExchangeState::state_root`]). Hashing never depends on map iteration order.
+//! height (see [`ExchangeState::state_root`]), and, on an exchange bridged to a payments lane,
+//! the bridge's escrow and withdrawn set ([`crate::bridge`]). Hashing never depends on map
+//! iteration order.
 
 use crate::account::Account;
+use crate::bridge::PaymentsBridge;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use walras_crypto::{Domain, Hash, Hasher as HashWriter};
@@ -107,6 +110,8 @@ pub struct ExchangeState {
     pub(crate) last_header_hash: Hash,
     pub(crate) account_trie: Trie<8>,
     pub(crate) offer_tries: Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>>,
+    /// The bridge to the payments lane, when the genesis names a committee.
+    pub(crate) payments: Option<PaymentsBridge>,
 }
 
 impl ExchangeState {
@@ -135,7 +140,14 @@ impl ExchangeState {
             account_ids.push(entry.id);
             accounts.push(Account::new(entry.public_key, entry.balances.clone()));
         }
+        let payments = genesis
+            .payments
+            .as_ref()
+            .map(|payments| PaymentsBridge::new(payments, assets))
+            .transpose()
+            .map_err(|error| StateError::Genesis(format!("payments committee: {error}")))?;
         let mut state = ExchangeState {
+            payments,
             assets,
             accounts,
             account_ids,
@@ -172,6 +184,12 @@ impl ExchangeState {
             .map(|slot| &self.accounts[*slot as usize])
     }
 
+    /// The bridge to the payments lane (committee, escrow, withdrawn set), if the genesis
+    /// named a committee.
+    pub fn payments(&self) -> Option<&PaymentsBridge> {
+        self.payments.as_ref()
+    }
+
     pub fn burned(&self) -> &[u64] {
         &self.burned
     }
@@ -189,8 +207,8 @@ impl ExchangeState {
         self.books.iter().map(BTreeMap::len).sum()
     }
 
-    /// Per asset: balances + amounts locked in open offers + burned. Equals [`Self::issued`]
-    /// in every reachable state (the conservation invariant).
+    /// Per asset: balances + amounts locked in open offers + burned + payments escrow. Equals
+    /// [`Self::issued`] in every reachable state (the conservation invariant).
     pub fn accounted(&self) -> Vec<u128> {
         let mut totals = vec![0u128; self.assets];
         for account in &self.accounts {
@@ -204,6 +222,11 @@ impl ExchangeState {
         }
         for (asset, burned) in self.burned.iter().enumerate() {
             totals[asset] += *burned as u128;
+        }
+        if let Some(payments) = &self.payments {
+            for (asset, escrow) in payments.escrow.iter().enumerate() {
+                totals[asset] += *escrow as u128;
+            }
         }
         totals
     }
@@ -231,7 +254,8 @@ impl ExchangeState {
 
     /// The commitment to the whole state:
     /// `H_state(height ‖ account root ‖ (sell ‖ buy ‖ offer root) for every pair with open
-    /// offers, in pair order ‖ burned per asset)`.
+    /// offers, in pair order ‖ burned per asset [‖ bridge root])`, the bridge root only on an
+    /// exchange with a payments committee (so the roots of other exchanges are unchanged).
     pub fn state_root(&mut self, threads: usize) -> Hash {
         let account_root = self.account_trie.root_hash(threads);
         let mut writer = HashWriter::new(STATE_DOMAIN);
@@ -248,6 +272,9 @@ impl ExchangeState {
         }
         for burned in &self.burned {
             writer.update(&burned.to_be_bytes());
+        }
+        if let Some(payments) = &mut self.payments {
+            writer.update(payments.root().as_bytes());
         }
         writer.finalize()
     }

@@ -19,6 +19,7 @@ fn keypair(account: u64) -> Keypair {
 
 fn genesis() -> Genesis {
     Genesis {
+        payments: None,
         assets: 2,
         accounts: (0..ACCOUNTS)
             .map(|id| GenesisAccount {

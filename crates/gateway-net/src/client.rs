@@ -84,7 +84,8 @@ enum Command {
     },
     Disconnect,
     Submit {
-        transaction: SignedTransaction,
+        // Boxed: a transaction is 304 bytes since a withdrawal certificate travels inline.
+        transaction: Box<SignedTransaction>,
         answer: oneshot::Sender<Result<SentTrade, ClientError>>,
     },
     /// Stop (or resume) sending anything while staying connected: a silent participant.
@@ -154,7 +155,7 @@ impl Participant {
         let (answer, result) = oneshot::channel();
         self.commands
             .send(Command::Submit {
-                transaction,
+                transaction: Box::new(transaction),
                 answer,
             })
             .await

@@ -42,6 +42,38 @@ pub struct MemberFile {
     pub key: String,
     /// `host:port` of the validator process.
     pub address: String,
+    /// BLS12-381 public key (48 bytes, hex) that signs withdrawal votes (see
+    /// [`bls_seed`]); absent in committees written before the bridge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bls_key: Option<String>,
+    /// Its proof of possession (96 bytes, hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bls_proof: Option<String>,
+}
+
+/// The seed of a validator's BLS key, derived from its ed25519 key (one key file per
+/// validator): `H("walras/pay/blsk" ‖ ed25519 signature of "walras payments BLS key")`. Ed25519
+/// signatures are deterministic, so this is a function of the secret key that only its holder
+/// can compute.
+pub fn bls_seed(keypair: &Keypair) -> [u8; 32] {
+    let signature = keypair.sign(b"walras payments BLS key");
+    walras_crypto::hash_in(
+        walras_crypto::Domain::new("walras/pay/blsk"),
+        signature.as_bytes(),
+    )
+    .0
+}
+
+/// A member entry with its BLS key and proof, from its ed25519 seed.
+pub fn member_with_bls(seed: &[u8; 32], address: String) -> Result<MemberFile, String> {
+    let bls = walras_payments::bls::BlsKeypair::from_seed(&bls_seed(&Keypair::from_seed(*seed)))
+        .map_err(|error| error.to_string())?;
+    Ok(MemberFile {
+        key: key_hex(&Keypair::from_seed(*seed).public_key()),
+        address,
+        bls_key: Some(hex::encode(bls.public_key())),
+        bls_proof: Some(hex::encode(bls.proof_of_possession())),
+    })
 }
 
 /// `committee.json`.
@@ -61,9 +93,14 @@ fn default_batch() -> usize {
     MERKLE_BATCH_LEAVES_DEFAULT
 }
 
+/// Each validator's BLS key and proof of possession, in committee order.
+pub type BlsKeys = Vec<([u8; 48], [u8; 96])>;
+
 /// A committee as the processes use it.
 #[derive(Clone, Debug)]
 pub struct CommitteeConfig {
+    /// The BLS keys, when every member has one (withdrawal certificates need them).
+    pub bls: Option<BlsKeys>,
     pub committee: Committee,
     pub scheme: Scheme,
     pub addresses: Vec<String>,
@@ -149,7 +186,19 @@ impl CommitteeFile {
             .iter()
             .map(|member| parse_key(&member.key))
             .collect::<Result<Vec<_>, _>>()?;
+        let bls = self
+            .validators
+            .iter()
+            .map(|member| match (&member.bls_key, &member.bls_proof) {
+                (Some(key), Some(proof)) => {
+                    Some(fixed_hex::<48>(key).and_then(|key| Ok((key, fixed_hex::<96>(proof)?))))
+                }
+                _ => None,
+            })
+            .collect::<Option<Result<Vec<_>, String>>>()
+            .transpose()?;
         Ok(CommitteeConfig {
+            bls,
             committee: Committee {
                 chain_id: ChainId(self.chain_id),
                 epoch: Epoch(self.epoch),
@@ -164,6 +213,13 @@ impl CommitteeFile {
                 .collect(),
         })
     }
+}
+
+fn fixed_hex<const N: usize>(text: &str) -> Result<[u8; N], String> {
+    hex::decode(text.trim())
+        .ok()
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or_else(|| format!("{text:?} is not {N} bytes of hex"))
 }
 
 /// One genesis output.

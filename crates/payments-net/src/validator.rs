@@ -50,6 +50,8 @@ pub enum ValidatorError {
     WrongKey { index: u16 },
     #[error("shard {shard}'s effect log: {source}")]
     Log { shard: u32, source: DurableError },
+    #[error("the validator's BLS key: {0}")]
+    Bls(String),
     #[error("cannot listen on {address}: {source}")]
     Listen {
         address: String,
@@ -103,8 +105,64 @@ enum Job {
         input: OutputId,
         reply: oneshot::Sender<Response>,
     },
+    /// A deposit output whose exchange block is committed: admitted as a root, answered once
+    /// durable.
+    AdmitRoot {
+        id: OutputId,
+        output: Output,
+        reply: oneshot::Sender<()>,
+    },
 }
 
+/// Hands committed exchange deposits to the shards that own them ([`Validator::deposits`]).
+#[derive(Clone)]
+pub struct DepositAdmitter {
+    committee: Committee,
+    shards: Arc<Vec<ShardHandle>>,
+}
+
+/// Why deposits could not be admitted.
+#[derive(Debug, Error)]
+pub enum AdmitError {
+    #[error("shard {shard} stopped")]
+    ShardStopped { shard: u32 },
+}
+
+impl DepositAdmitter {
+    /// Admits each deposit output at the shard of its owner and returns once every one is
+    /// durable there. Admitting an output twice changes nothing, so a poller that restarts
+    /// from the beginning is safe. Call it only with outputs of committed exchange blocks:
+    /// until then a payment spending the deposit is refused as `UnknownInput`.
+    pub async fn admit(&self, deposits: &[(OutputId, Output)]) -> Result<(), AdmitError> {
+        let mut waiting = Vec::with_capacity(deposits.len());
+        for (id, output) in deposits {
+            let shard = self.committee.shard_of(&output.owner);
+            let handle = self
+                .shards
+                .get(shard as usize)
+                .ok_or(AdmitError::ShardStopped { shard })?;
+            let (reply, answer) = oneshot::channel();
+            handle
+                .jobs
+                .send(Job::AdmitRoot {
+                    id: *id,
+                    output: *output,
+                    reply,
+                })
+                .await
+                .map_err(|_| AdmitError::ShardStopped { shard })?;
+            waiting.push((shard, answer));
+        }
+        for (shard, answer) in waiting {
+            answer
+                .await
+                .map_err(|_| AdmitError::ShardStopped { shard })?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
 struct ShardHandle {
     jobs: mpsc::Sender<Job>,
     counters: Arc<Counters>,
@@ -113,6 +171,8 @@ struct ShardHandle {
 /// A started validator: its address and its shards.
 pub struct Validator {
     pub address: SocketAddr,
+    committee: Committee,
+    withdrawals: Arc<WithdrawalSigner>,
     shards: Arc<Vec<ShardHandle>>,
     listener: Option<TcpListener>,
 }
@@ -191,11 +251,28 @@ impl Validator {
                 address: listen.to_string(),
                 source,
             })?;
+        let bls =
+            walras_payments::bls::BlsKeypair::from_seed(&crate::config::bls_seed(&setup.keypair))
+                .map_err(|error| ValidatorError::Bls(error.to_string()))?;
         Ok(Validator {
             address,
+            withdrawals: Arc::new(WithdrawalSigner {
+                committee: setup.committee.clone(),
+                index: setup.index,
+                bls,
+            }),
+            committee: setup.committee.clone(),
             shards: Arc::new(shards),
             listener: Some(listener),
         })
+    }
+
+    /// The handle that admits committed exchange deposits (the bridge; see `docs/payments.md`).
+    pub fn deposits(&self) -> DepositAdmitter {
+        DepositAdmitter {
+            committee: self.committee.clone(),
+            shards: self.shards.clone(),
+        }
     }
 
     /// Per-shard counters now.
@@ -215,7 +292,11 @@ impl Validator {
             match listener.accept().await {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection(stream, self.shards.clone()));
+                    tokio::spawn(connection(
+                        stream,
+                        self.shards.clone(),
+                        self.withdrawals.clone(),
+                    ));
                 }
                 Err(error) => {
                     // Out of descriptors and the like: wait rather than spin.
@@ -227,7 +308,45 @@ impl Validator {
     }
 }
 
-async fn connection(stream: TcpStream, shards: Arc<Vec<ShardHandle>>) {
+/// Signs withdrawal votes: a BLS signature on the vote message of an output that carries a
+/// valid certificate of this committee. Stateless: a certified output is final, so signing it
+/// again (or for anyone) promises nothing new; the exchange's withdrawn set stops a second
+/// redemption.
+struct WithdrawalSigner {
+    committee: Committee,
+    index: ValidatorIndex,
+    bls: walras_payments::bls::BlsKeypair,
+}
+
+impl WithdrawalSigner {
+    fn vote(&self, certificate: &walras_payments::Certificate) -> Response {
+        let mut roots = walras_payments::RootCache::new(0);
+        match walras_payments::verify_certificate(certificate, &self.committee, &mut roots) {
+            Err(error) => Response::Error(ErrorReply {
+                code: ErrorCode::Refused,
+                message: format!("no withdrawal vote: {error}"),
+            }),
+            Ok(()) => {
+                let message = walras_payments::vote_message(
+                    certificate.chain_id,
+                    certificate.epoch,
+                    &certificate.id,
+                    &certificate.output,
+                );
+                Response::BlsVote {
+                    validator: self.index,
+                    signature: self.bls.sign_vote(&message),
+                }
+            }
+        }
+    }
+}
+
+async fn connection(
+    stream: TcpStream,
+    shards: Arc<Vec<ShardHandle>>,
+    withdrawals: Arc<WithdrawalSigner>,
+) {
     let (mut reader, mut writer) = stream.into_split();
     let (out, mut replies) = mpsc::unbounded_channel::<Vec<u8>>();
     // The writer sends every reply that is ready in one write.
@@ -275,6 +394,11 @@ async fn connection(stream: TcpStream, shards: Arc<Vec<ShardHandle>>) {
             }
         };
         let (shard, job, receiver) = match request {
+            Request::WithdrawalVote { certificate } => {
+                let response = withdrawals.vote(&certificate);
+                let _ = out.send(encode_response_message(id, &response));
+                continue;
+            }
             Request::Stats => {
                 let stats = shards
                     .iter()
@@ -354,8 +478,13 @@ impl ShardWorker {
         let mut effects = Vec::new();
         let mut sealed: BTreeMap<PaymentId, PaymentVotes> = BTreeMap::new();
         let mut answers = Vec::with_capacity(group.len());
+        let mut admitted = Vec::new();
         for job in group {
             match job {
+                Job::AdmitRoot { id, output, reply } => {
+                    effects.extend(self.core.admit_root(id, output).effects);
+                    admitted.push(reply);
+                }
                 Job::HolderOf { input, reply } => {
                     let holder = self.core.holder_of(&input).cloned();
                     answers.push((reply, Answer::Ready(Response::Holder(holder))));
@@ -422,6 +551,9 @@ impl ShardWorker {
         self.counters
             .spent
             .store(self.core.spent_count() as u64, Ordering::Relaxed);
+        for reply in admitted {
+            let _ = reply.send(());
+        }
         for (reply, answer) in answers {
             let response = match answer {
                 Answer::Ready(response) => response,
@@ -486,6 +618,13 @@ impl ShardWorker {
 
 /// Starts a validator from its configuration file and serves until the process ends.
 pub async fn run_from_file(path: &Path) -> Result<(), String> {
+    start_from_file(path).await?.serve().await;
+    Ok(())
+}
+
+/// Starts a validator from its configuration file (listening, not yet serving): the caller
+/// may take [`Validator::deposits`] before [`Validator::serve`].
+pub async fn start_from_file(path: &Path) -> Result<Validator, String> {
     let file = crate::config::ValidatorFile::load(path).map_err(|error| error.to_string())?;
     let committee =
         crate::config::CommitteeFile::load(&file.committee).map_err(|error| error.to_string())?;
@@ -525,6 +664,5 @@ pub async fn run_from_file(path: &Path) -> Result<(), String> {
         "walras payments validator {} listening on {}",
         file.index, validator.address
     );
-    validator.serve().await;
-    Ok(())
+    Ok(validator)
 }

@@ -246,6 +246,53 @@ impl Wallet {
         Wallet::write(&self.path, &self.file)
     }
 
+    /// Keeps the payments output of an exchange deposit this wallet's key owns (a root entry:
+    /// no certificate; validators admit it once its exchange block is committed, and refuse
+    /// to spend it as `UnknownInput` until then).
+    pub fn add_deposit(
+        &mut self,
+        id: OutputId,
+        asset: AssetId,
+        amount: u128,
+    ) -> Result<(), WalletError> {
+        let hex_id = hex::encode(id.0.as_bytes());
+        if self.file.coins.iter().any(|coin| coin.id == hex_id) {
+            return Ok(());
+        }
+        let owner = self.client.public_key();
+        self.client.add_root(
+            id,
+            Output {
+                asset,
+                amount,
+                owner,
+            },
+        )?;
+        self.file.history.push(HistoryEntry {
+            direction: "deposited".into(),
+            payment: String::new(),
+            asset: asset.0,
+            amount: amount.to_string(),
+            counterparty: hex_id,
+        });
+        self.save()
+    }
+
+    /// Forgets a coin the exchange redeemed (its withdrawal is in a committed block) and
+    /// records it in the history.
+    pub fn withdrawn(&mut self, id: &OutputId) -> Result<(), WalletError> {
+        if let Some(coin) = self.client.withdrawn(id) {
+            self.file.history.push(HistoryEntry {
+                direction: "withdrawn".into(),
+                payment: String::new(),
+                asset: coin.output.asset.0,
+                amount: coin.output.amount.to_string(),
+                counterparty: hex::encode(id.0.as_bytes()),
+            });
+        }
+        self.save()
+    }
+
     /// Verifies a certificate paid to this wallet and keeps the coin.
     pub fn receive(&mut self, certificate: Certificate) -> Result<(), WalletError> {
         let id = hex::encode(certificate.id.0.as_bytes());

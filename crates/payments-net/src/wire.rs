@@ -3,13 +3,15 @@
 //! Request: `id: u64`, `tag: u8`, then
 //! - `0` pay: `shard: u32`, a payment request (`walras_payments::codec::encode_request`);
 //! - `1` holder-of: `shard: u32`, `input: [u8; 32]`: which signed payment holds this input;
-//! - `2` stats: the validator's per-shard counters.
+//! - `2` stats: the validator's per-shard counters;
+//! - `3` withdrawal vote: a certificate (`codec::encode_certificate`): the validator checks it
+//!   and signs the output's vote message with its BLS key, for the exchange bridge.
 //!
 //! Response: the request's `id: u64`, `tag: u8`, then
 //! - `0` votes (`codec::encode_votes`); `1` conflict (`codec::encode_conflict`);
 //! - `2` error: `code: u16`, `message: u32 length + UTF-8` (at most `ERROR_MESSAGE_BYTES_MAX`);
 //! - `3` holder: `0` or `1` then a signed payment; `4` stats: `count: u32`, then per shard seven
-//!   `u64` counters.
+//!   `u64` counters; `5` BLS vote: `validator: u16`, `signature: [u8; 96]`.
 //!
 //! Every decoder is total: any byte string gives a value or a [`WireError`], never a panic
 //! (property test `tests/wire.rs`, fuzz target `payments_wire`). Trailing bytes are refused.
@@ -22,7 +24,7 @@ use walras_payments::codec::{
     CodecError,
 };
 use walras_payments::{
-    Conflict, OutputId, PaymentRequest, PaymentVotes, RequestError, SignedPayment,
+    Certificate, Conflict, OutputId, PaymentRequest, PaymentVotes, RequestError, SignedPayment,
 };
 
 /// Longest error message carried in a reply.
@@ -50,9 +52,19 @@ pub enum WireError {
 /// A client's request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
-    Pay { shard: u32, request: PaymentRequest },
-    HolderOf { shard: u32, input: OutputId },
+    Pay {
+        shard: u32,
+        request: PaymentRequest,
+    },
+    HolderOf {
+        shard: u32,
+        input: OutputId,
+    },
     Stats,
+    /// A BLS vote on a certified output, for a withdrawal certificate (the exchange bridge).
+    WithdrawalVote {
+        certificate: Certificate,
+    },
 }
 
 /// What kind of refusal an error reply is; stable numbers on the wire.
@@ -138,6 +150,11 @@ pub enum Response {
     Error(ErrorReply),
     Holder(Option<SignedPayment>),
     Stats(Vec<ShardStats>),
+    /// A validator's BLS signature on an output's vote message.
+    BlsVote {
+        validator: u16,
+        signature: [u8; 96],
+    },
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -192,6 +209,10 @@ pub fn encode_request_message(id: u64, request: &Request) -> Vec<u8> {
             bytes.extend_from_slice(input.0.as_bytes());
         }
         Request::Stats => bytes.push(2),
+        Request::WithdrawalVote { certificate } => {
+            bytes.push(3);
+            codec::encode_certificate(certificate, &mut bytes);
+        }
     }
     bytes
 }
@@ -224,6 +245,11 @@ pub fn decode_request_message(bytes: &[u8]) -> Result<(u64, Request), WireError>
             }
         }
         2 => Request::Stats,
+        3 => {
+            let certificate = codec::decode_certificate(reader.0)?;
+            reader.0 = &[];
+            Request::WithdrawalVote { certificate }
+        }
         tag => {
             return Err(WireError::UnknownTag {
                 what: "request",
@@ -269,6 +295,14 @@ pub fn encode_response_message(id: u64, response: &Response) -> Vec<u8> {
                     encode_signed_payment(signed, &mut bytes);
                 }
             }
+        }
+        Response::BlsVote {
+            validator,
+            signature,
+        } => {
+            bytes.push(5);
+            bytes.extend_from_slice(&validator.to_be_bytes());
+            bytes.extend_from_slice(signature);
         }
         Response::Stats(shards) => {
             bytes.push(4);
@@ -355,6 +389,15 @@ pub fn decode_response_message(bytes: &[u8]) -> Result<(u64, Response), WireErro
                 });
             }
             Response::Stats(shards)
+        }
+        5 => {
+            let validator = reader.u16("validator")?;
+            let mut signature = [0u8; 96];
+            signature.copy_from_slice(reader.take(96, "BLS signature")?);
+            Response::BlsVote {
+                validator,
+                signature,
+            }
         }
         tag => {
             return Err(WireError::UnknownTag {

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use walras_crypto::{verify_each, Hash, PublicKey, Signature, SignedItem};
 use walras_engine::admission::{self, Rejection, SourceView};
 use walras_engine::block::transaction_hash;
-use walras_types::{AccountId, SignedTransaction};
+use walras_types::{AccountId, Operation, SignedTransaction};
 
 /// Submissions this small verify inline; larger ones move to a blocking thread.
 const INLINE_VERIFY_MAX: usize = 8;
@@ -30,6 +30,21 @@ pub async fn admit(
     cache_sources(shared, &transactions).await;
     let keys = source_keys(shared, &transactions);
     let signatures_ok = verify_signatures(&transactions, &keys).await;
+    // A payments deposit or withdrawal is checked against the state's bridge (escrow,
+    // withdrawn set, committee), so the state is read for it — before the mempool lock, the
+    // order the producer takes them in. Other submissions do not touch the state here.
+    let bridged = transactions.iter().any(|signed| {
+        matches!(
+            signed.transaction.operation,
+            Operation::DepositToPayments { .. } | Operation::WithdrawFromPayments { .. }
+        )
+    });
+    let state = if bridged {
+        Some(shared.state.read().await)
+    } else {
+        None
+    };
+    let payments = state.as_ref().and_then(|state| state.payments());
     let mut mempool = shared.mempool();
     let waiting_before = mempool.waiting();
     let results: Vec<(Hash, Result<(), Failure>)> = transactions
@@ -41,7 +56,7 @@ pub async fn admit(
                 key: Some(key),
                 last_sequence: mempool.last_sequence(signed.transaction.source),
             });
-            let result = match admission::admit(&signed, source, |_| signature_ok) {
+            let result = match admission::admit(&signed, source, payments, |_| signature_ok) {
                 Err(rejection) => Err(rejection_failure(rejection)),
                 Ok(()) => mempool.admit(hash, signed).map_err(admit_failure),
             };
@@ -53,6 +68,7 @@ pub async fn admit(
         shared.producer_wake.notify_all();
     }
     drop(mempool);
+    drop(state);
     count_results(shared, &results);
     results
 }
@@ -166,6 +182,7 @@ pub fn rejection_failure(rejection: Rejection) -> Failure {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         Rejection::Replayed { .. } => StatusCode::CONFLICT,
+        Rejection::Payments(_) => StatusCode::UNPROCESSABLE_ENTITY,
     };
     Failure::new(status, rejection.code(), rejection.to_string())
 }

@@ -677,6 +677,8 @@ pub fn router(
         .route("/v1/books/{sell}/{buy}", get(routes::book))
         .route("/v1/blocks/{height}", get(routes::block))
         .route("/v1/blocks/{height}/raw", get(routes::block_raw))
+        .route("/v1/payments/deposits", get(routes::payments_deposits))
+        .route("/v1/payments/escrow", get(routes::payments_escrow))
         .route("/v1/prices", get(routes::prices))
         .route("/v1/status", get(routes::status))
         .route("/v1/openapi.json", get(routes::openapi_document))

@@ -397,6 +397,82 @@ pub async fn block(
     }))
 }
 
+/// `GET /v1/payments/escrow`: the bridge's committee, escrow and withdrawn count now.
+pub async fn payments_escrow(State(shared): State<AppState>) -> Result<Json<EscrowJson>, Failure> {
+    let state = shared.state.read().await;
+    let payments = state.payments().ok_or_else(|| {
+        Failure::new(
+            StatusCode::NOT_FOUND,
+            "payments_disabled",
+            "this exchange's genesis names no payments committee",
+        )
+    })?;
+    Ok(Json(EscrowJson {
+        height: state.height(),
+        chain_id: payments.chain_id(),
+        epoch: payments.epoch(),
+        escrow: payments.escrow().to_vec(),
+        withdrawn: payments.withdrawn_count() as u64,
+    }))
+}
+
+/// Most blocks one `GET /v1/payments/deposits` reads (the answer says how far it got).
+pub const DEPOSIT_SCAN_BLOCKS_MAX: u64 = 256;
+
+/// `GET /v1/payments/deposits?after_height=H`: the deposits of committed blocks after `H`,
+/// for the payments validators, which admit a deposit's output only once its block is here.
+pub async fn payments_deposits(
+    State(shared): State<AppState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<DepositsJson>, Failure> {
+    let after = match query.get("after_height") {
+        Some(text) => parse_height(text)?,
+        None => 0,
+    };
+    let tip = shared.tip().height;
+    let scanned_to = tip.min(after.saturating_add(DEPOSIT_SCAN_BLOCKS_MAX));
+    let mut deposits = Vec::new();
+    for height in after.saturating_add(1)..=scanned_to {
+        let block = load_block(&shared, height)?;
+        let dropped: std::collections::BTreeSet<u32> = shared
+            .store
+            .dropped(height)
+            .map_err(|error| {
+                Failure::internal(format!("reading block {height}'s results: {error}"))
+            })?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(index, _)| index)
+            .collect();
+        for (index, signed) in block.transactions.iter().enumerate() {
+            let walras_types::Operation::DepositToPayments {
+                asset,
+                amount,
+                owner,
+            } = signed.transaction.operation
+            else {
+                continue;
+            };
+            if dropped.contains(&(index as u32)) {
+                continue;
+            }
+            let hash = transaction_hash(signed);
+            deposits.push(DepositJson {
+                height,
+                transaction: hash.to_string(),
+                output_id: walras_engine::bridge::deposit_output(signed).0.to_string(),
+                asset: asset.0,
+                amount,
+                owner: walras_api::hex(&owner),
+            });
+        }
+    }
+    Ok(Json(DepositsJson {
+        scanned_to,
+        deposits,
+    }))
+}
+
 pub async fn block_raw(
     State(shared): State<AppState>,
     Path(height): Path<String>,

@@ -450,6 +450,8 @@ impl WorkloadGenerator {
                 CancelOffer { .. } => &mut stats.operations.cancel_offer,
                 Payment { .. } => &mut stats.operations.payment,
                 CreateAccount { .. } => &mut stats.operations.create_account,
+                // The generator makes no payments-bridge transactions; nothing to count.
+                DepositToPayments { .. } | WithdrawFromPayments { .. } => continue,
             };
             *counter += 1;
         }

@@ -411,6 +411,9 @@ impl<'w> Replay<'w> {
                 assert!(created.insert(new_account), "{context}: created twice");
             }
             Operation::CreateOffer { .. } => {}
+            Operation::DepositToPayments { .. } | Operation::WithdrawFromPayments { .. } => {
+                panic!("{context}: the generator made a payments-bridge transaction")
+            }
         }
     }
 
@@ -452,6 +455,9 @@ impl<'w> Replay<'w> {
                 Operation::CreateAccount { new_account, .. } => {
                     self.existing.insert(new_account);
                     self.accounts_created += 1;
+                }
+                Operation::DepositToPayments { .. } | Operation::WithdrawFromPayments { .. } => {
+                    panic!("the generator made a payments-bridge transaction")
                 }
             }
         }
@@ -541,6 +547,9 @@ fn stats_add_up() {
             Operation::CancelOffer { .. } => 1,
             Operation::Payment { .. } => 2,
             Operation::CreateAccount { .. } => 3,
+            Operation::DepositToPayments { .. } | Operation::WithdrawFromPayments { .. } => {
+                panic!("the generator made a payments-bridge transaction")
+            }
         }] += 1;
     }
     let ops = stats.operations;

@@ -39,6 +39,7 @@ fn main() {
     }
     let keys: Vec<Keypair> = (0..ACCOUNTS).map(keypair).collect();
     let genesis = Genesis {
+        payments: None,
         assets: ASSETS,
         accounts: (0..ACCOUNTS)
             .map(|id| GenesisAccount {

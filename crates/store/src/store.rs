@@ -797,6 +797,16 @@ mod tests {
             (DropReason::AccountDoubleCancel, 11),
             (DropReason::Replayed, 12),
             (DropReason::AccountsFull, 13),
+            (DropReason::PaymentsDisabled, 14),
+            (DropReason::PaymentsBadOwner, 15),
+            (DropReason::WithdrawalNotOwner, 16),
+            (DropReason::WithdrawalWrongChain, 17),
+            (DropReason::WithdrawalWrongEpoch, 18),
+            (DropReason::AlreadyWithdrawn, 19),
+            (DropReason::DuplicateWithdrawal, 20),
+            (DropReason::EscrowShort, 21),
+            (DropReason::ShortCertificate, 22),
+            (DropReason::BadCertificate, 23),
         ];
         assert_eq!(expected.len(), DropReason::ALL.len());
         for (reason, code) in expected {

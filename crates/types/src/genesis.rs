@@ -18,6 +18,17 @@
 //! decoded genesis re-encodes to the bytes it came from, and two files describe the same state
 //! exactly when they are byte-equal.
 //!
+//! A genesis that also names the fast-payments committee (the exchange checks withdrawal
+//! certificates against it) starts with `"WALRASG2"` instead and appends, after the accounts:
+//!
+//! ```text
+//! payments  := chain_id:u64 epoch:u64 shards:u32 validator_count:u16 validator{validator_count}
+//! validator := key:[32] bls_key:[48] bls_proof_of_possession:[96]
+//! ```
+//!
+//! A genesis without a committee encodes exactly as before (`"WALRASG1"`), so its bytes and
+//! hash do not change.
+//!
 //! Public keys are stored as bytes: whether they are valid ed25519 points is checked by whoever
 //! verifies signatures (this crate knows no cryptography).
 
@@ -26,6 +37,16 @@ use crate::{AccountId, AssetId, MAX_AMOUNT, MAX_ASSETS};
 
 /// The first bytes of every encoded genesis (format name and version).
 pub const GENESIS_MAGIC: [u8; 8] = *b"WALRASG1";
+
+/// The first bytes of a genesis that carries a payments committee.
+pub const GENESIS_MAGIC_PAYMENTS: [u8; 8] = *b"WALRASG2";
+
+/// Most validators of a payments committee: a withdrawal certificate names its signers in a
+/// 128-bit bitmap, so that it has one fixed size inside a transaction.
+pub const PAYMENTS_VALIDATORS_MAX: usize = 128;
+
+/// Bytes of one payments validator: ed25519 key, BLS key, BLS proof of possession.
+const PAYMENTS_VALIDATOR_BYTES: usize = 32 + 48 + 96;
 
 /// Bytes of an account with no balances: id, public key, balance count.
 const ACCOUNT_HEADER_BYTES: usize = 8 + 32 + 2;
@@ -42,6 +63,30 @@ pub struct GenesisAccount {
     pub balances: Vec<(AssetId, u64)>,
 }
 
+/// One validator of the fast-payments committee, as the exchange knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PaymentsValidator {
+    /// Its ed25519 key (the key of `committee.json`; shard votes are signed with it).
+    pub key: [u8; 32],
+    /// Its BLS12-381 public key (compressed G1): withdrawal certificates aggregate these.
+    pub bls_key: [u8; 48],
+    /// Its BLS signature of `bls_key` (proof of possession, against rogue-key aggregates);
+    /// checked once when the exchange loads the genesis.
+    pub bls_proof: [u8; 96],
+}
+
+/// The fast-payments committee stored in exchange state: every node checks withdrawals
+/// against exactly this.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PaymentsGenesis {
+    pub chain_id: u64,
+    pub epoch: u64,
+    /// Shards per validator (the payments lane's routing; not used by the exchange's check).
+    pub shards: u32,
+    /// Validator `i` of the committee (its index in a certificate's signer bitmap).
+    pub validators: Vec<PaymentsValidator>,
+}
+
 /// The state before the first block.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Genesis {
@@ -49,6 +94,8 @@ pub struct Genesis {
     pub assets: u16,
     /// Accounts, sorted by id, ids unique.
     pub accounts: Vec<GenesisAccount>,
+    /// The fast-payments committee, if this exchange bridges to a payments lane.
+    pub payments: Option<PaymentsGenesis>,
 }
 
 /// Why a genesis is not acceptable.
@@ -108,6 +155,13 @@ pub enum GenesisError {
         .asset.0
     )]
     SupplyTooLarge { asset: AssetId },
+    /// The payments committee has no validator, more than [`PAYMENTS_VALIDATORS_MAX`], or no
+    /// shard.
+    #[error(
+        "the payments committee has {validators} validators and {shards} shards; expected 1..={max} validators and at least 1 shard",
+        max = PAYMENTS_VALIDATORS_MAX
+    )]
+    PaymentsCommittee { validators: usize, shards: u32 },
 }
 
 impl Genesis {
@@ -121,11 +175,27 @@ impl Genesis {
                 + self.accounts.len() * ACCOUNT_HEADER_BYTES
                 + balances * BALANCE_BYTES,
         );
-        out.put_bytes(&GENESIS_MAGIC);
+        out.put_bytes(match self.payments {
+            None => &GENESIS_MAGIC,
+            Some(_) => &GENESIS_MAGIC_PAYMENTS,
+        });
         out.put_u16(self.assets);
         out.put_u64(self.accounts.len() as u64);
         for account in &self.accounts {
             encode_account(account, &mut out);
+        }
+        if let Some(payments) = &self.payments {
+            out.extend_from_slice(&payments.chain_id.to_be_bytes());
+            out.extend_from_slice(&payments.epoch.to_be_bytes());
+            out.extend_from_slice(&payments.shards.to_be_bytes());
+            // At most PAYMENTS_VALIDATORS_MAX for a valid genesis; an invalid count wraps and
+            // the bytes then fail to decode.
+            out.extend_from_slice(&(payments.validators.len() as u16).to_be_bytes());
+            for validator in &payments.validators {
+                out.extend_from_slice(&validator.key);
+                out.extend_from_slice(&validator.bls_key);
+                out.extend_from_slice(&validator.bls_proof);
+            }
         }
         out
     }
@@ -133,15 +203,26 @@ impl Genesis {
     /// Decodes and validates a genesis occupying all of `bytes`.
     pub fn decode(bytes: &[u8]) -> Result<Genesis, GenesisError> {
         let mut reader = Reader::new(bytes);
-        if reader.take(GENESIS_MAGIC.len())? != GENESIS_MAGIC {
-            return Err(GenesisError::BadMagic);
-        }
+        let with_payments = match reader.take(GENESIS_MAGIC.len())? {
+            magic if magic == GENESIS_MAGIC => false,
+            magic if magic == GENESIS_MAGIC_PAYMENTS => true,
+            _ => return Err(GenesisError::BadMagic),
+        };
         let assets = reader.u16()?;
         let account_count = reader.u64()?;
         // Bound the allocation by what the input can hold, not by what it claims.
         let accounts = reader.list(account_count, ACCOUNT_HEADER_BYTES, read_account)?;
+        let payments = if with_payments {
+            Some(read_payments(&mut reader)?)
+        } else {
+            None
+        };
         reader.finish()?;
-        let genesis = Genesis { assets, accounts };
+        let genesis = Genesis {
+            assets,
+            accounts,
+            payments,
+        };
         genesis.validate()?;
         Ok(genesis)
     }
@@ -157,6 +238,15 @@ impl Genesis {
             check_account_order(previous, account.id)?;
             self.check_balances(account, &mut supply)?;
             previous = Some(account.id);
+        }
+        if let Some(payments) = &self.payments {
+            let validators = payments.validators.len();
+            if !(1..=PAYMENTS_VALIDATORS_MAX).contains(&validators) || payments.shards == 0 {
+                return Err(GenesisError::PaymentsCommittee {
+                    validators,
+                    shards: payments.shards,
+                });
+            }
         }
         Ok(())
     }
@@ -260,6 +350,26 @@ fn read_account(reader: &mut Reader<'_>) -> Result<GenesisAccount, GenesisError>
     })
 }
 
+fn read_payments(reader: &mut Reader<'_>) -> Result<PaymentsGenesis, GenesisError> {
+    let chain_id = reader.u64()?;
+    let epoch = reader.u64()?;
+    let shards = reader.u32()?;
+    let count = reader.u16()?;
+    let validators = reader.list(count.into(), PAYMENTS_VALIDATOR_BYTES, |reader| {
+        Ok::<_, codec::DecodeError>(PaymentsValidator {
+            key: reader.array()?,
+            bls_key: reader.array()?,
+            bls_proof: reader.array()?,
+        })
+    })?;
+    Ok(PaymentsGenesis {
+        chain_id,
+        epoch,
+        shards,
+        validators,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +385,7 @@ mod tests {
 
     fn small() -> Genesis {
         Genesis {
+            payments: None,
             assets: 3,
             accounts: vec![
                 account(1, &[(0, 10), (2, 5)]),
@@ -292,6 +403,7 @@ mod tests {
             let account = (any::<[u8; 32]>(), balances);
             proptest::collection::btree_map(any::<u64>(), account, 0..20).prop_map(
                 move |accounts| Genesis {
+                    payments: None,
                     assets,
                     accounts: accounts
                         .into_iter()
@@ -432,11 +544,54 @@ mod tests {
         );
     }
 
+    fn with_payments(validators: usize, shards: u32) -> Genesis {
+        Genesis {
+            payments: Some(PaymentsGenesis {
+                chain_id: 9,
+                epoch: 2,
+                shards,
+                validators: (0..validators)
+                    .map(|index| PaymentsValidator {
+                        key: [index as u8; 32],
+                        bls_key: [index as u8 + 1; 48],
+                        bls_proof: [index as u8 + 2; 96],
+                    })
+                    .collect(),
+            }),
+            ..small()
+        }
+    }
+
+    /// The committee section: round trip, its own magic, every truncation refused, the
+    /// committee's size rule named; a genesis without one keeps its old bytes.
+    #[test]
+    fn the_payments_committee_round_trips_and_is_checked() {
+        let genesis = with_payments(4, 2);
+        let bytes = genesis.encode();
+        assert_eq!(&bytes[..8], &GENESIS_MAGIC_PAYMENTS);
+        assert_eq!(Genesis::decode(&bytes), Ok(genesis.clone()));
+        assert_eq!(
+            bytes.len(),
+            small().encode().len() + 22 + 4 * PAYMENTS_VALIDATOR_BYTES
+        );
+        for cut in 1..=22 + PAYMENTS_VALIDATOR_BYTES {
+            assert!(Genesis::decode(&bytes[..bytes.len() - cut]).is_err());
+        }
+        assert_eq!(&small().encode()[..8], &GENESIS_MAGIC);
+        for (validators, shards) in [(0, 1), (PAYMENTS_VALIDATORS_MAX + 1, 1), (4, 0)] {
+            assert_eq!(
+                Genesis::decode(&with_payments(validators, shards).encode()),
+                Err(GenesisError::PaymentsCommittee { validators, shards })
+            );
+        }
+        assert_eq!(with_payments(PAYMENTS_VALIDATORS_MAX, 1).validate(), Ok(()));
+    }
+
     #[test]
     fn framing_errors_are_named() {
         let bytes = small().encode();
         let mut wrong_magic = bytes.clone();
-        wrong_magic[7] = b'2';
+        wrong_magic[7] = b'9';
         assert_eq!(Genesis::decode(&wrong_magic), Err(GenesisError::BadMagic));
         assert_eq!(
             Genesis::decode(&bytes[..4]),
@@ -463,6 +618,7 @@ mod tests {
     #[test]
     fn layout_matches_the_documented_format() {
         let genesis = Genesis {
+            payments: None,
             assets: 2,
             accounts: vec![account(0x0102, &[(1, 0x0a0b)])],
         };

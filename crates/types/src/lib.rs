@@ -28,11 +28,15 @@ pub mod parse;
 pub mod price;
 pub mod transaction;
 
-pub use genesis::{Genesis, GenesisAccount, GenesisError, GENESIS_MAGIC};
+pub use genesis::{
+    Genesis, GenesisAccount, GenesisError, PaymentsGenesis, PaymentsValidator, GENESIS_MAGIC,
+    GENESIS_MAGIC_PAYMENTS, PAYMENTS_VALIDATORS_MAX,
+};
 pub use offer::{AccountId, AssetId, Offer, OfferId, OfferKey, PairId};
 pub use price::{Fraction, Price, PriceError, Valuation};
 pub use transaction::{
-    CancelledOffer, DecodeError, NewOffer, Operation, SignedTransaction, Transaction,
+    CancelledOffer, DecodeError, NewOffer, Operation, PaymentsCertificate, PaymentsOutput,
+    SignedTransaction, Transaction,
 };
 
 /// The largest amount of any asset that can exist: issuance is capped at `i64::MAX` units.

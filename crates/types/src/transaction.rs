@@ -14,8 +14,19 @@
 //!              | 0x02 sell:u16 buy:u16 amount:u64 min_price:u128      create offer
 //!              | 0x03 sell:u16 buy:u16 min_price:u128 offer_id:u64    cancel offer
 //!              | 0x04 to:u64 asset:u16 amount:u64                     payment
+//!              | 0x05 asset:u16 amount:u64 owner:[32]                 deposit to payments
+//!              | 0x06 output certificate                              withdraw from payments
+//! output      := id:[32] asset:u16 amount:u64 owner:[32]
+//! certificate := chain_id:u64 epoch:u64 signers:u128 aggregate:[96]
 //! signed      := transaction signature:[64]
 //! ```
+//!
+//! The two payments operations are the bridge to the fast-payments lane (`docs/payments.md`):
+//! a deposit moves an amount from the source's balance into the payments escrow as an output
+//! owned by an ed25519 payments key; a withdrawal redeems a certified payments output for the
+//! source, whose key must own it. The certificate is a BLS aggregate with a signer bitmap (bit
+//! `i` = validator `i`), one fixed size whoever signed, so a transaction stays `Copy` with no
+//! heap data; what it proves is checked by the engine against the committee in its state.
 //!
 //! Decoding accepts exactly this and nothing else (no trailing bytes, known tags, positive
 //! amounts, distinct assets of an offer, limit prices in range), so every decoded transaction
@@ -59,6 +70,43 @@ pub enum Operation {
         asset: AssetId,
         amount: u64,
     },
+    /// Moves `amount` of `asset` from the source into the payments escrow, as a payments
+    /// output owned by `owner` (an ed25519 payments key) with id `deposit_output_id(transaction
+    /// hash, 0)`; spendable in the payments lane once this block is committed.
+    DepositToPayments {
+        asset: AssetId,
+        amount: u64,
+        owner: [u8; 32],
+    },
+    /// Redeems a certified payments output for the source (whose key must own it): the escrow
+    /// pays `output.amount` of `output.asset` to the source, once per output id.
+    WithdrawFromPayments {
+        output: PaymentsOutput,
+        certificate: PaymentsCertificate,
+    },
+}
+
+/// A fast-payments output named by a withdrawal: its id and content, exactly as the payments
+/// validators voted on them (the amount is a `u64` here: the exchange's amounts are capped at
+/// [`MAX_AMOUNT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PaymentsOutput {
+    pub id: [u8; 32],
+    pub asset: AssetId,
+    pub amount: u64,
+    /// The ed25519 payments key that owns the output.
+    pub owner: [u8; 32],
+}
+
+/// A BLS aggregate certificate on one payments output: the committee's chain and epoch it
+/// claims, which validators signed (bit `i` of `signers` is validator `i`), and the aggregate of
+/// their signatures (compressed G2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PaymentsCertificate {
+    pub chain_id: u64,
+    pub epoch: u64,
+    pub signers: u128,
+    pub aggregate: [u8; 96],
 }
 
 /// A transaction before signing.
@@ -100,6 +148,8 @@ const TAG_CREATE_ACCOUNT: u8 = 1;
 const TAG_CREATE_OFFER: u8 = 2;
 const TAG_CANCEL_OFFER: u8 = 3;
 const TAG_PAYMENT: u8 = 4;
+const TAG_DEPOSIT_TO_PAYMENTS: u8 = 5;
+const TAG_WITHDRAW_FROM_PAYMENTS: u8 = 6;
 
 /// An offer a transaction creates: its pair, its key in the book, the amount it sells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,7 +176,10 @@ impl Operation {
             Operation::CreateOffer { sell, buy, .. } | Operation::CancelOffer { sell, buy, .. } => {
                 (Some(sell), Some(buy))
             }
-            Operation::Payment { asset, .. } => (Some(asset), None),
+            Operation::Payment { asset, .. } | Operation::DepositToPayments { asset, .. } => {
+                (Some(asset), None)
+            }
+            Operation::WithdrawFromPayments { output, .. } => (Some(output.asset), None),
         };
         first.into_iter().chain(second)
     }
@@ -227,6 +280,30 @@ impl Transaction {
                 out.extend_from_slice(&to.0.to_be_bytes());
                 out.extend_from_slice(&asset.0.to_be_bytes());
                 out.extend_from_slice(&amount.to_be_bytes());
+            }
+            Operation::DepositToPayments {
+                asset,
+                amount,
+                owner,
+            } => {
+                out.push(TAG_DEPOSIT_TO_PAYMENTS);
+                out.extend_from_slice(&asset.0.to_be_bytes());
+                out.extend_from_slice(&amount.to_be_bytes());
+                out.extend_from_slice(&owner);
+            }
+            Operation::WithdrawFromPayments {
+                output,
+                certificate,
+            } => {
+                out.push(TAG_WITHDRAW_FROM_PAYMENTS);
+                out.extend_from_slice(&output.id);
+                out.extend_from_slice(&output.asset.0.to_be_bytes());
+                out.extend_from_slice(&output.amount.to_be_bytes());
+                out.extend_from_slice(&output.owner);
+                out.extend_from_slice(&certificate.chain_id.to_be_bytes());
+                out.extend_from_slice(&certificate.epoch.to_be_bytes());
+                out.extend_from_slice(&certificate.signers.to_be_bytes());
+                out.extend_from_slice(&certificate.aggregate);
             }
         }
     }
@@ -357,6 +434,25 @@ impl ReadTransaction for Reader<'_> {
                 asset: AssetId(self.u16()?),
                 amount: self.amount()?,
             },
+            TAG_DEPOSIT_TO_PAYMENTS => Operation::DepositToPayments {
+                asset: AssetId(self.u16()?),
+                amount: self.amount()?,
+                owner: self.array()?,
+            },
+            TAG_WITHDRAW_FROM_PAYMENTS => Operation::WithdrawFromPayments {
+                output: PaymentsOutput {
+                    id: self.array()?,
+                    asset: AssetId(self.u16()?),
+                    amount: self.amount()?,
+                    owner: self.array()?,
+                },
+                certificate: PaymentsCertificate {
+                    chain_id: self.u64()?,
+                    epoch: self.u64()?,
+                    signers: self.u128()?,
+                    aggregate: self.array()?,
+                },
+            },
             tag => return Err(DecodeError::UnknownOperation(tag)),
         };
         Ok(Transaction {
@@ -415,6 +511,51 @@ mod tests {
                     amount,
                 }
             }),
+            (any::<u16>(), 1..=MAX_AMOUNT, any::<[u8; 32]>()).prop_map(|(asset, amount, owner)| {
+                Operation::DepositToPayments {
+                    asset: AssetId(asset),
+                    amount,
+                    owner,
+                }
+            }),
+            (
+                (
+                    any::<[u8; 32]>(),
+                    any::<u16>(),
+                    1..=MAX_AMOUNT,
+                    any::<[u8; 32]>()
+                ),
+                (
+                    any::<u64>(),
+                    any::<u64>(),
+                    any::<u128>(),
+                    any::<[u8; 32]>(),
+                    any::<[u8; 32]>(),
+                    any::<[u8; 32]>()
+                ),
+            )
+                .prop_map(
+                    |((id, asset, amount, owner), (chain_id, epoch, signers, a, b, c))| {
+                        let mut aggregate = [0u8; 96];
+                        aggregate[..32].copy_from_slice(&a);
+                        aggregate[32..64].copy_from_slice(&b);
+                        aggregate[64..].copy_from_slice(&c);
+                        Operation::WithdrawFromPayments {
+                            output: PaymentsOutput {
+                                id,
+                                asset: AssetId(asset),
+                                amount,
+                                owner,
+                            },
+                            certificate: PaymentsCertificate {
+                                chain_id,
+                                epoch,
+                                signers,
+                                aggregate,
+                            },
+                        }
+                    }
+                ),
         ]
     }
 
@@ -457,7 +598,7 @@ mod tests {
 
         /// Arbitrary bytes decode to an error or to a transaction that re-encodes to them.
         #[test]
-        fn decoding_is_canonical_and_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fn decoding_is_canonical_and_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             if let Ok(signed) = SignedTransaction::decode(&bytes) {
                 prop_assert_eq!(signed.encode(), bytes.clone());
             }

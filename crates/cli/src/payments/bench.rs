@@ -193,7 +193,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Ok(seed(1_000_000_000 + index as u64))
     })?;
     let result = (|| {
-        start_all(&dir)?;
+        start_all(&dir, None)?;
         let committee = CommitteeFile::load(&dir.join("committee.json"))
             .map_err(|error| anyhow::Error::msg(error.to_string()))?;
         let load = build_load(&args, &committee.committee, &keys);

@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 use walras_crypto::Keypair;
 use walras_payments::ChainId;
 use walras_payments_net::config::{
-    key_hex, write_json, CommitteeFile, Fault, GenesisFile, GenesisOutputFile, MemberFile,
+    key_hex, member_with_bls, write_json, CommitteeFile, Fault, GenesisFile, GenesisOutputFile,
     ValidatorFile, MERKLE_BATCH_LEAVES_DEFAULT,
 };
 use walras_payments_net::wallet::{write_private_durable, Wallet};
@@ -71,6 +71,9 @@ struct UpArgs {
     /// Chain id of the committee
     #[arg(long, default_value_t = 1)]
     chain_id: u64,
+    /// An exchange node whose committed deposits the validators admit (base URL)
+    #[arg(long, value_name = "URL")]
+    exchange: Option<String>,
 }
 
 pub fn run(args: LocalnetArgs) -> anyhow::Result<()> {
@@ -123,7 +126,7 @@ pub fn run(args: LocalnetArgs) -> anyhow::Result<()> {
             )?;
         }
     }
-    start_all(&dir)?;
+    start_all(&dir, up.exchange.as_deref())?;
     println!(
         "payments localnet up: committee {}, wallets in {}",
         dir.join("committee.json").display(),
@@ -159,10 +162,12 @@ pub fn create(
     let mut seeds = Vec::new();
     for index in 0..spec.validators {
         let seed = seed_of(index)?;
-        members.push(MemberFile {
-            key: key_hex(&Keypair::from_seed(seed).public_key()),
-            address: format!("127.0.0.1:{}", free_port()?),
-        });
+        // With its BLS key: the validator signs withdrawal votes with the key derived from
+        // the same seed.
+        members.push(
+            member_with_bls(&seed, format!("127.0.0.1:{}", free_port()?))
+                .map_err(anyhow::Error::msg)?,
+        );
         seeds.push(seed);
     }
     let committee = CommitteeFile {
@@ -227,7 +232,8 @@ pub fn running_pid(home: &Path) -> Option<i32> {
 }
 
 /// Starts every validator of `dir` that is not running and waits until all listen.
-pub fn start_all(dir: &Path) -> anyhow::Result<()> {
+/// With `exchange`, each validator admits the deposits of that node's committed blocks.
+pub fn start_all(dir: &Path, exchange: Option<&str>) -> anyhow::Result<()> {
     let executable = std::env::current_exe()?;
     let committee = CommitteeFile::load(&dir.join("committee.json"))
         .map_err(|error| anyhow::Error::msg(error.to_string()))?;
@@ -244,6 +250,7 @@ pub fn start_all(dir: &Path) -> anyhow::Result<()> {
         command
             .args(["payments", "validator", "--config"])
             .arg(home.join("config.json"))
+            .args(exchange.iter().flat_map(|url| ["--exchange", url]))
             .env("WALRAS_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -1,6 +1,9 @@
 //! `walras payments ...`: the fast-payments lane (issue 14, `docs/payments.md`).
 //!
-//! - `validator --config FILE`: one validator process (all its shards), in the production build;
+//! - `validator --config FILE [--exchange URL]`: one validator process (all its shards), in the
+//!   production build; with `--exchange` it admits the deposits of committed exchange blocks;
+//! - `deposit`: an exchange transaction moving an amount into the payments escrow, owned by a
+//!   wallet's key; the wallet keeps the deposit's output;
 //! - `pay`, `receive`, `balance`, `history`, `status`: a wallet file and the committee file;
 //! - `localnet` / `localnet down` and `bench` (development tools only).
 
@@ -28,6 +31,11 @@ pub enum PaymentsCommand {
     #[cfg(feature = "dev-tools")]
     /// Create and start (or stop: `localnet down`) a payments committee on loopback.
     Localnet(localnet::LocalnetArgs),
+    /// Deposit from an exchange account into the payments escrow, as a coin of a wallet.
+    Deposit(DepositArgs),
+    /// Redeem a certified wallet coin on the exchange: BLS votes from a quorum, aggregated into
+    /// a withdrawal certificate, submitted by the exchange account holding the wallet's key.
+    Withdraw(WithdrawArgs),
     /// Pay from a wallet: persisted, sent to every validator, certified by a verified quorum.
     Pay(PayArgs),
     /// Verify a certificate paid to a wallet and keep the coin.
@@ -48,6 +56,37 @@ pub struct ValidatorArgs {
     /// The validator's configuration (JSON: committee, genesis, index, key, data)
     #[arg(long)]
     config: PathBuf,
+    /// The exchange node whose committed deposits this validator admits (base URL)
+    #[arg(long, value_name = "URL")]
+    exchange: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WithdrawArgs {
+    #[command(flatten)]
+    wallet: WalletArgs,
+    /// The certified coin to redeem (its output id, hex, as `balance` lists it)
+    #[arg(long)]
+    coin: String,
+    /// The exchange account whose key is the wallet's key (it receives the amount)
+    #[arg(long, value_name = "ID")]
+    source: u64,
+    #[command(flatten)]
+    node: super::remote::NodeArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DepositArgs {
+    #[command(flatten)]
+    wallet: WalletArgs,
+    /// Asset number
+    #[arg(long, default_value_t = 0)]
+    asset: u16,
+    /// Amount (integer units), debited from the exchange account
+    #[arg(long)]
+    amount: u64,
+    #[command(flatten)]
+    signer: crate::tx::SignerArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -94,10 +133,18 @@ pub struct ReceiveArgs {
 pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
     match command {
         PaymentsCommand::Validator(args) => block_on(async move {
-            walras_payments_net::validator::run_from_file(&args.config)
+            let validator = walras_payments_net::validator::start_from_file(&args.config)
                 .await
-                .map_err(anyhow::Error::msg)
+                .map_err(anyhow::Error::msg)?;
+            if let Some(url) = args.exchange {
+                let client = walras_client::NodeClient::new(&url)?;
+                tokio::spawn(follow_exchange(client, validator.deposits()));
+            }
+            validator.serve().await;
+            anyhow::Ok(())
         })?,
+        PaymentsCommand::Deposit(args) => deposit(args),
+        PaymentsCommand::Withdraw(args) => withdraw(args),
         #[cfg(feature = "dev-tools")]
         PaymentsCommand::Localnet(args) => localnet::run(args),
         PaymentsCommand::Pay(args) => pay(args),
@@ -107,6 +154,230 @@ pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
         PaymentsCommand::Status(args) => status(args),
         #[cfg(feature = "dev-tools")]
         PaymentsCommand::Bench(args) => bench::run(args),
+    }
+}
+
+/// How long the deposit poller waits when the exchange has no new block.
+const DEPOSIT_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Admits the deposits of committed exchange blocks, in block order, forever: each batch is
+/// durable at the owning shards before the poller moves past it. It starts from height 0 at
+/// every start (admitting an output twice changes nothing), so nothing is lost to a crash.
+async fn follow_exchange(
+    client: walras_client::NodeClient,
+    deposits: walras_payments_net::validator::DepositAdmitter,
+) {
+    let mut after = 0u64;
+    loop {
+        let answer = match client.payments_deposits(after).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                eprintln!("warning: exchange deposits after block {after}: {error}; retrying");
+                tokio::time::sleep(DEPOSIT_POLL * 5).await;
+                continue;
+            }
+        };
+        let mut outputs = Vec::with_capacity(answer.deposits.len());
+        for deposit in &answer.deposits {
+            match deposit_output(deposit) {
+                Ok(output) => outputs.push(output),
+                // The exchange admits no deposit to an invalid key; if one shows up, it can
+                // never be spent anyway.
+                Err(error) => eprintln!(
+                    "warning: deposit {} of block {} skipped: {error}",
+                    deposit.output_id, deposit.height
+                ),
+            }
+        }
+        if let Err(error) = deposits.admit(&outputs).await {
+            eprintln!("error: admitting exchange deposits: {error}; the poller stops");
+            return;
+        }
+        if answer.scanned_to == after {
+            tokio::time::sleep(DEPOSIT_POLL).await;
+        }
+        after = answer.scanned_to;
+    }
+}
+
+/// The payments output of a committed deposit, as the node lists it.
+fn deposit_output(
+    deposit: &walras_api::wire::DepositJson,
+) -> anyhow::Result<(walras_payments::OutputId, walras_payments::Output)> {
+    let id: [u8; 32] = hex::decode(&deposit.output_id)
+        .ok()
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or_else(|| {
+            anyhow::anyhow!("output id {:?} is not 32 bytes of hex", deposit.output_id)
+        })?;
+    Ok((
+        walras_payments::OutputId(walras_crypto::Hash(id)),
+        walras_payments::Output {
+            asset: AssetId(deposit.asset),
+            amount: u128::from(deposit.amount),
+            owner: parse_key(&deposit.owner).map_err(anyhow::Error::msg)?,
+        },
+    ))
+}
+
+/// Submits the deposit, waits for its block, and keeps its output in the wallet.
+fn deposit(args: DepositArgs) -> anyhow::Result<()> {
+    let committee = load_committee(&args.wallet.committee)?;
+    let mut wallet = Wallet::load(&args.wallet.wallet, &committee.committee)?;
+    let operation = walras_types::Operation::DepositToPayments {
+        asset: AssetId(args.asset),
+        amount: args.amount,
+        owner: *wallet.public_key().as_bytes(),
+    };
+    let signed = super::tx::submit_signed(&args.signer, operation, true)?;
+    let id = walras_engine::bridge::deposit_output(&signed);
+    wallet.add_deposit(id, AssetId(args.asset), u128::from(args.amount))?;
+    println!(
+        "deposit output {} ({} of asset {}) kept in {}; spendable once the validators have \
+         admitted its block",
+        hex::encode(id.0.as_bytes()),
+        args.amount,
+        args.asset,
+        args.wallet.wallet.display()
+    );
+    Ok(())
+}
+
+/// How long `withdraw` waits for its block.
+const WITHDRAW_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Gathers verified BLS votes on the coin from a quorum, aggregates them, submits the
+/// withdrawal as the wallet's exchange account, waits for its block, forgets the coin.
+fn withdraw(args: WithdrawArgs) -> anyhow::Result<()> {
+    use walras_payments::bls::{aggregate_certificate, BlsCommittee};
+    let committee = load_committee(&args.wallet.committee)?;
+    let keys = committee.bls.clone().ok_or_else(|| {
+        anyhow::anyhow!(
+            "the committee file lists no BLS keys: its validators cannot sign withdrawals"
+        )
+    })?;
+    let mut wallet = Wallet::load(&args.wallet.wallet, &committee.committee)?;
+    let coin = wallet
+        .client()
+        .coins()
+        .into_iter()
+        .find(|coin| hex::encode(coin.id.0.as_bytes()) == args.coin.trim())
+        .ok_or_else(|| anyhow::anyhow!("the wallet holds no coin {}", args.coin))?;
+    let certificate = coin.certificate.clone().ok_or_else(|| {
+        anyhow::anyhow!(
+            "coin {} has no certificate (an unspent deposit): pay it on first, or \
+             it is already exchange money",
+            args.coin
+        )
+    })?;
+    let amount = u64::try_from(coin.output.amount)
+        .map_err(|_| anyhow::anyhow!("amount {} is over the exchange's cap", coin.output.amount))?;
+    let bls = BlsCommittee::new(committee.committee.clone(), &keys)
+        .map_err(|error| anyhow::anyhow!("the committee's BLS keys: {error}"))?;
+    let quorum = committee.committee.quorum();
+    let message = walras_payments::vote_message(
+        certificate.chain_id,
+        certificate.epoch,
+        &certificate.id,
+        &certificate.output,
+    );
+    let client = CommitteeClient::new(committee.committee.clone(), committee.addresses.clone());
+    let keypair = walras_payments_net::config::parse_seed(&wallet.file().secret_seed)
+        .map_err(anyhow::Error::msg)?;
+    let node = args.node.client()?;
+    let status = block_on(async {
+        let mut votes = Vec::new();
+        for validator in 0..committee.committee.validators.len() as u16 {
+            let request = Request::WithdrawalVote {
+                certificate: certificate.clone(),
+            };
+            match client.call(validator, &request).await {
+                Ok(Response::BlsVote {
+                    validator: signer,
+                    signature,
+                }) if signer == validator => {
+                    match bls.verify_vote(validator, &message, &signature) {
+                        Ok(()) => votes.push((validator, signature)),
+                        Err(error) => eprintln!("warning: validator {validator}: {error}"),
+                    }
+                }
+                Ok(other) => eprintln!("warning: validator {validator} answered {other:?}"),
+                Err(error) => eprintln!("warning: validator {validator}: {error}"),
+            }
+            if votes.len() >= quorum {
+                break;
+            }
+        }
+        anyhow::ensure!(
+            votes.len() >= quorum,
+            "{} valid BLS votes, a withdrawal needs {quorum}",
+            votes.len()
+        );
+        let aggregate = aggregate_certificate(
+            certificate.chain_id,
+            certificate.epoch,
+            certificate.id,
+            certificate.output,
+            &votes,
+        )
+        .map_err(|error| anyhow::anyhow!("aggregating the votes: {error}"))?;
+        let operation = walras_types::Operation::WithdrawFromPayments {
+            output: walras_types::PaymentsOutput {
+                id: certificate.id.0 .0,
+                asset: certificate.output.asset,
+                amount,
+                owner: *certificate.output.owner.as_bytes(),
+            },
+            certificate: walras_types::PaymentsCertificate {
+                chain_id: certificate.chain_id.0,
+                epoch: certificate.epoch.0,
+                signers: votes
+                    .iter()
+                    .fold(0u128, |bits, (validator, _)| bits | 1u128 << validator),
+                aggregate: aggregate.aggregate,
+            },
+        };
+        let sequence = node.account(args.source).await?.next_sequence;
+        let transaction = walras_types::Transaction {
+            source: walras_types::AccountId(args.source),
+            sequence,
+            operation,
+        };
+        let signed = walras_types::SignedTransaction {
+            signature: *keypair.sign(&transaction.encode()).as_bytes(),
+            transaction,
+        };
+        node.submit(&signed).await?;
+        let hash = walras_engine::block::transaction_hash(&signed).to_string();
+        let deadline = std::time::Instant::now() + WITHDRAW_WAIT;
+        loop {
+            match node.transaction(&hash).await {
+                Ok(status) if status.status != "pending" => return anyhow::Ok(status),
+                _ if std::time::Instant::now() >= deadline => {
+                    anyhow::bail!("withdrawal {hash} still pending; check with `walras query tx`")
+                }
+                _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+    })??;
+    match status.status.as_str() {
+        "accepted" => {
+            wallet.withdrawn(&coin.id)?;
+            println!(
+                "withdrawn: {amount} of asset {} to account {} (transaction {}, block {})",
+                coin.output.asset.0,
+                args.source,
+                status.hash,
+                status.height.unwrap_or_default()
+            );
+            Ok(())
+        }
+        _ => Err(anyhow::anyhow!(
+            "withdrawal {} was {}: {}",
+            status.hash,
+            status.status,
+            status.reason.as_deref().unwrap_or("no reason given")
+        )),
     }
 }
 

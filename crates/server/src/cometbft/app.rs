@@ -54,6 +54,8 @@ pub mod code {
     pub const BAD_SIGNATURE: u32 = 3;
     pub const REPLAYED: u32 = 4;
     pub const SEQUENCE_OUT_OF_WINDOW: u32 = 5;
+    /// A payments deposit or withdrawal the bridge refuses (the log names why).
+    pub const PAYMENTS: u32 = 6;
     /// In a block: the transaction was dropped by the block filter (the log names why).
     pub const DROPPED: u32 = 20;
 
@@ -66,6 +68,7 @@ pub mod code {
             Rejection::BadSignature => BAD_SIGNATURE,
             Rejection::Replayed { .. } => REPLAYED,
             Rejection::SequenceOutOfWindow { .. } => SEQUENCE_OUT_OF_WINDOW,
+            Rejection::Payments(_) => PAYMENTS,
         }
     }
 }
@@ -149,14 +152,15 @@ impl WalrasApp {
         let source = state
             .account(signed.transaction.source)
             .map(|account| account.admission_view());
-        drop(state);
         // A recheck: keys never change, so a signature once verified stays valid. A
         // transaction this node's API admitted: admission verified its signature.
         let verified_before = recheck || self.shared.mempool().contains(&transaction_hash(&signed));
-        admission::admit(&signed, source, |key| {
+        // The state stays read for the bridge's checks (escrow, withdrawn set, committee).
+        let verdict = admission::admit(&signed, source, state.payments(), |key| {
             verified_before || signature_verifies(&signed, key)
-        })
-        .map_err(|rejection| {
+        });
+        drop(state);
+        verdict.map_err(|rejection| {
             (
                 code::of(rejection),
                 format!("{}: {rejection}", rejection.code()),

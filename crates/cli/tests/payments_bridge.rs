@@ -1,0 +1,521 @@
+//! The payments bridge over processes (issue 14): one exchange node whose genesis names the
+//! payments committee, `walras payments localnet` with 4 validators × 2 shards polling it
+//! (`--exchange`), wallets and `walras payments deposit`.
+//!
+//! deposit → pay → pay → withdraw conserves every asset on both sides; a second withdrawal of
+//! the output, a short certificate, a wrong epoch and a wrong chain are each refused by the
+//! node with their typed code and change nothing; spending a deposit that no committed block
+//! made is refused by the validators (`UnknownInput`).
+//!
+//! The withdrawal goes through `walras payments withdraw` (BLS votes from the validators,
+//! aggregated by the client); the refused variants are built here from real validator votes
+//! (a subset for the short certificate, the claimed chain or epoch altered for the others).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use walras_client::{keyfile, NodeClient};
+use walras_crypto::Keypair;
+use walras_engine::bridge::deposit_output;
+use walras_payments::bls::aggregate_certificate;
+use walras_payments::Coin;
+use walras_payments_net::client::CommitteeClient;
+use walras_payments_net::config::{CommitteeConfig, CommitteeFile};
+use walras_payments_net::wallet::Wallet;
+use walras_payments_net::wire::{Request, Response};
+use walras_testkit::{walras_bin, TempDir};
+use walras_types::genesis::{Genesis, GenesisAccount};
+use walras_types::{
+    AccountId, AssetId, Operation, PaymentsCertificate, PaymentsGenesis, PaymentsOutput,
+    PaymentsValidator, SignedTransaction, Transaction,
+};
+
+const CHAIN: u64 = 7;
+const BALANCE: u64 = 1_000_000;
+const PAY_ASSET: u16 = 1;
+
+struct Localnet<'a> {
+    dir: &'a Path,
+}
+
+impl Drop for Localnet<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new(walras_bin())
+            .args(["payments", "localnet", "down", "--dir"])
+            .arg(self.dir)
+            .output();
+    }
+}
+
+fn walras(args: &[&str]) -> std::process::Output {
+    Command::new(walras_bin())
+        .args(args)
+        .output()
+        .expect("walras runs")
+}
+
+fn ok(output: std::process::Output, what: &str) -> String {
+    assert!(
+        output.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+struct Node(Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_node(data: &Path, genesis: &Path) -> (Node, String) {
+    let mut child = Command::new(walras_bin())
+        .args(["node", "--data"])
+        .arg(data)
+        .arg("--genesis")
+        .arg(genesis)
+        .args(["--listen", "127.0.0.1:0", "--block-interval-ms", "50"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("walras node starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let url = first
+        .strip_prefix("walras node listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    std::thread::spawn(move || for _ in lines {});
+    (Node(child), url)
+}
+
+fn seed_of(wallet: &Wallet) -> [u8; 32] {
+    hex::decode(&wallet.file().secret_seed)
+        .expect("hex")
+        .try_into()
+        .expect("32 bytes")
+}
+
+/// A certificate on `coin` aggregated from the BLS votes of `signers` (asked of the running
+/// validators), claiming (`chain`, `epoch`).
+async fn certify(
+    client: &CommitteeClient,
+    coin: &Coin,
+    signers: &[u16],
+    chain: u64,
+    epoch: u64,
+) -> PaymentsCertificate {
+    let certificate = coin.certificate.clone().expect("a certified coin");
+    let mut votes = Vec::new();
+    for validator in signers {
+        let request = Request::WithdrawalVote {
+            certificate: certificate.clone(),
+        };
+        match client.call(*validator, &request).await {
+            Ok(Response::BlsVote { signature, .. }) => votes.push((*validator, signature)),
+            other => panic!("validator {validator}: {other:?}"),
+        }
+    }
+    let aggregate = aggregate_certificate(
+        certificate.chain_id,
+        certificate.epoch,
+        certificate.id,
+        certificate.output,
+        &votes,
+    )
+    .expect("aggregate");
+    PaymentsCertificate {
+        chain_id: chain,
+        epoch,
+        signers: signers.iter().fold(0, |bits, v| bits | 1u128 << v),
+        aggregate: aggregate.aggregate,
+    }
+}
+
+fn payments_output(coin: &Coin) -> PaymentsOutput {
+    PaymentsOutput {
+        id: coin.id.0 .0,
+        asset: coin.output.asset,
+        amount: u64::try_from(coin.output.amount).expect("small"),
+        owner: *coin.output.owner.as_bytes(),
+    }
+}
+
+fn sign(keypair: &Keypair, source: u64, sequence: u64, operation: Operation) -> SignedTransaction {
+    let transaction = Transaction {
+        source: AccountId(source),
+        sequence,
+        operation,
+    };
+    SignedTransaction {
+        signature: *keypair.sign(&transaction.encode()).as_bytes(),
+        transaction,
+    }
+}
+
+/// Per asset: the exchange's balances of `accounts` plus the escrow.
+async fn exchange_totals(node: &NodeClient, accounts: &[u64]) -> (Vec<u128>, Vec<u64>) {
+    let mut totals = vec![0u128; 2];
+    for id in accounts {
+        for balance in node.account(*id).await.expect("account").balances {
+            totals[usize::from(balance.asset)] += u128::from(balance.amount);
+        }
+    }
+    let escrow = node.payments_escrow().await.expect("escrow").escrow;
+    for (asset, amount) in escrow.iter().enumerate() {
+        totals[asset] += u128::from(*amount);
+    }
+    (totals, escrow)
+}
+
+/// Waits until the transaction is in a committed block; returns its status.
+async fn committed(node: &NodeClient, signed: &SignedTransaction) -> String {
+    let hash = walras_engine::block::transaction_hash(signed).to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(status) = node.transaction(&hash).await {
+            if status.status != "pending" {
+                return status.status;
+            }
+        }
+        assert!(Instant::now() < deadline, "{hash} is not committed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[test]
+fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
+    let dir = TempDir::new("payments-bridge");
+    let pay = dir.path().join("pay");
+    let pay_arg = pay.to_str().expect("utf-8 path");
+    ok(
+        walras(&[
+            "payments",
+            "localnet",
+            "--validators",
+            "4",
+            "--shards",
+            "2",
+            "--wallets",
+            "3",
+            "--coins",
+            "1",
+            "--chain-id",
+            "7",
+            "--dir",
+            pay_arg,
+        ]),
+        "localnet",
+    );
+    let localnet = Localnet { dir: &pay };
+    let committee: CommitteeConfig =
+        CommitteeFile::load(&pay.join("committee.json")).expect("committee.json");
+    let committee_path = pay.join("committee.json");
+    let wallet_path = |index: usize| pay.join("wallets").join(format!("wallet{index}.json"));
+    let wallets: Vec<Wallet> = (0..3)
+        .map(|index| Wallet::load(&wallet_path(index), &committee.committee).expect("wallet"))
+        .collect();
+
+    // The exchange: account 1 is a plain trader, accounts 2 and 3 hold the wallets' keys.
+    let trader = Keypair::from_seed([0x31; 32]);
+    let trader_key = dir.path().join("trader.key");
+    keyfile::write(&trader_key, &[0x31; 32]).expect("key file");
+    let keys = [
+        trader.public_key(),
+        wallets[0].public_key(),
+        wallets[1].public_key(),
+    ];
+    let epoch = committee.committee.epoch.0;
+    let genesis = Genesis {
+        assets: 2,
+        accounts: keys
+            .iter()
+            .enumerate()
+            .map(|(index, key)| GenesisAccount {
+                id: AccountId(index as u64 + 1),
+                public_key: *key.as_bytes(),
+                balances: vec![(AssetId(0), BALANCE), (AssetId(1), BALANCE)],
+            })
+            .collect(),
+        payments: Some(PaymentsGenesis {
+            chain_id: CHAIN,
+            epoch,
+            shards: committee.committee.shards,
+            validators: committee
+                .committee
+                .validators
+                .iter()
+                .zip(committee.bls.as_ref().expect("localnet writes BLS keys"))
+                .map(|(key, (bls_key, bls_proof))| PaymentsValidator {
+                    key: *key.as_bytes(),
+                    bls_key: *bls_key,
+                    bls_proof: *bls_proof,
+                })
+                .collect(),
+        }),
+    };
+    let genesis_path = dir.path().join("genesis.bin");
+    std::fs::write(&genesis_path, genesis.encode()).expect("genesis written");
+    let (_node, url) = start_node(&dir.path().join("node"), &genesis_path);
+    // The validators again, now polling the exchange for committed deposits.
+    ok(
+        walras(&["payments", "localnet", "down", "--dir", pay_arg]),
+        "down",
+    );
+    ok(
+        walras(&[
+            "payments",
+            "localnet",
+            "--validators",
+            "4",
+            "--dir",
+            pay_arg,
+            "--exchange",
+            &url,
+        ]),
+        "localnet with --exchange",
+    );
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let node = NodeClient::new(&url).expect("client");
+    let accounts = [1, 2, 3];
+    let issued = vec![3 * u128::from(BALANCE); 2];
+
+    // A deposit no committed block made (signed, never submitted): its output is unknown to
+    // every validator. Wallet 2 keeps it and tries to spend it.
+    let phantom = sign(
+        &trader,
+        1,
+        60,
+        Operation::DepositToPayments {
+            asset: AssetId(PAY_ASSET),
+            amount: 50,
+            owner: *wallets[2].public_key().as_bytes(),
+        },
+    );
+    let mut wallet2 = Wallet::load(&wallet_path(2), &committee.committee).expect("wallet");
+    wallet2
+        .add_deposit(deposit_output(&phantom), AssetId(PAY_ASSET), 50)
+        .expect("kept");
+    drop(wallet2);
+    let refused = walras(&[
+        "payments",
+        "pay",
+        "--wallet",
+        wallet_path(2).to_str().unwrap(),
+        "--committee",
+        committee_path.to_str().unwrap(),
+        "--to",
+        wallet_path(0).to_str().unwrap(),
+        "--asset",
+        "1",
+        "--amount",
+        "50",
+    ]);
+    assert!(
+        !refused.status.success(),
+        "an uncommitted deposit was spent"
+    );
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        message.contains("neither a certificate nor a committed root entry"),
+        "{message}"
+    );
+
+    // deposit: 500 of asset 1 from the trader into wallet 0.
+    let deposit = ok(
+        walras(&[
+            "payments",
+            "deposit",
+            "--wallet",
+            wallet_path(0).to_str().unwrap(),
+            "--committee",
+            committee_path.to_str().unwrap(),
+            "--asset",
+            "1",
+            "--amount",
+            "500",
+            "--source",
+            "1",
+            "--key",
+            trader_key.to_str().unwrap(),
+            "--node",
+            &url,
+        ]),
+        "deposit",
+    );
+    assert!(deposit.contains("deposit output"), "{deposit}");
+    let (totals, escrow) = runtime.block_on(exchange_totals(&node, &accounts));
+    assert_eq!(escrow, vec![0, 500]);
+    assert_eq!(totals, issued);
+
+    // pay, pay: wallet 0 pays 300 to wallet 1, wallet 1 pays 100 back, once the validators'
+    // pollers have admitted the deposit's block.
+    let pay_from = |from: usize, to: usize, amount: &str| {
+        walras(&[
+            "payments",
+            "pay",
+            "--wallet",
+            wallet_path(from).to_str().unwrap(),
+            "--committee",
+            committee_path.to_str().unwrap(),
+            "--to",
+            wallet_path(to).to_str().unwrap(),
+            "--asset",
+            "1",
+            "--amount",
+            amount,
+        ])
+    };
+    // No retry (a wallet resends a refused payment's identical bytes first): the pollers run
+    // every 200 ms, so 3 s is ample.
+    std::thread::sleep(Duration::from_secs(3));
+    ok(pay_from(0, 1, "300"), "pay 300 of the deposit");
+    ok(pay_from(1, 0, "100"), "pay 100 back");
+
+    let wallet0 = Wallet::load(&wallet_path(0), &committee.committee).expect("wallet");
+    let coin = wallet0
+        .client()
+        .coins()
+        .into_iter()
+        .find(|coin| coin.certificate.is_some() && coin.output.amount == 100)
+        .expect("wallet 0 holds the certified 100");
+    let lane_total: u128 = (0..2)
+        .map(|index| {
+            Wallet::load(&wallet_path(index), &committee.committee)
+                .expect("wallet")
+                .client()
+                .coins()
+                .iter()
+                .filter(|coin| {
+                    coin.output.asset == AssetId(PAY_ASSET) && coin.certificate.is_some()
+                })
+                .map(|coin| coin.output.amount)
+                .sum::<u128>()
+        })
+        .sum();
+    assert_eq!(
+        lane_total, 500,
+        "the payments lane holds exactly the deposit"
+    );
+
+    // Wallet 0's change (200, certified, not withdrawn) for the refusals that are not about
+    // a second withdrawal.
+    let change = wallet0
+        .client()
+        .coins()
+        .into_iter()
+        .find(|coin| coin.certificate.is_some() && coin.output.amount == 200)
+        .expect("wallet 0 holds its certified change");
+
+    // withdraw: account 2 (wallet 0's key) redeems the 100 with the validators' BLS votes.
+    let withdrawn = ok(
+        walras(&[
+            "payments",
+            "withdraw",
+            "--wallet",
+            wallet_path(0).to_str().unwrap(),
+            "--committee",
+            committee_path.to_str().unwrap(),
+            "--coin",
+            &hex::encode(coin.id.0.as_bytes()),
+            "--source",
+            "2",
+            "--node",
+            &url,
+        ]),
+        "withdraw",
+    );
+    assert!(
+        withdrawn.contains("withdrawn: 100 of asset 1"),
+        "{withdrawn}"
+    );
+    let wallet0 = Wallet::load(&wallet_path(0), &committee.committee).expect("wallet");
+    assert!(
+        wallet0
+            .client()
+            .coins()
+            .iter()
+            .all(|held| held.id != coin.id),
+        "the wallet forgets a withdrawn coin"
+    );
+    let owner = Keypair::from_seed(seed_of(&wallet0));
+    let withdraw = |coin: &Coin, sequence: u64, certificate| {
+        sign(
+            &owner,
+            2,
+            sequence,
+            Operation::WithdrawFromPayments {
+                output: payments_output(coin),
+                certificate,
+            },
+        )
+    };
+    let client = CommitteeClient::new(committee.committee.clone(), committee.addresses.clone());
+    runtime.block_on(async {
+        let (totals, escrow) = exchange_totals(&node, &accounts).await;
+        assert_eq!(escrow, vec![0, 400]);
+        assert_eq!(totals, issued);
+        let balance = node.account(2).await.expect("account").balances;
+        assert!(balance
+            .iter()
+            .any(|b| b.asset == PAY_ASSET && b.amount == BALANCE + 100));
+
+        // Each refused at the node with its code (the admission rule, before the mempool);
+        // nothing changes.
+        let cases = [
+            (
+                &coin,
+                certify(&client, &coin, &[0, 1, 2], CHAIN, epoch).await,
+                "already_withdrawn",
+            ),
+            (
+                &change,
+                certify(&client, &change, &[0, 1], CHAIN, epoch).await,
+                "short_certificate",
+            ),
+            (
+                &change,
+                certify(&client, &change, &[1, 2, 3], CHAIN, epoch + 1).await,
+                "withdrawal_wrong_epoch",
+            ),
+            (
+                &change,
+                certify(&client, &change, &[0, 2, 3], CHAIN + 1, epoch).await,
+                "withdrawal_wrong_chain",
+            ),
+        ];
+        let sequence = node.account(2).await.expect("account").next_sequence;
+        for (coin, certificate, code) in cases {
+            let error = node
+                .submit(&withdraw(coin, sequence, certificate))
+                .await
+                .expect_err(code);
+            assert_eq!(error.code(), Some(code), "{error}");
+        }
+        let (totals, escrow) = exchange_totals(&node, &accounts).await;
+        assert_eq!(escrow, vec![0, 400]);
+        assert_eq!(totals, issued);
+        assert_eq!(node.payments_escrow().await.expect("escrow").withdrawn, 1);
+        // And the change is still redeemable with a full certificate: the refusals took nothing.
+        let good = withdraw(
+            &change,
+            sequence,
+            certify(&client, &change, &[0, 1, 3], CHAIN, epoch).await,
+        );
+        node.submit(&good).await.expect("admitted");
+        assert_eq!(committed(&node, &good).await, "accepted");
+        let (totals, escrow) = exchange_totals(&node, &accounts).await;
+        assert_eq!(escrow, vec![0, 200]);
+        assert_eq!(totals, issued);
+    });
+    drop(localnet);
+}

@@ -1,0 +1,232 @@
+//! The exchange's side of the bridge to the fast-payments lane (issue 14; FastPay's "primary",
+//! made safe; see `docs/payments.md`).
+//!
+//! - The genesis names the payments committee: chain id, epoch, and per validator its ed25519
+//!   key, its BLS key and the key's proof of possession. [`PaymentsBridge::new`] checks every
+//!   proof once, at genesis (or checkpoint) load, so a rogue key can never enter an aggregate;
+//!   every node then checks withdrawals against exactly this committee.
+//! - A deposit (`Operation::DepositToPayments`) debits the source and credits the asset's
+//!   escrow; the payments output it creates has id `deposit_output_id(transaction hash, 0)`.
+//! - A withdrawal (`Operation::WithdrawFromPayments`) carries a BLS aggregate certificate (signer
+//!   bitmap + one signature) over the payments vote message of the output. It is admitted when
+//!   the source's key owns the output, the certificate is for this chain and epoch, the output id
+//!   is not in the withdrawn set, the escrow covers it, and at least a quorum of distinct
+//!   committee members signed. Then escrow −= amount, source += amount, the id joins the
+//!   withdrawn set.
+//! - The withdrawn set is keyed by output id (a trie in the state root), never a per-account
+//!   counter: outputs can be withdrawn in any order and none is lost or redeemed twice.
+//!
+//! Conservation becomes: balances + offers + burned + escrow = issued, per asset.
+
+use crate::admission::PaymentsRejection;
+use walras_crypto::{Domain, Hash, Hasher, PublicKey};
+use walras_payments::bls::{verify_bls_certificate, BlsCertificate, BlsCommittee, BlsError};
+use walras_payments::{ChainId, Committee, Epoch, Output, OutputId, ValidatorIndex};
+use walras_trie::Trie;
+use walras_types::{
+    AssetId, PaymentsCertificate, PaymentsGenesis, PaymentsOutput, SignedTransaction,
+};
+
+/// The payments output id a deposit transaction creates: `deposit_output_id(transaction hash,
+/// 0)` (the payments lane's domain for deposits, so it never collides with a payment's output).
+pub fn deposit_output(signed: &SignedTransaction) -> OutputId {
+    walras_payments::deposit_output_id(&crate::block::transaction_hash(signed), 0)
+}
+
+/// Hash domain of the bridge's part of the state root.
+pub const BRIDGE_DOMAIN: Domain = Domain::new("walras/bridge");
+
+/// Why a genesis's payments committee is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BridgeError {
+    #[error("payments validator {validator}: its ed25519 key is not a valid key")]
+    BadValidatorKey { validator: usize },
+    #[error("payments validator {validator}: {error}")]
+    Bls { validator: usize, error: BlsError },
+}
+
+/// The bridge's state: the committee, the escrow per asset, the withdrawn output ids.
+pub struct PaymentsBridge {
+    genesis: PaymentsGenesis,
+    committee: BlsCommittee,
+    /// Per asset: what deposits put in and withdrawals have not taken out.
+    pub(crate) escrow: Vec<u64>,
+    /// Withdrawn output ids; the value is the height of the block that withdrew it.
+    pub(crate) withdrawn: Trie<32, [u8; 8]>,
+}
+
+impl PaymentsBridge {
+    /// The bridge of a genesis committee over `assets` assets, every proof of possession
+    /// checked; escrow empty, nothing withdrawn.
+    pub fn new(genesis: &PaymentsGenesis, assets: usize) -> Result<PaymentsBridge, BridgeError> {
+        let mut validators = Vec::with_capacity(genesis.validators.len());
+        for (index, validator) in genesis.validators.iter().enumerate() {
+            let key = PublicKey::from_bytes(&validator.key)
+                .map_err(|_| BridgeError::BadValidatorKey { validator: index })?;
+            validators.push(key);
+        }
+        let committee = Committee {
+            chain_id: ChainId(genesis.chain_id),
+            epoch: Epoch(genesis.epoch),
+            validators,
+            shards: genesis.shards,
+        };
+        let keys: Vec<([u8; 48], [u8; 96])> = genesis
+            .validators
+            .iter()
+            .map(|validator| (validator.bls_key, validator.bls_proof))
+            .collect();
+        let committee = BlsCommittee::new(committee, &keys).map_err(|error| {
+            let validator = match error {
+                BlsError::BadKey { validator }
+                | BlsError::BadProofOfPossession { validator }
+                | BlsError::BadVote { validator }
+                | BlsError::BadSigner { validator } => usize::from(validator),
+                _ => 0,
+            };
+            BridgeError::Bls { validator, error }
+        })?;
+        Ok(PaymentsBridge {
+            genesis: genesis.clone(),
+            committee,
+            escrow: vec![0; assets],
+            withdrawn: Trie::new(),
+        })
+    }
+
+    /// The committee as the genesis named it.
+    pub fn genesis(&self) -> &PaymentsGenesis {
+        &self.genesis
+    }
+
+    pub fn chain_id(&self) -> u64 {
+        self.genesis.chain_id
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.genesis.epoch
+    }
+
+    /// Distinct signers a withdrawal certificate needs.
+    pub fn quorum(&self) -> usize {
+        self.committee.committee.quorum()
+    }
+
+    /// The escrow of each asset.
+    pub fn escrow(&self) -> &[u64] {
+        &self.escrow
+    }
+
+    /// Whether output `id` has been withdrawn.
+    pub fn is_withdrawn(&self, id: &[u8; 32]) -> bool {
+        self.withdrawn.get(id).is_some()
+    }
+
+    /// How many outputs have been withdrawn.
+    pub fn withdrawn_count(&self) -> usize {
+        self.withdrawn.len()
+    }
+
+    /// The checks of a withdrawal that depend on the state at the start of a block, cheapest
+    /// first: owner, chain, epoch, withdrawn set, escrow, quorum, then the aggregate signature
+    /// (two pairings, about a millisecond). `source_key` is the signing account's key.
+    pub fn check_withdrawal(
+        &self,
+        source_key: &[u8; 32],
+        output: &PaymentsOutput,
+        certificate: &PaymentsCertificate,
+    ) -> Result<(), PaymentsRejection> {
+        if output.owner != *source_key {
+            return Err(PaymentsRejection::NotOwner);
+        }
+        if certificate.chain_id != self.genesis.chain_id {
+            return Err(PaymentsRejection::WrongChain {
+                expected: self.genesis.chain_id,
+                found: certificate.chain_id,
+            });
+        }
+        if certificate.epoch != self.genesis.epoch {
+            return Err(PaymentsRejection::WrongEpoch {
+                expected: self.genesis.epoch,
+                found: certificate.epoch,
+            });
+        }
+        if self.is_withdrawn(&output.id) {
+            return Err(PaymentsRejection::AlreadyWithdrawn);
+        }
+        let escrow = self
+            .escrow
+            .get(usize::from(output.asset.0))
+            .copied()
+            .unwrap_or(0);
+        if escrow < output.amount {
+            return Err(PaymentsRejection::EscrowShort {
+                asset: output.asset,
+                escrow,
+            });
+        }
+        let members = self.genesis.validators.len();
+        // Bits at or above the committee size name no validator.
+        if members < 128 && certificate.signers >> members != 0 {
+            return Err(PaymentsRejection::BadCertificate);
+        }
+        let signers = certificate.signers.count_ones() as usize;
+        if signers < self.quorum() {
+            return Err(PaymentsRejection::ShortCertificate {
+                signers,
+                quorum: self.quorum(),
+            });
+        }
+        let owner =
+            PublicKey::from_bytes(&output.owner).map_err(|_| PaymentsRejection::BadCertificate)?;
+        let bls = BlsCertificate {
+            chain_id: ChainId(certificate.chain_id),
+            epoch: Epoch(certificate.epoch),
+            id: OutputId(Hash(output.id)),
+            output: Output {
+                asset: output.asset,
+                amount: u128::from(output.amount),
+                owner,
+            },
+            signers: (0..members)
+                .filter(|bit| certificate.signers >> bit & 1 == 1)
+                .filter_map(|bit| ValidatorIndex::try_from(bit).ok())
+                .collect(),
+            aggregate: certificate.aggregate,
+        };
+        verify_bls_certificate(&bls, &self.committee).map_err(|error| match error {
+            BlsError::TooFewSigners { signers, quorum } => {
+                PaymentsRejection::ShortCertificate { signers, quorum }
+            }
+            BlsError::WrongCommittee => PaymentsRejection::WrongEpoch {
+                expected: self.genesis.epoch,
+                found: certificate.epoch,
+            },
+            _ => PaymentsRejection::BadCertificate,
+        })
+    }
+
+    /// The bridge's commitment: `H_bridge(chain ‖ epoch ‖ shards ‖ validators ‖ escrow per
+    /// asset ‖ withdrawn-set root)`.
+    pub(crate) fn root(&mut self) -> Hash {
+        let mut writer = Hasher::new(BRIDGE_DOMAIN);
+        writer.update(&self.genesis.chain_id.to_be_bytes());
+        writer.update(&self.genesis.epoch.to_be_bytes());
+        writer.update(&self.genesis.shards.to_be_bytes());
+        for validator in &self.genesis.validators {
+            writer.update(&validator.key);
+            writer.update(&validator.bls_key);
+            writer.update(&validator.bls_proof);
+        }
+        for escrow in &self.escrow {
+            writer.update(&escrow.to_be_bytes());
+        }
+        writer.update(self.withdrawn.root_hash(1).as_bytes());
+        writer.finalize()
+    }
+
+    /// Escrow of `asset` (zero for an unknown asset).
+    pub fn escrow_of(&self, asset: AssetId) -> u64 {
+        self.escrow.get(usize::from(asset.0)).copied().unwrap_or(0)
+    }
+}
