@@ -11,7 +11,7 @@
 use crate::aggregate::{aggregate_all, PriceStatus, PublishedPrice};
 use crate::book::Health;
 use crate::feed::{Record, RecordKind};
-use crate::pipeline::{OracleConfig, Partition, RouteError, Router};
+use crate::pipeline::{InstrumentKey, OracleConfig, Partition, RouteError, Router};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Counts of books by health at one publication.
@@ -109,6 +109,17 @@ impl LiveOracle {
                 Err(error)
             }
         }
+    }
+
+    /// Instruments whose book waits for a snapshot at `now_ns` (a connector fetches or
+    /// resubscribes for them).
+    pub fn resyncing(&self, now_ns: u64) -> Vec<InstrumentKey> {
+        self.partition
+            .book_report(now_ns)
+            .into_iter()
+            .filter(|(_, health, _)| matches!(health, Health::Resyncing(_)))
+            .map(|(key, _, _)| key)
+            .collect()
     }
 
     /// Values the books that changed, then aggregates every asset at `now_ns`.
