@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use walras_server::cometbft::{binary_or_find, CometbftConfig};
 use walras_server::{
-    Consensus, GatewayLinkConfig, NodeConfig, OracleSettings, ServeLimits, WarmStart,
+    Consensus, GatewayLinkConfig, NodeConfig, OracleSettings, OracleSource, ServeLimits, WarmStart,
 };
 
 #[derive(clap::Args, Debug)]
@@ -75,15 +75,21 @@ pub struct NodeArgs {
     /// Run the valuation oracle on a recorded feed (`walras gen feed`), replayed at its
     /// timestamps in a loop: `GET /v1/oracle/prices`, the `oracle` event, metrics, the band
     /// check, and `--warm-start oracle`. Advisory: nothing committed depends on it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "oracle_venue")]
     oracle_feed: Option<PathBuf>,
+    /// Run the valuation oracle on live venues instead (repeatable): NAME=WS_URL[,REST_BASE],
+    /// e.g. binance=ws://127.0.0.1:9000/ws/binance,http://127.0.0.1:9001/rest/binance. NAME is
+    /// binance, coinbase, kraken, okx or bitstamp (optionally with a suffix); the symbols
+    /// come from the asset map. ws:// only (no TLS in this build).
+    #[arg(long)]
+    oracle_venue: Vec<String>,
     /// The oracle's asset map (TOML: exchange asset id, symbol, units per token, venue
     /// symbols; see docs/oracle.md). Default: asset i is the i-th asset `walras gen feed` writes.
-    #[arg(long, requires = "oracle_feed")]
+    #[arg(long)]
     oracle_asset_map: Option<PathBuf>,
     /// Band check: a block whose clearing ratio for some asset is further than this from the
     /// oracle's, in basis points, gets an `oracle_band` warning event.
-    #[arg(long, default_value_t = 200.0, requires = "oracle_feed")]
+    #[arg(long, default_value_t = 200.0)]
     oracle_band_bps: f64,
     /// Where each block's tâtonnement starts: the books' fit (measured best, BENCHMARKS.md),
     /// the previous block's prices, or the oracle's when all are healthy (else previous).
@@ -147,14 +153,33 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     if !(args.oracle_band_bps.is_finite() && args.oracle_band_bps >= 0.0) {
         return Err(anyhow!("--oracle-band-bps must be a non-negative number"));
     }
-    if args.warm_start == WarmStartArg::Oracle && args.oracle_feed.is_none() {
+    let has_oracle = args.oracle_feed.is_some() || !args.oracle_venue.is_empty();
+    if args.warm_start == WarmStartArg::Oracle && !has_oracle {
         return Err(anyhow!(
-            "--warm-start oracle needs an oracle: add --oracle-feed FILE"
+            "--warm-start oracle needs an oracle: add --oracle-feed FILE or --oracle-venue"
         ));
     }
-    let oracle = match args.oracle_feed {
+    if args.oracle_asset_map.is_some() && !has_oracle {
+        return Err(anyhow!(
+            "--oracle-asset-map needs an oracle: add --oracle-feed FILE or --oracle-venue"
+        ));
+    }
+    let source = match (args.oracle_feed, args.oracle_venue.is_empty()) {
+        (Some(feed), _) => Some(OracleSource::Feed(feed)),
+        (None, false) => Some(OracleSource::Venues(
+            args.oracle_venue
+                .iter()
+                .map(|text| {
+                    text.parse()
+                        .map_err(|e: String| anyhow!("--oracle-venue {e}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        )),
+        (None, true) => None,
+    };
+    let oracle = match source {
         None => None,
-        Some(feed) => {
+        Some(source) => {
             let asset_map = match &args.oracle_asset_map {
                 None => None,
                 Some(path) => {
@@ -166,9 +191,10 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
                 }
             };
             Some(OracleSettings {
+                source,
                 asset_map,
                 band_bps: args.oracle_band_bps,
-                ..OracleSettings::feed(feed)
+                ..OracleSettings::feed(PathBuf::new())
             })
         }
     };

@@ -176,3 +176,70 @@ fn a_malformed_asset_map_stops_the_node_naming_its_line() {
     assert!(stderr.contains("holds no records"), "{stderr}");
     assert!(!dir.path().join("data").join("data.mdb").exists());
 }
+
+#[test]
+fn a_node_with_live_venues_prices_every_asset_through_the_connectors() {
+    use walras_oracle::feed::{default_assets, default_venues, generate_feed, FeedConfig};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // The mock venue lives in this process; the node connects to it over loopback.
+    let records = generate_feed(&FeedConfig {
+        venues: default_venues(5),
+        assets: default_assets(4),
+        seconds: 60,
+        seed: 9,
+        faults: 0.01,
+        ..FeedConfig::default()
+    });
+    let mock = runtime
+        .block_on(walras_oracle_net::mock::MockVenue::start(records, 1.0))
+        .unwrap();
+    let mut args: Vec<String> = Vec::new();
+    for venue in default_venues(5) {
+        let endpoint = mock.endpoint(&venue, Vec::new());
+        args.push("--oracle-venue".into());
+        args.push(format!(
+            "{venue}={},{}",
+            endpoint.ws_url,
+            endpoint.rest_base.unwrap()
+        ));
+    }
+    let dir = TempDir::new("oracle-live-node");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = NodeProcess::start(dir.path(), &args);
+    let url = node.url.clone();
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, body) = get(&client, &format!("{url}/v1/oracle/prices")).await;
+            let all_ok = status == 200
+                && body["prices"]
+                    .as_array()
+                    .is_some_and(|p| p.len() == 4 && p.iter().all(|p| p["status"] == "ok"));
+            if all_ok {
+                assert!(body["source"].as_str().unwrap().starts_with("venues "));
+                break;
+            }
+            assert!(status == 200 || status == 503, "{status}: {body}");
+            assert!(
+                Instant::now() < deadline,
+                "no healthy prices: {status} {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    // The node subscribed through its connectors as each venue documents.
+    assert!(mock
+        .received("binance")
+        .join("\n")
+        .contains("btcusdt@depth@100ms"));
+    assert!(mock.received("kraken").join("\n").contains("\"book\""));
+    assert!(
+        node.terminate(),
+        "the node stops cleanly with its connectors"
+    );
+}

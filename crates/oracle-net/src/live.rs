@@ -80,16 +80,13 @@ pub async fn run_live(
                 let resyncing = oracle.resyncing(now_ns);
                 requested.retain(|key, _| resyncing.contains(key));
                 for key in resyncing {
-                    let due = requested
-                        .get(&key)
-                        .is_none_or(|at| now_ns.saturating_sub(*at) >= resync_after_ns);
-                    if !due {
-                        continue;
-                    }
                     // First sight of a resyncing book: give the venue's own recovery (a
                     // snapshot already on its way) one period before asking.
-                    if !requested.contains_key(&key) {
+                    let Some(&at) = requested.get(&key) else {
                         requested.insert(key, now_ns);
+                        continue;
+                    };
+                    if now_ns.saturating_sub(at) < resync_after_ns {
                         continue;
                     }
                     if let Some(c) = connectors.iter().find(|c| c.venue == key.venue) {

@@ -168,6 +168,8 @@ fn observe(state: &MockState, venue: &str, f: impl FnOnce(&mut Observed)) {
     f(observed.entry(venue.to_string()).or_default());
 }
 
+// The callback's error type is tungstenite's (an HTTP response): not ours to shrink.
+#[allow(clippy::result_large_err)]
 async fn serve_ws(state: Arc<MockState>, socket: tokio::net::TcpStream) {
     let mut path = String::new();
     let accepted =

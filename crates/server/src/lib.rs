@@ -149,7 +149,7 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     // The feed is read before the store is opened: a bad file stops the node at once.
     let feed = match config.oracle.as_ref().map(|oracle| &oracle.source) {
         Some(OracleSource::Feed(path)) => Some(oracle::load_feed(path).map_err(NodeError::Config)?),
-        None => None,
+        Some(OracleSource::Venues(_)) | None => None,
     };
     let shared = Arc::new(open_and_recover(&config)?);
     let oracle_thread = match (feed, &config.oracle) {
@@ -162,6 +162,23 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
                     .spawn(move || oracle::run_feed(&oracle_shared, feed, interval))
                     .map_err(NodeError::system("starting the oracle"))?,
             )
+        }
+        (None, Some(settings)) => {
+            if let (OracleSource::Venues(venues), Some(handle)) = (&settings.source, &shared.oracle)
+            {
+                let endpoints = oracle::endpoints(&handle.map, venues);
+                for endpoint in &endpoints {
+                    endpoint
+                        .check()
+                        .map_err(|error| NodeError::Config(format!("--oracle-venue: {error}")))?;
+                }
+                runtime.spawn(oracle::run_venues(
+                    shared.clone(),
+                    endpoints,
+                    settings.publish_interval,
+                ));
+            }
+            None
         }
         _ => None,
     };

@@ -90,6 +90,8 @@ pub fn choose_start(
 pub enum OracleSource {
     /// A recorded feed (`walras gen feed`, JSON lines), replayed paced at its receive times, looping.
     Feed(PathBuf),
+    /// Live venues through the connectors of `walras-oracle-net`.
+    Venues(Vec<VenueUrl>),
 }
 
 /// `walras node --oracle-*`.
@@ -162,6 +164,14 @@ impl OracleHandle {
             max_age: settings.max_age,
             source: match &settings.source {
                 OracleSource::Feed(path) => format!("feed {}", path.display()),
+                OracleSource::Venues(venues) => format!(
+                    "venues {}",
+                    venues
+                        .iter()
+                        .map(|v| v.venue.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
             },
             latest: watch::channel(None).0,
             events: broadcast::channel(64).0,
@@ -297,7 +307,8 @@ pub fn band_check(
                 asset: id,
                 symbol: map.by_id(id).map_or_else(String::new, |e| e.symbol.clone()),
                 deviation_bps,
-                beyond_band: !(deviation_bps.abs() <= band_bps),
+                // A NaN deviation (a broken price) is flagged, never passed.
+                beyond_band: deviation_bps.is_nan() || deviation_bps.abs() > band_bps,
             })
         })
         .collect();
@@ -362,8 +373,7 @@ pub fn run_feed(shared: &Shared, mut feed: LoopedFeed, interval: Duration) {
     };
     let mut oracle = LiveOracle::new(CoreConfig::default());
     let started = Instant::now();
-    let mut last_event: Option<Instant> = None;
-    let mut counted = (0u64, 0u64);
+    let mut publisher = Publisher::default();
     while !shared.is_shutting_down() {
         let now_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         for record in feed.due(now_ns) {
@@ -371,29 +381,136 @@ pub fn run_feed(shared: &Shared, mut feed: LoopedFeed, interval: Duration) {
             let _ = oracle.ingest(&record);
         }
         let publication = oracle.publish(now_ns);
+        publisher.publish(handle, &publication, &oracle);
+        std::thread::sleep(interval);
+    }
+}
+
+/// What each publication does, whatever the record source: the snapshot into the watch
+/// channel, metrics, and the `oracle` event at most once per [`ORACLE_EVENT_EVERY`].
+#[derive(Default)]
+pub struct Publisher {
+    last_event: Option<Instant>,
+    counted: (u64, u64),
+}
+
+impl Publisher {
+    pub fn publish(
+        &mut self,
+        handle: &OracleHandle,
+        publication: &Publication,
+        oracle: &LiveOracle,
+    ) {
         let unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let snapshot = Arc::new(handle.snapshot(&publication, unix_ms));
-        handle.metrics.record(&publication, &snapshot);
+        let snapshot = Arc::new(handle.snapshot(publication, unix_ms));
+        handle.metrics.record(publication, &snapshot);
         handle
             .metrics
             .records_total
-            .inc_by(oracle.records - counted.0);
+            .inc_by(oracle.records.saturating_sub(self.counted.0));
         handle
             .metrics
             .parse_errors_total
-            .inc_by(oracle.parse_errors - counted.1);
-        counted = (oracle.records, oracle.parse_errors);
-        let due = last_event.is_none_or(|at| at.elapsed() >= ORACLE_EVENT_EVERY);
-        if due {
-            last_event = Some(Instant::now());
+            .inc_by(oracle.parse_errors.saturating_sub(self.counted.1));
+        self.counted = (oracle.records, oracle.parse_errors);
+        if self
+            .last_event
+            .is_none_or(|at| at.elapsed() >= ORACLE_EVENT_EVERY)
+        {
+            self.last_event = Some(Instant::now());
             let _ = handle
                 .events
                 .send(OracleEvent::Prices(Arc::new(snapshot.json.clone())));
         }
         handle.latest.send_replace(Some(snapshot));
-        std::thread::sleep(interval);
+    }
+}
+
+/// One `--oracle-venue NAME=WS_URL[,REST_BASE]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VenueUrl {
+    pub venue: String,
+    pub ws_url: String,
+    pub rest_base: Option<String>,
+}
+
+impl std::str::FromStr for VenueUrl {
+    type Err = String;
+    fn from_str(text: &str) -> Result<VenueUrl, String> {
+        let (venue, urls) = text.split_once('=').ok_or_else(|| {
+            format!("{text:?}: expected NAME=WS_URL[,REST_BASE], e.g. binance=ws://127.0.0.1:9000/ws,http://127.0.0.1:9001")
+        })?;
+        let (ws_url, rest_base) = match urls.split_once(',') {
+            Some((ws, rest)) => (ws.to_string(), Some(rest.to_string())),
+            None => (urls.to_string(), None),
+        };
+        Ok(VenueUrl {
+            venue: venue.to_string(),
+            ws_url,
+            rest_base,
+        })
+    }
+}
+
+/// The connectors' endpoints: each venue's symbols from the asset map, plus the stablecoin
+/// books (USDT, USDC in USD) on venues that quote in USD, which price the USDT-quoted venues.
+pub fn endpoints(
+    map: &AssetMap,
+    venues: &[VenueUrl],
+) -> Vec<walras_oracle_net::connector::Endpoint> {
+    venues
+        .iter()
+        .map(|v| {
+            let mut symbols: Vec<String> = map
+                .entries()
+                .iter()
+                .filter_map(|e| e.venues.get(&v.venue).cloned())
+                .collect();
+            if let Some(protocol) = walras_oracle::feed::venue_protocol(&v.venue) {
+                if walras_oracle::feed::venue_quote(protocol) == "USD" {
+                    for stable in ["USDT", "USDC"] {
+                        symbols.push(walras_oracle::feed::symbol_for(protocol, stable, "USD"));
+                    }
+                }
+            }
+            walras_oracle_net::connector::Endpoint {
+                venue: v.venue.clone(),
+                ws_url: v.ws_url.clone(),
+                rest_base: v.rest_base.clone(),
+                symbols,
+            }
+        })
+        .collect()
+}
+
+/// Runs the live connectors (on the node's runtime) until the node stops.
+pub async fn run_venues(
+    shared: Arc<Shared>,
+    endpoints: Vec<walras_oracle_net::connector::Endpoint>,
+    interval: Duration,
+) {
+    let Some(handle) = shared.oracle.as_ref() else {
+        return;
+    };
+    let options = walras_oracle_net::live::LiveOptions {
+        endpoints,
+        connector: walras_oracle_net::connector::ConnectorConfig::default(),
+        oracle: CoreConfig::default(),
+        publish_every: interval,
+        resync_after: Duration::from_secs(1),
+    };
+    let mut publisher = Publisher::default();
+    let stop = shared.shutting_down.subscribe();
+    let result = walras_oracle_net::live::run_live(
+        options,
+        |publication, oracle| publisher.publish(handle, publication, oracle),
+        stop,
+    )
+    .await;
+    if let Err(error) = result {
+        tracing::warn!("the oracle's connectors did not start: {error}");
     }
 }
 
