@@ -243,3 +243,81 @@ fn a_node_with_live_venues_prices_every_asset_through_the_connectors() {
         "the node stops cleanly with its connectors"
     );
 }
+
+#[test]
+fn oracle_live_against_walras_oracle_mock_venue_prints_healthy_prices() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = TempDir::new("oracle-live-cli");
+    let feed = dir.path().join("feed.jsonl");
+    let output = Command::new(walras_bin())
+        .args([
+            "gen",
+            "feed",
+            "--venues",
+            "5",
+            "--assets",
+            "2",
+            "--seconds",
+            "30",
+        ])
+        .args(["--seed", "5", "--faults", "0.01", "--out"])
+        .arg(&feed)
+        .output()
+        .expect("walras runs");
+    assert!(output.status.success());
+    let mut mock = Command::new(walras_bin())
+        .args(["oracle", "mock-venue", "--feed"])
+        .arg(&feed)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the mock venue starts");
+    let mut lines = BufReader::new(mock.stdout.take().unwrap()).lines();
+    let mut venue_args = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.starts_with("serving ") {
+            break;
+        }
+        let (flag, value) = line.split_once(' ').expect("--venue NAME=URLS");
+        venue_args.push(flag.to_string());
+        venue_args.push(value.to_string());
+    }
+    assert_eq!(venue_args.len(), 10, "{venue_args:?}");
+    let live = Command::new(walras_bin())
+        .args([
+            "oracle",
+            "live",
+            "--assets",
+            "2",
+            "--seconds",
+            "4",
+            "--json",
+        ])
+        .args(&venue_args)
+        .output()
+        .expect("walras runs");
+    let _ = mock.kill();
+    let _ = mock.wait();
+    assert!(
+        live.status.success(),
+        "{}",
+        String::from_utf8_lossy(&live.stderr)
+    );
+    let objects: Vec<serde_json::Value> = String::from_utf8_lossy(&live.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
+        .collect();
+    let summary = &objects.last().unwrap()["summary"];
+    assert_eq!(summary["unhealthy_books_used"], 0, "{summary}");
+    assert_eq!(summary["parse_errors"], 0, "{summary}");
+    let last_prices = &objects[objects.len() - 2]["prices"];
+    let statuses: Vec<&str> = last_prices
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["status"].as_str().unwrap_or("none"))
+        .collect();
+    assert_eq!(statuses, ["ok", "ok"], "{last_prices}");
+}
