@@ -87,6 +87,40 @@ fn a_node_with_a_recorded_feed_publishes_healthy_prices_and_warm_starts_from_the
             );
         }
 
+        // The event stream carries `oracle` events beside the blocks.
+        let mut events = client.get(format!("{url}/v1/events")).send().await.unwrap();
+        // One SSE message per blank-line-terminated block; find a complete `oracle` one.
+        let oracle_data = |seen: &str| -> Option<String> {
+            let complete = &seen[..seen.rfind("\n\n")?];
+            complete.split("\n\n").find_map(|message| {
+                let lines: Vec<&str> = message.lines().collect();
+                lines.contains(&"event: oracle").then(|| {
+                    lines
+                        .iter()
+                        .find_map(|l| l.strip_prefix("data: "))
+                        .unwrap_or_default()
+                        .to_string()
+                })
+            })
+        };
+        let mut seen = String::new();
+        let data = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Ok(Some(chunk)) = events.chunk().await {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                if let Some(data) = oracle_data(&seen) {
+                    return Some(data);
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+        .expect("an oracle event within 10 s");
+        let event: serde_json::Value = serde_json::from_str(&data).unwrap();
+        assert_eq!(event["prices"].as_array().map(Vec::len), Some(4), "{event}");
+        drop(events);
+
         // A block: its tâtonnement starts from the oracle's prices.
         let (asset, _) = balances(&client, &url, 1)
             .await
@@ -312,12 +346,12 @@ fn oracle_live_against_walras_oracle_mock_venue_prints_healthy_prices() {
     let summary = &objects.last().unwrap()["summary"];
     assert_eq!(summary["unhealthy_books_used"], 0, "{summary}");
     assert_eq!(summary["parse_errors"], 0, "{summary}");
-    let last_prices = &objects[objects.len() - 2]["prices"];
-    let statuses: Vec<&str> = last_prices
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["status"].as_str().unwrap_or("none"))
-        .collect();
-    assert_eq!(statuses, ["ok", "ok"], "{last_prices}");
+    // A fault can leave a book resyncing at any given second (a live oracle's normal state),
+    // so the requirement is that the prices became healthy, not that they were at the end.
+    let healthy = objects[..objects.len() - 1].iter().any(|o| {
+        o["prices"]
+            .as_array()
+            .is_some_and(|p| p.len() == 2 && p.iter().all(|p| p["status"] == "ok"))
+    });
+    assert!(healthy, "{objects:?}");
 }
