@@ -91,9 +91,10 @@ pub struct NodeArgs {
     /// oracle's, in basis points, gets an `oracle_band` warning event.
     #[arg(long, default_value_t = 200.0)]
     oracle_band_bps: f64,
-    /// Where each block's tâtonnement starts: the books' fit (measured best, BENCHMARKS.md),
-    /// the previous block's prices, or the oracle's when all are healthy (else previous).
-    #[arg(long, value_enum, default_value = "fit")]
+    /// Where each block's tâtonnement starts: the previous block's prices (fewest iterations
+    /// in the node, BENCHMARKS.md), the books' fit, or the oracle's when all are healthy
+    /// (else previous).
+    #[arg(long, value_enum, default_value = "previous")]
     warm_start: WarmStartArg,
 }
 

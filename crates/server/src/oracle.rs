@@ -30,12 +30,14 @@ use walras_oracle::pipeline::OracleConfig as CoreConfig;
 /// Where the tâtonnement of a new block starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WarmStart {
-    /// From the books' own fit (median limit prices). The default: `walras bench warm-start`
-    /// measured it as the best or equal-best start on two-sided books (BENCHMARKS.md,
-    /// "Where tâtonnement should start").
-    #[default]
+    /// From the books' own fit (median limit prices). `walras bench warm-start` found it best on
+    /// whole two-sided market batches, but in the node (a block's new offers against resting
+    /// books) it took more iterations than `Previous` (BENCHMARKS.md, "Where tâtonnement
+    /// should start").
     Fit,
-    /// From the previous block's valuations (the node's behaviour before the oracle), else the fit.
+    /// From the previous block's valuations, else the fit. The default: fewest iterations in
+    /// the node under the trading load (BENCHMARKS.md).
+    #[default]
     Previous,
     /// From the oracle's prices when every asset has a healthy one, else as `Previous`.
     Oracle,
