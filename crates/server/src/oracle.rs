@@ -902,7 +902,10 @@ mod node_tests {
         for batch in batches() {
             let outcome = produce_block(&shared, &producer, batch).unwrap();
             assert_eq!(outcome.accepted, 6, "every offer is valid");
-            roots.push(shared.tip().state_root);
+            let tip = shared.tip();
+            roots.push(tip.state_root);
+            // The block hash covers the header's valuations, which a start could move.
+            roots.push(tip.block_hash);
         }
         let mut band_warnings = 0;
         if let Some(mut events) = warnings {
@@ -916,6 +919,9 @@ mod node_tests {
         (roots, band_warnings)
     }
 
+    /// Compares state roots and block hashes (the header's valuations included): the check
+    /// is sensitive, since the same run with `WarmStart::Oracle` on the oracle side (its skewed
+    /// prices as the start) gives other block hashes and fails it (tried by hand).
     #[test]
     fn the_state_root_is_the_same_with_and_without_an_oracle() {
         for warm_start in [WarmStart::Fit, WarmStart::Previous] {
