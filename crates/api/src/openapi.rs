@@ -84,6 +84,15 @@ pub const ROUTES: &[(&str, &str, &str, &str, &str)] = &[
     ),
     (
         "get",
+        "/v1/oracle/prices",
+        "The node's oracle prices per exchange asset, with status, age, dispersion and venues \
+         (404 oracle_not_configured without --oracle-feed/--oracle-venue; 503 oracle_no_price \
+         until one asset has a healthy price). Advisory: nothing committed depends on it",
+        "200",
+        "OraclePrices",
+    ),
+    (
+        "get",
         "/v1/status",
         "Height, state root, mempool",
         "200",
@@ -92,7 +101,9 @@ pub const ROUTES: &[(&str, &str, &str, &str, &str)] = &[
     (
         "get",
         "/v1/events",
-        "Server-sent events: one `block` event per committed block (data: BlockEvent). One \
+        "Server-sent events: one `block` event per committed block (data: BlockEvent); with an \
+         oracle, an `oracle` event at most once a second (data: OraclePrices) and an \
+         `oracle_band` warning when a block's clearing leaves the band (data: OracleBand). One \
          client IP may hold --event-streams-per-client streams (429 too_many_streams beyond), \
          all clients together 256 (503 too_many_subscribers)",
         "200",
@@ -220,7 +231,21 @@ fn schemas() -> Value {
         "BlockEvent": object(&["height", "hash", "state_root", "transactions", "accepted", "dropped", "converged", "trades", "prices", "execute_ms", "persist_ms", "committed_unix_ms"], json!({
             "height": int, "hash": hex, "state_root": hex, "transactions": int, "accepted": int, "dropped": int, "converged": {"type": "boolean"},
             "trades": int, "prices": {"type": "array", "items": {"type": "number"}}, "execute_ms": {"type": "number"}, "persist_ms": {"type": "number"},
-            "committed_unix_ms": int})),
+            "committed_unix_ms": int, "oracle_band": {"$ref": "#/components/schemas/OracleBand"}})),
+        "OraclePrices": object(&["published_unix_ms", "numeraire", "source", "prices", "venues"], json!({
+            "published_unix_ms": int, "numeraire": text, "source": text,
+            "prices": {"type": "array", "items": object(&["asset", "symbol", "units", "price", "status", "age_ms", "dispersion_bps", "venues_used", "venues_excluded", "method"], json!({
+                "asset": int, "symbol": text, "units": {"type": "string", "pattern": "^[0-9]+$"}, "price": {"type": ["number", "null"]},
+                "status": {"enum": ["ok", "insufficient_venues", "unavailable"]}, "age_ms": {"type": "number"}, "dispersion_bps": {"type": "number"},
+                "venues_used": {"type": "array", "items": object(&["venue", "symbol", "price", "weight"], json!({"venue": text, "symbol": text, "price": {"type": "number"}, "weight": {"type": "number"}}))},
+                "venues_excluded": {"type": "array", "items": object(&["venue", "symbol", "reason"], json!({"venue": text, "symbol": text, "reason": text}))},
+                "method": text}))},
+            "venues": {"type": "array", "items": object(&["venue", "synced", "resyncing", "crossed", "stale", "thin"], json!({
+                "venue": text, "synced": int, "resyncing": int, "crossed": int, "stale": int, "thin": int}))}})),
+        "OracleBand": object(&["height", "reference_asset", "band_bps", "assets"], json!({
+            "height": int, "reference_asset": int, "band_bps": {"type": "number"},
+            "assets": {"type": "array", "items": object(&["asset", "symbol", "deviation_bps", "beyond_band"], json!({
+                "asset": int, "symbol": text, "deviation_bps": {"type": "number"}, "beyond_band": {"type": "boolean"}}))}})),
     })
 }
 

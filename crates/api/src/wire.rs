@@ -293,6 +293,96 @@ pub struct BlockEventJson {
     pub persist_ms: f64,
     /// Unix time of the commit in milliseconds.
     pub committed_unix_ms: u64,
+    /// The advisory band check of this block's clearing against the node's oracle; absent when
+    /// the node runs no oracle or it had no healthy reference. Never part of consensus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle_band: Option<OracleBandJson>,
+}
+
+/// `GET /v1/oracle/prices` and the `oracle` event: the node's oracle's latest publication,
+/// one entry per exchange asset in its asset map. Advisory: nothing committed depends on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OraclePricesJson {
+    /// Unix time of the publication in milliseconds.
+    pub published_unix_ms: u64,
+    /// The currency prices are in (the asset map's numeraire).
+    pub numeraire: String,
+    /// Where the oracle's records come from (`feed FILE` or `venues ...`).
+    pub source: String,
+    /// By exchange asset id.
+    pub prices: Vec<OraclePriceJson>,
+    /// Book health per venue, by venue name.
+    pub venues: Vec<OracleVenueJson>,
+}
+
+/// One exchange asset's oracle price.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OraclePriceJson {
+    /// Exchange asset id.
+    pub asset: u16,
+    /// The oracle's name for it.
+    pub symbol: String,
+    /// Exchange units per whole token (decimal string: it may exceed 2^53).
+    pub units: String,
+    /// Price of one whole token in the numeraire; `null` unless the oracle has one.
+    pub price: Option<f64>,
+    /// `ok`, `insufficient_venues` or `unavailable` (only `ok` prices are used by the node).
+    pub status: String,
+    /// Age of the oldest book used, in milliseconds of the oracle's clock.
+    pub age_ms: f64,
+    /// Weighted median absolute deviation of the venues used, in basis points.
+    pub dispersion_bps: f64,
+    pub venues_used: Vec<OracleVenueUsedJson>,
+    pub venues_excluded: Vec<OracleVenueExcludedJson>,
+    /// The valuation method (e.g. `notional-depth`).
+    pub method: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OracleVenueUsedJson {
+    pub venue: String,
+    pub symbol: String,
+    pub price: f64,
+    pub weight: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OracleVenueExcludedJson {
+    pub venue: String,
+    pub symbol: String,
+    pub reason: String,
+}
+
+/// Books of one venue by health.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OracleVenueJson {
+    pub venue: String,
+    pub synced: u64,
+    pub resyncing: u64,
+    pub crossed: u64,
+    pub stale: u64,
+    pub thin: u64,
+}
+
+/// The advisory band check of one block: each asset's clearing valuation ratio against the
+/// oracle's price ratio, both relative to `reference_asset`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OracleBandJson {
+    pub height: u64,
+    /// The lowest-id asset with a healthy oracle price (its deviation is 0 by definition).
+    pub reference_asset: u16,
+    /// `--oracle-band-bps`: deviations beyond it are flagged (and sent as an `oracle_band` event).
+    pub band_bps: f64,
+    pub assets: Vec<OracleDeviationJson>,
+}
+
+/// `deviation_bps = (clearing ratio / oracle ratio − 1) × 10⁴`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OracleDeviationJson {
+    pub asset: u16,
+    pub symbol: String,
+    pub deviation_bps: f64,
+    pub beyond_band: bool,
 }
 
 /// One committed deposit into the payments escrow: the payments output it created.

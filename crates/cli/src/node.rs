@@ -5,7 +5,9 @@ use anyhow::anyhow;
 use std::path::PathBuf;
 use std::time::Duration;
 use walras_server::cometbft::{binary_or_find, CometbftConfig};
-use walras_server::{Consensus, GatewayLinkConfig, NodeConfig, ServeLimits};
+use walras_server::{
+    Consensus, GatewayLinkConfig, NodeConfig, OracleSettings, OracleSource, ServeLimits, WarmStart,
+};
 
 #[derive(clap::Args, Debug)]
 pub struct NodeArgs {
@@ -70,6 +72,37 @@ pub struct NodeArgs {
     /// for --block-source gateway: sealed batches signed by any other key are refused.
     #[arg(long, required_if_eq("block_source", "gateway"))]
     gateway_key: Option<String>,
+    /// Run the valuation oracle on a recorded feed (`walras gen feed`), replayed at its
+    /// timestamps in a loop: `GET /v1/oracle/prices`, the `oracle` event, metrics, the band
+    /// check, and `--warm-start oracle`. Advisory: nothing committed depends on it.
+    #[arg(long, conflicts_with = "oracle_venue")]
+    oracle_feed: Option<PathBuf>,
+    /// Run the valuation oracle on live venues instead (repeatable): NAME=WS_URL[,REST_BASE],
+    /// e.g. binance=ws://127.0.0.1:9000/ws/binance,http://127.0.0.1:9001/rest/binance. NAME is
+    /// binance, coinbase, kraken, okx or bitstamp (optionally with a suffix); the symbols
+    /// come from the asset map. ws:// only (no TLS in this build).
+    #[arg(long)]
+    oracle_venue: Vec<String>,
+    /// The oracle's asset map (TOML: exchange asset id, symbol, units per token, venue
+    /// symbols; see docs/oracle.md). Default: asset i is the i-th asset `walras gen feed` writes.
+    #[arg(long)]
+    oracle_asset_map: Option<PathBuf>,
+    /// Band check: a block whose clearing ratio for some asset is further than this from the
+    /// oracle's, in basis points, gets an `oracle_band` warning event.
+    #[arg(long, default_value_t = 200.0)]
+    oracle_band_bps: f64,
+    /// Where each block's tâtonnement starts: the previous block's prices (fewest iterations
+    /// in the node, BENCHMARKS.md), the books' fit, or the oracle's when all are healthy
+    /// (else previous).
+    #[arg(long, value_enum, default_value = "previous")]
+    warm_start: WarmStartArg,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum WarmStartArg {
+    Fit,
+    Previous,
+    Oracle,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +151,54 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
                 .ok_or_else(|| anyhow!("--consensus cometbft needs --cometbft-home"))?,
         }),
     };
+    if !(args.oracle_band_bps.is_finite() && args.oracle_band_bps >= 0.0) {
+        return Err(anyhow!("--oracle-band-bps must be a non-negative number"));
+    }
+    let has_oracle = args.oracle_feed.is_some() || !args.oracle_venue.is_empty();
+    if args.warm_start == WarmStartArg::Oracle && !has_oracle {
+        return Err(anyhow!(
+            "--warm-start oracle needs an oracle: add --oracle-feed FILE or --oracle-venue"
+        ));
+    }
+    if args.oracle_asset_map.is_some() && !has_oracle {
+        return Err(anyhow!(
+            "--oracle-asset-map needs an oracle: add --oracle-feed FILE or --oracle-venue"
+        ));
+    }
+    let source = match (args.oracle_feed, args.oracle_venue.is_empty()) {
+        (Some(feed), _) => Some(OracleSource::Feed(feed)),
+        (None, false) => Some(OracleSource::Venues(
+            args.oracle_venue
+                .iter()
+                .map(|text| {
+                    text.parse()
+                        .map_err(|e: String| anyhow!("--oracle-venue {e}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        )),
+        (None, true) => None,
+    };
+    let oracle = match source {
+        None => None,
+        Some(source) => {
+            let asset_map = match &args.oracle_asset_map {
+                None => None,
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
+                    let map = walras_server::oracle::AssetMap::parse(&text)
+                        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+                    Some(map)
+                }
+            };
+            Some(OracleSettings {
+                source,
+                asset_map,
+                band_bps: args.oracle_band_bps,
+                ..OracleSettings::feed(PathBuf::new())
+            })
+        }
+    };
     let config = NodeConfig {
         data_dir: args.data,
         listen: args.listen,
@@ -134,6 +215,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
             connections_max: args.connections_max.map(|max| max as usize),
             header_timeout: Duration::from_millis(args.header_timeout_ms),
             event_streams_per_client_max: args.event_streams_per_client as usize,
+        },
+        oracle,
+        warm_start: match args.warm_start {
+            WarmStartArg::Fit => WarmStart::Fit,
+            WarmStartArg::Previous => WarmStart::Previous,
+            WarmStartArg::Oracle => WarmStart::Oracle,
         },
     };
     Ok(walras_server::run(config)?)

@@ -78,6 +78,41 @@ pub enum OracleCommand {
     Replay(ReplayArgs),
     /// Value one order book given on the command line.
     Value(ValueArgs),
+    /// Run the oracle on live venues through the connectors; print prices every second.
+    Live(LiveArgs),
+    /// Serve a recorded feed as a loopback mock venue (WebSocket and REST) for `oracle live`
+    /// and `node --oracle-venue`; prints the --venue arguments, serves until interrupted.
+    MockVenue(MockVenueArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LiveArgs {
+    /// NAME=WS_URL[,REST_BASE] (repeatable); NAME is binance, coinbase, kraken, okx or
+    /// bitstamp, optionally with a suffix. ws:// only.
+    #[arg(long = "venue", required = true)]
+    venues: Vec<String>,
+    /// The asset map (TOML; docs/oracle.md). Default: the first --assets assets of
+    /// `walras gen feed` on the five default venues.
+    #[arg(long)]
+    asset_map: Option<PathBuf>,
+    #[arg(long, default_value_t = 4)]
+    assets: u16,
+    /// Stop after this many seconds (0: run until interrupted).
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Print one JSON object per second (prices) and a last one (summary).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MockVenueArgs {
+    /// A recorded feed (from `walras gen feed`).
+    #[arg(long)]
+    feed: PathBuf,
+    /// Factor of recorded time (2 = twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -117,7 +152,138 @@ pub fn run(command: OracleCommand) -> anyhow::Result<()> {
     match command {
         OracleCommand::Replay(args) => replay_command(args),
         OracleCommand::Value(args) => value_command(args),
+        OracleCommand::Live(args) => live_command(args),
+        OracleCommand::MockVenue(args) => mock_venue_command(args),
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+fn live_command(args: LiveArgs) -> anyhow::Result<()> {
+    use walras_server::oracle::{endpoints, AssetMap, VenueUrl};
+    let map = match &args.asset_map {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            AssetMap::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?
+        }
+        None if args.assets >= 1 => AssetMap::default_for(args.assets),
+        None => return Err(anyhow!("--assets must be at least 1")),
+    };
+    let venues = args
+        .venues
+        .iter()
+        .map(|text| text.parse::<VenueUrl>().map_err(|e| anyhow!("--venue {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let options = walras_oracle_net::live::LiveOptions {
+        endpoints: endpoints(&map, &venues),
+        connector: walras_oracle_net::connector::ConnectorConfig::default(),
+        oracle: OracleConfig::default(),
+        publish_every: std::time::Duration::from_secs(1),
+        resync_after: std::time::Duration::from_secs(1),
+    };
+    let json = args.json;
+    let seconds = args.seconds;
+    runtime()?.block_on(async move {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            if seconds == 0 {
+                let _ = tokio::signal::ctrl_c().await;
+            } else {
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(seconds)) => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            let _ = stop_tx.send(true);
+        });
+        let summary = walras_oracle_net::live::run_live(
+            options,
+            |publication, _| {
+                let prices: Vec<serde_json::Value> = map
+                    .entries()
+                    .iter()
+                    .map(|entry| {
+                        let found = publication.prices.iter().find(|p| p.asset == entry.symbol);
+                        serde_json::json!({
+                            "asset": entry.id,
+                            "symbol": entry.symbol,
+                            "price": found.and_then(|p| p.price),
+                            "status": found.map(|p| p.status),
+                            "venues_used": found.map_or(0, |p| p.venues_used.len()),
+                            "venues_excluded": found.map(|p| &p.venues_excluded),
+                        })
+                    })
+                    .collect();
+                if json {
+                    println!("{}", serde_json::json!({"now_ns": publication.now_ns, "prices": prices}));
+                } else {
+                    let line: Vec<String> = prices
+                        .iter()
+                        .map(|p| format!("{} {} ({})", p["symbol"].as_str().unwrap_or(""), p["price"], p["status"]))
+                        .collect();
+                    println!("{:.1}s  {}", publication.now_ns as f64 / 1e9, line.join("  "));
+                }
+            },
+            stop_rx,
+        )
+        .await?;
+        let venues: serde_json::Map<String, serde_json::Value> = summary
+            .venues
+            .iter()
+            .map(|(venue, (connects, disconnects, snapshots))| {
+                (venue.clone(), serde_json::json!({"connects": connects, "disconnects": disconnects, "snapshots": snapshots}))
+            })
+            .collect();
+        let report = serde_json::json!({
+            "summary": {
+                "records": summary.records,
+                "parse_errors": summary.parse_errors,
+                "publications": summary.publications,
+                "unhealthy_books_used": summary.unhealthy_used,
+                "resync_requests": summary.resync_requests,
+                "venues": venues,
+            }
+        });
+        if json {
+            println!("{report}");
+        } else {
+            eprintln!("{report}");
+        }
+        anyhow::Ok(())
+    })
+}
+
+fn mock_venue_command(args: MockVenueArgs) -> anyhow::Result<()> {
+    if !(args.speed.is_finite() && args.speed > 0.0) {
+        return Err(anyhow!("--speed must be a positive factor"));
+    }
+    let file =
+        File::open(&args.feed).with_context(|| format!("opening {}", args.feed.display()))?;
+    let records =
+        read_jsonl(BufReader::new(file)).with_context(|| format!("{}", args.feed.display()))?;
+    let venues: std::collections::BTreeSet<String> =
+        records.iter().map(|r| r.venue.clone()).collect();
+    runtime()?.block_on(async move {
+        let mock = walras_oracle_net::mock::MockVenue::start(records, args.speed).await?;
+        for venue in &venues {
+            let endpoint = mock.endpoint(venue, Vec::new());
+            println!(
+                "--venue {venue}={},{}",
+                endpoint.ws_url,
+                endpoint.rest_base.unwrap_or_default()
+            );
+        }
+        // Scripts and tests read the lines above, then this one.
+        println!("serving {} venues; interrupt to stop", venues.len());
+        let _ = tokio::signal::ctrl_c().await;
+        anyhow::Ok(())
+    })
 }
 
 fn replay_command(args: ReplayArgs) -> anyhow::Result<()> {

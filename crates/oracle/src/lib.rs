@@ -8,16 +8,21 @@
 //! - [`value`]: mid, weighted mid, depth VWAP (naive and closed form), notional depth, trade VWAP.
 //! - [`aggregate`]: venue prices to one published price per asset.
 //! - [`pipeline`]: routing, partitioning by asset across threads, conflation, deterministic replay.
+//! - [`live`]: the single-threaded form a process drives (records in one at a time, prices
+//!   on demand) and a recorded feed replayed in a loop.
+//! - [`asset_map`]: exchange asset ids ↔ oracle assets, units per token, venue symbols.
 //! - [`feed`]: the recorded-feed format and a fault-injecting generator with the venues' truth.
 //!
 //! Time is always passed in (`*_ns` receive times); nothing here reads the clock except the
 //! pipeline's latency histograms and paced replay, and nothing here does I/O except
 //! `feed::{read_jsonl, write_jsonl}` on the reader or writer they are given.
 pub mod aggregate;
+pub mod asset_map;
 pub mod book;
 pub mod decimal;
 pub mod event;
 pub mod feed;
+pub mod live;
 pub mod normalize;
 pub mod pipeline;
 pub mod value;

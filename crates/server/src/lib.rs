@@ -14,6 +14,7 @@ mod listen;
 pub mod mempool;
 mod metrics;
 mod node;
+pub mod oracle;
 mod recent;
 mod routes;
 
@@ -30,6 +31,7 @@ use listen::ConnectionLimits;
 pub use listen::CONNECTIONS_MAX_DEFAULT;
 pub use node::ProducerError;
 use node::{ProducerConfig, Shared, Tip};
+pub use oracle::{OracleSettings, OracleSource, WarmStart};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -87,6 +89,10 @@ pub struct NodeConfig {
     pub consensus: Consensus,
     /// Limits on connections and event streams.
     pub serve: ServeLimits,
+    /// The valuation oracle (`--oracle-feed`): advisory prices, band check, warm start.
+    pub oracle: Option<OracleSettings>,
+    /// Where the producer's tâtonnement starts (`--warm-start`).
+    pub warm_start: WarmStart,
 }
 
 /// Limits on what clients may hold open.
@@ -140,16 +146,59 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         .enable_all()
         .build()
         .map_err(NodeError::system("starting the async runtime"))?;
+    // The feed is read before the store is opened: a bad file stops the node at once.
+    let feed = match config.oracle.as_ref().map(|oracle| &oracle.source) {
+        Some(OracleSource::Feed(path)) => Some(oracle::load_feed(path).map_err(NodeError::Config)?),
+        Some(OracleSource::Venues(_)) | None => None,
+    };
     let shared = Arc::new(open_and_recover(&config)?);
+    let oracle_thread = match (feed, &config.oracle) {
+        (Some(feed), Some(settings)) => {
+            let oracle_shared = shared.clone();
+            let interval = settings.publish_interval;
+            Some(
+                std::thread::Builder::new()
+                    .name("oracle".into())
+                    .spawn(move || oracle::run_feed(&oracle_shared, feed, interval))
+                    .map_err(NodeError::system("starting the oracle"))?,
+            )
+        }
+        (None, Some(settings)) => {
+            if let (OracleSource::Venues(venues), Some(handle)) = (&settings.source, &shared.oracle)
+            {
+                let endpoints = oracle::endpoints(&handle.map, venues);
+                for endpoint in &endpoints {
+                    endpoint
+                        .check()
+                        .map_err(|error| NodeError::Config(format!("--oracle-venue: {error}")))?;
+                }
+                runtime.spawn(oracle::run_venues(
+                    shared.clone(),
+                    endpoints,
+                    settings.publish_interval,
+                ));
+            }
+            None
+        }
+        _ => None,
+    };
     let result = match &config.consensus {
         Consensus::Solo | Consensus::Gateway(_) => {
-            run_solo(&config, &connections, shared, &runtime)
+            run_solo(&config, &connections, shared.clone(), &runtime)
         }
         Consensus::Cometbft(cometbft) => {
-            run_replicated(&config, cometbft, &connections, shared, &runtime)
+            run_replicated(&config, cometbft, &connections, shared.clone(), &runtime)
         }
     };
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
+    if let Some(thread) = oracle_thread {
+        // The thread checks for shutdown after each publication; a panic there only ends the
+        // oracle (prices go stale and are no longer used), never the node's result.
+        shared.shut_down();
+        if thread.join().is_err() {
+            tracing::warn!("the oracle thread panicked");
+        }
+    }
     result
 }
 
@@ -183,6 +232,7 @@ fn run_solo(
         block_interval: config.block_interval,
         max_block_txs: config.max_block_txs,
         engine: proposer_engine_config(config),
+        warm_start: config.warm_start,
     };
     let producer_shared = shared.clone();
     let producer = std::thread::Builder::new()
@@ -296,7 +346,13 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         started.elapsed().as_secs_f64()
     );
     let state = recovery.state;
+    let assets = state.assets() as u16;
+    let oracle = match &config.oracle {
+        Some(settings) => Some(oracle_handle(settings, assets)?),
+        None => None,
+    };
     Ok(Shared {
+        oracle,
         assets: state.assets() as u16,
         state: tokio::sync::RwLock::new(state),
         mempool: Mutex::new(mempool::Mempool::new(config.mempool_capacity)),
@@ -314,6 +370,34 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
             Consensus::Solo | Consensus::Cometbft(_) => None,
         },
     })
+}
+
+/// The oracle's shared state, with its asset map checked against the genesis's assets.
+fn oracle_handle(
+    settings: &OracleSettings,
+    assets: u16,
+) -> Result<oracle::OracleHandle, NodeError> {
+    let handle = oracle::OracleHandle::new(settings, assets).map_err(NodeError::Metrics)?;
+    if let Some(entry) = handle.map.entries().iter().find(|e| e.id >= assets) {
+        return Err(NodeError::Config(format!(
+            "the oracle asset map names asset {} ({}), but the genesis has only {assets} assets",
+            entry.id, entry.symbol
+        )));
+    }
+    if !handle.map.covers(assets) {
+        tracing::warn!(
+            "the oracle asset map does not name every one of the {assets} assets: the band \
+             check covers the mapped ones, and --warm-start oracle falls back to the previous \
+             block's prices"
+        );
+    }
+    tracing::info!(
+        "oracle: {} for {} mapped assets, band {} bps",
+        handle.source,
+        handle.map.entries().len(),
+        handle.band_bps
+    );
+    Ok(handle)
 }
 
 /// The state from the store's newest good checkpoint and the blocks after it.
@@ -681,6 +765,7 @@ pub fn router(
         .route("/v1/payments/escrow", get(routes::payments_escrow))
         .route("/v1/prices", get(routes::prices))
         .route("/v1/status", get(routes::status))
+        .route("/v1/oracle/prices", get(routes::oracle_prices))
         .route("/v1/openapi.json", get(routes::openapi_document))
         .route("/metrics", get(routes::metrics))
         .route(

@@ -46,6 +46,8 @@ pub struct Metrics {
     dropped_total: IntCounterVec,
     rejected_total: IntCounterVec,
     responses_total: IntCounterVec,
+    /// Blocks this node proposed, by where their tâtonnement started (fit, previous, oracle).
+    warm_start_total: IntCounterVec,
 }
 
 /// Adds a duration as seconds.
@@ -153,11 +155,16 @@ impl Metrics {
                 "HTTP responses by route and status.",
                 &["route", "status"],
             )?,
+            warm_start_total: labelled(
+                "walras_warm_start_total",
+                "Blocks this node cut, by where tatonnement started (fit, previous, oracle).",
+                &["start"],
+            )?,
         })
     }
 
     /// The metrics in exposition order (the order of the text before this crate was used).
-    fn collectors(&self) -> [&dyn Collector; 24] {
+    fn collectors(&self) -> [&dyn Collector; 25] {
         [
             &self.height,
             &self.blocks_total,
@@ -183,11 +190,16 @@ impl Metrics {
             &self.dropped_total,
             &self.rejected_total,
             &self.responses_total,
+            &self.warm_start_total,
         ]
     }
 
     pub fn count_dropped(&self, reason: &'static str) {
         self.dropped_total.with_label_values(&[reason]).inc();
+    }
+
+    pub fn count_warm_start(&self, start: &'static str) {
+        self.warm_start_total.with_label_values(&[start]).inc();
     }
 
     pub fn count_rejected(&self, code: &'static str) {

@@ -29,6 +29,7 @@ pub struct ProducerConfig {
     pub block_interval: Duration,
     pub max_block_txs: usize,
     pub engine: EngineConfig,
+    pub warm_start: super::oracle::WarmStart,
 }
 
 /// The last committed block, as clients see it.
@@ -59,6 +60,8 @@ pub struct Shared {
     pub shutting_down: tokio::sync::watch::Sender<bool>,
     /// `Some` with `--block-source gateway`: blocks come only from the gateway's sealed batches.
     pub gateway: Option<super::gateway_link::GatewayLink>,
+    /// `Some` with `--oracle-feed`: the valuation oracle's latest prices (advisory).
+    pub oracle: Option<super::oracle::OracleHandle>,
 }
 
 /// Why the producer stopped the node.
@@ -166,7 +169,7 @@ pub(super) fn produce_block(
     batch: Vec<(Hash, SignedTransaction)>,
 ) -> Result<BlockOutcome, ProducerError> {
     let transactions: Vec<SignedTransaction> = batch.iter().map(|(_, signed)| *signed).collect();
-    let engine = warm_started(&config.engine, &shared.tip().valuations, shared.assets);
+    let engine = warm_started(shared, config);
     let mut state = shared.state.blocking_write();
     let started = Instant::now();
     let (block, outcome) = state
@@ -194,21 +197,24 @@ pub(super) fn produce_block(
     Ok(outcome)
 }
 
-/// The engine configuration with tâtonnement starting from the last block's valuations (books
-/// change little from one block to the next, so they start close to the new equilibrium). Only
-/// the proposer's search starts there: followers and recovery check the header exactly.
-fn warm_started(engine: &EngineConfig, last_valuations: &[u128], assets: u16) -> EngineConfig {
-    let mut engine = engine.clone();
-    let usable = last_valuations.len() == usize::from(assets)
-        && last_valuations.iter().all(|valuation| *valuation > 0);
-    if usable {
-        engine.clearing.start_prices = Some(
-            last_valuations
-                .iter()
-                .map(|valuation| *valuation as f64)
-                .collect(),
-        );
-    }
+/// The engine configuration with tâtonnement starting where `config.warm_start` says: the
+/// books' fit, the last block's valuations, or the oracle's prices when every asset has a
+/// healthy one (each falling back to the next). Only the proposer's search starts there:
+/// followers and recovery check the header exactly, so the start never changes what is valid.
+fn warm_started(shared: &Shared, config: &ProducerConfig) -> EngineConfig {
+    let mut engine = config.engine.clone();
+    let oracle = shared
+        .oracle
+        .as_ref()
+        .and_then(|oracle| oracle.start_prices(shared.assets));
+    let (start, used) = super::oracle::choose_start(
+        config.warm_start,
+        &shared.tip().valuations,
+        shared.assets,
+        oracle.as_deref(),
+    );
+    shared.metrics.count_warm_start(used.name());
+    engine.clearing.start_prices = start;
     engine
 }
 
@@ -245,7 +251,11 @@ fn announce_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, timing
         valuations: block.header.valuations.clone(),
     };
     record_metrics(&shared.metrics, outcome, block.transactions.len(), timings);
-    let event = block_event(outcome, block.transactions.len(), timings);
+    // Advisory, after the block is durable: nothing committed depends on it.
+    let band = shared.oracle.as_ref().and_then(|oracle| {
+        super::oracle::check_block(oracle, block.header.height, &block.header.valuations)
+    });
+    let event = block_event(outcome, block.transactions.len(), timings, band);
     // No subscriber is not an error.
     let _ = shared.events.send(Arc::new(event));
 }
@@ -311,6 +321,7 @@ fn block_event(
     outcome: &BlockOutcome,
     transactions: usize,
     timings: &BlockTimings,
+    oracle_band: Option<walras_api::wire::OracleBandJson>,
 ) -> BlockEventJson {
     let header = &outcome.header;
     BlockEventJson {
@@ -329,6 +340,7 @@ fn block_event(
         committed_unix_ms: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_millis() as u64),
+        oracle_band,
     }
 }
 
@@ -367,7 +379,7 @@ mod tests {
             execute: Duration::from_millis(1),
             persist: Duration::from_millis(1),
         };
-        let text = serde_json::to_string(&block_event(&outcome, 0, &timings)).unwrap();
+        let text = serde_json::to_string(&block_event(&outcome, 0, &timings, None)).unwrap();
         let event: BlockEventJson = serde_json::from_str(&text).expect("the event parses back");
         let quality = event.clearing.expect("the proposer's clearing quality");
         assert_eq!(quality.unrealized_utility_ratio, None);

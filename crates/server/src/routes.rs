@@ -6,6 +6,7 @@ use super::failure::{body_failure, Failure};
 use super::gateway_link::refuse_if_gateway_only;
 use super::limits::{EventStreamSlot, EventStreamSlots, StreamRefusal};
 use super::node::{display_prices, Shared};
+use super::oracle::OracleEvent;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
@@ -552,24 +553,74 @@ pub async fn events(
     };
     let receiver = shared.events.subscribe();
     let stopping = shared.clone();
-    let stream = BroadcastStream::new(receiver)
-        .map(move |item| {
-            let _keep = &subscriber;
-            Ok(match item {
-                Ok(event) => Event::default()
-                    .event("block")
-                    .json_data(&*event)
-                    .unwrap_or_else(|_| Event::default().event("error")),
-                Err(BroadcastStreamRecvError::Lagged(missed)) => {
-                    Event::default().event("lagged").data(format!(
-                        "{missed} block events were skipped: this client reads too slowly"
-                    ))
-                }
-            })
+    // The oracle's events (prices at most once a second, band warnings) beside the blocks'.
+    // A client too slow for them misses some: the next `oracle` event replaces the last.
+    let oracle_events = match shared.oracle.as_ref() {
+        Some(oracle) => BroadcastStream::new(oracle.events.subscribe())
+            .filter_map(|item| async move { item.ok().map(|event| Ok(oracle_event(&event))) })
+            .boxed(),
+        None => futures_util::stream::empty().boxed(),
+    };
+    let blocks = BroadcastStream::new(receiver).map(move |item| {
+        let _keep = &subscriber;
+        Ok(match item {
+            Ok(event) => Event::default()
+                .event("block")
+                .json_data(&*event)
+                .unwrap_or_else(|_| Event::default().event("error")),
+            Err(BroadcastStreamRecvError::Lagged(missed)) => Event::default().event("lagged").data(
+                format!("{missed} block events were skipped: this client reads too slowly"),
+            ),
         })
+    });
+    let stream = futures_util::stream::select(blocks, oracle_events)
         // A stopping node ends its streams, so that their connections close at once.
         .take_until(async move { stopping.stopped().await });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+fn oracle_event(event: &OracleEvent) -> Event {
+    let (name, data) = match event {
+        OracleEvent::Prices(prices) => ("oracle", Event::default().json_data(&**prices)),
+        OracleEvent::Band(band) => ("oracle_band", Event::default().json_data(&**band)),
+    };
+    data.map_or_else(|_| Event::default().event("error"), |data| data.event(name))
+}
+
+/// `GET /v1/oracle/prices`: the oracle's latest publication.
+pub async fn oracle_prices(
+    State(shared): State<AppState>,
+) -> Result<Json<OraclePricesJson>, Failure> {
+    let oracle = shared.oracle.as_ref().ok_or_else(|| {
+        Failure::not_found(
+            "oracle_not_configured",
+            "this node runs no valuation oracle: start it with --oracle-feed FILE",
+        )
+    })?;
+    let no_price = |why: String| {
+        Failure::new(StatusCode::SERVICE_UNAVAILABLE, "oracle_no_price", why).retry_after(1.0)
+    };
+    let latest = oracle.latest().ok_or_else(|| {
+        no_price(format!(
+            "the oracle ({}) has not published yet",
+            oracle.source
+        ))
+    })?;
+    if latest.per_unit.is_empty() {
+        let books: u64 = latest.json.venues.iter().map(|v| v.synced).sum();
+        let total: u64 = latest
+            .json
+            .venues
+            .iter()
+            .map(|v| v.synced + v.resyncing + v.crossed + v.stale + v.thin)
+            .sum();
+        return Err(no_price(format!(
+            "the oracle ({}) has no healthy price for any mapped asset yet ({books} of {total} \
+             venue books synced); retry shortly",
+            oracle.source
+        )));
+    }
+    Ok(Json(latest.json.clone()))
 }
 
 fn stream_refused(refusal: StreamRefusal, client: IpAddr) -> Failure {
@@ -597,11 +648,12 @@ pub async fn metrics(State(shared): State<AppState>) -> Response {
         let mempool = shared.mempool();
         (mempool.len(), mempool.capacity())
     };
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        shared.metrics.render(mempool),
-    )
-        .into_response()
+    let mut text = shared.metrics.render(mempool);
+    if let Some(oracle) = shared.oracle.as_ref() {
+        let age = oracle.latest().map(|latest| latest.published.elapsed());
+        text.push_str(&oracle.metrics.render(age));
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 pub async fn openapi_document() -> Json<serde_json::Value> {

@@ -312,5 +312,7 @@ pub fn dev_node_config(
         rate_limit_burst: 1,
         consensus: walras_server::Consensus::Solo,
         serve: Default::default(),
+        oracle: None,
+        warm_start: Default::default(),
     }
 }
