@@ -14,8 +14,8 @@ use thiserror::Error;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use walras_payments::{
-    output_id, verify_vote, vote_message, Certificate, Committee, Conflict, PaymentRequest,
-    PaymentVotes, RootCache, ValidatorIndex, VoteFault,
+    verify_payment_votes, Certificate, Committee, Conflict, PaymentRequest, PaymentVotes,
+    RootCache, ValidatorIndex, VoteFault,
 };
 
 use crate::frame::{push_frame, read_frame, write_framed};
@@ -338,22 +338,8 @@ impl<'a> Aggregator<'a> {
         if votes.payment != id {
             return Err(VoteFault::WrongPayment);
         }
-        if votes.signatures.len() != payment.outputs.len() {
-            return Err(VoteFault::WrongVoteCount);
-        }
         let mut cache = cache.lock().map_err(|_| VoteFault::BadSignature)?;
-        for (index, (output, signature)) in
-            payment.outputs.iter().zip(&votes.signatures).enumerate()
-        {
-            let message = vote_message(
-                payment.chain_id,
-                payment.epoch,
-                &output_id(&id, index as u16),
-                output,
-            );
-            verify_vote(key, &message, signature, &mut cache)?;
-        }
-        Ok(())
+        verify_payment_votes(key, payment, id, &votes.signatures, &mut cache)
     }
 
     fn certificates(&self) -> Vec<Certificate> {

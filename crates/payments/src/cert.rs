@@ -58,6 +58,31 @@ pub fn payment_vote_messages(
         .collect()
 }
 
+/// Checks one validator's votes on a payment: one signature per output, each over that output's
+/// vote message ([`payment_vote_messages`]) under `key`. What a client and an aggregator both
+/// do with every vote they receive.
+pub fn verify_payment_votes(
+    key: &PublicKey,
+    payment: &crate::model::Payment,
+    payment_id: PaymentId,
+    signatures: &[VoteSignature],
+    cache: &mut RootCache,
+) -> Result<(), VoteFault> {
+    if signatures.len() != payment.outputs.len() {
+        return Err(VoteFault::WrongVoteCount);
+    }
+    let messages = payment_vote_messages(
+        payment.chain_id,
+        payment.epoch,
+        payment_id,
+        &payment.outputs,
+    );
+    for (message, signature) in messages.iter().zip(signatures) {
+        verify_vote(key, message, signature, cache)?;
+    }
+    Ok(())
+}
+
 /// One validator's signature on one output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum VoteSignature {

@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use walras_crypto::{Keypair, PublicKey};
 use walras_types::AssetId;
 
-use crate::cert::{verify_certificate, verify_vote, vote_message, Certificate, RootCache};
+use crate::cert::{verify_certificate, verify_payment_votes, Certificate, RootCache};
 use crate::error::{ClientError, VoteFault};
 use crate::model::{
-    output_id, ChainId, Committee, Input, Output, OutputId, Payment, PaymentId, SignedPayment,
-    ValidatorIndex, PAYMENT_INPUTS_MAX,
+    ChainId, Committee, Input, Output, OutputId, Payment, PaymentId, SignedPayment, ValidatorIndex,
+    PAYMENT_INPUTS_MAX,
 };
 use crate::validator::{Conflict, PaymentRequest, PaymentVotes};
 
@@ -306,21 +306,8 @@ impl Client {
             return Ok(Vec::new());
         }
         let payment = &pending.request.signed.payment;
-        if votes.signatures.len() != payment.outputs.len() {
-            return Err(bad(VoteFault::WrongVoteCount));
-        }
         let id = votes.payment;
-        for (index, (output, signature)) in
-            payment.outputs.iter().zip(&votes.signatures).enumerate()
-        {
-            let message = vote_message(
-                payment.chain_id,
-                payment.epoch,
-                &output_id(&id, index as u16),
-                output,
-            );
-            verify_vote(&key, &message, signature, &mut self.cache).map_err(bad)?;
-        }
+        verify_payment_votes(&key, payment, id, &votes.signatures, &mut self.cache).map_err(bad)?;
         let quorum = self.committee.quorum();
         let Some(pending) = self.pending.get_mut(&id) else {
             return Ok(Vec::new());
