@@ -617,15 +617,33 @@ impl ShardWorker {
 }
 
 /// Starts a validator from its configuration file and serves until the process ends.
-pub async fn run_from_file(path: &Path) -> Result<(), String> {
-    start_from_file(path).await?.serve().await;
+pub async fn run_from_file(path: &Path, faults: Faults) -> Result<(), String> {
+    start_from_file(path, faults).await?.serve().await;
     Ok(())
+}
+
+/// Whether a validator configuration may carry a deliberate fault (`"fault": ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Faults {
+    /// Benchmarks and tests: the fault is played (with a warning).
+    Allowed,
+    /// A production build: a configuration with a fault is refused, so that a test file copied
+    /// into production cannot make an honest validator equivocate.
+    Refused,
 }
 
 /// Starts a validator from its configuration file (listening, not yet serving): the caller
 /// may take [`Validator::deposits`] before [`Validator::serve`].
-pub async fn start_from_file(path: &Path) -> Result<Validator, String> {
+pub async fn start_from_file(path: &Path, faults: Faults) -> Result<Validator, String> {
     let file = crate::config::ValidatorFile::load(path).map_err(|error| error.to_string())?;
+    if let (Some(fault), Faults::Refused) = (file.fault, faults) {
+        return Err(format!(
+            "{}: the configuration makes validator {} play the deliberate fault {fault:?}; this \
+             build (without dev-tools) refuses it: remove the \"fault\" field",
+            path.display(),
+            file.index
+        ));
+    }
     let committee =
         crate::config::CommitteeFile::load(&file.committee).map_err(|error| error.to_string())?;
     let genesis = crate::config::GenesisFile::load(&file.genesis, committee.committee.chain_id)

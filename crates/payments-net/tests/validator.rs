@@ -262,3 +262,28 @@ async fn silent_validators_beyond_f_stop_certification_with_a_named_reason() {
         "{text}"
     );
 }
+
+/// A validator configuration carrying a deliberate fault (what `walras payments bench` writes)
+/// is refused when faults are refused (the production build), before anything starts; with
+/// faults allowed the same file gets past that check (and here fails on its missing committee).
+/// Before, a production validator started from such a file played the fault, with a warning.
+#[tokio::test]
+async fn a_production_validator_refuses_a_configuration_with_a_deliberate_fault() {
+    use walras_payments_net::validator::{start_from_file, Faults};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("validator0.json");
+    std::fs::write(
+        &path,
+        r#"{"committee": "committee.json", "genesis": "genesis.json", "index": 0,
+            "key": "validator0.key", "data": "v0", "fault": "equivocate"}"#,
+    )
+    .unwrap();
+    let refused = start_from_file(&path, Faults::Refused).await.err().unwrap();
+    assert!(
+        refused.contains("Equivocate") && refused.contains("refuses"),
+        "{refused}"
+    );
+    let allowed = start_from_file(&path, Faults::Allowed).await.err().unwrap();
+    assert!(!allowed.contains("refuses"), "{allowed}");
+    assert!(allowed.contains("committee.json"), "{allowed}");
+}

@@ -133,7 +133,13 @@ pub struct ReceiveArgs {
 pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
     match command {
         PaymentsCommand::Validator(args) => block_on(async move {
-            let validator = walras_payments_net::validator::start_from_file(&args.config)
+            // Deliberate faults are for benchmarks: a production build refuses them.
+            let faults = if cfg!(feature = "dev-tools") {
+                walras_payments_net::validator::Faults::Allowed
+            } else {
+                walras_payments_net::validator::Faults::Refused
+            };
+            let validator = walras_payments_net::validator::start_from_file(&args.config, faults)
                 .await
                 .map_err(anyhow::Error::msg)?;
             if let Some(url) = args.exchange {
