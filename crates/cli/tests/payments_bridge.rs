@@ -2,10 +2,11 @@
 //! payments committee, `walras payments localnet` with 4 validators × 2 shards polling it
 //! (`--exchange`), wallets and `walras payments deposit`.
 //!
-//! deposit → pay → pay → withdraw conserves every asset on both sides; a second withdrawal of
-//! the output, a short certificate, a wrong epoch and a wrong chain are each refused by the
-//! node with their typed code and change nothing; spending a deposit that no committed block
-//! made is refused by the validators (`UnknownInput`).
+//! deposit → pay → pay → withdraw conserves every asset on both sides; a coin still spendable
+//! in the lane (not at the account's withdrawal address), a short certificate, a wrong epoch and
+//! a wrong chain are each refused by the node with their typed code and change nothing, and a
+//! second withdrawal of an output is refused; spending a deposit that no committed block made is
+//! refused by the validators (`UnknownInput`).
 //!
 //! The withdrawal goes through `walras payments withdraw` (BLS votes from the validators,
 //! aggregated by the client); the refused variants are built here from real validator votes
@@ -20,7 +21,7 @@ use walras_client::{keyfile, NodeClient};
 use walras_crypto::Keypair;
 use walras_engine::bridge::deposit_output;
 use walras_payments::bls::aggregate_certificate;
-use walras_payments::Coin;
+use walras_payments::{withdrawal_owner, Certificate, ChainId};
 use walras_payments_net::client::CommitteeClient;
 use walras_payments_net::config::{CommitteeConfig, CommitteeFile};
 use walras_payments_net::wallet::Wallet;
@@ -104,16 +105,16 @@ fn seed_of(wallet: &Wallet) -> [u8; 32] {
         .expect("32 bytes")
 }
 
-/// A certificate on `coin` aggregated from the BLS votes of `signers` (asked of the running
-/// validators), claiming (`chain`, `epoch`).
+/// A withdrawal certificate on the output `certificate` certifies, aggregated from the BLS
+/// votes of `signers` (asked of the running validators), claiming (`chain`, `epoch`).
 async fn certify(
     client: &CommitteeClient,
-    coin: &Coin,
+    certificate: &Certificate,
     signers: &[u16],
     chain: u64,
     epoch: u64,
 ) -> PaymentsCertificate {
-    let certificate = coin.certificate.clone().expect("a certified coin");
+    let certificate = certificate.clone();
     let mut votes = Vec::new();
     for validator in signers {
         let request = Request::WithdrawalVote {
@@ -140,12 +141,12 @@ async fn certify(
     }
 }
 
-fn payments_output(coin: &Coin) -> PaymentsOutput {
+fn payments_output(certificate: &Certificate) -> PaymentsOutput {
     PaymentsOutput {
-        id: coin.id.0 .0,
-        asset: coin.output.asset,
-        amount: u64::try_from(coin.output.amount).expect("small"),
-        owner: *coin.output.owner.as_bytes(),
+        id: certificate.id.0 .0,
+        asset: certificate.output.asset,
+        amount: u64::try_from(certificate.output.amount).expect("small"),
+        owner: *certificate.output.owner.as_bytes(),
     }
 }
 
@@ -407,16 +408,8 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         "the payments lane holds exactly the deposit"
     );
 
-    // Wallet 0's change (200, certified, not withdrawn) for the refusals that are not about
-    // a second withdrawal.
-    let change = wallet0
-        .client()
-        .coins()
-        .into_iter()
-        .find(|coin| coin.certificate.is_some() && coin.output.amount == 200)
-        .expect("wallet 0 holds its certified change");
-
-    // withdraw: account 2 (wallet 0's key) redeems the 100 with the validators' BLS votes.
+    // withdraw: account 2 (wallet 0's key) redeems 100 with the validators' BLS votes: the CLI
+    // first pays the coin's value to account 2's withdrawal address, then redeems that output.
     let withdrawn = ok(
         walras(&[
             "payments",
@@ -438,28 +431,33 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         withdrawn.contains("withdrawn: 100 of asset 1"),
         "{withdrawn}"
     );
-    let wallet0 = Wallet::load(&wallet_path(0), &committee.committee).expect("wallet");
-    assert!(
-        wallet0
+    let mut wallet0 = Wallet::load(&wallet_path(0), &committee.committee).expect("wallet");
+    let held = |wallet: &Wallet| -> u128 {
+        wallet
             .client()
             .coins()
             .iter()
-            .all(|held| held.id != coin.id),
-        "the wallet forgets a withdrawn coin"
-    );
+            .filter(|coin| coin.output.asset == AssetId(PAY_ASSET))
+            .map(|coin| coin.output.amount)
+            .sum()
+    };
+    assert_eq!(held(&wallet0), 200, "the withdrawn 100 left the wallet");
     let owner = Keypair::from_seed(seed_of(&wallet0));
-    let withdraw = |coin: &Coin, sequence: u64, certificate| {
+    let withdraw = |certificate: &Certificate, sequence: u64, claimed| {
         sign(
             &owner,
             2,
             sequence,
             Operation::WithdrawFromPayments {
-                output: payments_output(coin),
-                certificate,
+                output: payments_output(certificate),
+                certificate: claimed,
             },
         )
     };
-    let client = CommitteeClient::new(committee.committee.clone(), committee.addresses.clone());
+    let client = std::sync::Arc::new(CommitteeClient::new(
+        committee.committee.clone(),
+        committee.addresses.clone(),
+    ));
     runtime.block_on(async {
         let (totals, escrow) = exchange_totals(&node, &accounts).await;
         assert_eq!(escrow, vec![0, 400]);
@@ -469,34 +467,49 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
             .iter()
             .any(|b| b.asset == PAY_ASSET && b.amount == BALANCE + 100));
 
+        // Wallet 0's remaining 200 goes to account 2's withdrawal address: an output nobody can
+        // spend in the lane, the only kind the exchange redeems.
+        let address = withdrawal_owner(ChainId(CHAIN), 2);
+        let (_, certificates) = wallet0
+            .pay(&client, address, AssetId(PAY_ASSET), 200)
+            .await
+            .expect("paid to the withdrawal address");
+        let leaving = certificates
+            .into_iter()
+            .find(|certificate| certificate.output.owner == address)
+            .expect("the withdrawal address's certificate");
+        // A coin its holder can still spend in the lane (wallet 0's own key owns it): redeeming
+        // it would let it be spent on both sides. Before withdrawal addresses, it was accepted.
+        let lane_coin = coin.certificate.clone().expect("certified");
+
         // Each refused at the node with its code (the admission rule, before the mempool);
         // nothing changes.
         let cases = [
             (
-                &coin,
-                certify(&client, &coin, &[0, 1, 2], CHAIN, epoch).await,
-                "already_withdrawn",
+                &lane_coin,
+                certify(&client, &lane_coin, &[0, 1, 2], CHAIN, epoch).await,
+                "withdrawal_not_owner",
             ),
             (
-                &change,
-                certify(&client, &change, &[0, 1], CHAIN, epoch).await,
+                &leaving,
+                certify(&client, &leaving, &[0, 1], CHAIN, epoch).await,
                 "short_certificate",
             ),
             (
-                &change,
-                certify(&client, &change, &[1, 2, 3], CHAIN, epoch + 1).await,
+                &leaving,
+                certify(&client, &leaving, &[1, 2, 3], CHAIN, epoch + 1).await,
                 "withdrawal_wrong_epoch",
             ),
             (
-                &change,
-                certify(&client, &change, &[0, 2, 3], CHAIN + 1, epoch).await,
+                &leaving,
+                certify(&client, &leaving, &[0, 2, 3], CHAIN + 1, epoch).await,
                 "withdrawal_wrong_chain",
             ),
         ];
         let sequence = node.account(2).await.expect("account").next_sequence;
-        for (coin, certificate, code) in cases {
+        for (certificate, claimed, code) in cases {
             let error = node
-                .submit(&withdraw(coin, sequence, certificate))
+                .submit(&withdraw(certificate, sequence, claimed))
                 .await
                 .expect_err(code);
             assert_eq!(error.code(), Some(code), "{error}");
@@ -505,17 +518,25 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         assert_eq!(escrow, vec![0, 400]);
         assert_eq!(totals, issued);
         assert_eq!(node.payments_escrow().await.expect("escrow").withdrawn, 1);
-        // And the change is still redeemable with a full certificate: the refusals took nothing.
+        // The output at the withdrawal address redeems with a full certificate, once.
         let good = withdraw(
-            &change,
+            &leaving,
             sequence,
-            certify(&client, &change, &[0, 1, 3], CHAIN, epoch).await,
+            certify(&client, &leaving, &[0, 1, 3], CHAIN, epoch).await,
         );
         node.submit(&good).await.expect("admitted");
         assert_eq!(committed(&node, &good).await, "accepted");
         let (totals, escrow) = exchange_totals(&node, &accounts).await;
         assert_eq!(escrow, vec![0, 200]);
         assert_eq!(totals, issued);
+        let again = withdraw(
+            &leaving,
+            sequence + 1,
+            certify(&client, &leaving, &[0, 1, 2], CHAIN, epoch).await,
+        );
+        let error = node.submit(&again).await.expect_err("already withdrawn");
+        assert_eq!(error.code(), Some("already_withdrawn"), "{error}");
+        assert_eq!(node.payments_escrow().await.expect("escrow").withdrawn, 2);
     });
     drop(localnet);
 }

@@ -156,17 +156,18 @@ pub fn admit(
     if transaction.sequence - last_sequence > SEQUENCE_WINDOW {
         return Err(Rejection::SequenceOutOfWindow { last_sequence });
     }
-    let key = match source.key {
-        Some(key) if signature_ok(&key) => key,
+    match source.key {
+        Some(key) if signature_ok(&key) => {}
         _ => return Err(Rejection::BadSignature),
-    };
-    admit_payments(&transaction.operation, &key, payments).map_err(Rejection::Payments)
+    }
+    admit_payments(&transaction.operation, transaction.source, payments)
+        .map_err(Rejection::Payments)
 }
 
 /// Step 5: the bridge's checks of a deposit or withdrawal (nothing for other operations).
 fn admit_payments(
     operation: &Operation,
-    source_key: &PublicKey,
+    source: walras_types::AccountId,
     payments: Option<&PaymentsBridge>,
 ) -> Result<(), PaymentsRejection> {
     match operation {
@@ -180,7 +181,7 @@ fn admit_payments(
             certificate,
         } => payments
             .ok_or(PaymentsRejection::Disabled)?
-            .check_withdrawal(source_key.as_bytes(), output, certificate),
+            .check_withdrawal(source, output, certificate),
         _ => Ok(()),
     }
 }

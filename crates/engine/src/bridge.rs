@@ -21,7 +21,9 @@
 use crate::admission::PaymentsRejection;
 use walras_crypto::{Domain, Hash, Hasher, PublicKey};
 use walras_payments::bls::{verify_bls_certificate, BlsCertificate, BlsCommittee, BlsError};
-use walras_payments::{ChainId, Committee, Epoch, Output, OutputId, ValidatorIndex};
+use walras_payments::{
+    withdrawal_owner, ChainId, Committee, Epoch, Output, OutputId, ValidatorIndex,
+};
 use walras_trie::Trie;
 use walras_types::{
     AssetId, PaymentsCertificate, PaymentsGenesis, PaymentsOutput, SignedTransaction,
@@ -129,14 +131,17 @@ impl PaymentsBridge {
 
     /// The checks of a withdrawal that depend on the state at the start of a block, cheapest
     /// first: owner, chain, epoch, withdrawn set, escrow, quorum, then the aggregate signature
-    /// (two pairings, about a millisecond). `source_key` is the signing account's key.
+    /// (two pairings, about a millisecond). `source` is the signing account: the output must be
+    /// owned by its withdrawal address ([`withdrawal_owner`]), which no key can spend in the
+    /// payments lane; an output its holder could still spend there is refused (`NotOwner`).
     pub fn check_withdrawal(
         &self,
-        source_key: &[u8; 32],
+        source: walras_types::AccountId,
         output: &PaymentsOutput,
         certificate: &PaymentsCertificate,
     ) -> Result<(), PaymentsRejection> {
-        if output.owner != *source_key {
+        let owner = withdrawal_owner(ChainId(self.genesis.chain_id), source.0);
+        if output.owner != *owner.as_bytes() {
             return Err(PaymentsRejection::NotOwner);
         }
         if certificate.chain_id != self.genesis.chain_id {
@@ -177,8 +182,6 @@ impl PaymentsBridge {
                 quorum: self.quorum(),
             });
         }
-        let owner =
-            PublicKey::from_bytes(&output.owner).map_err(|_| PaymentsRejection::BadCertificate)?;
         let bls = BlsCertificate {
             chain_id: ChainId(certificate.chain_id),
             epoch: Epoch(certificate.epoch),

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use walras_crypto::{Hash, Keypair};
 use walras_engine::{DropReason, EngineConfig, ExchangeState};
 use walras_payments::bls::{aggregate_certificate, BlsKeypair};
-use walras_payments::{vote_message, ChainId, Epoch, Output, OutputId};
+use walras_payments::{vote_message, withdrawal_owner, ChainId, Epoch, Output, OutputId};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{
     AccountId, AssetId, Operation, PaymentsCertificate, PaymentsGenesis, PaymentsOutput,
@@ -101,7 +101,8 @@ fn deposit(source: u64, sequence: u64, asset: u16, amount: u64) -> SignedTransac
     )
 }
 
-/// A payments output owned by `owner`'s key (its id stands for any payment's output id).
+/// A payments output paid to account `owner`'s withdrawal address (its id stands for any
+/// payment's output id).
 fn output(tag: u64, owner: u64, asset: u16, amount: u64) -> PaymentsOutput {
     let mut id = [0u8; 32];
     id[..8].copy_from_slice(&tag.to_be_bytes());
@@ -110,7 +111,7 @@ fn output(tag: u64, owner: u64, asset: u16, amount: u64) -> PaymentsOutput {
         id,
         asset: AssetId(asset),
         amount,
-        owner: *keypair(owner).public_key().as_bytes(),
+        owner: *withdrawal_owner(ChainId(CHAIN), owner).as_bytes(),
     }
 }
 
@@ -251,6 +252,10 @@ fn a_certified_withdrawal_pays_the_owner_once() {
 fn every_bad_withdrawal_is_refused_with_its_reason_and_changes_nothing() {
     let mut state = funded(700);
     let coin = output(1, 2, 0, 300);
+    let lane_coin = PaymentsOutput {
+        owner: *keypair(2).public_key().as_bytes(),
+        ..output(9, 2, 0, 100)
+    };
     let mut tampered = certify(&coin, &[0, 1, 2], CHAIN, EPOCH);
     tampered.aggregate = certify(&output(2, 2, 0, 300), &[0, 1, 2], CHAIN, EPOCH).aggregate;
     let mut outsider = certify(&coin, &[0, 1, 2], CHAIN, EPOCH);
@@ -279,6 +284,18 @@ fn every_bad_withdrawal_is_refused_with_its_reason_and_changes_nothing() {
         ),
         (
             withdraw(3, 1, coin, certify(&coin, &[0, 1, 2], CHAIN, EPOCH)),
+            DropReason::WithdrawalNotOwner,
+        ),
+        // An output its holder could still spend in the payments lane (owned by account 2's own
+        // key, not its withdrawal address): withdrawing it would let it be spent twice, once on
+        // each side. Before the withdrawal address, this was accepted.
+        (
+            withdraw(
+                2,
+                1,
+                lane_coin,
+                certify(&lane_coin, &[0, 1, 2], CHAIN, EPOCH),
+            ),
             DropReason::WithdrawalNotOwner,
         ),
         (
@@ -451,7 +468,7 @@ proptest! {
                             continue;
                         }
                         let coin = coins[(amount as usize + seed as usize) % coins.len()];
-                        let owner = (0..4).find(|id| *keypair(*id).public_key().as_bytes() == coin.owner).expect("owner");
+                        let owner = (0..4).find(|id| *withdrawal_owner(ChainId(CHAIN), *id).as_bytes() == coin.owner).expect("owner");
                         let owner_sequence = if owner == account { sequence } else {
                             let s = sequences[owner as usize];
                             sequences[owner as usize] += 1;

@@ -36,9 +36,9 @@ pub use cert::{
 pub use client::{Client, ClientEffect, Coin, StuckReason};
 pub use error::{CertError, ClientError, RequestError, VoteFault};
 pub use model::{
-    deposit_output_id, genesis_output_id, output_id, ChainId, Committee, DepositOutput, Epoch,
-    Input, Output, OutputId, Payment, PaymentId, SignedPayment, ValidatorIndex, PAYMENT_INPUTS_MAX,
-    PAYMENT_OUTPUTS_MAX,
+    deposit_output_id, genesis_output_id, output_id, withdrawal_owner, ChainId, Committee,
+    DepositOutput, Epoch, Input, Output, OutputId, Payment, PaymentId, SignedPayment,
+    ValidatorIndex, PAYMENT_INPUTS_MAX, PAYMENT_OUTPUTS_MAX,
 };
 pub use validator::{
     Conflict, Effect, Outcome, PaymentRequest, PaymentVotes, Reply, ValidatorShard,

@@ -32,8 +32,19 @@ pub mod domain {
     pub const VOTE: Domain = Domain::new("walras/pay/vote");
     /// Shard assignment of an owner key.
     pub const SHARD: Domain = Domain::new("walras/pay/shard");
+    /// The withdrawal address of an exchange account.
+    pub const WITHDRAWAL: Domain = Domain::new("walras/pay/wdr");
     /// Every domain above.
-    pub const ALL: [Domain; 7] = [PAYMENT, PAYMENT_SIG, OUTPUT, DEPOSIT, GENESIS, VOTE, SHARD];
+    pub const ALL: [Domain; 8] = [
+        PAYMENT,
+        PAYMENT_SIG,
+        OUTPUT,
+        DEPOSIT,
+        GENESIS,
+        VOTE,
+        SHARD,
+        WITHDRAWAL,
+    ];
 }
 
 /// A coin: `amount` units of `asset`, spendable by `owner`.
@@ -70,6 +81,24 @@ pub fn deposit_output_id(transaction_id: &Hash, index: u16) -> OutputId {
         .update(transaction_id.as_bytes())
         .update(&index.to_be_bytes());
     OutputId(hasher.finalize())
+}
+
+/// The owner an output must have to be withdrawn into exchange account `account`: a curve point
+/// derived by hashing (the first counter whose hash decodes as a valid public key), so nobody
+/// knows its secret key and nobody can spend such an output in the payments lane. Paying a coin
+/// to this owner is how it leaves the lane for good; only then can its certificate be redeemed
+/// on the exchange, so a coin can never be both withdrawn and spent.
+pub fn withdrawal_owner(chain_id: ChainId, account: u64) -> PublicKey {
+    (0u32..)
+        .find_map(|counter| {
+            let mut hasher = Hasher::new(domain::WITHDRAWAL);
+            hasher
+                .update(&chain_id.0.to_be_bytes())
+                .update(&account.to_be_bytes())
+                .update(&counter.to_be_bytes());
+            PublicKey::from_bytes(hasher.finalize().as_bytes()).ok()
+        })
+        .expect("about half of all hashes are curve points")
 }
 
 /// Id of genesis entry `index`.

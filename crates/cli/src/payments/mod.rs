@@ -269,28 +269,41 @@ fn withdraw(args: WithdrawArgs) -> anyhow::Result<()> {
         .into_iter()
         .find(|coin| hex::encode(coin.id.0.as_bytes()) == args.coin.trim())
         .ok_or_else(|| anyhow::anyhow!("the wallet holds no coin {}", args.coin))?;
-    let certificate = coin.certificate.clone().ok_or_else(|| {
-        anyhow::anyhow!(
-            "coin {} has no certificate (an unspent deposit): pay it on first, or \
-             it is already exchange money",
-            args.coin
-        )
-    })?;
     let amount = u64::try_from(coin.output.amount)
         .map_err(|_| anyhow::anyhow!("amount {} is over the exchange's cap", coin.output.amount))?;
     let bls = BlsCommittee::new(committee.committee.clone(), &keys)
         .map_err(|error| anyhow::anyhow!("the committee's BLS keys: {error}"))?;
     let quorum = committee.committee.quorum();
+    let client = std::sync::Arc::new(CommitteeClient::new(
+        committee.committee.clone(),
+        committee.addresses.clone(),
+    ));
+    let keypair = walras_payments_net::config::parse_seed(&wallet.file().secret_seed)
+        .map_err(anyhow::Error::msg)?;
+    let node = args.node.client()?;
+    // First the coin's value leaves the lane for good: paid (a certified payment like any
+    // other) to the account's withdrawal address, which no key can spend. Only that output's
+    // certificate is redeemable on the exchange, so a coin is never both withdrawn and spent.
+    let withdrawal_address =
+        walras_payments::withdrawal_owner(committee.committee.chain_id, args.source);
+    let (_, certificates) = block_on(wallet.pay(
+        &client,
+        withdrawal_address,
+        coin.output.asset,
+        coin.output.amount,
+    ))??;
+    let certificate = certificates
+        .into_iter()
+        .find(|certificate| certificate.output.owner == withdrawal_address)
+        .ok_or_else(|| {
+            anyhow::anyhow!("the payment to the withdrawal address has no certificate")
+        })?;
     let message = walras_payments::vote_message(
         certificate.chain_id,
         certificate.epoch,
         &certificate.id,
         &certificate.output,
     );
-    let client = CommitteeClient::new(committee.committee.clone(), committee.addresses.clone());
-    let keypair = walras_payments_net::config::parse_seed(&wallet.file().secret_seed)
-        .map_err(anyhow::Error::msg)?;
-    let node = args.node.client()?;
     let status = block_on(async {
         let mut votes = Vec::new();
         for validator in 0..committee.committee.validators.len() as u16 {
@@ -368,7 +381,6 @@ fn withdraw(args: WithdrawArgs) -> anyhow::Result<()> {
     })??;
     match status.status.as_str() {
         "accepted" => {
-            wallet.withdrawn(&coin.id)?;
             println!(
                 "withdrawn: {amount} of asset {} to account {} (transaction {}, block {})",
                 coin.output.asset.0,
