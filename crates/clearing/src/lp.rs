@@ -38,7 +38,7 @@ pub const BALANCE_TOLERANCE_RELATIVE: f64 = 1e-12;
 
 /// How the LP's numbers are scaled for the solver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Formulation {
+enum Formulation {
     /// Flows as fractions of the largest upper bound, conservation rows as written. Several
     /// times faster with microlp, and exact enough whenever assets' volumes are of one order.
     Plain,
@@ -52,50 +52,48 @@ pub enum Formulation {
 /// Scaling: the solver's tolerance is absolute, so in the plain formulation an asset whose flows
 /// are 10^-6 of the largest (valuations spanning decades, thin assets) can be balanced only to
 /// within 10^-3 of its own volume: far beyond ε, which the exact settlement then repairs below
-/// the μ lower bounds. The per-asset formulation fixes that but costs microlp 2–4× more pivots'
-/// worth of time on thick books (measured: 19 against 5 ms at a million offers over 50 assets).
-/// So the plain one is solved first and its answer kept only when every asset balances to
+/// the μ lower bounds. The per-asset formulation fixes that but costs microlp several times more
+/// on thick books (measured: 19–31 against 4–9 ms at a million offers over 50 assets). So the
+/// plain one is solved first and its answer kept only when every asset balances to
 /// [`BALANCE_TOLERANCE_RELATIVE`] of its volume; otherwise (or when it finds no solution) the
 /// per-asset one decides.
 pub fn solve(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> Result<Vec<f64>, LpError> {
-    solve_reporting(assets, pairs, epsilon).map(|(flows, _)| flows)
-}
-
-/// [`solve`], also saying which formulation gave the answer.
-pub fn solve_reporting(
-    assets: usize,
-    pairs: &[PairFlowBounds],
-    epsilon: f64,
-) -> Result<(Vec<f64>, Formulation), LpError> {
-    if let Ok(flows) = solve_as(Formulation::Plain, assets, pairs, epsilon) {
-        if balanced(assets, pairs, &flows, epsilon) {
-            return Ok((flows, Formulation::Plain));
+    let volume = volumes(assets, pairs);
+    if let Ok(flows) = solve_as(Formulation::Plain, &volume, pairs, epsilon) {
+        if balanced(&volume, pairs, &flows, epsilon) {
+            return Ok(flows);
         }
     }
-    let flows = solve_as(Formulation::PerAsset, assets, pairs, epsilon)?;
-    Ok((flows, Formulation::PerAsset))
+    solve_as(Formulation::PerAsset, &volume, pairs, epsilon)
+}
+
+/// Each asset's volume: the upper bounds of the pairs that sell or buy it.
+fn volumes(assets: usize, pairs: &[PairFlowBounds]) -> Vec<f64> {
+    let mut volume = vec![0.0f64; assets];
+    for pair in pairs {
+        volume[pair.sell] += pair.upper;
+        volume[pair.buy] += pair.upper;
+    }
+    volume
 }
 
 /// Every asset receives at least (1 − ε) of what it pays, to within
 /// [`BALANCE_TOLERANCE_RELATIVE`] of its volume.
-fn balanced(assets: usize, pairs: &[PairFlowBounds], flows: &[f64], epsilon: f64) -> bool {
-    let mut net = vec![0.0f64; assets];
-    let mut volume = vec![0.0f64; assets];
+fn balanced(volume: &[f64], pairs: &[PairFlowBounds], flows: &[f64], epsilon: f64) -> bool {
+    let mut net = vec![0.0f64; volume.len()];
     for (pair, flow) in pairs.iter().zip(flows) {
         net[pair.sell] += flow;
         net[pair.buy] -= (1.0 - epsilon) * flow;
-        volume[pair.sell] += pair.upper;
-        volume[pair.buy] += pair.upper;
     }
     net.iter()
-        .zip(&volume)
+        .zip(volume)
         .all(|(net, volume)| *net >= -BALANCE_TOLERANCE_RELATIVE * volume)
 }
 
 /// Solves one formulation; flows are clamped into their bounds.
-pub fn solve_as(
+fn solve_as(
     formulation: Formulation,
-    assets: usize,
+    volume: &[f64],
     pairs: &[PairFlowBounds],
     epsilon: f64,
 ) -> Result<Vec<f64>, LpError> {
@@ -103,13 +101,8 @@ pub fn solve_as(
     if pairs.is_empty() || scale <= 0.0 {
         return Ok(vec![0.0; pairs.len()]);
     }
-    let mut volume = vec![0.0f64; assets];
-    for pair in pairs {
-        volume[pair.sell] += pair.upper;
-        volume[pair.buy] += pair.upper;
-    }
     let mut problem = Problem::new(OptimizationDirection::Maximize);
-    let mut rows: Vec<Vec<(microlp::Variable, f64)>> = vec![Vec::new(); assets];
+    let mut rows: Vec<Vec<(microlp::Variable, f64)>> = vec![Vec::new(); volume.len()];
     // The solver's variable is `flow / unit`; a row's coefficient for it is `unit / row scale`.
     let mut units = Vec::with_capacity(pairs.len());
     for pair in pairs {
@@ -202,10 +195,11 @@ mod tests {
             pair(2, 3, 0.0, 1e-7),
             pair(3, 2, 0.0, 1e-7),
         ];
+        let volume = volumes(4, &pairs);
         let exact = [1.0, 1.0, 1e-7, 1e-7];
-        assert!(balanced(4, &pairs, &exact, 0.0));
+        assert!(balanced(&volume, &pairs, &exact, 0.0));
         let thin_short = [1.0, 1.0, 1e-7, 1e-7 * (1.0 + 1e-6)];
-        assert!(!balanced(4, &pairs, &thin_short, 0.0));
+        assert!(!balanced(&volume, &pairs, &thin_short, 0.0));
     }
 
     /// Valuations over twelve decades: whichever formulation answers, every asset balances to
@@ -219,9 +213,13 @@ mod tests {
             pairs.push(pair(asset, next, 0.25 * size, size));
             pairs.push(pair(next, asset, 0.0, 0.75 * size));
         }
-        let (flows, _) = solve_reporting(6, &pairs, 1.0 / 65536.0).unwrap();
-        assert!(balanced(6, &pairs, &flows, 1.0 / 65536.0), "{flows:?}");
-        let per_asset = solve_as(Formulation::PerAsset, 6, &pairs, 1.0 / 65536.0).unwrap();
+        let volume = volumes(6, &pairs);
+        let flows = solve(6, &pairs, 1.0 / 65536.0).unwrap();
+        assert!(
+            balanced(&volume, &pairs, &flows, 1.0 / 65536.0),
+            "{flows:?}"
+        );
+        let per_asset = solve_as(Formulation::PerAsset, &volume, &pairs, 1.0 / 65536.0).unwrap();
         for (plain, scaled) in flows.iter().zip(&per_asset) {
             assert!(
                 (plain - scaled).abs() <= 1e-9 * scaled.abs().max(1e-6),
