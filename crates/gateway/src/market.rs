@@ -53,9 +53,19 @@ pub struct MarketData {
 }
 
 impl MarketData {
-    /// Appends the encoding; `None` if over the limits (the producer caps before encoding).
+    /// Within the encoding's limits (the node caps what it collects to them).
+    pub fn within_limits(&self) -> bool {
+        self.trades.len() <= MARKET_PAIRS_MAX
+            && self.depth.len() <= MARKET_PAIRS_MAX
+            && self
+                .depth
+                .iter()
+                .all(|pair| pair.levels.len() <= DEPTH_LEVELS_MAX)
+    }
+
+    /// Appends the encoding; `None`, with nothing appended, if over the limits.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Option<()> {
-        if self.trades.len() > MARKET_PAIRS_MAX || self.depth.len() > MARKET_PAIRS_MAX {
+        if !self.within_limits() {
             return None;
         }
         out.put_u32(self.trades.len() as u32);
@@ -67,9 +77,6 @@ impl MarketData {
         out.put_u8(u8::from(self.depth_truncated));
         out.put_u32(self.depth.len() as u32);
         for pair in &self.depth {
-            if pair.levels.len() > DEPTH_LEVELS_MAX {
-                return None;
-            }
             out.put_u16(pair.sell);
             out.put_u16(pair.buy);
             out.put_u64(pair.offers);
@@ -128,5 +135,58 @@ impl MarketData {
             depth,
             depth_truncated,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(levels: usize) -> PairDepth {
+        PairDepth {
+            sell: 0,
+            buy: 1,
+            offers: levels as u64,
+            levels: vec![
+                DepthLevel {
+                    min_price: 1 << 80,
+                    amount: 5,
+                    offers: 1,
+                };
+                levels
+            ],
+        }
+    }
+
+    #[test]
+    fn market_data_round_trips() {
+        let data = MarketData {
+            trades: vec![PairAmount {
+                sell: 1,
+                buy: 0,
+                sold: 7,
+            }],
+            depth: vec![pair(DEPTH_LEVELS_MAX)],
+            depth_truncated: false,
+        };
+        let mut out = Vec::new();
+        data.encode_into(&mut out).unwrap();
+        let mut reader = Reader::new(&out);
+        assert_eq!(MarketData::decode(&mut reader).unwrap(), data);
+        reader.finish().unwrap();
+    }
+
+    /// A pair over the level limit anywhere in the list refuses the whole encoding before a
+    /// byte is written, so a caller falling back to other content never sends a torn frame.
+    #[test]
+    fn data_over_the_limits_appends_nothing() {
+        let data = MarketData {
+            trades: Vec::new(),
+            depth: vec![pair(1), pair(DEPTH_LEVELS_MAX + 1)],
+            depth_truncated: false,
+        };
+        let mut out = vec![9u8];
+        assert_eq!(data.encode_into(&mut out), None);
+        assert_eq!(out, vec![9u8]);
     }
 }
