@@ -278,21 +278,6 @@ impl Wallet {
         self.save()
     }
 
-    /// Forgets a coin the exchange redeemed (its withdrawal is in a committed block) and
-    /// records it in the history.
-    pub fn withdrawn(&mut self, id: &OutputId) -> Result<(), WalletError> {
-        if let Some(coin) = self.client.withdrawn(id) {
-            self.file.history.push(HistoryEntry {
-                direction: "withdrawn".into(),
-                payment: String::new(),
-                asset: coin.output.asset.0,
-                amount: coin.output.amount.to_string(),
-                counterparty: hex::encode(id.0.as_bytes()),
-            });
-        }
-        self.save()
-    }
-
     /// Verifies a certificate paid to this wallet and keeps the coin.
     pub fn receive(&mut self, certificate: Certificate) -> Result<(), WalletError> {
         let id = hex::encode(certificate.id.0.as_bytes());

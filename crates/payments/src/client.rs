@@ -125,12 +125,6 @@ impl Client {
         Ok(())
     }
 
-    /// Forgets a coin the exchange has redeemed (a committed withdrawal): it must never be
-    /// spent in the payments lane again. Returns it, or `None` if it is not held.
-    pub fn withdrawn(&mut self, id: &OutputId) -> Option<Coin> {
-        self.coins.remove(id)
-    }
-
     /// Every coin held, locked or not, in id order.
     pub fn coins(&self) -> Vec<Coin> {
         self.coins.values().cloned().collect()

@@ -65,7 +65,8 @@ pub struct ValidatorArgs {
 pub struct WithdrawArgs {
     #[command(flatten)]
     wallet: WalletArgs,
-    /// The certified coin to redeem (its output id, hex, as `balance` lists it)
+    /// The coin whose value to redeem (its output id, hex, as `balance` lists it): that value
+    /// is paid to the account's withdrawal address, then withdrawn into the account
     #[arg(long)]
     coin: String,
     /// The exchange account whose key is the wallet's key (it receives the amount)
