@@ -80,9 +80,14 @@ pub struct NodeArgs {
     /// Run the valuation oracle on live venues instead (repeatable): NAME=WS_URL[,REST_BASE],
     /// e.g. binance=ws://127.0.0.1:9000/ws/binance,http://127.0.0.1:9001/rest/binance. NAME is
     /// binance, coinbase, kraken, okx or bitstamp (optionally with a suffix); the symbols
-    /// come from the asset map. ws:// only (no TLS in this build).
+    /// come from the asset map. wss:// and https:// are checked against Mozilla's roots (built
+    /// in) and any --oracle-ca.
     #[arg(long)]
     oracle_venue: Vec<String>,
+    /// A PEM file of certificate authorities to trust beside Mozilla's roots for --oracle-venue
+    /// (repeatable): a private venue gateway, a test CA.
+    #[arg(long, value_name = "PEM", requires = "oracle_venue")]
+    oracle_ca: Vec<PathBuf>,
     /// The oracle's asset map (TOML: exchange asset id, symbol, units per token, venue
     /// symbols; see docs/oracle.md). Default: asset i is the i-th asset `walras gen feed` writes.
     #[arg(long)]
@@ -195,6 +200,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
                 source,
                 asset_map,
                 band_bps: args.oracle_band_bps,
+                tls_ca_files: args.oracle_ca.clone(),
                 ..OracleSettings::feed(PathBuf::new())
             })
         }

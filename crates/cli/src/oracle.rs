@@ -88,9 +88,13 @@ pub enum OracleCommand {
 #[derive(clap::Args, Debug)]
 pub struct LiveArgs {
     /// NAME=WS_URL[,REST_BASE] (repeatable); NAME is binance, coinbase, kraken, okx or
-    /// bitstamp, optionally with a suffix. ws:// only.
+    /// bitstamp, optionally with a suffix. wss:// and https:// are checked against Mozilla's
+    /// roots (built in) and any --ca.
     #[arg(long = "venue", required = true)]
     venues: Vec<String>,
+    /// A PEM file of certificate authorities to trust beside Mozilla's roots (repeatable).
+    #[arg(long = "ca", value_name = "PEM")]
+    ca_files: Vec<PathBuf>,
     /// The asset map (TOML; docs/oracle.md). Default: the first --assets assets of
     /// `walras gen feed` on the five default venues.
     #[arg(long)]
@@ -182,7 +186,13 @@ fn live_command(args: LiveArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let options = walras_oracle_net::live::LiveOptions {
         endpoints: endpoints(&map, &venues),
-        connector: walras_oracle_net::connector::ConnectorConfig::default(),
+        connector: walras_oracle_net::connector::ConnectorConfig {
+            tls: Some(
+                walras_oracle_net::tls::TlsClient::with_extra_cas(&args.ca_files)
+                    .map_err(|e| anyhow!("--ca: {e}"))?,
+            ),
+            ..walras_oracle_net::connector::ConnectorConfig::default()
+        },
         oracle: OracleConfig::default(),
         publish_every: std::time::Duration::from_secs(1),
         resync_after: std::time::Duration::from_secs(1),

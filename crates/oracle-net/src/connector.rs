@@ -3,6 +3,7 @@
 //! delay, and a new connection (whose books the core resyncs from fresh snapshots).
 
 use crate::backoff::Backoff;
+use crate::tls::TlsClient;
 use crate::venue::{heartbeat_text, rest_snapshot_path, resubscribe_messages, subscribe_messages};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,9 +19,10 @@ use walras_oracle::feed::{venue_protocol, Record, RecordKind};
 pub struct Endpoint {
     /// The venue's name: a protocol name, optionally with a suffix (`binance`, `okx-2`).
     pub venue: String,
-    /// `ws://host:port/path`.
+    /// `wss://host/path` (a real venue) or `ws://host:port/path` (loopback, a local proxy).
     pub ws_url: String,
-    /// `http://host:port` that REST snapshot paths are appended to (venues that need one).
+    /// `https://host` or `http://host:port` that REST snapshot paths are appended to (venues
+    /// that need one).
     pub rest_base: Option<String>,
     /// The venue's instrument symbols (`BTCUSDT`, `BTC-USD`, `BTC/USD`, `btcusd`).
     pub symbols: Vec<String>,
@@ -31,8 +33,14 @@ pub struct Endpoint {
 pub enum EndpointError {
     #[error("venue {0:?} is not binance, coinbase, kraken, okx or bitstamp (optionally with a suffix such as binance-2)")]
     UnknownVenue(String),
-    #[error("{venue}: {url:?} is not a ws:// URL (wss:// needs a TLS library this build does not have: put a TLS-terminating proxy in front and give its ws:// address)")]
+    #[error("{venue}: {url:?} is not a wss:// or ws:// URL")]
     NotWs { venue: String, url: String },
+    #[error("{venue}: REST base {url:?} is not an https:// or http:// URL")]
+    NotHttp { venue: String, url: String },
+    #[error("{venue}: {url:?} needs TLS, but the connectors were configured without TLS roots")]
+    NoTls { venue: String, url: String },
+    #[error("{0}")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("{venue}: no symbols to subscribe to (give the asset map's venue symbols)")]
     NoSymbols { venue: String },
     #[error("{venue}: Binance books start from a REST snapshot: give the REST base (http://...)")]
@@ -46,11 +54,19 @@ impl Endpoint {
 
     pub fn check(&self) -> Result<Protocol, EndpointError> {
         let protocol = self.protocol()?;
-        if !self.ws_url.starts_with("ws://") {
+        if !(self.ws_url.starts_with("wss://") || self.ws_url.starts_with("ws://")) {
             return Err(EndpointError::NotWs {
                 venue: self.venue.clone(),
                 url: self.ws_url.clone(),
             });
+        }
+        if let Some(rest) = &self.rest_base {
+            if !(rest.starts_with("https://") || rest.starts_with("http://")) {
+                return Err(EndpointError::NotHttp {
+                    venue: self.venue.clone(),
+                    url: rest.clone(),
+                });
+            }
         }
         if self.symbols.is_empty() {
             return Err(EndpointError::NoSymbols {
@@ -61,6 +77,23 @@ impl Endpoint {
             return Err(EndpointError::NoRest {
                 venue: self.venue.clone(),
             });
+        }
+        Ok(protocol)
+    }
+
+    /// Checks the endpoint against the TLS configuration it will be connected with.
+    pub fn check_with(&self, tls: Option<&TlsClient>) -> Result<Protocol, EndpointError> {
+        let protocol = self.check()?;
+        if tls.is_none() {
+            let secure = std::iter::once(&self.ws_url)
+                .chain(self.rest_base.as_ref())
+                .find(|url| url.starts_with("wss://") || url.starts_with("https://"));
+            if let Some(url) = secure {
+                return Err(EndpointError::NoTls {
+                    venue: self.venue.clone(),
+                    url: url.clone(),
+                });
+            }
         }
         Ok(protocol)
     }
@@ -80,6 +113,9 @@ pub struct ConnectorConfig {
     pub kraken_depth: usize,
     pub connect_timeout: Duration,
     pub rest_timeout: Duration,
+    /// Trust anchors for `wss://` and `https://` endpoints; `None` allows plain `ws://` and
+    /// `http://` only (an endpoint that needs TLS is then refused before anything starts).
+    pub tls: Option<TlsClient>,
 }
 
 impl Default for ConnectorConfig {
@@ -93,6 +129,7 @@ impl Default for ConnectorConfig {
             kraken_depth: walras_oracle::feed::KRAKEN_DEPTH,
             connect_timeout: Duration::from_secs(10),
             rest_timeout: Duration::from_secs(10),
+            tls: None,
         }
     }
 }
@@ -148,6 +185,7 @@ pub fn spawn(
     endpoint: Endpoint,
     protocol: Protocol,
     config: ConnectorConfig,
+    http: reqwest::Client,
     clock: Clock,
     records: mpsc::Sender<Record>,
     stop: watch::Receiver<bool>,
@@ -159,6 +197,7 @@ pub fn spawn(
         endpoint,
         protocol,
         config,
+        http,
         clock,
         records,
         resync_rx,
@@ -170,6 +209,21 @@ pub fn spawn(
         resync: resync_tx,
         stats,
         task,
+    }
+}
+
+/// The REST client for snapshots, trusting what the WebSocket connections trust.
+pub fn http_client(config: &ConnectorConfig) -> Result<reqwest::Client, EndpointError> {
+    match &config.tls {
+        Some(tls) => Ok(tls.http_client(config.rest_timeout)?),
+        None => reqwest::Client::builder()
+            .timeout(config.rest_timeout)
+            .build()
+            .map_err(|error| {
+                EndpointError::Tls(crate::tls::TlsError::Config(format!(
+                    "REST client: {error}"
+                )))
+            }),
     }
 }
 
@@ -185,6 +239,7 @@ async fn run(
     endpoint: Endpoint,
     protocol: Protocol,
     config: ConnectorConfig,
+    http: reqwest::Client,
     clock: Clock,
     records: mpsc::Sender<Record>,
     mut resync: mpsc::Receiver<String>,
@@ -196,15 +251,20 @@ async fn run(
         config.backoff_max,
         venue_seed(config.seed, &endpoint.venue),
     );
-    let http = reqwest::Client::builder()
-        .timeout(config.rest_timeout)
-        .build()
-        .unwrap_or_default();
+    let tls = config
+        .tls
+        .as_ref()
+        .map(|tls| tokio_tungstenite::Connector::Rustls(tls.config.clone()));
     let mut conn: u32 = 0;
     while !*stop.borrow() {
         let connected = tokio::time::timeout(
             config.connect_timeout,
-            tokio_tungstenite::connect_async(endpoint.ws_url.as_str()),
+            tokio_tungstenite::connect_async_tls_with_config(
+                endpoint.ws_url.as_str(),
+                None,
+                false,
+                tls.clone(),
+            ),
         )
         .await;
         match connected {

@@ -12,11 +12,12 @@
 //! - [`mock`]: a loopback mock venue serving a generated feed per venue (WebSocket and REST),
 //!   closing connections where the feed injects disconnects.
 //!
-//! The connectors speak `ws://` and `http://` only: no TLS library is available to this
-//! build offline, so a real venue's `wss://` endpoint needs a local TLS-terminating proxy.
+//! - [`tls`]: trust anchors for `wss://` and `https://` venues (Mozilla's roots compiled in,
+//!   plus operator-given CAs).
 
 pub mod backoff;
 pub mod connector;
 pub mod live;
 pub mod mock;
+pub mod tls;
 pub mod venue;

@@ -40,8 +40,9 @@ pub async fn run_live(
 ) -> Result<LiveSummary, EndpointError> {
     let mut protocols = Vec::new();
     for endpoint in &options.endpoints {
-        protocols.push(endpoint.check()?);
+        protocols.push(endpoint.check_with(options.connector.tls.as_ref())?);
     }
+    let http = connector::http_client(&options.connector)?;
     let clock = Clock::start();
     let (records_tx, mut records_rx) = mpsc::channel(65_536);
     let connectors: Vec<Connector> = options
@@ -53,6 +54,7 @@ pub async fn run_live(
                 endpoint.clone(),
                 protocol,
                 options.connector.clone(),
+                http.clone(),
                 clock,
                 records_tx.clone(),
                 stop.clone(),

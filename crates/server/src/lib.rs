@@ -167,15 +167,18 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
             if let (OracleSource::Venues(venues), Some(handle)) = (&settings.source, &shared.oracle)
             {
                 let endpoints = oracle::endpoints(&handle.map, venues);
+                let tls = walras_oracle_net::tls::TlsClient::with_extra_cas(&settings.tls_ca_files)
+                    .map_err(|error| NodeError::Config(format!("--oracle-ca: {error}")))?;
                 for endpoint in &endpoints {
                     endpoint
-                        .check()
+                        .check_with(Some(&tls))
                         .map_err(|error| NodeError::Config(format!("--oracle-venue: {error}")))?;
                 }
                 runtime.spawn(oracle::run_venues(
                     shared.clone(),
                     endpoints,
                     settings.publish_interval,
+                    tls,
                 ));
             }
             None

@@ -108,6 +108,9 @@ pub struct OracleSettings {
     pub publish_interval: Duration,
     /// A publication older than this (wall clock) is not used for a warm start.
     pub max_age: Duration,
+    /// PEM files of certificate authorities trusted beside Mozilla's roots for `wss://` and
+    /// `https://` venues (`--oracle-ca`).
+    pub tls_ca_files: Vec<PathBuf>,
 }
 
 impl OracleSettings {
@@ -118,6 +121,7 @@ impl OracleSettings {
             band_bps: 200.0,
             publish_interval: Duration::from_millis(200),
             max_age: Duration::from_secs(5),
+            tls_ca_files: Vec::new(),
         }
     }
 }
@@ -492,13 +496,17 @@ pub async fn run_venues(
     shared: Arc<Shared>,
     endpoints: Vec<walras_oracle_net::connector::Endpoint>,
     interval: Duration,
+    tls: walras_oracle_net::tls::TlsClient,
 ) {
     let Some(handle) = shared.oracle.as_ref() else {
         return;
     };
     let options = walras_oracle_net::live::LiveOptions {
         endpoints,
-        connector: walras_oracle_net::connector::ConnectorConfig::default(),
+        connector: walras_oracle_net::connector::ConnectorConfig {
+            tls: Some(tls),
+            ..walras_oracle_net::connector::ConnectorConfig::default()
+        },
         oracle: CoreConfig::default(),
         publish_every: interval,
         resync_after: Duration::from_secs(1),
