@@ -145,11 +145,22 @@ fn main() -> ExitCode {
     let command = Cli::parse();
     match run(command) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`walras gen offers | head`): what it wanted, it
+        // has; stop quietly, as `cat` and `grep` do.
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {}", message(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The error and its causes, `outer: cause: ...`, each said once. Most of the workspace's

@@ -276,3 +276,37 @@ fn clear_accepts_a_byte_order_mark_and_keeps_errors_short() {
         stderr(&output)
     );
 }
+
+/// Trigger: `walras gen offers ... | head -1` printed "error: writing the output: Broken pipe
+/// (os error 32)" and exited 1 once `head` closed the pipe, so a shell with `pipefail` failed a
+/// pipeline that had done exactly what its user asked.
+#[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_command_quietly() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_walras"))
+        .args([
+            "gen", "offers", "--assets", "5", "--offers", "2000000", "--seed", "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("walras runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("a first line");
+    assert!(first.starts_with("offer_id,"), "{first:?}");
+    // The reader is gone (its end of the pipe dropped above); the writer must notice and stop.
+    let output = child.wait_with_output().expect("walras ends");
+    assert!(
+        output.status.success(),
+        "{:?}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

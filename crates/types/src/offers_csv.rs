@@ -298,18 +298,31 @@ fn parse_amount(text: &str, line: usize) -> Result<u64, OffersCsvError> {
 /// that reads back to exactly the same [`Price`].
 pub fn write_offers(out: impl Write, offers: &[Offer]) -> io::Result<()> {
     let mut writer = csv::Writer::from_writer(out);
-    writer.write_record(OFFERS_HEADER.split(','))?;
+    writer
+        .write_record(OFFERS_HEADER.split(','))
+        .map_err(io_error)?;
     for offer in offers {
-        writer.write_record([
-            offer.id.0.to_string(),
-            offer.account.0.to_string(),
-            offer.sell.0.to_string(),
-            offer.buy.0.to_string(),
-            offer.amount.to_string(),
-            offer.min_price.to_exact_decimal(),
-        ])?;
+        writer
+            .write_record([
+                offer.id.0.to_string(),
+                offer.account.0.to_string(),
+                offer.sell.0.to_string(),
+                offer.buy.0.to_string(),
+                offer.amount.to_string(),
+                offer.min_price.to_exact_decimal(),
+            ])
+            .map_err(io_error)?;
     }
     writer.flush()
+}
+
+/// The writer's I/O error as itself (csv's own conversion wraps it as `ErrorKind::Other`, which
+/// hides a closed pipe from the caller that stops quietly on one).
+fn io_error(error: csv::Error) -> io::Error {
+    match error.into_kind() {
+        csv::ErrorKind::Io(error) => error,
+        other => io::Error::other(format!("{other:?}")),
+    }
 }
 
 /// One row of the fills CSV: how much an offer sold and how much it received.
@@ -323,13 +336,17 @@ pub struct FillRow {
 /// Writes fills in the contract's CSV format.
 pub fn write_fills(out: impl Write, fills: impl IntoIterator<Item = FillRow>) -> io::Result<()> {
     let mut writer = csv::Writer::from_writer(out);
-    writer.write_record(FILLS_HEADER.split(','))?;
+    writer
+        .write_record(FILLS_HEADER.split(','))
+        .map_err(io_error)?;
     for fill in fills {
-        writer.write_record([
-            fill.offer_id.0.to_string(),
-            fill.sold.to_string(),
-            fill.bought.to_string(),
-        ])?;
+        writer
+            .write_record([
+                fill.offer_id.0.to_string(),
+                fill.sold.to_string(),
+                fill.bought.to_string(),
+            ])
+            .map_err(io_error)?;
     }
     writer.flush()
 }
