@@ -160,6 +160,8 @@ pub enum ExplainError {
         found: usize,
         assets: usize,
     },
+    #[error("block {height}: the offer names an asset the header has no valuation for")]
+    UnknownAsset { height: u64 },
     #[error("block {height}: an accepted cancel names offer {id} of account {account}, which is not open")]
     CancelOfUnknownOffer { height: u64, account: u64, id: u64 },
     #[error("block {height}: pair {sell}->{buy} trades {sold} but its last offer is not where that amount ends")]
@@ -200,11 +202,11 @@ pub fn explain_in_block(
     let ahead = book.range(..*target);
     let (all_ahead, in_money_ahead) = ahead.fold((0u64, 0u64), |(all, in_money), (key, held)| {
         let in_money = if key.min_price <= pair.rate {
-            in_money + held
+            in_money.saturating_add(*held)
         } else {
             in_money
         };
-        (all + held, in_money)
+        (all.saturating_add(*held), in_money)
     });
     let pair_sold = pair.traded.map_or(0, |(sold, _)| sold);
     let sold = pair_sold.saturating_sub(all_ahead).min(amount);
@@ -449,6 +451,26 @@ fn drop_words(reason: DropReason) -> &'static str {
     }
 }
 
+/// Explains `target` from the committed blocks from height 1 on, each with the transactions
+/// it dropped (index, reason); `pending` as in [`OfferTracer::finish`]. Stops reading once the
+/// offer is closed.
+pub fn explain_offer<'a>(
+    target: OfferRef,
+    assets: usize,
+    epsilon: Fraction,
+    blocks: impl IntoIterator<Item = (&'a Block, &'a [(u32, DropReason)])>,
+    pending: Option<Option<NewOffer>>,
+) -> Result<OfferExplanation, ExplainError> {
+    let mut tracer = OfferTracer::new(target, assets, epsilon);
+    for (block, dropped) in blocks {
+        tracer.block(block, dropped)?;
+        if tracer.finished() {
+            break;
+        }
+    }
+    Ok(tracer.finish(pending))
+}
+
 /// Walks committed blocks in height order and follows one offer (see the module docs).
 pub struct OfferTracer {
     target: OfferRef,
@@ -601,6 +623,10 @@ impl OfferTracer {
         }
         // 2. The target in this block's clearing.
         if let (Some(details), Some(pair)) = (self.details, self.pair) {
+            let assets = self.assets;
+            if usize::from(details.sell.0) >= assets || usize::from(details.buy.0) >= assets {
+                return Err(ExplainError::UnknownAsset { height });
+            }
             if let Some(book) = self.books.get(&pair) {
                 let outcome = self.pair_outcome(block, details.sell, details.buy);
                 if let Some(verdict) = explain_in_block(
@@ -611,8 +637,8 @@ impl OfferTracer {
                     (details.sell.0, details.buy.0),
                 )? {
                     self.blocks_live += 1;
-                    self.sold_total += verdict.sold;
-                    self.received_total += verdict.received;
+                    self.sold_total = self.sold_total.saturating_add(verdict.sold);
+                    self.received_total = self.received_total.saturating_add(verdict.received);
                     self.latest = Some(verdict);
                 }
             }

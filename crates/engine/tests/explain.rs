@@ -18,7 +18,7 @@ use ethnum::U256;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use walras_crypto::Keypair;
-use walras_engine::explain::{BlockReason, OfferRef, OfferStatus, OfferTracer};
+use walras_engine::explain::{explain_offer, BlockReason, OfferRef, OfferStatus, OfferTracer};
 use walras_engine::{Block, DropReason, EngineConfig, ExchangeState};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{
@@ -121,7 +121,7 @@ impl Generator {
         sequence
     }
 
-    fn offer(&mut self, source: u64) -> Operation {
+    fn offer(&mut self) -> Operation {
         let (sell, buy) = match self.model {
             Model::OneSided if self.rng.below(4) != 0 => (0, 1),
             _ => {
@@ -137,7 +137,6 @@ impl Generator {
         };
         let rate = self.valuations[sell as usize] / self.valuations[buy as usize];
         let offset = (self.rng.unit() * 2.0 - 1.0) * spread;
-        let _ = source;
         Operation::CreateOffer {
             sell: AssetId(sell),
             buy: AssetId(buy),
@@ -157,7 +156,7 @@ impl Generator {
             }
             match self.rng.below(20) {
                 0..=12 => {
-                    let operation = self.offer(source);
+                    let operation = self.offer();
                     let sequence = self.sequence(source);
                     if let Operation::CreateOffer {
                         sell,
@@ -199,7 +198,7 @@ impl Generator {
                 16 => {
                     // An offer and a payment that together overdraw: the filter drops both.
                     spoiled.insert(source);
-                    let operation = self.offer(source);
+                    let operation = self.offer();
                     let Operation::CreateOffer { sell, .. } = operation else {
                         unreachable!()
                     };
@@ -217,15 +216,15 @@ impl Generator {
                     // Two offers with one sequence number: both dropped.
                     spoiled.insert(source);
                     let sequence = self.sequence(source);
-                    let first = self.offer(source);
-                    let second = self.offer(source);
+                    let first = self.offer();
+                    let second = self.offer();
                     block.push(sign(source, sequence, first));
                     block.push(sign(source, sequence, second));
                 }
                 18 => {
                     spoiled.insert(source);
                     let sequence = self.sequence(source);
-                    let operation = self.offer(source);
+                    let operation = self.offer();
                     let mut signed = sign(source, sequence, operation);
                     signed.signature[7] ^= 1;
                     block.push(signed);
@@ -324,18 +323,14 @@ fn check_run(seed: u64, model: Model, blocks: usize, size: usize, seen: &mut See
         }
         history.push((block.clone(), outcome.dropped.clone()));
         let explain = |account: AccountId, id: u64| {
-            let mut tracer = OfferTracer::new(
-                OfferRef {
-                    account,
-                    id: OfferId(id),
-                },
-                ASSETS as usize,
-                epsilon,
-            );
-            for (block, dropped) in &history {
-                tracer.block(block, dropped).unwrap();
-            }
-            tracer.finish(None)
+            let target = OfferRef {
+                account,
+                id: OfferId(id),
+            };
+            let blocks = history
+                .iter()
+                .map(|(block, dropped)| (block, dropped.as_slice()));
+            explain_offer(target, ASSETS as usize, epsilon, blocks, None).unwrap()
         };
         let valuations: Vec<Valuation> = block
             .header
@@ -490,5 +485,59 @@ proptest! {
     ) {
         let model = [Model::Straddle, Model::Wide, Model::OneSided][model as usize];
         check_run(seed, model, blocks, size, &mut Seen::default());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Garbage in the log (valuations, trades, drop lists that contradict the blocks) is an
+    /// error or an explanation, never a panic.
+    #[test]
+    fn a_log_that_contradicts_itself_never_panics(
+        seed in any::<u64>(),
+        valuations in proptest::collection::vec(0u128..=u128::MAX, 0..5),
+        trades in proptest::collection::vec((0u16..4, 0u16..4, any::<u64>(), any::<u128>(), 0u64..16, 0u64..8), 0..4),
+        drops in proptest::collection::btree_set(0u32..60, 0..20),
+        account in 0u64..16,
+        id in 0u64..8,
+    ) {
+        let mut generator = Generator::new(seed, Model::Wide, 16);
+        let mut block = Block {
+            header: walras_engine::BlockHeader {
+                height: 1,
+                previous: Default::default(),
+                transactions_root: Default::default(),
+                state_root: Default::default(),
+                valuations,
+                trades: trades
+                    .into_iter()
+                    .map(|(sell, buy, sold, price, account, id)| walras_engine::PairTrade {
+                        sell: AssetId(sell),
+                        buy: AssetId(buy),
+                        sold,
+                        last_offer: OfferKey {
+                            min_price: Price(price),
+                            account: AccountId(account),
+                            id: OfferId(id),
+                        },
+                    })
+                    .collect(),
+            },
+            transactions: generator.block(40),
+        };
+        let dropped: Vec<(u32, DropReason)> =
+            drops.into_iter().map(|index| (index, DropReason::AccountOverdraft)).collect();
+        let mut tracer = OfferTracer::new(
+            OfferRef { account: AccountId(account), id: OfferId(id) },
+            ASSETS as usize,
+            EngineConfig::default().clearing.epsilon,
+        );
+        let first = tracer.block(&block, &dropped);
+        block.header.height = 2;
+        if first.is_ok() {
+            let _ = tracer.block(&block, &dropped);
+        }
+        let _ = tracer.finish(None).summary();
     }
 }
