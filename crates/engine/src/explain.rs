@@ -367,11 +367,11 @@ impl OfferExplanation {
         let mut text = format!("{name} ({pair})");
         if let Some((height, hash)) = self.cancelled {
             text.push_str(&format!(
-                " was cancelled in block {height} by transaction {hash}."
+                " was cancelled in block {height} by transaction {hash}. Before that it"
             ));
         }
         let Some(latest) = &self.latest else {
-            text.push('.');
+            text.push_str(" was in no block's clearing.");
             return text;
         };
         let rested = if self.blocks_live == 1 {
