@@ -77,6 +77,18 @@ pub const ROUTES: &[(&str, &str, &str, &str, &str)] = &[
     ),
     (
         "get",
+        "/v1/offers/{id}/explain",
+        "Why an offer traded or not: status, the block's clearing rate against its limit, \
+         amounts, and the reason (out of the money by x bp, volume ran out ahead of it, at the \
+         money, dropped by a filter rule, cancelled, pending). Offer ids are per account (the \
+         creating transaction's sequence number): `account` picks one when several accounts \
+         used the id (409 ambiguous_offer otherwise); 404 unknown_offer; 503 explain_busy while \
+         another explanation runs",
+        "200",
+        "OfferExplanation",
+    ),
+    (
+        "get",
         "/v1/prices",
         "The latest block's clearing valuations",
         "200",
@@ -163,6 +175,16 @@ fn operation(method: &str, path: &str, summary: &str, status: &str, body: &str) 
             "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}}));
         }
     }
+    if path == "/v1/offers/{id}/explain" {
+        for code in ["409", "503"] {
+            operation["responses"][code] = error.clone();
+        }
+        if let Some(list) = operation["parameters"].as_array_mut() {
+            list.push(json!({
+            "name": "account", "in": "query", "required": false,
+            "schema": {"type": "integer", "minimum": 0}}));
+        }
+    }
     if path == "/v1/transactions" {
         operation["requestBody"] = json!({"required": true, "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/Transaction"}},
@@ -186,7 +208,7 @@ fn schemas() -> Value {
     let decimal =
         json!({"type": "string", "description": "decimal: units of buy per unit of sell"});
     let list = |item: &str| json!({"type": "array", "items": {"$ref": format!("#/components/schemas/{item}")}});
-    json!({
+    let mut schemas = json!({
         "Error": object(&["error"], json!({"error": object(&["code", "message"], json!({"code": text, "message": text}))})),
         "Transaction": object(&["source", "sequence", "operation", "signature"], json!({
             "source": int, "sequence": int, "signature": hex,
@@ -246,7 +268,48 @@ fn schemas() -> Value {
             "height": int, "reference_asset": int, "band_bps": {"type": "number"},
             "assets": {"type": "array", "items": object(&["asset", "symbol", "deviation_bps", "beyond_band"], json!({
                 "asset": int, "symbol": text, "deviation_bps": {"type": "number"}, "beyond_band": {"type": "boolean"}}))}})),
-    })
+    });
+    schemas["OfferExplanation"] = offer_explanation_schema();
+    schemas
+}
+
+/// `GET /v1/offers/{id}/explain` (its own `json!`: one more entry in the table above exceeds
+/// the macro's recursion limit).
+fn offer_explanation_schema() -> Value {
+    let int = json!({"type": "integer", "minimum": 0});
+    let text = json!({"type": "string"});
+    let decimal =
+        json!({"type": "string", "description": "decimal: units of buy per unit of sell"});
+    let nullable = |schema: &Value| json!({"oneOf": [schema, {"type": "null"}]});
+    let amount = json!({"type": "string", "pattern": "^[0-9]+$"});
+    let bp = json!({"type": "string", "pattern": "^[0-9]+\\.[0-9]{2}$"});
+    object(
+        &[
+            "offer_id",
+            "status",
+            "height",
+            "account",
+            "sell_asset",
+            "buy_asset",
+            "limit_price",
+            "clearing_rate",
+            "amount",
+            "sold",
+            "received",
+            "reason_code",
+            "out_of_money_bp",
+            "volume_ahead",
+            "summary",
+        ],
+        json!({
+            "offer_id": int, "summary": text,
+            "status": {"enum": ["traded", "partly_traded", "not_traded", "dropped", "cancelled", "pending", "unknown"]},
+            "height": nullable(&int), "account": nullable(&int), "sell_asset": nullable(&int), "buy_asset": nullable(&int),
+            "limit_price": nullable(&decimal), "clearing_rate": nullable(&decimal),
+            "amount": nullable(&amount), "sold": nullable(&amount), "received": nullable(&amount),
+            "reason_code": nullable(&text), "out_of_money_bp": nullable(&bp),
+            "volume_ahead": nullable(&amount)}),
+    )
 }
 
 pub fn document() -> Value {

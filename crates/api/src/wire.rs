@@ -421,3 +421,63 @@ pub struct EscrowJson {
     /// How many payments outputs have been withdrawn.
     pub withdrawn: u64,
 }
+
+/// `GET /v1/offers/{id}/explain[?account=A]`: whether an offer traded, how much, at what rate,
+/// and if not, why (see `walras_engine::explain`). Amounts are decimal strings; prices are
+/// exact decimals; fields that do not apply are `null`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OfferExplanationJson {
+    pub offer_id: u64,
+    /// `traded`, `partly_traded`, `not_traded`, `dropped`, `cancelled`, `pending` or `unknown`.
+    pub status: String,
+    /// The block explained: the latest the offer was live in; for a cancelled offer the block
+    /// that cancelled it; for a dropped one the block that dropped it.
+    pub height: Option<u64>,
+    pub account: Option<u64>,
+    pub sell_asset: Option<u32>,
+    pub buy_asset: Option<u32>,
+    pub limit_price: Option<String>,
+    /// The pair's rate in the latest block the offer was live in (units of buy per sell).
+    pub clearing_rate: Option<String>,
+    /// The amount the offer was created with.
+    pub amount: Option<String>,
+    /// Sold and received over all its blocks.
+    pub sold: Option<String>,
+    pub received: Option<String>,
+    /// The drop rule's name, `cancelled`, `pending`, `unknown_offer`, or the latest block's
+    /// reason: `filled`, `partly_filled`, `out_of_the_money`, `at_the_money`, `volume_ran_out`.
+    pub reason_code: Option<String>,
+    /// How far the limit is above the rate, in basis points (two decimals, rounded down).
+    pub out_of_money_bp: Option<String>,
+    /// In-the-money amount ahead of the offer in the canonical order, in the latest block.
+    pub volume_ahead: Option<String>,
+    pub summary: String,
+}
+
+impl From<&walras_engine::explain::OfferExplanation> for OfferExplanationJson {
+    fn from(explanation: &walras_engine::explain::OfferExplanation) -> OfferExplanationJson {
+        use walras_engine::explain::OfferStatus;
+        let details = explanation.details;
+        let latest = explanation.latest;
+        let known = explanation.status != OfferStatus::Unknown;
+        OfferExplanationJson {
+            offer_id: explanation.offer.id.0,
+            status: explanation.status.name().to_string(),
+            height: explanation.height(),
+            account: known.then_some(explanation.offer.account.0),
+            sell_asset: details.map(|d| u32::from(d.sell.0)),
+            buy_asset: details.map(|d| u32::from(d.buy.0)),
+            limit_price: details.map(|d| d.key.min_price.to_exact_decimal()),
+            clearing_rate: latest.map(|l| l.rate.to_exact_decimal()),
+            amount: details.map(|d| d.amount.to_string()),
+            sold: latest.map(|_| explanation.sold_total.to_string()),
+            received: latest.map(|_| explanation.received_total.to_string()),
+            reason_code: known.then(|| explanation.reason_code().to_string()),
+            out_of_money_bp: latest.and_then(|l| l.out_of_money).map(|bp| bp.to_string()),
+            volume_ahead: latest
+                .filter(|l| l.limit <= l.rate)
+                .map(|l| l.volume_ahead.to_string()),
+            summary: explanation.summary(),
+        }
+    }
+}

@@ -5,8 +5,8 @@ use super::remote::{block_on, DEFAULT_NODE};
 use anyhow::{anyhow, Context};
 use serde::Serialize;
 use walras_api::wire::{
-    AccountJson, AccountOffersJson, BlockJson, BookJson, PricesJson, StatusJson,
-    TransactionStatusJson,
+    AccountJson, AccountOffersJson, BlockJson, BookJson, OfferExplanationJson, PricesJson,
+    StatusJson, TransactionStatusJson,
 };
 use walras_client::NodeClient;
 
@@ -80,6 +80,60 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
             }
         }
     })?
+}
+
+/// `walras offer explain ID`.
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// The offer's id: the sequence number of the transaction that created it
+    id: u64,
+    /// The offer's account (offer ids are per account; needed when several used the id)
+    #[arg(long)]
+    account: Option<u64>,
+    /// Print the node's JSON answer instead of text
+    #[arg(long)]
+    json: bool,
+    /// Base URL of the node's HTTP API
+    #[arg(long, default_value = DEFAULT_NODE)]
+    node: String,
+}
+
+pub fn explain(args: ExplainArgs) -> anyhow::Result<()> {
+    let client = NodeClient::new(&args.node)?;
+    block_on(async move {
+        let explanation = client.offer_explanation(args.id, args.account).await?;
+        show(explanation, args.json, explanation_text)
+    })?
+}
+
+fn explanation_text(explanation: &OfferExplanationJson) -> String {
+    let mut out = format!("{}\n", explanation.summary);
+    let fields: [(&str, Option<String>); 12] = [
+        ("status", Some(explanation.status.clone())),
+        ("height", explanation.height.map(|h| h.to_string())),
+        ("account", explanation.account.map(|a| a.to_string())),
+        (
+            "pair",
+            explanation
+                .sell_asset
+                .zip(explanation.buy_asset)
+                .map(|(sell, buy)| format!("{sell} -> {buy}")),
+        ),
+        ("limit price", explanation.limit_price.clone()),
+        ("clearing rate", explanation.clearing_rate.clone()),
+        ("amount", explanation.amount.clone()),
+        ("sold", explanation.sold.clone()),
+        ("received", explanation.received.clone()),
+        ("reason", explanation.reason_code.clone()),
+        ("out of money bp", explanation.out_of_money_bp.clone()),
+        ("volume ahead", explanation.volume_ahead.clone()),
+    ];
+    for (name, value) in fields {
+        if let Some(value) = value {
+            out.push_str(&format!("  {name:<16} {value}\n"));
+        }
+    }
+    out
 }
 
 fn show<T: Serialize>(value: T, json: bool, text: fn(&T) -> String) -> anyhow::Result<()> {

@@ -84,6 +84,9 @@ pub enum OfferCommand {
     Create(CreateOfferArgs),
     /// Cancel one of the source's open offers (the rest of its amount comes back)
     Cancel(CancelOfferArgs),
+    /// Why an offer traded or not: its limit against the clearing rate, the volume ahead of
+    /// it, the filter rule that dropped it, its cancel (read from the node's committed blocks)
+    Explain(super::query::ExplainArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -200,6 +203,7 @@ pub fn run_offer(command: OfferCommand) -> anyhow::Result<()> {
             };
             submit(&args.signer, operation).map(|_| ())
         }
+        OfferCommand::Explain(args) => super::query::explain(args),
     }
 }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 use walras_api::transaction_to_json;
 use walras_api::wire::{
     AccountJson, AccountOffersJson, ApiError, BatchSubmitResponse, BlockEventJson, BlockJson,
-    BookJson, DepositsJson, EscrowJson, PricesJson, StatusJson, SubmitResponse,
-    TransactionStatusJson,
+    BookJson, DepositsJson, EscrowJson, OfferExplanationJson, PricesJson, StatusJson,
+    SubmitResponse, TransactionStatusJson,
 };
 use walras_engine::Block;
 use walras_types::SignedTransaction;
@@ -165,6 +165,19 @@ impl NodeClient {
     /// The payments bridge's escrow per asset and withdrawn count now.
     pub async fn payments_escrow(&self) -> Result<EscrowJson, ClientError> {
         self.get_json("/v1/payments/escrow").await
+    }
+
+    /// Why offer `id` (of `account`, needed when several accounts used the id) traded or not.
+    pub async fn offer_explanation(
+        &self,
+        id: u64,
+        account: Option<u64>,
+    ) -> Result<OfferExplanationJson, ClientError> {
+        let path = match account {
+            Some(account) => format!("/v1/offers/{id}/explain?account={account}"),
+            None => format!("/v1/offers/{id}/explain"),
+        };
+        self.get_json(&path).await
     }
 
     pub async fn prices(&self) -> Result<PricesJson, ClientError> {

@@ -18,6 +18,7 @@ pub mod bridge;
 pub mod checkpoint;
 pub mod drop_reason;
 pub mod execute;
+pub mod explain;
 pub mod filter;
 pub mod orderbook;
 mod parallel;

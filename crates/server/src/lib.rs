@@ -7,6 +7,7 @@
 mod admission;
 pub mod cometbft;
 mod error;
+mod explain;
 mod failure;
 mod gateway_link;
 mod limits;
@@ -355,6 +356,7 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         None => None,
     };
     Ok(Shared {
+        explain: explain::ExplainGate::new(proposer_engine_config(config).clearing.epsilon),
         oracle,
         assets: state.assets() as u16,
         state: tokio::sync::RwLock::new(state),
@@ -766,6 +768,7 @@ pub fn router(
         .route("/v1/blocks/{height}/raw", get(routes::block_raw))
         .route("/v1/payments/deposits", get(routes::payments_deposits))
         .route("/v1/payments/escrow", get(routes::payments_escrow))
+        .route("/v1/offers/{id}/explain", get(explain::offer_explain))
         .route("/v1/prices", get(routes::prices))
         .route("/v1/status", get(routes::status))
         .route("/v1/oracle/prices", get(routes::oracle_prices))

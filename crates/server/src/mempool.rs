@@ -99,6 +99,36 @@ impl Mempool {
         Some(free.unwrap_or(last + SEQUENCE_WINDOW + 1))
     }
 
+    /// Whether a transaction of `account` with sequence number `sequence` is pending and may
+    /// create that offer: `Some(Some(offer))` when it waits and creates one, `Some(None)` when
+    /// it is in the block being built (not kept here), `None` otherwise.
+    pub fn pending_offer(
+        &self,
+        account: AccountId,
+        sequence: u64,
+    ) -> Option<Option<walras_types::NewOffer>> {
+        if !self.slots.contains(&(account, sequence)) {
+            return None;
+        }
+        match self.waiting.iter().find(|(_, signed)| {
+            signed.transaction.source == account && signed.transaction.sequence == sequence
+        }) {
+            Some((_, signed)) => signed.transaction.new_offer().map(Some),
+            None => Some(None),
+        }
+    }
+
+    /// The accounts whose waiting transactions create an offer with id `sequence`.
+    pub fn offer_sources(&self, sequence: u64) -> Vec<AccountId> {
+        self.waiting
+            .iter()
+            .filter(|(_, signed)| {
+                signed.transaction.sequence == sequence && signed.transaction.new_offer().is_some()
+            })
+            .map(|(_, signed)| signed.transaction.source)
+            .collect()
+    }
+
     /// Admits a transaction whose signature the caller has checked against the cached key.
     pub fn admit(&mut self, hash: Hash, signed: SignedTransaction) -> Result<(), AdmitError> {
         let transaction = &signed.transaction;
@@ -252,5 +282,37 @@ mod tests {
         mempool.committed(&first, |_| Some(2));
         assert_eq!(admit(&mut mempool, 1, 4), Ok(()));
         assert_eq!(mempool.next_sequence(AccountId(1)), Some(5));
+    }
+
+    #[test]
+    fn a_waiting_offer_is_pending_and_a_payment_of_that_sequence_is_not() {
+        let mut mempool = mempool_with_account(100, 0);
+        admit(&mut mempool, 1, 1).unwrap();
+        let offer = SignedTransaction {
+            transaction: Transaction {
+                source: AccountId(1),
+                sequence: 2,
+                operation: Operation::CreateOffer {
+                    sell: AssetId(0),
+                    buy: AssetId(1),
+                    amount: 5,
+                    min_price: walras_types::Price::ONE,
+                },
+            },
+            signature: [0; 64],
+        };
+        let hash = walras_engine::block::transaction_hash(&offer);
+        mempool.admit(hash, offer).unwrap();
+        let pending = mempool.pending_offer(AccountId(1), 2);
+        assert_eq!(pending, Some(offer.transaction.new_offer()));
+        assert_eq!(mempool.pending_offer(AccountId(1), 1), None, "a payment");
+        assert_eq!(mempool.pending_offer(AccountId(1), 3), None);
+        assert_eq!(mempool.offer_sources(2), vec![AccountId(1)]);
+        assert!(mempool.offer_sources(1).is_empty());
+        // Taken into the block being built: still pending, its offer no longer kept here.
+        let block = mempool.take(10);
+        assert_eq!(mempool.pending_offer(AccountId(1), 2), Some(None));
+        mempool.committed(&block, |_| Some(2));
+        assert_eq!(mempool.pending_offer(AccountId(1), 2), None);
     }
 }

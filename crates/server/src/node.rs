@@ -62,6 +62,9 @@ pub struct Shared {
     pub gateway: Option<super::gateway_link::GatewayLink>,
     /// `Some` with `--oracle-feed`: the valuation oracle's latest prices (advisory).
     pub oracle: Option<super::oracle::OracleHandle>,
+    /// What offer explanations need: the commission, and one permit (an explanation reads
+    /// the block log, so they run one at a time).
+    pub explain: super::explain::ExplainGate,
 }
 
 /// Why the producer stopped the node.

@@ -1,0 +1,209 @@
+//! `GET /v1/offers/{id}/explain`: why an offer traded or not, recomputed from the committed
+//! block log by [`walras_engine::explain::OfferTracer`] (so it survives restarts), formatted
+//! as [`OfferExplanationJson`].
+//!
+//! An offer id is the sequence number of the transaction that created it, so ids are per
+//! account: `?account=A` names the account; without it the id must belong to one account only
+//! (409 `ambiguous_offer` lists the accounts otherwise). Reading the log costs one pass over the
+//! blocks up to the offer's end (the tip while it is open), so explanations run one at a time in
+//! the blocking pool and a second one meanwhile is answered 503 `explain_busy`.
+
+use super::failure::Failure;
+use super::node::Shared;
+use super::routes::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use walras_api::wire::OfferExplanationJson;
+use walras_engine::explain::{OfferRef, OfferStatus, OfferTracer};
+use walras_types::{AccountId, Fraction, OfferId};
+
+/// Most accounts an `ambiguous_offer` answer lists.
+const AMBIGUOUS_LISTED_MAX: usize = 10;
+
+/// The commission explanations pay out at, and the permit that keeps them one at a time.
+pub struct ExplainGate {
+    epsilon: Fraction,
+    permits: Arc<Semaphore>,
+}
+
+impl ExplainGate {
+    pub fn new(epsilon: Fraction) -> ExplainGate {
+        ExplainGate {
+            epsilon,
+            permits: Arc::new(Semaphore::new(1)),
+        }
+    }
+}
+
+pub async fn offer_explain(
+    State(shared): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<OfferExplanationJson>, Failure> {
+    let id = id.parse::<u64>().map_err(|_| {
+        Failure::malformed(format!(
+            "offer id {id:?} is not an unsigned integer (an offer's id is the sequence number \
+             of the transaction that created it)"
+        ))
+    })?;
+    let account = match query.get("account") {
+        Some(text) => Some(text.parse::<u64>().map(AccountId).map_err(|_| {
+            Failure::malformed(format!("account {text:?} is not an unsigned integer"))
+        })?),
+        None => None,
+    };
+    let permit = shared
+        .explain
+        .permits
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| {
+            Failure::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "explain_busy",
+                "another offer explanation is reading the block log; retry shortly",
+            )
+            .retry_after(1.0)
+        })?;
+    let reader = shared.clone();
+    let explanation = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        explain(&reader, id, account)
+    })
+    .await
+    .map_err(|error| Failure::internal(format!("the explanation stopped: {error}")))??;
+    Ok(Json(explanation))
+}
+
+/// Reads the log and the mempool; errors are the HTTP answers.
+fn explain(
+    shared: &Shared,
+    id: u64,
+    account: Option<AccountId>,
+) -> Result<OfferExplanationJson, Failure> {
+    let account = match account {
+        Some(account) => account,
+        None => only_account(shared, id)?,
+    };
+    let target = OfferRef {
+        account,
+        id: OfferId(id),
+    };
+    // The mempool before the tip: a transaction that commits in between is then found in the
+    // log (a creation found there outranks "pending"), never missed by both.
+    let pending = shared.mempool().pending_offer(account, id);
+    let tip = shared.tip().height;
+    let mut tracer = OfferTracer::new(target, usize::from(shared.assets), shared.explain.epsilon);
+    for height in 1..=tip {
+        let block = shared
+            .store
+            .block(height)
+            .map_err(|error| Failure::internal(format!("reading block {height}: {error}")))?
+            .ok_or_else(|| Failure::internal(format!("block {height} is missing from the log")))?;
+        let dropped = shared
+            .store
+            .dropped(height)
+            .map_err(|error| {
+                Failure::internal(format!("reading block {height}'s results: {error}"))
+            })?
+            .unwrap_or_default();
+        tracer.block(&block, &dropped).map_err(|error| {
+            Failure::internal(format!("the block log cannot explain this offer: {error}"))
+        })?;
+        if tracer.finished() {
+            break;
+        }
+        stop_if_shutting_down(shared)?;
+    }
+    let explanation = tracer.finish(pending);
+    if explanation.status == OfferStatus::Unknown {
+        return Err(unknown(account, id));
+    }
+    Ok(OfferExplanationJson::from(&explanation))
+}
+
+/// A node that is stopping ends a long read with an error, not a partial answer.
+fn stop_if_shutting_down(shared: &Shared) -> Result<(), Failure> {
+    if shared.is_shutting_down() {
+        return Err(Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the node is stopping; ask again once it is back",
+        ));
+    }
+    Ok(())
+}
+
+fn unknown(account: AccountId, id: u64) -> Failure {
+    Failure::not_found(
+        "unknown_offer",
+        format!(
+            "no committed block and no pending transaction creates offer {id} of account {}",
+            account.0
+        ),
+    )
+}
+
+/// The one account with an offer creation of sequence number `id` (committed, dropped or
+/// pending); 404 when none, 409 when several.
+fn only_account(shared: &Shared, id: u64) -> Result<AccountId, Failure> {
+    let mut accounts: BTreeSet<AccountId> =
+        shared.mempool().offer_sources(id).into_iter().collect();
+    let tip = shared.tip().height;
+    for height in 1..=tip {
+        let block = shared
+            .store
+            .block(height)
+            .map_err(|error| Failure::internal(format!("reading block {height}: {error}")))?
+            .ok_or_else(|| Failure::internal(format!("block {height} is missing from the log")))?;
+        accounts.extend(
+            block
+                .transactions
+                .iter()
+                .map(|signed| &signed.transaction)
+                .filter(|transaction| {
+                    transaction.sequence == id && transaction.new_offer().is_some()
+                })
+                .map(|transaction| transaction.source),
+        );
+        if accounts.len() > AMBIGUOUS_LISTED_MAX {
+            break;
+        }
+        stop_if_shutting_down(shared)?;
+    }
+    let total = accounts.len();
+    let mut found = accounts.into_iter();
+    match (found.next(), found.next()) {
+        (None, _) => Err(Failure::not_found(
+            "unknown_offer",
+            format!("no committed block and no pending transaction creates an offer with id {id}"),
+        )),
+        (Some(account), None) => Ok(account),
+        (Some(first), Some(second)) => {
+            let listed: Vec<String> = [first, second]
+                .into_iter()
+                .chain(found)
+                .take(AMBIGUOUS_LISTED_MAX)
+                .map(|account| account.0.to_string())
+                .collect();
+            Err(Failure::new(
+                StatusCode::CONFLICT,
+                "ambiguous_offer",
+                format!(
+                    "offer ids are per account (the creating transaction's sequence number) and \
+                     accounts {}{} have an offer {id}: ask with ?account=ACCOUNT",
+                    listed.join(", "),
+                    if total > AMBIGUOUS_LISTED_MAX {
+                        ", ..."
+                    } else {
+                        ""
+                    }
+                ),
+            ))
+        }
+    }
+}
