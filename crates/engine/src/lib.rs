@@ -12,6 +12,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod account;
+pub mod account_view;
 pub mod admission;
 pub mod block;
 pub mod bridge;
@@ -25,6 +26,7 @@ mod parallel;
 pub mod state;
 
 pub use account::Account;
+pub use account_view::AccountView;
 pub use block::{Block, BlockHeader, PairTrade};
 pub use bridge::{BridgeError, PaymentsBridge};
 pub use checkpoint::CheckpointError;

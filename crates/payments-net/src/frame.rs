@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use walras_types::codec::{Reader, Writer};
 
 /// Largest frame accepted: a request carries at most 16 input certificates of at most a few
 /// hundred votes each; 4 MiB leaves room for committees of a few hundred validators.
@@ -31,6 +32,19 @@ pub enum FrameError {
     Io(#[from] io::Error),
 }
 
+/// The body length a frame's 4-byte prefix announces (read through the exchange's one codec),
+/// refused above [`FRAME_BYTES_MAX`] before anything is allocated for it.
+pub fn frame_length(prefix: &[u8; 4]) -> Result<usize, FrameError> {
+    let length = Reader::new(prefix)
+        .u32()
+        .map_err(|error| FrameError::Io(io::Error::new(io::ErrorKind::InvalidData, error)))?;
+    let length = length as usize;
+    if length > FRAME_BYTES_MAX {
+        return Err(FrameError::TooLarge { bytes: length });
+    }
+    Ok(length)
+}
+
 /// Reads one frame. Waits without limit for its first byte (idle connections are allowed; the
 /// caller bounds idleness), then at most `FRAME_READ_TIMEOUT` for the rest.
 pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Vec<u8>, FrameError> {
@@ -39,12 +53,9 @@ pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Vec<u8>,
         return Err(FrameError::Closed);
     }
     tokio::time::timeout(FRAME_READ_TIMEOUT, async {
-        let mut rest = [0u8; 3];
-        reader.read_exact(&mut rest).await?;
-        let length = u32::from_be_bytes([first[0], rest[0], rest[1], rest[2]]) as usize;
-        if length > FRAME_BYTES_MAX {
-            return Err(FrameError::TooLarge { bytes: length });
-        }
+        let mut prefix = [first[0], 0, 0, 0];
+        reader.read_exact(&mut prefix[1..]).await?;
+        let length = frame_length(&prefix)?;
         let mut body = vec![0u8; length];
         reader.read_exact(&mut body).await?;
         Ok(body)
@@ -66,7 +77,9 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(
         return Err(FrameError::TooLarge { bytes: body.len() });
     }
     tokio::time::timeout(FRAME_WRITE_TIMEOUT, async {
-        writer.write_all(&(body.len() as u32).to_be_bytes()).await?;
+        let mut prefix = Vec::with_capacity(4);
+        prefix.put_u32(body.len() as u32);
+        writer.write_all(&prefix).await?;
         writer.write_all(body).await?;
         writer.flush().await
     })
@@ -80,8 +93,8 @@ pub fn push_frame(out: &mut Vec<u8>, body: &[u8]) -> Result<(), FrameError> {
     if body.len() > FRAME_BYTES_MAX {
         return Err(FrameError::TooLarge { bytes: body.len() });
     }
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(body);
+    out.put_u32(body.len() as u32);
+    out.put_bytes(body);
     Ok(())
 }
 
@@ -97,4 +110,50 @@ pub async fn write_framed<W: AsyncWrite + Unpin>(
     .await
     .map_err(|_| FrameError::WriteTimeout(FRAME_WRITE_TIMEOUT))??;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layout: a big-endian `u32` length, then the body; the prefix reads back.
+    #[test]
+    fn a_frame_is_its_big_endian_length_then_its_body() {
+        let mut out = Vec::new();
+        push_frame(&mut out, b"abc").unwrap();
+        push_frame(&mut out, &[]).unwrap();
+        assert_eq!(out, [0, 0, 0, 3, b'a', b'b', b'c', 0, 0, 0, 0]);
+        assert_eq!(frame_length(&[0, 0, 0, 3]).unwrap(), 3);
+        assert_eq!(frame_length(&[0, 1, 2, 3]).unwrap(), 0x0001_0203);
+    }
+
+    #[test]
+    fn a_length_over_the_limit_is_refused_from_its_prefix() {
+        let at_limit = (FRAME_BYTES_MAX as u32).to_be_bytes();
+        assert_eq!(frame_length(&at_limit).unwrap(), FRAME_BYTES_MAX);
+        let over = (FRAME_BYTES_MAX as u32 + 1).to_be_bytes();
+        assert!(matches!(
+            frame_length(&over),
+            Err(FrameError::TooLarge { bytes }) if bytes == FRAME_BYTES_MAX + 1
+        ));
+        assert!(matches!(
+            push_frame(&mut Vec::new(), &vec![0; FRAME_BYTES_MAX + 1]),
+            Err(FrameError::TooLarge { .. })
+        ));
+    }
+
+    /// Bytes in, frames out, over a real async stream: the prefix read and the body.
+    #[tokio::test]
+    async fn frames_read_back_from_a_stream() {
+        let mut framed = Vec::new();
+        push_frame(&mut framed, b"first").unwrap();
+        push_frame(&mut framed, b"second").unwrap();
+        let mut stream = framed.as_slice();
+        assert_eq!(read_frame(&mut stream).await.unwrap(), b"first");
+        assert_eq!(read_frame(&mut stream).await.unwrap(), b"second");
+        assert!(matches!(
+            read_frame(&mut stream).await,
+            Err(FrameError::Closed)
+        ));
+    }
 }

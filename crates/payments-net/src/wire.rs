@@ -26,6 +26,7 @@ use walras_payments::codec::{
 use walras_payments::{
     Certificate, Conflict, OutputId, PaymentRequest, PaymentVotes, RequestError, SignedPayment,
 };
+use walras_types::codec::DecodeError;
 
 /// Longest error message carried in a reply.
 pub const ERROR_MESSAGE_BYTES_MAX: usize = 4096;
@@ -157,39 +158,53 @@ pub enum Response {
     },
 }
 
-struct Reader<'a>(&'a [u8]);
+/// Reads through the exchange's one reader ([`walras_types::codec::Reader`]); this wrapper
+/// names the field each read is for, and hands the rest to the payments decoders of a prefix.
+struct Reader<'a>(walras_types::codec::Reader<'a>);
+
+/// A read of the field `what` that failed.
+fn field_error(what: &'static str) -> impl Fn(DecodeError) -> WireError {
+    move |error| match error {
+        DecodeError::TrailingBytes { extra } => WireError::Trailing(extra),
+        DecodeError::BadTag { what, tag } => WireError::UnknownTag { what, tag },
+        // The reads used here (`take` and the integers) only fail as `Truncated`.
+        DecodeError::Truncated { .. }
+        | DecodeError::CountOverMax { .. }
+        | DecodeError::BadText { .. }
+        | DecodeError::BadMagic { .. } => WireError::Truncated(what),
+    }
+}
 
 impl<'a> Reader<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Reader(walras_types::codec::Reader::new(bytes))
+    }
     fn take(&mut self, count: usize, what: &'static str) -> Result<&'a [u8], WireError> {
-        if self.0.len() < count {
-            return Err(WireError::Truncated(what));
-        }
-        let (head, tail) = self.0.split_at(count);
-        self.0 = tail;
-        Ok(head)
+        self.0.take(count).map_err(field_error(what))
     }
     fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
-        Ok(self.take(1, what)?[0])
+        self.0.u8().map_err(field_error(what))
     }
     fn u16(&mut self, what: &'static str) -> Result<u16, WireError> {
-        let bytes = self.take(2, what)?;
-        Ok(u16::from_be_bytes([bytes[0], bytes[1]]))
+        self.0.u16().map_err(field_error(what))
     }
     fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
-        let mut out = [0u8; 4];
-        out.copy_from_slice(self.take(4, what)?);
-        Ok(u32::from_be_bytes(out))
+        self.0.u32().map_err(field_error(what))
     }
     fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
-        let mut out = [0u8; 8];
-        out.copy_from_slice(self.take(8, what)?);
-        Ok(u64::from_be_bytes(out))
+        self.0.u64().map_err(field_error(what))
+    }
+    /// A value the payments codec decodes from the front of the rest; reading goes on after it.
+    fn prefix<T>(
+        &mut self,
+        decode: impl FnOnce(&'a [u8]) -> Result<(T, &'a [u8]), CodecError>,
+    ) -> Result<T, WireError> {
+        let (value, rest) = decode(self.0.rest())?;
+        self.0 = walras_types::codec::Reader::new(rest);
+        Ok(value)
     }
     fn finish(self) -> Result<(), WireError> {
-        match self.0.len() {
-            0 => Ok(()),
-            extra => Err(WireError::Trailing(extra)),
-        }
+        self.0.finish().map_err(field_error("the end"))
     }
 }
 
@@ -226,13 +241,12 @@ pub fn request_id_of(bytes: &[u8]) -> Option<u64> {
 
 /// Decodes a request message: its id and the request.
 pub fn decode_request_message(bytes: &[u8]) -> Result<(u64, Request), WireError> {
-    let mut reader = Reader(bytes);
+    let mut reader = Reader::new(bytes);
     let id = reader.u64("request id")?;
     let request = match reader.u8("request tag")? {
         0 => {
             let shard = reader.u32("shard")?;
-            let (request, rest) = decode_request_prefix(reader.0)?;
-            reader.0 = rest;
+            let request = reader.prefix(decode_request_prefix)?;
             Request::Pay { shard, request }
         }
         1 => {
@@ -246,8 +260,7 @@ pub fn decode_request_message(bytes: &[u8]) -> Result<(u64, Request), WireError>
         }
         2 => Request::Stats,
         3 => {
-            let certificate = codec::decode_certificate(reader.0)?;
-            reader.0 = &[];
+            let certificate = codec::decode_certificate(reader.0.rest())?;
             Request::WithdrawalVote { certificate }
         }
         tag => {
@@ -327,17 +340,15 @@ pub fn encode_response_message(id: u64, response: &Response) -> Vec<u8> {
 
 /// Decodes a response message: the id of the request it answers and the response.
 pub fn decode_response_message(bytes: &[u8]) -> Result<(u64, Response), WireError> {
-    let mut reader = Reader(bytes);
+    let mut reader = Reader::new(bytes);
     let id = reader.u64("request id")?;
     let response = match reader.u8("response tag")? {
         0 => {
-            let (votes, rest) = decode_votes_prefix(reader.0)?;
-            reader.0 = rest;
+            let votes = reader.prefix(decode_votes_prefix)?;
             Response::Votes(votes)
         }
         1 => {
-            let (conflict, rest) = decode_conflict_prefix(reader.0)?;
-            reader.0 = rest;
+            let conflict = reader.prefix(decode_conflict_prefix)?;
             Response::Conflict(conflict)
         }
         2 => {
@@ -357,8 +368,7 @@ pub fn decode_response_message(bytes: &[u8]) -> Result<(u64, Response), WireErro
         3 => match reader.u8("holder flag")? {
             0 => Response::Holder(None),
             1 => {
-                let (signed, rest) = decode_signed_payment_prefix(reader.0)?;
-                reader.0 = rest;
+                let signed = reader.prefix(decode_signed_payment_prefix)?;
                 Response::Holder(Some(signed))
             }
             tag => {

@@ -7,6 +7,7 @@
 
 use thiserror::Error;
 use walras_crypto::{Hash, MerkleBatchSignature, MerkleProof, PublicKey, Signature};
+use walras_types::codec::{self, DecodeError};
 use walras_types::AssetId;
 
 use crate::cert::{Certificate, Vote, VoteSignature};
@@ -34,40 +35,48 @@ pub enum CodecError {
     Trailing { extra: usize },
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
+/// The payments formats read through the exchange's one reader ([`codec::Reader`]: bounds
+/// checks, cursor, trailing bytes); this wrapper only names the field each read is for, so that
+/// an error says which field the bytes ended in.
+struct Reader<'a>(codec::Reader<'a>);
+
+/// A read of the field `what` that failed.
+fn field_error(what: &'static str) -> impl Fn(DecodeError) -> CodecError {
+    move |error| match error {
+        DecodeError::TrailingBytes { extra } => CodecError::Trailing { extra },
+        DecodeError::BadTag { what, tag } => CodecError::UnknownTag { what, tag },
+        // The only other error the reads used here return (`take` and the integers) is
+        // `Truncated`; any other is still a field that does not decode.
+        DecodeError::Truncated { .. } => CodecError::Truncated { what },
+        DecodeError::CountOverMax { .. }
+        | DecodeError::BadText { .. }
+        | DecodeError::BadMagic { .. } => CodecError::Invalid { what },
+    }
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, count: usize, what: &'static str) -> Result<&'a [u8], CodecError> {
-        if self.bytes.len() < count {
-            return Err(CodecError::Truncated { what });
-        }
-        let (head, tail) = self.bytes.split_at(count);
-        self.bytes = tail;
-        Ok(head)
+    fn new(bytes: &'a [u8]) -> Self {
+        Reader(codec::Reader::new(bytes))
     }
 
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], CodecError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N, what)?);
-        Ok(out)
+        self.0.array().map_err(field_error(what))
     }
 
     fn u8(&mut self, what: &'static str) -> Result<u8, CodecError> {
-        Ok(self.array::<1>(what)?[0])
+        self.0.u8().map_err(field_error(what))
     }
 
     fn u16(&mut self, what: &'static str) -> Result<u16, CodecError> {
-        Ok(u16::from_be_bytes(self.array(what)?))
+        self.0.u16().map_err(field_error(what))
     }
 
     fn u32(&mut self, what: &'static str) -> Result<u32, CodecError> {
-        Ok(u32::from_be_bytes(self.array(what)?))
+        self.0.u32().map_err(field_error(what))
     }
 
     fn u64(&mut self, what: &'static str) -> Result<u64, CodecError> {
-        Ok(u64::from_be_bytes(self.array(what)?))
+        self.0.u64().map_err(field_error(what))
     }
 
     fn hash(&mut self, what: &'static str) -> Result<Hash, CodecError> {
@@ -81,7 +90,7 @@ impl<'a> Reader<'a> {
 
     fn output(&mut self) -> Result<Output, CodecError> {
         let asset = AssetId(self.u16("asset")?);
-        let amount = u128::from_be_bytes(self.array("amount")?);
+        let amount = self.0.u128().map_err(field_error("amount"))?;
         let key: [u8; 32] = self.array("owner")?;
         let owner =
             PublicKey::from_bytes(&key).map_err(|_| CodecError::Invalid { what: "owner" })?;
@@ -100,11 +109,13 @@ impl<'a> Reader<'a> {
         Ok(count)
     }
 
+    /// The bytes not read (what a `_prefix` decoder hands back).
+    fn rest(mut self) -> &'a [u8] {
+        self.0.rest()
+    }
+
     fn finish(self) -> Result<(), CodecError> {
-        match self.bytes.len() {
-            0 => Ok(()),
-            extra => Err(CodecError::Trailing { extra }),
-        }
+        self.0.finish().map_err(field_error("the end"))
     }
 }
 
@@ -226,7 +237,7 @@ pub fn encode_effect(effect: &Effect) -> Vec<u8> {
 
 /// Decodes [`encode_effect`]'s bytes, refusing trailing bytes.
 pub fn decode_effect(bytes: &[u8]) -> Result<Effect, CodecError> {
-    let mut reader = Reader { bytes };
+    let mut reader = Reader::new(bytes);
     let effect = match reader.u8("effect tag")? {
         0 => {
             let payment = decode_payment(&mut reader)?;
@@ -342,7 +353,7 @@ pub fn certificate_bytes(certificate: &Certificate) -> Vec<u8> {
 
 /// Decodes [`certificate_bytes`], refusing trailing bytes.
 pub fn decode_certificate(bytes: &[u8]) -> Result<Certificate, CodecError> {
-    let mut reader = Reader { bytes };
+    let mut reader = Reader::new(bytes);
     let certificate = decode_certificate_from(&mut reader)?;
     reader.finish()?;
     Ok(certificate)
@@ -366,7 +377,7 @@ pub fn request_bytes(request: &PaymentRequest) -> Vec<u8> {
 
 /// Decodes [`request_bytes`], refusing trailing bytes.
 pub fn decode_request(bytes: &[u8]) -> Result<PaymentRequest, CodecError> {
-    let mut reader = Reader { bytes };
+    let mut reader = Reader::new(bytes);
     let request = decode_request_from(&mut reader)?;
     reader.finish()?;
     Ok(request)
@@ -374,9 +385,9 @@ pub fn decode_request(bytes: &[u8]) -> Result<PaymentRequest, CodecError> {
 
 /// Decodes one payment request from the front of `bytes`; returns it and the bytes left.
 pub fn decode_request_prefix(bytes: &[u8]) -> Result<(PaymentRequest, &[u8]), CodecError> {
-    let mut reader = Reader { bytes };
+    let mut reader = Reader::new(bytes);
     let request = decode_request_from(&mut reader)?;
-    Ok((request, reader.bytes))
+    Ok((request, reader.rest()))
 }
 
 fn decode_request_from(reader: &mut Reader<'_>) -> Result<PaymentRequest, CodecError> {
@@ -399,7 +410,7 @@ pub fn encode_votes(votes: &PaymentVotes, bytes: &mut Vec<u8>) {
 
 /// Decodes one [`encode_votes`] value from the front of `bytes`; returns it and the bytes left.
 pub fn decode_votes_prefix(bytes: &[u8]) -> Result<(PaymentVotes, &[u8]), CodecError> {
-    let mut reader = Reader { bytes };
+    let mut reader = Reader::new(bytes);
     let validator = reader.u16("validator index")?;
     let payment = PaymentId(reader.hash("payment id")?);
     let signatures = decode_signatures(&mut reader)?;
@@ -409,7 +420,7 @@ pub fn decode_votes_prefix(bytes: &[u8]) -> Result<(PaymentVotes, &[u8]), CodecE
             payment,
             signatures,
         },
-        reader.bytes,
+        reader.rest(),
     ))
 }
 
@@ -422,7 +433,7 @@ pub fn encode_conflict(conflict: &Conflict, bytes: &mut Vec<u8>) {
 
 /// Decodes one [`encode_conflict`] value from the front of `bytes`; returns it and the rest.
 pub fn decode_conflict_prefix(bytes: &[u8]) -> Result<(Conflict, &[u8]), CodecError> {
-    let mut reader = Reader { bytes };
+    let mut reader = Reader::new(bytes);
     let validator = reader.u16("validator index")?;
     let input = OutputId(reader.hash("input id")?);
     let holder = decode_signed_payment_from(&mut reader)?;
@@ -432,13 +443,98 @@ pub fn decode_conflict_prefix(bytes: &[u8]) -> Result<(Conflict, &[u8]), CodecEr
             input,
             holder,
         },
-        reader.bytes,
+        reader.rest(),
     ))
 }
 
 /// Decodes one signed payment from the front of `bytes`; returns it and the bytes left.
 pub fn decode_signed_payment_prefix(bytes: &[u8]) -> Result<(SignedPayment, &[u8]), CodecError> {
-    let mut reader = Reader { bytes };
+    let mut reader = Reader::new(bytes);
     let signed = decode_signed_payment_from(&mut reader)?;
-    Ok((signed, reader.bytes))
+    Ok((signed, reader.rest()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use walras_crypto::Keypair;
+
+    fn certificate() -> Certificate {
+        Certificate {
+            chain_id: ChainId(7),
+            epoch: Epoch(3),
+            id: OutputId(Hash([9; 32])),
+            output: Output {
+                asset: AssetId(2),
+                amount: 1_000,
+                owner: Keypair::from_seed([1; 32]).public_key(),
+            },
+            votes: vec![Vote {
+                validator: 5,
+                signature: VoteSignature::Naive(Keypair::from_seed([2; 32]).sign(b"vote")),
+            }],
+        }
+    }
+
+    /// The certificate's bytes, written out field by field (big-endian, fixed width): pins the
+    /// layout that wallets store and validators exchange, whatever reads or writes it.
+    #[test]
+    fn a_certificate_encodes_to_its_layout_and_decodes_back() {
+        let certificate = certificate();
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 7]); // chain id
+        expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 3]); // epoch
+        expected.extend_from_slice(&[9; 32]); // output id
+        expected.extend_from_slice(&[0, 2]); // asset
+        expected.extend_from_slice(&[0; 14]); // amount (u128) ...
+        expected.extend_from_slice(&[0x03, 0xe8]); // ... = 1,000
+        expected.extend_from_slice(certificate.output.owner.as_bytes());
+        expected.extend_from_slice(&[0, 0, 0, 1]); // votes
+        expected.extend_from_slice(&[0, 5]); // validator index
+        expected.extend_from_slice(&[0, 0, 0, 1]); // signatures of the vote
+        expected.push(0); // naive
+        let VoteSignature::Naive(signature) = &certificate.votes[0].signature else {
+            unreachable!("built naive above")
+        };
+        expected.extend_from_slice(signature.as_bytes());
+        assert_eq!(certificate_bytes(&certificate), expected);
+        assert_eq!(decode_certificate(&expected), Ok(certificate));
+    }
+
+    /// A cut anywhere is refused naming the field it cut, and a byte too many is trailing.
+    #[test]
+    fn a_cut_certificate_names_the_field_it_ends_in() {
+        let bytes = certificate_bytes(&certificate());
+        let cut_in = |at: usize| decode_certificate(&bytes[..at]).unwrap_err();
+        assert_eq!(cut_in(0), CodecError::Truncated { what: "chain id" });
+        assert_eq!(cut_in(10), CodecError::Truncated { what: "epoch" });
+        assert_eq!(cut_in(16 + 31), CodecError::Truncated { what: "output id" });
+        assert_eq!(cut_in(48 + 1), CodecError::Truncated { what: "asset" });
+        assert_eq!(cut_in(50 + 15), CodecError::Truncated { what: "amount" });
+        assert_eq!(cut_in(66 + 5), CodecError::Truncated { what: "owner" });
+        assert_eq!(
+            cut_in(98 + 2),
+            CodecError::Truncated {
+                what: "certificate votes"
+            }
+        );
+        assert_eq!(bytes.len(), 98 + 4 + 2 + 4 + 1 + 64);
+        assert_eq!(
+            cut_in(bytes.len() - 1),
+            CodecError::Truncated { what: "signature" }
+        );
+        for at in 0..bytes.len() {
+            let error = cut_in(at);
+            assert!(
+                error.to_string().contains("inside "),
+                "cut at {at}: {error}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(
+            decode_certificate(&longer),
+            Err(CodecError::Trailing { extra: 1 })
+        );
+    }
 }

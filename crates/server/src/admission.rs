@@ -1,22 +1,31 @@
 //! Admission of submitted transactions: known source, signature, sequence window, duplicates,
 //! capacity. Decoding (and so size and field ranges) happened before.
 //!
-//! The order keeps locks short: account facts come from the mempool's cache (the state is read
-//! only for accounts not seen before, under its read lock, which waits while a block
-//! executes); signatures are checked with no lock held (on a blocking thread for larger
-//! submissions), each on its own under `walras_crypto`'s one acceptance rule — the function the
-//! engine calls when it produces, checks and replays blocks, so what is admitted here is never
-//! dropped as badly signed later; the mempool lock is then taken once for the whole submission.
+//! The order keeps locks short: account facts come from the account view published for the
+//! last committed block (`Shared::accounts`, an immutable value: the state, write-locked while
+//! a block executes, is read only for payments deposits and withdrawals); signatures are
+//! checked with no lock held (on a blocking thread for larger submissions), each on its own
+//! under `walras_crypto`'s one acceptance rule — the function the engine calls when it
+//! produces, checks and replays blocks, so what is admitted here is never dropped as badly
+//! signed later; the mempool lock is then taken once for the whole submission, and the rule
+//! (`walras_engine::admission`) is applied there against the view read under that lock.
+//!
+//! Two reads of the view, on purpose: keys never change, so the key the signature was checked
+//! with (first read) is still the account's key; sequence numbers change with every block, and
+//! the view is replaced only under the mempool lock (`Shared::committed`), so the second read,
+//! under that lock, agrees with the mempool's pending slots. A block that commits while the
+//! signatures are checked therefore turns a resubmission of one of its transactions into a
+//! replay, never into a second pending copy.
 
 use super::failure::Failure;
-use super::mempool::{AdmissionAccount, AdmitError};
+use super::mempool::{AdmitError, Mempool};
 use super::node::Shared;
 use axum::http::StatusCode;
-use std::collections::BTreeSet;
 use walras_crypto::{verify_each, Hash, PublicKey, Signature, SignedItem};
 use walras_engine::admission::{self, Rejection, SourceView};
 use walras_engine::block::transaction_hash;
-use walras_types::{AccountId, Operation, SignedTransaction};
+use walras_engine::{AccountView, PaymentsBridge};
+use walras_types::SignedTransaction;
 
 /// Submissions this small verify inline; larger ones move to a blocking thread.
 const INLINE_VERIFY_MAX: usize = 8;
@@ -27,18 +36,21 @@ pub async fn admit(
     transactions: Vec<SignedTransaction>,
 ) -> Vec<(Hash, Result<(), Failure>)> {
     let hashes: Vec<Hash> = transactions.iter().map(transaction_hash).collect();
-    cache_sources(shared, &transactions).await;
-    let keys = source_keys(shared, &transactions);
+    let sources = {
+        let view = shared.accounts.load();
+        read_sources(&view, &transactions)
+    };
+    let keys: Vec<Option<PublicKey>> = sources
+        .iter()
+        .map(|source| source.and_then(|source| source.key))
+        .collect();
     let signatures_ok = verify_signatures(&transactions, &keys).await;
     // A payments deposit or withdrawal is checked against the state's bridge (escrow,
     // withdrawn set, committee), so the state is read for it — before the mempool lock, the
     // order the producer takes them in. Other submissions do not touch the state here.
-    let bridged = transactions.iter().any(|signed| {
-        matches!(
-            signed.transaction.operation,
-            Operation::DepositToPayments { .. } | Operation::WithdrawFromPayments { .. }
-        )
-    });
+    let bridged = transactions
+        .iter()
+        .any(|signed| signed.transaction.operation.is_bridged());
     let state = if bridged {
         Some(shared.state.read().await)
     } else {
@@ -47,76 +59,51 @@ pub async fn admit(
     let payments = state.as_ref().and_then(|state| state.payments());
     let mut mempool = shared.mempool();
     let waiting_before = mempool.waiting();
-    let results: Vec<(Hash, Result<(), Failure>)> = transactions
+    let view = shared.accounts.load();
+    let submission = transactions
         .into_iter()
         .zip(hashes)
-        .zip(keys.iter().zip(signatures_ok))
-        .map(|((signed, hash), (key, signature_ok))| {
-            let source = key.map(|key| SourceView {
-                key: Some(key),
-                last_sequence: mempool.last_sequence(signed.transaction.source),
-            });
-            let result = match admission::admit(&signed, source, payments, |_| signature_ok) {
-                Err(rejection) => Err(rejection_failure(rejection)),
-                Ok(()) => mempool.admit(hash, signed).map_err(admit_failure),
-            };
-            (hash, result)
-        })
-        .collect();
+        .zip(sources.into_iter().zip(signatures_ok))
+        .map(|((signed, hash), (source, signature_ok))| (hash, signed, source, signature_ok));
+    let results = decide(&mut mempool, &view, payments, submission);
     let waiting_after = mempool.waiting();
     if waiting_after > 0 && (waiting_before == 0 || waiting_after >= shared.max_block_txs) {
         shared.producer_wake.notify_all();
     }
+    drop(view);
     drop(mempool);
     drop(state);
     count_results(shared, &results);
     results
 }
 
-/// Puts the admission facts of every source not yet cached into the mempool's cache.
-async fn cache_sources(shared: &Shared, transactions: &[SignedTransaction]) {
-    let missing: BTreeSet<AccountId> = {
-        let mempool = shared.mempool();
-        transactions
-            .iter()
-            .map(|signed| signed.transaction.source)
-            .filter(|source| mempool.account(*source).is_none())
-            .collect()
-    };
-    if missing.is_empty() {
-        return;
-    }
-    let found: Vec<(AccountId, AdmissionAccount)> = {
-        let state = shared.state.read().await;
-        missing
-            .into_iter()
-            .filter_map(|id| {
-                let account = state.account(id)?;
-                let key = *account.verifying_key()?;
-                Some((
-                    id,
-                    AdmissionAccount {
-                        key,
-                        last_sequence: account.last_sequence,
-                    },
-                ))
-            })
-            .collect()
-    };
-    let mut mempool = shared.mempool();
-    for (id, facts) in found {
-        mempool.remember(id, facts);
-    }
-}
-
-fn source_keys(shared: &Shared, transactions: &[SignedTransaction]) -> Vec<Option<PublicKey>> {
-    let mempool = shared.mempool();
+/// What the view says of each transaction's source (read before the signatures are checked:
+/// their keys).
+fn read_sources(view: &AccountView, transactions: &[SignedTransaction]) -> Vec<Option<SourceView>> {
     transactions
         .iter()
-        .map(|signed| {
-            mempool
-                .account(signed.transaction.source)
-                .map(|facts| facts.key)
+        .map(|signed| view.source(signed.transaction.source))
+        .collect()
+}
+
+/// The admission rule, then the mempool, for each (hash, transaction, source as first read,
+/// signature verdict), in order. `view` must be the view read under the lock that `mempool`
+/// is borrowed from (see the module documentation); a source the first read did not know is
+/// unknown even if it was created since (its signature was not checked).
+fn decide(
+    mempool: &mut Mempool,
+    view: &AccountView,
+    payments: Option<&PaymentsBridge>,
+    submission: impl Iterator<Item = (Hash, SignedTransaction, Option<SourceView>, bool)>,
+) -> Vec<(Hash, Result<(), Failure>)> {
+    submission
+        .map(|(hash, signed, first, signature_ok)| {
+            let source = first.and(view.source(signed.transaction.source));
+            let result = match admission::admit(&signed, source, payments, |_| signature_ok) {
+                Err(rejection) => Err(rejection_failure(rejection)),
+                Ok(()) => mempool.admit(hash, signed).map_err(admit_failure),
+            };
+            (hash, result)
         })
         .collect()
 }
@@ -200,6 +187,154 @@ fn admit_failure(error: AdmitError) -> Failure {
             format!("the mempool holds {capacity} transactions; retry shortly"),
         )
         .retry_after(1.0),
-        AdmitError::NotCached => Failure::internal("account facts missing after lookup"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::{produce_block, ProducerConfig, Shared};
+    use walras_api::wire::DevGenesisJson;
+    use walras_devnet::dev_keypair;
+    use walras_testkit::TempDir;
+    use walras_types::transaction::SEQUENCE_WINDOW;
+    use walras_types::{AccountId, AssetId, Operation, Transaction};
+
+    const DEV: DevGenesisJson = DevGenesisJson {
+        seed: 9,
+        accounts: 20,
+        assets: 2,
+    };
+
+    fn payment(source: u64, sequence: u64) -> SignedTransaction {
+        let transaction = Transaction {
+            source: AccountId(source),
+            sequence,
+            operation: Operation::Payment {
+                to: AccountId(source + 1),
+                asset: AssetId(0),
+                amount: 1,
+            },
+        };
+        let signature = dev_keypair(&DEV, transaction.source).sign(&transaction.encode());
+        SignedTransaction {
+            transaction,
+            signature: *signature.as_bytes(),
+        }
+    }
+
+    /// A recovered node with nothing started, and what its producer would use.
+    fn node(dir: &TempDir) -> (Shared, ProducerConfig) {
+        // As `walras_testkit::dev_node_config` (which names the other copy of this crate).
+        let config = crate::NodeConfig {
+            data_dir: dir.path().join("node"),
+            listen: "127.0.0.1:0".into(),
+            genesis: crate::GenesisSource::Dev(DEV, walras_devnet::dev_genesis_builder),
+            block_interval: std::time::Duration::from_millis(100),
+            max_block_txs: 1000,
+            mempool_capacity: 1000,
+            threads: 1,
+            clearing_timeout: std::time::Duration::from_millis(500),
+            rate_limit_rps: 0,
+            rate_limit_burst: 1,
+            consensus: crate::Consensus::Solo,
+            serve: Default::default(),
+            oracle: None,
+            warm_start: Default::default(),
+        };
+        let shared = crate::open_and_recover(&config).unwrap();
+        let producer = ProducerConfig {
+            block_interval: config.block_interval,
+            max_block_txs: config.max_block_txs,
+            engine: crate::proposer_engine_config(&config),
+            warm_start: config.warm_start,
+        };
+        (shared, producer)
+    }
+
+    fn submit(shared: &Shared, transactions: Vec<SignedTransaction>) -> Vec<Result<(), &str>> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(admit(shared, transactions))
+            .into_iter()
+            .map(|(_, result)| result.map_err(|failure| failure.code))
+            .collect()
+    }
+
+    /// Commits whatever the mempool holds as one block, as the solo producer does.
+    fn commit_block(shared: &Shared, producer: &ProducerConfig) {
+        let batch = shared.mempool().take(100);
+        produce_block(shared, producer, batch).unwrap();
+    }
+
+    /// A resubmission of a transaction that is in the block being executed: its submission
+    /// read the view before the block committed (keys, signature check), the block commits,
+    /// then the submission reaches the mempool lock. The sequence check must use the view
+    /// published with the block, or the transaction would enter the mempool a second time
+    /// (its slot was just freed) and be dropped as a replay in the next block.
+    #[test]
+    fn a_block_committing_while_a_submission_is_in_flight_makes_it_a_replay() {
+        let dir = TempDir::new("account-view-in-flight");
+        let (shared, producer) = node(&dir);
+        let signed = payment(1, 1);
+        assert_eq!(submit(&shared, vec![signed]), vec![Ok(())]);
+        // The resubmission's first read, before the lock (the block has not committed).
+        let stale = shared.accounts.load_full();
+        let first = read_sources(&stale, &[signed]);
+        assert_eq!(first[0].map(|source| source.last_sequence), Some(0));
+        commit_block(&shared, &producer);
+        assert_eq!(shared.accounts.load().height(), 1);
+        let hash = transaction_hash(&signed);
+        let decided = |mempool: &mut Mempool, view: &AccountView| {
+            let submission = std::iter::once((hash, signed, first[0], true));
+            let results = decide(mempool, view, None, submission);
+            results[0]
+                .1
+                .as_ref()
+                .map_err(|failure| failure.code)
+                .copied()
+        };
+        let mut mempool = shared.mempool();
+        let view = shared.accounts.load();
+        assert_eq!(decided(&mut mempool, &view), Err("replayed"));
+        assert!(mempool.is_empty());
+        // What the check against the first read would have done: admitted it again.
+        assert_eq!(decided(&mut mempool, &stale), Ok(()));
+    }
+
+    /// The sequence window moves with the committed block: a sequence number one past the
+    /// window is refused at genesis and admitted once the block using sequence 1 commits;
+    /// the view agrees with the state after every block.
+    #[test]
+    fn the_sequence_window_moves_when_a_block_commits() {
+        let dir = TempDir::new("account-view-window");
+        let (shared, producer) = node(&dir);
+        let far = payment(2, SEQUENCE_WINDOW + 1);
+        assert_eq!(
+            submit(&shared, vec![payment(2, 1), far]),
+            vec![Ok(()), Err("sequence_out_of_window")]
+        );
+        assert_eq!(
+            shared.mempool().next_sequence(AccountId(2), 0),
+            2,
+            "sequence 1 is pending"
+        );
+        commit_block(&shared, &producer);
+        let view = shared.accounts.load_full();
+        let state = shared.state.blocking_read();
+        for id in 0..DEV.accounts {
+            let id = AccountId(id);
+            let expected = state.account(id).map(|account| account.admission_view());
+            assert_eq!(view.source(id), expected, "{id:?}");
+        }
+        drop(state);
+        assert_eq!(view.source(AccountId(2)).unwrap().last_sequence, 1);
+        assert_eq!(
+            submit(&shared, vec![far, payment(2, 1)]),
+            vec![Ok(()), Err("replayed")]
+        );
+        assert_eq!(shared.mempool().next_sequence(AccountId(2), 1), 2);
     }
 }

@@ -359,6 +359,7 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         explain: explain::ExplainGate::new(proposer_engine_config(config).clearing.epsilon),
         oracle,
         assets: state.assets() as u16,
+        accounts: arc_swap::ArcSwap::from_pointee(walras_engine::AccountView::of(&state)),
         state: tokio::sync::RwLock::new(state),
         mempool: Mutex::new(mempool::Mempool::new(config.mempool_capacity)),
         producer_wake: Condvar::new(),

@@ -1,28 +1,15 @@
-//! The mempool: admitted transactions waiting for a block, and the admission facts of the
-//! accounts that sent them.
+//! The mempool: admitted transactions waiting for a block.
 //!
 //! A pure data structure (no I/O, no clock, no locks): the server wraps it in a mutex. The
-//! signature is checked by the caller before [`Mempool::admit`], outside the lock; what needs
-//! the mempool's view is checked here: the sequence window against the last *committed*
-//! sequence number, duplicates of a (source, sequence) already waiting or in the block being
-//! built, and capacity (back-pressure).
-//!
-//! Account facts are cached ([`AdmissionAccount`]): an account's key never changes and its last
-//! sequence number changes only when one of its transactions commits, which
-//! [`Mempool::committed`] is told about, so the cache stays exact without reading the state on
-//! every submission (the state is locked while a block executes).
+//! admission rule (`walras_engine::admission`) is applied by the caller, against the account
+//! view published for the last committed block (`Shared::accounts`); what is checked here
+//! needs the mempool alone: duplicates of a (source, sequence) already waiting or in the block
+//! being built, and capacity (back-pressure). The mempool keeps no account facts of its own.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use walras_crypto::{Hash, PublicKey};
+use std::collections::{HashSet, VecDeque};
+use walras_crypto::Hash;
 use walras_types::transaction::SEQUENCE_WINDOW;
 use walras_types::{AccountId, SignedTransaction};
-
-/// What admission needs to know about a source account.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AdmissionAccount {
-    pub key: PublicKey,
-    pub last_sequence: u64,
-}
 
 /// Why a transaction is not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,8 +18,6 @@ pub enum AdmitError {
     Duplicate,
     /// The mempool holds `capacity` transactions.
     Full { capacity: usize },
-    /// The source's facts are not cached: the caller must look the account up first.
-    NotCached,
 }
 
 /// Admitted transactions: a FIFO queue of those waiting, plus those taken into the block being
@@ -44,7 +29,6 @@ pub struct Mempool {
     pending: HashSet<Hash>,
     /// (source, sequence) of waiting and in-flight transactions.
     slots: HashSet<(AccountId, u64)>,
-    accounts: HashMap<AccountId, AdmissionAccount>,
 }
 
 impl Mempool {
@@ -54,7 +38,6 @@ impl Mempool {
             waiting: VecDeque::new(),
             pending: HashSet::new(),
             slots: HashSet::new(),
-            accounts: HashMap::new(),
         }
     }
 
@@ -80,23 +63,14 @@ impl Mempool {
         self.pending.contains(hash)
     }
 
-    /// The cached admission facts of `account`, if any.
-    pub fn account(&self, account: AccountId) -> Option<&AdmissionAccount> {
-        self.accounts.get(&account)
-    }
-
-    /// Caches the committed facts of `account` (read from the state by the caller).
-    pub fn remember(&mut self, account: AccountId, facts: AdmissionAccount) {
-        self.accounts.entry(account).or_insert(facts);
-    }
-
-    /// The lowest sequence number above the committed one that no pending transaction of
-    /// `account` uses (what a client should sign next), if the account is cached.
-    pub fn next_sequence(&self, account: AccountId) -> Option<u64> {
-        let last = self.accounts.get(&account)?.last_sequence;
+    /// The lowest sequence number above `last_sequence` (the committed one, from the account
+    /// view read under the same lock) that no pending transaction of `account` uses: what a
+    /// client should sign next.
+    pub fn next_sequence(&self, account: AccountId, last_sequence: u64) -> u64 {
+        let last = last_sequence;
         let free =
             (last + 1..=last + SEQUENCE_WINDOW).find(|s| !self.slots.contains(&(account, *s)));
-        Some(free.unwrap_or(last + SEQUENCE_WINDOW + 1))
+        free.unwrap_or(last + SEQUENCE_WINDOW + 1)
     }
 
     /// Whether a transaction of `account` with sequence number `sequence` is pending and may
@@ -129,12 +103,9 @@ impl Mempool {
             .collect()
     }
 
-    /// Admits a transaction whose signature the caller has checked against the cached key.
+    /// Admits a transaction the admission rule accepted.
     pub fn admit(&mut self, hash: Hash, signed: SignedTransaction) -> Result<(), AdmitError> {
         let transaction = &signed.transaction;
-        if !self.accounts.contains_key(&transaction.source) {
-            return Err(AdmitError::NotCached);
-        }
         let slot = (transaction.source, transaction.sequence);
         if self.slots.contains(&slot) || self.pending.contains(&hash) {
             return Err(AdmitError::Duplicate);
@@ -148,13 +119,6 @@ impl Mempool {
         self.pending.insert(hash);
         self.waiting.push_back((hash, signed));
         Ok(())
-    }
-
-    /// The cached last committed sequence number of `source` (0 when not cached).
-    pub fn last_sequence(&self, source: AccountId) -> u64 {
-        self.accounts
-            .get(&source)
-            .map_or(0, |facts| facts.last_sequence)
     }
 
     /// Takes up to `max` waiting transactions, oldest first, for the next block. They stay
@@ -175,24 +139,14 @@ impl Mempool {
         }
     }
 
-    /// Forgets the transactions of a committed block and updates the cached last sequence
-    /// number of each source to `last_sequence(source)` (read from the state after the block).
-    pub fn committed(
-        &mut self,
-        block: &[(Hash, SignedTransaction)],
-        last_sequence: impl Fn(AccountId) -> Option<u64>,
-    ) {
+    /// Forgets the transactions of a committed block. The caller publishes the account view
+    /// after the block under the same lock (`Shared::committed`).
+    pub fn committed(&mut self, block: &[(Hash, SignedTransaction)]) {
         for (hash, signed) in block {
             let transaction = &signed.transaction;
             self.pending.remove(hash);
             self.slots
                 .remove(&(transaction.source, transaction.sequence));
-            if let (Some(facts), Some(last)) = (
-                self.accounts.get_mut(&transaction.source),
-                last_sequence(transaction.source),
-            ) {
-                facts.last_sequence = last;
-            }
         }
     }
 }
@@ -200,7 +154,6 @@ impl Mempool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use walras_crypto::Keypair;
     use walras_types::{AssetId, Operation, Transaction};
 
     fn payment(source: u64, sequence: u64) -> (Hash, SignedTransaction) {
@@ -219,29 +172,14 @@ mod tests {
         (walras_engine::block::transaction_hash(&signed), signed)
     }
 
-    fn mempool_with_account(capacity: usize, last_sequence: u64) -> Mempool {
-        let mut mempool = Mempool::new(capacity);
-        let key = Keypair::from_seed([7; 32]).public_key();
-        mempool.remember(AccountId(1), AdmissionAccount { key, last_sequence });
-        mempool
-    }
-
     fn admit(mempool: &mut Mempool, source: u64, sequence: u64) -> Result<(), AdmitError> {
         let (hash, signed) = payment(source, sequence);
         mempool.admit(hash, signed)
     }
 
     #[test]
-    fn only_sources_whose_facts_are_cached_are_admitted() {
-        let mut mempool = mempool_with_account(100, 10);
-        assert_eq!(admit(&mut mempool, 1, 11), Ok(()));
-        assert_eq!(mempool.last_sequence(AccountId(1)), 10);
-        assert_eq!(admit(&mut mempool, 2, 1), Err(AdmitError::NotCached));
-    }
-
-    #[test]
     fn a_pending_sequence_is_a_duplicate_until_its_block_commits() {
-        let mut mempool = mempool_with_account(100, 0);
+        let mut mempool = Mempool::new(100);
         admit(&mut mempool, 1, 1).unwrap();
         assert_eq!(admit(&mut mempool, 1, 1), Err(AdmitError::Duplicate));
         let block = mempool.take(10);
@@ -249,21 +187,15 @@ mod tests {
         assert_eq!(mempool.waiting(), 0);
         assert_eq!(mempool.len(), 1, "in flight still counts");
         assert_eq!(admit(&mut mempool, 1, 1), Err(AdmitError::Duplicate));
-        assert_eq!(mempool.next_sequence(AccountId(1)), Some(2));
-        mempool.committed(&block, |_| Some(1));
+        assert_eq!(mempool.next_sequence(AccountId(1), 0), 2);
+        mempool.committed(&block);
         assert_eq!(mempool.len(), 0);
-        assert_eq!(
-            mempool.last_sequence(AccountId(1)),
-            1,
-            "after commit the cached facts say sequence 1 is used: the admission rule refuses \
-             it as a replay before the mempool sees it"
-        );
-        assert_eq!(mempool.next_sequence(AccountId(1)), Some(2));
+        assert_eq!(mempool.next_sequence(AccountId(1), 1), 2);
     }
 
     #[test]
     fn a_full_mempool_refuses_and_take_is_fifo() {
-        let mut mempool = mempool_with_account(3, 0);
+        let mut mempool = Mempool::new(3);
         for sequence in 1..=3 {
             admit(&mut mempool, 1, sequence).unwrap();
         }
@@ -279,9 +211,9 @@ mod tests {
             Err(AdmitError::Full { capacity: 3 }),
             "in-flight transactions hold capacity"
         );
-        mempool.committed(&first, |_| Some(2));
+        mempool.committed(&first);
         assert_eq!(admit(&mut mempool, 1, 4), Ok(()));
-        assert_eq!(mempool.next_sequence(AccountId(1)), Some(5));
+        assert_eq!(mempool.next_sequence(AccountId(1), 2), 5);
     }
 
     #[test]

@@ -12,13 +12,14 @@
 use super::mempool::Mempool;
 use super::metrics::{add_seconds, gauge_value, Metrics};
 use super::recent::RecentTransactions;
+use arc_swap::ArcSwap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
 use walras_api::wire::{BlockEventJson, ClearingQualityJson, DevGenesisJson};
 use walras_crypto::Hash;
 use walras_engine::{
-    Block, BlockOutcome, ClearingReport, EngineConfig, EngineError, ExchangeState,
+    AccountView, Block, BlockOutcome, ClearingReport, EngineConfig, EngineError, ExchangeState,
 };
 use walras_store::{BlockStore, StoreError};
 use walras_types::SignedTransaction;
@@ -46,6 +47,11 @@ pub struct Shared {
     /// Written only by the producer, for the length of one block.
     pub state: tokio::sync::RwLock<ExchangeState>,
     pub mempool: Mutex<Mempool>,
+    /// What admission reads of every account (key, last committed sequence number), as of the
+    /// last committed block: one immutable view per block, read without locking the state.
+    /// Replaced only by [`Shared::committed`], while it holds the mempool lock, so a submission
+    /// that reads it under that lock sees the view and the mempool of the same block.
+    pub accounts: ArcSwap<AccountView>,
     /// Signalled when the mempool gets work for the producer, and on shutdown.
     pub producer_wake: Condvar,
     pub store: BlockStore,
@@ -88,6 +94,18 @@ impl Shared {
         self.mempool
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reports a committed block to admission: the mempool forgets its transactions and the
+    /// account view after it (`state`, the state after the block) is published, both under
+    /// one hold of the mempool lock. The view is built before the lock is taken (the caller
+    /// holds the state, so nothing else writes it meanwhile).
+    pub fn committed(&self, batch: &[(Hash, SignedTransaction)], state: &ExchangeState) {
+        let sources = batch.iter().map(|(_, signed)| signed.transaction.source);
+        let view = Arc::new(self.accounts.load().after_block(state, sources));
+        let mut mempool = self.mempool();
+        mempool.committed(batch);
+        self.accounts.store(view);
     }
 
     pub fn recent(&self) -> MutexGuard<'_, RecentTransactions> {
@@ -188,9 +206,7 @@ pub(super) fn produce_block(
     // found a transaction neither pending nor recently committed (404 for an accepted one).
     let hashes = batch.iter().map(|(hash, _)| *hash).collect();
     index_block(shared, &block, &outcome, hashes);
-    shared.mempool().committed(&batch, |source| {
-        state.account(source).map(|account| account.last_sequence)
-    });
+    shared.committed(&batch, &state);
     drop(state);
     let timings = BlockTimings {
         execute: executed - started,

@@ -213,9 +213,14 @@ pub async fn account(
             .collect(),
     };
     drop(state);
-    // The mempool's cache may be one block behind the state read above; it only knows more
-    // when it holds pending transactions of this account.
-    let pending_next = shared.mempool().next_sequence(id);
+    // The view and the mempool of one block (read under the mempool lock, see
+    // `Shared::accounts`); the view may be one block behind the state read above, hence `max`.
+    let pending_next = {
+        let mempool = shared.mempool();
+        let view = shared.accounts.load();
+        view.source(id)
+            .map(|source| mempool.next_sequence(id, source.last_sequence))
+    };
     Ok(Json(AccountJson {
         next_sequence: pending_next.map_or(json.next_sequence, |next| next.max(json.next_sequence)),
         ..json

@@ -169,6 +169,15 @@ pub struct CancelledOffer {
 }
 
 impl Operation {
+    /// Whether the operation crosses the bridge to the payments lane (a deposit or a
+    /// withdrawal): its admission reads the state's bridge, not only the source account.
+    pub fn is_bridged(&self) -> bool {
+        matches!(
+            self,
+            Operation::DepositToPayments { .. } | Operation::WithdrawFromPayments { .. }
+        )
+    }
+
     /// Every asset the operation names (none for an account creation).
     pub fn assets(&self) -> impl Iterator<Item = AssetId> {
         let (first, second) = match *self {

@@ -148,15 +148,24 @@ impl WalrasApp {
     fn admit(&self, tx: &[u8], recheck: bool) -> Result<(), (u32, String)> {
         let signed = SignedTransaction::decode(tx)
             .map_err(|error| (code::MALFORMED, format!("transaction: {error}")))?;
-        let state = self.state();
-        let source = state
-            .account(signed.transaction.source)
-            .map(|account| account.admission_view());
+        // The account view of the last committed block, as the HTTP API reads it.
+        let source = self
+            .shared
+            .accounts
+            .load()
+            .source(signed.transaction.source);
         // A recheck: keys never change, so a signature once verified stays valid. A
         // transaction this node's API admitted: admission verified its signature.
         let verified_before = recheck || self.shared.mempool().contains(&transaction_hash(&signed));
-        // The state stays read for the bridge's checks (escrow, withdrawn set, committee).
-        let verdict = admission::admit(&signed, source, state.payments(), |key| {
+        // Only a deposit or withdrawal reads the state: the bridge's checks (escrow, withdrawn
+        // set, committee).
+        let state = signed
+            .transaction
+            .operation
+            .is_bridged()
+            .then(|| self.state());
+        let payments = state.as_ref().and_then(|state| state.payments());
+        let verdict = admission::admit(&signed, source, payments, |key| {
             verified_before || signature_verifies(&signed, key)
         });
         drop(state);
@@ -476,12 +485,7 @@ impl Application for WalrasApp {
             .copied()
             .zip(decided.block.transactions.iter().copied())
             .collect();
-        {
-            let state = self.state();
-            self.shared.mempool().committed(&batch, |source| {
-                state.account(source).map(|account| account.last_sequence)
-            });
-        }
+        self.shared.committed(&batch, &self.state());
         let timings = BlockTimings {
             execute: decided.execute,
             persist,

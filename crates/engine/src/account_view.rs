@@ -1,0 +1,233 @@
+//! An immutable snapshot of what the admission rule reads of every account (its key and last
+//! committed sequence number), as of one committed block.
+//!
+//! A node publishes one view per committed block and every admission path (the HTTP API,
+//! CometBFT's `CheckTx`) reads the published view instead of locking the state, which is
+//! write-locked for the length of a block's execution. The view is a value: a reader holding it
+//! sees one block's facts, whatever commits meanwhile.
+//!
+//! Publishing a view per block must not cost a copy of every account, so the facts are kept in
+//! chunks of [`CHUNK_ACCOUNTS`] shared between successive views: [`AccountView::after_block`]
+//! copies only the chunks holding an account the block touched (copy-on-write through
+//! [`Arc::make_mut`]), and the id → slot index only when the block created accounts.
+
+use crate::admission::SourceView;
+use crate::state::{ExchangeState, SlotMap};
+use std::sync::Arc;
+use walras_types::AccountId;
+
+/// Accounts per shared chunk: small enough that a block touching one account copies little,
+/// large enough that the chunk list of a million accounts stays a few thousand pointers.
+pub const CHUNK_ACCOUNTS: usize = 256;
+
+/// The admission facts of every account after the block at [`AccountView::height`].
+#[derive(Clone, Debug)]
+pub struct AccountView {
+    height: u64,
+    slots: Arc<SlotMap>,
+    /// Facts by slot, `CHUNK_ACCOUNTS` per chunk; every chunk but the last is full.
+    chunks: Vec<Arc<Vec<SourceView>>>,
+    len: usize,
+}
+
+impl AccountView {
+    /// The view of `state` as it stands (reads every account once: at start-up).
+    pub fn of(state: &ExchangeState) -> AccountView {
+        let mut view = AccountView {
+            height: state.height,
+            slots: Arc::new(state.slots.clone()),
+            chunks: Vec::with_capacity(state.accounts.len().div_ceil(CHUNK_ACCOUNTS)),
+            len: 0,
+        };
+        view.append_from(state);
+        view
+    }
+
+    /// The view after a block whose transactions came from `sources`: `self` updated from
+    /// `state` (the state after that block) for those sources and for the accounts the block
+    /// created. Only a source's sequence number changes when it sends a transaction, and keys
+    /// never change, so nothing else can differ.
+    pub fn after_block(
+        &self,
+        state: &ExchangeState,
+        sources: impl IntoIterator<Item = AccountId>,
+    ) -> AccountView {
+        let mut view = self.clone();
+        view.height = state.height;
+        for source in sources {
+            let Some(&slot) = state.slots.get(&source) else {
+                continue; // a transaction of an unknown source was dropped: nothing to update
+            };
+            let slot = slot as usize;
+            if slot >= view.len {
+                continue; // created by this block: appended below
+            }
+            let last_sequence = state.accounts[slot].last_sequence;
+            let chunk = &mut view.chunks[slot / CHUNK_ACCOUNTS];
+            if chunk[slot % CHUNK_ACCOUNTS].last_sequence != last_sequence {
+                Arc::make_mut(chunk)[slot % CHUNK_ACCOUNTS].last_sequence = last_sequence;
+            }
+        }
+        if state.accounts.len() > view.len {
+            let slots = Arc::make_mut(&mut view.slots);
+            for slot in view.len..state.accounts.len() {
+                slots.insert(state.account_ids[slot], slot as u32);
+            }
+            view.append_from(state);
+        }
+        debug_assert_eq!(view.len, state.accounts.len());
+        view
+    }
+
+    /// Appends the accounts of `state` at slots `self.len..`.
+    fn append_from(&mut self, state: &ExchangeState) {
+        for account in &state.accounts[self.len..] {
+            if self
+                .chunks
+                .last()
+                .is_none_or(|chunk| chunk.len() == CHUNK_ACCOUNTS)
+            {
+                self.chunks
+                    .push(Arc::new(Vec::with_capacity(CHUNK_ACCOUNTS)));
+            }
+            let last = self.chunks.len() - 1;
+            Arc::make_mut(&mut self.chunks[last]).push(account.admission_view());
+            self.len += 1;
+        }
+    }
+
+    /// The height of the block this view is the result of (0: the genesis).
+    pub fn height(&self) -> u64 {
+        self.height
+    }
+
+    /// Accounts in the view.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// What the admission rule reads of `id`; `None` when the account does not exist.
+    pub fn source(&self, id: AccountId) -> Option<SourceView> {
+        let slot = *self.slots.get(&id)? as usize;
+        Some(self.chunks[slot / CHUNK_ACCOUNTS][slot % CHUNK_ACCOUNTS])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EngineConfig, ExchangeState};
+    use walras_crypto::Keypair;
+    use walras_types::genesis::{Genesis, GenesisAccount};
+    use walras_types::{AssetId, Operation, SignedTransaction, Transaction};
+
+    fn keypair(id: u64) -> Keypair {
+        let mut seed = [0u8; 32];
+        seed[..8].copy_from_slice(&id.to_le_bytes());
+        Keypair::from_seed(seed)
+    }
+
+    /// `accounts` accounts (ids 0..) holding 1,000,000 of each of two assets.
+    fn state(accounts: u64) -> ExchangeState {
+        let genesis = Genesis {
+            payments: None,
+            assets: 2,
+            accounts: (0..accounts)
+                .map(|id| GenesisAccount {
+                    id: AccountId(id),
+                    public_key: *keypair(id).public_key().as_bytes(),
+                    balances: vec![(AssetId(0), 1_000_000), (AssetId(1), 1_000_000)],
+                })
+                .collect(),
+        };
+        ExchangeState::from_genesis(&genesis, 1).unwrap()
+    }
+
+    fn signed(source: u64, sequence: u64, operation: Operation) -> SignedTransaction {
+        let transaction = Transaction {
+            source: AccountId(source),
+            sequence,
+            operation,
+        };
+        let signature = *keypair(source).sign(&transaction.encode()).as_bytes();
+        SignedTransaction {
+            transaction,
+            signature,
+        }
+    }
+
+    fn execute(state: &mut ExchangeState, transactions: Vec<SignedTransaction>) {
+        let config = EngineConfig::default();
+        state.propose(transactions, &config).unwrap();
+    }
+
+    /// The view after any sequence of blocks equals the view read afresh from the state, and
+    /// the view taken before a block still says what it said (readers in flight keep theirs).
+    #[test]
+    fn after_block_equals_a_fresh_view_and_leaves_the_old_one_unchanged() {
+        let accounts = (CHUNK_ACCOUNTS + 10) as u64;
+        let mut state = state(accounts);
+        let genesis_view = AccountView::of(&state);
+        assert_eq!(genesis_view.len(), accounts as usize);
+        let payment = |to: u64| Operation::Payment {
+            to: AccountId(to),
+            asset: AssetId(0),
+            amount: 5,
+        };
+        let block = vec![
+            signed(3, 1, payment(4)),
+            signed(CHUNK_ACCOUNTS as u64 + 1, 4, payment(3)),
+            signed(
+                5,
+                1,
+                Operation::CreateAccount {
+                    new_account: AccountId(1_000),
+                    public_key: *keypair(1_000).public_key().as_bytes(),
+                },
+            ),
+        ];
+        let sources: Vec<AccountId> = block.iter().map(|s| s.transaction.source).collect();
+        execute(&mut state, block);
+        let next = genesis_view.after_block(&state, sources);
+        let fresh = AccountView::of(&state);
+        assert_eq!(next.height(), 1);
+        assert_eq!(next.len(), accounts as usize + 1);
+        for id in (0..accounts).chain([1_000, 1_001]) {
+            assert_eq!(
+                next.source(AccountId(id)),
+                fresh.source(AccountId(id)),
+                "{id}"
+            );
+        }
+        assert_eq!(next.source(AccountId(3)).unwrap().last_sequence, 1);
+        assert_eq!(
+            next.source(AccountId(CHUNK_ACCOUNTS as u64 + 1))
+                .unwrap()
+                .last_sequence,
+            4
+        );
+        assert!(next.source(AccountId(1_000)).unwrap().key.is_some());
+        assert_eq!(next.source(AccountId(1_001)), None);
+        // The old view is a value: the block changed nothing in it.
+        assert_eq!(genesis_view.height(), 0);
+        assert_eq!(genesis_view.source(AccountId(3)).unwrap().last_sequence, 0);
+        assert_eq!(genesis_view.source(AccountId(1_000)), None);
+        // Only the touched chunk 0 was copied; an untouched one is still shared.
+        assert!(!Arc::ptr_eq(&genesis_view.chunks[0], &next.chunks[0]));
+        assert!(Arc::ptr_eq(
+            &genesis_view.slots,
+            &genesis_view.clone().slots
+        ));
+        let untouched = AccountView::of(&state);
+        let after_empty_block = untouched.after_block(&state, []);
+        assert!(Arc::ptr_eq(
+            &untouched.chunks[0],
+            &after_empty_block.chunks[0]
+        ));
+        assert!(Arc::ptr_eq(&untouched.slots, &after_empty_block.slots));
+    }
+}
