@@ -100,6 +100,14 @@ pub const ROUTES: &[(&str, &str, &str, &str, &str)] = &[
     ),
     (
         "get",
+        "/v1/gateway",
+        "Where blocks come from (`timer` or `gateway`) and, with --block-source gateway, the \
+         fair-access gateway's counters as of its last sealed batch (null in timer mode)",
+        "200",
+        "GatewayStatus",
+    ),
+    (
+        "get",
         "/v1/events",
         "Server-sent events: one `block` event per committed block (data: BlockEvent); with an \
          oracle, an `oracle` event at most once a second (data: OraclePrices) and an \
@@ -186,7 +194,7 @@ fn schemas() -> Value {
     let decimal =
         json!({"type": "string", "description": "decimal: units of buy per unit of sell"});
     let list = |item: &str| json!({"type": "array", "items": {"$ref": format!("#/components/schemas/{item}")}});
-    json!({
+    let mut schemas = json!({
         "Error": object(&["error"], json!({"error": object(&["code", "message"], json!({"code": text, "message": text}))})),
         "Transaction": object(&["source", "sequence", "operation", "signature"], json!({
             "source": int, "sequence": int, "signature": hex,
@@ -246,7 +254,28 @@ fn schemas() -> Value {
             "height": int, "reference_asset": int, "band_bps": {"type": "number"},
             "assets": {"type": "array", "items": object(&["asset", "symbol", "deviation_bps", "beyond_band"], json!({
                 "asset": int, "symbol": text, "deviation_bps": {"type": "number"}, "beyond_band": {"type": "boolean"}}))}})),
-    })
+    });
+    // Apart: one json! of every schema would exceed the macro recursion limit.
+    let nullable = json!({"type": ["integer", "null"], "minimum": 0});
+    schemas["GatewayStatus"] = object(
+        &[
+            "block_source",
+            "participants_configured",
+            "participants_connected",
+            "stragglers",
+            "late_trades_total",
+            "queue_full_total",
+            "last_seal_delay_us",
+            "sealed_height",
+        ],
+        json!({
+            "block_source": {"enum": ["timer", "gateway"]},
+            "participants_configured": nullable, "participants_connected": nullable,
+            "stragglers": nullable, "late_trades_total": nullable, "queue_full_total": nullable,
+            "last_seal_delay_us": nullable, "sealed_height": nullable,
+        }),
+    );
+    schemas
 }
 
 pub fn document() -> Value {
