@@ -143,7 +143,7 @@ mod tests {
         assert!(signature_ok(&good, Some(&owner.public_key())));
         assert!(!signature_ok(&good, Some(&other.public_key())));
         assert!(!signature_ok(&good, None));
-        let mut tampered = good.clone();
+        let mut tampered = good;
         if let Operation::Payment { amount, .. } = &mut tampered.transaction.operation {
             *amount = 6;
         }
