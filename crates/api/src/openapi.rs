@@ -112,6 +112,14 @@ pub const ROUTES: &[(&str, &str, &str, &str, &str)] = &[
     ),
     (
         "get",
+        "/v1/gateway",
+        "Where blocks come from (`timer` or `gateway`) and, with --block-source gateway, the \
+         fair-access gateway's counters as of its last sealed batch (null in timer mode)",
+        "200",
+        "GatewayStatus",
+    ),
+    (
+        "get",
         "/v1/events",
         "Server-sent events: one `block` event per committed block (data: BlockEvent); with an \
          oracle, an `oracle` event at most once a second (data: OraclePrices) and an \
@@ -270,6 +278,26 @@ fn schemas() -> Value {
                 "asset": int, "symbol": text, "deviation_bps": {"type": "number"}, "beyond_band": {"type": "boolean"}}))}})),
     });
     schemas["OfferExplanation"] = offer_explanation_schema();
+    // Apart: one json! of every schema would exceed the macro recursion limit.
+    let nullable = json!({"type": ["integer", "null"], "minimum": 0});
+    schemas["GatewayStatus"] = object(
+        &[
+            "block_source",
+            "participants_configured",
+            "participants_connected",
+            "stragglers",
+            "late_trades_total",
+            "queue_full_total",
+            "last_seal_delay_us",
+            "sealed_height",
+        ],
+        json!({
+            "block_source": {"enum": ["timer", "gateway"]},
+            "participants_configured": nullable, "participants_connected": nullable,
+            "stragglers": nullable, "late_trades_total": nullable, "queue_full_total": nullable,
+            "last_seal_delay_us": nullable, "sealed_height": nullable,
+        }),
+    );
     schemas
 }
 

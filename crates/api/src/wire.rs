@@ -248,6 +248,29 @@ pub struct StatusJson {
     pub dev_genesis: Option<DevGenesisJson>,
 }
 
+/// `GET /v1/gateway`: where the node's blocks come from and, with `--block-source gateway`, the
+/// fair-access gateway's counters as of its last sealed batch (it sends them with each batch).
+/// Every field but `block_source` is `null` in timer mode, and before the first sealed batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayStatusJson {
+    /// `"timer"` (the node cuts blocks on its own timer) or `"gateway"`.
+    pub block_source: String,
+    /// Participants in the gateway's participants file.
+    pub participants_configured: Option<u32>,
+    /// Participants connected to the gateway.
+    pub participants_connected: Option<u32>,
+    /// Participants the gateway does not wait for now (round trip or silence too long).
+    pub stragglers: Option<u32>,
+    /// Trades that arrived below an already sealed boundary, since the gateway started.
+    pub late_trades_total: Option<u64>,
+    /// Trades refused because the gateway's ordering buffer was full, since it started.
+    pub queue_full_total: Option<u64>,
+    /// How long after block N's publication block N+1 was sealed, for the last sealed block, µs.
+    pub last_seal_delay_us: Option<u64>,
+    /// Height of the last block sealed by the gateway and committed here.
+    pub sealed_height: Option<u64>,
+}
+
 /// The most accounts a development genesis may have (its keys come from a pool of 65,536).
 pub const DEV_ACCOUNTS_MAX: u64 = 10_000_000;
 

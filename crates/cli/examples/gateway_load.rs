@@ -184,7 +184,7 @@ async fn gateway(rate: f64, seconds: f64, participants: u32, window: Duration) {
                             eprintln!("participant {p} disconnected: {reason}");
                             continue;
                         }
-                        ClientEvent::Notice { .. } => continue,
+                        ClientEvent::Notice { .. } | ClientEvent::Refused { .. } => continue,
                     };
                     if last_height > 0 && block.height > last_height + 1 {
                         tally.lock().unwrap().height_gaps += block.height - last_height - 1;

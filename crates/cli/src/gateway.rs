@@ -19,6 +19,10 @@ pub struct GatewayArgs {
     /// Address participants connect to (TCP, length-prefixed frames).
     #[arg(long, default_value = "127.0.0.1:9090")]
     listen: String,
+    /// Address participants may connect to over WebSocket instead (`ws://ADDR`; the same frames,
+    /// one per binary message, and the same handshake and buffers); none if not given.
+    #[arg(long)]
+    listen_ws: Option<String>,
     /// Address of /metrics (HTTP); none if not given.
     #[arg(long)]
     metrics_listen: Option<String>,
@@ -70,6 +74,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         .with_context(|| format!("in {}", args.participant_keys.display()))?;
     let mut config = GatewayConfig::new(&args.node, key, participant_keys);
     config.listen = args.listen;
+    config.listen_ws = args.listen_ws;
     config.metrics_listen = args.metrics_listen;
     config.window = Duration::from_millis(args.window_ms);
     config.straggler_threshold = Duration::from_millis(args.straggler_threshold_ms);
@@ -89,6 +94,9 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         let gateway = walras_gateway_net::start(config).await?;
         // The first line on stdout: scripts and tests wait for it.
         println!("walras gateway listening on {}", gateway.address);
+        if let Some(ws) = gateway.ws_address {
+            println!("websocket on ws://{ws}");
+        }
         if let Some(metrics) = gateway.metrics_address {
             println!("metrics on http://{metrics}/metrics");
         }

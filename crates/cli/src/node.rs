@@ -72,6 +72,11 @@ pub struct NodeArgs {
     /// for --block-source gateway: sealed batches signed by any other key are refused.
     #[arg(long, required_if_eq("block_source", "gateway"))]
     gateway_key: Option<String>,
+    /// With --block-source gateway: the operator's listener, which serves what the public
+    /// listener closes to participants (events, blocks, books, prices). Port 0: any free port,
+    /// printed on the second line of stdout. Keep it off the participants' network.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    operator_listen: String,
     /// Run the valuation oracle on a recorded feed (`walras gen feed`), replayed at its
     /// timestamps in a loop: `GET /v1/oracle/prices`, the `oracle` event, metrics, the band
     /// check, and `--warm-start oracle`. Advisory: nothing committed depends on it.
@@ -141,7 +146,10 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
             let gateway_key = text
                 .parse()
                 .map_err(|error| anyhow::anyhow!("--gateway-key: {error}"))?;
-            Consensus::Gateway(GatewayLinkConfig { gateway_key })
+            Consensus::Gateway(GatewayLinkConfig {
+                gateway_key,
+                operator_listen: args.operator_listen.clone(),
+            })
         }
         (ConsensusKind::Cometbft, BlockSource::Gateway) => {
             return Err(anyhow::Error::msg(

@@ -2,6 +2,7 @@
 //! `--block-source gateway`, the gateway in this process, and 8 participant bots, each behind
 //! its own seeded delay shim (a TCP proxy: base one-way delay 0–20 ms per bot and direction,
 //! spikes up to 200 ms, order kept), each answering every block after its own response time.
+//! The even bots connect over TCP, the odd ones over WebSocket (through the same kind of shim).
 //!
 //! - With the DBO cut, every trade whose delivery clock says it answered block N in less than W
 //!   is in block N+1, and none that took W or more is.
@@ -25,6 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use walras_crypto::Keypair;
+use walras_gateway_net::frame::NoticeCode;
 use walras_gateway_net::server::ParticipantEvent;
 use walras_gateway_net::{ClientConfig, ClientEvent, CutMode, GatewayConfig, Participant};
 use walras_testkit::{payment, NodeProcess, TempDir};
@@ -141,10 +143,11 @@ struct Bot {
     participant: Participant,
     log: Arc<Mutex<BotLog>>,
     answering: Arc<AtomicBool>,
-    shim: SocketAddr,
+    /// `HOST:PORT` (TCP) or `ws://HOST:PORT` (WebSocket), through the bot's shim.
+    address: String,
 }
 
-fn start_bot(index: u32, shim: SocketAddr) -> Bot {
+fn start_bot(index: u32, address: String) -> Bot {
     let (participant, mut events) = Participant::start(ClientConfig {
         participant: index,
         key: participant_key(index),
@@ -202,7 +205,7 @@ fn start_bot(index: u32, shim: SocketAddr) -> Bot {
         participant,
         log,
         answering,
-        shim,
+        address,
     }
 }
 
@@ -233,12 +236,19 @@ async fn start_run(node: &NodeProcess, cut: CutMode) -> Run {
     config.window = WINDOW;
     config.straggler_threshold = THRESHOLD;
     config.cut = cut;
+    config.listen_ws = Some("127.0.0.1:0".into());
     let gateway = walras_gateway_net::start(config).await.unwrap();
+    let ws = gateway.ws_address.expect("the WebSocket listener");
     let mut bots = Vec::new();
     for index in 0..BOTS {
-        let shim = start_shim(gateway.address, index).await;
-        let bot = start_bot(index, shim);
-        bot.participant.connect(&shim.to_string()).await.unwrap();
+        // Odd bots over WebSocket: the shim delays its bytes the same way.
+        let address = if index % 2 == 1 {
+            format!("ws://{}", start_shim(ws, index).await)
+        } else {
+            start_shim(gateway.address, index).await.to_string()
+        };
+        let bot = start_bot(index, address.clone());
+        bot.participant.connect(&address).await.unwrap();
         bots.push(bot);
     }
     Run { gateway, bots }
@@ -339,6 +349,7 @@ async fn the_gateway_puts_every_answer_within_w_into_the_next_block_and_the_time
         async move {
             let body = walras_gateway::link::SealedBatch {
                 height,
+                stats: walras_gateway::link::GatewayStats::default(),
                 transactions: vec![payment(1, 1, 2, 0, 1).encode()],
             }
             .encode()
@@ -408,6 +419,91 @@ async fn the_gateway_puts_every_answer_within_w_into_the_next_block_and_the_time
         seals.len(),
         normal_wait as f64 / 1e6
     );
+    let ws_trades = trades.iter().filter(|t| t.bot % 2 == 1).count();
+    assert!(ws_trades >= 20, "{ws_trades} trades over WebSocket");
+
+    // --- The node's view of the gateway: the counters sent with the last sealed batch.
+    let gateway_status: serde_json::Value = client
+        .get(format!("{}/v1/gateway", node.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sealed = gateway_status["sealed_height"].as_u64().unwrap();
+    assert_eq!(gateway_status["block_source"], "gateway");
+    assert_eq!(gateway_status["participants_configured"], BOTS);
+    assert_eq!(gateway_status["participants_connected"], BOTS);
+    assert_eq!(gateway_status["stragglers"], 0);
+    assert_eq!(gateway_status["late_trades_total"], 0);
+    assert_eq!(gateway_status["queue_full_total"], 0);
+    let delay_us = gateway_status["last_seal_delay_us"].as_u64().unwrap();
+    // Never sooner than W after the previous publication; no straggler held it back.
+    assert!(
+        delay_us >= WINDOW.as_micros() as u64 && delay_us < (WINDOW + THRESHOLD).as_micros() as u64,
+        "{gateway_status}"
+    );
+    assert!(
+        sealed > 10 && sealed <= node_height(&node.url).await,
+        "{gateway_status}"
+    );
+    println!("GET /v1/gateway: {gateway_status}");
+
+    // --- Gateway mode closes the participants' bypasses on the public listener (each with a
+    // typed error naming the mode) and serves them on the operator's listener.
+    let operator = node.operator_url.clone().expect("the operator listener");
+    for (method, path) in [
+        ("POST", "/v1/transactions"),
+        ("POST", "/v1/transactions/batch"),
+        ("GET", "/v1/events"),
+        ("GET", "/v1/blocks/1"),
+        ("GET", "/v1/blocks/1/raw"),
+        ("GET", "/v1/books/0/1"),
+        ("GET", "/v1/prices"),
+    ] {
+        let response = client
+            .request(method.parse().unwrap(), format!("{}{path}", node.url))
+            .header("content-type", "application/octet-stream")
+            .body(payment(1, 1, 2, 0, 1).encode())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 403, "{method} {path}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "gateway_only", "{method} {path}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("--block-source gateway"), "{message}");
+        if method == "GET" {
+            let response = client
+                .get(format!("{operator}{path}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200, "operator {path}");
+            // The event stream stays open; the others answer whole.
+            drop(response);
+        }
+    }
+    // Submitting stays closed on the operator's listener too: blocks hold only sealed
+    // batches, so a transaction in the mempool would never commit.
+    let response = client
+        .post(format!("{operator}/v1/transactions"))
+        .header("content-type", "application/octet-stream")
+        .body(payment(1, 1, 2, 0, 1).encode())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    // What the gateway itself needs stays open on the public listener.
+    for path in ["/v1/status", "/v1/accounts/1", "/v1/gateway"] {
+        let response = client
+            .get(format!("{}{path}", node.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+    }
 
     // --- A silent bot, then it speaks again.
     let silent_from = run.gateway.now_ns();
@@ -463,7 +559,7 @@ async fn the_gateway_puts_every_answer_within_w_into_the_next_block_and_the_time
     let reconnected_at = run.gateway.now_ns();
     run.bots[1]
         .participant
-        .connect(&run.bots[1].shim.to_string())
+        .connect(&run.bots[1].address)
         .await
         .expect("the bot reconnects");
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -573,19 +669,25 @@ async fn the_gateway_puts_every_answer_within_w_into_the_next_block_and_the_time
 }
 
 /// `walras gateway` as a process: a key file from `walras keygen`, the node started with its
-/// public key, a participants file; every bad Hello refused with a reason (a number it does
-/// not serve, a participant signing as another, a Hello signed for another connection's
-/// challenge, the unsigned version-1 Hello), a good one welcomed, seals advancing (the absent
-/// participant becomes a straggler), and the counters on `/metrics`.
+/// public key, a participants file; every bad Hello refused with a typed reason (a number it
+/// does not serve, a participant signing as another, a Hello signed for another connection's
+/// challenge, the unsigned version-1 Hello, the version-2 Hello whose signature does not cover
+/// the last height, a Hello whose last height was changed after signing), a good one welcomed,
+/// seals advancing (the absent participant becomes a straggler), and the counters on
+/// `/metrics`. Over WebSocket: garbage, text and oversized messages are refused (the connection
+/// closed, counted) without harm to the gateway, which goes on serving.
 ///
 /// Before Hellos were signed, any client could claim any participant number and take that
 /// participant's place in the ordering buffer (its watermark, its results).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walras_gateway_process_serves_participants_and_metrics() {
+    use futures_util::{SinkExt, StreamExt};
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
+    use tokio_tungstenite::tungstenite::Message;
     use walras_gateway_net::frame::{
-        framed, hello_signing_message, read_frame, Downlink, SignedHello, Uplink, PROTOCOL_VERSION,
+        framed, hello_signing_message, read_frame, Downlink, RefusalCode, SignedHello, Uplink,
+        PROTOCOL_VERSION, UPLINK_FRAME_MAX,
     };
 
     let dir = TempDir::new("gateway-process");
@@ -628,7 +730,7 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
         .arg(&key_file)
         .arg("--participant-keys")
         .arg(&participants_file)
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0", "--listen-ws", "127.0.0.1:0"])
         .args([
             "--metrics-listen",
             "127.0.0.1:0",
@@ -646,7 +748,9 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .to_string();
     let second = lines.next().unwrap().unwrap();
-    let metrics_url = second.strip_prefix("metrics on ").unwrap().to_string();
+    let ws_url = second.strip_prefix("websocket on ").unwrap().to_string();
+    let third = lines.next().unwrap().unwrap();
+    let metrics_url = third.strip_prefix("metrics on ").unwrap().to_string();
 
     /// Connects, reads the Challenge, sends the Hello `sign` makes of it; returns the answer.
     async fn handshake(
@@ -670,28 +774,37 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
             signed: Some(SignedHello {
                 last_height: None,
                 signature: *key
-                    .sign(&hello_signing_message(&gateway_key, &nonce, participant))
+                    .sign(&hello_signing_message(
+                        &gateway_key,
+                        &nonce,
+                        participant,
+                        None,
+                    ))
                     .as_bytes(),
             }),
         }
     };
     let refusal = |answer: Downlink| match answer {
-        Downlink::Refused { text } => text,
+        Downlink::Refused { code, text } => (code, text),
         other => panic!("expected a refusal, got {other:?}"),
     };
     // A number this gateway does not serve.
     let (_, answer) = handshake(&address, signed(7, participant_key(7))).await;
-    assert!(refusal(answer).contains("participant 7"));
+    let (code, text) = refusal(answer);
+    assert_eq!(code, RefusalCode::UnknownParticipant);
+    assert!(text.contains("participant 7"), "{text}");
     // Participant 1's number, participant 0's key.
     let (_, answer) = handshake(&address, signed(1, participant_key(0))).await;
-    let text = refusal(answer);
+    let (code, text) = refusal(answer);
+    assert_eq!(code, RefusalCode::BadSignature);
     assert!(text.contains("does not verify"), "{text}");
     // A correct signature, but over another connection's challenge (a replayed Hello).
     let (_, answer) = handshake(&address, |gateway_key, _nonce| {
         signed(1, participant_key(1))(gateway_key, [9; 32])
     })
     .await;
-    let text = refusal(answer);
+    let (code, text) = refusal(answer);
+    assert_eq!(code, RefusalCode::BadSignature);
     assert!(text.contains("does not verify"), "{text}");
     // The unsigned Hello of protocol version 1.
     let (_, answer) = handshake(&address, |_, _| Uplink::Hello {
@@ -700,8 +813,140 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
         signed: None,
     })
     .await;
-    let text = refusal(answer);
+    let (code, text) = refusal(answer);
+    assert_eq!(code, RefusalCode::Version);
     assert!(text.contains("protocol version 1"), "{text}");
+    // Version 2 signed the challenge and the number, not the last height: refused by its
+    // version, whatever its signature.
+    let (_, answer) = handshake(&address, |gateway_key, nonce| {
+        let Uplink::Hello { signed, .. } = signed(0, participant_key(0))(gateway_key, nonce) else {
+            unreachable!()
+        };
+        Uplink::Hello {
+            version: 2,
+            participant: 0,
+            signed,
+        }
+    })
+    .await;
+    let (code, text) = refusal(answer);
+    assert_eq!(code, RefusalCode::Version);
+    assert!(text.contains("protocol version 2"), "{text}");
+    // Signed with last height 40, sent with last height 3 (someone in between wants the
+    // gateway to replay more, or fewer, blocks): the signature no longer verifies.
+    let (_, answer) = handshake(&address, |gateway_key, nonce| {
+        let signature = *participant_key(0)
+            .sign(&hello_signing_message(&gateway_key, &nonce, 0, Some(40)))
+            .as_bytes();
+        Uplink::Hello {
+            version: PROTOCOL_VERSION,
+            participant: 0,
+            signed: Some(SignedHello {
+                last_height: Some(3),
+                signature,
+            }),
+        }
+    })
+    .await;
+    let (code, text) = refusal(answer);
+    assert_eq!(code, RefusalCode::BadSignature);
+    assert!(text.contains("does not verify"), "{text}");
+
+    // WebSocket: the same handshake, one frame per binary message.
+    type Ws = tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >;
+    async fn ws_challenge(url: &str) -> (Ws, [u8; 32], [u8; 32]) {
+        let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let Some(Ok(Message::Binary(first))) = ws.next().await else {
+            panic!("no Challenge message");
+        };
+        let Downlink::Challenge { gateway_key, nonce } = Downlink::decode(&first).unwrap() else {
+            panic!("the first message is not a Challenge");
+        };
+        (ws, gateway_key, nonce)
+    }
+    /// Reads until the gateway closes the connection; returns the refusal it sent, if any.
+    async fn ws_until_closed(ws: &mut Ws) -> Option<(RefusalCode, String)> {
+        let mut refused = None;
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), ws.next())
+                .await
+                .expect("the gateway closes the connection")
+            {
+                Some(Ok(Message::Binary(bytes))) => {
+                    if let Ok(Downlink::Refused { code, text }) = Downlink::decode(&bytes) {
+                        refused = Some((code, text));
+                    }
+                }
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return refused,
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+    // Before the Hello: a text message, garbage, a message over the uplink limit.
+    for bad in [
+        Message::text("hello"),
+        Message::binary(vec![0xee; 40]),
+        Message::binary(vec![1u8; UPLINK_FRAME_MAX + 1]),
+    ] {
+        let oversized = bad.len() > UPLINK_FRAME_MAX;
+        let (mut ws, _, _) = ws_challenge(&ws_url).await;
+        let _ = ws.send(bad).await;
+        match ws_until_closed(&mut ws).await {
+            Some((code, _)) => assert_eq!(code, RefusalCode::NotAHello),
+            // Closing on unread bytes may reset the connection before the refusal is read;
+            // the refusal is still counted (below).
+            None => assert!(oversized, "no refusal"),
+        }
+    }
+    // After a good Hello over WebSocket: garbage (participant 1), a message over the limit
+    // (participant 0); each closes that connection only.
+    let refused_before = metric(
+        &client_metrics(&metrics_url).await,
+        "walras_gateway_refused_messages_total",
+    );
+    for (participant, bad) in [
+        (1, Message::binary(vec![0xee; 40])),
+        (0, Message::binary(vec![2u8; UPLINK_FRAME_MAX + 1])),
+    ] {
+        let (mut ws, gateway_key, nonce) = ws_challenge(&ws_url).await;
+        let hello = signed(participant, participant_key(participant))(gateway_key, nonce);
+        ws.send(Message::binary(hello.encode())).await.unwrap();
+        let Some(Ok(Message::Binary(answer))) = ws.next().await else {
+            panic!("no answer to the Hello");
+        };
+        let answer = Downlink::decode(&answer).unwrap();
+        assert!(
+            matches!(answer, Downlink::Welcome { participant: p, .. } if p == participant),
+            "{answer:?}"
+        );
+        let _ = ws.send(bad).await;
+        ws_until_closed(&mut ws).await;
+    }
+    let refused_after = metric(
+        &client_metrics(&metrics_url).await,
+        "walras_gateway_refused_messages_total",
+    );
+    assert_eq!(refused_after, refused_before + 2);
+    // The closed connections leave the gateway (asynchronously) before the numbers are reused.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The gateway still serves WebSocket participants: participant 1 connects again, and the
+    // client library speaks ws:// too.
+    let (ws_client, _events) = Participant::start(ClientConfig {
+        participant: 1,
+        key: participant_key(1),
+        gateway_key: None,
+        delta: WINDOW,
+        tau: TAU,
+    })
+    .unwrap();
+    ws_client
+        .connect(&ws_url)
+        .await
+        .expect("a WebSocket participant connects");
+    ws_client.disconnect().await;
+
     let (_member, answer) = handshake(&address, signed(0, participant_key(0))).await;
     assert!(
         matches!(answer, Downlink::Welcome { participant: 0, .. }),
@@ -726,16 +971,19 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(0);
         if height >= 3 {
+            // Participants 0 and 1 at least (1 may have rejoined and straggled again after its
+            // WebSocket visits).
             assert!(
-                text.contains("walras_gateway_stragglers_detected_total 2"),
+                metric(&text, "walras_gateway_stragglers_detected_total") >= 2,
                 "{text}"
             );
             assert!(
                 text.contains("walras_gateway_participants_connected 1"),
                 "{text}"
             );
+            // Six bad Hellos over TCP, three bad first messages over WebSocket.
             assert!(
-                text.contains("walras_gateway_handshakes_refused_total 4"),
+                text.contains("walras_gateway_handshakes_refused_total 9"),
                 "{text}"
             );
             break;
@@ -847,7 +1095,8 @@ async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_hei
     let b = client.submit(offer(3, 1, 1, 1_000, "0.5")).await.unwrap();
     let block = landed(&mut events, &mut heights, &[a.seq, b.seq]).await;
     assert!(!block.market.trades.is_empty(), "{:?}", block.market);
-    let json: serde_json::Value = reqwest::get(format!("{}/v1/blocks/{}", node.url, block.height))
+    let operator = node.operator_url.clone().expect("the operator listener");
+    let json: serde_json::Value = reqwest::get(format!("{operator}/v1/blocks/{}", block.height))
         .await
         .unwrap()
         .json()
@@ -872,6 +1121,49 @@ async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_hei
         .map(|t| (t.sell, t.buy, t.sold))
         .collect();
     assert_eq!(feed_trades, node_trades);
+    // A trade whose signature does not verify with its source account's key, and one from an
+    // account that does not exist: each refused before the ordering buffer with a typed
+    // Notice, counted, and in no block (a good trade sent after them lands alone).
+    let mut forged = offer(5, 1, 0, 10, "9");
+    forged.signature[0] ^= 1;
+    let forged = client.submit(forged).await.unwrap();
+    let ghost = client
+        .submit(offer(1_000_000, 1, 0, 10, "9"))
+        .await
+        .unwrap();
+    let good = client.submit(offer(6, 1, 0, 10, "9")).await.unwrap();
+    let mut notices = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut good_landed = false;
+    while notices.len() < 2 || !good_landed {
+        let event = tokio::time::timeout_at(deadline.into(), events.recv())
+            .await
+            .expect("the notices and the good trade within 20 s")
+            .expect("the client runs");
+        match event {
+            ClientEvent::Notice {
+                seq: Some(seq),
+                code,
+                ..
+            } => {
+                notices.insert(seq, code);
+            }
+            ClientEvent::Block { block, .. } => {
+                heights.push(block.height);
+                for own in &block.own {
+                    assert_eq!(own.seq, good.seq, "only the good trade lands: {own:?}");
+                    assert_eq!(own.dropped, None);
+                    good_landed = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(notices.get(&forged.seq), Some(&NoticeCode::BadSignature));
+    assert_eq!(notices.get(&ghost.seq), Some(&NoticeCode::UnknownSource));
+    let text = gateway.metrics_text();
+    assert_eq!(metric(&text, "walras_gateway_bad_signatures_total"), 1);
+    assert_eq!(metric(&text, "walras_gateway_unknown_sources_total"), 1);
     // Away for a while (empty blocks keep being sealed), then back: the blocks in between are
     // replayed, so the heights the participant sees have no gap.
     client.disconnect().await;
@@ -892,6 +1184,17 @@ async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_hei
         "too few blocks to show a replay: {heights:?}"
     );
     gateway.stop().await.unwrap();
+}
+
+async fn client_metrics(url: &str) -> String {
+    reqwest::get(url).await.unwrap().text().await.unwrap()
+}
+
+/// The value of an unlabelled metric in a Prometheus text page.
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in {text}"))
 }
 
 async fn node_height(url: &str) -> u64 {

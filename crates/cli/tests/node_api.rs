@@ -529,5 +529,21 @@ fn every_route_in_the_openapi_document_is_served() {
                 assert_ne!(body["error"]["code"], "no_such_endpoint", "{method} {path}");
             }
         }
+        // A node cutting on its own timer has no gateway: every counter is null.
+        let (status, gateway) = get(&client, &format!("{}/v1/gateway", node.url)).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            gateway,
+            serde_json::json!({
+                "block_source": "timer",
+                "participants_configured": null,
+                "participants_connected": null,
+                "stragglers": null,
+                "late_trades_total": null,
+                "queue_full_total": null,
+                "last_seal_delay_us": null,
+                "sealed_height": null,
+            })
+        );
     });
 }

@@ -13,13 +13,12 @@
 //! its round trip is under the straggler threshold again).
 
 use crate::frame::{
-    framed, hello_signing_message, read_frame, BlockData, Downlink, NoticeCode, SignedHello,
-    Uplink, DOWNLINK_FRAME_MAX, PROTOCOL_VERSION,
+    hello_signing_message, BlockData, Downlink, NoticeCode, RefusalCode, SignedHello, Uplink,
+    DOWNLINK_FRAME_MAX, PROTOCOL_VERSION,
 };
+use crate::transport::{self, FrameReader, FrameWriter};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use walras_gateway::{
@@ -46,8 +45,8 @@ pub struct ClientConfig {
 pub enum ClientError {
     #[error("connecting to the gateway at {address}: {cause}")]
     Connect { address: String, cause: String },
-    #[error("the gateway refused the connection: {0}")]
-    Refused(String),
+    #[error("the gateway refused the connection ({code:?}): {text}")]
+    Refused { code: RefusalCode, text: String },
     #[error("not connected to the gateway")]
     NotConnected,
     #[error("the client stopped")]
@@ -66,6 +65,8 @@ pub enum ClientEvent {
         code: NoticeCode,
         text: String,
     },
+    /// The gateway refused and closed the connection (after the handshake: rare).
+    Refused { code: RefusalCode, text: String },
     /// The connection ended, and why (the client can reconnect with [`Participant::connect`]).
     Disconnected { reason: String },
 }
@@ -130,6 +131,8 @@ impl Participant {
         Ok((Participant { commands }, events_out))
     }
 
+    /// Connects to the gateway at `address`: `HOST:PORT` for TCP, `ws://HOST:PORT` for its
+    /// WebSocket listener (the same protocol, one frame per binary message).
     pub async fn connect(&self, address: &str) -> Result<(), ClientError> {
         let (answer, result) = oneshot::channel();
         self.commands
@@ -168,7 +171,7 @@ struct ClientTask {
     config: ClientConfig,
     started: Instant,
     release: ReleaseBuffer,
-    writer: Option<OwnedWriteHalf>,
+    writer: Option<FrameWriter>,
     frames: Option<mpsc::Receiver<Downlink>>,
     events: mpsc::UnboundedSender<ClientEvent>,
     silent: bool,
@@ -230,7 +233,7 @@ impl ClientTask {
             }
             Command::Disconnect => {
                 if let Some(mut writer) = self.writer.take() {
-                    let _ = writer.shutdown().await;
+                    writer.close().await;
                 }
                 self.frames = None;
             }
@@ -277,21 +280,38 @@ impl ClientTask {
             address: address.into(),
             cause,
         };
-        let mut stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(address))
+        let (host, websocket) = match address.strip_prefix("ws://") {
+            Some(rest) => (rest.trim_end_matches('/'), true),
+            None => (address, false),
+        };
+        let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(host))
             .await
             .map_err(|_| connect_error("timed out".into()))?
             .map_err(|e| connect_error(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        let first = tokio::time::timeout(
-            Duration::from_secs(5),
-            read_frame(&mut stream, DOWNLINK_FRAME_MAX),
-        )
-        .await
-        .map_err(|_| connect_error("no Challenge within 5 s".into()))?
-        .map_err(|e| connect_error(e.to_string()))?;
+        let (mut reader, mut writer) = if websocket {
+            let upgrade = tokio_tungstenite::client_async_with_config(
+                address,
+                stream,
+                Some(transport::ws_config(DOWNLINK_FRAME_MAX)),
+            );
+            let (ws, _) = tokio::time::timeout(Duration::from_secs(5), upgrade)
+                .await
+                .map_err(|_| connect_error("no WebSocket upgrade within 5 s".into()))?
+                .map_err(|e| connect_error(format!("WebSocket upgrade: {e}")))?;
+            transport::ws(ws)
+        } else {
+            transport::tcp(stream)
+        };
+        let first = tokio::time::timeout(Duration::from_secs(5), reader.next(DOWNLINK_FRAME_MAX))
+            .await
+            .map_err(|_| connect_error("no Challenge within 5 s".into()))?
+            .map_err(|e| connect_error(e.to_string()))?;
         let (gateway_key, nonce) = match first.map(|payload| Downlink::decode(&payload)) {
             Some(Ok(Downlink::Challenge { gateway_key, nonce })) => (gateway_key, nonce),
-            Some(Ok(Downlink::Refused { text })) => return Err(ClientError::Refused(text)),
+            Some(Ok(Downlink::Refused { code, text })) => {
+                return Err(ClientError::Refused { code, text })
+            }
             other => {
                 return Err(connect_error(format!(
                     "expected a Challenge, got {other:?}"
@@ -307,27 +327,27 @@ impl ClientTask {
                 )));
             }
         }
-        let message = hello_signing_message(&gateway_key, &nonce, self.config.participant);
+        // Blocks after this one that the gateway still holds are replayed to us; the height is
+        // under the signature, so nobody in between can change what is replayed.
+        let last_height = self.last_height;
+        let message =
+            hello_signing_message(&gateway_key, &nonce, self.config.participant, last_height);
         let hello = Uplink::Hello {
             version: PROTOCOL_VERSION,
             participant: self.config.participant,
             signed: Some(SignedHello {
-                // Blocks after this one that the gateway still holds are replayed to us.
-                last_height: self.last_height,
+                last_height,
                 signature: *self.config.key.sign(&message).as_bytes(),
             }),
         };
-        stream
-            .write_all(&framed(&hello.encode()))
+        writer
+            .send(&hello.encode())
             .await
             .map_err(|e| connect_error(e.to_string()))?;
-        let first = tokio::time::timeout(
-            Duration::from_secs(5),
-            read_frame(&mut stream, DOWNLINK_FRAME_MAX),
-        )
-        .await
-        .map_err(|_| connect_error("no Welcome within 5 s".into()))?
-        .map_err(|e| connect_error(e.to_string()))?;
+        let first = tokio::time::timeout(Duration::from_secs(5), reader.next(DOWNLINK_FRAME_MAX))
+            .await
+            .map_err(|_| connect_error("no Welcome within 5 s".into()))?
+            .map_err(|e| connect_error(e.to_string()))?;
         match first.map(|payload| Downlink::decode(&payload)) {
             Some(Ok(Downlink::Welcome { height, .. })) => {
                 // The blocks up to the gateway's tip that we have not received (replayed now)
@@ -336,21 +356,13 @@ impl ClientTask {
                 self.catch_up_to =
                     Some(height).filter(|tip| self.last_height.is_none_or(|last| last < *tip));
             }
-            Some(Ok(Downlink::Refused { text })) => return Err(ClientError::Refused(text)),
+            Some(Ok(Downlink::Refused { code, text })) => {
+                return Err(ClientError::Refused { code, text })
+            }
             other => return Err(connect_error(format!("expected a Welcome, got {other:?}"))),
         }
-        let (mut reader, writer) = stream.into_split();
         let (frames, receiver) = mpsc::channel(4096);
-        tokio::spawn(async move {
-            while let Ok(Some(payload)) = read_frame(&mut reader, DOWNLINK_FRAME_MAX).await {
-                let Ok(frame) = Downlink::decode(&payload) else {
-                    return;
-                };
-                if frames.send(frame).await.is_err() {
-                    return;
-                }
-            }
-        });
+        tokio::spawn(read_downlink(reader, frames));
         self.writer = Some(writer);
         self.frames = Some(receiver);
         Ok(())
@@ -388,12 +400,8 @@ impl ClientTask {
             Downlink::Notice { seq, code, text } => {
                 let _ = self.events.send(ClientEvent::Notice { seq, code, text });
             }
-            Downlink::Refused { text } => {
-                let _ = self.events.send(ClientEvent::Notice {
-                    seq: None,
-                    code: NoticeCode::Refused,
-                    text,
-                });
+            Downlink::Refused { code, text } => {
+                let _ = self.events.send(ClientEvent::Refused { code, text });
             }
             // Only the first frames of a connection; a later one means nothing.
             Downlink::Welcome { .. } | Downlink::Challenge { .. } => {}
@@ -446,12 +454,24 @@ impl ClientTask {
                         continue;
                     }
                     if let Some(writer) = &mut self.writer {
-                        if let Err(error) = writer.write_all(&framed(&frame.encode())).await {
+                        if let Err(error) = writer.send(&frame.encode()).await {
                             self.lost_connection(format!("writing to the gateway: {error}"));
                         }
                     }
                 }
             }
+        }
+    }
+}
+
+/// Reads the gateway's frames until the connection ends or a frame does not decode.
+async fn read_downlink(mut reader: FrameReader, frames: mpsc::Sender<Downlink>) {
+    while let Ok(Some(payload)) = reader.next(DOWNLINK_FRAME_MAX).await {
+        let Ok(frame) = Downlink::decode(&payload) else {
+            return;
+        };
+        if frames.send(frame).await.is_err() {
+            return;
         }
     }
 }

@@ -15,6 +15,8 @@ pub struct GatewayMetrics {
     pub queue_overflows_total: IntCounter,
     pub refused_messages_total: IntCounter,
     pub handshakes_refused_total: IntCounter,
+    pub bad_signatures_total: IntCounter,
+    pub unknown_sources_total: IntCounter,
     pub trades_received_total: IntCounter,
     pub heartbeats_received_total: IntCounter,
     pub blocks_sealed_total: IntCounter,
@@ -72,6 +74,16 @@ impl GatewayMetrics {
                 "walras_gateway_handshakes_refused_total",
                 "Connections refused at the handshake (version, unknown participant, bad signature, \
                  no Hello).",
+            )?,
+            bad_signatures_total: counter(
+                "walras_gateway_bad_signatures_total",
+                "Trades refused before the ordering buffer because their signature does not verify \
+                 with the source account's key (the engine's acceptance rule).",
+            )?,
+            unknown_sources_total: counter(
+                "walras_gateway_unknown_sources_total",
+                "Trades refused before the ordering buffer because their source account does not \
+                 exist at the node's tip.",
             )?,
             refused_messages_total: counter(
                 "walras_gateway_refused_messages_total",

@@ -3,13 +3,17 @@
 //! block's answer ([`walras_gateway::link`]).
 
 use std::time::Duration;
-use walras_gateway::link::{seal_signing_message, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER};
+use walras_gateway::link::{
+    seal_signing_message, GatewayStats, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER,
+};
 
 /// A sealed block may wait for the block before it and for clearing: generous, but bounded.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Network failures (not refusals) are retried this many times, this far apart.
 const RETRIES: usize = 50;
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// An account lookup holds one participant's uplink: short.
+const ACCOUNT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeLinkError {
@@ -77,14 +81,59 @@ impl NodeLink {
         Ok(status.height)
     }
 
-    /// Sends block `height` and waits until the node committed it.
+    /// The key of account `id` at the node's tip (`GET /v1/accounts/{id}`): `Ok(None)` when the
+    /// account does not exist (404), `Ok(Some(None))` when its stored key is not a valid Ed25519
+    /// key (nothing it signs verifies).
+    pub async fn account_key(
+        &self,
+        id: u64,
+    ) -> Result<Option<Option<walras_crypto::PublicKey>>, NodeLinkError> {
+        let url = format!("{}/v1/accounts/{id}", self.base);
+        let unreachable = |cause: String| NodeLinkError::Unreachable {
+            url: url.clone(),
+            cause,
+        };
+        let response = self
+            .client
+            .get(&url)
+            .timeout(ACCOUNT_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(NodeLinkError::BadAnswer(format!(
+                "account {id}: {status}: {}",
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
+            )));
+        }
+        let account: walras_api::wire::AccountJson = serde_json::from_slice(&body)
+            .map_err(|e| NodeLinkError::BadAnswer(format!("account {id}: {e}")))?;
+        let bytes = hex::decode(&account.public_key)
+            .map_err(|e| NodeLinkError::BadAnswer(format!("account {id}'s key: {e}")))?;
+        Ok(Some(walras_crypto::PublicKey::from_bytes(&bytes).ok()))
+    }
+
+    /// Sends block `height`, with the gateway's counters, and waits until the node committed it.
     pub async fn commit(
         &self,
         height: u64,
+        stats: GatewayStats,
         transactions: Vec<Vec<u8>>,
     ) -> Result<SealReply, NodeLinkError> {
         let body = SealedBatch {
             height,
+            stats,
             transactions,
         }
         .encode()

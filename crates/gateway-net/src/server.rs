@@ -12,25 +12,25 @@
 //! one frame each, and notes `t_{N+1}` for round-trip estimates.
 
 use crate::frame::{
-    framed, hello_signing_message, read_frame, BlockData, Downlink, NoticeCode, OwnResult, Uplink,
+    hello_signing_message, BlockData, Downlink, NoticeCode, OwnResult, RefusalCode, Uplink,
     PROTOCOL_VERSION, UPLINK_FRAME_MAX,
 };
 use crate::metrics::GatewayMetrics;
 use crate::node_link::{NodeLink, NodeLinkError};
+use crate::transport::{self, FrameReader, FrameWriter};
+use crate::verify::{Refusal, TradeChecker};
 use rand_core::RngCore;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
-use walras_gateway::link::SealReply;
+use walras_gateway::link::{GatewayStats, SealReply};
 use walras_gateway::{
     GatewayError, OrderingBuffer, OrderingConfig, OrderingEvent, SealOutcome, UplinkKind,
     UplinkMessage,
 };
-use walras_types::SignedTransaction;
 
 /// Most participants one gateway serves (each holds an ordering-buffer watermark).
 pub const PARTICIPANTS_MAX: usize = 100_000;
@@ -49,6 +49,8 @@ pub enum CutMode {
 pub struct GatewayConfig {
     /// Participants' TCP address.
     pub listen: String,
+    /// Participants' WebSocket address (`None`: TCP only); same frames, one per binary message.
+    pub listen_ws: Option<String>,
     /// `/metrics` over HTTP (`None`: not served).
     pub metrics_listen: Option<String>,
     /// The node's base URL (`http://127.0.0.1:8080`); it must run with `--block-source gateway`.
@@ -86,6 +88,7 @@ impl GatewayConfig {
     ) -> GatewayConfig {
         GatewayConfig {
             listen: "127.0.0.1:0".into(),
+            listen_ws: None,
             metrics_listen: None,
             node_url: node_url.into(),
             key,
@@ -148,18 +151,24 @@ struct Journal {
 /// A running gateway.
 pub struct Gateway {
     pub address: SocketAddr,
+    /// Where participants connect over WebSocket (`ws://ADDRESS`), if configured.
+    pub ws_address: Option<SocketAddr>,
     pub metrics_address: Option<SocketAddr>,
     journal: Arc<Mutex<Journal>>,
     metrics: Arc<GatewayMetrics>,
     stop: Option<oneshot::Sender<()>>,
     core: tokio::task::JoinHandle<Result<(), GatewayNetError>>,
     accept: tokio::task::JoinHandle<()>,
+    accept_ws: Option<tokio::task::JoinHandle<()>>,
     started: Instant,
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
         self.accept.abort();
+        if let Some(accept) = &self.accept_ws {
+            accept.abort();
+        }
         self.core.abort();
     }
 }
@@ -194,6 +203,9 @@ impl Gateway {
             let _ = stop.send(());
         }
         self.accept.abort();
+        if let Some(accept) = &self.accept_ws {
+            accept.abort();
+        }
         (&mut self.core)
             .await
             .map_err(|e| GatewayNetError::Stopped(e.to_string()))?
@@ -226,6 +238,9 @@ enum CoreInput {
         conn: u64,
         at_ns: u64,
         message: Uplink,
+        /// A trade the connection task refused (undecodable, unknown source, bad signature):
+        /// it still proves the participant's clock, but its transaction is not taken.
+        refusal: Option<Refusal>,
     },
     Committed(Result<SealReply, NodeLinkError>),
 }
@@ -247,21 +262,14 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
             "the window and the block size must be positive".into(),
         ));
     }
-    let node = NodeLink::new(&config.node_url, config.key.clone())?;
+    let node = Arc::new(NodeLink::new(&config.node_url, config.key.clone())?);
     let tip = node.status_height().await?;
-    let listener =
-        TcpListener::bind(&config.listen)
-            .await
-            .map_err(|cause| GatewayNetError::Listen {
-                address: config.listen.clone(),
-                cause,
-            })?;
-    let address = listener
-        .local_addr()
-        .map_err(|cause| GatewayNetError::Listen {
-            address: config.listen.clone(),
-            cause,
-        })?;
+    let (listener, address) = bind(&config.listen).await?;
+    let ws = match &config.listen_ws {
+        Some(listen) => Some(bind(listen).await?),
+        None => None,
+    };
+    let checker = Arc::new(TradeChecker::new(node.clone()));
     let metrics = Arc::new(
         GatewayMetrics::new().map_err(|e| GatewayNetError::Config(format!("metrics: {e}")))?,
     );
@@ -285,7 +293,7 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
     let mut core = Core {
         ordering,
         config: config.clone(),
-        node: Arc::new(node),
+        node,
         started,
         queued: BTreeMap::new(),
         arrival_order: Vec::new(),
@@ -309,29 +317,47 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
     };
     core.ordering.note_point_generated(tip, 0);
     metrics.height.set(tip as i64);
-    let accept = tokio::spawn(accept_loop(
-        listener,
+    let context = ConnectionContext {
         inputs,
-        config.clone(),
+        config: config.clone(),
         started,
-        metrics.clone(),
-    ));
+        metrics: metrics.clone(),
+        checker,
+    };
+    let ws_address = ws.as_ref().map(|(_, address)| *address);
+    let accept_ws = ws.map(|(listener, _)| {
+        tokio::spawn(accept_loop(listener, Transport::WebSocket, context.clone()))
+    });
+    let accept = tokio::spawn(accept_loop(listener, Transport::Tcp, context));
     let task = tokio::spawn(async move { core.run(receiver, stopped).await });
     tracing::info!(
-        "walras gateway listening on {address} for {} participants, node {} at height {tip}",
+        "walras gateway listening on {address}{} for {} participants, node {} at height {tip}",
+        ws_address.map_or(String::new(), |ws| format!(" (WebSocket: ws://{ws})")),
         config.participants(),
         config.node_url
     );
     Ok(Gateway {
         address,
+        ws_address,
         metrics_address,
         journal,
         metrics,
         stop: Some(stop),
         core: task,
         accept,
+        accept_ws,
         started,
     })
+}
+
+async fn bind(listen: &str) -> Result<(TcpListener, SocketAddr), GatewayNetError> {
+    let error = |cause| GatewayNetError::Listen {
+        address: listen.into(),
+        cause,
+    };
+    let listener = TcpListener::bind(listen).await.map_err(error)?;
+    let address = listener.local_addr().map_err(error)?;
+    Ok((listener, address))
 }
 
 async fn serve_metrics(
@@ -480,13 +506,14 @@ impl Core {
                 conn,
                 at_ns,
                 message,
+                refusal,
             } => {
                 let current = self
                     .connections
                     .get(&participant)
                     .is_some_and(|(c, _)| *c == conn);
                 if current {
-                    self.on_uplink(participant, at_ns, message)?;
+                    self.on_uplink(participant, at_ns, message, refusal)?;
                 }
             }
             CoreInput::Committed(result) => {
@@ -514,6 +541,7 @@ impl Core {
         participant: u32,
         at_ns: u64,
         message: Uplink,
+        refusal: Option<Refusal>,
     ) -> Result<(), GatewayNetError> {
         let (seq, clock, transaction) = match message {
             Uplink::Hello { .. } => {
@@ -536,17 +564,16 @@ impl Core {
                 transaction,
             } => {
                 self.metrics.trades_received_total.inc();
-                match SignedTransaction::decode(&transaction) {
-                    Ok(_) => (seq, clock, Some(transaction)),
-                    Err(error) => {
+                match refusal {
+                    None => (seq, clock, Some(transaction)),
+                    Some((code, text)) => {
                         // It still proves the participant's clock: count it as a heartbeat.
-                        self.metrics.refused_messages_total.inc();
-                        self.notify(
-                            participant,
-                            Some(seq),
-                            NoticeCode::Refused,
-                            format!("not a transaction: {error}"),
-                        );
+                        match code {
+                            NoticeCode::BadSignature => self.metrics.bad_signatures_total.inc(),
+                            NoticeCode::UnknownSource => self.metrics.unknown_sources_total.inc(),
+                            _ => self.metrics.refused_messages_total.inc(),
+                        }
+                        self.notify(participant, Some(seq), code, text);
                         (seq, clock, None)
                     }
                 }
@@ -796,9 +823,16 @@ impl Core {
                 late: late_count,
                 spilled,
             });
-        self.metrics
-            .seal_wait_micros_last
-            .set(((now - self.published_ns.min(now)) / 1_000) as i64);
+        let delay_us = (now - self.published_ns.min(now)) / 1_000;
+        self.metrics.seal_wait_micros_last.set(delay_us as i64);
+        let stats = GatewayStats {
+            participants_configured: self.config.participants(),
+            participants_connected: self.connections.len() as u32,
+            stragglers: self.metrics.stragglers.get().max(0) as u32,
+            late_trades_total: self.metrics.late_trades_total.get(),
+            queue_full_total: self.metrics.queue_overflows_total.get(),
+            last_seal_delay_us: delay_us,
+        };
         self.in_flight = Some(InFlight {
             height: n + 1,
             sealed_ns: now,
@@ -807,7 +841,7 @@ impl Core {
         let node = self.node.clone();
         let inputs = self.inputs.clone();
         tokio::spawn(async move {
-            let result = node.commit(n + 1, transactions).await;
+            let result = node.commit(n + 1, stats, transactions).await;
             let _ = inputs.send(CoreInput::Committed(result)).await;
         });
         Ok(())
@@ -954,13 +988,24 @@ impl Core {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
+/// Which transport a listener speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    Tcp,
+    WebSocket,
+}
+
+/// What every connection task needs.
+#[derive(Clone)]
+struct ConnectionContext {
     inputs: mpsc::Sender<CoreInput>,
     config: GatewayConfig,
     started: Instant,
     metrics: Arc<GatewayMetrics>,
-) {
+    checker: Arc<TradeChecker>,
+}
+
+async fn accept_loop(listener: TcpListener, transport: Transport, context: ConnectionContext) {
     let mut next_conn = 0u64;
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -971,45 +1016,73 @@ async fn accept_loop(
                 continue;
             }
         };
-        if inputs.is_closed() {
+        if context.inputs.is_closed() {
             return;
         }
         next_conn += 1;
+        // Connection numbers of the two listeners must differ: odd for TCP, even for WebSocket.
+        let conn = next_conn * 2 + u64::from(transport == Transport::WebSocket);
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(
-            stream,
-            peer,
-            next_conn,
-            inputs.clone(),
-            config.clone(),
-            started,
-            metrics.clone(),
-        ));
+        let context = context.clone();
+        tokio::spawn(async move {
+            let (reader, writer) = match transport {
+                Transport::Tcp => transport::tcp(stream),
+                Transport::WebSocket => {
+                    let upgrade = tokio_tungstenite::accept_async_with_config(
+                        stream,
+                        Some(transport::ws_config(UPLINK_FRAME_MAX)),
+                    );
+                    match tokio::time::timeout(context.config.handshake_timeout, upgrade).await {
+                        Ok(Ok(ws)) => transport::ws(ws),
+                        Ok(Err(error)) => {
+                            context.metrics.handshakes_refused_total.inc();
+                            tracing::info!("refused a WebSocket upgrade from {peer}: {error}");
+                            return;
+                        }
+                        Err(_) => {
+                            context.metrics.handshakes_refused_total.inc();
+                            tracing::info!("no WebSocket upgrade from {peer} in time");
+                            return;
+                        }
+                    }
+                }
+            };
+            serve_connection(reader, writer, peer, conn, context).await;
+        });
     }
 }
 
 /// Sends a fresh Challenge and checks the Hello that answers it: the protocol version, a
-/// participant number this gateway serves, and that participant's signature over the challenge.
-/// Returns the participant and the last block it says it received, or the refusal's text.
+/// participant number this gateway serves, and that participant's signature over the challenge,
+/// the number and the last height. Returns the participant and the last block it says it
+/// received, or the refusal's code and text.
 async fn handshake(
-    stream: &mut TcpStream,
+    reader: &mut FrameReader,
+    writer: &mut FrameWriter,
     config: &GatewayConfig,
-) -> Result<(u32, Option<u64>), String> {
+) -> Result<(u32, Option<u64>), (RefusalCode, String)> {
     let mut nonce = [0u8; 32];
     rand_core::OsRng
         .try_fill_bytes(&mut nonce)
-        .map_err(|error| format!("the gateway could not draw a challenge: {error}"))?;
+        .map_err(|error| {
+            (
+                RefusalCode::Unavailable,
+                format!("the gateway could not draw a challenge: {error}"),
+            )
+        })?;
     let gateway_key = *config.key.public_key().as_bytes();
-    let challenge = framed(&Downlink::Challenge { gateway_key, nonce }.encode());
-    tokio::time::timeout(config.handshake_timeout, stream.write_all(&challenge))
+    let challenge = Downlink::Challenge { gateway_key, nonce }.encode();
+    let timeout = |what: &str| (RefusalCode::Timeout, what.to_string());
+    tokio::time::timeout(config.handshake_timeout, writer.send(&challenge))
         .await
-        .map_err(|_| "the Challenge could not be sent within the handshake timeout".to_string())?
-        .map_err(|error| format!("sending the Challenge: {error}"))?;
-    let hello = tokio::time::timeout(
-        config.handshake_timeout,
-        read_frame(stream, UPLINK_FRAME_MAX),
-    )
-    .await;
+        .map_err(|_| timeout("the Challenge could not be sent within the handshake timeout"))?
+        .map_err(|error| {
+            (
+                RefusalCode::Unavailable,
+                format!("sending the Challenge: {error}"),
+            )
+        })?;
+    let hello = tokio::time::timeout(config.handshake_timeout, reader.next(UPLINK_FRAME_MAX)).await;
     let (version, participant, signed) =
         match hello.map(|r| r.map(|f| f.map(|p| Uplink::decode(&p)))) {
             Ok(Ok(Some(Ok(Uplink::Hello {
@@ -1017,57 +1090,85 @@ async fn handshake(
                 participant,
                 signed,
             })))) => (version, participant, signed),
-            Err(_) => return Err("no Hello within the handshake timeout".into()),
-            _ => return Err("the first frame must be a Hello".into()),
+            Err(_) => return Err(timeout("no Hello within the handshake timeout")),
+            _ => {
+                return Err((
+                    RefusalCode::NotAHello,
+                    "the first frame must be a Hello".into(),
+                ))
+            }
         };
     if version != PROTOCOL_VERSION {
-        return Err(format!(
-            "Hello refused: protocol version {version} (this gateway speaks {PROTOCOL_VERSION})"
+        return Err((
+            RefusalCode::Version,
+            format!(
+                "Hello refused: protocol version {version} (this gateway speaks \
+                 {PROTOCOL_VERSION}: the signature covers the last height received)"
+            ),
         ));
     }
     let Some(key) = config.participant_keys.get(participant as usize) else {
-        return Err(format!(
-            "Hello refused: participant {participant} (this gateway serves 0..{})",
-            config.participants()
+        return Err((
+            RefusalCode::UnknownParticipant,
+            format!(
+                "Hello refused: participant {participant} (this gateway serves 0..{})",
+                config.participants()
+            ),
         ));
     };
-    let signed = signed
-        .ok_or_else(|| format!("Hello refused: participant {participant} sent no signature"))?;
-    let signature = walras_crypto::Signature::from_bytes(&signed.signature).map_err(|_| {
-        format!("Hello refused: participant {participant}'s signature is malformed")
+    let bad_signature = |text: String| (RefusalCode::BadSignature, text);
+    let signed = signed.ok_or_else(|| {
+        bad_signature(format!(
+            "Hello refused: participant {participant} sent no signature"
+        ))
     })?;
-    let message = hello_signing_message(&gateway_key, &nonce, participant);
+    let signature = walras_crypto::Signature::from_bytes(&signed.signature).map_err(|_| {
+        bad_signature(format!(
+            "Hello refused: participant {participant}'s signature is malformed"
+        ))
+    })?;
+    let message = hello_signing_message(&gateway_key, &nonce, participant, signed.last_height);
     walras_crypto::verify(key, &message, &signature).map_err(|_| {
-        format!(
-            "Hello refused: the signature does not verify against participant {participant}'s \
-             registered key"
-        )
+        bad_signature(format!(
+            "Hello refused: the signature (over the challenge, participant {participant} and \
+             the last height) does not verify against participant {participant}'s registered key"
+        ))
     })?;
     Ok((participant, signed.last_height))
 }
 
-async fn refuse(stream: &mut TcpStream, text: String) {
-    let frame = framed(&Downlink::Refused { text }.encode());
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&frame)).await;
+async fn refuse(writer: &mut FrameWriter, code: RefusalCode, text: String) {
+    let frame = Downlink::Refused { code, text }.encode();
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = writer.send(&frame).await;
+        writer.close().await;
+    })
+    .await;
 }
 
 /// One participant connection: Challenge and signed Hello, then frames in both directions until
-/// either side ends.
+/// either side ends. Each trade's transaction is checked here (decoding, source account,
+/// signature: [`TradeChecker`]) before it reaches the core, in the connection's order.
 async fn serve_connection(
-    mut stream: TcpStream,
+    mut reader: FrameReader,
+    mut writer: FrameWriter,
     peer: SocketAddr,
     conn: u64,
-    inputs: mpsc::Sender<CoreInput>,
-    config: GatewayConfig,
-    started: Instant,
-    metrics: Arc<GatewayMetrics>,
+    context: ConnectionContext,
 ) {
-    let (participant, last_height) = match handshake(&mut stream, &config).await {
+    let ConnectionContext {
+        inputs,
+        config,
+        started,
+        metrics,
+        checker,
+    } = context;
+    let (participant, last_height) = match handshake(&mut reader, &mut writer, &config).await {
         Ok(accepted) => accepted,
-        Err(text) => {
+        Err((code, text)) => {
             metrics.handshakes_refused_total.inc();
             tracing::info!("refused a participant connection from {peer}: {text}");
-            refuse(&mut stream, text).await;
+            refuse(&mut writer, code, text).await;
             return;
         }
     };
@@ -1082,48 +1183,57 @@ async fn serve_connection(
     };
     if inputs.send(connected).await.is_err() || !accepted.await.unwrap_or(false) {
         refuse(
-            &mut stream,
+            &mut writer,
+            RefusalCode::AlreadyConnected,
             format!("participant {participant} is already connected"),
         )
         .await;
         return;
     }
     tracing::debug!("participant {participant} connected from {peer}");
-    let (mut reader, mut writer) = stream.into_split();
     let mut writer_task = tokio::spawn(async move {
         while let Some(message) = outgoing.recv().await {
-            if writer.write_all(&framed(&message.encode())).await.is_err() {
+            if writer.send(&message.encode()).await.is_err() {
                 return;
             }
         }
     });
     loop {
         let frame = tokio::select! {
-            frame = tokio::time::timeout(
-                config.idle_timeout,
-                read_frame(&mut reader, UPLINK_FRAME_MAX),
-            ) => frame,
+            frame = tokio::time::timeout(config.idle_timeout, reader.next(UPLINK_FRAME_MAX)) => frame,
             // The core cut this participant off (its downlink was full) or stopped: close the
             // connection, so that the participant notices and can reconnect.
             _ = &mut writer_task => break,
         };
         let payload = match frame {
             Ok(Ok(Some(payload))) => payload,
+            Ok(Err(error)) if error.kind() == std::io::ErrorKind::InvalidData => {
+                // Oversized, or not a frame (a text WebSocket message): close.
+                metrics.refused_messages_total.inc();
+                tracing::debug!("participant {participant}: {error}");
+                break;
+            }
             Ok(Ok(None)) | Ok(Err(_)) | Err(_) => break,
         };
         let at_ns = started.elapsed().as_nanos() as u64;
         let message = match Uplink::decode(&payload) {
             Ok(message) => message,
             Err(error) => {
+                metrics.refused_messages_total.inc();
                 tracing::debug!("participant {participant}: undecodable frame: {error}");
                 break;
             }
+        };
+        let refusal = match &message {
+            Uplink::Trade { transaction, .. } => checker.check(transaction).await.err(),
+            _ => None,
         };
         let input = CoreInput::Message {
             participant,
             conn,
             at_ns,
             message,
+            refusal,
         };
         if inputs.send(input).await.is_err() {
             break;

@@ -10,10 +10,12 @@
 //!
 //! Uplink (participant → gateway), each trade and heartbeat carrying the delivery clock its
 //! release buffer (in the client library) stamped it with:
-//! - `1` Hello: protocol version `u16`, participant `u32`, then (version 2) the last block height
-//!   the participant received `u64` (`u64::MAX`: none; the gateway replays the blocks after it
-//!   that it still holds) and the participant's Ed25519 signature `[64]` over
-//!   [`hello_signing_message`] of the gateway's Challenge;
+//! - `1` Hello: protocol version `u16`, participant `u32`, then (versions 2 and 3) the last block
+//!   height the participant received `u64` (`u64::MAX`: none; the gateway replays the blocks
+//!   after it that it still holds) and the participant's Ed25519 signature `[64]` over
+//!   [`hello_signing_message`] of the gateway's Challenge (version 3: the last height is under
+//!   the signature too, so nobody between participant and gateway can change what is replayed;
+//!   a version-2 Hello is refused with [`RefusalCode::Version`]);
 //! - `2` Heartbeat: seq `u64`, clock point `u64`, clock elapsed ns `u64`;
 //! - `3` Trade: seq, point, elapsed, then the canonical `SignedTransaction` encoding (rest of frame).
 //!
@@ -25,7 +27,8 @@
 //!   ([`crate::market`]: per-pair amounts sold, book depth at this height);
 //! - `3` Notice: seq `u64` (`u64::MAX`: not about one message), code `u8` ([`NoticeCode`]), text
 //!   (`u16` length, UTF-8);
-//! - `4` Refused: text (`u16` length, UTF-8); the gateway closes the connection after it;
+//! - `4` Refused: code `u8` ([`RefusalCode`]), text (`u16` length, UTF-8); the gateway closes
+//!   the connection after it;
 //! - `5` Challenge: the gateway's public key `[32]`, a fresh random nonce `[32]`: the first frame
 //!   on every connection, answered by the Hello.
 //!
@@ -40,24 +43,29 @@ use std::sync::Arc;
 use thiserror::Error;
 use walras_types::codec::{self, Reader, Writer};
 
-/// The protocol version a Hello must carry (2: signed Hellos answering a Challenge).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// The protocol version a Hello must carry (3: signed Hellos answering a Challenge, the last
+/// height received under the signature; 2 signed the same without the last height).
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Domain separation of a participant's signature over a Challenge.
-pub const HELLO_SIGNING_DOMAIN: &[u8] = b"walras-gateway-hello-v2\0";
+pub const HELLO_SIGNING_DOMAIN: &[u8] = b"walras-gateway-hello-v3\0";
 
 /// The bytes a participant signs to answer a Challenge: the domain, the gateway's public key
-/// (a challenge relayed from another gateway does not verify here), the nonce and the participant
-/// number claimed.
+/// (a challenge relayed from another gateway does not verify here), the nonce, the participant
+/// number claimed and the last block height it received (`u64::MAX`: none), as the Hello
+/// carries it: changing the height in flight (to make the gateway replay fewer blocks, or
+/// more) breaks the signature.
 pub fn hello_signing_message(
     gateway_key: &[u8; 32],
     nonce: &[u8; 32],
     participant: u32,
+    last_height: Option<u64>,
 ) -> Vec<u8> {
-    let mut message = Vec::with_capacity(HELLO_SIGNING_DOMAIN.len() + 68);
+    let mut message = Vec::with_capacity(HELLO_SIGNING_DOMAIN.len() + 76);
     message.extend_from_slice(HELLO_SIGNING_DOMAIN);
     message.extend_from_slice(gateway_key);
     message.extend_from_slice(nonce);
     message.extend_from_slice(&participant.to_be_bytes());
+    message.extend_from_slice(&last_height.unwrap_or(NONE_SEQ).to_be_bytes());
     message
 }
 /// Largest uplink payload (a trade's transaction is well under 1 KiB).
@@ -141,6 +149,46 @@ pub enum NoticeCode {
     Straggler = 4,
     /// The participant holds seals back again.
     Rejoined = 5,
+    /// The trade's signature does not verify with its source account's key (the one acceptance
+    /// rule, `walras_crypto::signature_accepted`): it was not taken.
+    BadSignature = 6,
+    /// The trade's source account does not exist at the node's tip: it was not taken.
+    UnknownSource = 7,
+}
+
+/// Why the gateway refused a connection (the `Refused` frame's code; the text says more).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusalCode {
+    /// The Hello's protocol version is not [`PROTOCOL_VERSION`].
+    Version = 1,
+    /// The Hello claims a participant number the gateway does not serve.
+    UnknownParticipant = 2,
+    /// The Hello's signature is missing, malformed, or does not verify (over this connection's
+    /// Challenge, the participant number and the last height) with the participant's key.
+    BadSignature = 3,
+    /// The first frame was not a Hello, or not a frame at all.
+    NotAHello = 4,
+    /// No Hello within the handshake timeout.
+    Timeout = 5,
+    /// The participant is already connected on another connection.
+    AlreadyConnected = 6,
+    /// The gateway could not serve the connection (it could not draw a challenge).
+    Unavailable = 7,
+}
+
+impl RefusalCode {
+    fn from_u8(code: u8) -> Result<RefusalCode, FrameError> {
+        Ok(match code {
+            1 => RefusalCode::Version,
+            2 => RefusalCode::UnknownParticipant,
+            3 => RefusalCode::BadSignature,
+            4 => RefusalCode::NotAHello,
+            5 => RefusalCode::Timeout,
+            6 => RefusalCode::AlreadyConnected,
+            7 => RefusalCode::Unavailable,
+            tag => return Err(bad_tag("refusal code", tag)),
+        })
+    }
 }
 
 impl NoticeCode {
@@ -151,6 +199,8 @@ impl NoticeCode {
             3 => NoticeCode::Refused,
             4 => NoticeCode::Straggler,
             5 => NoticeCode::Rejoined,
+            6 => NoticeCode::BadSignature,
+            7 => NoticeCode::UnknownSource,
             tag => return Err(bad_tag("notice code", tag)),
         })
     }
@@ -170,6 +220,7 @@ pub enum Downlink {
         text: String,
     },
     Refused {
+        code: RefusalCode,
         text: String,
     },
     Challenge {
@@ -320,8 +371,9 @@ impl Downlink {
                 out.put_u8(*code as u8);
                 put_text(&mut out, text);
             }
-            Downlink::Refused { text } => {
+            Downlink::Refused { code, text } => {
                 out.put_u8(4);
+                out.put_u8(*code as u8);
                 put_text(&mut out, text);
             }
             Downlink::Challenge { gateway_key, nonce } => {
@@ -379,6 +431,7 @@ impl Downlink {
                 text: read_text(&mut r, "notice text")?,
             },
             4 => Downlink::Refused {
+                code: RefusalCode::from_u8(r.u8()?)?,
                 text: read_text(&mut r, "refusal text")?,
             },
             5 => Downlink::Challenge {
@@ -496,6 +549,7 @@ mod tests {
                 text: "late".into(),
             },
             Downlink::Refused {
+                code: RefusalCode::AlreadyConnected,
                 text: "participant 3 is already connected".into(),
             },
             Downlink::Challenge {
@@ -556,7 +610,7 @@ mod tests {
         let down: Vec<String> = down.iter().map(|m| hex(m.encode())).collect();
         let golden_up = [
             "01000100000003",
-            "010002000000030000000000000011abababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
+            "010003000000030000000000000011abababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
             "0200000000000000040000000000000007000000000016e360",
             "0300000000000000050000000000000007000000000016e360090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909",
         ];
@@ -568,7 +622,7 @@ mod tests {
                 "000000010000000100000000000001f400000000010001000000000000000000030100000000000100000000000000000000000000000000001400000002"
             ),
             "0300000000000000050100046c617465",
-            "0400227061727469636970616e74203320697320616c726561647920636f6e6e6563746564",
+            "040600227061727469636970616e74203320697320616c726561647920636f6e6e6563746564",
             "0504040404040404040404040404040404040404040404040404040404040404040505050505050505050505050505050505050505050505050505050505050505",
         ];
         assert_eq!(up, golden_up);

@@ -8,8 +8,11 @@
 //! the height it is for, and the node accepts only its next height, so a replayed body is refused.
 //!
 //! Layout (all integers big-endian):
-//! - request: `b"WGS1"`, height `u64`, count `u32`, then per transaction a `u16` length and the
-//!   canonical `SignedTransaction` encoding (decoded by the node, not here);
+//! - request: `b"WGS2"`, height `u64`, the gateway's counters ([`GatewayStats`]: participants
+//!   configured `u32`, connected `u32`, stragglers now `u32`, late trades total `u64`, queue-full
+//!   refusals total `u64`, this seal's delay after the previous publication in µs `u64`), count
+//!   `u32`, then per transaction a `u16` length and the canonical `SignedTransaction` encoding
+//!   (decoded by the node, not here). (`WGS1`, without the counters, is refused as bad magic.)
 //! - reply: `b"WGR2"`, height `u64`, block hash `[32]`, state root `[32]`, valuations count
 //!   `u16` then `u128` each, transactions `u32`, dropped count `u32` then per drop the index `u32`
 //!   and the reason's name (`u8` length, ASCII), then the block's market data
@@ -21,7 +24,7 @@ use crate::market::MarketData;
 use thiserror::Error;
 use walras_types::codec::{self, count_within, Reader, Writer};
 
-const SEAL_MAGIC: &[u8; 4] = b"WGS1";
+const SEAL_MAGIC: &[u8; 4] = b"WGS2";
 const REPLY_MAGIC: &[u8; 4] = b"WGR2";
 /// Domain separation of the gateway's signature over a sealed batch.
 pub const SEAL_SIGNING_DOMAIN: &[u8] = b"walras-gateway-seal-v1\0";
@@ -42,10 +45,30 @@ pub enum LinkDecodeError {
     Codec(#[from] codec::DecodeError),
 }
 
+/// The gateway's counters, sent with every sealed batch so that the node can show them (its
+/// `GET /v1/gateway`) without reaching the gateway's own `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GatewayStats {
+    /// Participants in the gateway's participants file.
+    pub participants_configured: u32,
+    /// Participants connected now.
+    pub participants_connected: u32,
+    /// Participants the gateway does not wait for now (round trip or silence over the threshold).
+    pub stragglers: u32,
+    /// Trades that arrived below an already sealed boundary, since the gateway started.
+    pub late_trades_total: u64,
+    /// Trades refused because the ordering buffer was full, since the gateway started.
+    pub queue_full_total: u64,
+    /// How long after the previous block's publication this block was sealed, in µs.
+    pub last_seal_delay_us: u64,
+}
+
 /// A block the gateway sealed: the transactions of block `height`, in the order to execute.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SealedBatch {
     pub height: u64,
+    /// The gateway's counters at the seal.
+    pub stats: GatewayStats,
     /// Canonical `SignedTransaction` encodings (the node decodes them).
     pub transactions: Vec<Vec<u8>>,
 }
@@ -81,6 +104,13 @@ impl SealedBatch {
         let mut out = Vec::with_capacity(16 + self.transactions.len() * 200);
         out.put_bytes(SEAL_MAGIC);
         out.put_u64(self.height);
+        let stats = &self.stats;
+        out.put_u32(stats.participants_configured);
+        out.put_u32(stats.participants_connected);
+        out.put_u32(stats.stragglers);
+        out.put_u64(stats.late_trades_total);
+        out.put_u64(stats.queue_full_total);
+        out.put_u64(stats.last_seal_delay_us);
         out.put_u32(self.transactions.len() as u32);
         for tx in &self.transactions {
             if tx.len() > TRANSACTION_BYTES_MAX {
@@ -94,8 +124,16 @@ impl SealedBatch {
 
     pub fn decode(bytes: &[u8]) -> Result<SealedBatch, LinkDecodeError> {
         let mut r = Reader::new(bytes);
-        r.magic(SEAL_MAGIC, "WGS1")?;
+        r.magic(SEAL_MAGIC, "WGS2")?;
         let height = r.u64()?;
+        let stats = GatewayStats {
+            participants_configured: r.u32()?,
+            participants_connected: r.u32()?,
+            stragglers: r.u32()?,
+            late_trades_total: r.u64()?,
+            queue_full_total: r.u64()?,
+            last_seal_delay_us: r.u64()?,
+        };
         let count = count_within(r.u32()?.into(), SEAL_TRANSACTIONS_MAX, "transactions")?;
         // Each transaction needs at least its 2-byte length.
         let transactions = r.list(count as u64, 2, |r| {
@@ -105,6 +143,7 @@ impl SealedBatch {
         r.finish()?;
         Ok(SealedBatch {
             height,
+            stats,
             transactions,
         })
     }
@@ -194,10 +233,22 @@ mod tests {
         }
     }
 
+    fn stats() -> GatewayStats {
+        GatewayStats {
+            participants_configured: 8,
+            participants_connected: 7,
+            stragglers: 1,
+            late_trades_total: 2,
+            queue_full_total: 3,
+            last_seal_delay_us: 55_000,
+        }
+    }
+
     #[test]
     fn both_messages_round_trip() {
         let batch = SealedBatch {
             height: 9,
+            stats: stats(),
             transactions: vec![vec![1, 2, 3], vec![]],
         };
         assert_eq!(
@@ -229,17 +280,44 @@ mod tests {
     fn encodings_are_the_documented_layouts() {
         let batch = SealedBatch {
             height: 9,
+            stats: stats(),
             transactions: vec![vec![1, 2, 3], vec![]],
         };
         assert_eq!(
             hex(&batch.encode().unwrap()),
-            "5747533100000000000000090000000200030102030000"
+            concat!(
+                "57475332",
+                "0000000000000009",
+                "00000008",
+                "00000007",
+                "00000001",
+                "0000000000000002",
+                "0000000000000003",
+                "000000000000d6d8",
+                "00000002",
+                "0003010203",
+                "0000"
+            )
         );
+        // The version without counters is refused, not misread.
+        let mut old = b"WGS1".to_vec();
+        old.extend_from_slice(&hex_bytes("00000000000000090000000200030102030000"));
+        assert!(matches!(
+            SealedBatch::decode(&old),
+            Err(LinkDecodeError::Codec(codec::DecodeError::BadMagic { .. }))
+        ));
         assert_eq!(hex(&reply().encode().unwrap()), "5747523200000000000000070303030303030303030303030303030303030303030303030303030303030303040404040404040404040404040404040404040404040404040404040404040400020000001000000000000000000000000000000000000000000000000000000005000000030000000100000001087265706c61796564000000010001000000000000000000090100000000");
     }
 
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+
+    fn hex_bytes(text: &str) -> Vec<u8> {
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     proptest! {

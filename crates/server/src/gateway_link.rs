@@ -8,25 +8,36 @@
 //! the block is durable with its header facts and drops. That answer is how the gateway learns
 //! the block's publication: it seals the next block in delivery-clock time from it.
 //!
-//! In this mode the public submit endpoints and the event stream answer a typed refusal
-//! (`403 gateway_only`): a participant submitting directly, or watching blocks before its release
-//! buffer delivers them, would bypass the gateway's buffers.
+//! In this mode the paths a participant could use to bypass the gateway's buffers answer a typed
+//! refusal (`403 gateway_only`) on the public listener: submitting (`POST /v1/transactions`,
+//! `/v1/transactions/batch`), and seeing block N before its release buffer delivers it
+//! (`/v1/events`, `/v1/blocks/*`, `/v1/books/*`, `/v1/prices`). The operator gets them on a
+//! separate listener (`--operator-listen`, loopback by default), except submitting: blocks
+//! come only from the gateway, so a transaction in the mempool would never be committed.
+//!
+//! Each sealed batch carries the gateway's counters ([`GatewayStats`]); the node keeps the last
+//! and serves them at `GET /v1/gateway` ([`walras_api::wire::GatewayStatusJson`]).
 
 use super::failure::Failure;
 use super::node::{produce_block, ProducerConfig, ProducerError, Shared};
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::Json;
 use std::net::SocketAddr;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use walras_api::wire::GatewayStatusJson;
 use walras_crypto::{PublicKey, Signature};
 use walras_engine::block::transaction_hash;
 use walras_engine::BlockHeader;
 use walras_engine::ExchangeState;
-use walras_gateway::link::{seal_signing_message, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER};
+use walras_gateway::link::{
+    seal_signing_message, GatewayStats, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER,
+};
 use walras_gateway::market::{
     DepthLevel, MarketData, PairAmount, PairDepth, DEPTH_LEVELS_MAX, MARKET_PAIRS_MAX,
 };
@@ -38,10 +49,14 @@ pub const SEAL_BODY_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// How often the producer looks at the shutdown flag while no batch comes.
 const PRODUCER_POLL: Duration = Duration::from_millis(100);
 
-/// The gateway link's configuration: the key the gateway signs sealed batches with.
+/// The gateway link's configuration.
 #[derive(Clone, Debug)]
 pub struct GatewayLinkConfig {
+    /// The key the gateway signs sealed batches with.
     pub gateway_key: PublicKey,
+    /// Where the operator's listener binds (`127.0.0.1:0`: any free loopback port, printed on
+    /// the second line of stdout): the paths closed to participants on the public listener.
+    pub operator_listen: String,
 }
 
 /// A batch for the producer and where its answer goes.
@@ -54,6 +69,9 @@ pub(super) struct SealJob {
 /// The node's end of the link (in [`Shared`] when the node runs with `--block-source gateway`).
 pub struct GatewayLink {
     key: PublicKey,
+    pub(super) operator_listen: String,
+    /// The counters of the last batch committed, and its height.
+    last_seal: Mutex<Option<(GatewayStats, u64)>>,
     jobs: SyncSender<SealJob>,
     /// Taken by the producer thread when it starts.
     receiver: Mutex<Option<Receiver<SealJob>>>,
@@ -65,6 +83,8 @@ impl GatewayLink {
         let (jobs, receiver) = sync_channel(1);
         GatewayLink {
             key: config.gateway_key,
+            operator_listen: config.operator_listen.clone(),
+            last_seal: Mutex::new(None),
             jobs,
             receiver: Mutex::new(Some(receiver)),
         }
@@ -78,19 +98,81 @@ impl GatewayLink {
     }
 }
 
-/// The refusal of the public submit and event endpoints in gateway mode.
+/// The refusal of submissions in gateway mode, on every listener: blocks hold only the
+/// gateway's sealed batches, so a transaction taken into the mempool would never commit.
 pub(super) fn refuse_if_gateway_only(shared: &Shared, what: &str) -> Result<(), Failure> {
     if shared.gateway.is_none() {
         return Ok(());
     }
-    Err(Failure::new(
+    Err(gateway_only(what))
+}
+
+fn gateway_only(what: &str) -> Failure {
+    Failure::new(
         StatusCode::FORBIDDEN,
         "gateway_only",
         format!(
             "this node cuts blocks only from the fair-access gateway (--block-source gateway): \
-             {what} is closed to participants; connect to `walras gateway` instead"
+             {what} is closed to participants (it would bypass the gateway's buffers); connect \
+             to `walras gateway` instead (operators: the --operator-listen address)"
         ),
-    ))
+    )
+}
+
+/// Whether a route (its matched path) is closed to participants in gateway mode: submitting,
+/// the event stream, and everything that shows a block's contents or the books before the
+/// participants' release buffers deliver the block.
+pub fn closed_to_participants(path: &str) -> bool {
+    path == "/v1/transactions"
+        || path == "/v1/transactions/batch"
+        || path == "/v1/events"
+        || path == "/v1/prices"
+        || path.starts_with("/v1/blocks/")
+        || path.starts_with("/v1/books/")
+}
+
+/// Middleware of the public listener in gateway mode: refuses the routes
+/// [`closed_to_participants`] with `403 gateway_only` before their handlers run.
+pub(super) async fn close_participant_paths(request: Request, next: Next) -> Response {
+    let closed = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|path| path.as_str().to_string())
+        .filter(|path| closed_to_participants(path));
+    match closed {
+        Some(path) => gateway_only(&format!("{} {path}", request.method())).into_response(),
+        None => next.run(request).await,
+    }
+}
+
+/// `GET /v1/gateway`: the block source and the gateway's counters of its last committed batch.
+pub async fn status(State(shared): State<Arc<Shared>>) -> Json<GatewayStatusJson> {
+    let Some(link) = &shared.gateway else {
+        return Json(GatewayStatusJson {
+            block_source: "timer".into(),
+            participants_configured: None,
+            participants_connected: None,
+            stragglers: None,
+            late_trades_total: None,
+            queue_full_total: None,
+            last_seal_delay_us: None,
+            sealed_height: None,
+        });
+    };
+    let last = *link
+        .last_seal
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    Json(GatewayStatusJson {
+        block_source: "gateway".into(),
+        participants_configured: last.map(|(s, _)| s.participants_configured),
+        participants_connected: last.map(|(s, _)| s.participants_connected),
+        stragglers: last.map(|(s, _)| s.stragglers),
+        late_trades_total: last.map(|(s, _)| s.late_trades_total),
+        queue_full_total: last.map(|(s, _)| s.queue_full_total),
+        last_seal_delay_us: last.map(|(s, _)| s.last_seal_delay_us),
+        sealed_height: last.map(|(_, height)| height),
+    })
 }
 
 /// The producer in gateway mode: one block per sealed batch, until shutdown.
@@ -310,6 +392,10 @@ async fn seal_inner(shared: &Shared, request: Request) -> Result<Vec<u8>, Failur
     let reply = answer
         .await
         .map_err(|_| Failure::internal("the block producer stopped before answering"))??;
+    *link
+        .last_seal
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some((batch.stats, reply.height));
     reply
         .encode()
         .ok_or_else(|| Failure::internal("the block's answer exceeds the link's limits"))

@@ -711,9 +711,41 @@ async fn serve_on(
         config.serve.event_streams_per_client_max,
         routes::SSE_SUBSCRIBERS_MAX,
     ));
-    let app = router(shared.clone(), limiter, streams);
+    let app = router(shared.clone(), limiter, streams.clone());
+    let Some(link) = &shared.gateway else {
+        let stop = signals.stop(shared);
+        listen::serve_connections(listener, app, connections, stop).await;
+        return Ok(());
+    };
+    // Gateway mode: the public listener refuses what would bypass the gateway's buffers; the
+    // operator's listener (loopback unless configured otherwise) serves everything, without
+    // the per-client rate limit.
+    let operator = tokio::net::TcpListener::bind(&link.operator_listen)
+        .await
+        .map_err(|source| NodeError::Bind {
+            address: link.operator_listen.clone(),
+            source,
+        })?;
+    let operator_address = operator
+        .local_addr()
+        .map_err(NodeError::system("reading the operator listener's address"))?;
+    // The second line on stdout (tests read it).
+    println!("walras node operator API on http://{operator_address}");
+    tracing::info!(
+        "gateway mode: submissions, events, blocks, books and prices are closed on \
+         http://{address}; the operator's API is at http://{operator_address}"
+    );
+    let operator_app = router(shared.clone(), None, streams);
+    let public = app.layer(middleware::from_fn(gateway_link::close_participant_paths));
+    let operator_stop = {
+        let shared = shared.clone();
+        async move { shared.stopped().await }
+    };
     let stop = signals.stop(shared);
-    listen::serve_connections(listener, app, connections, stop).await;
+    tokio::join!(
+        listen::serve_connections(listener, public, connections, stop),
+        listen::serve_connections(operator, operator_app, connections, operator_stop),
+    );
     Ok(())
 }
 
@@ -772,6 +804,7 @@ pub fn router(
         .route("/v1/offers/{id}/explain", get(explain::offer_explain))
         .route("/v1/prices", get(routes::prices))
         .route("/v1/status", get(routes::status))
+        .route("/v1/gateway", get(gateway_link::status))
         .route("/v1/oracle/prices", get(routes::oracle_prices))
         .route("/v1/openapi.json", get(routes::openapi_document))
         .route("/metrics", get(routes::metrics))

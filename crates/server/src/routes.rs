@@ -547,7 +547,6 @@ pub async fn events(
     Extension(slots): Extension<Arc<EventStreamSlots>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
-    refuse_if_gateway_only(&shared, "GET /v1/events")?;
     let slot = slots
         .take(client.ip())
         .map_err(|refusal| stream_refused(refusal, client.ip()))?;

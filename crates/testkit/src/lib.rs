@@ -58,6 +58,8 @@ impl TempDir {
 pub struct NodeProcess {
     child: Child,
     pub url: String,
+    /// With `--block-source gateway`: the operator's listener (what the public one closes).
+    pub operator_url: Option<String>,
 }
 
 impl NodeProcess {
@@ -84,9 +86,23 @@ impl NodeProcess {
             .strip_prefix("walras node listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
             .to_string();
+        let gateway_mode = extra
+            .windows(2)
+            .any(|pair| pair == ["--block-source", "gateway"]);
+        let operator_url = gateway_mode.then(|| {
+            let second = lines.next().and_then(Result::ok).unwrap_or_default();
+            second
+                .strip_prefix("walras node operator API on ")
+                .unwrap_or_else(|| panic!("unexpected second line {second:?}"))
+                .to_string()
+        });
         // Keep draining stdout so the node never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        NodeProcess { child, url }
+        NodeProcess {
+            child,
+            url,
+            operator_url,
+        }
     }
 
     pub fn sigkill(mut self) {

@@ -1,0 +1,125 @@
+//! The two transports participants can use, carrying the same frames (see [`crate::frame`]):
+//!
+//! - **TCP** (`--listen`): each frame is a `u32` big-endian length then the payload;
+//! - **WebSocket** (`--listen-ws`, client addresses `ws://HOST:PORT`): each frame's payload is one
+//!   binary message (the message carries the length, so there is no prefix). Text messages are
+//!   refused; pings are answered by the WebSocket layer; a close ends the connection.
+//!
+//! Both end in the same handshake, buffers and limits: a message longer than the frame limit is
+//! refused before it is buffered (the WebSocket layer is configured with the same limit, so an
+//! oversized message never reaches memory whole), and reading never panics on outside bytes.
+
+use crate::frame::{framed, read_frame};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use std::io;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::WebSocketStream;
+
+type Ws = WebSocketStream<TcpStream>;
+
+/// The WebSocket layer's limits for messages read with frame limit `max`: one frame per
+/// message, so no message (and no WebSocket frame of one) may exceed it.
+pub fn ws_config(max: usize) -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
+}
+
+/// The reading half of a participant connection.
+pub enum FrameReader {
+    Tcp(OwnedReadHalf),
+    Ws(SplitStream<Ws>),
+}
+
+/// The writing half of a participant connection.
+pub enum FrameWriter {
+    Tcp(OwnedWriteHalf),
+    Ws(SplitSink<Ws, Message>),
+}
+
+/// Splits a TCP stream into frame halves.
+pub fn tcp(stream: TcpStream) -> (FrameReader, FrameWriter) {
+    let (reader, writer) = stream.into_split();
+    (FrameReader::Tcp(reader), FrameWriter::Tcp(writer))
+}
+
+/// Splits an accepted (or connected) WebSocket into frame halves.
+pub fn ws(stream: Ws) -> (FrameReader, FrameWriter) {
+    let (writer, reader) = stream.split();
+    (FrameReader::Ws(reader), FrameWriter::Ws(writer))
+}
+
+fn invalid(text: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, text)
+}
+
+impl FrameReader {
+    /// The next frame's payload, at most `max` bytes; `Ok(None)` when the peer ended the
+    /// connection cleanly; an error for anything that is not a frame (then close).
+    pub async fn next(&mut self, max: usize) -> io::Result<Option<Vec<u8>>> {
+        match self {
+            FrameReader::Tcp(reader) => read_frame(reader, max).await,
+            FrameReader::Ws(reader) => loop {
+                let message = match reader.next().await {
+                    None => return Ok(None),
+                    Some(Err(WsError::Io(error))) => return Err(error),
+                    Some(Err(WsError::ConnectionClosed | WsError::AlreadyClosed)) => {
+                        return Ok(None)
+                    }
+                    // Over the size limit, a protocol violation, bad UTF-8...: not a frame.
+                    Some(Err(error)) => return Err(invalid(format!("websocket: {error}"))),
+                    Some(Ok(message)) => message,
+                };
+                match message {
+                    Message::Binary(payload) => {
+                        if payload.len() > max {
+                            return Err(invalid(format!(
+                                "a message of {} bytes exceeds the limit of {max}",
+                                payload.len()
+                            )));
+                        }
+                        return Ok(Some(payload.to_vec()));
+                    }
+                    // Answered by the WebSocket layer (on the next write or flush).
+                    Message::Ping(_) | Message::Pong(_) => continue,
+                    Message::Close(_) => return Ok(None),
+                    Message::Text(_) | Message::Frame(_) => {
+                        return Err(invalid(
+                            "frames travel as binary WebSocket messages, not text".into(),
+                        ))
+                    }
+                }
+            },
+        }
+    }
+}
+
+impl FrameWriter {
+    /// Sends one frame's payload (with its length prefix on TCP).
+    pub async fn send(&mut self, payload: &[u8]) -> io::Result<()> {
+        match self {
+            FrameWriter::Tcp(writer) => writer.write_all(&framed(payload)).await,
+            FrameWriter::Ws(writer) => writer
+                .send(Message::binary(payload.to_vec()))
+                .await
+                .map_err(|error| io::Error::other(format!("websocket: {error}"))),
+        }
+    }
+
+    /// Ends the connection (a TCP shutdown, or a WebSocket close).
+    pub async fn close(&mut self) {
+        match self {
+            FrameWriter::Tcp(writer) => {
+                let _ = writer.shutdown().await;
+            }
+            FrameWriter::Ws(writer) => {
+                let _ = writer.close().await;
+            }
+        }
+    }
+}
