@@ -11,7 +11,7 @@
 //! In this mode the paths a participant could use to bypass the gateway's buffers answer a typed
 //! refusal (`403 gateway_only`) on the public listener: submitting (`POST /v1/transactions`,
 //! `/v1/transactions/batch`), and seeing block N before its release buffer delivers it
-//! (`/v1/events`, `/v1/blocks/*`, `/v1/books/*`, `/v1/prices`). The operator gets them on a
+//! (`/v1/events`, `/v1/blocks/*`, `/v1/books/*`, `/v1/prices`, `/v1/offers/*/explain`). The operator gets them on a
 //! separate listener (`--operator-listen`, loopback by default), except submitting: blocks
 //! come only from the gateway, so a transaction in the mempool would never be committed.
 //!
@@ -121,7 +121,8 @@ fn gateway_only(what: &str) -> Failure {
 
 /// Whether a route (its matched path) is closed to participants in gateway mode: submitting,
 /// the event stream, and everything that shows a block's contents or the books before the
-/// participants' release buffers deliver the block.
+/// participants' release buffers deliver the block (an offer's explanation says how it fared
+/// in the newest block).
 pub fn closed_to_participants(path: &str) -> bool {
     path == "/v1/transactions"
         || path == "/v1/transactions/batch"
@@ -129,6 +130,7 @@ pub fn closed_to_participants(path: &str) -> bool {
         || path == "/v1/prices"
         || path.starts_with("/v1/blocks/")
         || path.starts_with("/v1/books/")
+        || path.starts_with("/v1/offers/")
 }
 
 /// Middleware of the public listener in gateway mode: refuses the routes

@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn a_waiting_offer_is_pending_and_a_payment_of_that_sequence_is_not() {
-        let mut mempool = mempool_with_account(100, 0);
+        let mut mempool = Mempool::new(100);
         admit(&mut mempool, 1, 1).unwrap();
         let offer = SignedTransaction {
             transaction: Transaction {
@@ -244,7 +244,7 @@ mod tests {
         // Taken into the block being built: still pending, its offer no longer kept here.
         let block = mempool.take(10);
         assert_eq!(mempool.pending_offer(AccountId(1), 2), Some(None));
-        mempool.committed(&block, |_| Some(2));
+        mempool.committed(&block);
         assert_eq!(mempool.pending_offer(AccountId(1), 2), None);
     }
 }
