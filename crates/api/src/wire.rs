@@ -331,7 +331,8 @@ pub struct NodeJson {
     pub version: String,
     /// `solo` or `cometbft`.
     pub consensus: String,
-    /// `timer` (the node cuts blocks) or `gateway` (only the fair-access gateway's batches).
+    /// `timer` (the node cuts blocks), `gateway` (only the fair-access gateway's batches) or
+    /// `cometbft` (replicated: CometBFT orders them).
     pub block_source: String,
     /// Whether a valuation oracle runs (`GET /v1/oracle/prices`).
     pub oracle: bool,

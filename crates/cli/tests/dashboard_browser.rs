@@ -9,7 +9,9 @@
 //! 4. a depth chart drawn from resting offers (an SVG with levels) for the selected pair;
 //! 5. no console errors, no uncaught exceptions, no error log entries (CSP violations and
 //!    failed requests included), at desktop and at phone width;
-//! 6. the "why did my offer not trade?" form answers (an explanation, or "explain not
+//! 6. the oracle panel (the node runs its oracle on a recorded feed) shows a price per asset
+//!    and the venues' book health, and the valuations show the oracle's prices;
+//! 7. the "why did my offer not trade?" form answers (an explanation, or "explain not
 //!    available" from a node without the endpoint).
 //!
 //! Screenshots at desktop and phone width are written to `$WALRAS_SCREENSHOT_DIR`, or
@@ -285,6 +287,8 @@ const READ_PAGE: &str = r#"(() => {
     depthLevels: depth ? Number(depth.dataset.levels) : null,
     depthPaths: depth ? depth.querySelectorAll('path').length : 0,
     depthRate: depth && depth.querySelector('line.depth-rate') ? Number(depth.querySelector('line.depth-rate').dataset.rate) : null,
+    oracleRows: document.querySelectorAll('#oracle tbody tr').length,
+    oracleTexts: Array.from(document.querySelectorAll('#valuations .oracle')).map((node) => node.textContent.trim()),
     connection: text('conn'),
     width: document.documentElement ? document.documentElement.scrollWidth : null,
     viewport: window.innerWidth,
@@ -335,9 +339,30 @@ fn the_dashboard_shows_a_node_under_load_live_in_chromium() {
     let started = Instant::now();
     let chromium = chromium_binary();
     let data = TempDir::new("dashboard-node");
+    // An oracle on a recorded feed, so the oracle panel and the deviations have data.
+    let feed = data.path().join("feed.jsonl");
+    let generated = Command::new(walras_bin())
+        .args([
+            "gen",
+            "feed",
+            "--assets",
+            &ASSETS.to_string(),
+            "--seconds",
+            "5",
+            "--out",
+        ])
+        .arg(&feed)
+        .output()
+        .expect("runs walras gen feed");
+    assert!(generated.status.success(), "{generated:?}");
     let node = NodeProcess::start(
         &data.path().join("node"),
-        &["--block-interval-ms", BLOCK_INTERVAL_MS],
+        &[
+            "--block-interval-ms",
+            BLOCK_INTERVAL_MS,
+            "--oracle-feed",
+            feed.to_str().unwrap(),
+        ],
     );
     let load = Killed(
         Command::new(walras_bin())
@@ -400,6 +425,17 @@ fn the_dashboard_shows_a_node_under_load_live_in_chromium() {
             },
         )
         .await;
+        // The oracle panel: a price row per asset and the venues' book health.
+        let oracle = wait_for(&mut cdp, "the oracle's prices", |page| {
+            page["oracleRows"].as_u64() >= Some(ASSETS as u64 + 1)
+        })
+        .await;
+        assert!(
+            oracle["oracleTexts"].as_array().is_some_and(|texts| texts
+                .iter()
+                .any(|text| text.as_str().is_some_and(|t| t.contains("oracle")))),
+            "no valuation shows its oracle price: {oracle:#}"
+        );
         // 1: live: the height shown grows, and the valuation lines gain points.
         let first_height = shown_height(&first).unwrap();
         let later = wait_for(&mut cdp, "a newer block", |page| {
@@ -458,7 +494,7 @@ fn the_dashboard_shows_a_node_under_load_live_in_chromium() {
         let errors = cdp.errors();
         assert!(errors.is_empty(), "the page logged errors: {errors:#?}");
 
-        // 6: the explain form answers. A node without the endpoint answers 404, which the
+        // 7: the explain form answers. A node without the endpoint answers 404, which the
         // browser logs as a failed request: that one entry is expected, nothing else.
         cdp.set_viewport(DESKTOP, false).await;
         let logged = cdp.events.len();

@@ -704,6 +704,8 @@ pub async fn node(State(shared): State<AppState>) -> Json<NodeJson> {
         .into(),
         block_source: if shared.gateway.is_some() {
             "gateway"
+        } else if shared.cometbft_rpc.get().is_some() {
+            "cometbft"
         } else {
             "timer"
         }

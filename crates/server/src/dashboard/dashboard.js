@@ -236,7 +236,9 @@ async function pollBooks() {
 }
 
 async function pollOracle() {
-  if (!state.node || !state.node.oracle || state.streaming && state.oracle && state.oracle.ok) return;
+  // With an event stream the oracle's publications arrive as `oracle` events (at most one a
+  // second); polling is only the fallback without one.
+  if (!state.node || !state.node.oracle || state.streaming) return;
   const result = await getJson("/v1/oracle/prices");
   state.oracle = result.status === 200 ? { ok: result.body } : { error: errorText(result) };
   state.dirty = true;
@@ -492,7 +494,7 @@ function renderOracle() {
   const target = $("oracle");
   if (!state.node) return;
   if (!state.node.oracle) { target.className = "muted"; target.textContent = "not configured (start the node with --oracle-feed FILE or --oracle-venue)"; return; }
-  if (!state.oracle) { target.textContent = "waiting for the oracle…"; return; }
+  if (!state.oracle) { target.className = "muted"; target.textContent = "waiting for the oracle's first publication…"; return; }
   if (state.oracle.error) { target.className = "error"; target.textContent = state.oracle.error; return; }
   const o = state.oracle.ok;
   target.className = "";
@@ -531,7 +533,7 @@ function renderPayments() {
 function renderGateway() {
   const target = $("gateway");
   if (!state.node) return;
-  if (state.node.block_source !== "gateway") { target.className = "muted"; target.textContent = "not configured (blocks come from the node's timer)"; return; }
+  if (state.node.block_source !== "gateway") { target.className = "muted"; target.textContent = `not configured (blocks come from ${state.node.block_source === "cometbft" ? "CometBFT" : "the node's timer"})`; return; }
   const g = state.gateway;
   if (!g) { target.textContent = "…"; return; }
   if (g.missing) { target.className = "muted"; target.textContent = "not available: this node does not serve GET /v1/gateway"; return; }
