@@ -120,6 +120,22 @@ pub const ROUTES: &[(&str, &str, &str, &str, &str)] = &[
     ),
     (
         "get",
+        "/v1/node",
+        "What the node runs (consensus, block source, oracle, payments) and its health: \
+         mempool, event streams, mean store commit time, CometBFT height and peers when \
+         replicated",
+        "200",
+        "Node",
+    ),
+    (
+        "get",
+        "/",
+        "The live dashboard (HTML; its assets under /dashboard/)",
+        "200",
+        "text/html",
+    ),
+    (
+        "get",
         "/v1/events",
         "Server-sent events: one `block` event per committed block (data: BlockEvent); with an \
          oracle, an `oracle` event at most once a second (data: OraclePrices) and an \
@@ -216,6 +232,42 @@ fn schemas() -> Value {
     let decimal =
         json!({"type": "string", "description": "decimal: units of buy per unit of sell"});
     let list = |item: &str| json!({"type": "array", "items": {"$ref": format!("#/components/schemas/{item}")}});
+    // Added after the document below: one `json!` any larger passes the macro recursion limit.
+    let number = json!({"type": "number"});
+    let phases = object(
+        &[
+            "signatures",
+            "filter",
+            "plan",
+            "clearing",
+            "apply",
+            "commit",
+        ],
+        json!({"signatures": number, "filter": number, "plan": number,
+            "clearing": number, "apply": number, "commit": number}),
+    );
+    let node = object(
+        &[
+            "version",
+            "consensus",
+            "block_source",
+            "oracle",
+            "payments",
+            "height",
+            "mempool_transactions",
+            "mempool_capacity",
+            "event_streams",
+            "event_streams_max",
+            "blocks_committed",
+            "persist_ms_mean",
+        ],
+        json!({
+            "version": text, "consensus": {"enum": ["solo", "cometbft"]}, "block_source": {"enum": ["timer", "gateway", "cometbft"]},
+            "oracle": {"type": "boolean"}, "payments": {"type": "boolean"}, "height": int, "mempool_transactions": int, "mempool_capacity": int,
+            "event_streams": int, "event_streams_max": int, "blocks_committed": int, "persist_ms_mean": {"type": ["number", "null"]},
+            "cometbft": object(&["rpc", "height", "catching_up", "peers"], json!({"rpc": text, "height": {"type": ["integer", "null"]},
+                "catching_up": {"type": ["boolean", "null"]}, "peers": {"type": ["integer", "null"]}, "error": text}))}),
+    );
     let mut schemas = json!({
         "Error": object(&["error"], json!({"error": object(&["code", "message"], json!({"code": text, "message": text}))})),
         "Transaction": object(&["source", "sequence", "operation", "signature"], json!({
@@ -298,6 +350,10 @@ fn schemas() -> Value {
             "last_seal_delay_us": nullable, "sealed_height": nullable,
         }),
     );
+    let block_event = &mut schemas["BlockEvent"]["properties"];
+    block_event["dropped_by_reason"] = json!({"type": "object", "additionalProperties": int});
+    block_event["phases"] = phases;
+    schemas["Node"] = node;
     schemas
 }
 

@@ -320,6 +320,74 @@ pub struct BlockEventJson {
     /// the node runs no oracle or it had no healthy reference. Never part of consensus.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle_band: Option<OracleBandJson>,
+    /// Dropped transactions by `DropReason` name (`account_overdraft`, ...), in name order;
+    /// absent when nothing was dropped.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub dropped_by_reason: std::collections::BTreeMap<String, u32>,
+    /// Where this node's execution of the block spent its time; absent from nodes before it
+    /// was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<PhaseTimingsJson>,
+}
+
+/// Time per phase of executing one block, in milliseconds (`execute_ms` is about their sum).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTimingsJson {
+    /// Signature checks (near zero where admission already checked them).
+    pub signatures: f64,
+    /// The block filter (admission rule and block-wide rules).
+    pub filter: f64,
+    /// Gathering new and cancelled offers and building the clearing's books.
+    pub plan: f64,
+    /// Price computation (tâtonnement, LP) and settlement.
+    pub clearing: f64,
+    /// Debits, locks, trades and credits (parallel per pair).
+    pub apply: f64,
+    /// Trie updates and the state root.
+    pub commit: f64,
+}
+
+/// `GET /v1/node`: what this node runs and how it is doing, for operators and the dashboard
+/// (which parts are configured, so it asks only for those).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeJson {
+    pub version: String,
+    /// `solo` or `cometbft`.
+    pub consensus: String,
+    /// `timer` (the node cuts blocks), `gateway` (only the fair-access gateway's batches) or
+    /// `cometbft` (replicated: CometBFT orders them).
+    pub block_source: String,
+    /// Whether a valuation oracle runs (`GET /v1/oracle/prices`).
+    pub oracle: bool,
+    /// Whether the genesis names a payments committee (`GET /v1/payments/*`).
+    pub payments: bool,
+    pub height: u64,
+    pub mempool_transactions: u64,
+    pub mempool_capacity: u64,
+    /// Open `/v1/events` streams, and the most all clients together may hold.
+    pub event_streams: u64,
+    pub event_streams_max: u64,
+    /// Blocks this process committed since it started, and their mean durable-commit time.
+    pub blocks_committed: u64,
+    pub persist_ms_mean: Option<f64>,
+    /// Present in replicated mode: what this node's CometBFT says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cometbft: Option<CometbftJson>,
+}
+
+/// The node's CometBFT, from its RPC (`/status`, `/net_info`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CometbftJson {
+    /// The RPC address the node reads.
+    pub rpc: String,
+    /// CometBFT's latest block height; `null` when its RPC did not answer.
+    pub height: Option<u64>,
+    pub catching_up: Option<bool>,
+    /// Connected peers; `null` when its RPC did not answer.
+    pub peers: Option<u64>,
+    /// Why the numbers are missing, when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `GET /v1/oracle/prices` and the `oracle` event: the node's oracle's latest publication,

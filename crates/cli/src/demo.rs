@@ -1,11 +1,14 @@
 //! `walras demo`: a whole node under load, in one command.
 //!
 //! Starts `walras node` as a child process on a fresh data directory (with a generated
-//! development genesis, listening on a free local port), runs the open-loop load generator
-//! against it in this process, prints what happened — blocks, committed throughput, accepted
-//! and dropped transactions, submit-to-commit latency, the clearing prices — then stops the
-//! node with SIGTERM, as an operator would, and waits for it. The data directory is kept, so
-//! the chain it made can be served again. (`walras demo-batch` is the batch clearing alone.)
+//! development genesis, listening on a free local port), prints the address of its live
+//! dashboard, runs the open-loop load generator against it in this process, and prints what
+//! happened — blocks, committed throughput, accepted and dropped transactions, submit-to-commit
+//! latency, the clearing prices. Then it keeps the node up, so the dashboard can be looked at,
+//! until Ctrl-C (SIGINT); with `--seconds` it stops at once after the load, as before. Either
+//! way the node is stopped with SIGTERM, as an operator would, and waited for. The data
+//! directory is kept, so the chain it made can be served again. (`walras demo-batch` is the
+//! batch clearing alone.)
 
 use super::loadgen::{check_committed, positive_number};
 use super::remote::block_on;
@@ -35,9 +38,10 @@ pub struct DemoArgs {
     /// existing one must be empty
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
-    /// How long to send
-    #[arg(long, default_value_t = 15.0, value_parser = positive_number)]
-    seconds: f64,
+    /// Send for this long, then stop the node and exit. Without it the load runs for 15 s
+    /// and the node then stays up (its dashboard too) until Ctrl-C
+    #[arg(long, value_parser = positive_number)]
+    seconds: Option<f64>,
     /// Transactions offered per second
     #[arg(long, default_value_t = 2000.0, value_parser = positive_number)]
     rate: f64,
@@ -49,26 +53,61 @@ pub struct DemoArgs {
     seed: u64,
 }
 
+/// How long the load runs without `--seconds` (the node then stays up until Ctrl-C).
+const DEFAULT_LOAD_SECONDS: f64 = 15.0;
+/// How often a demo keeping its node up checks that the node is still running.
+const NODE_WATCH_INTERVAL: Duration = Duration::from_millis(500);
+
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let data = prepare_data_dir(args.data.as_deref())?;
+    let keep_up = args.seconds.is_none();
+    let seconds = args.seconds.unwrap_or(DEFAULT_LOAD_SECONDS);
     println!("Walras demo: a solo node under an open-loop load of signed transactions");
     println!("  data directory  {}", data.display());
     let mut node = NodeProcess::start(&data, args.seed)?;
     println!("  node            {} (pid {})", node.url, node.child.id());
+    println!("  dashboard       {}/ (open it in a browser)", node.url);
     println!(
-        "  load            {} tx/s for {} s from {} development accounts: offers near the \
-         current prices, some cancels and payments",
-        args.rate, args.seconds, args.accounts
+        "  load            {} tx/s for {seconds} s from {} development accounts: offers near \
+         the current prices, some cancels and payments",
+        args.rate, args.accounts
     );
-    let driven = block_on(drive(&node.url, &args)).and_then(|result| result);
-    let stopped = node.stop();
+    // Ctrl-C during the load stops the node too (rather than leaving it running).
+    let driven = block_on(async {
+        tokio::select! {
+            driven = drive(&node.url, &args, seconds) => Some(driven),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    let driven = match driven {
+        Ok(Some(driven)) => driven,
+        Ok(None) => {
+            node.stop()?;
+            println!(
+                "\nInterrupted: the node is stopped; its data is in {}",
+                data.display()
+            );
+            return Ok(());
+        }
+        Err(error) => Err(error),
+    };
+    let stopped = if keep_up { Ok(()) } else { node.stop() };
     let (report, prices, status) = match (driven, stopped) {
         (Ok(results), Ok(())) => results,
         (Err(error), Ok(())) => return Err(error),
         (Ok(_), Err(error)) => return Err(error),
         (Err(driving), Err(stopping)) => return Err(anyhow!("{driving}\n  and then: {stopping}")),
     };
-    print_results(&report, &prices, &status, &node.url, &data);
+    print_results(&report, &prices, &status, &node.url, &data, keep_up);
+    if keep_up {
+        println!();
+        println!(
+            "The node keeps running: dashboard {}/ — press Ctrl-C to stop it.",
+            node.url
+        );
+        node.run_until_interrupted()?;
+        println!("Stopped: the node exited cleanly.");
+    }
     check_committed(&report)
 }
 
@@ -76,13 +115,14 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
 async fn drive(
     url: &str,
     args: &DemoArgs,
+    seconds: f64,
 ) -> anyhow::Result<(LoadgenReport, PricesJson, StatusJson)> {
     let config = LoadgenConfig {
         accounts: args.accounts,
         mix: Mix::Trading,
         seed: args.seed,
         progress: true,
-        ..LoadgenConfig::new(url, args.rate, Duration::from_secs_f64(args.seconds))
+        ..LoadgenConfig::new(url, args.rate, Duration::from_secs_f64(seconds))
     };
     let report = walras_loadgen::run(&config).await?;
     let client = NodeClient::new(url)?;
@@ -186,6 +226,36 @@ impl NodeProcess {
                     describe(status)
                 )))
             }
+        }
+    }
+
+    /// Waits for Ctrl-C (SIGINT to this process), then stops the node; an error if the node
+    /// exits by itself first.
+    fn run_until_interrupted(&mut self) -> anyhow::Result<()> {
+        let exited = block_on(async {
+            let interrupted = tokio::signal::ctrl_c();
+            tokio::pin!(interrupted);
+            loop {
+                tokio::select! {
+                    _ = &mut interrupted => return Ok(None),
+                    _ = tokio::time::sleep(NODE_WATCH_INTERVAL) => match self.child.try_wait() {
+                        Ok(Some(status)) => return Ok(Some(status)),
+                        Ok(None) => {}
+                        Err(error) => return Err(error),
+                    },
+                }
+            }
+        })?;
+        match exited {
+            Ok(None) => self.stop(),
+            Ok(Some(status)) => {
+                self.stopped = true;
+                Err(self.failure(&format!(
+                    "the node exited by itself ({}) while the demo kept it up",
+                    describe(Some(status))
+                )))
+            }
+            Err(error) => Err(self.failure(&format!("cannot wait for the node: {error}"))),
         }
     }
 
@@ -307,6 +377,7 @@ fn print_results(
     status: &StatusJson,
     url: &str,
     data: &Path,
+    running: bool,
 ) {
     println!();
     println!("Results");
@@ -363,7 +434,11 @@ fn print_results(
     for note in &report.notes {
         println!("  note            {note}");
     }
-    println!("  API             {url} (the node is stopped now)");
+    if running {
+        println!("  API             {url} (running until Ctrl-C; dashboard {url}/)");
+    } else {
+        println!("  API             {url} (the node is stopped now)");
+    }
     println!("  data            {}", data.display());
     println!();
     println!(

@@ -521,3 +521,137 @@ fn demo_runs_a_node_under_load_and_stops_it() {
         "is not empty",
     );
 }
+
+/// A `walras demo` child, interrupted (SIGINT, then killed) when dropped, so its node stops too.
+struct DemoGuard(Child);
+
+impl DemoGuard {
+    fn interrupt(&self) {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+    }
+}
+
+impl Drop for DemoGuard {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            self.interrupt();
+            for _ in 0..200 {
+                if matches!(self.0.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Checks: `walras demo` without `--seconds` prints its dashboard's address, runs the load,
+/// prints the results and keeps the node up — it still answers, and serves the dashboard —
+/// until Ctrl-C (SIGINT), which stops the node cleanly (exit 0) so the address stops answering.
+#[test]
+fn demo_keeps_the_node_up_until_interrupted() {
+    use std::time::{Duration, Instant};
+    let data = TempDir::new("client-demo-keep");
+    let chain = data.path().join("chain");
+    let mut demo = DemoGuard(
+        Command::new(env!("CARGO_BIN_EXE_walras"))
+            .args(["demo", "--rate", "100", "--accounts", "50", "--data"])
+            .arg(&chain)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("walras demo starts"),
+    );
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let out = demo.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut printed = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let dashboard = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines.recv_timeout(left).unwrap_or_else(|_| {
+            panic!(
+                "the demo never said it keeps running:\n{}",
+                printed.join("\n")
+            )
+        });
+        printed.push(line.clone());
+        if line.contains("press Ctrl-C") {
+            let url = line
+                .split_whitespace()
+                .find(|word| word.starts_with("http://"))
+                .expect("the keep-running line names the dashboard")
+                .to_string();
+            break url;
+        }
+    };
+    let text = printed.join("\n");
+    for expected in [
+        "dashboard       http://",
+        "Results",
+        "throughput",
+        "latency",
+    ] {
+        assert!(
+            text.contains(expected),
+            "{expected:?} missing from:\n{text}"
+        );
+    }
+    // Up after the load: the dashboard and the API answer.
+    std::thread::sleep(Duration::from_millis(1500));
+    let runtime = walras_testkit::runtime();
+    let client = reqwest::Client::new();
+    let (page_status, page) = runtime.block_on(async {
+        let response = client
+            .get(&dashboard)
+            .send()
+            .await
+            .expect("the dashboard answers");
+        (
+            response.status().as_u16(),
+            response.text().await.unwrap_or_default(),
+        )
+    });
+    assert_eq!(page_status, 200);
+    assert!(page.contains("<title>Walras node</title>"), "{page}");
+    let base = dashboard.trim_end_matches('/').to_string();
+    let (code, status) =
+        runtime.block_on(walras_testkit::get(&client, &format!("{base}/v1/status")));
+    assert_eq!(code, 200, "the node still answers after the load: {status}");
+    assert!(status["height"].as_u64() > Some(0), "{status}");
+    assert!(
+        matches!(demo.0.try_wait(), Ok(None)),
+        "the demo exited by itself"
+    );
+    // Ctrl-C: the demo stops the node and exits 0.
+    demo.interrupt();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let exit = loop {
+        if let Ok(Some(exit)) = demo.0.try_wait() {
+            break exit;
+        }
+        assert!(Instant::now() < deadline, "the demo did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "the demo exited with {exit}");
+    let rest: Vec<String> = lines.try_iter().collect();
+    assert!(
+        rest.iter()
+            .any(|line| line.contains("Stopped: the node exited cleanly")),
+        "{rest:?}"
+    );
+    assert!(
+        runtime
+            .block_on(client.get(format!("{base}/v1/status")).send())
+            .is_err(),
+        "the node still answers after the demo stopped"
+    );
+}

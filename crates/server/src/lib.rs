@@ -6,6 +6,7 @@
 
 mod admission;
 pub mod cometbft;
+mod dashboard;
 mod error;
 mod explain;
 mod failure;
@@ -375,6 +376,7 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
             Consensus::Gateway(link) => Some(gateway_link::GatewayLink::new(link)),
             Consensus::Solo | Consensus::Cometbft(_) => None,
         },
+        cometbft_rpc: std::sync::OnceLock::new(),
     })
 }
 
@@ -805,6 +807,9 @@ pub fn router(
         .route("/v1/prices", get(routes::prices))
         .route("/v1/status", get(routes::status))
         .route("/v1/gateway", get(gateway_link::status))
+        .route("/v1/node", get(routes::node))
+        .route("/", get(dashboard::index))
+        .route("/dashboard/{file}", get(dashboard::asset))
         .route("/v1/oracle/prices", get(routes::oracle_prices))
         .route("/v1/openapi.json", get(routes::openapi_document))
         .route("/metrics", get(routes::metrics))

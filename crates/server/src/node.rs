@@ -16,7 +16,7 @@ use arc_swap::ArcSwap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
-use walras_api::wire::{BlockEventJson, ClearingQualityJson, DevGenesisJson};
+use walras_api::wire::{BlockEventJson, ClearingQualityJson, DevGenesisJson, PhaseTimingsJson};
 use walras_crypto::Hash;
 use walras_engine::{
     AccountView, Block, BlockOutcome, ClearingReport, EngineConfig, EngineError, ExchangeState,
@@ -71,6 +71,8 @@ pub struct Shared {
     /// What offer explanations need: the commission, and one permit (an explanation reads
     /// the block log, so they run one at a time).
     pub explain: super::explain::ExplainGate,
+    /// CometBFT's RPC URL in replicated mode, set once CometBFT is started (`GET /v1/node`).
+    pub cometbft_rpc: std::sync::OnceLock<String>,
 }
 
 /// Why the producer stopped the node.
@@ -360,6 +362,21 @@ fn block_event(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_millis() as u64),
         oracle_band,
+        dropped_by_reason: outcome.dropped.iter().fold(
+            std::collections::BTreeMap::new(),
+            |mut counts, (_, reason)| {
+                *counts.entry(reason.name().to_string()).or_insert(0) += 1;
+                counts
+            },
+        ),
+        phases: Some(PhaseTimingsJson {
+            signatures: outcome.timings.signatures,
+            filter: outcome.timings.filter,
+            plan: outcome.timings.plan,
+            clearing: outcome.timings.clearing,
+            apply: outcome.timings.apply,
+            commit: outcome.timings.commit,
+        }),
     }
 }
 

@@ -678,3 +678,102 @@ pub async fn method_not_allowed() -> Failure {
         "this endpoint does not take that method: see /v1/openapi.json",
     )
 }
+
+/// How long `GET /v1/node` waits for CometBFT's RPC before reporting it silent.
+const COMETBFT_RPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `GET /v1/node`: what this node runs (so a dashboard asks only for configured parts) and
+/// how it is doing: mempool, event streams, store commit time, CometBFT in replicated mode.
+pub async fn node(State(shared): State<AppState>) -> Json<NodeJson> {
+    let tip = shared.tip();
+    let (mempool_transactions, mempool_capacity) = {
+        let mempool = shared.mempool();
+        (mempool.len() as u64, mempool.capacity() as u64)
+    };
+    let payments = shared.state.read().await.payments().is_some();
+    let blocks_committed = shared.metrics.blocks_total.get();
+    let persist_ms_mean = (blocks_committed > 0)
+        .then(|| shared.metrics.block_persist_seconds_total.get() * 1e3 / blocks_committed as f64);
+    let cometbft = match shared.cometbft_rpc.get() {
+        Some(rpc) => Some(cometbft_health(rpc).await),
+        None => None,
+    };
+    Json(NodeJson {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        consensus: if shared.cometbft_rpc.get().is_some() {
+            "cometbft"
+        } else {
+            "solo"
+        }
+        .into(),
+        block_source: if shared.gateway.is_some() {
+            "gateway"
+        } else if shared.cometbft_rpc.get().is_some() {
+            "cometbft"
+        } else {
+            "timer"
+        }
+        .into(),
+        oracle: shared.oracle.is_some(),
+        payments,
+        height: tip.height,
+        mempool_transactions,
+        mempool_capacity,
+        event_streams: shared.metrics.sse_subscribers.get().max(0) as u64,
+        event_streams_max: SSE_SUBSCRIBERS_MAX as u64,
+        blocks_committed,
+        persist_ms_mean,
+        cometbft,
+    })
+}
+
+/// CometBFT's height and peer count from its RPC; what failed, when something did.
+async fn cometbft_health(rpc: &str) -> CometbftJson {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    let client = CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .timeout(COMETBFT_RPC_TIMEOUT)
+            .build()
+            .unwrap_or_default()
+    });
+    let fetch = |path: &'static str| {
+        let url = format!("{rpc}/{path}");
+        async move {
+            let response = client
+                .get(&url)
+                .send()
+                .await
+                .map_err(|error| format!("{url}: {error}"))?;
+            response
+                .json::<serde_json::Value>()
+                .await
+                .map_err(|error| format!("{url}: {error}"))
+        }
+    };
+    let mut health = CometbftJson {
+        rpc: rpc.to_string(),
+        height: None,
+        catching_up: None,
+        peers: None,
+        error: None,
+    };
+    let mut errors = Vec::new();
+    // CometBFT writes its integers as JSON strings.
+    let number = |value: &serde_json::Value| value.as_str().and_then(|text| text.parse().ok());
+    match fetch("status").await {
+        Ok(status) => {
+            let sync = &status["result"]["sync_info"];
+            health.height = number(&sync["latest_block_height"]);
+            health.catching_up = sync["catching_up"].as_bool();
+        }
+        Err(error) => errors.push(error),
+    }
+    match fetch("net_info").await {
+        Ok(net) => health.peers = number(&net["result"]["n_peers"]),
+        Err(error) => errors.push(error),
+    }
+    if !errors.is_empty() {
+        health.error = Some(errors.join("; "));
+    }
+    health
+}

@@ -102,6 +102,8 @@ pub fn start(
         child: Arc::new(Mutex::new(child)),
         exited_unexpectedly: Arc::new(Mutex::new(None)),
     };
+    // `start` runs once per process, so the cell is empty here.
+    let _ = shared.cometbft_rpc.set(rpc_url.clone());
     watch(shared.clone(), &running);
     runtime.spawn(forward::run(
         shared.clone(),
