@@ -567,9 +567,14 @@ async function explain(event) {
   event.preventDefault();
   const target = $("explain-result");
   const id = $("explain-id").value.trim();
+  const account = $("explain-account").value.trim();
   if (!/^[0-9]+$/.test(id)) { target.replaceChildren(el("p", { class: "error" }, "an offer id is an unsigned integer")); return; }
+  if (!/^[0-9]*$/.test(account)) { target.replaceChildren(el("p", { class: "error" }, "an account is an unsigned integer")); return; }
   target.replaceChildren(el("p", { class: "muted" }, `asking about offer ${id}…`));
-  const result = await getJson(`/v1/offers/${id}/explain`);
+  // Offer ids are per account (the creating transaction's sequence number): without the
+  // account, an id several accounts used answers 409 with the accounts to choose from.
+  const query = account === "" ? "" : `?account=${account}`;
+  const result = await getJson(`/v1/offers/${id}/explain${query}`);
   if (result.status === 200 && result.body) {
     const body = result.body;
     const list = el("dl", { class: "stats" });
