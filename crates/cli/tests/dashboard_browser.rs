@@ -34,6 +34,8 @@ use walras_testkit::*;
 const ASSETS: usize = 4;
 /// Long enough that the page (redrawn twice a second) is at most a block or two behind.
 const BLOCK_INTERVAL_MS: &str = "400";
+/// Offered load, tx/s; `WALRAS_DASHBOARD_LOAD_RATE` overrides it (e.g. 2000, `walras demo`'s
+/// default, to check the page stays live at the demo's load).
 const LOAD_RATE: &str = "150";
 const LOAD_SECONDS: &str = "90";
 const DESKTOP: (u32, u32) = (1280, 1400);
@@ -366,7 +368,8 @@ fn the_dashboard_shows_a_node_under_load_live_in_chromium() {
     );
     let load = Killed(
         Command::new(walras_bin())
-            .args(["loadgen", "--node", &node.url, "--rate", LOAD_RATE])
+            .args(["loadgen", "--node", &node.url, "--rate"])
+            .arg(std::env::var("WALRAS_DASHBOARD_LOAD_RATE").unwrap_or_else(|_| LOAD_RATE.into()))
             .args(["--seconds", LOAD_SECONDS, "--accounts"])
             .arg(DEV_ACCOUNTS.to_string())
             .stdin(Stdio::null())
