@@ -405,11 +405,17 @@ function renderDepth(latest) {
   svg.append(bidPath, askPath);
   svg.append(el("svg:text", { class: "axis", x: left, y: height - 4 }, fmtPrice(lo)));
   svg.append(el("svg:text", { class: "axis", x: width - right, y: height - 4, "text-anchor": "end" }, fmtPrice(hi)));
-  svg.append(el("svg:text", { class: "axis", x: left, y: 10 }, `max ${fmt(yMax, 0)}`));
-  if (rate && rate >= lo && rate <= hi) {
+  // The rate's label sits beside its line, on the side with more room; the maximum's label
+  // goes to the other corner, so the two never overlap.
+  const rateShown = rate && rate >= lo && rate <= hi;
+  const rateLeft = rateShown && sx(rate) < width / 2;
+  svg.append(rateLeft
+    ? el("svg:text", { class: "axis", x: width - right, y: 10, "text-anchor": "end" }, `max ${fmt(yMax, 0)}`)
+    : el("svg:text", { class: "axis", x: left, y: 10 }, `max ${fmt(yMax, 0)}`));
+  if (rateShown) {
     const x = sx(rate);
     svg.append(el("svg:line", { class: "depth-rate", x1: x, x2: x, y1: top - 4, y2: base, "data-rate": rate }));
-    svg.append(el("svg:text", { class: "axis", x, y: 10, "text-anchor": "middle" }, `clearing ${fmtPrice(rate)}`));
+    svg.append(el("svg:text", { class: "axis", x: rateLeft ? x + 3 : x - 3, y: 10, "text-anchor": rateLeft ? "start" : "end" }, `clearing ${fmtPrice(rate)}`));
   }
   const legend = el("div", { class: "legend" },
     el("span", { style: "color: var(--bid)" }, `■ buying ${sell} (selling ${buy}) `),
