@@ -94,13 +94,21 @@ fn host_port(url: &str) -> SocketAddr {
 /// Runs the connectors against binance (WebSocket + REST) and kraken behind the TLS proxy for
 /// a few seconds; returns the summary, the last publication's priced assets and the proxy's
 /// handshake count.
-async fn run_behind_tls(tls: TlsClient, pki: &TestPki) -> (LiveSummary, Vec<String>, u64) {
+///
+/// It stops once one publication priced every asset, or after `deadline`. (Stopping after a
+/// fixed time instead made the test flaky on a loaded machine: the feed had ended and its books
+/// had gone stale by the last publication.)
+async fn run_behind_tls(
+    tls: TlsClient,
+    pki: &TestPki,
+    deadline: Duration,
+) -> (LiveSummary, Vec<String>, u64) {
     let venues = vec!["binance".to_string(), "kraken".to_string()];
     let assets = default_assets(2);
     let records = generate_feed(&FeedConfig {
         venues: venues.clone(),
         assets: assets.clone(),
-        seconds: 3,
+        seconds: 30,
         seed: 5,
         faults: 0.0,
         ..FeedConfig::default()
@@ -111,7 +119,7 @@ async fn run_behind_tls(tls: TlsClient, pki: &TestPki) -> (LiveSummary, Vec<Stri
         .filter_map(|p| p.split("symbol=").nth(1))
         .map(|s| s.split('&').next().unwrap_or(s).to_string())
         .collect();
-    let mock = MockVenue::start(records, 2.0).await.unwrap();
+    let mock = MockVenue::start(records, 1.0).await.unwrap();
     let server = Arc::new(pki.server.clone());
     let handshakes = Arc::new(AtomicU64::new(0));
     let mut endpoints = Vec::new();
@@ -165,15 +173,22 @@ async fn run_behind_tls(tls: TlsClient, pki: &TestPki) -> (LiveSummary, Vec<Stri
         resync_after: Duration::from_millis(300),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let _ = stop_tx.send(true);
-    });
-    let mut priced = Vec::new();
+    let all_priced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let all_priced = all_priced.clone();
+        tokio::spawn(async move {
+            let until = tokio::time::Instant::now() + deadline;
+            while tokio::time::Instant::now() < until && !all_priced.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let _ = stop_tx.send(true);
+        });
+    }
+    let mut priced: Vec<String> = Vec::new();
     let summary = run_live(
         options,
         |publication, _| {
-            priced = assets
+            let now: Vec<String> = assets
                 .iter()
                 .filter(|asset| {
                     publication
@@ -183,6 +198,12 @@ async fn run_behind_tls(tls: TlsClient, pki: &TestPki) -> (LiveSummary, Vec<Stri
                 })
                 .cloned()
                 .collect();
+            if now.len() >= priced.len() {
+                priced = now;
+            }
+            if priced.len() == assets.len() {
+                all_priced.store(true, Ordering::Relaxed);
+            }
         },
         stop_rx,
     )
@@ -208,7 +229,8 @@ fn a_venue_behind_tls_is_read_over_wss_and_https_when_its_ca_is_trusted() {
     std::fs::write(&ca_file, &pki.ca_pem).unwrap();
     let tls = TlsClient::with_extra_cas(&[ca_file]).unwrap();
     assert_eq!(tls.extra_cas, 1);
-    let (summary, priced, handshakes) = runtime().block_on(run_behind_tls(tls, &pki));
+    let (summary, priced, handshakes) =
+        runtime().block_on(run_behind_tls(tls, &pki, Duration::from_secs(30)));
     assert!(summary.records > 0, "{summary:?}");
     assert_eq!(summary.parse_errors, 0, "{summary:?}");
     assert_eq!(summary.unhealthy_used, 0, "{summary:?}");
@@ -233,7 +255,8 @@ fn a_venue_whose_certificate_no_trusted_ca_signed_is_refused_at_the_handshake() 
     let pki = test_pki();
     let tls = TlsClient::public_roots().unwrap();
     assert_eq!(tls.extra_cas, 0);
-    let (summary, priced, handshakes) = runtime().block_on(run_behind_tls(tls, &pki));
+    let (summary, priced, handshakes) =
+        runtime().block_on(run_behind_tls(tls, &pki, Duration::from_secs(3)));
     assert_eq!(
         summary.records, 0,
         "nothing read from an untrusted venue: {summary:?}"
