@@ -61,21 +61,7 @@ impl NodeLink {
 
     /// The node's current height (`GET /v1/status`).
     pub async fn status_height(&self) -> Result<u64, NodeLinkError> {
-        let url = format!("{}/v1/status", self.base);
-        let unreachable = |cause: String| NodeLinkError::Unreachable {
-            url: url.clone(),
-            cause,
-        };
-        let response = self
-            .client
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
+        let (_, body) = self.get(&format!("{}/v1/status", self.base), None).await?;
         let status: walras_api::wire::StatusJson = serde_json::from_slice(&body)
             .map_err(|e| NodeLinkError::BadAnswer(format!("status: {e}")))?;
         Ok(status.height)
@@ -89,22 +75,7 @@ impl NodeLink {
         id: u64,
     ) -> Result<Option<Option<walras_crypto::PublicKey>>, NodeLinkError> {
         let url = format!("{}/v1/accounts/{id}", self.base);
-        let unreachable = |cause: String| NodeLinkError::Unreachable {
-            url: url.clone(),
-            cause,
-        };
-        let response = self
-            .client
-            .get(&url)
-            .timeout(ACCOUNT_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
-        let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
+        let (status, body) = self.get(&url, Some(ACCOUNT_TIMEOUT)).await?;
         if status == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
         }
@@ -122,6 +93,32 @@ impl NodeLink {
         let bytes = hex::decode(&account.public_key)
             .map_err(|e| NodeLinkError::BadAnswer(format!("account {id}'s key: {e}")))?;
         Ok(Some(walras_crypto::PublicKey::from_bytes(&bytes).ok()))
+    }
+
+    /// `GET url`: the status and the whole body, or `Unreachable` naming the URL.
+    async fn get(
+        &self,
+        url: &str,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(reqwest::StatusCode, Vec<u8>), NodeLinkError> {
+        let unreachable = |cause: String| NodeLinkError::Unreachable {
+            url: url.to_string(),
+            cause,
+        };
+        let mut request = self.client.get(url);
+        if let Some(timeout) = timeout {
+            request = request.timeout(timeout);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        Ok((status, body.to_vec()))
     }
 
     /// Sends block `height`, with the gateway's counters, and waits until the node committed it.

@@ -99,11 +99,7 @@ fn explain(
     let tip = shared.tip().height;
     let mut tracer = OfferTracer::new(target, usize::from(shared.assets), shared.explain.epsilon);
     for height in 1..=tip {
-        let block = shared
-            .store
-            .block(height)
-            .map_err(|error| Failure::internal(format!("reading block {height}: {error}")))?
-            .ok_or_else(|| Failure::internal(format!("block {height} is missing from the log")))?;
+        let block = stored_block(shared, height)?;
         let dropped = shared
             .store
             .dropped(height)
@@ -124,6 +120,15 @@ fn explain(
         return Err(unknown(account, id));
     }
     Ok(OfferExplanationJson::from(&explanation))
+}
+
+/// Block `height` from the log, which must hold every block up to the tip.
+fn stored_block(shared: &Shared, height: u64) -> Result<walras_engine::block::Block, Failure> {
+    shared
+        .store
+        .block(height)
+        .map_err(|error| Failure::internal(format!("reading block {height}: {error}")))?
+        .ok_or_else(|| Failure::internal(format!("block {height} is missing from the log")))
 }
 
 /// A node that is stopping ends a long read with an error, not a partial answer.
@@ -155,11 +160,7 @@ fn only_account(shared: &Shared, id: u64) -> Result<AccountId, Failure> {
         shared.mempool().offer_sources(id).into_iter().collect();
     let tip = shared.tip().height;
     for height in 1..=tip {
-        let block = shared
-            .store
-            .block(height)
-            .map_err(|error| Failure::internal(format!("reading block {height}: {error}")))?
-            .ok_or_else(|| Failure::internal(format!("block {height} is missing from the log")))?;
+        let block = stored_block(shared, height)?;
         accounts.extend(
             block
                 .transactions
