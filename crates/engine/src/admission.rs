@@ -27,10 +27,10 @@
 //! and the mempool's duplicates and capacity.
 
 use crate::bridge::PaymentsBridge;
+pub use crate::bridge::PaymentsRejection;
 use crate::drop_reason::DropReason;
 use walras_crypto::PublicKey;
 use walras_types::transaction::SEQUENCE_WINDOW;
-use walras_types::AssetId;
 use walras_types::SignedTransaction;
 use walras_types::{Operation, Price, MAX_AMOUNT};
 
@@ -60,59 +60,6 @@ pub enum Rejection {
     /// A payments deposit or withdrawal the bridge refuses.
     #[error("{0}")]
     Payments(PaymentsRejection),
-}
-
-/// Why the bridge refuses a deposit or a withdrawal (see [`crate::bridge`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PaymentsRejection {
-    #[error("this exchange has no payments committee in its genesis: it takes no deposits or withdrawals")]
-    Disabled,
-    #[error(
-        "the deposit's owner is not a valid ed25519 key: the payments output could never be spent"
-    )]
-    BadOwner,
-    #[error("the output is owned by another key than the source account's: withdraw from the account whose key owns it")]
-    NotOwner,
-    #[error(
-        "the certificate is for payments chain {found}, this exchange bridges chain {expected}"
-    )]
-    WrongChain { expected: u64, found: u64 },
-    #[error(
-        "the certificate is for committee epoch {found}, this exchange checks epoch {expected}"
-    )]
-    WrongEpoch { expected: u64, found: u64 },
-    #[error("this output was already withdrawn")]
-    AlreadyWithdrawn,
-    #[error(
-        "another withdrawal of this output in the same block wins (lowest source and sequence)"
-    )]
-    DuplicateWithdrawal,
-    #[error("the escrow of asset {} holds {escrow}, less than the withdrawals ask", .asset.0)]
-    EscrowShort { asset: AssetId, escrow: u64 },
-    #[error(
-        "the certificate has {signers} distinct signers, it needs {quorum}: gather more votes"
-    )]
-    ShortCertificate { signers: usize, quorum: usize },
-    #[error("the certificate names a validator outside the committee or its aggregate signature does not verify over this output")]
-    BadCertificate,
-}
-
-impl PaymentsRejection {
-    /// The reason a block reports.
-    pub fn drop_reason(self) -> DropReason {
-        match self {
-            PaymentsRejection::Disabled => DropReason::PaymentsDisabled,
-            PaymentsRejection::BadOwner => DropReason::PaymentsBadOwner,
-            PaymentsRejection::NotOwner => DropReason::WithdrawalNotOwner,
-            PaymentsRejection::WrongChain { .. } => DropReason::WithdrawalWrongChain,
-            PaymentsRejection::WrongEpoch { .. } => DropReason::WithdrawalWrongEpoch,
-            PaymentsRejection::AlreadyWithdrawn => DropReason::AlreadyWithdrawn,
-            PaymentsRejection::DuplicateWithdrawal => DropReason::DuplicateWithdrawal,
-            PaymentsRejection::EscrowShort { .. } => DropReason::EscrowShort,
-            PaymentsRejection::ShortCertificate { .. } => DropReason::ShortCertificate,
-            PaymentsRejection::BadCertificate => DropReason::BadCertificate,
-        }
-    }
 }
 
 impl Rejection {

@@ -18,7 +18,7 @@
 //!
 //! Conservation becomes: balances + offers + burned + escrow = issued, per asset.
 
-use crate::admission::PaymentsRejection;
+use crate::drop_reason::DropReason;
 use walras_crypto::{Domain, Hash, Hasher, PublicKey};
 use walras_payments::bls::{verify_bls_certificate, BlsCertificate, BlsCommittee, BlsError};
 use walras_payments::{
@@ -28,6 +28,59 @@ use walras_trie::Trie;
 use walras_types::{
     AssetId, PaymentsCertificate, PaymentsGenesis, PaymentsOutput, SignedTransaction,
 };
+
+/// Why the bridge refuses a deposit or a withdrawal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PaymentsRejection {
+    #[error("this exchange has no payments committee in its genesis: it takes no deposits or withdrawals")]
+    Disabled,
+    #[error(
+        "the deposit's owner is not a valid ed25519 key: the payments output could never be spent"
+    )]
+    BadOwner,
+    #[error("the output is owned by another key than the source account's: withdraw from the account whose key owns it")]
+    NotOwner,
+    #[error(
+        "the certificate is for payments chain {found}, this exchange bridges chain {expected}"
+    )]
+    WrongChain { expected: u64, found: u64 },
+    #[error(
+        "the certificate is for committee epoch {found}, this exchange checks epoch {expected}"
+    )]
+    WrongEpoch { expected: u64, found: u64 },
+    #[error("this output was already withdrawn")]
+    AlreadyWithdrawn,
+    #[error(
+        "another withdrawal of this output in the same block wins (lowest source and sequence)"
+    )]
+    DuplicateWithdrawal,
+    #[error("the escrow of asset {} holds {escrow}, less than the withdrawals ask", .asset.0)]
+    EscrowShort { asset: AssetId, escrow: u64 },
+    #[error(
+        "the certificate has {signers} distinct signers, it needs {quorum}: gather more votes"
+    )]
+    ShortCertificate { signers: usize, quorum: usize },
+    #[error("the certificate names a validator outside the committee or its aggregate signature does not verify over this output")]
+    BadCertificate,
+}
+
+impl PaymentsRejection {
+    /// The reason a block reports.
+    pub fn drop_reason(self) -> DropReason {
+        match self {
+            PaymentsRejection::Disabled => DropReason::PaymentsDisabled,
+            PaymentsRejection::BadOwner => DropReason::PaymentsBadOwner,
+            PaymentsRejection::NotOwner => DropReason::WithdrawalNotOwner,
+            PaymentsRejection::WrongChain { .. } => DropReason::WithdrawalWrongChain,
+            PaymentsRejection::WrongEpoch { .. } => DropReason::WithdrawalWrongEpoch,
+            PaymentsRejection::AlreadyWithdrawn => DropReason::AlreadyWithdrawn,
+            PaymentsRejection::DuplicateWithdrawal => DropReason::DuplicateWithdrawal,
+            PaymentsRejection::EscrowShort { .. } => DropReason::EscrowShort,
+            PaymentsRejection::ShortCertificate { .. } => DropReason::ShortCertificate,
+            PaymentsRejection::BadCertificate => DropReason::BadCertificate,
+        }
+    }
+}
 
 /// The payments output id a deposit transaction creates: `deposit_output_id(transaction hash,
 /// 0)` (the payments lane's domain for deposits, so it never collides with a payment's output).

@@ -10,37 +10,20 @@
 
 use super::failure::Failure;
 use super::node::Shared;
-use super::routes::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use tokio::sync::Semaphore;
 use walras_api::wire::OfferExplanationJson;
 use walras_engine::explain::{OfferRef, OfferStatus, OfferTracer};
-use walras_types::{AccountId, Fraction, OfferId};
+use walras_types::{AccountId, OfferId};
 
 /// Most accounts an `ambiguous_offer` answer lists.
 const AMBIGUOUS_LISTED_MAX: usize = 10;
 
-/// The commission explanations pay out at, and the permit that keeps them one at a time.
-pub struct ExplainGate {
-    epsilon: Fraction,
-    permits: Arc<Semaphore>,
-}
-
-impl ExplainGate {
-    pub fn new(epsilon: Fraction) -> ExplainGate {
-        ExplainGate {
-            epsilon,
-            permits: Arc::new(Semaphore::new(1)),
-        }
-    }
-}
-
 pub async fn offer_explain(
-    State(shared): State<AppState>,
+    State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<OfferExplanationJson>, Failure> {
@@ -56,19 +39,14 @@ pub async fn offer_explain(
         })?),
         None => None,
     };
-    let permit = shared
-        .explain
-        .permits
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| {
-            Failure::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "explain_busy",
-                "another offer explanation is reading the block log; retry shortly",
-            )
-            .retry_after(1.0)
-        })?;
+    let permit = shared.explain.try_permit().ok_or_else(|| {
+        Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "explain_busy",
+            "another offer explanation is reading the block log; retry shortly",
+        )
+        .retry_after(1.0)
+    })?;
     let reader = shared.clone();
     let explanation = tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -97,7 +75,7 @@ fn explain(
     // log (a creation found there outranks "pending"), never missed by both.
     let pending = shared.mempool().pending_offer(account, id);
     let tip = shared.tip().height;
-    let mut tracer = OfferTracer::new(target, usize::from(shared.assets), shared.explain.epsilon);
+    let mut tracer = OfferTracer::new(target, usize::from(shared.assets), shared.explain.epsilon());
     for height in 1..=tip {
         let block = stored_block(shared, height)?;
         let dropped = shared

@@ -11,6 +11,7 @@ mod error;
 mod explain;
 mod failure;
 mod gateway_link;
+mod gateway_seal;
 mod limits;
 mod listen;
 pub mod mempool;
@@ -156,12 +157,15 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
     let shared = Arc::new(open_and_recover(&config)?);
     let oracle_thread = match (feed, &config.oracle) {
         (Some(feed), Some(settings)) => {
-            let oracle_shared = shared.clone();
+            let handle = shared.oracle.clone().ok_or_else(|| {
+                NodeError::Config("an oracle feed without an oracle handle".into())
+            })?;
+            let stop = shared.shutting_down.subscribe();
             let interval = settings.publish_interval;
             Some(
                 std::thread::Builder::new()
                     .name("oracle".into())
-                    .spawn(move || oracle::run_feed(&oracle_shared, feed, interval))
+                    .spawn(move || oracle::run_feed(&handle, stop, feed, interval))
                     .map_err(NodeError::system("starting the oracle"))?,
             )
         }
@@ -177,7 +181,8 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
                         .map_err(|error| NodeError::Config(format!("--oracle-venue: {error}")))?;
                 }
                 runtime.spawn(oracle::run_venues(
-                    shared.clone(),
+                    handle.clone(),
+                    shared.shutting_down.subscribe(),
                     endpoints,
                     settings.publish_interval,
                     tls,
@@ -253,7 +258,7 @@ fn run_solo(
             {
                 None => node::run_producer(&producer_shared, &producer_config),
                 Some(Some(jobs)) => {
-                    gateway_link::run_gateway_producer(&producer_shared, &producer_config, &jobs)
+                    gateway_seal::run_gateway_producer(&producer_shared, &producer_config, &jobs)
                 }
                 // Only one producer is ever started.
                 Some(None) => Ok(()),
@@ -353,11 +358,11 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
     let state = recovery.state;
     let assets = state.assets() as u16;
     let oracle = match &config.oracle {
-        Some(settings) => Some(oracle_handle(settings, assets)?),
+        Some(settings) => Some(Arc::new(oracle_handle(settings, assets)?)),
         None => None,
     };
     Ok(Shared {
-        explain: explain::ExplainGate::new(proposer_engine_config(config).clearing.epsilon),
+        explain: limits::ExplainGate::new(proposer_engine_config(config).clearing.epsilon),
         oracle,
         assets: state.assets() as u16,
         accounts: arc_swap::ArcSwap::from_pointee(walras_engine::AccountView::of(&state)),
@@ -806,7 +811,7 @@ pub fn router(
         .route("/v1/offers/{id}/explain", get(explain::offer_explain))
         .route("/v1/prices", get(routes::prices))
         .route("/v1/status", get(routes::status))
-        .route("/v1/gateway", get(gateway_link::status))
+        .route("/v1/gateway", get(gateway_seal::status))
         .route("/v1/node", get(routes::node))
         .route("/", get(dashboard::index))
         .route("/dashboard/{file}", get(dashboard::asset))
@@ -815,7 +820,7 @@ pub fn router(
         .route("/metrics", get(routes::metrics))
         .route(
             "/v1/gateway/seal",
-            post(gateway_link::seal)
+            post(gateway_seal::seal)
                 .layer(DefaultBodyLimit::max(gateway_link::SEAL_BODY_MAX_BYTES)),
         )
         .layer(TimeoutLayer::with_status_code(

@@ -161,6 +161,31 @@ impl Drop for EventStreamSlot {
     }
 }
 
+/// The commission explanations pay out at, and the permit that keeps them one at a time.
+pub struct ExplainGate {
+    epsilon: walras_types::Fraction,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl ExplainGate {
+    pub fn new(epsilon: walras_types::Fraction) -> ExplainGate {
+        ExplainGate {
+            epsilon,
+            permits: Arc::new(tokio::sync::Semaphore::new(1)),
+        }
+    }
+
+    /// The commission explanations pay out at (the engine's ε).
+    pub fn epsilon(&self) -> walras_types::Fraction {
+        self.epsilon
+    }
+
+    /// The one permit, or `None` while another explanation holds it.
+    pub fn try_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.permits.clone().try_acquire_owned().ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! The event-stream caps (per client and in all, and a closed stream freeing its slot), and

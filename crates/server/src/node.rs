@@ -6,8 +6,11 @@
 //! commit), and only then reports it: mempool, recent-transaction index, tip, metrics, events.
 //! "Reported committed" therefore always means "on disk".
 //!
-//! Signatures are not verified again inside the block: admission verified each one against
-//! the source's key, and keys never change. Recovery re-verifies everything.
+//! Signatures are verified twice on this node: at admission, and again when the producer executes
+//! the block, with the very function replay and recovery use (`proposer_engine_config`). The
+//! second check is redundant while both use one rule and keys never change; it stays as the
+//! guard against a block this node could commit but not replay (an earlier batch rule let the
+//! two disagree). It is the largest phase at high load: measured, not yet removed.
 
 use super::mempool::Mempool;
 use super::metrics::{add_seconds, gauge_value, Metrics};
@@ -67,10 +70,10 @@ pub struct Shared {
     /// `Some` with `--block-source gateway`: blocks come only from the gateway's sealed batches.
     pub gateway: Option<super::gateway_link::GatewayLink>,
     /// `Some` with `--oracle-feed`: the valuation oracle's latest prices (advisory).
-    pub oracle: Option<super::oracle::OracleHandle>,
+    pub oracle: Option<Arc<super::oracle::OracleHandle>>,
     /// What offer explanations need: the commission, and one permit (an explanation reads
     /// the block log, so they run one at a time).
-    pub explain: super::explain::ExplainGate,
+    pub explain: super::limits::ExplainGate,
     /// CometBFT's RPC URL in replicated mode, set once CometBFT is started (`GET /v1/node`).
     pub cometbft_rpc: std::sync::OnceLock<String>,
 }

@@ -9,7 +9,6 @@
 //! start only moves where the proposer's search begins (the header carries the result, and
 //! followers and recovery check it exactly, whatever the start).
 
-use super::node::Shared;
 use prometheus::core::Collector;
 use prometheus::{Encoder, Gauge, GaugeVec, IntCounter, IntCounterVec, IntGaugeVec, Opts};
 use std::collections::BTreeMap;
@@ -373,14 +372,16 @@ pub fn load_feed(path: &std::path::Path) -> Result<LoopedFeed, String> {
 
 /// The oracle thread: replays `feed` paced at its timestamps (looping), publishes every
 /// `interval` until the node stops.
-pub fn run_feed(shared: &Shared, mut feed: LoopedFeed, interval: Duration) {
-    let Some(handle) = shared.oracle.as_ref() else {
-        return;
-    };
+pub fn run_feed(
+    handle: &OracleHandle,
+    stop: tokio::sync::watch::Receiver<bool>,
+    mut feed: LoopedFeed,
+    interval: Duration,
+) {
     let mut oracle = LiveOracle::new(CoreConfig::default());
     let started = Instant::now();
     let mut publisher = Publisher::default();
-    while !shared.is_shutting_down() {
+    while !*stop.borrow() {
         let now_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         for record in feed.due(now_ns) {
             // A refused record is counted (parse_errors) and its venue's rules catch what it hid.
@@ -493,14 +494,12 @@ pub fn endpoints(
 
 /// Runs the live connectors (on the node's runtime) until the node stops.
 pub async fn run_venues(
-    shared: Arc<Shared>,
+    handle: Arc<OracleHandle>,
+    stop: tokio::sync::watch::Receiver<bool>,
     endpoints: Vec<walras_oracle_net::connector::Endpoint>,
     interval: Duration,
     tls: walras_oracle_net::tls::TlsClient,
 ) {
-    let Some(handle) = shared.oracle.as_ref() else {
-        return;
-    };
     let options = walras_oracle_net::live::LiveOptions {
         endpoints,
         connector: walras_oracle_net::connector::ConnectorConfig {
@@ -512,10 +511,9 @@ pub async fn run_venues(
         resync_after: Duration::from_secs(1),
     };
     let mut publisher = Publisher::default();
-    let stop = shared.shutting_down.subscribe();
     let result = walras_oracle_net::live::run_live(
         options,
-        |publication, oracle| publisher.publish(handle, publication, oracle),
+        |publication, oracle| publisher.publish(&handle, publication, oracle),
         stop,
     )
     .await;
@@ -741,7 +739,7 @@ mod tests {
 #[cfg(test)]
 mod node_tests {
     use super::*;
-    use crate::node::{produce_block, ProducerConfig};
+    use crate::node::{produce_block, ProducerConfig, Shared};
     use crate::{open_and_recover, proposer_engine_config, NodeConfig};
     use axum::body::Body;
     use axum::http::{Request, StatusCode};

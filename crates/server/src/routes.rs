@@ -3,7 +3,7 @@
 
 use super::admission::admit;
 use super::failure::{body_failure, Failure};
-use super::gateway_link::refuse_if_gateway_only;
+use super::gateway_seal::refuse_if_gateway_only;
 use super::limits::{EventStreamSlot, EventStreamSlots, StreamRefusal};
 use super::node::{display_prices, Shared};
 use super::oracle::OracleEvent;
