@@ -194,7 +194,7 @@ pub fn query_grid(
         let rate = rate_of(index, &workspace.inverse_prices);
         let supply = match grid.supply(index, rate) {
             Some(supply) => supply,
-            None => exact_pair_supply(books, pair, index, rate, grid.mu(), workspace),
+            None => exact_pair_supply(books, pair, index, rate, grid.mu_f64(), workspace),
         };
         let value = supply * prices[pair.sell as usize];
         if pair.sell as usize != selling {

@@ -20,6 +20,7 @@
 //! structures.
 
 use crate::book::OrderBooks;
+use walras_types::Fraction;
 
 /// Grid points per relative width μ. Coarser tables cover wider windows in the same memory; the
 /// interpolation error, at most about an eighth of one offer's amount per kink in a cell, only
@@ -45,6 +46,8 @@ struct PairTable {
 /// Tabulated smoothed supply (units of the sold asset) of every non-empty pair.
 #[derive(Clone, Debug)]
 pub struct SupplyGrid {
+    /// The smoothing width the table is for, exactly (what [`crate::clear`] checks).
+    mu_exact: Fraction,
     mu: f64,
     shift: u32,
     /// 2^-shift.
@@ -58,13 +61,13 @@ pub struct SupplyGrid {
 impl SupplyGrid {
     /// The table for smoothing width `mu`, or `None` for μ = 0 (no smoothing, nothing to
     /// tabulate). Built beside the books, not inside them: one table per (books, μ).
-    pub fn for_mu(books: &OrderBooks, mu: walras_types::Fraction) -> Option<SupplyGrid> {
-        let mu = mu.to_f64();
-        (mu > 0.0).then(|| SupplyGrid::build(books, mu))
+    pub fn for_mu(books: &OrderBooks, mu: Fraction) -> Option<SupplyGrid> {
+        (mu != Fraction::ZERO).then(|| SupplyGrid::build(books, mu))
     }
 
     /// Tabulates every pair of `books` for smoothing width `mu` (> 0).
-    pub fn build(books: &OrderBooks, mu: f64) -> SupplyGrid {
+    fn build(books: &OrderBooks, mu_exact: Fraction) -> SupplyGrid {
+        let mu = mu_exact.to_f64();
         assert!(
             mu > 0.0 && mu < 1.0,
             "a supply grid needs a smoothing width in (0, 1)"
@@ -72,6 +75,7 @@ impl SupplyGrid {
         let shift = grid_shift(mu);
         let inverse_cell = 1.0 / (1u64 << shift) as f64;
         let mut grid = SupplyGrid {
+            mu_exact,
             mu,
             shift,
             inverse_cell,
@@ -90,8 +94,19 @@ impl SupplyGrid {
         grid
     }
 
-    pub fn mu(&self) -> f64 {
+    /// The smoothing width the table was built for.
+    pub fn mu(&self) -> Fraction {
+        self.mu_exact
+    }
+
+    /// The same as a float, for the arithmetic of queries.
+    pub(crate) fn mu_f64(&self) -> f64 {
         self.mu
+    }
+
+    /// Pairs tabulated: every non-empty pair of the books it was built from.
+    pub fn pairs(&self) -> usize {
+        self.tables.len()
     }
 
     /// Smoothed supply of pair `index` at `rate`, or `None` outside the pair's table.
@@ -256,7 +271,7 @@ mod tests {
                 .collect();
             let mu = 2f64.powi(-10);
             let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
-            let grid = SupplyGrid::build(&books, mu);
+            let grid = SupplyGrid::build(&books, Fraction::power_of_two(10));
             let largest = rows.iter().map(|(_, amount)| *amount as f64).fold(0.0, f64::max);
             if let Some(supply) = grid.supply(0, rate) {
                 let exact = exact_supply(&offers, rate, mu);
@@ -287,7 +302,7 @@ mod tests {
     #[test]
     fn extremes_are_exact_and_far_rates_have_no_answer() {
         let mu = 2f64.powi(-10);
-        let grid = SupplyGrid::build(&book_of(&[1.0]), mu);
+        let grid = SupplyGrid::build(&book_of(&[1.0]), Fraction::power_of_two(10));
         assert_eq!(
             grid.supply(0, 0.5),
             Some(0.0),
@@ -298,7 +313,7 @@ mod tests {
         assert!((at - 10.0 * 0.0005 / mu / 1.0005).abs() < 0.2, "{at}");
         // Limits 1 and 100: the table covers about ±2× around the median (100); a rate of 10
         // is inside the pair's range but outside its table.
-        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), mu);
+        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), Fraction::power_of_two(10));
         assert_eq!(grid.supply(0, 10.0), None);
         assert!(grid.supply(0, 100.02).is_some());
     }
@@ -308,8 +323,7 @@ mod tests {
     /// producer under the load generator; a read of the wrong table's value without them).
     #[test]
     fn a_rate_one_cell_below_the_table_has_no_answer() {
-        let mu = 2f64.powi(-10);
-        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), mu);
+        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), Fraction::power_of_two(10));
         let table = grid.tables[0];
         assert!(
             table.first_key > table.nothing_below_key,
