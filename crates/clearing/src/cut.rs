@@ -185,6 +185,20 @@ mod tests {
         }
     }
 
+    /// Repairs two-asset books from valuations 1:1 (μ = 2^-10, ε = 2^-15), with no deadline.
+    fn repair_from_even_prices(offers: Vec<Offer>) -> Repair {
+        let books = OrderBooks::build(offers, 2, 1).expect("valid books");
+        let budget = Budget::iterations(u64::MAX);
+        repair(
+            &books,
+            &[1.0, 1.0],
+            1.0 / 1024.0,
+            1.0 / 32768.0,
+            budget,
+            &SystemClock,
+        )
+    }
+
     /// Two assets, one offer each way, crossing between rates 1.9 and 2 of asset 0 in asset 1.
     /// At valuations 1:1 the offer selling asset 1 must trade in full while the one selling
     /// asset 0 may not trade: asset 0 is over-demanded, and raising it must land where the LP
@@ -195,16 +209,7 @@ mod tests {
             offer(0, 0, 1, 1_000, 1.9), // sells asset 0 at ≥ 1.9 of asset 1
             offer(1, 1, 0, 2_000, 0.5), // sells asset 1 at ≥ 0.5 of asset 0
         ];
-        let books = OrderBooks::build(offers, 2, 1).expect("valid books");
-        let budget = Budget::iterations(u64::MAX);
-        let repair = repair(
-            &books,
-            &[1.0, 1.0],
-            1.0 / 1024.0,
-            1.0 / 32768.0,
-            budget,
-            &SystemClock,
-        );
+        let repair = repair_from_even_prices(offers);
         assert!(repair.converged, "{repair:?}");
         let rate = repair.prices[0] / repair.prices[1];
         assert!((1.9..=2.0).contains(&rate), "rate {rate}");
@@ -213,16 +218,7 @@ mod tests {
     #[test]
     fn a_feasible_start_takes_no_step() {
         let offers = vec![offer(0, 0, 1, 1_000, 3.0), offer(1, 1, 0, 1_000, 3.0)];
-        let books = OrderBooks::build(offers, 2, 1).expect("valid books");
-        let budget = Budget::iterations(u64::MAX);
-        let repair = repair(
-            &books,
-            &[1.0, 1.0],
-            1.0 / 1024.0,
-            1.0 / 32768.0,
-            budget,
-            &SystemClock,
-        );
+        let repair = repair_from_even_prices(offers);
         assert!(repair.converged);
         assert_eq!(repair.steps, 0);
         assert_eq!(repair.prices, vec![1.0, 1.0]);

@@ -229,26 +229,8 @@ fn grid_shift(mu: f64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demand::tests::{offers_with, supply_by_definition};
     use proptest::prelude::*;
-    use walras_types::{AccountId, AssetId, Offer, OfferId, Price};
-
-    /// Exact smoothed supply by its definition, offer by offer.
-    fn exact_supply(offers: &[Offer], rate: f64, mu: f64) -> f64 {
-        offers
-            .iter()
-            .map(|offer| {
-                let limit = offer.min_price.to_f64();
-                let fraction = if limit < (1.0 - mu) * rate {
-                    1.0
-                } else if limit <= rate {
-                    (rate - limit) / (mu * rate)
-                } else {
-                    0.0
-                };
-                fraction * offer.amount as f64
-            })
-            .sum()
-    }
 
     proptest! {
         /// Interpolation error stays within a small fraction of the largest single offer.
@@ -257,24 +239,14 @@ mod tests {
             rows in proptest::collection::vec((0.9f64..1.1, 1u64..1_000_000), 1..300),
             rate in 0.85f64..1.2,
         ) {
-            let offers: Vec<Offer> = rows
-                .iter()
-                .enumerate()
-                .map(|(index, (limit, amount))| Offer {
-                    id: OfferId(index as u64),
-                    account: AccountId(0),
-                    sell: AssetId(0),
-                    buy: AssetId(1),
-                    amount: *amount,
-                    min_price: Price::from_f64(*limit),
-                })
-                .collect();
+            let limits: Vec<f64> = rows.iter().map(|(limit, _)| *limit).collect();
+            let offers = offers_with(&limits, |index| rows[index].1);
             let mu = 2f64.powi(-10);
             let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
             let grid = SupplyGrid::build(&books, Fraction::power_of_two(10));
             let largest = rows.iter().map(|(_, amount)| *amount as f64).fold(0.0, f64::max);
             if let Some(supply) = grid.supply(0, rate) {
-                let exact = exact_supply(&offers, rate, mu);
+                let exact = supply_by_definition(&offers, rate, mu);
                                 // Per kink inside one cell the error is at most amount / (4 · points per μ); a cell
                 // here holds a few kinks at most.
                 prop_assert!((supply - exact).abs() <= 0.5 * largest + 1e-6 * exact,
@@ -284,19 +256,7 @@ mod tests {
     }
 
     fn book_of(limits: &[f64]) -> OrderBooks {
-        let offers = limits
-            .iter()
-            .enumerate()
-            .map(|(index, limit)| Offer {
-                id: OfferId(index as u64),
-                account: AccountId(0),
-                sell: AssetId(0),
-                buy: AssetId(1),
-                amount: 10,
-                min_price: Price::from_f64(*limit),
-            })
-            .collect();
-        OrderBooks::build(offers, 2, 1).unwrap()
+        OrderBooks::build(offers_with(limits, |_| 10), 2, 1).unwrap()
     }
 
     #[test]

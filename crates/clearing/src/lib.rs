@@ -254,7 +254,7 @@ pub fn clear(
             clock,
         );
         cut_steps = repair.steps;
-        result.queries += repair.queries;
+        result.counts.queries += repair.queries;
         if repair.converged {
             result.prices = repair.prices;
             result.converged = true;
@@ -267,7 +267,7 @@ pub fn clear(
             tatonnement::polish(books, &result.prices, race_params, budget, clock)
         {
             result.prices = prices;
-            result.queries += queries;
+            result.counts.queries += queries;
         }
     }
     let priced = clock.now();
@@ -306,13 +306,16 @@ pub fn clear(
     let converged = outcome.winner.is_some()
         && settlement.lp_with_lower_bounds()
         && settlement.lower_bounds_met();
-    let total = |field: fn(&tatonnement::InstanceResult) -> u64| -> u64 {
-        outcome.results.iter().map(field).sum()
-    };
-    let queries = total(|result| result.queries);
-    let check_queries = total(|result| result.check_queries);
-    let query_nanos = total(|result| result.query_nanos);
-    let check_nanos = total(|result| result.check_nanos);
+    let mut counts = tatonnement::QueryCounts::default();
+    for result in &outcome.results {
+        counts += result.counts;
+    }
+    let tatonnement::QueryCounts {
+        queries,
+        query_nanos,
+        check_queries,
+        check_nanos,
+    } = counts;
     let finished = clock.now();
     Ok(Clearing {
         queries,

@@ -131,12 +131,27 @@ pub struct InstanceResult {
     pub prices: Vec<f64>,
     pub iterations: u64,
     pub converged: bool,
-    /// Demand queries made for steps, and the time spent in them.
+    pub counts: QueryCounts,
+}
+
+/// Demand queries made and the time spent in them (measurements, not decisions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryCounts {
+    /// Queries for steps, and the time spent in them.
     pub queries: u64,
     pub query_nanos: u64,
-    /// Exact demand queries made to confirm convergence, and the time spent in them.
+    /// Exact queries made to confirm convergence, and the time spent in them.
     pub check_queries: u64,
     pub check_nanos: u64,
+}
+
+impl std::ops::AddAssign for QueryCounts {
+    fn add_assign(&mut self, other: QueryCounts) {
+        self.queries += other.queries;
+        self.query_nanos += other.query_nanos;
+        self.check_queries += other.check_queries;
+        self.check_nanos += other.check_nanos;
+    }
 }
 
 /// Every instance's result and which one converged first, if any.
@@ -157,10 +172,7 @@ impl RaceOutcome {
                 prices: prices.clone(),
                 iterations: 0,
                 converged: true,
-                queries: 0,
-                query_nanos: 0,
-                check_queries: 0,
-                check_nanos: 0,
+                counts: QueryCounts::default(),
             })
             .collect();
         RaceOutcome {
@@ -242,7 +254,7 @@ pub fn polish(
     if !instance.check_converged(&params, true) {
         return None;
     }
-    Some((instance.prices, instance.queries))
+    Some((instance.prices, instance.counts.queries))
 }
 
 /// Whether every asset's net demand is within `tolerance` of its traded volume.
@@ -292,10 +304,7 @@ pub fn race(
     let mut results: Vec<InstanceResult> =
         instances.into_iter().map(Instance::into_result).collect();
     // The shared first query counts once, with the first instance.
-    results[0].queries += first.queries;
-    results[0].query_nanos += first.query_nanos;
-    results[0].check_queries += first.check_queries;
-    results[0].check_nanos += first.check_nanos;
+    results[0].counts += first.counts;
     RaceOutcome { winner, results }
 }
 
@@ -350,10 +359,7 @@ struct Instance<'b> {
     iterations: u64,
     converged: bool,
     flow_bounds: Vec<PairFlowBounds>,
-    queries: u64,
-    query_nanos: u64,
-    check_queries: u64,
-    check_nanos: u64,
+    counts: QueryCounts,
     /// Steps rejected since the last accepted one.
     rejections_in_row: u32,
     /// The damped Newton stepper, for [`Method::Newton`] instances.
@@ -390,10 +396,7 @@ impl<'b> Instance<'b> {
             iterations: 0,
             converged: false,
             flow_bounds: Vec::with_capacity(books.pairs().len()),
-            queries: 0,
-            query_nanos: 0,
-            check_queries: 0,
-            check_nanos: 0,
+            counts: QueryCounts::default(),
             rejections_in_row: 0,
             newton: None,
             progress_heuristic: f64::INFINITY,
@@ -427,10 +430,7 @@ impl<'b> Instance<'b> {
             iterations: 0,
             converged: self.converged,
             flow_bounds: Vec::with_capacity(self.flow_bounds.capacity()),
-            queries: 0,
-            query_nanos: 0,
-            check_queries: 0,
-            check_nanos: 0,
+            counts: QueryCounts::default(),
             rejections_in_row: 0,
             newton: None,
             progress_heuristic: self.heuristic,
@@ -607,8 +607,8 @@ impl<'b> Instance<'b> {
         let exact = if self.grid.is_some() {
             let started = self.clock.now();
             demand::query(self.books, &self.prices, params.mu, &mut self.exact);
-            self.check_queries += 1;
-            self.check_nanos += (self.clock.now() - started).as_nanos() as u64;
+            self.counts.check_queries += 1;
+            self.counts.check_nanos += (self.clock.now() - started).as_nanos() as u64;
             &self.exact
         } else {
             &self.current
@@ -632,8 +632,8 @@ impl<'b> Instance<'b> {
     }
 
     fn count_query(&mut self, started: Instant) {
-        self.queries += 1;
-        self.query_nanos += (self.clock.now() - started).as_nanos() as u64;
+        self.counts.queries += 1;
+        self.counts.query_nanos += (self.clock.now() - started).as_nanos() as u64;
     }
 
     fn into_result(self) -> InstanceResult {
@@ -642,10 +642,7 @@ impl<'b> Instance<'b> {
             prices: self.prices,
             iterations: self.iterations,
             converged: self.converged,
-            queries: self.queries,
-            query_nanos: self.query_nanos,
-            check_queries: self.check_queries,
-            check_nanos: self.check_nanos,
+            counts: self.counts,
         }
     }
 }

@@ -3,14 +3,17 @@
 //! a deadline only the number of rounds depends on time (checked with clocks the test steers).
 
 mod common;
+#[path = "common/market.rs"]
+mod market;
 
-use common::{check_invariants, clear_within, Market};
+use common::{check_invariants, clear_within};
+use market::{market_books, pair_choice};
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 use walras_clearing::{
     clear, Budget, Clearing, ClearingParams, Clock, OrderBooks, Resources, SupplyGrid,
 };
-use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice};
+use walras_sim::PairChoice;
 use walras_types::Fraction;
 
 const ITERATIONS_MAX: u64 = 2_000;
@@ -23,24 +26,6 @@ fn params(reversed_controls: bool) -> ClearingParams {
         params.controls.reverse();
     }
     params
-}
-
-fn market(assets: usize, offers: usize, seed: u64, spread_ppm: u32, pairs: PairChoice) -> Market {
-    let workload = OfferWorkload {
-        assets,
-        offers,
-        seed,
-        model: OfferModel::Market,
-        market: MarketShape {
-            spread_ppm,
-            pairs,
-            valuation_decades: 2,
-        },
-    };
-    Market {
-        assets,
-        offers: generate_offers(&workload).offers,
-    }
 }
 
 fn clear_on(
@@ -83,10 +68,6 @@ impl Clock for FrozenClock {
     }
 }
 
-fn pair_choice() -> impl Strategy<Value = PairChoice> {
-    prop_oneof![Just(PairChoice::Uniform), Just(PairChoice::PowerLaw)]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -99,7 +80,7 @@ proptest! {
         pairs in pair_choice(),
         reversed_controls in any::<bool>(),
     ) {
-        let market = market(assets, offers, seed, spread_ppm, pairs);
+        let market = market_books(assets, offers, seed, spread_ppm, pairs, 2);
         let books = OrderBooks::build(market.offers.clone(), assets, 1).expect("valid market");
         let params = params(reversed_controls);
         let budget = Budget::iterations(ITERATIONS_MAX);
@@ -117,7 +98,7 @@ proptest! {
 /// round, no polishing and no cut repair, and still settles within every invariant.
 #[test]
 fn a_deadline_only_changes_how_many_rounds_run() {
-    let market = market(8, 3_000, 7, 10_000, PairChoice::PowerLaw);
+    let market = market_books(8, 3_000, 7, 10_000, PairChoice::PowerLaw, 2);
     let books = OrderBooks::build(market.offers.clone(), 8, 1).expect("valid market");
     let params = ClearingParams {
         // Cold start: the fitted start may already converge, and then no round is needed.
@@ -159,7 +140,7 @@ fn a_deadline_only_changes_how_many_rounds_run() {
 /// A table built for another μ is refused, not silently rebuilt or used.
 #[test]
 fn a_supply_table_for_another_mu_is_refused() {
-    let market = market(4, 500, 3, 10_000, PairChoice::Uniform);
+    let market = market_books(4, 500, 3, 10_000, PairChoice::Uniform, 2);
     let books = OrderBooks::build(market.offers, 4, 1).expect("valid market");
     let params = params(false);
     let other = SupplyGrid::for_mu(&books, Fraction::power_of_two(8));

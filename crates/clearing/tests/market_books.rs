@@ -11,11 +11,14 @@
 //! crosses is recognised without iterating.
 
 mod common;
+#[path = "common/market.rs"]
+mod market;
 
 use common::{check_invariants, clear_within, Market};
+use market::{market_books, pair_choice};
 use proptest::prelude::*;
 use walras_clearing::{Clearing, ClearingParams, OrderBooks};
-use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice};
+use walras_sim::PairChoice;
 use walras_types::{AccountId, AssetId, Fraction, Offer, OfferId, Price};
 
 fn epsilon() -> Fraction {
@@ -41,35 +44,6 @@ fn clear_market(market: &Market) -> (OrderBooks, Clearing) {
     let books = OrderBooks::build(market.offers.clone(), market.assets, 1).expect("valid market");
     let clearing = clear_within(&books, &params(), ITERATIONS_MAX);
     (books, clearing)
-}
-
-fn market_books(
-    assets: usize,
-    offers: usize,
-    seed: u64,
-    spread_ppm: u32,
-    pairs: PairChoice,
-    valuation_decades: u8,
-) -> Market {
-    let workload = OfferWorkload {
-        assets,
-        offers,
-        seed,
-        model: OfferModel::Market,
-        market: MarketShape {
-            spread_ppm,
-            pairs,
-            valuation_decades,
-        },
-    };
-    Market {
-        assets,
-        offers: generate_offers(&workload).offers,
-    }
-}
-
-fn pair_choice() -> impl Strategy<Value = PairChoice> {
-    prop_oneof![Just(PairChoice::Uniform), Just(PairChoice::PowerLaw)]
 }
 
 proptest! {
