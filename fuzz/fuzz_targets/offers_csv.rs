@@ -3,8 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use std::time::Duration;
-use walras_clearing::{clear, ClearingParams, OrderBooks};
+use walras_clearing::{clear, Budget, ClearingParams, OrderBooks, Resources, SupplyGrid};
 use walras_types::offers_csv::read_offers;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,10 +13,9 @@ fuzz_target!(|data: &[u8]| {
     input.extend_from_slice(body);
     let Ok(offers) = read_offers(input.as_slice(), assets) else { return };
     let books = OrderBooks::build(offers, assets, 1).expect("offers the reader accepted must book");
-    let params = ClearingParams {
-        timeout: Duration::from_secs(5),
-        max_iterations: 50,
-        ..ClearingParams::default()
-    };
-    clear(&books, &params).expect("valid books clear");
+    let params = ClearingParams::default();
+    let grid = SupplyGrid::for_mu(&books, params.mu);
+    // An iteration budget, no clock: every run of an input does the same work.
+    let resources = Resources::serial(Budget::iterations(50));
+    clear(&books, grid.as_ref(), &params, resources).expect("valid books clear");
 });

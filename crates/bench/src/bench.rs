@@ -5,7 +5,7 @@ use super::{args, market_args, ToolError};
 use serde::Serialize;
 use std::time::Instant;
 use walras_clearing::demand::{self, DemandWorkspace};
-use walras_clearing::{clear_with_grid, ClearingParams, OrderBooks, SupplyGrid};
+use walras_clearing::{ClearingParams, OrderBooks, SupplyGrid};
 use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice};
 
 #[derive(clap::Subcommand, Debug)]
@@ -214,13 +214,16 @@ fn run_instance(
     let prepare_millis = prepare_started.elapsed().as_secs_f64() * 1e3;
     let params = ClearingParams {
         start_prices: args.cold_start.then(|| vec![1.0; args.assets]),
-        supply_grid: !args.exact_queries,
-        ..args.clearing.params(args.threads)
+        ..args.clearing.params()
     };
-    let clearing = clear_with_grid(&books, supply_grid.as_ref(), &params)?;
+    // --exact-queries: tâtonnement's steps search the books (the table is still timed below).
+    let step_grid = supply_grid.as_ref().filter(|_| !args.exact_queries);
+    let clearing = args
+        .clearing
+        .clear(&books, step_grid, &params, args.threads)?;
     let prices: Vec<f64> = clearing
         .settlement
-        .valuations
+        .valuations()
         .iter()
         .map(|valuation| valuation.0 as f64)
         .collect();
@@ -253,7 +256,7 @@ fn run_instance(
         exact_query_micros_cold: times.exact_cold,
         unrealized_utility_ratio: clearing.quality.unrealized_utility_ratio,
         achieved_mu: clearing.quality.achieved_mu,
-        repairs: clearing.settlement.repairs,
+        repairs: clearing.settlement.repairs(),
     })
 }
 

@@ -8,7 +8,7 @@ use std::io::{BufReader, BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use walras_clearing::{clear_with_grid, Clearing, OrderBooks, SupplyGrid};
+use walras_clearing::{Clearing, OrderBooks, SupplyGrid};
 use walras_types::{offers_csv, Valuation};
 
 #[derive(clap::Args, Debug)]
@@ -102,8 +102,10 @@ pub fn run(args: ClearArgs) -> Result<(), ToolError> {
     let grid_millis = grid_started.elapsed().as_secs_f64() * 1e3;
     let prepare_millis = prepare_started.elapsed().as_secs_f64() * 1e3;
 
-    let params = args.clearing.params(args.threads);
-    let clearing = clear_with_grid(&books, supply_grid.as_ref(), &params)?;
+    let params = args.clearing.params();
+    let clearing = args
+        .clearing
+        .clear(&books, supply_grid.as_ref(), &params, args.threads)?;
     if let Some(path) = &args.fills {
         write_fills(path, args.force, &books, &clearing)?;
     }
@@ -169,7 +171,16 @@ fn write_fills(
             },
         })?;
     let mut out = BufWriter::new(file);
-    offers_csv::write_fills(&mut out, clearing.settlement.fills(books))
+    // The CSV row is the file format's; clearing's own fill converts at this edge.
+    let rows = clearing
+        .settlement
+        .fills(books)
+        .map(|fill| offers_csv::FillRow {
+            offer_id: fill.offer,
+            sold: fill.sold,
+            bought: fill.bought,
+        });
+    offers_csv::write_fills(&mut out, rows)
         .and_then(|()| out.flush())
         .map_err(ToolError::io(format!("writing {}", path.display())))
 }
@@ -187,14 +198,14 @@ fn report(
     ClearReport {
         assets: args.assets,
         offers,
-        prices: settlement.valuations.iter().map(relative).collect(),
+        prices: settlement.valuations().iter().map(relative).collect(),
         valuations: settlement
-            .valuations
+            .valuations()
             .iter()
             .map(|valuation| valuation.0)
             .collect(),
         trades: settlement
-            .pairs
+            .pairs()
             .iter()
             .filter(|pair| pair.sold > 0)
             .map(|pair| TradeReport {
@@ -205,7 +216,7 @@ fn report(
                 rate: pair.rate.to_f64(),
             })
             .collect(),
-        burned: settlement.burned.clone(),
+        burned: settlement.burned().to_vec(),
         converged: clearing.converged,
         iterations: clearing.iterations,
         cut_steps: clearing.cut_steps,
@@ -219,8 +230,8 @@ fn report(
             .unrealized_utility_ratio
             .is_finite()
             .then_some(quality.unrealized_utility_ratio),
-        lp_with_lower_bounds: settlement.lp_with_lower_bounds,
-        repairs: settlement.repairs,
+        lp_with_lower_bounds: settlement.lp_with_lower_bounds(),
+        repairs: settlement.repairs(),
         threads: args.threads,
         instance: clearing.instance,
         millis: clearing.millis(),

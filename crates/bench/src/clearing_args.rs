@@ -3,7 +3,10 @@
 
 use super::args;
 use std::time::Duration;
-use walras_clearing::ClearingParams;
+use walras_clearing::{
+    clear, Budget, Clearing, ClearingError, ClearingParams, OrderBooks, Resources, SupplyGrid,
+    SystemClock,
+};
 use walras_types::Fraction;
 
 /// Tâtonnement's targets and time limit on the command line.
@@ -21,14 +24,32 @@ pub struct ClearingArgs {
 }
 
 impl ClearingArgs {
-    /// The clearing parameters these options name, run on `threads` threads; the rest default.
-    pub fn params(&self, threads: usize) -> ClearingParams {
+    /// The clearing parameters these options name; the rest default.
+    pub fn params(&self) -> ClearingParams {
         ClearingParams {
             epsilon: self.epsilon,
             mu: self.mu,
-            timeout: Duration::from_millis(self.timeout_ms),
-            threads,
             ..ClearingParams::default()
         }
+    }
+
+    /// Clears `books` with `params` under these options' timeout (from now, on the system
+    /// clock; no iteration cap but tâtonnement's own), the race on a pool of `threads`.
+    pub fn clear(
+        &self,
+        books: &OrderBooks,
+        grid: Option<&SupplyGrid>,
+        params: &ClearingParams,
+        threads: usize,
+    ) -> Result<Clearing, ClearingError> {
+        let pool = walras_par::pool(threads);
+        let clock = SystemClock;
+        let timeout = Duration::from_millis(self.timeout_ms);
+        let resources = Resources {
+            budget: Budget::within(&clock, timeout, u64::MAX),
+            clock: &clock,
+            pool: Some(&pool),
+        };
+        clear(books, grid, params, resources)
     }
 }

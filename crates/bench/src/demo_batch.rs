@@ -6,7 +6,9 @@
 
 use super::{args, ToolError};
 use std::time::{Duration, Instant};
-use walras_clearing::{clear, Clearing, ClearingParams, OrderBooks};
+use walras_clearing::{
+    clear, Budget, Clearing, ClearingParams, OrderBooks, Resources, SupplyGrid, SystemClock,
+};
 use walras_sim::{generate_offers, OfferModel, OfferWorkload};
 use walras_types::{Fraction, Offer, Valuation};
 
@@ -48,13 +50,14 @@ pub fn run(args: DemoBatchArgs) -> Result<(), ToolError> {
     let params = ClearingParams {
         epsilon: Fraction::power_of_two(15),
         mu: Fraction::power_of_two(10),
-        timeout: Duration::from_secs(2),
         ..ClearingParams::default()
     };
-    let clearing = clear(&books, &params)?;
-    print_clearing(&clearing);
+    let grid = SupplyGrid::for_mu(&books, params.mu);
+    let budget = Budget::within(&SystemClock, Duration::from_secs(2), u64::MAX);
+    let clearing = clear(&books, grid.as_ref(), &params, Resources::serial(budget))?;
+    print_clearing(&books, &clearing);
     verify(&books, &offers, &clearing, params.epsilon)?;
-    print_prices(&clearing.settlement.valuations, &generated.valuations);
+    print_prices(clearing.settlement.valuations(), &generated.valuations);
     println!();
     println!("Next: `walras gen offers ... > offers.csv` then `walras clear --offers offers.csv --assets N --json`;");
     println!("      `walras bench clearing` for the benchmark table (see BENCHMARKS.md);");
@@ -62,9 +65,9 @@ pub fn run(args: DemoBatchArgs) -> Result<(), ToolError> {
     Ok(())
 }
 
-fn print_clearing(clearing: &Clearing) {
+fn print_clearing(books: &OrderBooks, clearing: &Clearing) {
     let settlement = &clearing.settlement;
-    let traded = settlement.pairs.iter().filter(|pair| pair.sold > 0).count();
+    let traded = settlement.traded(books).count();
     println!(
         "  cleared in {:.1} ms: {} after {} tâtonnement iterations",
         clearing.millis(),
@@ -79,14 +82,12 @@ fn print_clearing(clearing: &Clearing) {
         "  {} asset pairs traded; {} offers filled in full, {} partially",
         traded,
         settlement
-            .pairs
-            .iter()
-            .map(|pair| pair.full_fills)
+            .traded(books)
+            .map(|pair| pair.filled().len())
             .sum::<usize>(),
         settlement
-            .pairs
-            .iter()
-            .filter(|pair| pair.partial_sold > 0)
+            .traded(books)
+            .filter(|pair| pair.partial().is_some())
             .count()
     );
     println!(
@@ -106,11 +107,11 @@ fn verify(
 ) -> Result<(), ToolError> {
     let by_id: std::collections::HashMap<u64, &Offer> =
         offers.iter().map(|offer| (offer.id.0, offer)).collect();
-    let valuations = &clearing.settlement.valuations;
+    let valuations = clearing.settlement.valuations();
     let mut net = vec![0i128; books.assets()];
     let mut fills = 0usize;
     for fill in clearing.settlement.fills(books) {
-        let offer = by_id[&fill.offer_id.0];
+        let offer = by_id[&fill.offer.0];
         let rate = valuations[offer.sell.0 as usize].rate_to(valuations[offer.buy.0 as usize]);
         let most = rate.discounted_floor(epsilon).times_amount_floor(fill.sold);
         if offer.min_price > rate || Some(fill.bought) != most {

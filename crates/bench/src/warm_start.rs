@@ -14,7 +14,7 @@
 use super::clearing_args::ClearingArgs;
 use super::{args, market_args, ToolError};
 use serde::Serialize;
-use walras_clearing::{clear_with_grid, ClearingParams, OrderBooks, SupplyGrid};
+use walras_clearing::{ClearingParams, OrderBooks, SupplyGrid};
 use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice, Rng};
 
 #[derive(clap::Args, Debug)]
@@ -144,9 +144,9 @@ fn run_seed(args: &WarmStartArgs, seed: u64, drift: f64) -> Result<Vec<StartFigu
     for (start, start_prices) in starts {
         let params = ClearingParams {
             start_prices,
-            ..args.clearing.params(1)
+            ..args.clearing.params()
         };
-        let clearing = clear_with_grid(&books, grid.as_ref(), &params)?;
+        let clearing = args.clearing.clear(&books, grid.as_ref(), &params, 1)?;
         figures.push(StartFigures {
             seed,
             drift,

@@ -18,15 +18,16 @@
 //! price-raising step of combinatorial market-equilibrium algorithms, driven by SPEEDEX's own
 //! feasibility test (appendix C.3) instead of by a gradient.
 //!
-//! Every step is deterministic (no clock decides a price); the caller bounds the work with
-//! [`CUT_STEPS_MAX`] and its deadline, and keeps the result only if it converged.
+//! Every step is deterministic (no clock decides a price); the work is bounded by
+//! [`CUT_STEPS_MAX`] and the budget's deadline, read between steps on the caller's clock, and
+//! the caller keeps the result only if it converged.
 
 use crate::book::OrderBooks;
 use crate::demand::{self, DemandWorkspace};
 use crate::flow;
 use crate::lp::PairFlowBounds;
 use crate::tatonnement::normalize;
-use std::time::Instant;
+use crate::{Budget, Clock};
 
 /// Cut steps at most per repair.
 pub const CUT_STEPS_MAX: u32 = 400;
@@ -50,13 +51,14 @@ pub struct Repair {
 }
 
 /// Repairs cuts from `prices` until the LP with μ's lower bounds is feasible, no cut can be
-/// moved, [`CUT_STEPS_MAX`] steps were taken or `deadline` passed.
+/// moved, [`CUT_STEPS_MAX`] steps were taken or the budget's deadline passed on `clock`.
 pub fn repair(
     books: &OrderBooks,
     prices: &[f64],
     mu: f64,
     epsilon: f64,
-    deadline: Instant,
+    budget: Budget,
+    clock: &dyn Clock,
 ) -> Repair {
     let mut prices = prices.to_vec();
     normalize(&mut prices);
@@ -76,7 +78,7 @@ pub fn repair(
             repair.converged = true;
             break;
         };
-        if repair.steps >= CUT_STEPS_MAX || Instant::now() >= deadline {
+        if repair.steps >= CUT_STEPS_MAX || budget.expired(clock) {
             break;
         }
         let Some(log_factor) = balancing_log_factor(books, &prices, &cut, mu) else {
@@ -169,6 +171,7 @@ fn balancing_log_factor(books: &OrderBooks, prices: &[f64], cut: &[bool], mu: f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SystemClock;
     use walras_types::{AccountId, AssetId, Offer, OfferId, Price};
 
     fn offer(id: u64, sell: u16, buy: u16, amount: u64, limit: f64) -> Offer {
@@ -182,6 +185,20 @@ mod tests {
         }
     }
 
+    /// Repairs two-asset books from valuations 1:1 (μ = 2^-10, ε = 2^-15), with no deadline.
+    fn repair_from_even_prices(offers: Vec<Offer>) -> Repair {
+        let books = OrderBooks::build(offers, 2, 1).expect("valid books");
+        let budget = Budget::iterations(u64::MAX);
+        repair(
+            &books,
+            &[1.0, 1.0],
+            1.0 / 1024.0,
+            1.0 / 32768.0,
+            budget,
+            &SystemClock,
+        )
+    }
+
     /// Two assets, one offer each way, crossing between rates 1.9 and 2 of asset 0 in asset 1.
     /// At valuations 1:1 the offer selling asset 1 must trade in full while the one selling
     /// asset 0 may not trade: asset 0 is over-demanded, and raising it must land where the LP
@@ -192,9 +209,7 @@ mod tests {
             offer(0, 0, 1, 1_000, 1.9), // sells asset 0 at ≥ 1.9 of asset 1
             offer(1, 1, 0, 2_000, 0.5), // sells asset 1 at ≥ 0.5 of asset 0
         ];
-        let books = OrderBooks::build(offers, 2, 1).expect("valid books");
-        let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        let repair = repair(&books, &[1.0, 1.0], 1.0 / 1024.0, 1.0 / 32768.0, deadline);
+        let repair = repair_from_even_prices(offers);
         assert!(repair.converged, "{repair:?}");
         let rate = repair.prices[0] / repair.prices[1];
         assert!((1.9..=2.0).contains(&rate), "rate {rate}");
@@ -203,9 +218,7 @@ mod tests {
     #[test]
     fn a_feasible_start_takes_no_step() {
         let offers = vec![offer(0, 0, 1, 1_000, 3.0), offer(1, 1, 0, 1_000, 3.0)];
-        let books = OrderBooks::build(offers, 2, 1).expect("valid books");
-        let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        let repair = repair(&books, &[1.0, 1.0], 1.0 / 1024.0, 1.0 / 32768.0, deadline);
+        let repair = repair_from_even_prices(offers);
         assert!(repair.converged);
         assert_eq!(repair.steps, 0);
         assert_eq!(repair.prices, vec![1.0, 1.0]);

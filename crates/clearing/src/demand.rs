@@ -194,7 +194,7 @@ pub fn query_grid(
         let rate = rate_of(index, &workspace.inverse_prices);
         let supply = match grid.supply(index, rate) {
             Some(supply) => supply,
-            None => exact_pair_supply(books, pair, index, rate, grid.mu(), workspace),
+            None => exact_pair_supply(books, pair, index, rate, grid.mu_f64(), workspace),
         };
         let value = supply * prices[pair.sell as usize];
         if pair.sell as usize != selling {
@@ -352,7 +352,7 @@ fn prefetch(address: *const i8) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
     use walras_types::{AccountId, AssetId, Offer, OfferId, Price};
@@ -367,7 +367,8 @@ mod tests {
         finish(books, pair, hint, below)
     }
 
-    fn offers_with(limits: &[f64]) -> Vec<Offer> {
+    /// Offers selling asset 0 for asset 1 at `limits`, the i-th of amount `amount(i)`.
+    pub(crate) fn offers_with(limits: &[f64], amount: impl Fn(usize) -> u64) -> Vec<Offer> {
         limits
             .iter()
             .enumerate()
@@ -376,10 +377,28 @@ mod tests {
                 account: AccountId(0),
                 sell: AssetId(0),
                 buy: AssetId(1),
-                amount: 1 + index as u64 % 5,
+                amount: amount(index),
                 min_price: Price::from_f64(*limit),
             })
             .collect()
+    }
+
+    /// Smoothed supply (units of the sold asset) by its definition, offer by offer.
+    pub(crate) fn supply_by_definition(offers: &[Offer], rate: f64, mu: f64) -> f64 {
+        offers
+            .iter()
+            .map(|offer| {
+                let limit = offer.min_price.to_f64();
+                let fraction = if limit < (1.0 - mu) * rate {
+                    1.0
+                } else if limit <= rate {
+                    (rate - limit) / (mu * rate)
+                } else {
+                    0.0
+                };
+                fraction * offer.amount as f64
+            })
+            .sum()
     }
 
     proptest! {
@@ -390,7 +409,7 @@ mod tests {
             previous_rate in 0.0f64..11.0,
             rate in 0.0f64..11.0,
         ) {
-            let offers = offers_with(&limits);
+            let offers = offers_with(&limits, |index| 1 + index as u64 % 5);
             let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
             let pair = books.pairs()[0];
             for strict in [false, true] {
@@ -422,37 +441,13 @@ mod tests {
     #[test]
     fn smoothed_demand_matches_per_offer_sum() {
         let limits = [0.90, 0.95, 0.999, 1.0, 1.0005, 1.001, 1.2];
-        let offers: Vec<Offer> = limits
-            .iter()
-            .enumerate()
-            .map(|(index, limit)| Offer {
-                id: OfferId(index as u64),
-                account: AccountId(0),
-                sell: AssetId(0),
-                buy: AssetId(1),
-                amount: 1000 + index as u64,
-                min_price: Price::from_f64(*limit),
-            })
-            .collect();
+        let offers = offers_with(&limits, |index| 1000 + index as u64);
         let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
         let mu = 0.002;
         for rate in [0.5, 0.9995, 1.0, 1.0007, 1.0011, 1.3] {
             let mut workspace = DemandWorkspace::new(&books);
             query(&books, &[rate, 1.0], mu, &mut workspace);
-            let expected: f64 = offers
-                .iter()
-                .map(|offer| {
-                    let limit = offer.min_price.to_f64();
-                    let fraction = if limit < (1.0 - mu) * rate {
-                        1.0
-                    } else if limit <= rate {
-                        (rate - limit) / (mu * rate)
-                    } else {
-                        0.0
-                    };
-                    fraction * offer.amount as f64 * rate
-                })
-                .sum();
+            let expected = supply_by_definition(&offers, rate, mu) * rate;
             let sold = workspace.sold_value[0];
             assert!(
                 (sold - expected).abs() <= 1e-9 * expected.max(1.0),

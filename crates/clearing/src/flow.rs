@@ -170,15 +170,7 @@ impl Network {
 mod tests {
     use super::*;
     use crate::lp;
-
-    fn pair(sell: usize, buy: usize, lower: f64, upper: f64) -> PairFlowBounds {
-        PairFlowBounds {
-            sell,
-            buy,
-            lower,
-            upper,
-        }
-    }
+    use crate::lp::tests::pair;
 
     #[test]
     fn agrees_with_the_lp_on_small_cases() {

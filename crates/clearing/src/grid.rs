@@ -20,6 +20,7 @@
 //! structures.
 
 use crate::book::OrderBooks;
+use walras_types::Fraction;
 
 /// Grid points per relative width μ. Coarser tables cover wider windows in the same memory; the
 /// interpolation error, at most about an eighth of one offer's amount per kink in a cell, only
@@ -45,6 +46,8 @@ struct PairTable {
 /// Tabulated smoothed supply (units of the sold asset) of every non-empty pair.
 #[derive(Clone, Debug)]
 pub struct SupplyGrid {
+    /// The smoothing width the table is for, exactly (what [`crate::clear`] checks).
+    mu_exact: Fraction,
     mu: f64,
     shift: u32,
     /// 2^-shift.
@@ -58,13 +61,13 @@ pub struct SupplyGrid {
 impl SupplyGrid {
     /// The table for smoothing width `mu`, or `None` for μ = 0 (no smoothing, nothing to
     /// tabulate). Built beside the books, not inside them: one table per (books, μ).
-    pub fn for_mu(books: &OrderBooks, mu: walras_types::Fraction) -> Option<SupplyGrid> {
-        let mu = mu.to_f64();
-        (mu > 0.0).then(|| SupplyGrid::build(books, mu))
+    pub fn for_mu(books: &OrderBooks, mu: Fraction) -> Option<SupplyGrid> {
+        (mu != Fraction::ZERO).then(|| SupplyGrid::build(books, mu))
     }
 
     /// Tabulates every pair of `books` for smoothing width `mu` (> 0).
-    pub fn build(books: &OrderBooks, mu: f64) -> SupplyGrid {
+    fn build(books: &OrderBooks, mu_exact: Fraction) -> SupplyGrid {
+        let mu = mu_exact.to_f64();
         assert!(
             mu > 0.0 && mu < 1.0,
             "a supply grid needs a smoothing width in (0, 1)"
@@ -72,6 +75,7 @@ impl SupplyGrid {
         let shift = grid_shift(mu);
         let inverse_cell = 1.0 / (1u64 << shift) as f64;
         let mut grid = SupplyGrid {
+            mu_exact,
             mu,
             shift,
             inverse_cell,
@@ -90,8 +94,19 @@ impl SupplyGrid {
         grid
     }
 
-    pub fn mu(&self) -> f64 {
+    /// The smoothing width the table was built for.
+    pub fn mu(&self) -> Fraction {
+        self.mu_exact
+    }
+
+    /// The same as a float, for the arithmetic of queries.
+    pub(crate) fn mu_f64(&self) -> f64 {
         self.mu
+    }
+
+    /// Pairs tabulated: every non-empty pair of the books it was built from.
+    pub fn pairs(&self) -> usize {
+        self.tables.len()
     }
 
     /// Smoothed supply of pair `index` at `rate`, or `None` outside the pair's table.
@@ -214,26 +229,8 @@ fn grid_shift(mu: f64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demand::tests::{offers_with, supply_by_definition};
     use proptest::prelude::*;
-    use walras_types::{AccountId, AssetId, Offer, OfferId, Price};
-
-    /// Exact smoothed supply by its definition, offer by offer.
-    fn exact_supply(offers: &[Offer], rate: f64, mu: f64) -> f64 {
-        offers
-            .iter()
-            .map(|offer| {
-                let limit = offer.min_price.to_f64();
-                let fraction = if limit < (1.0 - mu) * rate {
-                    1.0
-                } else if limit <= rate {
-                    (rate - limit) / (mu * rate)
-                } else {
-                    0.0
-                };
-                fraction * offer.amount as f64
-            })
-            .sum()
-    }
 
     proptest! {
         /// Interpolation error stays within a small fraction of the largest single offer.
@@ -242,24 +239,14 @@ mod tests {
             rows in proptest::collection::vec((0.9f64..1.1, 1u64..1_000_000), 1..300),
             rate in 0.85f64..1.2,
         ) {
-            let offers: Vec<Offer> = rows
-                .iter()
-                .enumerate()
-                .map(|(index, (limit, amount))| Offer {
-                    id: OfferId(index as u64),
-                    account: AccountId(0),
-                    sell: AssetId(0),
-                    buy: AssetId(1),
-                    amount: *amount,
-                    min_price: Price::from_f64(*limit),
-                })
-                .collect();
+            let limits: Vec<f64> = rows.iter().map(|(limit, _)| *limit).collect();
+            let offers = offers_with(&limits, |index| rows[index].1);
             let mu = 2f64.powi(-10);
             let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
-            let grid = SupplyGrid::build(&books, mu);
+            let grid = SupplyGrid::build(&books, Fraction::power_of_two(10));
             let largest = rows.iter().map(|(_, amount)| *amount as f64).fold(0.0, f64::max);
             if let Some(supply) = grid.supply(0, rate) {
-                let exact = exact_supply(&offers, rate, mu);
+                let exact = supply_by_definition(&offers, rate, mu);
                                 // Per kink inside one cell the error is at most amount / (4 · points per μ); a cell
                 // here holds a few kinks at most.
                 prop_assert!((supply - exact).abs() <= 0.5 * largest + 1e-6 * exact,
@@ -269,25 +256,13 @@ mod tests {
     }
 
     fn book_of(limits: &[f64]) -> OrderBooks {
-        let offers = limits
-            .iter()
-            .enumerate()
-            .map(|(index, limit)| Offer {
-                id: OfferId(index as u64),
-                account: AccountId(0),
-                sell: AssetId(0),
-                buy: AssetId(1),
-                amount: 10,
-                min_price: Price::from_f64(*limit),
-            })
-            .collect();
-        OrderBooks::build(offers, 2, 1).unwrap()
+        OrderBooks::build(offers_with(limits, |_| 10), 2, 1).unwrap()
     }
 
     #[test]
     fn extremes_are_exact_and_far_rates_have_no_answer() {
         let mu = 2f64.powi(-10);
-        let grid = SupplyGrid::build(&book_of(&[1.0]), mu);
+        let grid = SupplyGrid::build(&book_of(&[1.0]), Fraction::power_of_two(10));
         assert_eq!(
             grid.supply(0, 0.5),
             Some(0.0),
@@ -298,7 +273,7 @@ mod tests {
         assert!((at - 10.0 * 0.0005 / mu / 1.0005).abs() < 0.2, "{at}");
         // Limits 1 and 100: the table covers about ±2× around the median (100); a rate of 10
         // is inside the pair's range but outside its table.
-        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), mu);
+        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), Fraction::power_of_two(10));
         assert_eq!(grid.supply(0, 10.0), None);
         assert!(grid.supply(0, 100.02).is_some());
     }
@@ -308,8 +283,7 @@ mod tests {
     /// producer under the load generator; a read of the wrong table's value without them).
     #[test]
     fn a_rate_one_cell_below_the_table_has_no_answer() {
-        let mu = 2f64.powi(-10);
-        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), mu);
+        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), Fraction::power_of_two(10));
         let table = grid.tables[0];
         assert!(
             table.first_key > table.nothing_below_key,

@@ -7,8 +7,14 @@
 //! in full, with at most one partial fill per pair.
 //!
 //! Pipeline: [`book::OrderBooks::build`] (sort and index; not part of clearing time) →
-//! [`tatonnement::race`] (valuations) → [`settle::settle`] (LP, integer amounts, fills) →
-//! [`quality::measure`].
+//! [`SupplyGrid::for_mu`] (the supply table, beside the books) → [`tatonnement::race`]
+//! (valuations) → [`settle::settle`] (LP, integer amounts, fills) → [`quality::measure`].
+//!
+//! Clearing owns no time and no threads: the caller lends them in [`Resources`] — a [`Budget`]
+//! (an iteration cap and an optional deadline), the [`Clock`] the deadline and the reported
+//! timings are read from, and the thread pool tâtonnement's instances run on. Under an
+//! iteration budget with no deadline the result is a pure function of (books, table, params):
+//! the same for any pool size and on every run (see `tests/determinism.rs`).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
@@ -27,35 +33,110 @@ pub mod tatonnement;
 pub use book::{BookError, OrderBooks};
 pub use grid::SupplyGrid;
 pub use quality::Quality;
-pub use settle::{PairClearing, SettleError, Settlement};
+pub use settle::{Fill, PairClearing, SettleError, Settlement, TradedPair};
 
 use std::time::{Duration, Instant};
+use walras_par::ThreadPool;
 use walras_types::Fraction;
 
-/// How to clear.
+/// Where clearing reads the time: the deadline of its [`Budget`] and the timings it reports.
+/// The production value is [`SystemClock`]; a test can pass a clock it steers.
+pub trait Clock: Sync {
+    fn now(&self) -> Instant;
+}
+
+/// The operating system's monotonic clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// How much work one clearing may do.
+///
+/// `iterations_max` caps each tâtonnement instance (never above
+/// [`tatonnement::INSTANCE_ITERATIONS_MAX`]); it does not depend on the machine, so with no
+/// deadline clearing is deterministic. A deadline is read between rounds of the race (and
+/// between polishing and cut-repair steps): it changes how many rounds run, never what one round
+/// computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    pub deadline: Option<Instant>,
+    pub iterations_max: u64,
+}
+
+impl Budget {
+    /// Iterations only: the result is a function of the input alone.
+    pub fn iterations(iterations_max: u64) -> Budget {
+        Budget {
+            deadline: None,
+            iterations_max,
+        }
+    }
+
+    /// At most `timeout` from now on `clock`, and at most `iterations_max` iterations per
+    /// instance.
+    pub fn within(clock: &dyn Clock, timeout: Duration, iterations_max: u64) -> Budget {
+        Budget {
+            deadline: Some(clock.now() + timeout),
+            iterations_max,
+        }
+    }
+
+    /// Whether the deadline (if any) has passed on `clock`.
+    pub fn expired(&self, clock: &dyn Clock) -> bool {
+        self.deadline
+            .is_some_and(|deadline| clock.now() >= deadline)
+    }
+}
+
+/// What the caller lends one clearing: its budget, the clock, and the pool tâtonnement's
+/// instances run on (`None`: the calling thread).
+#[derive(Clone, Copy)]
+pub struct Resources<'a> {
+    pub budget: Budget,
+    pub clock: &'a dyn Clock,
+    pub pool: Option<&'a ThreadPool>,
+}
+
+impl Resources<'static> {
+    /// `budget` on the system clock and the calling thread.
+    pub fn serial(budget: Budget) -> Resources<'static> {
+        Resources {
+            budget,
+            clock: &SystemClock,
+            pool: None,
+        }
+    }
+}
+
+impl<'a> Resources<'a> {
+    /// The same with tâtonnement's instances on `pool`.
+    pub fn on(self, pool: &'a ThreadPool) -> Resources<'a> {
+        Resources {
+            pool: Some(pool),
+            ..self
+        }
+    }
+}
+
+/// How to clear: the batch's targets and tâtonnement's tuning. Time and threads are not here
+/// (see [`Resources`]).
 #[derive(Clone, Debug)]
 pub struct ClearingParams {
     /// Commission charged on every payout.
     pub epsilon: Fraction,
     /// Smoothing width: offers with limits below `(1 − μ)` × rate must trade in full.
     pub mu: Fraction,
-    /// Tâtonnement gives up after this long and takes its best prices.
-    pub timeout: Duration,
-    /// Tâtonnement also gives up after this many iterations per instance (and never runs more
-    /// than [`tatonnement::INSTANCE_ITERATIONS_MAX`]); unlike the timeout this cut-off does not
-    /// depend on the machine, so with one thread clearing is deterministic.
-    pub max_iterations: u64,
-    /// Threads racing tâtonnement instances.
-    pub threads: usize,
     /// Iterations between LP feasibility checks inside tâtonnement.
     pub feasibility_interval: u32,
     /// Starting valuations (for example the previous block's); by default fitted to the books.
     pub start_prices: Option<Vec<f64>>,
     /// The tâtonnement instances raced.
     pub controls: Vec<tatonnement::Control>,
-    /// Whether tâtonnement's steps read the supply table (see [`grid`]) rather than searching
-    /// the books exactly.
-    pub supply_grid: bool,
 }
 
 impl Default for ClearingParams {
@@ -63,18 +144,19 @@ impl Default for ClearingParams {
         ClearingParams {
             epsilon: Fraction::power_of_two(15),
             mu: Fraction::power_of_two(10),
-            timeout: Duration::from_secs(2),
-            max_iterations: u64::MAX,
-            threads: 1,
             feasibility_interval: 10,
             start_prices: None,
             controls: tatonnement::default_controls(),
-            supply_grid: true,
         }
     }
 }
 
 /// The outcome of clearing one batch.
+///
+/// Under an iteration budget `settlement`, `converged`, `iterations`, `cut_steps`, `instance`
+/// and `quality` are a function of the input alone. The rest are measurements: times read from
+/// the clock, and query counts that include the work of losing instances, which with more than
+/// one thread depends on scheduling (a loser stops early once a lower instance has won).
 #[derive(Clone, Debug)]
 pub struct Clearing {
     pub settlement: Settlement,
@@ -122,20 +204,19 @@ pub fn planning_epsilon(epsilon: Fraction) -> f64 {
     epsilon.to_f64() * 0.875
 }
 
-/// Clears a batch, building the supply table itself when `params.supply_grid` asks for one.
-pub fn clear(books: &OrderBooks, params: &ClearingParams) -> Result<Clearing, ClearingError> {
-    clear_with_grid(books, None, params)
-}
-
-/// Clears a batch with a supply table built beforehand ([`SupplyGrid::for_mu`]), so that
-/// building it is not timed as clearing; a table for another μ is ignored and one is built.
-pub fn clear_with_grid(
+/// Clears a batch. Tâtonnement's steps read `supply_grid` when one is given (it must be the
+/// table of these books for `params.mu`, [`SupplyGrid::for_mu`]) and search the books exactly
+/// otherwise; building the table is the caller's, so it is not timed as clearing.
+pub fn clear(
     books: &OrderBooks,
     supply_grid: Option<&SupplyGrid>,
     params: &ClearingParams,
+    resources: Resources<'_>,
 ) -> Result<Clearing, ClearingError> {
-    validate(books, params)?;
-    let started = Instant::now();
+    validate(books, supply_grid, params, &resources)?;
+    // The race is the only parallel part: only it reads the pool.
+    let Resources { budget, clock, .. } = resources;
+    let started = clock.now();
     let start_prices = match &params.start_prices {
         Some(prices) => prices.clone(),
         None => tatonnement::initial_guess(books),
@@ -144,26 +225,20 @@ pub fn clear_with_grid(
         epsilon: planning_epsilon(params.epsilon),
         mu: params.mu.to_f64(),
         feasibility_interval: params.feasibility_interval.max(1),
-        deadline: started + params.timeout,
-        max_iterations: params.max_iterations,
-        threads: params.threads,
-    };
-    let mu = params.mu.to_f64();
-    let own_grid;
-    let grid = match supply_grid {
-        _ if !params.supply_grid => None,
-        Some(grid) if grid.mu() == mu => Some(grid),
-        _ if mu > 0.0 => {
-            own_grid = grid::SupplyGrid::build(books, mu);
-            Some(&own_grid)
-        }
-        _ => None,
+        iterations_max: budget.iterations_max,
     };
     let idle = crossing::idle_valuations(books);
     let nothing_can_trade = idle.is_some();
     let mut outcome = match idle {
         Some(prices) => tatonnement::RaceOutcome::settled_at(&params.controls, prices),
-        None => tatonnement::race(books, grid, &params.controls, &start_prices, race_params),
+        None => tatonnement::race(
+            books,
+            supply_grid,
+            &params.controls,
+            &start_prices,
+            race_params,
+            resources,
+        ),
     };
     let mut cut_steps = 0;
     if outcome.winner.is_none() {
@@ -175,10 +250,11 @@ pub fn clear_with_grid(
             &result.prices,
             race_params.mu,
             race_params.epsilon,
-            race_params.deadline,
+            budget,
+            clock,
         );
         cut_steps = repair.steps;
-        result.queries += repair.queries;
+        result.counts.queries += repair.queries;
         if repair.converged {
             result.prices = repair.prices;
             result.converged = true;
@@ -187,12 +263,14 @@ pub fn clear_with_grid(
     }
     if let Some(winner) = outcome.winner.filter(|_| !nothing_can_trade) {
         let result = &mut outcome.results[winner];
-        if let Some((prices, queries)) = tatonnement::polish(books, &result.prices, race_params) {
+        if let Some((prices, queries)) =
+            tatonnement::polish(books, &result.prices, race_params, budget, clock)
+        {
             result.prices = prices;
-            result.queries += queries;
+            result.counts.queries += queries;
         }
     }
-    let priced = Instant::now();
+    let priced = clock.now();
     // The winner's prices; after a timeout, whichever instance leaves least utility unrealized.
     let candidates: Vec<usize> = match outcome.winner {
         Some(winner) => vec![winner],
@@ -201,7 +279,7 @@ pub fn clear_with_grid(
     let mut best: Option<(usize, Settlement, Quality)> = None;
     let mut settle_time = Duration::ZERO;
     for index in candidates {
-        let settle_started = Instant::now();
+        let settle_started = clock.now();
         let valuations =
             settle::quantize(&outcome.results[index].prices).map_err(ClearingError::Settle)?;
         let settlement = settle::settle(
@@ -212,7 +290,7 @@ pub fn clear_with_grid(
             race_params.epsilon,
         )
         .map_err(ClearingError::Settle)?;
-        settle_time += settle_started.elapsed();
+        settle_time += clock.now() - settle_started;
         let quality = quality::measure(books, &settlement);
         let better = match &best {
             None => true,
@@ -225,24 +303,20 @@ pub fn clear_with_grid(
         }
     }
     let (instance, settlement, quality) = best.expect("at least one instance ran");
-    let converged =
-        outcome.winner.is_some() && settlement.lp_with_lower_bounds && settlement.lower_bounds_met;
-    let queries: u64 = outcome.results.iter().map(|result| result.queries).sum();
-    let check_queries: u64 = outcome
-        .results
-        .iter()
-        .map(|result| result.check_queries)
-        .sum();
-    let check_nanos: u64 = outcome
-        .results
-        .iter()
-        .map(|result| result.check_nanos)
-        .sum();
-    let query_nanos: u64 = outcome
-        .results
-        .iter()
-        .map(|result| result.query_nanos)
-        .sum();
+    let converged = outcome.winner.is_some()
+        && settlement.lp_with_lower_bounds()
+        && settlement.lower_bounds_met();
+    let mut counts = tatonnement::QueryCounts::default();
+    for result in &outcome.results {
+        counts += result.counts;
+    }
+    let tatonnement::QueryCounts {
+        queries,
+        query_nanos,
+        check_queries,
+        check_nanos,
+    } = counts;
+    let finished = clock.now();
     Ok(Clearing {
         queries,
         query_micros_mean: query_nanos as f64 / 1e3 / queries.max(1) as f64,
@@ -256,20 +330,38 @@ pub fn clear_with_grid(
         quality,
         price_millis: (priced - started).as_secs_f64() * 1e3,
         settle_millis: settle_time.as_secs_f64() * 1e3,
-        quality_millis: (priced.elapsed() - settle_time).as_secs_f64() * 1e3,
+        quality_millis: ((finished - priced).saturating_sub(settle_time)).as_secs_f64() * 1e3,
     })
 }
 
-fn validate(books: &OrderBooks, params: &ClearingParams) -> Result<(), ClearingError> {
+fn validate(
+    books: &OrderBooks,
+    supply_grid: Option<&SupplyGrid>,
+    params: &ClearingParams,
+    resources: &Resources<'_>,
+) -> Result<(), ClearingError> {
     if params.controls.is_empty() {
         return Err(ClearingError::InvalidParams(
             "at least one tâtonnement control".into(),
         ));
     }
-    if params.threads == 0 {
+    if resources.budget.iterations_max == 0 {
         return Err(ClearingError::InvalidParams(
-            "threads must be at least 1".into(),
+            "the iteration budget must be at least 1".into(),
         ));
+    }
+    if let Some(grid) = supply_grid {
+        // The table is looked up by the exact fraction it was built for, never by a float.
+        if grid.mu() != params.mu || grid.pairs() != books.pairs().len() {
+            return Err(ClearingError::InvalidParams(format!(
+                "the supply table was built for μ = {} and {} pairs; these books have {} pairs \
+                 and μ = {}: build it with SupplyGrid::for_mu(books, mu)",
+                grid.mu().to_f64(),
+                grid.pairs(),
+                books.pairs().len(),
+                params.mu.to_f64()
+            )));
+        }
     }
     if let Some(prices) = &params.start_prices {
         if prices.len() != books.assets() || prices.iter().any(|p| !(p.is_finite() && *p > 0.0)) {

@@ -144,10 +144,11 @@ fn solve_as(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn pair(sell: usize, buy: usize, lower: f64, upper: f64) -> PairFlowBounds {
+    /// The bounds of one pair (shared with the max-flow tests).
+    pub(crate) fn pair(sell: usize, buy: usize, lower: f64, upper: f64) -> PairFlowBounds {
         PairFlowBounds {
             sell,
             buy,

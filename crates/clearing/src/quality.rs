@@ -22,12 +22,12 @@ pub struct Quality {
 }
 
 pub fn measure(books: &OrderBooks, settlement: &Settlement) -> Quality {
-    let valuations: Vec<f64> = settlement.valuations.iter().map(|v| v.0 as f64).collect();
+    let valuations: Vec<f64> = settlement.valuations().iter().map(|v| v.0 as f64).collect();
     let mut quality = Quality::default();
     let assets = books.assets();
     let mut received = vec![0.0f64; assets];
     let mut gross_paid = vec![0.0f64; assets];
-    for pair in &settlement.pairs {
+    for pair in settlement.pairs() {
         let book = &books.pairs()[pair.book_index];
         let offers = books.offers(book);
         let in_the_money = books.count_at_or_below(book, pair.rate);

@@ -22,8 +22,7 @@
 
 use crate::book::{OrderBooks, PairBook};
 use crate::lp::{self, LpError, PairFlowBounds};
-use walras_types::offers_csv::FillRow;
-use walras_types::{Fraction, Offer, Price, Valuation};
+use walras_types::{AssetId, Fraction, Offer, OfferId, Price, Valuation};
 
 /// The clearing of one pair.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,20 +49,93 @@ pub struct PairClearing {
     pub partial_sold: u64,
 }
 
-/// The exact outcome of clearing at given valuations.
-#[derive(Clone, Debug)]
+/// The exact outcome of clearing at given valuations. Only [`settle`] and [`settle_given`] make
+/// one, so every value of this type conserves every asset and trades no offer beyond its limit;
+/// it is read through its methods.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settlement {
-    pub valuations: Vec<Valuation>,
+    valuations: Vec<Valuation>,
     /// Pairs with offers at limit prices at or below their rate, in book order.
-    pub pairs: Vec<PairClearing>,
+    pairs: Vec<PairClearing>,
     /// Per asset: receipts minus payouts, burned.
-    pub burned: Vec<u64>,
-    /// Whether the LP was feasible with the μ-completeness lower bounds.
-    pub lp_with_lower_bounds: bool,
-    /// Whether every pair sold at least its lower bound (μ-completeness holds).
-    pub lower_bounds_met: bool,
-    /// Deficit repairs made after rounding.
-    pub repairs: u32,
+    burned: Vec<u64>,
+    lp_with_lower_bounds: bool,
+    lower_bounds_met: bool,
+    repairs: u32,
+}
+
+/// What one offer sold and received in a settlement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fill {
+    pub offer: OfferId,
+    pub sold: u64,
+    pub bought: u64,
+}
+
+/// One pair that traded, with its offers: what a state applying the settlement needs.
+#[derive(Clone, Copy, Debug)]
+pub struct TradedPair<'a> {
+    clearing: &'a PairClearing,
+    /// The pair's offers in canonical order.
+    offers: &'a [Offer],
+}
+
+impl<'a> TradedPair<'a> {
+    pub fn sell(&self) -> AssetId {
+        AssetId(self.clearing.sell)
+    }
+
+    pub fn buy(&self) -> AssetId {
+        AssetId(self.clearing.buy)
+    }
+
+    /// Amount of the sold asset that traded (more than 0).
+    pub fn sold(&self) -> u64 {
+        self.clearing.sold
+    }
+
+    /// The offers that sold their whole amount, in canonical order.
+    pub fn filled(&self) -> &'a [Offer] {
+        &self.offers[..self.clearing.full_fills]
+    }
+
+    /// The offer after them that sold part of its amount, and that part.
+    pub fn partial(&self) -> Option<(&'a Offer, u64)> {
+        (self.clearing.partial_sold > 0).then(|| {
+            (
+                &self.offers[self.clearing.full_fills],
+                self.clearing.partial_sold,
+            )
+        })
+    }
+
+    /// The last offer that traded: the partial one if any, else the last filled.
+    pub fn last_offer(&self) -> &'a Offer {
+        match self.partial() {
+            Some((offer, _)) => offer,
+            None => &self.offers[self.clearing.full_fills - 1],
+        }
+    }
+
+    /// What one of this pair's offers receives for selling `sold`: `floor(sold · payout rate)`.
+    pub fn payout(&self, sold: u64) -> u64 {
+        u64::try_from(self.clearing.payout_rate.mul_amount_floor(sold))
+            .expect("conservation bounds every payout by the asset's receipts")
+    }
+
+    /// Every offer of the pair that traded, in canonical order.
+    pub fn fills(&self) -> impl Iterator<Item = Fill> + 'a {
+        let pair = *self;
+        self.filled()
+            .iter()
+            .map(|offer| (offer, offer.amount))
+            .chain(self.partial())
+            .map(move |(offer, sold)| Fill {
+                offer: offer.id,
+                sold,
+                bought: pair.payout(sold),
+            })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -459,22 +531,49 @@ fn finish_pairs(
 }
 
 impl Settlement {
-    /// One row per offer that traded, pair by pair in book order, offers in canonical order.
-    pub fn fills<'a>(&'a self, books: &'a OrderBooks) -> impl Iterator<Item = FillRow> + 'a {
-        self.pairs.iter().flat_map(move |pair| {
-            let offers = books.offers(&books.pairs()[pair.book_index]);
-            let partial =
-                (pair.partial_sold > 0).then(|| (offers[pair.full_fills], pair.partial_sold));
-            offers[..pair.full_fills]
-                .iter()
-                .map(|offer| (*offer, offer.amount))
-                .chain(partial)
-                .map(move |(offer, sold)| FillRow {
-                    offer_id: offer.id,
-                    sold,
-                    bought: u64::try_from(pair.payout_rate.mul_amount_floor(sold))
-                        .expect("conservation bounds every payout"),
-                })
-        })
+    /// The integer valuations the settlement was computed at, one per asset.
+    pub fn valuations(&self) -> &[Valuation] {
+        &self.valuations
+    }
+
+    /// Pairs with offers at limit prices at or below their rate, in book order (traded or not).
+    pub fn pairs(&self) -> &[PairClearing] {
+        &self.pairs
+    }
+
+    /// Per asset: receipts minus payouts, burned.
+    pub fn burned(&self) -> &[u64] {
+        &self.burned
+    }
+
+    /// Whether the LP was feasible with the μ-completeness lower bounds.
+    pub fn lp_with_lower_bounds(&self) -> bool {
+        self.lp_with_lower_bounds
+    }
+
+    /// Whether every pair sold at least its lower bound (μ-completeness holds).
+    pub fn lower_bounds_met(&self) -> bool {
+        self.lower_bounds_met
+    }
+
+    /// Deficit repairs made after rounding.
+    pub fn repairs(&self) -> u32 {
+        self.repairs
+    }
+
+    /// The pairs that traded, in book order, with `books` (the books it was settled on).
+    pub fn traded<'a>(&'a self, books: &'a OrderBooks) -> impl Iterator<Item = TradedPair<'a>> {
+        self.pairs
+            .iter()
+            .filter(|pair| pair.sold > 0)
+            .map(move |pair| TradedPair {
+                clearing: pair,
+                offers: books.offers(&books.pairs()[pair.book_index]),
+            })
+    }
+
+    /// Every offer that traded, pair by pair in book order, offers in canonical order.
+    pub fn fills<'a>(&'a self, books: &'a OrderBooks) -> impl Iterator<Item = Fill> + 'a {
+        self.traded(books).flat_map(|pair| pair.fills())
     }
 }

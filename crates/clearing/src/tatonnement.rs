@@ -17,9 +17,18 @@
 //! satisfies conservation with the commission), and every `feasibility_interval` iterations by the
 //! max-flow test of the clearing LP (appendix C.3), which also exploits the freedom within μ.
 //!
-//! Racing: instances are dealt to `threads` plain OS threads; each thread runs its instances
-//! round-robin in short slices and stops when any instance has converged or the deadline passed.
-//! No thread ever spin-waits. With one thread the outcome is a deterministic function of the input.
+//! Racing, in lockstep rounds: in each round every instance still going runs one slice of
+//! [`SLICE_ITERATIONS`] iterations (the slices of one round in parallel on the caller's pool);
+//! the race ends with the round in which some instance converged, and the winner is the
+//! lowest-index instance that converged in it. An instance's slice depends only on its own
+//! state, so the winner and its prices do not depend on the pool's size or on scheduling; the
+//! budget's deadline is read only between rounds, so under a deadline only the number of rounds
+//! depends on time. (Not one long task per instance on the pool: a pool may run two such tasks
+//! one after the other on one worker, and the first would hold the second until the deadline.
+//! A round is short, so the pool's workers are shared fairly.) Within a round an instance whose
+//! index is above one that already converged stops at once: it can no longer win, and on one
+//! thread this makes a round exactly the old round-robin pass, which stopped at the first
+//! converged instance.
 
 use crate::book::OrderBooks;
 use crate::demand::{self, DemandWorkspace};
@@ -27,9 +36,10 @@ use crate::flow;
 use crate::grid::SupplyGrid;
 use crate::lp::PairFlowBounds;
 use crate::newton::NewtonStepper;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use crate::{Budget, Clock, Resources};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+use walras_par::ThreadPool;
 
 /// Which per-asset volume normalises an asset's step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,10 +119,8 @@ pub struct RaceParams {
     pub mu: f64,
     /// Iterations between max-flow feasibility checks.
     pub feasibility_interval: u32,
-    pub deadline: Instant,
-    /// Iterations after which an instance stops: a deterministic alternative to the deadline.
-    pub max_iterations: u64,
-    pub threads: usize,
+    /// Iterations after which an instance stops (the budget's, see [`crate::Budget`]).
+    pub iterations_max: u64,
 }
 
 /// One instance's final state.
@@ -123,12 +131,27 @@ pub struct InstanceResult {
     pub prices: Vec<f64>,
     pub iterations: u64,
     pub converged: bool,
-    /// Demand queries made for steps, and the time spent in them.
+    pub counts: QueryCounts,
+}
+
+/// Demand queries made and the time spent in them (measurements, not decisions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryCounts {
+    /// Queries for steps, and the time spent in them.
     pub queries: u64,
     pub query_nanos: u64,
-    /// Exact demand queries made to confirm convergence, and the time spent in them.
+    /// Exact queries made to confirm convergence, and the time spent in them.
     pub check_queries: u64,
     pub check_nanos: u64,
+}
+
+impl std::ops::AddAssign for QueryCounts {
+    fn add_assign(&mut self, other: QueryCounts) {
+        self.queries += other.queries;
+        self.query_nanos += other.query_nanos;
+        self.check_queries += other.check_queries;
+        self.check_nanos += other.check_nanos;
+    }
 }
 
 /// Every instance's result and which one converged first, if any.
@@ -149,10 +172,7 @@ impl RaceOutcome {
                 prices: prices.clone(),
                 iterations: 0,
                 converged: true,
-                queries: 0,
-                query_nanos: 0,
-                check_queries: 0,
-                check_nanos: 0,
+                counts: QueryCounts::default(),
             })
             .collect();
         RaceOutcome {
@@ -168,10 +188,11 @@ impl RaceOutcome {
 const GRID_REJECTIONS_MAX: u32 = 16;
 const GRID_ITERATIONS_MAX: u64 = 256;
 
-/// Iterations an instance runs before its thread looks at the clock and turns to its other
-/// instances. Long enough that one instance's working set stays in cache (instances sharing a core
-/// otherwise evict each other's lines), short enough that a stuck instance soon yields the core.
-const SLICE_ITERATIONS: u32 = 32;
+/// Iterations of one instance per round of the race. Long enough that one instance's working
+/// set stays in cache (instances sharing a core otherwise evict each other's lines) and that a
+/// round's fork-join costs little against its work, short enough that a stuck instance soon
+/// yields the core. Part of the deterministic result: the race ends with a round.
+pub const SLICE_ITERATIONS: u32 = 32;
 const STEP_MIN: f64 = 1e-9;
 /// An instance whose best heuristic has not improved by [`PROGRESS_MIN`] (relative) for this many
 /// iterations has stalled and stops: tiny or degenerate books must not spin until the deadline.
@@ -195,7 +216,14 @@ const POLISH_MU_FRACTION: f64 = 0.25;
 /// Newton steps move towards balance (stopping once every asset's net demand is within a quarter
 /// of ε of its volume); the result is kept only if it is still converged. Returns the new prices
 /// and the queries made, or `None` when nothing better was found.
-pub fn polish(books: &OrderBooks, prices: &[f64], params: RaceParams) -> Option<(Vec<f64>, u64)> {
+/// The deadline of `budget` is read on `clock` before each step.
+pub fn polish(
+    books: &OrderBooks,
+    prices: &[f64],
+    params: RaceParams,
+    budget: Budget,
+    clock: &dyn Clock,
+) -> Option<(Vec<f64>, u64)> {
     let control = default_controls()
         .into_iter()
         .find(|control| control.method == Method::Newton)
@@ -206,13 +234,13 @@ pub fn polish(books: &OrderBooks, prices: &[f64], params: RaceParams) -> Option<
         mu: params.mu * POLISH_MU_FRACTION,
         ..params
     };
-    let mut instance = Instance::new(books, None, control, prices);
+    let mut instance = Instance::new(books, None, control, prices, clock);
     let start = instance.prices.clone(); // normalised
     instance.query_current(&target);
     instance.start_newton(&target);
     while instance.iterations < POLISH_ITERATIONS_MAX
         && !instance.stalled
-        && Instant::now() < params.deadline
+        && !budget.expired(clock)
         && !balanced(&instance.current, params.epsilon / 4.0)
     {
         instance.iterate_newton(&target);
@@ -226,7 +254,7 @@ pub fn polish(books: &OrderBooks, prices: &[f64], params: RaceParams) -> Option<
     if !instance.check_converged(&params, true) {
         return None;
     }
-    Some((instance.prices, instance.queries))
+    Some((instance.prices, instance.counts.queries))
 }
 
 /// Whether every asset's net demand is within `tolerance` of its traded volume.
@@ -238,87 +266,85 @@ fn balanced(workspace: &DemandWorkspace, tolerance: f64) -> bool {
         .all(|(sold, bought)| (bought - sold).abs() <= tolerance * sold.max(*bought))
 }
 
-/// Races one instance per control from `start` prices until one converges or the deadline passes.
+/// Races one instance per control from `start` prices, in lockstep rounds on `resources`'
+/// pool, until one converges, every instance has stopped, or the budget's deadline passes.
 pub fn race(
     books: &OrderBooks,
     grid: Option<&SupplyGrid>,
     controls: &[Control],
     start: &[f64],
     params: RaceParams,
+    resources: Resources<'_>,
 ) -> RaceOutcome {
     assert!(!controls.is_empty(), "a race needs at least one instance");
-    let threads = params.threads.clamp(1, controls.len());
-    let stop = AtomicBool::new(false);
-    let winner: Mutex<Option<usize>> = Mutex::new(None);
+    let Resources {
+        budget,
+        clock,
+        pool,
+    } = resources;
     // Every instance starts from the same prices: make that first (cold) query once.
-    let first = Instance::new(books, grid, controls[0], start).with_first_query(&params);
-    let first = &first;
-    let run_share = |thread: usize| -> Vec<(usize, InstanceResult)> {
-        let indices: Vec<usize> = (thread..controls.len()).step_by(threads).collect();
-        let mut instances: Vec<Instance> = indices
+    let first = Instance::new(books, grid, controls[0], start, clock).with_first_query(&params);
+    let mut instances: Vec<Instance> = controls
+        .iter()
+        .map(|control| first.restarted_with(*control))
+        .collect();
+    let pool = pool.filter(|pool| pool.current_num_threads() > 1);
+    let mut winner = None;
+    while !budget.expired(clock)
+        // A converged instance is not "done": its round below reports the win.
+        && !instances
             .iter()
-            .map(|&index| first.restarted_with(controls[index]))
-            .collect();
-        'outer: while !stop.load(Ordering::Relaxed) && Instant::now() < params.deadline {
-            // A converged instance is not "done": its run below reports the win.
-            if instances
-                .iter()
-                .all(|instance| !instance.converged && instance.finished(&params))
-            {
-                break;
-            }
-            for (slot, instance) in instances.iter_mut().enumerate() {
-                if instance.run(SLICE_ITERATIONS, &params) {
-                    let mut first = winner.lock().unwrap_or_else(|poison| poison.into_inner());
-                    if first.is_none() {
-                        *first = Some(indices[slot]);
-                    }
-                    stop.store(true, Ordering::Relaxed);
-                    break 'outer;
-                }
-                if stop.load(Ordering::Relaxed) {
-                    break 'outer;
-                }
+            .all(|instance| !instance.converged && instance.finished(&params))
+    {
+        winner = round(&mut instances, &params, pool);
+        if winner.is_some() {
+            break;
+        }
+    }
+    let mut results: Vec<InstanceResult> =
+        instances.into_iter().map(Instance::into_result).collect();
+    // The shared first query counts once, with the first instance.
+    results[0].counts += first.counts;
+    RaceOutcome { winner, results }
+}
+
+/// One round: every instance runs one slice; returns the lowest index that converged.
+fn round(
+    instances: &mut [Instance],
+    params: &RaceParams,
+    pool: Option<&ThreadPool>,
+) -> Option<usize> {
+    let lowest_converged = AtomicUsize::new(usize::MAX);
+    let slice = |index: usize, instance: &mut Instance| {
+        let outrun = || lowest_converged.load(Ordering::Relaxed) < index;
+        if instance.run(SLICE_ITERATIONS, params, &outrun) {
+            lowest_converged.fetch_min(index, Ordering::Relaxed);
+        }
+    };
+    match pool {
+        Some(pool) => pool.install(|| {
+            use rayon::prelude::*;
+            // One instance per task: a round's tasks are few and long.
+            instances
+                .par_iter_mut()
+                .with_max_len(1)
+                .enumerate()
+                .for_each(|(index, instance)| slice(index, instance))
+        }),
+        None => {
+            for (index, instance) in instances.iter_mut().enumerate() {
+                slice(index, instance);
             }
         }
-        indices
-            .into_iter()
-            .zip(instances.into_iter().map(Instance::into_result))
-            .collect()
-    };
-    let mut results: Vec<(usize, InstanceResult)> = if threads == 1 {
-        run_share(0)
-    } else {
-        // Scoped OS threads, not a work-stealing pool: a race needs every share running at
-        // once (a pool may run two shares one after the other on one worker, and the first
-        // would then hold the second until the deadline).
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|thread| scope.spawn(move || run_share(thread)))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|handle| handle.join().expect("tâtonnement thread panicked"))
-                .collect()
-        })
-    };
-    results.sort_by_key(|(index, _)| *index);
-    // The shared first query counts once, with the first instance.
-    results[0].1.queries += first.queries;
-    results[0].1.query_nanos += first.query_nanos;
-    results[0].1.check_queries += first.check_queries;
-    results[0].1.check_nanos += first.check_nanos;
-    let winner = winner
-        .into_inner()
-        .unwrap_or_else(|poison| poison.into_inner());
-    RaceOutcome {
-        winner,
-        results: results.into_iter().map(|(_, result)| result).collect(),
     }
+    let lowest = lowest_converged.into_inner();
+    (lowest != usize::MAX).then_some(lowest)
 }
 
 struct Instance<'b> {
     books: &'b OrderBooks,
+    /// Where query times are read (measurements only: no time decides a step).
+    clock: &'b dyn Clock,
     /// Where steps read demand from; `None` means exact queries throughout.
     grid: Option<&'b SupplyGrid>,
     /// Exact demand at the current prices, for confirming convergence.
@@ -333,10 +359,7 @@ struct Instance<'b> {
     iterations: u64,
     converged: bool,
     flow_bounds: Vec<PairFlowBounds>,
-    queries: u64,
-    query_nanos: u64,
-    check_queries: u64,
-    check_nanos: u64,
+    counts: QueryCounts,
     /// Steps rejected since the last accepted one.
     rejections_in_row: u32,
     /// The damped Newton stepper, for [`Method::Newton`] instances.
@@ -353,12 +376,14 @@ impl<'b> Instance<'b> {
         grid: Option<&'b SupplyGrid>,
         control: Control,
         start: &[f64],
+        clock: &'b dyn Clock,
     ) -> Instance<'b> {
         let mut prices = start.to_vec();
         normalize(&mut prices);
         let current = DemandWorkspace::new(books);
         Instance {
             books,
+            clock,
             grid,
             exact: current.clone(),
             control,
@@ -371,10 +396,7 @@ impl<'b> Instance<'b> {
             iterations: 0,
             converged: false,
             flow_bounds: Vec::with_capacity(books.pairs().len()),
-            queries: 0,
-            query_nanos: 0,
-            check_queries: 0,
-            check_nanos: 0,
+            counts: QueryCounts::default(),
             rejections_in_row: 0,
             newton: None,
             progress_heuristic: f64::INFINITY,
@@ -395,6 +417,7 @@ impl<'b> Instance<'b> {
     fn restarted_with(&self, control: Control) -> Instance<'b> {
         Instance {
             books: self.books,
+            clock: self.clock,
             grid: self.grid,
             exact: self.exact.clone(),
             control,
@@ -407,10 +430,7 @@ impl<'b> Instance<'b> {
             iterations: 0,
             converged: self.converged,
             flow_bounds: Vec::with_capacity(self.flow_bounds.capacity()),
-            queries: 0,
-            query_nanos: 0,
-            check_queries: 0,
-            check_nanos: 0,
+            counts: QueryCounts::default(),
             rejections_in_row: 0,
             newton: None,
             progress_heuristic: self.heuristic,
@@ -423,7 +443,7 @@ impl<'b> Instance<'b> {
     fn finished(&self, params: &RaceParams) -> bool {
         self.converged
             || self.stalled
-            || self.iterations >= params.max_iterations.min(INSTANCE_ITERATIONS_MAX)
+            || self.iterations >= params.iterations_max.min(INSTANCE_ITERATIONS_MAX)
     }
 
     /// Newton instances step on exact demand: leave the grid and set up the stepper.
@@ -439,13 +459,17 @@ impl<'b> Instance<'b> {
         self.newton = Some(stepper);
     }
 
-    /// Runs up to `iterations` iterations; true once converged.
-    fn run(&mut self, iterations: u32, params: &RaceParams) -> bool {
+    /// Runs up to `iterations` iterations, fewer once `outrun` says another instance has won;
+    /// true once converged.
+    fn run(&mut self, iterations: u32, params: &RaceParams, outrun: &dyn Fn() -> bool) -> bool {
+        if outrun() {
+            return self.converged;
+        }
         if self.control.method == Method::Newton && self.newton.is_none() && !self.converged {
             self.start_newton(params);
         }
         for _ in 0..iterations {
-            if self.finished(params) {
+            if self.finished(params) || outrun() {
                 break;
             }
             match self.newton {
@@ -464,7 +488,7 @@ impl<'b> Instance<'b> {
     fn iterate(&mut self, params: &RaceParams) {
         self.iterations += 1;
         self.propose();
-        let started = Instant::now();
+        let started = self.clock.now();
         match self.grid {
             Some(grid) => demand::query_grid(self.books, grid, &self.trial_prices, &mut self.trial),
             None => demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial),
@@ -503,7 +527,7 @@ impl<'b> Instance<'b> {
             &mut self.trial_prices,
         );
         normalize(&mut self.trial_prices);
-        let started = Instant::now();
+        let started = self.clock.now();
         demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
         self.count_query(started);
         let stepper = self
@@ -563,7 +587,7 @@ impl<'b> Instance<'b> {
 
     /// Demand at the current prices.
     fn query_current(&mut self, params: &RaceParams) {
-        let started = Instant::now();
+        let started = self.clock.now();
         match self.grid {
             Some(grid) => demand::query_grid(self.books, grid, &self.prices, &mut self.current),
             None => demand::query(self.books, &self.prices, params.mu, &mut self.current),
@@ -581,10 +605,10 @@ impl<'b> Instance<'b> {
             return false;
         }
         let exact = if self.grid.is_some() {
-            let started = Instant::now();
+            let started = self.clock.now();
             demand::query(self.books, &self.prices, params.mu, &mut self.exact);
-            self.check_queries += 1;
-            self.check_nanos += started.elapsed().as_nanos() as u64;
+            self.counts.check_queries += 1;
+            self.counts.check_nanos += (self.clock.now() - started).as_nanos() as u64;
             &self.exact
         } else {
             &self.current
@@ -608,8 +632,8 @@ impl<'b> Instance<'b> {
     }
 
     fn count_query(&mut self, started: Instant) {
-        self.queries += 1;
-        self.query_nanos += started.elapsed().as_nanos() as u64;
+        self.counts.queries += 1;
+        self.counts.query_nanos += (self.clock.now() - started).as_nanos() as u64;
     }
 
     fn into_result(self) -> InstanceResult {
@@ -618,10 +642,7 @@ impl<'b> Instance<'b> {
             prices: self.prices,
             iterations: self.iterations,
             converged: self.converged,
-            queries: self.queries,
-            query_nanos: self.query_nanos,
-            check_queries: self.check_queries,
-            check_nanos: self.check_nanos,
+            counts: self.counts,
         }
     }
 }

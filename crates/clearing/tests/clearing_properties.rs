@@ -15,20 +15,19 @@
 
 mod common;
 
-use common::{check_invariants, Market};
+use common::{check_invariants, clear_within, Market};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::time::Duration;
-use walras_clearing::{clear, Clearing, ClearingParams, OrderBooks};
+use walras_clearing::{Clearing, ClearingParams, OrderBooks};
 use walras_types::{AccountId, AssetId, Fraction, Offer, OfferId, Price, MAX_AMOUNT};
 
+/// An iteration cap rather than the clock ends tâtonnement, so every case is deterministic.
+const ITERATIONS_MAX: u64 = 400;
+
 fn params(epsilon: Fraction, mu: Fraction) -> ClearingParams {
-    // An iteration cap rather than the clock ends tâtonnement, so every case is deterministic.
     ClearingParams {
         epsilon,
         mu,
-        timeout: Duration::from_secs(60),
-        max_iterations: 400,
         ..ClearingParams::default()
     }
 }
@@ -116,8 +115,7 @@ fn epsilon_and_mu() -> impl Strategy<Value = (Fraction, Fraction)> {
 
 fn clear_market(market: &Market, epsilon: Fraction, mu: Fraction) -> (OrderBooks, Clearing) {
     let books = OrderBooks::build(market.offers.clone(), market.assets, 1).expect("valid market");
-    let clearing = clear(&books, &params(epsilon, mu))
-        .unwrap_or_else(|error| panic!("clearing failed: {error}"));
+    let clearing = clear_within(&books, &params(epsilon, mu), ITERATIONS_MAX);
     (books, clearing)
 }
 
@@ -188,7 +186,7 @@ proptest! {
         let rates = |clearing: &Clearing| -> HashMap<(u16, u16), f64> {
             clearing
                 .settlement
-                .pairs
+                .pairs()
                 .iter()
                 .filter(|pair| pair.sold > 0)
                 .map(|pair| ((pair.sell, pair.buy), pair.rate.to_f64()))
@@ -214,8 +212,7 @@ proptest! {
         let (epsilon, mu) = (Fraction::power_of_two(15), Fraction::power_of_two(10));
         let (_, first) = clear_market(&market, epsilon, mu);
         let (_, second) = clear_market(&market, epsilon, mu);
-        prop_assert_eq!(&first.settlement.valuations, &second.settlement.valuations);
-        prop_assert_eq!(&first.settlement.pairs, &second.settlement.pairs);
+        prop_assert_eq!(&first.settlement, &second.settlement);
     }
 }
 
@@ -263,7 +260,11 @@ fn no_offers_clears_to_nothing() {
     );
     assert_eq!(clearing.settlement.fills(&books).count(), 0);
     assert!(clearing.converged);
-    assert!(clearing.settlement.burned.iter().all(|burned| *burned == 0));
+    assert!(clearing
+        .settlement
+        .burned()
+        .iter()
+        .all(|burned| *burned == 0));
 }
 
 #[test]

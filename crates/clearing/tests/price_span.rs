@@ -77,7 +77,7 @@ fn settlement_at_valuations_spanning_the_range_conserves_and_respects_limits() {
     let mut paid = [0u128; 4];
     let mut traded_pairs = std::collections::BTreeSet::new();
     for fill in settlement.fills(&books) {
-        let offer = offers[fill.offer_id.0 as usize];
+        let offer = offers[fill.offer.0 as usize];
         let rate: Price =
             valuations[offer.sell.0 as usize].rate_to(valuations[offer.buy.0 as usize]);
         assert!(
@@ -102,7 +102,7 @@ fn settlement_at_valuations_spanning_the_range_conserves_and_respects_limits() {
         );
         assert_eq!(
             received[asset] - paid[asset],
-            settlement.burned[asset] as u128
+            settlement.burned()[asset] as u128
         );
     }
     // Every pair is in the money at the true valuations, at the top of the range (1e11) and at

@@ -28,8 +28,8 @@ use crate::state::{
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use walras_clearing::{
-    clear_with_grid, settle, ClearingError, ClearingParams, OrderBooks, SettleError, Settlement,
-    SupplyGrid,
+    clear, settle, Budget, ClearingError, ClearingParams, Clock, OrderBooks, Resources,
+    SettleError, Settlement, SupplyGrid, SystemClock,
 };
 use walras_crypto::{verify_each_parallel, Hash, PublicKey, Signature};
 use walras_trie::Trie;
@@ -43,9 +43,14 @@ pub struct EngineConfig {
     /// the producer drops exactly what replay drops; off only to time the other phases
     /// (`walras replay --no-verify-signatures`).
     pub verify_signatures: bool,
-    /// Commission, smoothing and tâtonnement limits. For replicated execution the proposer's
-    /// clearing must not depend on the machine: use `max_iterations`, not the timeout.
+    /// Commission, smoothing and tâtonnement's tuning.
     pub clearing: ClearingParams,
+    /// How long the proposer's clearing may take, read on the system clock from the start of
+    /// clearing; `None`: no deadline, the iteration budget alone ends it, and the proposed
+    /// block is a function of (state, transactions, config) on any machine and thread count.
+    pub clearing_timeout: Option<Duration>,
+    /// Tâtonnement iterations per instance at most (see `walras_clearing::Budget`).
+    pub clearing_iterations_max: u64,
 }
 
 impl Default for EngineConfig {
@@ -53,11 +58,9 @@ impl Default for EngineConfig {
         EngineConfig {
             threads: 1,
             verify_signatures: true,
-            clearing: ClearingParams {
-                timeout: Duration::from_secs(3600),
-                max_iterations: 5_000,
-                ..ClearingParams::default()
-            },
+            clearing: ClearingParams::default(),
+            clearing_timeout: None,
+            clearing_iterations_max: 5_000,
         }
     }
 }
@@ -145,8 +148,6 @@ struct Plan {
     /// New accounts: (id, public key), sorted by id.
     new_accounts: Vec<(AccountId, [u8; 32])>,
     books: OrderBooks,
-    /// The proposer's supply table beside the books (followers need none).
-    supply_grid: Option<SupplyGrid>,
 }
 
 /// A block checked against a state by [`ExchangeState::check`], ready to execute on that
@@ -292,17 +293,43 @@ impl ExchangeState {
         config: &EngineConfig,
     ) -> Result<Cleared, EngineError> {
         let mut timings = PhaseTimings::default();
-        let plan = self.plan(transactions, config, true, &mut timings);
+        let plan = self.plan(transactions, config, &mut timings);
+        // The proposer's supply table, beside the books (a follower checks the header exactly
+        // and needs none); timed with planning, as before clearing.
         let started = Instant::now();
-        let clearing = clear_with_grid(&plan.books, plan.supply_grid.as_ref(), &config.clearing)
-            .map_err(EngineError::Clearing)?;
+        let supply_grid = SupplyGrid::for_mu(&plan.books, config.clearing.mu);
+        timings.plan += elapsed_ms(started);
+        let started = Instant::now();
+        let clock = SystemClock;
+        let budget = match config.clearing_timeout {
+            Some(timeout) => Budget::within(&clock, timeout, config.clearing_iterations_max),
+            None => Budget::iterations(config.clearing_iterations_max),
+        };
+        let pool = walras_par::pool(config.threads);
+        let resources = Resources {
+            budget,
+            clock: &clock as &dyn Clock,
+            pool: Some(&pool),
+        };
+        let clearing = clear(
+            &plan.books,
+            supply_grid.as_ref(),
+            &config.clearing,
+            resources,
+        )
+        .map_err(EngineError::Clearing)?;
         timings.clearing = elapsed_ms(started);
         let header = BlockHeader {
             height: self.height + 1,
             previous: self.last_header_hash,
             transactions_root: plan.transactions_root,
             state_root: Hash::default(),
-            valuations: clearing.settlement.valuations.iter().map(|v| v.0).collect(),
+            valuations: clearing
+                .settlement
+                .valuations()
+                .iter()
+                .map(|v| v.0)
+                .collect(),
             trades: header_trades(&plan.books, &clearing.settlement),
         };
         let report = ClearingReport {
@@ -335,7 +362,7 @@ impl ExchangeState {
             return Err(EngineError::HeaderPrevious);
         }
         let mut timings = PhaseTimings::default();
-        let plan = self.plan(&block.transactions, config, false, &mut timings);
+        let plan = self.plan(&block.transactions, config, &mut timings);
         if plan.transactions_root != header.transactions_root {
             return Err(EngineError::HeaderTransactionsRoot);
         }
@@ -374,7 +401,7 @@ impl ExchangeState {
         timings.clearing = elapsed_ms(started);
         Ok(Cleared {
             plan,
-            converged: settlement.lower_bounds_met,
+            converged: settlement.lower_bounds_met(),
             settlement,
             header: header.clone(),
             report: None,
@@ -421,7 +448,6 @@ impl ExchangeState {
         &self,
         transactions: &[SignedTransaction],
         config: &EngineConfig,
-        with_grid: bool,
         timings: &mut PhaseTimings,
     ) -> Plan {
         let threads = config.threads.max(1);
@@ -463,11 +489,6 @@ impl ExchangeState {
         cancelled.sort_unstable();
         new_accounts.sort_unstable();
         let books = self.clearing_books(&cancelled, &new_offers, threads);
-        let supply_grid = if with_grid {
-            SupplyGrid::for_mu(&books, config.clearing.mu)
-        } else {
-            None
-        };
         timings.plan = elapsed_ms(started);
         Plan {
             filtered,
@@ -476,7 +497,6 @@ impl ExchangeState {
             cancelled,
             new_accounts,
             books,
-            supply_grid,
         }
     }
 
@@ -559,7 +579,7 @@ impl ExchangeState {
         let trade_credits = self.update_pairs(&plan, settlement, width, threads);
         touched.extend(trade_credits.iter().flatten().map(|(slot, _, _)| *slot));
         self.apply_credits(trade_credits, width, threads);
-        for (asset, burned) in settlement.burned.iter().enumerate() {
+        for (asset, burned) in settlement.burned().iter().enumerate() {
             self.burned[asset] += burned;
         }
         for (id, public_key) in &plan.new_accounts {
@@ -800,36 +820,29 @@ impl PairRange<'_> {
         threads: usize,
     ) -> Vec<Vec<Credit>> {
         let mut credits: Vec<Vec<Credit>> = vec![Vec::new(); threads];
-        for pair in settlement.pairs.iter().filter(|pair| pair.sold > 0) {
-            let index = pair.sell as usize * assets + pair.buy as usize;
+        for pair in settlement.traded(books) {
+            let index = pair.sell().0 as usize * assets + pair.buy().0 as usize;
             if !self.contains(index) {
                 continue;
             }
             let local = index - self.start;
-            let buy = AssetId(pair.buy);
-            let offers = books.offers(&books.pairs()[pair.book_index]);
-            let payout = |sold: u64| {
-                pair.payout_rate
-                    .times_amount_floor(sold)
-                    .expect("payouts are bounded by conservation")
-            };
+            let buy = pair.buy();
             let mut pay = |account: &AccountId, amount: u64| {
                 let seller = slots[account];
                 credits[seller as usize / width].push((seller, buy, amount));
             };
-            for offer in &offers[..pair.full_fills] {
+            for offer in pair.filled() {
                 let key = offer.key();
                 self.books[local].remove(&key);
                 self.tries[local].mark_deleted(&offer_trie_key(&key));
-                pay(&offer.account, payout(offer.amount));
+                pay(&offer.account, pair.payout(offer.amount));
             }
-            if pair.partial_sold > 0 {
-                let offer = &offers[pair.full_fills];
+            if let Some((offer, sold)) = pair.partial() {
                 let key = offer.key();
-                let remaining = offer.amount - pair.partial_sold;
+                let remaining = offer.amount - sold;
                 self.books[local].insert(key, remaining);
                 self.tries[local].insert(offer_trie_key(&key), remaining.to_be_bytes());
-                pay(&offer.account, payout(pair.partial_sold));
+                pay(&offer.account, pair.payout(sold));
             }
         }
         credits
@@ -849,22 +862,12 @@ impl PairRange<'_> {
 /// Per traded pair: amount sold and the last offer that traded.
 fn header_trades(books: &OrderBooks, settlement: &Settlement) -> Vec<PairTrade> {
     settlement
-        .pairs
-        .iter()
-        .filter(|pair| pair.sold > 0)
-        .map(|pair| {
-            let offers = books.offers(&books.pairs()[pair.book_index]);
-            let last = if pair.partial_sold > 0 {
-                pair.full_fills
-            } else {
-                pair.full_fills - 1
-            };
-            PairTrade {
-                sell: AssetId(pair.sell),
-                buy: AssetId(pair.buy),
-                sold: pair.sold,
-                last_offer: offers[last].key(),
-            }
+        .traded(books)
+        .map(|pair| PairTrade {
+            sell: pair.sell(),
+            buy: pair.buy(),
+            sold: pair.sold(),
+            last_offer: pair.last_offer().key(),
         })
         .collect()
 }

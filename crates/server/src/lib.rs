@@ -314,9 +314,10 @@ fn proposer_engine_config(config: &NodeConfig) -> EngineConfig {
         verify_signatures: true,
         ..EngineConfig::default()
     };
-    engine.clearing.timeout = config.clearing_timeout;
-    engine.clearing.max_iterations = u64::MAX;
-    engine.clearing.threads = config.threads;
+    // The producer owns time: clearing stops at its deadline, its instances race on the
+    // engine's pool of `config.threads`.
+    engine.clearing_timeout = Some(config.clearing_timeout);
+    engine.clearing_iterations_max = u64::MAX;
     engine
 }
 

@@ -896,8 +896,8 @@ mod node_tests {
         }
         let mut engine = proposer_engine_config(&config);
         // Deterministic clearing whatever the machine's load: an iteration cap, no deadline.
-        engine.clearing.max_iterations = 20_000;
-        engine.clearing.timeout = Duration::from_secs(60);
+        engine.clearing_iterations_max = 20_000;
+        engine.clearing_timeout = None;
         let producer = ProducerConfig {
             block_interval: Duration::from_millis(1),
             max_block_txs: 100,

@@ -2,8 +2,21 @@
 //! clearing, in exact integers, from the per-offer fills.
 
 use std::collections::HashMap;
-use walras_clearing::{Clearing, OrderBooks};
+use walras_clearing::{clear, Budget, Clearing, ClearingParams, OrderBooks, Resources, SupplyGrid};
 use walras_types::{Fraction, Offer};
+
+/// Clears `books` on the calling thread with the supply table, under an iteration budget only
+/// (no clock decides anything, so every case is deterministic).
+pub fn clear_within(books: &OrderBooks, params: &ClearingParams, iterations_max: u64) -> Clearing {
+    let grid = SupplyGrid::for_mu(books, params.mu);
+    clear(
+        books,
+        grid.as_ref(),
+        params,
+        Resources::serial(Budget::iterations(iterations_max)),
+    )
+    .unwrap_or_else(|error| panic!("clearing failed: {error}"))
+}
 
 #[derive(Clone, Debug)]
 pub struct Market {
@@ -20,7 +33,7 @@ pub fn check_invariants(
     mu: Fraction,
 ) {
     let settlement = &clearing.settlement;
-    let valuations = &settlement.valuations;
+    let valuations = settlement.valuations();
     assert!(
         valuations.iter().all(|valuation| valuation.0 > 0),
         "valuations positive"
@@ -32,7 +45,7 @@ pub fn check_invariants(
         .collect();
     let fills: HashMap<u64, (u64, u64)> = settlement
         .fills(books)
-        .map(|fill| (fill.offer_id.0, (fill.sold, fill.bought)))
+        .map(|fill| (fill.offer.0, (fill.sold, fill.bought)))
         .collect();
     let mut received = vec![0u128; market.assets];
     let mut paid = vec![0u128; market.assets];
@@ -64,7 +77,7 @@ pub fn check_invariants(
         );
         assert_eq!(
             received[asset] - paid[asset],
-            settlement.burned[asset] as u128,
+            settlement.burned()[asset] as u128,
             "burn {asset}"
         );
     }
