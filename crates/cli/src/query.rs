@@ -8,7 +8,7 @@ use walras_api::wire::{
     AccountJson, AccountOffersJson, BlockJson, BookJson, OfferExplanationJson, PricesJson,
     StatusJson, TransactionStatusJson,
 };
-use walras_client::NodeClient;
+use walras_client::{NodeApi, NodeClient};
 
 #[derive(clap::Args, Debug)]
 pub struct QueryArgs {
@@ -23,7 +23,7 @@ pub struct QueryArgs {
 }
 
 #[derive(clap::Subcommand, Debug)]
-enum QueryCommand {
+pub(crate) enum QueryCommand {
     /// Height, roots, sizes, mempool, development genesis
     Status,
     /// An account's keys, sequence numbers and balances
@@ -50,36 +50,40 @@ enum QueryCommand {
 
 pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     let client = NodeClient::new(&args.node)?;
-    let json = args.json;
-    block_on(async move {
-        match args.what {
-            QueryCommand::Status => show(client.status().await?, json, status_text),
-            QueryCommand::Account { id } => show(client.account(id).await?, json, account_text),
-            QueryCommand::Offers { id } => {
-                show(client.account_offers(id).await?, json, offers_text)
-            }
-            QueryCommand::Book { sell, buy, levels } => {
-                show(client.book(sell, buy, levels).await?, json, book_text)
-            }
-            QueryCommand::Block { height } => show(client.block(height).await?, json, block_text),
-            QueryCommand::Prices => show(client.prices().await?, json, prices_text),
-            QueryCommand::Metrics => {
-                print!("{}", client.metrics().await?);
-                Ok(())
-            }
-            QueryCommand::Tx { hash } => {
-                let hash = checked_hash(&hash)?;
-                show(
-                    client
-                        .transaction(&hash)
-                        .await
-                        .map_err(|e| not_found(e, &client, &hash))?,
-                    json,
-                    transaction_text,
-                )
-            }
+    let text = block_on(async move { answer(&client, &args.what, args.json).await })??;
+    print!("{text}");
+    Ok(())
+}
+
+/// What `walras query` prints for `what`, asked of the node `client` reaches (the command's
+/// whole logic, over any transport: tests run it against a node in process).
+pub(crate) async fn answer<C: NodeApi>(
+    client: &C,
+    what: &QueryCommand,
+    json: bool,
+) -> anyhow::Result<String> {
+    match what {
+        QueryCommand::Status => show(client.status().await?, json, status_text),
+        QueryCommand::Account { id } => show(client.account(*id).await?, json, account_text),
+        QueryCommand::Offers { id } => show(client.account_offers(*id).await?, json, offers_text),
+        QueryCommand::Book { sell, buy, levels } => {
+            show(client.book(*sell, *buy, *levels).await?, json, book_text)
         }
-    })?
+        QueryCommand::Block { height } => show(client.block(*height).await?, json, block_text),
+        QueryCommand::Prices => show(client.prices().await?, json, prices_text),
+        QueryCommand::Metrics => Ok(client.metrics().await?),
+        QueryCommand::Tx { hash } => {
+            let hash = checked_hash(hash)?;
+            show(
+                client
+                    .transaction(&hash)
+                    .await
+                    .map_err(|e| not_found(e, client, &hash))?,
+                json,
+                transaction_text,
+            )
+        }
+    }
 }
 
 /// `walras offer explain ID`.
@@ -100,10 +104,12 @@ pub struct ExplainArgs {
 
 pub fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     let client = NodeClient::new(&args.node)?;
-    block_on(async move {
+    let text = block_on(async move {
         let explanation = client.offer_explanation(args.id, args.account).await?;
         show(explanation, args.json, explanation_text)
-    })?
+    })??;
+    print!("{text}");
+    Ok(())
 }
 
 fn explanation_text(explanation: &OfferExplanationJson) -> String {
@@ -136,14 +142,14 @@ fn explanation_text(explanation: &OfferExplanationJson) -> String {
     out
 }
 
-fn show<T: Serialize>(value: T, json: bool, text: fn(&T) -> String) -> anyhow::Result<()> {
+/// The answer as text, or with `json` as the API's own JSON (one line feed at the end).
+fn show<T: Serialize>(value: T, json: bool, text: fn(&T) -> String) -> anyhow::Result<String> {
     if json {
         let body = serde_json::to_string_pretty(&value).context("cannot print JSON")?;
-        println!("{body}");
+        Ok(format!("{body}\n"))
     } else {
-        print!("{}", text(&value));
+        Ok(text(&value))
     }
-    Ok(())
 }
 
 /// A hash as the API wants it (64 lowercase hex digits), or a clear error.
@@ -155,7 +161,11 @@ fn checked_hash(text: &str) -> anyhow::Result<String> {
     Ok(hash.to_string())
 }
 
-fn not_found(error: walras_client::ClientError, client: &NodeClient, hash: &str) -> anyhow::Error {
+fn not_found<C: NodeApi>(
+    error: walras_client::ClientError,
+    client: &C,
+    hash: &str,
+) -> anyhow::Error {
     if error.is_not_found() {
         anyhow!(
             "the node at {} knows no transaction {hash} (never admitted, or forgotten)",

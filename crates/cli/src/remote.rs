@@ -5,7 +5,7 @@ use anyhow::{anyhow, Context};
 use std::future::Future;
 #[cfg(feature = "dev-tools")]
 use walras_api::wire::DevGenesisJson;
-use walras_client::NodeClient;
+use walras_client::{NodeApi, NodeClient};
 
 /// The default node address: what `walras node --listen` is usually given.
 pub const DEFAULT_NODE: &str = "http://127.0.0.1:8080";
@@ -34,7 +34,7 @@ pub fn block_on<F: Future>(future: F) -> anyhow::Result<F::Output> {
 
 /// The node's development genesis parameters, or an error saying there are none.
 #[cfg(feature = "dev-tools")]
-pub async fn dev_genesis(client: &NodeClient) -> anyhow::Result<DevGenesisJson> {
+pub async fn dev_genesis<C: NodeApi>(client: &C) -> anyhow::Result<DevGenesisJson> {
     let status = client.status().await?;
     status.dev_genesis.ok_or_else(|| {
         anyhow!(
@@ -47,7 +47,7 @@ pub async fn dev_genesis(client: &NodeClient) -> anyhow::Result<DevGenesisJson> 
 
 /// The secret seed of development account `account` on the node's development genesis.
 #[cfg(feature = "dev-tools")]
-pub async fn dev_secret_seed(client: &NodeClient, account: u64) -> anyhow::Result<[u8; 32]> {
+pub async fn dev_secret_seed<C: NodeApi>(client: &C, account: u64) -> anyhow::Result<[u8; 32]> {
     let dev = dev_genesis(client).await?;
     if account >= dev.accounts {
         return Err(anyhow!(
@@ -63,7 +63,7 @@ pub async fn dev_secret_seed(client: &NodeClient, account: u64) -> anyhow::Resul
 
 /// A production build has no development keys.
 #[cfg(not(feature = "dev-tools"))]
-pub async fn dev_secret_seed(_client: &NodeClient, _account: u64) -> anyhow::Result<[u8; 32]> {
+pub async fn dev_secret_seed<C: NodeApi>(_client: &C, _account: u64) -> anyhow::Result<[u8; 32]> {
     Err(anyhow!(
         "development keys need the development tools, which this build of walras leaves out: \
          use --key FILE"

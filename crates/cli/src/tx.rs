@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use walras_api::wire::TransactionStatusJson;
-use walras_client::{keyfile, NodeClient};
+use walras_client::{keyfile, NodeApi};
 use walras_crypto::{Keypair, PublicKey};
 use walras_engine::block::transaction_hash;
 use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};
@@ -228,31 +228,40 @@ pub(crate) fn submit_signed(
     operation: Operation,
     wait: bool,
 ) -> anyhow::Result<SignedTransaction> {
-    block_on(async {
-        let client = signer.node.client()?;
-        let keypair = signing_key(&client, signer).await?;
-        let next_sequence = source_account(&client, signer, &keypair).await?;
-        let sequence = signer.sequence.unwrap_or(next_sequence);
-        let signed = sign(&keypair, signer.source, sequence, operation)?;
-        let hash = transaction_hash(&signed).to_string();
-        if signer.submit_json {
-            client.submit_json(&signed).await?;
-        } else {
-            client.submit(&signed).await?;
-        }
-        if wait {
-            wait_for(&client, &hash).await?;
-        } else {
-            println!(
-                "transaction {hash} pending (account {}, sequence {sequence})",
-                signer.source
-            );
-        }
-        Ok(signed)
-    })?
+    let client = signer.node.client()?;
+    block_on(submit_with(&client, signer, operation, wait))?
 }
 
-async fn signing_key(client: &NodeClient, signer: &SignerArgs) -> anyhow::Result<Keypair> {
+/// [`submit_signed`]'s logic against the node `client` reaches, over any transport (tests
+/// run it against a node in process).
+pub(crate) async fn submit_with<C: NodeApi>(
+    client: &C,
+    signer: &SignerArgs,
+    operation: Operation,
+    wait: bool,
+) -> anyhow::Result<SignedTransaction> {
+    let keypair = signing_key(client, signer).await?;
+    let next_sequence = source_account(client, signer, &keypair).await?;
+    let sequence = signer.sequence.unwrap_or(next_sequence);
+    let signed = sign(&keypair, signer.source, sequence, operation)?;
+    let hash = transaction_hash(&signed).to_string();
+    if signer.submit_json {
+        client.submit_json(&signed).await?;
+    } else {
+        client.submit(&signed).await?;
+    }
+    if wait {
+        wait_for(client, &hash).await?;
+    } else {
+        println!(
+            "transaction {hash} pending (account {}, sequence {sequence})",
+            signer.source
+        );
+    }
+    Ok(signed)
+}
+
+async fn signing_key<C: NodeApi>(client: &C, signer: &SignerArgs) -> anyhow::Result<Keypair> {
     match &signer.signing_key.key {
         Some(path) => Ok(keyfile::read(path)?),
         None => {
@@ -263,8 +272,8 @@ async fn signing_key(client: &NodeClient, signer: &SignerArgs) -> anyhow::Result
 }
 
 /// Checks that `keypair` controls the source account and returns its next sequence number.
-async fn source_account(
-    client: &NodeClient,
+async fn source_account<C: NodeApi>(
+    client: &C,
     signer: &SignerArgs,
     keypair: &Keypair,
 ) -> anyhow::Result<u64> {
@@ -315,7 +324,7 @@ fn sign(
 }
 
 /// Polls the transaction until it leaves `pending`; a drop is an error.
-async fn wait_for(client: &NodeClient, hash: &str) -> anyhow::Result<()> {
+async fn wait_for<C: NodeApi>(client: &C, hash: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + WAIT_TIMEOUT;
     loop {
         match client.transaction(hash).await {
@@ -409,5 +418,227 @@ mod tests {
             ..dropped
         };
         assert!(outcome(&accepted).is_ok());
+    }
+}
+
+/// The logic of `walras pay`, `offer create|cancel` and `query` against a node in this
+/// process ([`walras_testkit::InProcessNode`], through the same `NodeApi` the binary uses over
+/// HTTP): what `tests/client_cli.rs` checked through `walras` processes, without them. The
+/// exit-code and argument contracts stay there.
+#[cfg(all(test, feature = "dev-tools"))]
+mod in_process {
+    use super::*;
+    use crate::query::{answer, QueryCommand};
+    use walras_testkit::{InProcessNode, TempDir};
+
+    const DEV_ASSETS: u16 = 4;
+
+    fn signer(source: u64, key: Option<PathBuf>) -> SignerArgs {
+        SignerArgs {
+            source,
+            signing_key: SigningKeyArgs {
+                dev: key.is_none(),
+                key,
+            },
+            sequence: None,
+            wait: true,
+            submit_json: false,
+            node: NodeArgs {
+                node: String::new(),
+            },
+        }
+    }
+
+    async fn balance(node: &InProcessNode, account: u64, asset: u16) -> u64 {
+        let account = node.account(account).await.expect("the account exists");
+        account
+            .balances
+            .iter()
+            .find(|balance| balance.asset == asset)
+            .map_or(0, |balance| balance.amount)
+    }
+
+    /// Some asset `account` holds at least `amount` of.
+    async fn held_asset(node: &InProcessNode, account: u64, amount: u64) -> u16 {
+        let account = node.account(account).await.expect("the account exists");
+        account
+            .balances
+            .iter()
+            .find(|balance| balance.amount >= amount)
+            .map(|balance| balance.asset)
+            .expect("the account holds something")
+    }
+
+    fn pay(to: u64, asset: u16, amount: u64) -> Operation {
+        Operation::Payment {
+            to: AccountId(to),
+            asset: AssetId(asset),
+            amount,
+        }
+    }
+
+    /// Checks: a payment signed with the development key and waited for is accepted and moves
+    /// exactly its amount; the development key written as a key file signs just as well; a
+    /// key that does not control the account is refused before anything is sent.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn payments_move_balances_exactly() {
+        let node = InProcessNode::start();
+        let (payer, payee, amount) = (3u64, 4u64, 1_000u64);
+        let asset = held_asset(&node, payer, 10 * amount).await;
+        let before = (
+            balance(&node, payer, asset).await,
+            balance(&node, payee, asset).await,
+        );
+        let signed = submit_with(&node, &signer(payer, None), pay(payee, asset, amount), true)
+            .await
+            .expect("the payment is accepted");
+        assert_eq!(signed.transaction.source, AccountId(payer));
+        assert_eq!(balance(&node, payer, asset).await, before.0 - amount);
+        assert_eq!(balance(&node, payee, asset).await, before.1 + amount);
+
+        // `walras keygen --dev-account 3`'s key file.
+        let keys = TempDir::new("in-process-keys");
+        let dev_key = keys.path().join("dev3.json");
+        let seed = crate::remote::dev_secret_seed(&node, payer).await.unwrap();
+        keyfile::write(&dev_key, &seed).unwrap();
+        let by_file = signer(payer, Some(dev_key));
+        submit_with(&node, &by_file, pay(payee, asset, amount), true)
+            .await
+            .expect("the key file signs for the account");
+        assert_eq!(balance(&node, payer, asset).await, before.0 - 2 * amount);
+        assert_eq!(balance(&node, payee, asset).await, before.1 + 2 * amount);
+
+        let fresh = keys.path().join("fresh.json");
+        keyfile::write(&fresh, &keyfile::random_seed().unwrap()).unwrap();
+        let error = submit_with(
+            &node,
+            &signer(payer, Some(fresh)),
+            pay(payee, asset, 1),
+            true,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("does not control account 3"),
+            "{error}"
+        );
+        assert_eq!(
+            node.account(payer).await.unwrap().next_sequence,
+            3,
+            "nothing was sent after the two payments (sequences 1 and 2)"
+        );
+    }
+
+    /// Checks: an offer created with a limit far above the market rests, with the id
+    /// returned, in the account's offers and the book (`query book` says `1 offers`), and
+    /// locks its amount; cancelling it (sent as JSON) removes it and returns the amount.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_offer_is_created_and_cancelled() {
+        let node = InProcessNode::start();
+        let seller = 5u64;
+        let sell = held_asset(&node, seller, 100_000).await;
+        let buy = (sell + 1) % DEV_ASSETS;
+        let before = balance(&node, seller, sell).await;
+        let min_price = Price::parse_limit("1000000").unwrap();
+        let create = Operation::CreateOffer {
+            sell: AssetId(sell),
+            buy: AssetId(buy),
+            amount: 50_000,
+            min_price,
+        };
+        let created = submit_with(&node, &signer(seller, None), create, true)
+            .await
+            .expect("the offer is accepted");
+        let offer_id = created.transaction.sequence;
+        let offers = node.account_offers(seller).await.unwrap();
+        assert_eq!(offers.offers.len(), 1);
+        assert_eq!(offers.offers[0].offer_id, offer_id);
+        assert_eq!(offers.offers[0].amount, 50_000);
+        assert_eq!(
+            balance(&node, seller, sell).await,
+            before - 50_000,
+            "the amount is locked"
+        );
+        let book = QueryCommand::Book {
+            sell,
+            buy,
+            levels: None,
+        };
+        let text = answer(&node, &book, false).await.unwrap();
+        assert!(text.contains("1 offers"), "{text}");
+
+        let cancel = Operation::CancelOffer {
+            sell: AssetId(sell),
+            buy: AssetId(buy),
+            min_price,
+            offer_id: OfferId(offer_id),
+        };
+        let mut as_json = signer(seller, None);
+        as_json.submit_json = true;
+        submit_with(&node, &as_json, cancel, true)
+            .await
+            .expect("the cancel is accepted");
+        let offers = answer(&node, &QueryCommand::Offers { id: seller }, true)
+            .await
+            .unwrap();
+        let offers: serde_json::Value = serde_json::from_str(&offers).unwrap();
+        assert!(offers["offers"].as_array().unwrap().is_empty(), "{offers}");
+        assert_eq!(
+            balance(&node, seller, sell).await,
+            before,
+            "the locked amount came back"
+        );
+    }
+
+    /// Checks: a replayed sequence and one beyond the window are refused with the API's
+    /// status and code, a payment beyond the balance is reported dropped with its reason, and
+    /// an unknown account is a 404 naming `unknown_account` (the typed errors the process test
+    /// sees as exit status and stderr).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refused_transactions_carry_the_nodes_reason() {
+        let node = InProcessNode::start();
+        let asset = held_asset(&node, 6, 1_000).await;
+        let mut first = signer(6, None);
+        first.sequence = Some(1);
+        submit_with(&node, &first, pay(7, asset, 10), true)
+            .await
+            .expect("the first payment is accepted");
+        let replayed = submit_with(&node, &first, pay(7, asset, 10), false)
+            .await
+            .unwrap_err();
+        let replayed = replayed
+            .downcast_ref::<walras_client::ClientError>()
+            .expect("a client error");
+        assert_eq!(
+            (replayed.status(), replayed.code()),
+            (Some(409), Some("replayed"))
+        );
+        first.sequence = Some(1000);
+        let ahead = submit_with(&node, &first, pay(7, asset, 10), false)
+            .await
+            .unwrap_err();
+        assert!(
+            ahead
+                .to_string()
+                .starts_with("node refused the transaction (422 sequence_out_of_window)"),
+            "{ahead}"
+        );
+        let overdraft = submit_with(
+            &node,
+            &signer(6, None),
+            pay(7, asset, 4_611_686_018_427_387_000),
+            true,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            overdraft.to_string().contains("was dropped in block"),
+            "{overdraft}"
+        );
+        let unknown = QueryCommand::Account {
+            id: walras_testkit::DEV_ACCOUNTS + 5,
+        };
+        let error = answer(&node, &unknown, false).await.unwrap_err();
+        assert!(error.to_string().contains("404 unknown_account"), "{error}");
     }
 }

@@ -3,16 +3,20 @@
 //! networking of the command-line client and the load generator lives here; the `cli`
 //! commands only parse arguments and print.
 
+pub mod api;
 pub mod keyfile;
 pub mod sse;
 
+pub use api::{ApiMethod, ApiRequest, ApiResponse, NodeApi, EVENTS_PATH, EVENTS_REQUEST};
+
+use bytes::Bytes;
+use futures_util::Stream;
 use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
-use reqwest::{Response, StatusCode};
-use serde::de::DeserializeOwned;
+use reqwest::StatusCode;
 use sse::SseParser;
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::time::Duration;
-use walras_api::transaction_to_json;
 use walras_api::wire::{
     AccountJson, AccountOffersJson, ApiError, BatchSubmitResponse, BlockEventJson, BlockJson,
     BookJson, DepositsJson, EscrowJson, OfferExplanationJson, PricesJson, StatusJson,
@@ -83,7 +87,9 @@ impl ClientError {
     }
 }
 
-/// A typed client of one node's `/v1` API. Cheap to clone (the connection pool is shared).
+/// A typed client of one node's `/v1` API over HTTP. Cheap to clone (the connection pool is
+/// shared). Its typed requests are [`NodeApi`]'s; the inherent methods of the same names
+/// delegate to them, so callers that name `NodeClient` need no trait import.
 #[derive(Clone, Debug)]
 pub struct NodeClient {
     http: reqwest::Client,
@@ -113,135 +119,122 @@ impl NodeClient {
     }
 
     pub async fn status(&self) -> Result<StatusJson, ClientError> {
-        self.get_json("/v1/status").await
+        NodeApi::status(self).await
     }
 
     pub async fn account(&self, account: u64) -> Result<AccountJson, ClientError> {
-        self.get_json(&format!("/v1/accounts/{account}")).await
+        NodeApi::account(self, account).await
     }
 
     pub async fn account_offers(&self, account: u64) -> Result<AccountOffersJson, ClientError> {
-        self.get_json(&format!("/v1/accounts/{account}/offers"))
-            .await
+        NodeApi::account_offers(self, account).await
     }
 
-    /// The book of offers selling `sell` for `buy`; `levels` limits the price levels listed.
     pub async fn book(
         &self,
         sell: u16,
         buy: u16,
         levels: Option<u32>,
     ) -> Result<BookJson, ClientError> {
-        let path = match levels {
-            Some(levels) => format!("/v1/books/{sell}/{buy}?levels={levels}"),
-            None => format!("/v1/books/{sell}/{buy}"),
-        };
-        self.get_json(&path).await
+        NodeApi::book(self, sell, buy, levels).await
     }
 
     pub async fn block(&self, height: u64) -> Result<BlockJson, ClientError> {
-        self.get_json(&format!("/v1/blocks/{height}")).await
+        NodeApi::block(self, height).await
     }
 
-    /// The block as committed (`Block::encode`), decoded.
     pub async fn block_raw(&self, height: u64) -> Result<Block, ClientError> {
-        let path = format!("/v1/blocks/{height}/raw");
-        let bytes = self.get_bytes(&path).await?;
-        Block::decode(&bytes).map_err(|error| ClientError::Protocol {
-            url: self.url(&path),
-            detail: format!("block {height} does not decode: {error}"),
-        })
+        NodeApi::block_raw(self, height).await
     }
 
-    /// Committed deposits into the payments escrow of blocks after `after_height` (a bounded
-    /// scan: ask again from the answer's `scanned_to`).
     pub async fn payments_deposits(&self, after_height: u64) -> Result<DepositsJson, ClientError> {
-        self.get_json(&format!(
-            "/v1/payments/deposits?after_height={after_height}"
-        ))
-        .await
+        NodeApi::payments_deposits(self, after_height).await
     }
 
-    /// The payments bridge's escrow per asset and withdrawn count now.
     pub async fn payments_escrow(&self) -> Result<EscrowJson, ClientError> {
-        self.get_json("/v1/payments/escrow").await
+        NodeApi::payments_escrow(self).await
     }
 
-    /// Why offer `id` (of `account`, needed when several accounts used the id) traded or not.
     pub async fn offer_explanation(
         &self,
         id: u64,
         account: Option<u64>,
     ) -> Result<OfferExplanationJson, ClientError> {
-        let path = match account {
-            Some(account) => format!("/v1/offers/{id}/explain?account={account}"),
-            None => format!("/v1/offers/{id}/explain"),
-        };
-        self.get_json(&path).await
+        NodeApi::offer_explanation(self, id, account).await
     }
 
     pub async fn prices(&self) -> Result<PricesJson, ClientError> {
-        self.get_json("/v1/prices").await
+        NodeApi::prices(self).await
     }
 
-    /// The fate of a transaction by its hash (lowercase hex).
     pub async fn transaction(&self, hash_hex: &str) -> Result<TransactionStatusJson, ClientError> {
-        self.get_json(&format!("/v1/transactions/{hash_hex}")).await
+        NodeApi::transaction(self, hash_hex).await
     }
 
-    /// The Prometheus text of `GET /metrics`.
     pub async fn metrics(&self) -> Result<String, ClientError> {
-        let bytes = self.get_bytes("/metrics").await?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        NodeApi::metrics(self).await
     }
 
-    /// Submits one transaction in its binary form.
     pub async fn submit(&self, signed: &SignedTransaction) -> Result<SubmitResponse, ClientError> {
-        let request = self
-            .http
-            .post(self.url("/v1/transactions"))
-            .header(CONTENT_TYPE, "application/octet-stream")
-            .body(signed.encode());
-        self.send_json(request, "/v1/transactions", "the transaction")
-            .await
+        NodeApi::submit(self, signed).await
     }
 
-    /// Submits one transaction in its JSON form (same acceptance as the binary form).
     pub async fn submit_json(
         &self,
         signed: &SignedTransaction,
     ) -> Result<SubmitResponse, ClientError> {
-        let request = self
-            .http
-            .post(self.url("/v1/transactions"))
-            .json(&transaction_to_json(signed));
-        self.send_json(request, "/v1/transactions", "the transaction")
-            .await
+        NodeApi::submit_json(self, signed).await
     }
 
-    /// Submits transactions as one batch (`SignedTransaction::encode_list`); the answer says
-    /// per item whether it was admitted. At most 65,535 items fit the encoding; the node takes
-    /// at most 10,000.
     pub async fn submit_batch(
         &self,
         batch: &[SignedTransaction],
     ) -> Result<BatchSubmitResponse, ClientError> {
-        assert!(
-            batch.len() <= usize::from(u16::MAX),
-            "a batch holds at most 65535 transactions"
-        );
-        let request = self
-            .http
-            .post(self.url("/v1/transactions/batch"))
-            .header(CONTENT_TYPE, "application/octet-stream")
-            .body(SignedTransaction::encode_list(batch));
-        self.send_json(request, "/v1/transactions/batch", "the batch")
-            .await
+        NodeApi::submit_batch(self, batch).await
     }
 
-    /// Subscribes to `GET /v1/events`: one [`BlockEventJson`] per committed block, from now on.
     pub async fn events(&self) -> Result<BlockEvents, ClientError> {
-        let url = self.url("/v1/events");
+        NodeApi::events(self).await
+    }
+}
+
+impl NodeApi for NodeClient {
+    fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    async fn exchange(&self, request: ApiRequest) -> Result<ApiResponse, ClientError> {
+        let url = self.url(&request.path);
+        let mut builder = match request.method {
+            ApiMethod::Get => self.http.get(&url),
+            ApiMethod::Post => self.http.post(&url),
+        };
+        if let Some(content_type) = request.content_type {
+            builder = builder.header(CONTENT_TYPE, content_type);
+        }
+        if !request.body.is_empty() {
+            builder = builder.body(request.body);
+        }
+        let response = builder
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await
+            .map_err(|error| unreachable(&url, &error))?;
+        let status = response.status().as_u16();
+        let retry_after_s = retry_after(response.headers());
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| unreachable(&url, &error))?;
+        Ok(ApiResponse {
+            status,
+            retry_after_s,
+            body,
+        })
+    }
+
+    async fn events(&self) -> Result<BlockEvents, ClientError> {
+        let url = self.url(EVENTS_PATH);
         // No overall timeout: the stream lasts as long as the node does.
         let response = self
             .http
@@ -250,63 +243,28 @@ impl NodeClient {
             .send()
             .await
             .map_err(|error| unreachable(&url, &error))?;
-        let response = check_status(response, "GET /v1/events").await?;
-        Ok(BlockEvents {
-            url,
-            response,
-            parser: SseParser::default(),
-            ready: VecDeque::new(),
-        })
+        if !response.status().is_success() {
+            let status = response.status().as_u16();
+            let retry_after_s = retry_after(response.headers());
+            let body = response.bytes().await.unwrap_or_default();
+            let answer = ApiResponse {
+                status,
+                retry_after_s,
+                body,
+            };
+            return Err(answer.error(EVENTS_REQUEST, &url));
+        }
+        let chunk_url = url.clone();
+        let chunks = futures_util::StreamExt::map(response.bytes_stream(), move |chunk| {
+            chunk.map_err(|error| unreachable(&chunk_url, &error))
+        });
+        Ok(BlockEvents::new(url, Box::pin(chunks)))
     }
+}
 
+impl NodeClient {
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
-    }
-
-    async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
-        let request = self.http.get(self.url(path));
-        self.send_json(request, path, &format!("GET {path}")).await
-    }
-
-    async fn get_bytes(&self, path: &str) -> Result<bytes::Bytes, ClientError> {
-        let url = self.url(path);
-        let response = self
-            .http
-            .get(&url)
-            .timeout(REQUEST_TIMEOUT)
-            .send()
-            .await
-            .map_err(|error| unreachable(&url, &error))?;
-        let response = check_status(response, &format!("GET {path}")).await?;
-        response
-            .bytes()
-            .await
-            .map_err(|error| unreachable(&url, &error))
-    }
-
-    /// Sends `request` and parses a success body as `T`; an error status becomes
-    /// [`ClientError::Api`] naming `what`.
-    async fn send_json<T: DeserializeOwned>(
-        &self,
-        request: reqwest::RequestBuilder,
-        path: &str,
-        what: &str,
-    ) -> Result<T, ClientError> {
-        let url = self.url(path);
-        let response = request
-            .timeout(REQUEST_TIMEOUT)
-            .send()
-            .await
-            .map_err(|error| unreachable(&url, &error))?;
-        let response = check_status(response, what).await?;
-        let body = response
-            .bytes()
-            .await
-            .map_err(|error| unreachable(&url, &error))?;
-        serde_json::from_slice(&body).map_err(|error| ClientError::Protocol {
-            url,
-            detail: format!("the body is not the expected JSON: {error}"),
-        })
     }
 }
 
@@ -351,21 +309,12 @@ fn unreachable(url: &str, error: &reqwest::Error) -> ClientError {
     }
 }
 
-/// Passes a success through; turns an error status into [`ClientError::Api`] (or
-/// [`ClientError::Protocol`] when the body is not an `ApiError`).
-async fn check_status(response: Response, what: &str) -> Result<Response, ClientError> {
-    let status = response.status();
-    if status.is_success() {
-        return Ok(response);
-    }
-    let url = response.url().to_string();
-    let retry_after_s = response
-        .headers()
+/// The `Retry-After` header in seconds, when present and a number.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<f64> {
+    headers
         .get(RETRY_AFTER)
         .and_then(|value| value.to_str().ok())
-        .and_then(|text| text.trim().parse::<f64>().ok());
-    let body = response.bytes().await.unwrap_or_default();
-    Err(api_error(status, &body, what, &url, retry_after_s))
+        .and_then(|text| text.trim().parse::<f64>().ok())
 }
 
 fn api_error(
@@ -393,15 +342,29 @@ fn api_error(
     }
 }
 
+/// The body chunks of an event stream, from whichever transport opened it.
+pub type EventChunks = Pin<Box<dyn Stream<Item = Result<Bytes, ClientError>> + Send>>;
+
 /// The block events of `GET /v1/events`, parsed as they arrive.
 pub struct BlockEvents {
     url: String,
-    response: Response,
+    chunks: EventChunks,
     parser: SseParser,
     ready: VecDeque<BlockEventJson>,
 }
 
 impl BlockEvents {
+    /// Events parsed from `chunks`, the body of a successful `GET /v1/events` at `url` (for
+    /// error messages). Every transport parses the stream here, with the one SSE parser.
+    pub fn new(url: String, chunks: EventChunks) -> BlockEvents {
+        BlockEvents {
+            url,
+            chunks,
+            parser: SseParser::default(),
+            ready: VecDeque::new(),
+        }
+    }
+
     /// The next block event; `None` when the node closed the stream. Events other than `block`
     /// (and comments, used as keep-alives) are skipped.
     pub async fn next(&mut self) -> Option<Result<BlockEventJson, ClientError>> {
@@ -409,10 +372,10 @@ impl BlockEvents {
             if let Some(event) = self.ready.pop_front() {
                 return Some(Ok(event));
             }
-            let chunk = match self.response.chunk().await {
-                Ok(Some(chunk)) => chunk,
-                Ok(None) => return None,
-                Err(error) => return Some(Err(unreachable(&self.url, &error))),
+            let chunk = match std::future::poll_fn(|cx| self.chunks.as_mut().poll_next(cx)).await {
+                Some(Ok(chunk)) => chunk,
+                None => return None,
+                Some(Err(error)) => return Some(Err(error)),
             };
             for event in self.parser.push(&chunk) {
                 if event.name != "block" {

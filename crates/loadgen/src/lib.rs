@@ -35,7 +35,7 @@ use tokio::task::JoinHandle;
 pub use tracker::Counters;
 use tracker::{CommittedBlock, Planned, Tracker};
 use walras_api::wire::{AccountJson, BlockEventJson, DevGenesisJson};
-use walras_client::{BlockEvents, ClientError, NodeClient};
+use walras_client::{BlockEvents, ClientError, NodeApi, NodeClient};
 use walras_crypto::{Hash, Keypair};
 use walras_devnet::dev_keypair;
 use walras_engine::block::transaction_hash;
@@ -164,10 +164,20 @@ pub struct LoadgenReport {
     pub notes: Vec<String>,
 }
 
-/// Runs the load generator against `config.node` and reports.
+/// Runs the load generator against `config.node` (over HTTP) and reports.
 pub async fn run(config: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> {
     config.validate()?;
     let client = NodeClient::new(&config.node)?;
+    run_with(&client, config).await
+}
+
+/// Runs the load generator against the node `client` reaches (any [`NodeApi`] transport:
+/// HTTP, or a node in the test process); `config.node` is not used.
+pub async fn run_with<C: NodeApi>(
+    client: &C,
+    config: &LoadgenConfig,
+) -> Result<LoadgenReport, LoadgenError> {
+    config.validate()?;
     let status = client.status().await?;
     let dev = status
         .dev_genesis
@@ -182,7 +192,7 @@ pub async fn run(config: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> 
         market.update(&prices.prices);
     }
     let used = config.accounts.min(dev.accounts as usize);
-    let (accounts, keys) = load_accounts(&client, &dev, used, config.progress).await?;
+    let (accounts, keys) = load_accounts(client, &dev, used, config.progress).await?;
     let tracker = Arc::new(Mutex::new(Tracker::new(
         config.mix,
         config.seed,
@@ -198,7 +208,7 @@ pub async fn run(config: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> 
     });
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT_REQUESTS_MAX));
     let sender = Sender {
-        client: &client,
+        client,
         tracker: &tracker,
         keys: Arc::new(keys),
         in_flight: &in_flight,
@@ -223,8 +233,8 @@ pub async fn run(config: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> 
 }
 
 /// Fetches the accounts (sequence numbers and balances) and derives their keys.
-async fn load_accounts(
-    client: &NodeClient,
+async fn load_accounts<C: NodeApi>(
+    client: &C,
     dev: &DevGenesisJson,
     count: usize,
     progress: bool,
@@ -284,14 +294,14 @@ fn lock(tracker: &Mutex<Tracker>) -> MutexGuard<'_, Tracker> {
 }
 
 /// The sending side: the schedule's timer and the batch requests it spawns.
-struct Sender<'a> {
-    client: &'a NodeClient,
+struct Sender<'a, C: NodeApi> {
+    client: &'a C,
     tracker: &'a Arc<Mutex<Tracker>>,
     keys: Arc<Vec<Keypair>>,
     in_flight: &'a Arc<Semaphore>,
 }
 
-impl Sender<'_> {
+impl<C: NodeApi> Sender<'_, C> {
     async fn send_for(&self, config: &LoadgenConfig, started: Instant) {
         let mut schedule = SendSchedule::new(config.rate_per_s, config.duration);
         let mut timer = tokio::time::interval(config.batch_interval);
@@ -339,8 +349,8 @@ impl Sender<'_> {
 
 /// Signs (on the blocking pool, so the event reader's timing is not held up), registers and
 /// sends one batch, and records the node's answer.
-async fn send_batch(
-    client: &NodeClient,
+async fn send_batch<C: NodeApi>(
+    client: &C,
     tracker: &Mutex<Tracker>,
     keys: Arc<Vec<Keypair>>,
     planned: Vec<Planned>,
@@ -415,8 +425,8 @@ struct BlockWatcher {
 }
 
 impl BlockWatcher {
-    fn start(
-        client: NodeClient,
+    fn start<C: NodeApi>(
+        client: C,
         events: BlockEvents,
         tracker: Arc<Mutex<Tracker>>,
         start_height: u64,
@@ -441,8 +451,8 @@ impl BlockWatcher {
     }
 }
 
-async fn read_events(
-    client: NodeClient,
+async fn read_events<C: NodeApi>(
+    client: C,
     mut events: BlockEvents,
     arrivals: mpsc::UnboundedSender<(BlockEventJson, Instant)>,
     tracker: Arc<Mutex<Tracker>>,
@@ -476,7 +486,7 @@ async fn read_events(
     }
 }
 
-async fn reconnect(client: &NodeClient, reconnects: &mut u32) -> Option<BlockEvents> {
+async fn reconnect<C: NodeApi>(client: &C, reconnects: &mut u32) -> Option<BlockEvents> {
     while *reconnects < RECONNECTS_MAX {
         *reconnects += 1;
         tokio::time::sleep(RETRY_PAUSE).await;
@@ -487,8 +497,8 @@ async fn reconnect(client: &NodeClient, reconnects: &mut u32) -> Option<BlockEve
     None
 }
 
-async fn follow_blocks(
-    client: &NodeClient,
+async fn follow_blocks<C: NodeApi>(
+    client: &C,
     tracker: &Mutex<Tracker>,
     mut arrivals: mpsc::UnboundedReceiver<(BlockEventJson, Instant)>,
     mut next_height: u64,
@@ -514,8 +524,8 @@ async fn follow_blocks(
     }
 }
 
-async fn fetch_block(
-    client: &NodeClient,
+async fn fetch_block<C: NodeApi>(
+    client: &C,
     height: u64,
 ) -> Result<(walras_engine::Block, walras_api::wire::BlockJson), ClientError> {
     let mut tries = 0;

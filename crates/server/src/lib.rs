@@ -12,6 +12,7 @@ mod explain;
 mod failure;
 mod gateway_link;
 mod gateway_seal;
+pub mod in_process;
 mod limits;
 mod listen;
 pub mod mempool;
@@ -238,33 +239,7 @@ fn run_solo(
     shared: Arc<Shared>,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<(), NodeError> {
-    let producer_config = ProducerConfig {
-        block_interval: config.block_interval,
-        max_block_txs: config.max_block_txs,
-        engine: proposer_engine_config(config),
-        warm_start: config.warm_start,
-    };
-    let producer_shared = shared.clone();
-    let producer = std::thread::Builder::new()
-        .name("producer".into())
-        .spawn(move || {
-            // Whatever stops the producer, a panic included, stops the server too: a node
-            // that admits transactions it will never commit must not keep serving.
-            let _stop_server = StopOnDrop(producer_shared.clone());
-            match producer_shared
-                .gateway
-                .as_ref()
-                .map(|link| link.take_receiver())
-            {
-                None => node::run_producer(&producer_shared, &producer_config),
-                Some(Some(jobs)) => {
-                    gateway_seal::run_gateway_producer(&producer_shared, &producer_config, &jobs)
-                }
-                // Only one producer is ever started.
-                Some(None) => Ok(()),
-            }
-        })
-        .map_err(NodeError::system("starting the block producer"))?;
+    let producer = spawn_producer(config, shared.clone())?;
     let served = runtime.block_on(serve(config, connections, shared.clone()));
     shared.shut_down();
     let produced = producer.join().map_err(|_| NodeError::ProducerPanicked)?;
@@ -272,6 +247,36 @@ fn run_solo(
     produced?;
     tracing::info!("stopped at height {}", shared.tip().height);
     Ok(())
+}
+
+/// Starts the solo producer thread (the timer's, or the gateway's when the node runs behind
+/// one); `walras node` and the in-process node ([`in_process`]) start it here alike.
+fn spawn_producer(
+    config: &NodeConfig,
+    shared: Arc<Shared>,
+) -> Result<std::thread::JoinHandle<Result<(), ProducerError>>, NodeError> {
+    let producer_config = ProducerConfig {
+        block_interval: config.block_interval,
+        max_block_txs: config.max_block_txs,
+        engine: proposer_engine_config(config),
+        warm_start: config.warm_start,
+    };
+    std::thread::Builder::new()
+        .name("producer".into())
+        .spawn(move || {
+            // Whatever stops the producer, a panic included, stops the server too: a node
+            // that admits transactions it will never commit must not keep serving.
+            let _stop_server = StopOnDrop(shared.clone());
+            match shared.gateway.as_ref().map(|link| link.take_receiver()) {
+                None => node::run_producer(&shared, &producer_config),
+                Some(Some(jobs)) => {
+                    gateway_seal::run_gateway_producer(&shared, &producer_config, &jobs)
+                }
+                // Only one producer is ever started.
+                Some(None) => Ok(()),
+            }
+        })
+        .map_err(NodeError::system("starting the block producer"))
 }
 
 /// Replicated mode: CometBFT orders blocks through the ABCI app.

@@ -1,7 +1,11 @@
-//! Support for tests that run a real `walras node` process: start it on a free port, wait for
-//! its address line, kill it (gracefully or with SIGKILL), and talk to it over HTTP.
+//! Support for tests of the programs around a node: a real `walras node` process (start it on a
+//! free port, wait for its address line, kill it gracefully or with SIGKILL, talk to it over
+//! HTTP) and, where no process is needed, an in-process node behind `NodeApi` ([`InProcessNode`]).
 
 #![allow(dead_code)] // each test file uses a different part
+
+pub mod in_process;
+pub use in_process::InProcessNode;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
