@@ -275,7 +275,7 @@ pub trait NodeApi: Clone + Send + Sync + 'static {
     }
 }
 
-async fn send_json<C: NodeApi + ?Sized, T: DeserializeOwned>(
+async fn send_json<C: NodeApi, T: DeserializeOwned>(
     client: &C,
     request: ApiRequest,
 ) -> Result<T, ClientError> {
@@ -284,14 +284,14 @@ async fn send_json<C: NodeApi + ?Sized, T: DeserializeOwned>(
     client.exchange(request).await?.json(&what, &url)
 }
 
-async fn get_json<C: NodeApi + ?Sized, T: DeserializeOwned>(
+async fn get_json<C: NodeApi, T: DeserializeOwned>(
     client: &C,
     path: String,
 ) -> Result<T, ClientError> {
     send_json(client, ApiRequest::get(path)).await
 }
 
-async fn get_bytes<C: NodeApi + ?Sized>(client: &C, path: String) -> Result<Bytes, ClientError> {
+async fn get_bytes<C: NodeApi>(client: &C, path: String) -> Result<Bytes, ClientError> {
     let url = format!("{}{path}", client.base_url());
     let request = ApiRequest::get(path);
     let what = request.what.clone();
