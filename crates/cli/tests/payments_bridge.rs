@@ -29,8 +29,8 @@ use walras_payments_net::wire::{Request, Response};
 use walras_testkit::{walras_bin, TempDir};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{
-    AccountId, AssetId, Operation, PaymentsCertificate, PaymentsGenesis, PaymentsOutput,
-    PaymentsValidator, SignedTransaction, Transaction,
+    AccountId, AssetId, Operation, PaymentsCertificate, PaymentsOutput, PaymentsValidator,
+    SignedTransaction, Transaction,
 };
 
 const CHAIN: u64 = 7;
@@ -235,6 +235,8 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         wallets[1].public_key(),
     ];
     let epoch = committee.committee.epoch.0;
+    // The exchange genesis without a committee; `walras payments exchange-genesis` adds the
+    // payments section from committee.json (keys and proofs of possession, checked).
     let genesis = Genesis {
         assets: 2,
         accounts: keys
@@ -246,25 +248,99 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
                 balances: vec![(AssetId(0), BALANCE), (AssetId(1), BALANCE)],
             })
             .collect(),
-        payments: Some(PaymentsGenesis {
-            chain_id: CHAIN,
-            epoch,
-            shards: committee.committee.shards,
-            validators: committee
-                .committee
-                .validators
-                .iter()
-                .zip(committee.bls.as_ref().expect("localnet writes BLS keys"))
-                .map(|(key, (bls_key, bls_proof))| PaymentsValidator {
-                    key: *key.as_bytes(),
-                    bls_key: *bls_key,
-                    bls_proof: *bls_proof,
-                })
-                .collect(),
-        }),
+        payments: None,
     };
+    let base_path = dir.path().join("genesis-base.bin");
+    std::fs::write(&base_path, genesis.encode()).expect("genesis written");
     let genesis_path = dir.path().join("genesis.bin");
-    std::fs::write(&genesis_path, genesis.encode()).expect("genesis written");
+    let committee_arg = committee_path.to_str().expect("utf-8 path");
+    let base_arg = base_path.to_str().expect("utf-8 path");
+    let genesis_arg = genesis_path.to_str().expect("utf-8 path");
+    let hash = ok(
+        walras(&[
+            "payments",
+            "exchange-genesis",
+            "--committee",
+            committee_arg,
+            "--genesis",
+            base_arg,
+            "--out",
+            genesis_arg,
+        ]),
+        "exchange-genesis",
+    );
+    let written = Genesis::decode(&std::fs::read(&genesis_path).expect("genesis read"))
+        .expect("the written genesis decodes");
+    assert_eq!(
+        hash.trim(),
+        walras_server::genesis_hash(&written).to_string()
+    );
+    assert_eq!(written.accounts, genesis.accounts);
+    let section = written.payments.clone().expect("payments section written");
+    assert_eq!(
+        (section.chain_id, section.epoch, section.shards),
+        (CHAIN, epoch, committee.committee.shards)
+    );
+    let bls = committee.bls.as_ref().expect("localnet writes BLS keys");
+    assert_eq!(
+        section.validators.len(),
+        committee.committee.validators.len()
+    );
+    for ((validator, key), (bls_key, bls_proof)) in section
+        .validators
+        .iter()
+        .zip(&committee.committee.validators)
+        .zip(bls)
+    {
+        assert_eq!(
+            *validator,
+            PaymentsValidator {
+                key: *key.as_bytes(),
+                bls_key: *bls_key,
+                bls_proof: *bls_proof,
+            }
+        );
+    }
+    // The output file is never overwritten (a node may already hold it), and a committee file
+    // with a member's proof taken from another member is refused before anything is written.
+    let again = walras(&[
+        "payments",
+        "exchange-genesis",
+        "--committee",
+        committee_arg,
+        "--genesis",
+        base_arg,
+        "--out",
+        genesis_arg,
+    ]);
+    assert!(
+        !again.status.success(),
+        "an existing genesis was overwritten"
+    );
+    let mut bad: CommitteeFile =
+        serde_json::from_str(&std::fs::read_to_string(&committee_path).expect("committee read"))
+            .expect("committee json");
+    bad.validators[1].bls_proof = bad.validators[0].bls_proof.clone();
+    let bad_path = dir.path().join("bad-committee.json");
+    std::fs::write(&bad_path, serde_json::to_string(&bad).expect("json")).expect("written");
+    let bad_out = dir.path().join("bad-genesis.bin");
+    let refused = walras(&[
+        "payments",
+        "exchange-genesis",
+        "--committee",
+        bad_path.to_str().expect("utf-8 path"),
+        "--genesis",
+        base_arg,
+        "--out",
+        bad_out.to_str().expect("utf-8 path"),
+    ]);
+    assert!(!refused.status.success(), "a rogue proof was accepted");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("validator 1"),
+        "the refusal names the validator: {}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(!bad_out.exists(), "a refused committee wrote a genesis");
     let (_node, url) = start_node(&dir.path().join("node"), &genesis_path);
     // The validators again, now polling the exchange for committed deposits.
     ok(

@@ -106,6 +106,61 @@ pub struct CommitteeConfig {
     pub addresses: Vec<String>,
 }
 
+/// Why a committee cannot become the exchange genesis's payments section.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ExchangeGenesisError {
+    #[error(
+        "not every validator of the committee file has a bls_key and bls_proof: the exchange \
+         checks withdrawals against BLS keys only (regenerate the committee with \
+         `walras payments localnet`, or add both to each member)"
+    )]
+    MissingBlsKeys,
+    #[error(
+        "{validators} validators: the exchange's signer bitmap holds at most {max}",
+        max = walras_types::genesis::PAYMENTS_VALIDATORS_MAX
+    )]
+    TooManyValidators { validators: usize },
+    #[error("the committee's BLS keys are refused: {0}")]
+    Bls(#[from] walras_payments::bls::BlsError),
+}
+
+impl CommitteeConfig {
+    /// The exchange genesis's payments section for this committee: every member's ed25519
+    /// key, BLS key and proof of possession, in committee order (the order of the withdrawal
+    /// certificate's signer bitmap). Each proof is checked here, as the exchange checks it at
+    /// load, so a bad committee file is refused before a genesis is written from it.
+    pub fn exchange_genesis(&self) -> Result<walras_types::PaymentsGenesis, ExchangeGenesisError> {
+        let validators = self.committee.validators.len();
+        if validators > walras_types::genesis::PAYMENTS_VALIDATORS_MAX {
+            return Err(ExchangeGenesisError::TooManyValidators { validators });
+        }
+        let keys = match &self.bls {
+            Some(keys) => keys.clone(),
+            // `to_config` keeps BLS keys only when every member has both.
+            None => return Err(ExchangeGenesisError::MissingBlsKeys),
+        };
+        walras_payments::bls::BlsCommittee::new(self.committee.clone(), &keys)?;
+        Ok(walras_types::PaymentsGenesis {
+            chain_id: self.committee.chain_id.0,
+            epoch: self.committee.epoch.0,
+            shards: self.committee.shards,
+            validators: self
+                .committee
+                .validators
+                .iter()
+                .zip(&keys)
+                .map(
+                    |(key, (bls_key, bls_proof))| walras_types::PaymentsValidator {
+                        key: *key.as_bytes(),
+                        bls_key: *bls_key,
+                        bls_proof: *bls_proof,
+                    },
+                )
+                .collect(),
+        })
+    }
+}
+
 /// Parses `naive`, `merkle`.
 pub fn parse_scheme(name: &str, batch_leaves_max: usize) -> Result<Scheme, String> {
     match name {

@@ -46,6 +46,9 @@ pub enum PaymentsCommand {
     History(WalletArgs),
     /// Every validator's per-shard counters (or why it does not answer).
     Status(CommitteeArgs),
+    /// Write an exchange genesis whose payments committee is the committee file's (ed25519
+    /// keys, BLS keys, proofs of possession, checked), from a genesis without one.
+    ExchangeGenesis(ExchangeGenesisArgs),
     #[cfg(feature = "dev-tools")]
     /// Open-loop throughput and latency of a fresh local committee.
     Bench(bench::BenchArgs),
@@ -95,6 +98,20 @@ pub struct CommitteeArgs {
     /// The committee file (`committee.json`)
     #[arg(long)]
     committee: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExchangeGenesisArgs {
+    /// The payments committee file (`committee.json`, with every member's BLS key and proof)
+    #[arg(long)]
+    committee: PathBuf,
+    /// The exchange genesis to start from (accounts and assets); a payments committee it
+    /// already holds must be this one
+    #[arg(long)]
+    genesis: PathBuf,
+    /// Where to write the genesis with the committee (a new file)
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -159,6 +176,7 @@ pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
         PaymentsCommand::Balance(args) => balance(args),
         PaymentsCommand::History(args) => history(args),
         PaymentsCommand::Status(args) => status(args),
+        PaymentsCommand::ExchangeGenesis(args) => exchange_genesis(args),
         #[cfg(feature = "dev-tools")]
         PaymentsCommand::Bench(args) => bench::run(args),
     }
@@ -398,6 +416,47 @@ fn withdraw(args: WithdrawArgs) -> anyhow::Result<()> {
             status.reason.as_deref().unwrap_or("no reason given")
         )),
     }
+}
+
+/// The committee file → the genesis's payments section. A separate command rather than an
+/// option of `walras init`: every node of the exchange must start from the same genesis bytes,
+/// so the section is written once into the genesis file that is handed to all of them.
+fn exchange_genesis(args: ExchangeGenesisArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let committee = load_committee(&args.committee)?;
+    let section = committee
+        .exchange_genesis()
+        .with_context(|| format!("committee file {}", args.committee.display()))?;
+    let bytes = std::fs::read(&args.genesis)
+        .with_context(|| format!("reading {}", args.genesis.display()))?;
+    let mut genesis = walras_types::Genesis::decode(&bytes)
+        .with_context(|| format!("genesis file {}", args.genesis.display()))?;
+    if let Some(existing) = &genesis.payments {
+        anyhow::ensure!(
+            *existing == section,
+            "{} already holds another payments committee (chain {}, epoch {}, {} validators); \
+             start from a genesis without one",
+            args.genesis.display(),
+            existing.chain_id,
+            existing.epoch,
+            existing.validators.len()
+        );
+    }
+    genesis.payments = Some(section);
+    genesis
+        .validate()
+        .context("the genesis with the committee")?;
+    // A new file only: overwriting a genesis some node already holds would fork it.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&args.out)
+        .with_context(|| format!("creating {} (it must not exist)", args.out.display()))?;
+    std::io::Write::write_all(&mut file, &genesis.encode())
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    println!("{}", walras_server::genesis_hash(&genesis));
+    Ok(())
 }
 
 fn load_committee(path: &Path) -> anyhow::Result<CommitteeConfig> {

@@ -1,0 +1,100 @@
+//! The committee file → the exchange genesis's payments section (`walras payments
+//! exchange-genesis`): keys carried in committee order, every refusal typed.
+
+use walras_crypto::Keypair;
+use walras_payments_net::config::{
+    key_hex, member_with_bls, CommitteeFile, ExchangeGenesisError, MemberFile,
+};
+use walras_types::{AccountId, AssetId, Genesis, GenesisAccount};
+
+fn seed(index: usize) -> [u8; 32] {
+    [index as u8 + 1; 32]
+}
+
+fn committee_file(validators: usize) -> CommitteeFile {
+    CommitteeFile {
+        chain_id: 7,
+        epoch: 3,
+        shards: 2,
+        scheme: "merkle".into(),
+        batch_leaves_max: 16,
+        validators: (0..validators)
+            .map(|index| {
+                member_with_bls(&seed(index), format!("127.0.0.1:{}", 9000 + index))
+                    .expect("member")
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn the_section_carries_every_key_in_committee_order() {
+    let file = committee_file(4);
+    let section = file
+        .to_config()
+        .expect("config")
+        .exchange_genesis()
+        .expect("section");
+    assert_eq!((section.chain_id, section.epoch, section.shards), (7, 3, 2));
+    assert_eq!(section.validators.len(), 4);
+    for (index, (validator, member)) in section.validators.iter().zip(&file.validators).enumerate()
+    {
+        assert_eq!(
+            hex::encode(validator.key),
+            key_hex(&Keypair::from_seed(seed(index)).public_key())
+        );
+        assert_eq!(Some(hex::encode(validator.bls_key)), member.bls_key);
+        assert_eq!(Some(hex::encode(validator.bls_proof)), member.bls_proof);
+    }
+    // The section makes a genesis that survives its own encoding and validation.
+    let genesis = Genesis {
+        assets: 2,
+        accounts: vec![GenesisAccount {
+            id: AccountId(1),
+            public_key: *Keypair::from_seed([9; 32]).public_key().as_bytes(),
+            balances: vec![(AssetId(0), 5)],
+        }],
+        payments: Some(section),
+    };
+    assert_eq!(Genesis::decode(&genesis.encode()), Ok(genesis));
+}
+
+#[test]
+fn a_member_without_a_bls_key_is_refused() {
+    let mut file = committee_file(4);
+    file.validators[2].bls_proof = None;
+    assert_eq!(
+        file.to_config().expect("config").exchange_genesis(),
+        Err(ExchangeGenesisError::MissingBlsKeys)
+    );
+}
+
+#[test]
+fn a_proof_of_another_key_is_refused_naming_the_validator() {
+    let mut file = committee_file(4);
+    // Validator 1 presents validator 2's proof: a rogue-key setup the exchange would refuse.
+    file.validators[1].bls_proof = file.validators[2].bls_proof.clone();
+    let error = file
+        .to_config()
+        .expect("config")
+        .exchange_genesis()
+        .expect_err("refused");
+    assert_eq!(
+        error,
+        ExchangeGenesisError::Bls(walras_payments::bls::BlsError::BadProofOfPossession {
+            validator: 1
+        })
+    );
+    assert!(error.to_string().contains("validator 1"), "{error}");
+}
+
+#[test]
+fn more_validators_than_the_signer_bitmap_are_refused() {
+    let mut file = committee_file(1);
+    let member: MemberFile = file.validators[0].clone();
+    file.validators = vec![member; 129];
+    assert_eq!(
+        file.to_config().expect("config").exchange_genesis(),
+        Err(ExchangeGenesisError::TooManyValidators { validators: 129 })
+    );
+}
