@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+pub mod openapi;
+
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
