@@ -182,7 +182,7 @@ fn real_answers_fit_the_schemas_the_document_declares() {
             (
                 "/v1/offers/{id}/explain",
                 "/v1/offers/1/explain?account=1",
-                200,
+                404,
             ),
             ("/v1/oracle/prices", "/v1/oracle/prices", 404),
             (
