@@ -1,10 +1,10 @@
 //! The node's wire contract, shared by server and client: the JSON bodies ([`wire`]), the
-//! conversion between a transaction and its JSON form, the OpenAPI document ([`openapi`]) and
+//! conversion between a transaction and its JSON form, the OpenAPI schemas of those bodies
+//! (`utoipa::ToSchema`, assembled into the document by `walras-server` next to its routes) and
 //! the CometBFT proposal encoding ([`proposal`]). The only crate that knows JSON.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-pub mod openapi;
 pub mod proposal;
 pub mod wire;
 

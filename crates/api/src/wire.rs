@@ -7,14 +7,16 @@
 //! them as floats for display only. Every error is [`ApiError`] with a 4xx/5xx status.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// Every error answer: `{"error": {"code": "...", "message": "..."}}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Error)]
 pub struct ApiError {
     pub error: ErrorBody,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// Stable, machine-readable: `malformed`, `bad_signature`, `unknown_account`, `replayed`, ...
     pub code: String,
@@ -24,22 +26,26 @@ pub struct ErrorBody {
 
 /// A transaction in JSON (`POST /v1/transactions` with `Content-Type: application/json`). The
 /// signature covers the canonical binary encoding (`Transaction::encode`), not this JSON.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Transaction)]
 pub struct TransactionJson {
     pub source: u64,
     pub sequence: u64,
     pub operation: OperationJson,
     /// 64 bytes, hex.
+    #[schema(pattern = "^[0-9a-fA-F]{128}$")]
     pub signature: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[schema(as = Operation)]
 pub enum OperationJson {
     CreateAccount {
         new_account: u64,
         /// 32 bytes, hex.
+        #[schema(pattern = "^[0-9a-fA-F]{64}$")]
         public_key: String,
     },
     CreateOffer {
@@ -65,36 +71,43 @@ pub enum OperationJson {
         asset: u16,
         amount: u64,
         /// The payments (ed25519) key that will own the output, 32 bytes, hex.
+        #[schema(pattern = "^[0-9a-fA-F]{64}$")]
         owner: String,
     },
     /// Redeems a certified payments output for the source account.
     WithdrawFromPayments {
         /// 32 bytes, hex.
+        #[schema(pattern = "^[0-9a-fA-F]{64}$")]
         output_id: String,
         asset: u16,
         amount: u64,
         /// 32 bytes, hex: must be the source account's key.
+        #[schema(pattern = "^[0-9a-fA-F]{64}$")]
         owner: String,
         chain_id: u64,
         epoch: u64,
         /// The signer bitmap, 16 bytes big-endian, hex (bit i = validator i).
+        #[schema(pattern = "^[0-9a-fA-F]{32}$")]
         signers: String,
         /// The BLS aggregate signature, 96 bytes, hex.
+        #[schema(pattern = "^[0-9a-fA-F]{192}$")]
         aggregate: String,
     },
 }
 
 /// `202 Accepted` answer to a single submission.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SubmitResponse {
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub hash: String,
     /// Always `pending`: admitted to the mempool, not yet in a block.
+    #[schema(value_type = SubmitState)]
     pub status: String,
 }
 
 /// Answer to `POST /v1/transactions/batch` (body: `SignedTransaction::encode_list`, binary).
 /// The batch as a whole is `200` when it decodes; each item says whether it was admitted.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BatchSubmitResponse {
     pub admitted: u32,
     pub rejected: u32,
@@ -102,8 +115,9 @@ pub struct BatchSubmitResponse {
     pub results: Vec<BatchItemResult>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BatchItemResult {
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub hash: String,
     /// Absent when admitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,10 +125,13 @@ pub struct BatchItemResult {
 }
 
 /// `GET /v1/transactions/{hash}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = TransactionStatus)]
 pub struct TransactionStatusJson {
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub hash: String,
     /// `pending` (in the mempool or the block being built), `accepted` or `dropped`.
+    #[schema(value_type = TransactionState)]
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub height: Option<u64>,
@@ -127,9 +144,11 @@ pub struct TransactionStatusJson {
 }
 
 /// `GET /v1/accounts/{id}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Account)]
 pub struct AccountJson {
     pub id: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub public_key: String,
     /// Highest sequence number used by a committed transaction.
     pub last_sequence: u64,
@@ -139,32 +158,37 @@ pub struct AccountJson {
     pub balances: Vec<BalanceJson>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Balance)]
 pub struct BalanceJson {
     pub asset: u16,
     pub amount: u64,
 }
 
 /// `GET /v1/accounts/{id}/offers`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = AccountOffers)]
 pub struct AccountOffersJson {
     pub account: u64,
     pub offers: Vec<OfferJson>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Offer)]
 pub struct OfferJson {
     pub offer_id: u64,
     pub sell: u16,
     pub buy: u16,
     /// Amount of `sell` still offered.
     pub amount: u64,
+    #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
     pub min_price: String,
 }
 
 /// `GET /v1/books/{sell}/{buy}?levels=N`: the resting offers selling `sell` for `buy`,
 /// aggregated by limit price, lowest (most willing) first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Book)]
 pub struct BookJson {
     pub sell: u16,
     pub buy: u16,
@@ -174,24 +198,33 @@ pub struct BookJson {
     pub levels: Vec<LevelJson>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Level)]
 pub struct LevelJson {
+    #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
     pub min_price: String,
     pub amount: u64,
     pub offers: u32,
 }
 
 /// `GET /v1/blocks/{height}` (the encoded block: `GET /v1/blocks/{height}/raw`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Block)]
 pub struct BlockJson {
     pub height: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub hash: String,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub previous: String,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub transactions_root: String,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub state_root: String,
     pub transactions: u32,
     pub accepted: u32,
     pub dropped: Vec<DroppedJson>,
+    /// The header's raw `u128` valuations, as JSON integers that may exceed 2^64 (read them
+    /// as big integers, not as doubles).
     pub valuations: Vec<u128>,
     pub trades: Vec<TradeJson>,
     /// The proposer's clearing quality (not consensus data): present when this node proposed
@@ -200,14 +233,17 @@ pub struct BlockJson {
     pub clearing: Option<ClearingQualityJson>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Dropped)]
 pub struct DroppedJson {
     pub index: u32,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub hash: String,
     pub reason: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Trade)]
 pub struct TradeJson {
     pub sell: u16,
     pub buy: u16,
@@ -216,26 +252,32 @@ pub struct TradeJson {
     /// The last offer, in canonical order, that traded.
     pub last_offer_account: u64,
     pub last_offer_id: u64,
+    #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
     pub last_offer_min_price: String,
 }
 
 /// `GET /v1/prices`: the latest block's clearing valuations.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Prices)]
 pub struct PricesJson {
     /// Height of the block that set them; 0 before the first block (then `valuations` is empty).
     pub height: u64,
+    /// As in [`BlockJson::valuations`]: raw `u128` JSON integers that may exceed 2^64.
     pub valuations: Vec<u128>,
     /// `valuations[i] / valuations[0]`, for display: the price of asset i in units of asset 0.
     pub prices: Vec<f64>,
 }
 
 /// `GET /v1/status`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Status)]
 pub struct StatusJson {
     pub version: String,
     pub height: u64,
     /// Hash of the last committed block's header (all zeros before the first block).
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub block_hash: String,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub state_root: String,
     pub assets: u16,
     pub accounts: u64,
@@ -251,30 +293,40 @@ pub struct StatusJson {
 /// `GET /v1/gateway`: where the node's blocks come from and, with `--block-source gateway`, the
 /// fair-access gateway's counters as of its last sealed batch (it sends them with each batch).
 /// Every field but `block_source` is `null` in timer mode, and before the first sealed batch.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = GatewayStatus)]
 pub struct GatewayStatusJson {
     /// `"timer"` (the node cuts blocks on its own timer) or `"gateway"`.
+    #[schema(value_type = GatewayBlockSource)]
     pub block_source: String,
     /// Participants in the gateway's participants file.
+    #[schema(required = true)]
     pub participants_configured: Option<u32>,
     /// Participants connected to the gateway.
+    #[schema(required = true)]
     pub participants_connected: Option<u32>,
     /// Participants the gateway does not wait for now (round trip or silence too long).
+    #[schema(required = true)]
     pub stragglers: Option<u32>,
     /// Trades that arrived below an already sealed boundary, since the gateway started.
+    #[schema(required = true)]
     pub late_trades_total: Option<u64>,
     /// Trades refused because the gateway's ordering buffer was full, since it started.
+    #[schema(required = true)]
     pub queue_full_total: Option<u64>,
     /// How long after block N's publication block N+1 was sealed, for the last sealed block, µs.
+    #[schema(required = true)]
     pub last_seal_delay_us: Option<u64>,
     /// Height of the last block sealed by the gateway and committed here.
+    #[schema(required = true)]
     pub sealed_height: Option<u64>,
 }
 
 /// The most accounts a development genesis may have (its keys come from a pool of 65,536).
 pub const DEV_ACCOUNTS_MAX: u64 = 10_000_000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = DevGenesis)]
 pub struct DevGenesisJson {
     pub seed: u64,
     pub accounts: u64,
@@ -282,23 +334,28 @@ pub struct DevGenesisJson {
 }
 
 /// How well one block's clearing did (SPEEDEX §6.2 measures).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = ClearingQuality)]
 pub struct ClearingQualityJson {
     pub iterations: u64,
     pub achieved_epsilon: f64,
     pub achieved_mu: f64,
     /// Unrealized over realized utility: what in-the-money offers left on the table; `null` when
     /// it is infinite (offers could trade and none did).
+    #[schema(required = true)]
     pub unrealized_utility_ratio: Option<f64>,
     /// Price computation and settlement.
     pub millis: f64,
 }
 
 /// One server-sent event per committed block on `GET /v1/events` (event name `block`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = BlockEvent)]
 pub struct BlockEventJson {
     pub height: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub hash: String,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub state_root: String,
     pub transactions: u32,
     pub accepted: u32,
@@ -306,6 +363,7 @@ pub struct BlockEventJson {
     pub converged: bool,
     /// The clearing's quality when this node computed it (it proposed the block); `null` when it
     /// checked a clearing made elsewhere.
+    #[schema(required = true)]
     pub clearing: Option<ClearingQualityJson>,
     pub trades: u32,
     /// As in [`PricesJson::prices`].
@@ -331,7 +389,8 @@ pub struct BlockEventJson {
 }
 
 /// Time per phase of executing one block, in milliseconds (`execute_ms` is about their sum).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = PhaseTimings)]
 pub struct PhaseTimingsJson {
     /// Signature checks (near zero where admission already checked them).
     pub signatures: f64,
@@ -349,13 +408,16 @@ pub struct PhaseTimingsJson {
 
 /// `GET /v1/node`: what this node runs and how it is doing, for operators and the dashboard
 /// (which parts are configured, so it asks only for those).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Node)]
 pub struct NodeJson {
     pub version: String,
     /// `solo` or `cometbft`.
+    #[schema(value_type = Consensus)]
     pub consensus: String,
     /// `timer` (the node cuts blocks), `gateway` (only the fair-access gateway's batches) or
     /// `cometbft` (replicated: CometBFT orders them).
+    #[schema(value_type = BlockSource)]
     pub block_source: String,
     /// Whether a valuation oracle runs (`GET /v1/oracle/prices`).
     pub oracle: bool,
@@ -369,6 +431,7 @@ pub struct NodeJson {
     pub event_streams_max: u64,
     /// Blocks this process committed since it started, and their mean durable-commit time.
     pub blocks_committed: u64,
+    #[schema(required = true)]
     pub persist_ms_mean: Option<f64>,
     /// Present in replicated mode: what this node's CometBFT says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -376,14 +439,18 @@ pub struct NodeJson {
 }
 
 /// The node's CometBFT, from its RPC (`/status`, `/net_info`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Cometbft)]
 pub struct CometbftJson {
     /// The RPC address the node reads.
     pub rpc: String,
     /// CometBFT's latest block height; `null` when its RPC did not answer.
+    #[schema(required = true)]
     pub height: Option<u64>,
+    #[schema(required = true)]
     pub catching_up: Option<bool>,
     /// Connected peers; `null` when its RPC did not answer.
+    #[schema(required = true)]
     pub peers: Option<u64>,
     /// Why the numbers are missing, when they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -392,7 +459,8 @@ pub struct CometbftJson {
 
 /// `GET /v1/oracle/prices` and the `oracle` event: the node's oracle's latest publication,
 /// one entry per exchange asset in its asset map. Advisory: nothing committed depends on it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OraclePrices)]
 pub struct OraclePricesJson {
     /// Unix time of the publication in milliseconds.
     pub published_unix_ms: u64,
@@ -407,17 +475,21 @@ pub struct OraclePricesJson {
 }
 
 /// One exchange asset's oracle price.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OraclePrice)]
 pub struct OraclePriceJson {
     /// Exchange asset id.
     pub asset: u16,
     /// The oracle's name for it.
     pub symbol: String,
     /// Exchange units per whole token (decimal string: it may exceed 2^53).
+    #[schema(pattern = "^[0-9]+$")]
     pub units: String,
     /// Price of one whole token in the numeraire; `null` unless the oracle has one.
+    #[schema(required = true)]
     pub price: Option<f64>,
     /// `ok`, `insufficient_venues` or `unavailable` (only `ok` prices are used by the node).
+    #[schema(value_type = OraclePriceStatus)]
     pub status: String,
     /// Age of the oldest book used, in milliseconds of the oracle's clock.
     pub age_ms: f64,
@@ -429,7 +501,8 @@ pub struct OraclePriceJson {
     pub method: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OracleVenueUsed)]
 pub struct OracleVenueUsedJson {
     pub venue: String,
     pub symbol: String,
@@ -437,7 +510,8 @@ pub struct OracleVenueUsedJson {
     pub weight: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OracleVenueExcluded)]
 pub struct OracleVenueExcludedJson {
     pub venue: String,
     pub symbol: String,
@@ -445,7 +519,8 @@ pub struct OracleVenueExcludedJson {
 }
 
 /// Books of one venue by health.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OracleVenue)]
 pub struct OracleVenueJson {
     pub venue: String,
     pub synced: u64,
@@ -457,7 +532,8 @@ pub struct OracleVenueJson {
 
 /// The advisory band check of one block: each asset's clearing valuation ratio against the
 /// oracle's price ratio, both relative to `reference_asset`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OracleBand)]
 pub struct OracleBandJson {
     pub height: u64,
     /// The lowest-id asset with a healthy oracle price (its deviation is 0 by definition).
@@ -468,7 +544,8 @@ pub struct OracleBandJson {
 }
 
 /// `deviation_bps = (clearing ratio / oracle ratio − 1) × 10⁴`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OracleDeviation)]
 pub struct OracleDeviationJson {
     pub asset: u16,
     pub symbol: String,
@@ -477,31 +554,37 @@ pub struct OracleDeviationJson {
 }
 
 /// One committed deposit into the payments escrow: the payments output it created.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Deposit)]
 pub struct DepositJson {
     /// The block that committed it.
     pub height: u64,
     /// The deposit transaction's hash, hex.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub transaction: String,
     /// `deposit_output_id(transaction hash, 0)`, hex: the output's id in the payments lane.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub output_id: String,
     pub asset: u16,
     pub amount: u64,
     /// The payments key that owns the output, hex.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub owner: String,
 }
 
 /// `GET /v1/payments/deposits?after_height=H`: committed deposits of blocks `H+1 ..=
 /// scanned_to`, in block order then transaction order. Ask again with `after_height =
 /// scanned_to` for more; `scanned_to` never passes the committed tip.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Deposits)]
 pub struct DepositsJson {
     pub scanned_to: u64,
     pub deposits: Vec<DepositJson>,
 }
 
 /// `GET /v1/payments/escrow`: the bridge's state at the exchange's current height.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Escrow)]
 pub struct EscrowJson {
     pub height: u64,
     /// The payments chain and committee epoch withdrawals are checked against.
@@ -516,31 +599,45 @@ pub struct EscrowJson {
 /// `GET /v1/offers/{id}/explain[?account=A]`: whether an offer traded, how much, at what rate,
 /// and if not, why (see `walras_engine::explain`). Amounts are decimal strings; prices are
 /// exact decimals; fields that do not apply are `null`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OfferExplanation)]
 pub struct OfferExplanationJson {
     pub offer_id: u64,
     /// `traded`, `partly_traded`, `not_traded`, `dropped`, `cancelled`, `pending` or `unknown`.
+    #[schema(value_type = OfferState)]
     pub status: String,
     /// The block explained: the latest the offer was live in; for a cancelled offer the block
     /// that cancelled it; for a dropped one the block that dropped it.
+    #[schema(required = true)]
     pub height: Option<u64>,
+    #[schema(required = true)]
     pub account: Option<u64>,
+    #[schema(required = true)]
     pub sell_asset: Option<u32>,
+    #[schema(required = true)]
     pub buy_asset: Option<u32>,
+    #[schema(required = true, pattern = r"^[0-9]+(\.[0-9]+)?$")]
     pub limit_price: Option<String>,
     /// The pair's rate in the latest block the offer was live in (units of buy per sell).
+    #[schema(required = true, pattern = r"^[0-9]+(\.[0-9]+)?$")]
     pub clearing_rate: Option<String>,
     /// The amount the offer was created with.
+    #[schema(required = true, pattern = "^[0-9]+$")]
     pub amount: Option<String>,
     /// Sold and received over all its blocks.
+    #[schema(required = true, pattern = "^[0-9]+$")]
     pub sold: Option<String>,
+    #[schema(required = true, pattern = "^[0-9]+$")]
     pub received: Option<String>,
     /// The drop rule's name, `cancelled`, `pending`, `unknown_offer`, or the latest block's
     /// reason: `filled`, `partly_filled`, `out_of_the_money`, `at_the_money`, `volume_ran_out`.
+    #[schema(required = true)]
     pub reason_code: Option<String>,
     /// How far the limit is above the rate, in basis points (two decimals, rounded down).
+    #[schema(required = true, pattern = r"^[0-9]+\.[0-9]{2}$")]
     pub out_of_money_bp: Option<String>,
     /// In-the-money amount ahead of the offer in the canonical order, in the latest block.
+    #[schema(required = true, pattern = "^[0-9]+$")]
     pub volume_ahead: Option<String>,
     pub summary: String,
 }
@@ -571,4 +668,70 @@ impl From<&walras_engine::explain::OfferExplanation> for OfferExplanationJson {
             summary: explanation.summary(),
         }
     }
+}
+
+// The names some string fields take, for the OpenAPI document only: the fields stay strings in
+// Rust (the server writes them from its own enums' `name()`), and these list what they can be.
+
+/// [`SubmitResponse::status`]: always `pending`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SubmitState {
+    Pending,
+}
+
+/// [`TransactionStatusJson::status`].
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TransactionState {
+    Pending,
+    Accepted,
+    Dropped,
+}
+
+/// [`GatewayStatusJson::block_source`].
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GatewayBlockSource {
+    Timer,
+    Gateway,
+}
+
+/// [`NodeJson::consensus`].
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Consensus {
+    Solo,
+    Cometbft,
+}
+
+/// [`NodeJson::block_source`].
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockSource {
+    Timer,
+    Gateway,
+    Cometbft,
+}
+
+/// [`OraclePriceJson::status`] (only `ok` prices are used by the node).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OraclePriceStatus {
+    Ok,
+    InsufficientVenues,
+    Unavailable,
+}
+
+/// [`OfferExplanationJson::status`].
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferState {
+    Traded,
+    PartlyTraded,
+    NotTraded,
+    Dropped,
+    Cancelled,
+    Pending,
+    Unknown,
 }

@@ -25,6 +25,14 @@ const ASSETS: [(&str, &str, &str); 2] = [
 /// Served with every asset: the page loads nothing from elsewhere and runs no inline script.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data:";
 
+#[utoipa::path(
+    get,
+    path = "/",
+    summary = "The live dashboard (HTML; its assets under /dashboard/)",
+    responses(
+        (status = 200, description = "the page", content(("text/html")))
+    )
+)]
 pub async fn index() -> Response {
     page("text/html; charset=utf-8", INDEX_HTML)
 }

@@ -22,6 +22,24 @@ use walras_types::{AccountId, OfferId};
 /// Most accounts an `ambiguous_offer` answer lists.
 const AMBIGUOUS_LISTED_MAX: usize = 10;
 
+#[utoipa::path(
+    get,
+    path = "/v1/offers/{id}/explain",
+    summary = "Why an offer traded or not",
+    description = "Status, the block's clearing rate against its limit, amounts, and the reason (out of the money by x bp, volume ran out ahead of it, at the money, dropped by a filter rule, cancelled, pending).",
+    params(
+        ("id" = u64, Path, description = "Offer id: the creating transaction's sequence number"),
+        ("account" = Option<u64>, Query, description = "The account that created it, when several used the id")
+    ),
+    responses(
+        (status = 200, description = "the explanation", body = OfferExplanationJson),
+        (status = 400, description = "malformed: not an offer or account id", body = walras_api::wire::ApiError),
+        (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
+        (status = 404, description = "unknown_offer", body = walras_api::wire::ApiError),
+        (status = 409, description = "ambiguous_offer: several accounts used this offer id; name one with `account`", body = walras_api::wire::ApiError),
+        (status = 503, description = "explain_busy: another explanation runs", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn offer_explain(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,

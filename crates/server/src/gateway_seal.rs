@@ -35,6 +35,14 @@ pub(super) fn refuse_if_gateway_only(shared: &Shared, what: &str) -> Result<(), 
 }
 
 /// `GET /v1/gateway`: the block source and the gateway's counters of its last committed batch.
+#[utoipa::path(
+    get,
+    path = "/v1/gateway",
+    summary = "Where blocks come from and the fair-access gateway's counters",
+    responses(
+        (status = 200, description = "every counter null in timer mode", body = GatewayStatusJson)
+    )
+)]
 pub async fn status(State(shared): State<Arc<Shared>>) -> Json<GatewayStatusJson> {
     let Some(link) = &shared.gateway else {
         return Json(GatewayStatusJson {
@@ -136,6 +144,20 @@ pub(super) fn run_gateway_producer(
 }
 
 /// `POST /v1/gateway/seal`: a sealed batch from the gateway (loopback, signed, next height).
+#[utoipa::path(
+    post,
+    path = "/v1/gateway/seal",
+    summary = "A sealed batch from the fair-access gateway (loopback peers only)",
+    description = "The body is the gateway link's sealed batch, signed in a header by the gateway's key; see docs/gateway.md.",
+    request_body(content((crate::openapi::CanonicalBytes = "application/octet-stream"))),
+    responses(
+        (status = 200, description = "durable: the block's canonical answer", content((crate::openapi::CanonicalBytes = "application/octet-stream"))),
+        (status = 400, description = "malformed: not a sealed batch", body = walras_api::wire::ApiError),
+        (status = 403, description = "not_loopback, or the signature (header) is not the gateway's", body = walras_api::wire::ApiError),
+        (status = 404, description = "no_gateway_link: the node runs with its own timer", body = walras_api::wire::ApiError),
+        (status = 413, description = "too_large", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn seal(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     match seal_inner(&shared, request).await {
         Ok(bytes) => (

@@ -18,6 +18,7 @@ mod listen;
 pub mod mempool;
 mod metrics;
 mod node;
+mod openapi;
 pub mod oracle;
 mod recent;
 mod routes;

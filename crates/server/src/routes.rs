@@ -1,5 +1,6 @@
-//! The HTTP API under `/v1` (see [`walras_api::wire`] for the bodies and `openapi.rs` for the
-//! document served at `/v1/openapi.json`).
+//! The HTTP API under `/v1` (see [`walras_api::wire`] for the bodies). Each handler carries its
+//! `#[utoipa::path]`: the document served at `/v1/openapi.json` is derived from them
+//! (`openapi.rs`).
 
 use super::admission::admit;
 use super::failure::{body_failure, Failure};
@@ -22,7 +23,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
-use walras_api::openapi;
 use walras_api::transaction_from_json;
 use walras_api::wire::*;
 use walras_crypto::Hash;
@@ -42,6 +42,22 @@ pub const BOOK_LEVELS_MAX: usize = 1_000;
 /// Most open event streams, all clients together (each client: `--event-streams-per-client`).
 pub const SSE_SUBSCRIBERS_MAX: usize = 256;
 
+#[utoipa::path(
+    post,
+    path = "/v1/transactions",
+    summary = "Submit one transaction (JSON or canonical binary)",
+    request_body(content((TransactionJson = "application/json"), (crate::openapi::CanonicalBytes = "application/octet-stream"))),
+    responses(
+        (status = 202, description = "admitted to the mempool", body = SubmitResponse),
+        (status = 400, description = "malformed (not a transaction), bad_signature", body = walras_api::wire::ApiError),
+        (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
+        (status = 409, description = "replayed (sequence already used), duplicate (already pending)", body = walras_api::wire::ApiError),
+        (status = 413, description = "too_large: the body is over 16 KiB", body = walras_api::wire::ApiError),
+        (status = 415, description = "unsupported_media_type: neither JSON nor octet-stream", body = walras_api::wire::ApiError),
+        (status = 422, description = "refused by the admission rule: unknown source account, sequence outside the window, payments certificate or escrow", body = walras_api::wire::ApiError),
+        (status = 503, description = "mempool_full: retry later", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn submit(
     State(shared): State<AppState>,
     headers: HeaderMap,
@@ -92,6 +108,19 @@ fn content_type(headers: &HeaderMap) -> Option<String> {
     Some(value.split(';').next()?.trim().to_ascii_lowercase())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/transactions/batch",
+    summary = "Submit a list of transactions (binary: u16 count, then each encoded)",
+    request_body(content((crate::openapi::CanonicalBytes = "application/octet-stream"))),
+    responses(
+        (status = 200, description = "decoded; each item says whether it was admitted", body = BatchSubmitResponse),
+        (status = 400, description = "malformed: the body is not a transaction list, or it is empty", body = walras_api::wire::ApiError),
+        (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
+        (status = 413, description = "too_large: over 4 MiB or 10,000 transactions", body = walras_api::wire::ApiError),
+        (status = 415, description = "unsupported_media_type: a batch is application/octet-stream", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn submit_batch(
     State(shared): State<AppState>,
     headers: HeaderMap,
@@ -137,6 +166,19 @@ pub async fn submit_batch(
     }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/transactions/{hash}",
+    summary = "Status of a transaction: pending, accepted or dropped",
+    params(
+        ("hash" = String, Path, description = "Transaction hash, 64 hex digits", pattern = "^[0-9a-fA-F]{64}$")
+    ),
+    responses(
+        (status = 200, description = "pending, or committed with its block and index", body = TransactionStatusJson),
+        (status = 400, description = "malformed: not a transaction hash", body = walras_api::wire::ApiError),
+        (status = 404, description = "unknown_transaction: neither pending nor recently committed", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn transaction_status(
     State(shared): State<AppState>,
     Path(hash): Path<String>,
@@ -190,6 +232,19 @@ fn unknown_account(id: AccountId) -> Failure {
     )
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/accounts/{id}",
+    summary = "An account: key, sequence numbers, balances",
+    params(
+        ("id" = u64, Path, description = "Account id")
+    ),
+    responses(
+        (status = 200, description = "the account", body = AccountJson),
+        (status = 400, description = "malformed: not an account id", body = walras_api::wire::ApiError),
+        (status = 404, description = "unknown_account", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn account(
     State(shared): State<AppState>,
     Path(id): Path<String>,
@@ -227,6 +282,19 @@ pub async fn account(
     }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/accounts/{id}/offers",
+    summary = "The open offers of an account",
+    params(
+        ("id" = u64, Path, description = "Account id")
+    ),
+    responses(
+        (status = 200, description = "its open offers", body = AccountOffersJson),
+        (status = 400, description = "malformed: not an account id", body = walras_api::wire::ApiError),
+        (status = 404, description = "unknown_account", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn account_offers(
     State(shared): State<AppState>,
     Path(id): Path<String>,
@@ -260,6 +328,22 @@ pub async fn account_offers(
     }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/books/{sell}/{buy}",
+    summary = "Depth of the book selling `sell` for `buy`, by limit price",
+    params(
+        ("sell" = u16, Path, description = "Asset sold"),
+        ("buy" = u16, Path, description = "Asset bought"),
+        ("levels" = Option<u32>, Query, description = "Price levels to return (default 20)", minimum = 1, maximum = 1000)
+    ),
+    responses(
+        (status = 200, description = "the book's levels, lowest limit price first", body = BookJson),
+        (status = 400, description = "malformed: the same asset twice, or levels out of range", body = walras_api::wire::ApiError),
+        (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
+        (status = 404, description = "unknown_asset", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn book(
     State(shared): State<AppState>,
     Path((sell, buy)): Path<(String, String)>,
@@ -349,6 +433,20 @@ fn load_block(shared: &Shared, height: u64) -> Result<walras_engine::Block, Fail
         })
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/blocks/{height}",
+    summary = "A committed block's header and results",
+    params(
+        ("height" = u64, Path, description = "Block height")
+    ),
+    responses(
+        (status = 200, description = "the block", body = BlockJson),
+        (status = 400, description = "malformed: not a height", body = walras_api::wire::ApiError),
+        (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
+        (status = 404, description = "unknown_block", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn block(
     State(shared): State<AppState>,
     Path(height): Path<String>,
@@ -404,6 +502,15 @@ pub async fn block(
 }
 
 /// `GET /v1/payments/escrow`: the bridge's committee, escrow and withdrawn count now.
+#[utoipa::path(
+    get,
+    path = "/v1/payments/escrow",
+    summary = "The payments bridge: committee chain and epoch, escrow per asset, outputs withdrawn",
+    responses(
+        (status = 200, description = "the bridge now", body = EscrowJson),
+        (status = 404, description = "payments_disabled: the genesis names no payments committee", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn payments_escrow(State(shared): State<AppState>) -> Result<Json<EscrowJson>, Failure> {
     let state = shared.state.read().await;
     let payments = state.payments().ok_or_else(|| {
@@ -427,6 +534,18 @@ pub const DEPOSIT_SCAN_BLOCKS_MAX: u64 = 256;
 
 /// `GET /v1/payments/deposits?after_height=H`: the deposits of committed blocks after `H`,
 /// for the payments validators, which admit a deposit's output only once its block is here.
+#[utoipa::path(
+    get,
+    path = "/v1/payments/deposits",
+    summary = "Committed deposits into the payments escrow after `after_height` (the payments lane admits them)",
+    params(
+        ("after_height" = Option<u64>, Query, description = "Blocks after this height (default 0); at most 256 blocks are scanned per request")
+    ),
+    responses(
+        (status = 200, description = "deposits of blocks after_height+1 ..= scanned_to", body = DepositsJson),
+        (status = 400, description = "malformed: after_height is not a height", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn payments_deposits(
     State(shared): State<AppState>,
     Query(query): Query<HashMap<String, String>>,
@@ -479,6 +598,20 @@ pub async fn payments_deposits(
     }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/blocks/{height}/raw",
+    summary = "A committed block in its canonical encoding",
+    params(
+        ("height" = u64, Path, description = "Block height")
+    ),
+    responses(
+        (status = 200, description = "the encoded block", content((crate::openapi::CanonicalBytes = "application/octet-stream"))),
+        (status = 400, description = "malformed: not a height", body = walras_api::wire::ApiError),
+        (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
+        (status = 404, description = "unknown_block", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn block_raw(
     State(shared): State<AppState>,
     Path(height): Path<String>,
@@ -492,6 +625,15 @@ pub async fn block_raw(
         .into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/prices",
+    summary = "The latest block's clearing valuations",
+    responses(
+        (status = 200, description = "valuations and display prices", body = PricesJson),
+        (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn prices(State(shared): State<AppState>) -> Json<PricesJson> {
     let tip = shared.tip();
     Json(PricesJson {
@@ -501,6 +643,14 @@ pub async fn prices(State(shared): State<AppState>) -> Json<PricesJson> {
     })
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/status",
+    summary = "Height, state root, mempool",
+    responses(
+        (status = 200, description = "the node's committed tip", body = StatusJson)
+    )
+)]
 pub async fn status(State(shared): State<AppState>) -> Json<StatusJson> {
     let tip = shared.tip();
     let (mempool_transactions, mempool_capacity) = {
@@ -542,6 +692,18 @@ impl Drop for Subscriber {
 }
 
 /// Block events as server-sent events, until the client leaves or the node stops.
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    summary = "Server-sent events",
+    description = "One `block` event per committed block (data: BlockEvent); with an oracle, an `oracle` event at most once a second (data: OraclePrices) and an `oracle_band` warning when a block's clearing leaves the band (data: OracleBand); `lagged` (text) when this client missed block events.",
+    responses(
+        (status = 200, description = "the event stream", content(("text/event-stream"))),
+        (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
+        (status = 429, description = "too_many_streams: this client IP holds --event-streams-per-client streams", body = walras_api::wire::ApiError),
+        (status = 503, description = "too_many_subscribers: 256 streams are open", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn events(
     State(shared): State<AppState>,
     Extension(slots): Extension<Arc<EventStreamSlots>>,
@@ -592,6 +754,17 @@ fn oracle_event(event: &OracleEvent) -> Event {
 }
 
 /// `GET /v1/oracle/prices`: the oracle's latest publication.
+#[utoipa::path(
+    get,
+    path = "/v1/oracle/prices",
+    summary = "The node's oracle prices per exchange asset, with status, age, dispersion and venues",
+    description = "Advisory: nothing committed depends on it.",
+    responses(
+        (status = 200, description = "the latest publication", body = OraclePricesJson),
+        (status = 404, description = "oracle_not_configured: started without --oracle-feed/--oracle-venue", body = walras_api::wire::ApiError),
+        (status = 503, description = "oracle_no_price: no asset has a healthy price yet", body = walras_api::wire::ApiError)
+    )
+)]
 pub async fn oracle_prices(
     State(shared): State<AppState>,
 ) -> Result<Json<OraclePricesJson>, Failure> {
@@ -647,6 +820,14 @@ fn stream_refused(refusal: StreamRefusal, client: IpAddr) -> Failure {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    summary = "Prometheus metrics",
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", content(("text/plain")))
+    )
+)]
 pub async fn metrics(State(shared): State<AppState>) -> Response {
     let mempool = {
         let mempool = shared.mempool();
@@ -660,8 +841,16 @@ pub async fn metrics(State(shared): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
-pub async fn openapi_document() -> Json<serde_json::Value> {
-    Json(openapi::document())
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    summary = "This document",
+    responses(
+        (status = 200, description = "OpenAPI 3.1", content(("application/json")))
+    )
+)]
+pub async fn openapi_document() -> Json<utoipa::openapi::OpenApi> {
+    Json(crate::openapi::document())
 }
 
 pub async fn not_found() -> Failure {
@@ -684,6 +873,15 @@ const COMETBFT_RPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 
 /// `GET /v1/node`: what this node runs (so a dashboard asks only for configured parts) and
 /// how it is doing: mempool, event streams, store commit time, CometBFT in replicated mode.
+#[utoipa::path(
+    get,
+    path = "/v1/node",
+    summary = "What the node runs (consensus, block source, oracle, payments) and its health",
+    description = "Mempool, event streams, mean store commit time, CometBFT height and peers when replicated.",
+    responses(
+        (status = 200, description = "configuration and health", body = NodeJson)
+    )
+)]
 pub async fn node(State(shared): State<AppState>) -> Json<NodeJson> {
     let tip = shared.tip();
     let (mempool_transactions, mempool_capacity) = {

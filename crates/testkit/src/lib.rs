@@ -6,6 +6,7 @@
 
 pub mod in_process;
 pub use in_process::InProcessNode;
+pub mod openapi;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
