@@ -735,3 +735,9 @@ pub enum OfferState {
     Pending,
     Unknown,
 }
+
+/// Bytes in the canonical binary encoding (`walras_types::codec`): a transaction, a list of
+/// transactions (u16 count, then each), a block, or the gateway link's frames.
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct CanonicalBytes(#[allow(dead_code)] Vec<u8>);

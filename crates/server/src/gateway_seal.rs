@@ -149,9 +149,9 @@ pub(super) fn run_gateway_producer(
     path = "/v1/gateway/seal",
     summary = "A sealed batch from the fair-access gateway (loopback peers only)",
     description = "The body is the gateway link's sealed batch, signed in a header by the gateway's key; see docs/gateway.md.",
-    request_body(content((crate::openapi::CanonicalBytes = "application/octet-stream"))),
+    request_body(content((walras_api::wire::CanonicalBytes = "application/octet-stream"))),
     responses(
-        (status = 200, description = "durable: the block's canonical answer", content((crate::openapi::CanonicalBytes = "application/octet-stream"))),
+        (status = 200, description = "durable: the block's canonical answer", content((walras_api::wire::CanonicalBytes = "application/octet-stream"))),
         (status = 400, description = "malformed: not a sealed batch", body = walras_api::wire::ApiError),
         (status = 403, description = "not_loopback, or the signature (header) is not the gateway's", body = walras_api::wire::ApiError),
         (status = 404, description = "no_gateway_link: the node runs with its own timer", body = walras_api::wire::ApiError),

@@ -823,7 +823,7 @@ pub fn router(
         .route("/", get(dashboard::index))
         .route("/dashboard/{file}", get(dashboard::asset))
         .route("/v1/oracle/prices", get(routes::oracle_prices))
-        .route("/v1/openapi.json", get(routes::openapi_document))
+        .route("/v1/openapi.json", get(openapi::openapi_document))
         .route("/metrics", get(routes::metrics))
         .route(
             "/v1/gateway/seal",

@@ -8,7 +8,7 @@
 //! of CSS/JS files the page at `/` loads, not an API); the test below holds the router to that.
 
 use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 use walras_api::wire::{ApiError, BlockEventJson, OracleBandJson, OraclePricesJson};
 
 #[derive(OpenApi)]
@@ -41,7 +41,7 @@ use walras_api::wire::{ApiError, BlockEventJson, OracleBandJson, OraclePricesJso
         crate::routes::node,
         crate::dashboard::index,
         crate::routes::events,
-        crate::routes::openapi_document,
+        openapi_document,
         crate::routes::metrics,
     ),
     // The data of the server-sent events: no route answers them as JSON, so name them here.
@@ -55,11 +55,17 @@ pub fn document() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
-/// Bytes in the canonical binary encoding (`walras_types::codec`): a transaction, a list of
-/// transactions (u16 count, then each), a block, or the gateway link's frames.
-#[derive(ToSchema)]
-#[schema(value_type = String, format = Binary)]
-pub struct CanonicalBytes(#[allow(dead_code)] Vec<u8>);
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    summary = "This document",
+    responses(
+        (status = 200, description = "OpenAPI 3.1", content(("application/json")))
+    )
+)]
+pub async fn openapi_document() -> axum::Json<utoipa::openapi::OpenApi> {
+    axum::Json(document())
+}
 
 /// Adds to every operation the answers of the router's layers, which run before any handler:
 /// `429 rate_limited` (the per-client limit of the public listener) and, except on the

@@ -46,7 +46,7 @@ pub const SSE_SUBSCRIBERS_MAX: usize = 256;
     post,
     path = "/v1/transactions",
     summary = "Submit one transaction (JSON or canonical binary)",
-    request_body(content((TransactionJson = "application/json"), (crate::openapi::CanonicalBytes = "application/octet-stream"))),
+    request_body(content((TransactionJson = "application/json"), (walras_api::wire::CanonicalBytes = "application/octet-stream"))),
     responses(
         (status = 202, description = "admitted to the mempool", body = SubmitResponse),
         (status = 400, description = "malformed (not a transaction), bad_signature", body = walras_api::wire::ApiError),
@@ -112,7 +112,7 @@ fn content_type(headers: &HeaderMap) -> Option<String> {
     post,
     path = "/v1/transactions/batch",
     summary = "Submit a list of transactions (binary: u16 count, then each encoded)",
-    request_body(content((crate::openapi::CanonicalBytes = "application/octet-stream"))),
+    request_body(content((walras_api::wire::CanonicalBytes = "application/octet-stream"))),
     responses(
         (status = 200, description = "decoded; each item says whether it was admitted", body = BatchSubmitResponse),
         (status = 400, description = "malformed: the body is not a transaction list, or it is empty", body = walras_api::wire::ApiError),
@@ -606,7 +606,7 @@ pub async fn payments_deposits(
         ("height" = u64, Path, description = "Block height")
     ),
     responses(
-        (status = 200, description = "the encoded block", content((crate::openapi::CanonicalBytes = "application/octet-stream"))),
+        (status = 200, description = "the encoded block", content((walras_api::wire::CanonicalBytes = "application/octet-stream"))),
         (status = 400, description = "malformed: not a height", body = walras_api::wire::ApiError),
         (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
         (status = 404, description = "unknown_block", body = walras_api::wire::ApiError)
@@ -839,18 +839,6 @@ pub async fn metrics(State(shared): State<AppState>) -> Response {
         text.push_str(&oracle.metrics.render(age));
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
-}
-
-#[utoipa::path(
-    get,
-    path = "/v1/openapi.json",
-    summary = "This document",
-    responses(
-        (status = 200, description = "OpenAPI 3.1", content(("application/json")))
-    )
-)]
-pub async fn openapi_document() -> Json<utoipa::openapi::OpenApi> {
-    Json(crate::openapi::document())
 }
 
 pub async fn not_found() -> Failure {
