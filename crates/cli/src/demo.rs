@@ -20,6 +20,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use walras_api::wire::{PricesJson, StatusJson};
+use walras_client::NodeApi;
 use walras_client::NodeClient;
 use walras_loadgen::{mix::Mix, LoadgenConfig, LoadgenReport};
 

@@ -16,6 +16,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use walras_client::NodeApi;
 
 use walras_client::{keyfile, NodeClient};
 use walras_crypto::Keypair;
@@ -256,17 +257,20 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
     let committee_arg = committee_path.to_str().expect("utf-8 path");
     let base_arg = base_path.to_str().expect("utf-8 path");
     let genesis_arg = genesis_path.to_str().expect("utf-8 path");
-    let hash = ok(
+    let exchange_genesis = |committee: &str, out: &str| {
         walras(&[
             "payments",
             "exchange-genesis",
             "--committee",
-            committee_arg,
+            committee,
             "--genesis",
             base_arg,
             "--out",
-            genesis_arg,
-        ]),
+            out,
+        ])
+    };
+    let hash = ok(
+        exchange_genesis(committee_arg, genesis_arg),
         "exchange-genesis",
     );
     let written = Genesis::decode(&std::fs::read(&genesis_path).expect("genesis read"))
@@ -303,16 +307,7 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
     }
     // The output file is never overwritten (a node may already hold it), and a committee file
     // with a member's proof taken from another member is refused before anything is written.
-    let again = walras(&[
-        "payments",
-        "exchange-genesis",
-        "--committee",
-        committee_arg,
-        "--genesis",
-        base_arg,
-        "--out",
-        genesis_arg,
-    ]);
+    let again = exchange_genesis(committee_arg, genesis_arg);
     assert!(
         !again.status.success(),
         "an existing genesis was overwritten"
@@ -324,16 +319,10 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
     let bad_path = dir.path().join("bad-committee.json");
     std::fs::write(&bad_path, serde_json::to_string(&bad).expect("json")).expect("written");
     let bad_out = dir.path().join("bad-genesis.bin");
-    let refused = walras(&[
-        "payments",
-        "exchange-genesis",
-        "--committee",
+    let refused = exchange_genesis(
         bad_path.to_str().expect("utf-8 path"),
-        "--genesis",
-        base_arg,
-        "--out",
         bad_out.to_str().expect("utf-8 path"),
-    ]);
+    );
     assert!(!refused.status.success(), "a rogue proof was accepted");
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("validator 1"),

@@ -17,13 +17,7 @@ use sse::SseParser;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::time::Duration;
-use walras_api::wire::{
-    AccountJson, AccountOffersJson, ApiError, BatchSubmitResponse, BlockEventJson, BlockJson,
-    BookJson, DepositsJson, EscrowJson, OfferExplanationJson, PricesJson, StatusJson,
-    SubmitResponse, TransactionStatusJson,
-};
-use walras_engine::Block;
-use walras_types::SignedTransaction;
+use walras_api::wire::{ApiError, BlockEventJson};
 
 /// Longest a single request may take, body included (the event stream has no limit).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -88,8 +82,8 @@ impl ClientError {
 }
 
 /// A typed client of one node's `/v1` API over HTTP. Cheap to clone (the connection pool is
-/// shared). Its typed requests are [`NodeApi`]'s; the inherent methods of the same names
-/// delegate to them, so callers that name `NodeClient` need no trait import.
+/// shared). Its typed requests are [`NodeApi`]'s (import the trait to call them), written once
+/// for HTTP and in-process callers alike.
 #[derive(Clone, Debug)]
 pub struct NodeClient {
     http: reqwest::Client,
@@ -116,85 +110,6 @@ impl NodeClient {
 
     pub fn base_url(&self) -> &str {
         &self.base_url
-    }
-
-    pub async fn status(&self) -> Result<StatusJson, ClientError> {
-        NodeApi::status(self).await
-    }
-
-    pub async fn account(&self, account: u64) -> Result<AccountJson, ClientError> {
-        NodeApi::account(self, account).await
-    }
-
-    pub async fn account_offers(&self, account: u64) -> Result<AccountOffersJson, ClientError> {
-        NodeApi::account_offers(self, account).await
-    }
-
-    pub async fn book(
-        &self,
-        sell: u16,
-        buy: u16,
-        levels: Option<u32>,
-    ) -> Result<BookJson, ClientError> {
-        NodeApi::book(self, sell, buy, levels).await
-    }
-
-    pub async fn block(&self, height: u64) -> Result<BlockJson, ClientError> {
-        NodeApi::block(self, height).await
-    }
-
-    pub async fn block_raw(&self, height: u64) -> Result<Block, ClientError> {
-        NodeApi::block_raw(self, height).await
-    }
-
-    pub async fn payments_deposits(&self, after_height: u64) -> Result<DepositsJson, ClientError> {
-        NodeApi::payments_deposits(self, after_height).await
-    }
-
-    pub async fn payments_escrow(&self) -> Result<EscrowJson, ClientError> {
-        NodeApi::payments_escrow(self).await
-    }
-
-    pub async fn offer_explanation(
-        &self,
-        id: u64,
-        account: Option<u64>,
-    ) -> Result<OfferExplanationJson, ClientError> {
-        NodeApi::offer_explanation(self, id, account).await
-    }
-
-    pub async fn prices(&self) -> Result<PricesJson, ClientError> {
-        NodeApi::prices(self).await
-    }
-
-    pub async fn transaction(&self, hash_hex: &str) -> Result<TransactionStatusJson, ClientError> {
-        NodeApi::transaction(self, hash_hex).await
-    }
-
-    pub async fn metrics(&self) -> Result<String, ClientError> {
-        NodeApi::metrics(self).await
-    }
-
-    pub async fn submit(&self, signed: &SignedTransaction) -> Result<SubmitResponse, ClientError> {
-        NodeApi::submit(self, signed).await
-    }
-
-    pub async fn submit_json(
-        &self,
-        signed: &SignedTransaction,
-    ) -> Result<SubmitResponse, ClientError> {
-        NodeApi::submit_json(self, signed).await
-    }
-
-    pub async fn submit_batch(
-        &self,
-        batch: &[SignedTransaction],
-    ) -> Result<BatchSubmitResponse, ClientError> {
-        NodeApi::submit_batch(self, batch).await
-    }
-
-    pub async fn events(&self) -> Result<BlockEvents, ClientError> {
-        NodeApi::events(self).await
     }
 }
 

@@ -15,6 +15,7 @@ use setup::{Layout, NodeLayout};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use walras_client::NodeApi;
 use walras_client::NodeClient;
 use walras_devnet::DEV_ACCOUNTS_MAX;
 use walras_server::cometbft::{binary_or_find, COMETBFT_VERSION};

@@ -14,6 +14,7 @@ mod localnet;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use walras_client::NodeApi;
 
 use walras_payments::codec::{certificate_bytes, decode_certificate};
 use walras_payments_net::client::CommitteeClient;
