@@ -46,8 +46,8 @@ pub enum ToolError {
     #[error("{0}")]
     Workload(#[from] walras_sim::WorkloadError),
     /// Offer generation parameters are out of range.
-    #[error("{0}")]
-    OfferParams(String),
+    #[error(transparent)]
+    OfferParams(#[from] walras_sim::OfferParamsError),
     /// The offers are not a valid batch (unknown asset, zero amount, ...).
     #[error(transparent)]
     Books(#[from] walras_clearing::BookError),

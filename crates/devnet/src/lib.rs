@@ -13,18 +13,24 @@ pub use walras_api::wire::DEV_ACCOUNTS_MAX;
 
 /// Why a development genesis could not be built.
 #[derive(Debug, thiserror::Error)]
-#[error("generating the development genesis: {0}")]
-pub struct DevGenesisError(String);
+pub enum DevGenesisError {
+    #[error(
+        "generating the development genesis: {accounts} accounts is more than the \
+         {DEV_ACCOUNTS_MAX} a development genesis may have"
+    )]
+    TooManyAccounts { accounts: u64 },
+    #[error("generating the development genesis: {0}")]
+    Workload(#[from] walras_sim::WorkloadError),
+}
 
 /// The genesis of a development network: `accounts` accounts holding some of `assets` assets, as
 /// the workload generator builds it. Its keys are derived from the public `seed`
 /// ([`dev_keypair`]), so anyone can sign for any account: for tests and demos only.
 pub fn dev_genesis(dev: &DevGenesisJson, threads: usize) -> Result<Genesis, DevGenesisError> {
     if dev.accounts > DEV_ACCOUNTS_MAX {
-        return Err(DevGenesisError(format!(
-            "{} accounts is more than the {DEV_ACCOUNTS_MAX} a development genesis may have",
-            dev.accounts
-        )));
+        return Err(DevGenesisError::TooManyAccounts {
+            accounts: dev.accounts,
+        });
     }
     let params = WorkloadParams {
         accounts: dev.accounts as usize,
@@ -36,15 +42,18 @@ pub fn dev_genesis(dev: &DevGenesisJson, threads: usize) -> Result<Genesis, DevG
         faults: false,
         market_spread_ppm: None,
     };
-    let generator = WorkloadGenerator::new(&params, threads)
-        .map_err(|error| DevGenesisError(error.to_string()))?;
+    let generator = WorkloadGenerator::new(&params, threads)?;
     Ok(generator.genesis().clone())
 }
 
 /// [`dev_genesis`] as the node's genesis builder (what `--dev` hands the server, which does
-/// not link the workload generator itself).
-pub fn dev_genesis_builder(dev: &DevGenesisJson, threads: usize) -> Result<Genesis, String> {
-    dev_genesis(dev, threads).map_err(|error| error.to_string())
+/// not link the workload generator itself). The error is boxed because the server's builder
+/// type cannot name [`DevGenesisError`] (this crate is not linked into the server).
+pub fn dev_genesis_builder(
+    dev: &DevGenesisJson,
+    threads: usize,
+) -> Result<Genesis, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(dev_genesis(dev, threads)?)
 }
 
 /// The key of `account` in the development genesis `dev`.
@@ -56,4 +65,46 @@ pub fn dev_keypair(dev: &DevGenesisJson, account: AccountId) -> Keypair {
 pub fn dev_secret_seed(dev: &DevGenesisJson, account: AccountId) -> [u8; 32] {
     let pool = key_pool_size(dev.accounts as usize) as u64;
     key_seed(dev.seed, account.0 % pool)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Too many accounts and parameters the generator refuses are typed errors, and the boxed
+    /// builder error the server receives still says which.
+    #[test]
+    fn a_development_genesis_out_of_range_is_a_typed_error() {
+        let too_many = DevGenesisJson {
+            accounts: DEV_ACCOUNTS_MAX + 1,
+            assets: 4,
+            seed: 1,
+        };
+        assert!(matches!(
+            dev_genesis(&too_many, 1),
+            Err(DevGenesisError::TooManyAccounts { accounts }) if accounts == DEV_ACCOUNTS_MAX + 1
+        ));
+        let one_asset = DevGenesisJson {
+            accounts: 10,
+            assets: 1,
+            seed: 1,
+        };
+        assert!(matches!(
+            dev_genesis(&one_asset, 1),
+            Err(DevGenesisError::Workload(
+                walras_sim::WorkloadError::Assets(1)
+            ))
+        ));
+        let boxed = dev_genesis_builder(&one_asset, 1).err().unwrap();
+        assert!(boxed.to_string().contains("assets must be 2"), "{boxed}");
+        assert!(dev_genesis_builder(
+            &DevGenesisJson {
+                accounts: 10,
+                assets: 2,
+                seed: 1
+            },
+            1
+        )
+        .is_ok());
+    }
 }

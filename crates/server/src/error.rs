@@ -57,8 +57,11 @@ pub enum NodeError {
         source: walras_types::GenesisError,
     },
     /// The development genesis could not be generated from its parameters.
-    #[error("generating the dev genesis: {0}")]
-    DevGenesis(String),
+    #[error(transparent)]
+    DevGenesis(crate::DevGenesisBuildError),
+    /// The recorded oracle feed named by `--oracle-feed` cannot be used.
+    #[error(transparent)]
+    OracleFeed(#[from] crate::oracle::OracleFeedError),
     /// The genesis file named on the command line is not the one the store holds.
     #[error(
         "genesis mismatch: {} has genesis {named_hash}, the store in {} holds genesis \

@@ -56,12 +56,16 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the runtime waits for blocking tasks (signature checks) once the server stopped.
 const RUNTIME_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
+/// Builds the development genesis of the given parameters over `threads` threads.
+pub type DevGenesisBuilder = fn(&DevGenesisJson, usize) -> Result<Genesis, DevGenesisBuildError>;
+/// Why a [`DevGenesisBuilder`] failed: the builder's own typed error (the server cannot name
+/// its type, as it does not link the crate that builds development geneses), kept whole so
+/// its source chain reaches the user.
+pub type DevGenesisBuildError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Which genesis the node runs. A directory without a store gets a new one from `File` or
 /// `Dev`; a directory with a `data.mdb` is never re-initialised, and its stored genesis must be
 /// the one named (else the node refuses to start, naming both).
-/// Builds the development genesis of the given parameters over `threads` threads.
-pub type DevGenesisBuilder = fn(&DevGenesisJson, usize) -> Result<Genesis, String>;
-
 #[derive(Clone, Debug)]
 pub enum GenesisSource {
     /// Whatever genesis the existing store holds; no store is an error.
@@ -153,7 +157,7 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
         .map_err(NodeError::system("starting the async runtime"))?;
     // The feed is read before the store is opened: a bad file stops the node at once.
     let feed = match config.oracle.as_ref().map(|oracle| &oracle.source) {
-        Some(OracleSource::Feed(path)) => Some(oracle::load_feed(path).map_err(NodeError::Config)?),
+        Some(OracleSource::Feed(path)) => Some(oracle::load_feed(path)?),
         Some(OracleSource::Venues(_)) | None => None,
     };
     let shared = Arc::new(open_and_recover(&config)?);

@@ -356,17 +356,41 @@ pub fn check_block(
     Some(band)
 }
 
+/// Why a recorded oracle feed cannot be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum OracleFeedError {
+    #[error("opening the oracle feed {}: {source}", path.display())]
+    Open {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading the oracle feed {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: walras_oracle::feed::FeedError,
+    },
+    #[error(
+        "the oracle feed {} holds no records (write one with `walras gen feed`)",
+        path.display()
+    )]
+    Empty { path: std::path::PathBuf },
+}
+
 /// Reads a recorded feed for [`run_feed`].
-pub fn load_feed(path: &std::path::Path) -> Result<LoopedFeed, String> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("opening the oracle feed {}: {e}", path.display()))?;
-    let records = read_jsonl(std::io::BufReader::new(file))
-        .map_err(|e| format!("reading the oracle feed {}: {e}", path.display()))?;
-    LoopedFeed::new(records).ok_or_else(|| {
-        format!(
-            "the oracle feed {} holds no records (write one with `walras gen feed`)",
-            path.display()
-        )
+pub fn load_feed(path: &std::path::Path) -> Result<LoopedFeed, OracleFeedError> {
+    let file = std::fs::File::open(path).map_err(|source| OracleFeedError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let records =
+        read_jsonl(std::io::BufReader::new(file)).map_err(|source| OracleFeedError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    LoopedFeed::new(records).ok_or_else(|| OracleFeedError::Empty {
+        path: path.to_path_buf(),
     })
 }
 
@@ -731,6 +755,28 @@ mod tests {
         // A reference without a valuation is skipped for the next priced asset.
         let band = band_check(&map, &per_unit, &[0, 1 << 40, 1 << 40], 9, 200.0).unwrap();
         assert_eq!(band.reference_asset, 1);
+    }
+
+    /// A feed that is missing, not JSON lines, or empty is refused with the error that names
+    /// the file and what went wrong (before: one string, the same type for all three).
+    #[test]
+    fn a_missing_garbled_or_empty_oracle_feed_is_a_typed_error_naming_the_file() {
+        let dir = walras_testkit::TempDir::new("oracle-feed-errors");
+        let missing = dir.path().join("missing.jsonl");
+        assert!(matches!(
+            load_feed(&missing),
+            Err(OracleFeedError::Open { path, .. }) if path == missing
+        ));
+        let garbled = dir.path().join("garbled.jsonl");
+        std::fs::write(&garbled, "not json\n").unwrap();
+        let error = load_feed(&garbled).err().unwrap();
+        assert!(matches!(&error, OracleFeedError::Read { path, .. } if *path == garbled));
+        assert!(error.to_string().contains("garbled.jsonl"), "{error}");
+        let empty = dir.path().join("empty.jsonl");
+        std::fs::write(&empty, "\n\n").unwrap();
+        let error = load_feed(&empty).err().unwrap();
+        assert!(matches!(&error, OracleFeedError::Empty { path } if *path == empty));
+        assert!(error.to_string().contains("walras gen feed"), "{error}");
     }
 }
 

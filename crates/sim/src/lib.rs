@@ -52,7 +52,7 @@ pub mod workload;
 pub use generate::generate_offers;
 pub use offers::{GeneratedOffers, OfferModel, OfferWorkload, UnknownModel};
 pub use rng::{PowerLaw, Rng, WeightedIndex};
-pub use shape::{MarketShape, PairChoice};
+pub use shape::{MarketShape, OfferParamsError, PairChoice};
 pub use workload::{
     generate_workload, FaultCounts, FaultKind, GeneratedBlock, InjectedFault, OperationCounts,
     Workload, WorkloadError, WorkloadGenerator, WorkloadParams, WorkloadStats,

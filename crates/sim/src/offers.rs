@@ -19,7 +19,7 @@
 //! offers are in the money at the final valuations (and 93% at the valuations they were made at).
 
 use crate::rng::{PowerLaw, Rng, WeightedIndex};
-use crate::shape::MarketShape;
+use crate::shape::{MarketShape, OfferParamsError};
 use std::fmt;
 use std::str::FromStr;
 use walras_types::{AccountId, AssetId, Offer, OfferId, Price, MAX_AMOUNT, MAX_ASSETS};
@@ -140,12 +140,9 @@ pub struct OfferWorkload {
 
 impl OfferWorkload {
     /// Checks the workload can be generated: `assets` must lie in 2..=[`MAX_ASSETS`].
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OfferParamsError> {
         if !(2..=MAX_ASSETS).contains(&self.assets) {
-            return Err(format!(
-                "assets must be 2..={MAX_ASSETS}, got {}",
-                self.assets
-            ));
+            return Err(OfferParamsError::Assets(self.assets));
         }
         self.market.validate()
     }

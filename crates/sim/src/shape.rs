@@ -59,21 +59,29 @@ impl Default for MarketShape {
     }
 }
 
+/// Why an offer workload cannot be generated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OfferParamsError {
+    #[error("assets must be 2..={max}, got {0}", max = walras_types::MAX_ASSETS)]
+    Assets(usize),
+    #[error(
+        "spread must be {min}%..={max}% (got {got}%)",
+        min = SPREAD_PPM_MIN as f64 / 1e4,
+        max = SPREAD_PPM_MAX as f64 / 1e4,
+        got = *.0 as f64 / 1e4
+    )]
+    Spread(u32),
+    #[error("valuation decades must be 0..={VALUATION_DECADES_MAX} (got {0})")]
+    ValuationDecades(u8),
+}
+
 impl MarketShape {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OfferParamsError> {
         if !(SPREAD_PPM_MIN..=SPREAD_PPM_MAX).contains(&self.spread_ppm) {
-            return Err(format!(
-                "spread must be {}%..={}% (got {}%)",
-                SPREAD_PPM_MIN as f64 / 1e4,
-                SPREAD_PPM_MAX as f64 / 1e4,
-                self.spread_ppm as f64 / 1e4
-            ));
+            return Err(OfferParamsError::Spread(self.spread_ppm));
         }
         if self.valuation_decades > VALUATION_DECADES_MAX {
-            return Err(format!(
-                "valuation decades must be 0..={VALUATION_DECADES_MAX} (got {})",
-                self.valuation_decades
-            ));
+            return Err(OfferParamsError::ValuationDecades(self.valuation_decades));
         }
         Ok(())
     }
