@@ -20,6 +20,10 @@
 //!
 //! See `docs/gateway.md` for the mapping to the paper and the departures from it.
 
+// A core crate: a panic here takes down the node that embeds it, so every fallible step is
+// handled (tests may unwrap).
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod clock;
 pub mod error;
 pub mod frame;

@@ -16,6 +16,11 @@
 //! Time is always passed in (`*_ns` receive times); nothing here reads the clock except the
 //! pipeline's latency histograms and paced replay, and nothing here does I/O except
 //! `feed::{read_jsonl, write_jsonl}` on the reader or writer they are given.
+
+// A core crate: a panic here takes down the node that embeds it, so every fallible step is
+// handled (tests may unwrap).
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod aggregate;
 pub mod asset_map;
 pub mod book;
