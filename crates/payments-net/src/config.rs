@@ -31,8 +31,57 @@ pub enum ConfigError {
         path: PathBuf,
         source: serde_json::Error,
     },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("{path}: {source}")]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: FieldError,
+    },
+}
+
+/// A key, seed, scheme, fault or committee/genesis field that does not parse or is out of range.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum FieldError {
+    #[error("key {text:?} is not hex: {source}")]
+    KeyHex {
+        text: String,
+        #[source]
+        source: hex::FromHexError,
+    },
+    #[error("key {text:?}: {source}")]
+    Key {
+        text: String,
+        #[source]
+        source: walras_crypto::DecodeError,
+    },
+    #[error("the secret seed is not hex: {0}")]
+    SeedHex(#[source] hex::FromHexError),
+    #[error("a secret seed is 32 bytes (64 hex digits), got {bytes} bytes")]
+    SeedLength { bytes: usize },
+    #[error("unknown scheme {0:?} (naive or merkle)")]
+    UnknownScheme(String),
+    #[error("batch_leaves_max must be at least 1")]
+    NoBatchLeaves,
+    #[error("unknown fault {0:?} (silent, equivocate or garbage)")]
+    UnknownFault(String),
+    #[error("a committee needs 1 to 65535 validators, got {0}")]
+    ValidatorCount(usize),
+    #[error("shards must be at least 1")]
+    NoShards,
+    #[error("{text:?} is not {bytes} bytes of hex")]
+    FixedHex { text: String, bytes: usize },
+    #[error("genesis output {index}: amount {amount:?} is not a decimal number of units")]
+    GenesisAmount { index: usize, amount: String },
+    #[error("genesis output {index}: zero amount")]
+    GenesisZeroAmount { index: usize },
+    #[error("more than {max} genesis outputs", max = u32::MAX)]
+    GenesisOutputCount,
+    #[error("genesis output {index}: {source}")]
+    GenesisOwner {
+        index: usize,
+        #[source]
+        source: Box<FieldError>,
+    },
 }
 
 /// One committee member: its vote key and where it listens.
@@ -65,9 +114,11 @@ pub fn bls_seed(keypair: &Keypair) -> [u8; 32] {
 }
 
 /// A member entry with its BLS key and proof, from its ed25519 seed.
-pub fn member_with_bls(seed: &[u8; 32], address: String) -> Result<MemberFile, String> {
-    let bls = walras_payments::bls::BlsKeypair::from_seed(&bls_seed(&Keypair::from_seed(*seed)))
-        .map_err(|error| error.to_string())?;
+pub fn member_with_bls(
+    seed: &[u8; 32],
+    address: String,
+) -> Result<MemberFile, walras_payments::bls::BlsError> {
+    let bls = walras_payments::bls::BlsKeypair::from_seed(&bls_seed(&Keypair::from_seed(*seed)))?;
     Ok(MemberFile {
         key: key_hex(&Keypair::from_seed(*seed).public_key()),
         address,
@@ -162,12 +213,12 @@ impl CommitteeConfig {
 }
 
 /// Parses `naive`, `merkle`.
-pub fn parse_scheme(name: &str, batch_leaves_max: usize) -> Result<Scheme, String> {
+pub fn parse_scheme(name: &str, batch_leaves_max: usize) -> Result<Scheme, FieldError> {
     match name {
         "naive" => Ok(Scheme::Naive),
         "merkle" if batch_leaves_max >= 1 => Ok(Scheme::Merkle { batch_leaves_max }),
-        "merkle" => Err("batch_leaves_max must be at least 1".into()),
-        other => Err(format!("unknown scheme {other:?} (naive or merkle)")),
+        "merkle" => Err(FieldError::NoBatchLeaves),
+        other => Err(FieldError::UnknownScheme(other.to_string())),
     }
 }
 
@@ -177,17 +228,23 @@ pub fn key_hex(key: &PublicKey) -> String {
 }
 
 /// Parses a hex public key.
-pub fn parse_key(text: &str) -> Result<PublicKey, String> {
-    let bytes = hex::decode(text.trim()).map_err(|error| format!("key {text:?}: {error}"))?;
-    PublicKey::from_bytes(&bytes).map_err(|error| format!("key {text:?}: {error}"))
+pub fn parse_key(text: &str) -> Result<PublicKey, FieldError> {
+    let bytes = hex::decode(text.trim()).map_err(|source| FieldError::KeyHex {
+        text: text.to_string(),
+        source,
+    })?;
+    PublicKey::from_bytes(&bytes).map_err(|source| FieldError::Key {
+        text: text.to_string(),
+        source,
+    })
 }
 
 /// Parses a hex 32-byte secret seed into a keypair.
-pub fn parse_seed(text: &str) -> Result<Keypair, String> {
-    let bytes = hex::decode(text.trim()).map_err(|error| format!("secret seed: {error}"))?;
+pub fn parse_seed(text: &str) -> Result<Keypair, FieldError> {
+    let bytes = hex::decode(text.trim()).map_err(FieldError::SeedHex)?;
     let seed: [u8; 32] = bytes
         .try_into()
-        .map_err(|_| "a secret seed is 32 bytes (64 hex digits)".to_string())?;
+        .map_err(|bytes: Vec<u8>| FieldError::SeedLength { bytes: bytes.len() })?;
     Ok(Keypair::from_seed(seed))
 }
 
@@ -222,19 +279,19 @@ impl CommitteeFile {
     /// Reads and checks `committee.json`.
     pub fn load(path: &Path) -> Result<CommitteeConfig, ConfigError> {
         let file: CommitteeFile = read_json(path)?;
-        file.to_config().map_err(|message| ConfigError::Invalid {
+        file.to_config().map_err(|source| ConfigError::Invalid {
             path: path.to_path_buf(),
-            message,
+            source,
         })
     }
 
     /// The committee this file describes.
-    pub fn to_config(&self) -> Result<CommitteeConfig, String> {
+    pub fn to_config(&self) -> Result<CommitteeConfig, FieldError> {
         if self.validators.is_empty() || self.validators.len() > usize::from(u16::MAX) {
-            return Err("a committee needs 1 to 65535 validators".into());
+            return Err(FieldError::ValidatorCount(self.validators.len()));
         }
         if self.shards == 0 {
-            return Err("shards must be at least 1".into());
+            return Err(FieldError::NoShards);
         }
         let validators = self
             .validators
@@ -250,7 +307,7 @@ impl CommitteeFile {
                 }
                 _ => None,
             })
-            .collect::<Option<Result<Vec<_>, String>>>()
+            .collect::<Option<Result<Vec<_>, FieldError>>>()
             .transpose()?;
         Ok(CommitteeConfig {
             bls,
@@ -270,11 +327,14 @@ impl CommitteeFile {
     }
 }
 
-fn fixed_hex<const N: usize>(text: &str) -> Result<[u8; N], String> {
+fn fixed_hex<const N: usize>(text: &str) -> Result<[u8; N], FieldError> {
     hex::decode(text.trim())
         .ok()
         .and_then(|bytes| bytes.try_into().ok())
-        .ok_or_else(|| format!("{text:?} is not {N} bytes of hex"))
+        .ok_or_else(|| FieldError::FixedHex {
+            text: text.to_string(),
+            bytes: N,
+        })
 }
 
 /// One genesis output.
@@ -298,14 +358,14 @@ impl GenesisFile {
     pub fn load(path: &Path, chain_id: ChainId) -> Result<Vec<(OutputId, Output)>, ConfigError> {
         let file: GenesisFile = read_json(path)?;
         file.outputs(chain_id)
-            .map_err(|message| ConfigError::Invalid {
+            .map_err(|source| ConfigError::Invalid {
                 path: path.to_path_buf(),
-                message,
+                source,
             })
     }
 
     /// The outputs with their ids.
-    pub fn outputs(&self, chain_id: ChainId) -> Result<Vec<(OutputId, Output)>, String> {
+    pub fn outputs(&self, chain_id: ChainId) -> Result<Vec<(OutputId, Output)>, FieldError> {
         self.outputs
             .iter()
             .enumerate()
@@ -313,17 +373,24 @@ impl GenesisFile {
                 let amount: u128 = entry
                     .amount
                     .parse()
-                    .map_err(|_| format!("genesis output {index}: amount {:?}", entry.amount))?;
+                    .map_err(|_| FieldError::GenesisAmount {
+                        index,
+                        amount: entry.amount.clone(),
+                    })?;
                 if amount == 0 {
-                    return Err(format!("genesis output {index}: zero amount"));
+                    return Err(FieldError::GenesisZeroAmount { index });
                 }
-                let index = u32::try_from(index).map_err(|_| "too many genesis outputs")?;
+                let owner = parse_key(&entry.owner).map_err(|source| FieldError::GenesisOwner {
+                    index,
+                    source: Box::new(source),
+                })?;
+                let index = u32::try_from(index).map_err(|_| FieldError::GenesisOutputCount)?;
                 Ok((
                     genesis_output_id(chain_id, index),
                     Output {
                         asset: AssetId(entry.asset),
                         amount,
-                        owner: parse_key(&entry.owner)?,
+                        owner,
                     },
                 ))
             })
@@ -345,14 +412,12 @@ pub enum Fault {
 
 impl Fault {
     /// Parses `silent`, `equivocate`, `garbage`.
-    pub fn parse(name: &str) -> Result<Fault, String> {
+    pub fn parse(name: &str) -> Result<Fault, FieldError> {
         match name {
             "silent" => Ok(Fault::Silent),
             "equivocate" => Ok(Fault::Equivocate),
             "garbage" => Ok(Fault::Garbage),
-            other => Err(format!(
-                "unknown fault {other:?} (silent, equivocate or garbage)"
-            )),
+            other => Err(FieldError::UnknownFault(other.to_string())),
         }
     }
 }

@@ -51,12 +51,37 @@ pub enum ValidatorError {
     #[error("shard {shard}'s effect log: {source}")]
     Log { shard: u32, source: DurableError },
     #[error("the validator's BLS key: {0}")]
-    Bls(String),
+    Bls(#[from] walras_payments::bls::BlsError),
     #[error("cannot listen on {address}: {source}")]
     Listen {
         address: String,
         source: std::io::Error,
     },
+    /// A configuration file (the validator's, the committee, the genesis) is unreadable or wrong.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("cannot read the key file {}: {source}", path.display())]
+    KeyRead {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the key file {}: {source}", path.display())]
+    Key {
+        path: std::path::PathBuf,
+        source: crate::config::FieldError,
+    },
+    #[error(
+        "{}: the configuration makes validator {index} play the deliberate fault {fault:?}; this \
+         build (without dev-tools) refuses it: remove the \"fault\" field",
+        path.display()
+    )]
+    FaultRefused {
+        path: std::path::PathBuf,
+        index: u16,
+        fault: Fault,
+    },
+    #[error("validator {index} has no address in the committee (and its file names no `listen`)")]
+    NoAddress { index: u16 },
 }
 
 /// Everything a validator process needs.
@@ -252,8 +277,7 @@ impl Validator {
                 source,
             })?;
         let bls =
-            walras_payments::bls::BlsKeypair::from_seed(&crate::config::bls_seed(&setup.keypair))
-                .map_err(|error| ValidatorError::Bls(error.to_string()))?;
+            walras_payments::bls::BlsKeypair::from_seed(&crate::config::bls_seed(&setup.keypair))?;
         Ok(Validator {
             address,
             withdrawals: Arc::new(WithdrawalSigner {
@@ -617,7 +641,7 @@ impl ShardWorker {
 }
 
 /// Starts a validator from its configuration file and serves until the process ends.
-pub async fn run_from_file(path: &Path, faults: Faults) -> Result<(), String> {
+pub async fn run_from_file(path: &Path, faults: Faults) -> Result<(), ValidatorError> {
     start_from_file(path, faults).await?.serve().await;
     Ok(())
 }
@@ -634,29 +658,30 @@ pub enum Faults {
 
 /// Starts a validator from its configuration file (listening, not yet serving): the caller
 /// may take [`Validator::deposits`] before [`Validator::serve`].
-pub async fn start_from_file(path: &Path, faults: Faults) -> Result<Validator, String> {
-    let file = crate::config::ValidatorFile::load(path).map_err(|error| error.to_string())?;
+pub async fn start_from_file(path: &Path, faults: Faults) -> Result<Validator, ValidatorError> {
+    let file = crate::config::ValidatorFile::load(path)?;
     if let (Some(fault), Faults::Refused) = (file.fault, faults) {
-        return Err(format!(
-            "{}: the configuration makes validator {} play the deliberate fault {fault:?}; this \
-             build (without dev-tools) refuses it: remove the \"fault\" field",
-            path.display(),
-            file.index
-        ));
+        return Err(ValidatorError::FaultRefused {
+            path: path.to_path_buf(),
+            index: file.index,
+            fault,
+        });
     }
-    let committee =
-        crate::config::CommitteeFile::load(&file.committee).map_err(|error| error.to_string())?;
-    let genesis = crate::config::GenesisFile::load(&file.genesis, committee.committee.chain_id)
-        .map_err(|error| error.to_string())?;
-    let seed = std::fs::read_to_string(&file.key)
-        .map_err(|error| format!("cannot read {}: {error}", file.key.display()))?;
-    let keypair = crate::config::parse_seed(&seed)
-        .map_err(|error| format!("{}: {error}", file.key.display()))?;
+    let committee = crate::config::CommitteeFile::load(&file.committee)?;
+    let genesis = crate::config::GenesisFile::load(&file.genesis, committee.committee.chain_id)?;
+    let seed = std::fs::read_to_string(&file.key).map_err(|source| ValidatorError::KeyRead {
+        path: file.key.clone(),
+        source,
+    })?;
+    let keypair = crate::config::parse_seed(&seed).map_err(|source| ValidatorError::Key {
+        path: file.key.clone(),
+        source,
+    })?;
     let listen = file
         .listen
         .clone()
         .or_else(|| committee.addresses.get(usize::from(file.index)).cloned())
-        .ok_or_else(|| format!("validator {} has no address in the committee", file.index))?;
+        .ok_or(ValidatorError::NoAddress { index: file.index })?;
     if let Some(fault) = file.fault {
         // Benchmarks only: say so loudly, a production configuration must not carry it.
         eprintln!(
@@ -676,8 +701,7 @@ pub async fn start_from_file(path: &Path, faults: Faults) -> Result<Validator, S
         },
         &listen,
     )
-    .await
-    .map_err(|error| error.to_string())?;
+    .await?;
     println!(
         "walras payments validator {} listening on {}",
         file.index, validator.address

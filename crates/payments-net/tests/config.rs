@@ -98,3 +98,71 @@ fn more_validators_than_the_signer_bitmap_are_refused() {
         Err(ExchangeGenesisError::TooManyValidators { validators: 129 })
     );
 }
+
+/// Each way a committee or genesis file can be wrong is its own `FieldError` variant, so a
+/// caller can tell them apart and the message names the field (before: one `String`).
+#[test]
+fn a_wrong_committee_or_genesis_field_is_a_typed_error_naming_it() {
+    use walras_payments_net::config::{
+        parse_scheme, parse_seed, FieldError, GenesisFile, GenesisOutputFile,
+    };
+    let mut file = committee_file(4);
+    file.shards = 0;
+    assert_eq!(file.to_config().err(), Some(FieldError::NoShards));
+    let mut file = committee_file(4);
+    file.validators.clear();
+    assert_eq!(file.to_config().err(), Some(FieldError::ValidatorCount(0)));
+    let mut file = committee_file(4);
+    file.scheme = "rsa".into();
+    assert_eq!(
+        file.to_config().err(),
+        Some(FieldError::UnknownScheme("rsa".into()))
+    );
+    let mut file = committee_file(4);
+    file.validators[2].key = "zz".into();
+    assert!(matches!(
+        file.to_config().err(),
+        Some(FieldError::KeyHex { text, .. }) if text == "zz"
+    ));
+    let mut file = committee_file(4);
+    file.validators[1].bls_proof = Some("00".into());
+    assert_eq!(
+        file.to_config().err(),
+        Some(FieldError::FixedHex {
+            text: "00".into(),
+            bytes: 96
+        })
+    );
+    assert_eq!(
+        parse_scheme("merkle", 0).err(),
+        Some(FieldError::NoBatchLeaves)
+    );
+    assert_eq!(
+        parse_seed("abcd").err(),
+        Some(FieldError::SeedLength { bytes: 2 })
+    );
+    let owner = key_hex(&Keypair::from_seed(seed(0)).public_key());
+    let genesis = |amount: &str, owner: &str| GenesisFile {
+        outputs: vec![GenesisOutputFile {
+            asset: 0,
+            amount: amount.into(),
+            owner: owner.into(),
+        }],
+    };
+    let chain = walras_payments::ChainId(7);
+    assert!(genesis("5", &owner).outputs(chain).is_ok());
+    assert_eq!(
+        genesis("0", &owner).outputs(chain).err(),
+        Some(FieldError::GenesisZeroAmount { index: 0 })
+    );
+    assert_eq!(
+        genesis("-1", &owner).outputs(chain).err(),
+        Some(FieldError::GenesisAmount {
+            index: 0,
+            amount: "-1".into()
+        })
+    );
+    let error = genesis("5", "not hex").outputs(chain).err().unwrap();
+    assert!(matches!(error, FieldError::GenesisOwner { index: 0, .. }));
+    assert!(error.to_string().contains("genesis output 0"), "{error}");
+}

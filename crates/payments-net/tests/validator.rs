@@ -280,10 +280,26 @@ async fn a_production_validator_refuses_a_configuration_with_a_deliberate_fault(
     .unwrap();
     let refused = start_from_file(&path, Faults::Refused).await.err().unwrap();
     assert!(
+        matches!(
+            refused,
+            walras_payments_net::validator::ValidatorError::FaultRefused {
+                index: 0,
+                fault: walras_payments_net::config::Fault::Equivocate,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    let refused = refused.to_string();
+    assert!(
         refused.contains("Equivocate") && refused.contains("refuses"),
         "{refused}"
     );
-    let allowed = start_from_file(&path, Faults::Allowed).await.err().unwrap();
+    let allowed = start_from_file(&path, Faults::Allowed)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
     assert!(!allowed.contains("refuses"), "{allowed}");
     assert!(allowed.contains("committee.json"), "{allowed}");
 }

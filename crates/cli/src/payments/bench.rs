@@ -139,7 +139,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
              BLS aggregates exist in walras-payments (feature bls) but not in the shard yet",
         ));
     }
-    let fault = Fault::parse(&args.fault).map_err(anyhow::Error::msg)?;
+    let fault = Fault::parse(&args.fault)?;
     if args.rate == 0 || args.seconds == 0 || args.keys == 0 || args.validators == 0 {
         return Err(anyhow::Error::msg(
             "rate, seconds, keys and validators must be positive",

@@ -164,10 +164,10 @@ pub fn create(
         let seed = seed_of(index)?;
         // With its BLS key: the validator signs withdrawal votes with the key derived from
         // the same seed.
-        members.push(
-            member_with_bls(&seed, format!("127.0.0.1:{}", free_port()?))
-                .map_err(anyhow::Error::msg)?,
-        );
+        members.push(member_with_bls(
+            &seed,
+            format!("127.0.0.1:{}", free_port()?),
+        )?);
         seeds.push(seed);
     }
     let committee = CommitteeFile {
@@ -178,7 +178,7 @@ pub fn create(
         batch_leaves_max: MERKLE_BATCH_LEAVES_DEFAULT,
         validators: members,
     };
-    committee.to_config().map_err(anyhow::Error::msg)?;
+    committee.to_config()?;
     write_json(&dir.join("genesis.json"), &GenesisFile { outputs })
         .map_err(|error| anyhow::Error::msg(error.to_string()))?;
     for (index, seed) in seeds.iter().enumerate() {

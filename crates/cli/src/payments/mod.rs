@@ -158,9 +158,8 @@ pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
             } else {
                 walras_payments_net::validator::Faults::Refused
             };
-            let validator = walras_payments_net::validator::start_from_file(&args.config, faults)
-                .await
-                .map_err(anyhow::Error::msg)?;
+            let validator =
+                walras_payments_net::validator::start_from_file(&args.config, faults).await?;
             if let Some(url) = args.exchange {
                 let client = walras_client::NodeClient::new(&url)?;
                 tokio::spawn(follow_exchange(client, validator.deposits()));
@@ -241,7 +240,7 @@ fn deposit_output(
         walras_payments::Output {
             asset: AssetId(deposit.asset),
             amount: u128::from(deposit.amount),
-            owner: parse_key(&deposit.owner).map_err(anyhow::Error::msg)?,
+            owner: parse_key(&deposit.owner)?,
         },
     ))
 }
@@ -298,8 +297,7 @@ fn withdraw(args: WithdrawArgs) -> anyhow::Result<()> {
         committee.committee.clone(),
         committee.addresses.clone(),
     ));
-    let keypair = walras_payments_net::config::parse_seed(&wallet.file().secret_seed)
-        .map_err(anyhow::Error::msg)?;
+    let keypair = walras_payments_net::config::parse_seed(&wallet.file().secret_seed)?;
     let node = args.node.client()?;
     // First the coin's value leaves the lane for good: paid (a certified payment like any
     // other) to the account's withdrawal address, which no key can spend. Only that output's
@@ -472,7 +470,7 @@ fn pay(args: PayArgs) -> anyhow::Result<()> {
         let payee = Wallet::load(payee_wallet, &committee.committee)?;
         (payee.public_key(), Some(payee))
     } else {
-        (parse_key(&args.to).map_err(anyhow::Error::msg)?, None)
+        (parse_key(&args.to)?, None)
     };
     let client = CommitteeClient::new(committee.committee.clone(), committee.addresses.clone());
     let (payment, certificates) = block_on(async {
