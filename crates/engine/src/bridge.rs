@@ -125,6 +125,14 @@ impl PaymentsBridge {
             epoch: Epoch(genesis.epoch),
             validators,
             shards: genesis.shards,
+            bls: genesis
+                .validators
+                .iter()
+                .map(|validator| walras_payments::BlsMember {
+                    key: validator.bls_key,
+                    proof: validator.bls_proof,
+                })
+                .collect(),
         };
         let keys: Vec<([u8; 48], [u8; 96])> = genesis
             .validators

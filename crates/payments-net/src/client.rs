@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use walras_payments::{
     verify_payment_votes, Certificate, Committee, Conflict, PaymentRequest, PaymentVotes,
-    RootCache, ValidatorIndex, VoteFault,
+    RootCache, ValidatorIndex, VoteFault, VoteSignature,
 };
 
 use crate::frame::{push_frame, read_frame, write_framed};
@@ -248,10 +248,17 @@ pub enum CertifyError {
 
 /// Collects one payment's votes: each verified against the committee key of the validator that
 /// sent it, one per validator, until the quorum; bad votes are recorded naming the validator.
+///
+/// BLS votes are checked aggregate first (§3.4): they wait unchecked until, with the verified
+/// ones, they reach the quorum; then each output's certificate is checked as one aggregate (one
+/// pairing check instead of one per vote). Only if an aggregate fails is each waiting vote
+/// checked alone, which names the bad validator and drops its votes.
 pub struct Aggregator<'a> {
     committee: &'a Committee,
     request: &'a PaymentRequest,
     votes: BTreeMap<ValidatorIndex, PaymentVotes>,
+    /// BLS votes not checked yet (shape checked), waiting for the aggregate check.
+    unchecked: BTreeMap<ValidatorIndex, PaymentVotes>,
     /// Bad replies, naming the validator.
     pub faults: Vec<(ValidatorIndex, VoteFault)>,
     /// Conflict replies (the signed payment that holds an input).
@@ -267,6 +274,7 @@ impl<'a> Aggregator<'a> {
             committee,
             request,
             votes: BTreeMap::new(),
+            unchecked: BTreeMap::new(),
             faults: Vec::new(),
             conflicts: Vec::new(),
             errors: Vec::new(),
@@ -284,6 +292,21 @@ impl<'a> Aggregator<'a> {
                 if votes.validator != reply.validator {
                     self.faults
                         .push((reply.validator, VoteFault::UnknownValidator));
+                    return None;
+                }
+                if self.votes.contains_key(&votes.validator)
+                    || self.unchecked.contains_key(&votes.validator)
+                {
+                    return None;
+                }
+                if is_bls(&votes) {
+                    match self.check_shape(&votes) {
+                        Ok(()) => {
+                            self.unchecked.insert(votes.validator, votes);
+                            return self.settle_bls(cache);
+                        }
+                        Err(fault) => self.faults.push((reply.validator, fault)),
+                    }
                     return None;
                 }
                 match self.check(&votes, cache) {
@@ -329,17 +352,79 @@ impl<'a> Aggregator<'a> {
     }
 
     fn check(&self, votes: &PaymentVotes, cache: &Mutex<RootCache>) -> Result<(), VoteFault> {
-        let key = self
-            .committee
-            .validator(votes.validator)
-            .ok_or(VoteFault::UnknownValidator)?;
+        self.check_shape(votes)?;
         let payment = &self.request.signed.payment;
-        let id = payment.id();
-        if votes.payment != id {
+        let mut cache = cache.lock().map_err(|_| VoteFault::BadSignature)?;
+        verify_payment_votes(
+            self.committee,
+            votes.validator,
+            payment,
+            votes.payment,
+            &votes.signatures,
+            &mut cache,
+        )
+    }
+
+    /// What needs no signature check: a committee member, this payment, one vote per output.
+    fn check_shape(&self, votes: &PaymentVotes) -> Result<(), VoteFault> {
+        if self.committee.validator(votes.validator).is_none() {
+            return Err(VoteFault::UnknownValidator);
+        }
+        if votes.payment != self.request.signed.payment.id() {
             return Err(VoteFault::WrongPayment);
         }
-        let mut cache = cache.lock().map_err(|_| VoteFault::BadSignature)?;
-        verify_payment_votes(key, payment, id, &votes.signatures, &mut cache)
+        if votes.signatures.len() != self.request.signed.payment.outputs.len() {
+            return Err(VoteFault::WrongVoteCount);
+        }
+        Ok(())
+    }
+
+    /// Once verified and waiting BLS votes reach the quorum: the quorum's certificates if each
+    /// verifies as an aggregate; otherwise each waiting vote is checked alone (bad ones are
+    /// recorded and dropped) and the certificates come only if a verified quorum remains.
+    fn settle_bls(&mut self, cache: &Mutex<RootCache>) -> Option<Vec<Certificate>> {
+        let quorum = self.committee.quorum();
+        if self.votes.len() + self.unchecked.len() < quorum {
+            return None;
+        }
+        let certificates = Certificate::for_payment(
+            &self.request.signed.payment,
+            self.votes
+                .values()
+                .chain(self.unchecked.values())
+                .take(quorum)
+                .map(|votes| (votes.validator, votes.signatures.as_slice())),
+        );
+        let all_verify = {
+            let Ok(mut cache) = cache.lock() else {
+                return None;
+            };
+            certificates.iter().all(|certificate| {
+                walras_payments::verify_certificate(certificate, self.committee, &mut cache).is_ok()
+            })
+        };
+        if all_verify {
+            let used: Vec<ValidatorIndex> = certificates[0]
+                .votes
+                .iter()
+                .map(|vote| vote.validator)
+                .collect();
+            for validator in used {
+                if let Some(votes) = self.unchecked.remove(&validator) {
+                    self.votes.insert(validator, votes);
+                }
+            }
+            return Some(certificates);
+        }
+        for (validator, votes) in std::mem::take(&mut self.unchecked) {
+            match self.check(&votes, cache) {
+                Ok(()) => {
+                    self.votes.insert(validator, votes);
+                }
+                Err(fault) => self.faults.push((validator, fault)),
+            }
+        }
+        (self.votes.len() >= quorum).then(|| self.certificates())
     }
 
     fn certificates(&self) -> Vec<Certificate> {
@@ -374,6 +459,14 @@ pub async fn certify(
         }
     }
     Err(aggregator.no_quorum())
+}
+
+fn is_bls(votes: &PaymentVotes) -> bool {
+    !votes.signatures.is_empty()
+        && votes
+            .signatures
+            .iter()
+            .all(|signature| matches!(signature, VoteSignature::Bls(_)))
 }
 
 fn hex_short(bytes: &[u8]) -> String {

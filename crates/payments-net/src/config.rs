@@ -58,8 +58,12 @@ pub enum FieldError {
     SeedHex(#[source] hex::FromHexError),
     #[error("a secret seed is 32 bytes (64 hex digits), got {bytes} bytes")]
     SeedLength { bytes: usize },
-    #[error("unknown scheme {0:?} (naive or merkle)")]
+    #[error("unknown scheme {0:?} (naive, merkle or bls)")]
     UnknownScheme(String),
+    #[error(
+        "scheme bls, but not every validator of the committee file has a bls_key and bls_proof"
+    )]
+    BlsSchemeWithoutKeys,
     #[error("batch_leaves_max must be at least 1")]
     NoBatchLeaves,
     #[error("unknown fault {0:?} (silent, equivocate or garbage)")]
@@ -100,31 +104,18 @@ pub struct MemberFile {
     pub bls_proof: Option<String>,
 }
 
-/// The seed of a validator's BLS key, derived from its ed25519 key (one key file per
-/// validator): `H("walras/pay/blsk" ‖ ed25519 signature of "walras payments BLS key")`. Ed25519
-/// signatures are deterministic, so this is a function of the secret key that only its holder
-/// can compute.
-pub fn bls_seed(keypair: &Keypair) -> [u8; 32] {
-    let signature = keypair.sign(b"walras payments BLS key");
-    walras_crypto::hash_in(
-        walras_crypto::Domain::new("walras/pay/blsk"),
-        signature.as_bytes(),
-    )
-    .0
-}
+pub use walras_payments::bls::bls_seed;
 
 /// A member entry with its BLS key and proof, from its ed25519 seed.
-pub fn member_with_bls(
-    seed: &[u8; 32],
-    address: String,
-) -> Result<MemberFile, walras_payments::bls::BlsError> {
-    let bls = walras_payments::bls::BlsKeypair::from_seed(&bls_seed(&Keypair::from_seed(*seed)))?;
-    Ok(MemberFile {
-        key: key_hex(&Keypair::from_seed(*seed).public_key()),
+pub fn member_with_bls(seed: &[u8; 32], address: String) -> MemberFile {
+    let keypair = Keypair::from_seed(*seed);
+    let bls = walras_payments::bls::BlsKeypair::derive(&keypair);
+    MemberFile {
+        key: key_hex(&keypair.public_key()),
         address,
         bls_key: Some(hex::encode(bls.public_key())),
         bls_proof: Some(hex::encode(bls.proof_of_possession())),
-    })
+    }
 }
 
 /// `committee.json`.
@@ -212,10 +203,11 @@ impl CommitteeConfig {
     }
 }
 
-/// Parses `naive`, `merkle`.
+/// Parses `naive`, `merkle`, `bls`.
 pub fn parse_scheme(name: &str, batch_leaves_max: usize) -> Result<Scheme, FieldError> {
     match name {
         "naive" => Ok(Scheme::Naive),
+        "bls" => Ok(Scheme::Bls),
         "merkle" if batch_leaves_max >= 1 => Ok(Scheme::Merkle { batch_leaves_max }),
         "merkle" => Err(FieldError::NoBatchLeaves),
         other => Err(FieldError::UnknownScheme(other.to_string())),
@@ -309,15 +301,27 @@ impl CommitteeFile {
             })
             .collect::<Option<Result<Vec<_>, FieldError>>>()
             .transpose()?;
+        let scheme = parse_scheme(&self.scheme, self.batch_leaves_max)?;
+        if scheme == Scheme::Bls && bls.is_none() {
+            return Err(FieldError::BlsSchemeWithoutKeys);
+        }
         Ok(CommitteeConfig {
-            bls,
             committee: Committee {
                 chain_id: ChainId(self.chain_id),
                 epoch: Epoch(self.epoch),
                 validators,
                 shards: self.shards,
+                bls: bls
+                    .iter()
+                    .flatten()
+                    .map(|(key, proof)| walras_payments::BlsMember {
+                        key: *key,
+                        proof: *proof,
+                    })
+                    .collect(),
             },
-            scheme: parse_scheme(&self.scheme, self.batch_leaves_max)?,
+            bls,
+            scheme,
             addresses: self
                 .validators
                 .iter()

@@ -22,7 +22,7 @@ use walras_crypto::{Keypair, PublicKey};
 use walras_payments::durable::{DurableError, EffectLog};
 use walras_payments::{
     sign_votes, Committee, Output, OutputId, PaymentId, PaymentRequest, PaymentVotes, Reply,
-    Scheme, ValidatorIndex, ValidatorShard,
+    Scheme, ValidatorIndex, ValidatorShard, VoteSigner,
 };
 
 use crate::config::Fault;
@@ -48,6 +48,8 @@ pub enum ValidatorError {
     NotAMember { index: u16, validators: usize },
     #[error("the key file's public key is not validator {index}'s committee key")]
     WrongKey { index: u16 },
+    #[error("scheme bls, but the BLS key derived from the key file is not validator {index}'s committee bls_key (or the committee lists none)")]
+    WrongBlsKey { index: u16 },
     #[error("shard {shard}'s effect log: {source}")]
     Log { shard: u32, source: DurableError },
     #[error("the validator's BLS key: {0}")]
@@ -218,6 +220,12 @@ impl Validator {
         if key != setup.keypair.public_key() {
             return Err(ValidatorError::WrongKey { index: setup.index });
         }
+        let signer = VoteSigner::new(setup.keypair.clone());
+        if setup.scheme == Scheme::Bls
+            && setup.committee.bls_member(setup.index) != Some(&signer.bls_member())
+        {
+            return Err(ValidatorError::WrongBlsKey { index: setup.index });
+        }
         let mut shards = Vec::new();
         for shard in 0..setup.committee.shards {
             let log = EffectLog::open(&setup.data.join(format!("shard{shard}")))
@@ -251,8 +259,8 @@ impl Validator {
                 fault: setup.fault,
                 committee: setup.committee.clone(),
                 scheme: setup.scheme,
-                keypair: setup.keypair.clone(),
-                garbage_key: Keypair::from_seed([0x5a; 32]),
+                signer: signer.clone(),
+                garbage_signer: VoteSigner::new(Keypair::from_seed([0x5a; 32])),
             };
             std::thread::Builder::new()
                 .name(format!("pay-shard-{shard}"))
@@ -276,8 +284,7 @@ impl Validator {
                 address: listen.to_string(),
                 source,
             })?;
-        let bls =
-            walras_payments::bls::BlsKeypair::from_seed(&crate::config::bls_seed(&setup.keypair))?;
+        let bls = walras_payments::bls::BlsKeypair::derive(&setup.keypair);
         Ok(Validator {
             address,
             withdrawals: Arc::new(WithdrawalSigner {
@@ -474,8 +481,8 @@ struct ShardWorker {
     fault: Option<Fault>,
     committee: Committee,
     scheme: Scheme,
-    keypair: Keypair,
-    garbage_key: Keypair,
+    signer: VoteSigner,
+    garbage_signer: VoteSigner,
 }
 
 enum Answer {
@@ -623,7 +630,7 @@ impl ShardWorker {
         PaymentVotes {
             validator: self.core.index(),
             payment: request.signed.payment.id(),
-            signatures: sign_votes(&self.keypair, self.scheme, &self.messages(request)),
+            signatures: sign_votes(&self.signer, self.scheme, &self.messages(request)),
         }
     }
 
@@ -634,7 +641,7 @@ impl ShardWorker {
         // gives well-formed signatures that cannot verify against the committee key.
         let messages = vec![votes.payment.0; count];
         PaymentVotes {
-            signatures: sign_votes(&self.garbage_key, self.scheme, &messages),
+            signatures: sign_votes(&self.garbage_signer, self.scheme, &messages),
             ..votes
         }
     }

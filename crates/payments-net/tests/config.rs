@@ -19,10 +19,7 @@ fn committee_file(validators: usize) -> CommitteeFile {
         scheme: "merkle".into(),
         batch_leaves_max: 16,
         validators: (0..validators)
-            .map(|index| {
-                member_with_bls(&seed(index), format!("127.0.0.1:{}", 9000 + index))
-                    .expect("member")
-            })
+            .map(|index| member_with_bls(&seed(index), format!("127.0.0.1:{}", 9000 + index)))
             .collect(),
     }
 }
@@ -57,6 +54,23 @@ fn the_section_carries_every_key_in_committee_order() {
         payments: Some(section),
     };
     assert_eq!(Genesis::decode(&genesis.encode()), Ok(genesis));
+}
+
+/// Scheme bls: the committee a verifier builds lists every member's BLS key and proof in
+/// committee order, each the one derived from that member's Ed25519 seed.
+#[test]
+fn a_bls_committee_lists_each_members_derived_bls_key() {
+    let mut file = committee_file(4);
+    file.scheme = "bls".into();
+    let config = file.to_config().expect("valid");
+    assert_eq!(config.scheme, walras_payments::Scheme::Bls);
+    for (index, member) in config.committee.bls.iter().enumerate() {
+        let signer =
+            walras_payments::VoteSigner::new(walras_crypto::Keypair::from_seed(seed(index)));
+        assert_eq!(*member, signer.bls_member());
+        assert_eq!(config.committee.validators[index], signer.public_key());
+    }
+    assert_eq!(config.committee.bls.len(), 4);
 }
 
 #[test]
@@ -117,6 +131,13 @@ fn a_wrong_committee_or_genesis_field_is_a_typed_error_naming_it() {
     assert_eq!(
         file.to_config().err(),
         Some(FieldError::UnknownScheme("rsa".into()))
+    );
+    let mut file = committee_file(4);
+    file.scheme = "bls".into();
+    file.validators[2].bls_proof = None;
+    assert_eq!(
+        file.to_config().err(),
+        Some(FieldError::BlsSchemeWithoutKeys)
     );
     let mut file = committee_file(4);
     file.validators[2].key = "zz".into();

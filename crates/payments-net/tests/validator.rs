@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use walras_crypto::Keypair;
 use walras_payments::{
-    genesis_output_id, ChainId, Committee, Epoch, Input, Output, OutputId, Payment, PaymentRequest,
-    RootCache, Scheme, SignedPayment, VoteFault,
+    genesis_output_id, verify_certificate, ChainId, Committee, Epoch, Input, Output, OutputId,
+    Payment, PaymentRequest, RootCache, Scheme, SignedPayment, VoteFault,
 };
 use walras_payments_net::client::{certify, Aggregator, CommitteeClient, NetError};
 use walras_payments_net::config::Fault;
@@ -28,6 +28,18 @@ struct Net {
 }
 
 async fn start(dir: &std::path::Path, faults: &[(usize, Fault)], shards: u32) -> Net {
+    let scheme = Scheme::Merkle {
+        batch_leaves_max: 128,
+    };
+    start_with(dir, faults, shards, scheme).await
+}
+
+async fn start_with(
+    dir: &std::path::Path,
+    faults: &[(usize, Fault)],
+    shards: u32,
+    scheme: Scheme,
+) -> Net {
     let keys: Vec<Keypair> = (0..4u8).map(|i| Keypair::from_seed([i + 1; 32])).collect();
     let payers: Vec<Keypair> = (0..8u8)
         .map(|i| Keypair::from_seed([100 + i; 32]))
@@ -37,6 +49,10 @@ async fn start(dir: &std::path::Path, faults: &[(usize, Fault)], shards: u32) ->
         epoch: Epoch(0),
         validators: keys.iter().map(Keypair::public_key).collect(),
         shards,
+        bls: keys
+            .iter()
+            .map(|key| walras_payments::VoteSigner::new(key.clone()).bls_member())
+            .collect(),
     };
     let genesis: Vec<(OutputId, Output)> = payers
         .iter()
@@ -57,9 +73,7 @@ async fn start(dir: &std::path::Path, faults: &[(usize, Fault)], shards: u32) ->
         let validator = Validator::start(
             ValidatorSetup {
                 committee: committee.clone(),
-                scheme: Scheme::Merkle {
-                    batch_leaves_max: 128,
-                },
+                scheme,
                 index: index as u16,
                 keypair: key.clone(),
                 genesis: genesis.clone(),
@@ -244,6 +258,66 @@ async fn a_garbage_signing_validator_is_named_and_honest_votes_still_certify() {
     }
     assert!(certified.is_some(), "three honest votes certify");
     assert_eq!(aggregator.faults, vec![(2, VoteFault::BadSignature)]);
+}
+
+/// Scheme bls over TCP: four validator processes' BLS votes certify every payment, each
+/// certificate verifies, and the client spent one aggregate check per certificate rather than
+/// one per vote (votes wait unchecked until they reach the quorum).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bls_validators_certify_and_the_client_checks_one_aggregate_per_certificate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let net = start_with(dir.path(), &[], 2, Scheme::Bls).await;
+    let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
+    let cache = Mutex::new(RootCache::default());
+    for payer in 0..8 {
+        let request = spend(&net, payer, (payer + 1) % 8);
+        let certificates = certify(&client, &request, &cache).await.expect("certifies");
+        assert_eq!(certificates.len(), 1);
+        assert!(certificates[0]
+            .votes
+            .iter()
+            .all(|vote| matches!(vote.signature, walras_payments::VoteSignature::Bls(_))));
+        let mut fresh = RootCache::default();
+        verify_certificate(&certificates[0], &net.committee, &mut fresh).expect("verifies");
+        assert_eq!(fresh.signature_checks, 1);
+    }
+    let checks = cache.lock().expect("cache").signature_checks;
+    assert_eq!(checks, 8, "one aggregate check per single-output payment");
+}
+
+/// Scheme bls: the garbage-signing validator's reply arrives first, so the first quorum-sized
+/// aggregate includes it and fails; each waiting vote is then checked alone, the garbage one is
+/// named, and the honest votes still certify once a third honest one arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_signing_bls_validator_is_named_when_its_vote_spoils_the_aggregate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let net = start_with(dir.path(), &[(2, Fault::Garbage)], 1, Scheme::Bls).await;
+    let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
+    let cache = Mutex::new(RootCache::default());
+    let request = spend(&net, 3, 4);
+    let mut replies = client.broadcast(0, &request);
+    let mut all = Vec::new();
+    while let Some(reply) = replies.recv().await {
+        all.push(reply);
+    }
+    assert_eq!(all.len(), 4);
+    all.sort_by_key(|reply| reply.validator != 2);
+    let mut aggregator = Aggregator::new(&net.committee, &request);
+    let mut certified = Vec::new();
+    for (position, reply) in all.into_iter().enumerate() {
+        if let Some(certificates) = aggregator.add(reply, &cache) {
+            certified.push((position, certificates));
+        }
+    }
+    assert_eq!(aggregator.faults, vec![(2, VoteFault::BadSignature)]);
+    let (position, certificates) = certified.first().expect("three honest votes certify");
+    assert_eq!(
+        *position, 3,
+        "certified with the fourth reply, the third honest one"
+    );
+    assert!(certificates[0].votes.iter().all(|vote| vote.validator != 2));
+    verify_certificate(&certificates[0], &net.committee, &mut RootCache::default())
+        .expect("verifies");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

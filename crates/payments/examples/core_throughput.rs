@@ -101,6 +101,7 @@ fn main() {
         epoch: Epoch(1),
         validators: keys.iter().map(Keypair::public_key).collect(),
         shards: 1,
+        bls: Vec::new(),
     };
     let mut shards: Vec<ValidatorShard> = keys
         .iter()

@@ -1,7 +1,7 @@
 //! Sign and verify cost per scheme and the Merkle leaf sweep (§3.3, §4.1), on one core.
 //!
 //! Run: `cargo run --release -p walras-payments --example sign_costs [quorum]`
-//! (add `--features bls` for the BLS rows).
+//! (BLS rows at the end).
 //!
 //! Hand-timed with `std::time::Instant` rather than criterion, which is not in this workspace's
 //! dependency set; each figure is the median of 5 runs of a fixed loop.
@@ -37,7 +37,13 @@ fn main() {
         .and_then(|arg| arg.parse().ok())
         .unwrap_or(7);
     let key = Keypair::from_seed([7; 32]);
-    let public = key.public_key();
+    let one_validator = walras_payments::Committee {
+        chain_id: walras_payments::ChainId(1),
+        epoch: walras_payments::Epoch(1),
+        validators: vec![key.public_key()],
+        shards: 1,
+        bls: Vec::new(),
+    };
     let count = 2048usize;
     let messages: Vec<Hash> = (0..count).map(|i| hash(&i.to_be_bytes())).collect();
 
@@ -61,7 +67,7 @@ fn main() {
         let mut cache = RootCache::new(0);
         for (message, signature) in messages.iter().zip(&signatures) {
             let vote = VoteSignature::Naive(*signature);
-            let ok = verify_vote(&public, message, &vote, &mut cache).is_ok();
+            let ok = verify_vote(&one_validator, 0, message, &vote, &mut cache).is_ok();
             std::hint::black_box(ok);
         }
     });
@@ -108,13 +114,17 @@ fn main() {
         let uncached = median_ns(5, count, || {
             let mut cache = RootCache::new(0);
             for (message, vote) in &votes {
-                std::hint::black_box(verify_vote(&public, message, vote, &mut cache).is_ok());
+                std::hint::black_box(
+                    verify_vote(&one_validator, 0, message, vote, &mut cache).is_ok(),
+                );
             }
         });
         let cached = median_ns(5, count, || {
             let mut cache = RootCache::default();
             for (message, vote) in &votes {
-                std::hint::black_box(verify_vote(&public, message, vote, &mut cache).is_ok());
+                std::hint::black_box(
+                    verify_vote(&one_validator, 0, message, vote, &mut cache).is_ok(),
+                );
             }
         });
         let cost = sign + quorum as f64 * cached;
@@ -134,7 +144,6 @@ fn main() {
             "{leaves:>6}  {sign:>9.0}  {uncached:>20.0}  {cached:>18.0}  {cost:>18.0}  {model:>5.0}  {cert_bytes:>16}"
         );
     }
-    #[cfg(feature = "bls")]
     bls_rows(quorum);
     let optimum = (s + quorum as f64 * v) * std::f64::consts::LN_2 / (quorum as f64 * h);
     println!();
@@ -146,7 +155,6 @@ fn main() {
     );
 }
 
-#[cfg(feature = "bls")]
 fn bls_rows(quorum: usize) {
     use walras_payments::bls::{
         aggregate_certificate, verify_bls_certificate, BlsCommittee, BlsKeypair,
@@ -164,6 +172,7 @@ fn bls_rows(quorum: usize) {
             .map(|i| Keypair::from_seed([i as u8; 32]).public_key())
             .collect(),
         shards: 1,
+        bls: keys.iter().map(BlsKeypair::member).collect(),
     };
     let quorum = committee.quorum();
     let published: Vec<_> = keys

@@ -1,6 +1,6 @@
-//! Votes and certificates (§3, §3.2, §3.3): what a validator signs, the two signature schemes,
-//! the bounded cache of verified Merkle roots, certificate checks, and the exchange's withdrawal
-//! check.
+//! Votes and certificates (§3, §3.2, §3.3, §3.4): what a validator signs, the three signature
+//! schemes, the bounded cache of verified Merkle roots and checked BLS keys, certificate checks,
+//! and the exchange's withdrawal check.
 //!
 //! The Merkle root is recomputed here rather than through
 //! `walras_crypto::verify_merkle_batch_member`, because the cache needs the root itself and the
@@ -14,9 +14,11 @@ use walras_crypto::{
     MerkleBatchSignature, MerkleProof, PublicKey, Signature,
 };
 
+use crate::bls::{checked_key, verify_aggregate, verify_one, BlsKeypair};
 use crate::error::{CertError, VoteFault};
 use crate::model::{
-    domain, output_id, ChainId, Committee, Epoch, Output, OutputId, PaymentId, ValidatorIndex,
+    domain, output_id, BlsMember, ChainId, Committee, Epoch, Output, OutputId, PaymentId,
+    ValidatorIndex, BLS_SIGNATURE_BYTES,
 };
 
 /// How validators sign votes.
@@ -26,6 +28,8 @@ pub enum Scheme {
     Naive,
     /// One Ed25519 signature per Merkle tree of up to `batch_leaves_max` outputs.
     Merkle { batch_leaves_max: usize },
+    /// One BLS12-381 signature per output; a certificate's votes verify as one aggregate.
+    Bls,
 }
 
 /// The message a validator signs for one output: chain, epoch, output id, asset, amount, owner.
@@ -58,11 +62,12 @@ pub fn payment_vote_messages(
         .collect()
 }
 
-/// Checks one validator's votes on a payment: one signature per output, each over that output's
-/// vote message ([`payment_vote_messages`]) under `key`. What a client and an aggregator both
-/// do with every vote they receive.
+/// Checks validator `validator`'s votes on a payment: one signature per output, each over that
+/// output's vote message ([`payment_vote_messages`]) under the validator's key in `committee`.
+/// What a client and an aggregator both do with every vote they receive.
 pub fn verify_payment_votes(
-    key: &PublicKey,
+    committee: &Committee,
+    validator: ValidatorIndex,
     payment: &crate::model::Payment,
     payment_id: PaymentId,
     signatures: &[VoteSignature],
@@ -78,7 +83,7 @@ pub fn verify_payment_votes(
         &payment.outputs,
     );
     for (message, signature) in messages.iter().zip(signatures) {
-        verify_vote(key, message, signature, cache)?;
+        verify_vote(committee, validator, message, signature, cache)?;
     }
     Ok(())
 }
@@ -91,6 +96,8 @@ pub enum VoteSignature {
         batch: MerkleBatchSignature,
         proof: MerkleProof,
     },
+    /// A compressed BLS12-381 signature (G2) of the output's vote message.
+    Bls([u8; BLS_SIGNATURE_BYTES]),
 }
 
 impl VoteSignature {
@@ -99,6 +106,7 @@ impl VoteSignature {
         match self {
             VoteSignature::Naive(_) => 64,
             VoteSignature::Merkle { proof, .. } => 64 + 4 + 4 + 1 + 32 * proof.siblings.len(),
+            VoteSignature::Bls(_) => BLS_SIGNATURE_BYTES,
         }
     }
 }
@@ -110,13 +118,47 @@ pub struct Vote {
     pub signature: VoteSignature,
 }
 
-/// Signs each message in `messages` under `scheme`: naive gives one signature each, Merkle one
-/// tree per `batch_leaves_max` consecutive messages.
-pub fn sign_votes(keypair: &Keypair, scheme: Scheme, messages: &[Hash]) -> Vec<VoteSignature> {
+/// A validator's signing keys: its Ed25519 key and the BLS key derived from it
+/// ([`crate::bls::bls_seed`]), so one key file serves every scheme.
+#[derive(Clone, Debug)]
+pub struct VoteSigner {
+    ed25519: Keypair,
+    bls: BlsKeypair,
+}
+
+impl VoteSigner {
+    /// The signer whose Ed25519 key is `keypair`.
+    pub fn new(keypair: Keypair) -> VoteSigner {
+        let bls = BlsKeypair::derive(&keypair);
+        VoteSigner {
+            ed25519: keypair,
+            bls,
+        }
+    }
+
+    /// The Ed25519 public key (the committee's `validators` entry).
+    pub fn public_key(&self) -> PublicKey {
+        self.ed25519.public_key()
+    }
+
+    /// The BLS key and its proof of possession (the committee's `bls` entry).
+    pub fn bls_member(&self) -> BlsMember {
+        self.bls.member()
+    }
+}
+
+/// Signs each message in `messages` under `scheme`: naive and BLS give one signature each,
+/// Merkle one tree per `batch_leaves_max` consecutive messages.
+pub fn sign_votes(signer: &VoteSigner, scheme: Scheme, messages: &[Hash]) -> Vec<VoteSignature> {
+    let keypair = &signer.ed25519;
     match scheme {
         Scheme::Naive => messages
             .iter()
             .map(|message| VoteSignature::Naive(keypair.sign(message.as_bytes())))
+            .collect(),
+        Scheme::Bls => messages
+            .iter()
+            .map(|message| VoteSignature::Bls(signer.bls.sign_vote(message)))
             .collect(),
         Scheme::Merkle { batch_leaves_max } => {
             let mut signatures = Vec::with_capacity(messages.len());
@@ -146,6 +188,8 @@ pub struct RootCache {
     entries_max: usize,
     verified: BTreeSet<(PublicKey, Hash, [u8; 64])>,
     order: VecDeque<(PublicKey, Hash, [u8; 64])>,
+    /// Committee BLS entries whose key decoded and whose proof of possession verified.
+    bls_keys: BTreeMap<BlsMember, blst::min_pk::PublicKey>,
     /// Signature verifications performed (for benchmarks and tests).
     pub signature_checks: u64,
     /// Root hits that skipped a signature check.
@@ -165,6 +209,7 @@ impl RootCache {
             entries_max,
             verified: BTreeSet::new(),
             order: VecDeque::new(),
+            bls_keys: BTreeMap::new(),
             signature_checks: 0,
             hits: 0,
         }
@@ -207,14 +252,46 @@ impl RootCache {
     }
 }
 
-/// Checks one vote by `key` on `message` (a [`vote_message`]).
+impl RootCache {
+    /// Validator `validator`'s BLS key, checked by [`checked_key`] the first time this cache
+    /// sees the committee entry (kept while `entries_max > 0`).
+    fn bls_key(
+        &mut self,
+        committee: &Committee,
+        validator: ValidatorIndex,
+    ) -> Result<blst::min_pk::PublicKey, VoteFault> {
+        let member = committee.bls_member(validator).ok_or(VoteFault::NoBlsKey)?;
+        if let Some(key) = self.bls_keys.get(member) {
+            return Ok(*key);
+        }
+        let key = checked_key(member, validator).map_err(|_| VoteFault::BadBlsKey)?;
+        if self.entries_max > 0 && self.bls_keys.len() < self.entries_max {
+            self.bls_keys.insert(*member, key);
+        }
+        Ok(key)
+    }
+}
+
+/// Checks one vote by validator `validator` of `committee` on `message` (a [`vote_message`]):
+/// Ed25519 votes under its `validators` key, BLS votes under its `bls` key.
 pub fn verify_vote(
-    key: &PublicKey,
+    committee: &Committee,
+    validator: ValidatorIndex,
     message: &Hash,
     signature: &VoteSignature,
     cache: &mut RootCache,
 ) -> Result<(), VoteFault> {
+    let key = committee
+        .validator(validator)
+        .ok_or(VoteFault::UnknownValidator)?;
     match signature {
+        VoteSignature::Bls(signature) => {
+            let key = cache.bls_key(committee, validator)?;
+            cache.signature_checks += 1;
+            verify_one(&key, message, signature)
+                .then_some(())
+                .ok_or(VoteFault::BadSignature)
+        }
         VoteSignature::Naive(signature) => {
             cache.signature_checks += 1;
             verify(key, message.as_bytes(), signature).map_err(|_| VoteFault::BadSignature)
@@ -343,24 +420,29 @@ pub fn verify_certificate(
         &certificate.id,
         &certificate.output,
     );
+    if bls_aggregate_verifies(certificate, committee, &message, cache) {
+        return Ok(());
+    }
     let mut voters = BTreeMap::new();
     for vote in &certificate.votes {
-        let key = committee
-            .validator(vote.validator)
-            .ok_or(CertError::BadVote {
+        if committee.validator(vote.validator).is_none() {
+            return Err(CertError::BadVote {
                 validator: vote.validator,
                 fault: VoteFault::UnknownValidator,
-            })?;
+            });
+        }
         if voters.insert(vote.validator, ()).is_some() {
             return Err(CertError::BadVote {
                 validator: vote.validator,
                 fault: VoteFault::Duplicate,
             });
         }
-        verify_vote(key, &message, &vote.signature, cache).map_err(|fault| CertError::BadVote {
-            validator: vote.validator,
-            fault,
-        })?;
+        verify_vote(committee, vote.validator, &message, &vote.signature, cache).map_err(
+            |fault| CertError::BadVote {
+                validator: vote.validator,
+                fault,
+            },
+        )?;
     }
     if voters.len() < committee.quorum() {
         return Err(CertError::TooFewVotes {
@@ -369,6 +451,40 @@ pub fn verify_certificate(
         });
     }
     Ok(())
+}
+
+/// The aggregate-first check of a certificate whose votes are all BLS (§3.4): `true` when the
+/// votes come from at least a quorum of distinct committee members with usable BLS keys and
+/// their aggregate verifies, one pairing check for the whole certificate. `false` decides
+/// nothing: the caller then checks each vote alone, which names the bad validator.
+fn bls_aggregate_verifies(
+    certificate: &Certificate,
+    committee: &Committee,
+    message: &Hash,
+    cache: &mut RootCache,
+) -> bool {
+    let mut voters = BTreeSet::new();
+    let mut keys = Vec::with_capacity(certificate.votes.len());
+    let mut signatures = Vec::with_capacity(certificate.votes.len());
+    for vote in &certificate.votes {
+        let VoteSignature::Bls(signature) = &vote.signature else {
+            return false;
+        };
+        if committee.validator(vote.validator).is_none() || !voters.insert(vote.validator) {
+            return false;
+        }
+        let Ok(key) = cache.bls_key(committee, vote.validator) else {
+            return false;
+        };
+        keys.push(key);
+        signatures.push(signature);
+    }
+    if voters.len() < committee.quorum() {
+        return false;
+    }
+    cache.signature_checks += 1;
+    let key_refs: Vec<&blst::min_pk::PublicKey> = keys.iter().collect();
+    verify_aggregate(&key_refs, message, &signatures)
 }
 
 /// What the exchange learns from a valid withdrawal certificate.

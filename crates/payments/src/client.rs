@@ -288,10 +288,9 @@ impl Client {
             validator: votes.validator,
             fault,
         };
-        let key = *self
-            .committee
-            .validator(votes.validator)
-            .ok_or(bad(VoteFault::UnknownValidator))?;
+        if self.committee.validator(votes.validator).is_none() {
+            return Err(bad(VoteFault::UnknownValidator));
+        }
         let Some(pending) = self.pending.get(&votes.payment) else {
             // Already certified (stop at quorum) or never ours: nothing to do.
             return Ok(Vec::new());
@@ -301,7 +300,15 @@ impl Client {
         }
         let payment = &pending.request.signed.payment;
         let id = votes.payment;
-        verify_payment_votes(&key, payment, id, &votes.signatures, &mut self.cache).map_err(bad)?;
+        verify_payment_votes(
+            &self.committee,
+            votes.validator,
+            payment,
+            id,
+            &votes.signatures,
+            &mut self.cache,
+        )
+        .map_err(bad)?;
         let quorum = self.committee.quorum();
         let Some(pending) = self.pending.get_mut(&id) else {
             return Ok(Vec::new());

@@ -20,6 +20,10 @@ pub enum VoteFault {
     WrongVoteCount,
     #[error("the reply is for another payment")]
     WrongPayment,
+    #[error("a BLS vote, but the committee lists no BLS key for this validator")]
+    NoBlsKey,
+    #[error("the committee's BLS key for this validator does not decode or its proof of possession does not verify")]
+    BadBlsKey,
 }
 
 /// Why a certificate is refused.

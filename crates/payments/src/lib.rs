@@ -6,17 +6,17 @@
 //! durable and the replies to send (FastPay's authority style); the I/O layer carries them out.
 //!
 //! - [`model`]: outputs, payments, ids, limits, the committee and shard assignment;
-//! - [`cert`]: vote messages, the `naive` and `merkle` signature schemes, the cache of verified
-//!   Merkle roots, certificate checks and the exchange's [`verify_withdrawal`];
+//! - [`cert`]: vote messages, the `naive`, `merkle` and `bls` signature schemes, the cache of
+//!   verified Merkle roots and BLS keys, certificate checks and the exchange's
+//!   [`verify_withdrawal`];
 //! - [`validator`]: one shard of one validator ([`ValidatorShard`]);
 //! - [`client`]: the wallet state machine ([`Client`]);
 //! - [`codec`]: canonical bytes of the durable effects;
 //! - `durable` (feature `lmdb`): the effect log in LMDB, the only disk I/O here;
-//! - `bls` (feature `bls`): BLS12-381 aggregate certificates with proof of possession.
+//! - [`bls`]: BLS12-381 keys, votes and aggregate certificates with proof of possession.
 //!
 //! See `docs/payments.md` for the mapping to the paper and to FastPay.
 
-#[cfg(feature = "bls")]
 pub mod bls;
 pub mod cert;
 pub mod client;
@@ -31,13 +31,13 @@ pub mod validator;
 pub use cert::{
     merkle_root_from_proof, payment_vote_messages, sign_votes, verify_certificate,
     verify_payment_votes, verify_vote, verify_withdrawal, vote_message, Certificate, RootCache,
-    Scheme, Vote, VoteSignature, Withdrawal, ROOT_CACHE_ENTRIES_MAX,
+    Scheme, Vote, VoteSignature, VoteSigner, Withdrawal, ROOT_CACHE_ENTRIES_MAX,
 };
 pub use client::{Client, ClientEffect, Coin, StuckReason};
 pub use error::{CertError, ClientError, RequestError, VoteFault};
 pub use model::{
-    deposit_output_id, genesis_output_id, output_id, withdrawal_owner, ChainId, Committee,
-    DepositOutput, Epoch, Input, Output, OutputId, Payment, PaymentId, SignedPayment,
+    deposit_output_id, genesis_output_id, output_id, withdrawal_owner, BlsMember, ChainId,
+    Committee, DepositOutput, Epoch, Input, Output, OutputId, Payment, PaymentId, SignedPayment,
     ValidatorIndex, PAYMENT_INPUTS_MAX, PAYMENT_OUTPUTS_MAX,
 };
 pub use validator::{

@@ -34,8 +34,10 @@ pub mod domain {
     pub const SHARD: Domain = Domain::new("walras/pay/shard");
     /// The withdrawal address of an exchange account.
     pub const WITHDRAWAL: Domain = Domain::new("walras/pay/wdr");
+    /// The seed of a validator's BLS key, from its Ed25519 key.
+    pub const BLS_KEY: Domain = Domain::new("walras/pay/blsk");
     /// Every domain above.
-    pub const ALL: [Domain; 8] = [
+    pub const ALL: [Domain; 9] = [
         PAYMENT,
         PAYMENT_SIG,
         OUTPUT,
@@ -44,6 +46,7 @@ pub mod domain {
         VOTE,
         SHARD,
         WITHDRAWAL,
+        BLS_KEY,
     ];
 }
 
@@ -264,6 +267,20 @@ fn payment_signing_hash(id: &PaymentId) -> Hash {
     hash_in(domain::PAYMENT_SIG, id.0.as_bytes())
 }
 
+/// Bytes of a compressed BLS12-381 public key (G1).
+pub const BLS_PUBLIC_KEY_BYTES: usize = 48;
+/// Bytes of a compressed BLS12-381 signature (G2).
+pub const BLS_SIGNATURE_BYTES: usize = 96;
+
+/// A validator's BLS12-381 public key and its proof of possession (a signature of the key under
+/// a separate tag, which rules out rogue-key aggregates). Checked when first used
+/// ([`crate::bls::checked_key`]), never trusted as listed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BlsMember {
+    pub key: [u8; BLS_PUBLIC_KEY_BYTES],
+    pub proof: [u8; BLS_SIGNATURE_BYTES],
+}
+
 /// The validator committee of one epoch: `n` keys, each validator split into `shards` shards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Committee {
@@ -271,6 +288,10 @@ pub struct Committee {
     pub epoch: Epoch,
     pub validators: Vec<PublicKey>,
     pub shards: u32,
+    /// BLS keys in validator order, one per validator, for the `bls` scheme; empty for a
+    /// committee that signs with Ed25519 only (its BLS votes are then refused as
+    /// [`crate::VoteFault::NoBlsKey`]).
+    pub bls: Vec<BlsMember>,
 }
 
 impl Committee {
@@ -296,5 +317,10 @@ impl Committee {
     /// Key of validator `index`, if any.
     pub fn validator(&self, index: ValidatorIndex) -> Option<&PublicKey> {
         self.validators.get(usize::from(index))
+    }
+
+    /// BLS key of validator `index`, if the committee lists BLS keys and has that validator.
+    pub fn bls_member(&self, index: ValidatorIndex) -> Option<&BlsMember> {
+        self.bls.get(usize::from(index))
     }
 }

@@ -10,6 +10,7 @@ use walras_crypto::Keypair;
 use crate::cert::Certificate;
 use crate::cert::{
     payment_vote_messages, sign_votes, verify_certificate, RootCache, Scheme, VoteSignature,
+    VoteSigner,
 };
 use crate::error::RequestError;
 use crate::model::{Committee, Output, OutputId, PaymentId, SignedPayment, ValidatorIndex};
@@ -53,7 +54,8 @@ pub enum Reply {
 /// A durable record; the shard's state is the fold of these.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
-    /// Inputs of `signed` are spent by it; with the votes when already signed (naive scheme).
+    /// Inputs of `signed` are spent by it; with the votes when already signed (naive and BLS
+    /// schemes).
     RecordPayment {
         signed: SignedPayment,
         signatures: Option<Vec<VoteSignature>>,
@@ -86,7 +88,7 @@ pub struct ValidatorShard {
     committee: Committee,
     index: ValidatorIndex,
     shard: u32,
-    keypair: Keypair,
+    signer: VoteSigner,
     scheme: Scheme,
     roots: BTreeMap<OutputId, Output>,
     spent: BTreeMap<OutputId, PaymentId>,
@@ -109,7 +111,7 @@ impl ValidatorShard {
             committee,
             index,
             shard,
-            keypair,
+            signer: VoteSigner::new(keypair),
             scheme,
             roots: BTreeMap::new(),
             spent: BTreeMap::new(),
@@ -287,8 +289,8 @@ impl ValidatorShard {
             }
         }
         let (signatures, reply) = match self.scheme {
-            Scheme::Naive => {
-                let signatures = sign_votes(&self.keypair, self.scheme, &self.messages_of(request));
+            Scheme::Naive | Scheme::Bls => {
+                let signatures = sign_votes(&self.signer, self.scheme, &self.messages_of(request));
                 let reply = Reply::Votes(PaymentVotes {
                     validator: self.index,
                     payment: id,
@@ -350,7 +352,7 @@ impl ValidatorShard {
                 spans.push((*payment, start, messages.len()));
             }
         }
-        let signatures = sign_votes(&self.keypair, self.scheme, &messages);
+        let signatures = sign_votes(&self.signer, self.scheme, &messages);
         let mut outcome = Outcome::default();
         for (payment, start, end) in spans {
             let effect = Effect::RecordVotes {

@@ -1,9 +1,6 @@
-//! BLS12-381 aggregate certificates (feature `bls`; run with
-//! `cargo test -p walras-payments --features bls`): a quorum's aggregate verifies; a rogue key
+//! BLS12-381 aggregate certificates: a quorum's aggregate verifies; a rogue key
 //! without a proof of possession is refused; a garbage vote is named before aggregation; short,
 //! duplicate-signer, wrong-committee and altered-output certificates are refused.
-
-#![cfg(feature = "bls")]
 
 use walras_crypto::Keypair;
 use walras_payments::bls::{
@@ -23,6 +20,7 @@ fn setup(n: usize) -> (Vec<BlsKeypair>, BlsCommittee) {
             .map(|i| Keypair::from_seed([i as u8; 32]).public_key())
             .collect(),
         shards: 1,
+        bls: Vec::new(),
     };
     let published: Vec<_> = keys
         .iter()

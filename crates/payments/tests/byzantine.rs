@@ -1,6 +1,7 @@
 //! In-process Byzantine tests (issue 14, acceptance 2): for n ∈ {4, 7, 10} and each fault kind
 //! (silent, crashing, slow, equivocating, wrong key, wrong message, bad Merkle path, replaying),
-//! f validators misbehave and honest payments must still certify under both signature schemes;
+//! f validators misbehave and honest payments must still certify under all three signature
+//! schemes (naive, Merkle, BLS; a bad Merkle path is a wrong message where there is no path);
 //! every bad vote the client sees is refused naming a faulty validator; no validator shard sends
 //! a message to another shard. With f + 1 faulty validators the tests record which property
 //! fails: equivocators let a Byzantine client certify two payments spending one input (safety),
@@ -15,11 +16,12 @@ use common::{clients, request_of, Fault, Net, FAULTS_GARBAGE};
 use walras_payments::{ClientError, Scheme};
 use walras_types::AssetId;
 
-const SCHEMES: [Scheme; 2] = [
+const SCHEMES: [Scheme; 3] = [
     Scheme::Naive,
     Scheme::Merkle {
         batch_leaves_max: 64,
     },
+    Scheme::Bls,
 ];
 const FAULTS_ALL: [Fault; 8] = [
     Fault::Silent,

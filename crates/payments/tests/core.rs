@@ -17,6 +17,17 @@ use walras_payments::{
 };
 use walras_types::AssetId;
 
+/// A committee whose only validator is `key` (no BLS keys).
+fn committee_of(key: &walras_crypto::Keypair) -> walras_payments::Committee {
+    walras_payments::Committee {
+        chain_id: CHAIN,
+        epoch: EPOCH,
+        validators: vec![key.public_key()],
+        shards: 1,
+        bls: Vec::new(),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
@@ -38,7 +49,8 @@ proptest! {
         }
         let crypto = verify_merkle_batch_member(&key.public_key(), &messages[index], &batch, &proof).is_ok();
         let ours = walras_payments::verify_vote(
-            &key.public_key(),
+            &committee_of(&key),
+            0,
             &messages[index],
             &walras_payments::VoteSignature::Merkle { batch, proof: proof.clone() },
             &mut RootCache::default(),
@@ -282,6 +294,7 @@ fn a_shard_rebuilt_from_its_durable_effects_refuses_a_conflict_and_re_answers_th
         Scheme::Merkle {
             batch_leaves_max: 8,
         },
+        Scheme::Bls,
     ] {
         let mut net = Net::new(&[Fault::Honest; 4], 1, scheme);
         let (payment, key) = genesis_payment(&mut net, 1, &[5]);
@@ -327,7 +340,7 @@ fn the_root_cache_never_exceeds_its_bound_and_hits_skip_signature_checks() {
         let (batch, proofs) = sign_merkle_batch(&key, &messages).expect("batch");
         for (message, proof) in messages.iter().zip(proofs) {
             let vote = walras_payments::VoteSignature::Merkle { batch, proof };
-            walras_payments::verify_vote(&key.public_key(), message, &vote, &mut cache)
+            walras_payments::verify_vote(&committee_of(&key), 0, message, &vote, &mut cache)
                 .expect("valid");
             assert!(cache.len() <= 2);
         }

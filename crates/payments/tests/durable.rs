@@ -29,6 +29,7 @@ fn committee() -> Committee {
         epoch: EPOCH,
         validators: (0..4).map(|i| keypair(1, i).public_key()).collect(),
         shards: 1,
+        bls: Vec::new(),
     }
 }
 

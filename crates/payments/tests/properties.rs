@@ -52,7 +52,8 @@ fn scheme() -> impl Strategy<Value = Scheme> {
         Just(Scheme::Naive),
         Just(Scheme::Merkle {
             batch_leaves_max: 4
-        })
+        }),
+        Just(Scheme::Bls)
     ]
 }
 

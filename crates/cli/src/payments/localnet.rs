@@ -56,7 +56,7 @@ struct UpArgs {
     /// The committee's directory
     #[arg(long, required = true)]
     dir: Option<PathBuf>,
-    /// `merkle` or `naive`
+    /// `merkle`, `naive` or `bls`
     #[arg(long, default_value = "merkle")]
     scheme: String,
     /// Wallets with genesis coins
@@ -162,12 +162,12 @@ pub fn create(
     let mut seeds = Vec::new();
     for index in 0..spec.validators {
         let seed = seed_of(index)?;
-        // With its BLS key: the validator signs withdrawal votes with the key derived from
-        // the same seed.
+        // With its BLS key: the validator signs withdrawal votes (and, under the bls scheme,
+        // every vote) with the key derived from the same seed.
         members.push(member_with_bls(
             &seed,
             format!("127.0.0.1:{}", free_port()?),
-        )?);
+        ));
         seeds.push(seed);
     }
     let committee = CommitteeFile {

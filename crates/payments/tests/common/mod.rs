@@ -89,6 +89,10 @@ impl Net {
             epoch: EPOCH,
             validators: keys.iter().map(Keypair::public_key).collect(),
             shards,
+            bls: keys
+                .iter()
+                .map(|key| walras_payments::VoteSigner::new(key.clone()).bls_member())
+                .collect(),
         };
         let validators = faults
             .iter()
@@ -199,7 +203,8 @@ impl Net {
             Fault::WrongMessage | Fault::BadMerklePath | Fault::Replaying => {
                 let mut forged = request.clone();
                 if validator.fault == Fault::WrongMessage
-                    || (validator.fault == Fault::BadMerklePath && scheme == Scheme::Naive)
+                    || (validator.fault == Fault::BadMerklePath
+                        && !matches!(scheme, Scheme::Merkle { .. }))
                 {
                     for output in &mut forged.signed.payment.outputs {
                         output.amount += 1;
@@ -348,7 +353,11 @@ fn forge_votes(
     PaymentVotes {
         validator,
         payment: id,
-        signatures: walras_payments::sign_votes(&key, scheme, &messages),
+        signatures: walras_payments::sign_votes(
+            &walras_payments::VoteSigner::new(key),
+            scheme,
+            &messages,
+        ),
     }
 }
 
