@@ -23,9 +23,8 @@ use blst::BLST_ERROR;
 use thiserror::Error;
 use walras_crypto::{hash_in, Hash, Keypair};
 
-use crate::cert::{vote_message, Certificate, VoteSignature};
 use crate::model::{
-    domain, BlsMember, ChainId, Committee, Epoch, Output, OutputId, ValidatorIndex,
+    domain, vote_message, BlsMember, ChainId, Committee, Epoch, Output, OutputId, ValidatorIndex,
 };
 pub use crate::model::{BLS_PUBLIC_KEY_BYTES, BLS_SIGNATURE_BYTES};
 
@@ -222,30 +221,6 @@ pub(crate) fn verify_aggregate(
             keys,
         ) == BLST_ERROR::BLST_SUCCESS
     })
-}
-
-/// The compact form of a payment certificate whose votes are all BLS: one aggregate signature and
-/// the sorted signer indices (what a wallet downloads or the exchange checks). The votes are
-/// taken as they are; [`verify_bls_certificate`] checks the result.
-pub fn compact_certificate(certificate: &Certificate) -> Result<BlsCertificate, BlsError> {
-    let mut votes = Vec::with_capacity(certificate.votes.len());
-    for vote in &certificate.votes {
-        match &vote.signature {
-            VoteSignature::Bls(signature) => votes.push((vote.validator, *signature)),
-            _ => {
-                return Err(BlsError::BadVote {
-                    validator: vote.validator,
-                })
-            }
-        }
-    }
-    aggregate_certificate(
-        certificate.chain_id,
-        certificate.epoch,
-        certificate.id,
-        certificate.output,
-        &votes,
-    )
 }
 
 /// A certificate as one aggregate signature and the sorted signer indices.

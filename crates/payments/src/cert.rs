@@ -14,11 +14,15 @@ use walras_crypto::{
     MerkleBatchSignature, MerkleProof, PublicKey, Signature,
 };
 
-use crate::bls::{checked_key, verify_aggregate, verify_one, BlsKeypair};
+use crate::bls::{
+    aggregate_certificate, checked_key, verify_aggregate, verify_one, BlsCertificate, BlsError,
+    BlsKeypair,
+};
 use crate::error::{CertError, VoteFault};
+pub use crate::model::vote_message;
 use crate::model::{
-    domain, output_id, BlsMember, ChainId, Committee, Epoch, Output, OutputId, PaymentId,
-    ValidatorIndex, BLS_SIGNATURE_BYTES,
+    output_id, BlsMember, ChainId, Committee, Epoch, Output, OutputId, PaymentId, ValidatorIndex,
+    BLS_SIGNATURE_BYTES,
 };
 
 /// How validators sign votes.
@@ -30,19 +34,6 @@ pub enum Scheme {
     Merkle { batch_leaves_max: usize },
     /// One BLS12-381 signature per output; a certificate's votes verify as one aggregate.
     Bls,
-}
-
-/// The message a validator signs for one output: chain, epoch, output id, asset, amount, owner.
-pub fn vote_message(chain_id: ChainId, epoch: Epoch, id: &OutputId, output: &Output) -> Hash {
-    let mut hasher = Hasher::new(domain::VOTE);
-    hasher
-        .update(&chain_id.0.to_be_bytes())
-        .update(&epoch.0.to_be_bytes())
-        .update(id.0.as_bytes())
-        .update(&output.asset.0.to_be_bytes())
-        .update(&output.amount.to_be_bytes())
-        .update(output.owner.as_bytes());
-    hasher.finalize()
 }
 
 /// The vote messages of a payment's outputs, in output order: what a validator signs and a
@@ -382,6 +373,24 @@ impl Certificate {
                     .collect(),
             })
             .collect()
+    }
+
+    /// The compact form of a certificate whose votes are all BLS: one aggregate signature and
+    /// the sorted signer indices (what a wallet downloads or the exchange checks). The votes are
+    /// taken as they are; [`crate::bls::verify_bls_certificate`] checks the result.
+    pub fn compact(&self) -> Result<BlsCertificate, BlsError> {
+        let mut votes = Vec::with_capacity(self.votes.len());
+        for vote in &self.votes {
+            match &vote.signature {
+                VoteSignature::Bls(signature) => votes.push((vote.validator, *signature)),
+                _ => {
+                    return Err(BlsError::BadVote {
+                        validator: vote.validator,
+                    })
+                }
+            }
+        }
+        aggregate_certificate(self.chain_id, self.epoch, self.id, self.output, &votes)
     }
 
     /// Bytes on the wire: header (8 + 8 + 32 + 2 + 16 + 32), vote count, votes (index + sig).

@@ -104,6 +104,19 @@ pub fn withdrawal_owner(chain_id: ChainId, account: u64) -> PublicKey {
         .expect("about half of all hashes are curve points")
 }
 
+/// The message a validator signs for one output: chain, epoch, output id, asset, amount, owner.
+pub fn vote_message(chain_id: ChainId, epoch: Epoch, id: &OutputId, output: &Output) -> Hash {
+    let mut hasher = Hasher::new(domain::VOTE);
+    hasher
+        .update(&chain_id.0.to_be_bytes())
+        .update(&epoch.0.to_be_bytes())
+        .update(id.0.as_bytes())
+        .update(&output.asset.0.to_be_bytes())
+        .update(&output.amount.to_be_bytes())
+        .update(output.owner.as_bytes());
+    hasher.finalize()
+}
+
 /// Id of genesis entry `index`.
 pub fn genesis_output_id(chain_id: ChainId, index: u32) -> OutputId {
     let mut hasher = Hasher::new(domain::GENESIS);

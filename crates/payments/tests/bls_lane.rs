@@ -7,7 +7,7 @@
 mod common;
 
 use common::{clients, request_of, Fault, Net};
-use walras_payments::bls::{compact_certificate, verify_bls_certificate, BlsCommittee};
+use walras_payments::bls::{verify_bls_certificate, BlsCommittee};
 use walras_payments::{
     verify_certificate, CertError, Certificate, RootCache, Scheme, VoteFault, VoteSignature,
 };
@@ -134,7 +134,7 @@ fn the_compact_form_of_a_lane_certificate_verifies_against_the_same_committee_an
         .collect();
     let committee = BlsCommittee::new(net.committee.clone(), &keys).expect("proofs verify");
     for certificate in &certificates {
-        let compact = compact_certificate(certificate).expect("all votes are BLS");
+        let compact = certificate.compact().expect("all votes are BLS");
         verify_bls_certificate(&compact, &committee).expect("the aggregate verifies");
         assert_eq!(compact.signers.len(), net.committee.quorum());
         let full = walras_payments::codec::certificate_bytes(certificate).len();

@@ -261,9 +261,7 @@ async fn drive(
                         last = last.max(at);
                         if let Some(certificate) = certificates.first() {
                             certificate_size = certificate_bytes(certificate).len();
-                            if let Ok(compact) =
-                                walras_payments::bls::compact_certificate(certificate)
-                            {
+                            if let Ok(compact) = certificate.compact() {
                                 compact_size = Some(compact.wire_bytes());
                             }
                         }
