@@ -330,6 +330,20 @@ impl<'a> Aggregator<'a> {
         self.votes.len()
     }
 
+    /// Checks each BLS vote still waiting for the aggregate check alone (when every validator
+    /// has answered and no quorum formed), so [`Aggregator::no_quorum`] counts the valid ones
+    /// and names the bad ones.
+    pub fn check_waiting(&mut self, cache: &Mutex<RootCache>) {
+        for (validator, votes) in std::mem::take(&mut self.unchecked) {
+            match self.check(&votes, cache) {
+                Ok(()) => {
+                    self.votes.insert(validator, votes);
+                }
+                Err(fault) => self.faults.push((validator, fault)),
+            }
+        }
+    }
+
     /// The error to report when every validator answered and no quorum formed.
     pub fn no_quorum(&self) -> CertifyError {
         CertifyError::NoQuorum {
@@ -416,14 +430,7 @@ impl<'a> Aggregator<'a> {
             }
             return Some(certificates);
         }
-        for (validator, votes) in std::mem::take(&mut self.unchecked) {
-            match self.check(&votes, cache) {
-                Ok(()) => {
-                    self.votes.insert(validator, votes);
-                }
-                Err(fault) => self.faults.push((validator, fault)),
-            }
-        }
+        self.check_waiting(cache);
         (self.votes.len() >= quorum).then(|| self.certificates())
     }
 
@@ -458,6 +465,7 @@ pub async fn certify(
             return Ok(certificates);
         }
     }
+    aggregator.check_waiting(cache);
     Err(aggregator.no_quorum())
 }
 

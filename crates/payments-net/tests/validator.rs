@@ -337,6 +337,27 @@ async fn silent_validators_beyond_f_stop_certification_with_a_named_reason() {
     );
 }
 
+/// Scheme bls: with two of four validators silent the two honest BLS votes never reach the
+/// quorum that triggers the aggregate check; they are checked alone before the error is built,
+/// so it counts them as valid and names the silent ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_bls_a_missing_quorum_still_counts_the_valid_votes_it_got() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let faults = [(0, Fault::Silent), (1, Fault::Silent)];
+    let net = start_with(dir.path(), &faults, 1, Scheme::Bls).await;
+    let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
+    let cache = Arc::new(Mutex::new(RootCache::default()));
+    let error = certify(&client, &spend(&net, 5, 6), &cache)
+        .await
+        .expect_err("two silent of four: no quorum");
+    let text = error.to_string();
+    assert!(text.contains("2 valid votes of 3"), "{text}");
+    assert!(
+        text.contains("validator 0") && text.contains("validator 1"),
+        "{text}"
+    );
+}
+
 /// A validator configuration carrying a deliberate fault (what `walras payments bench` writes)
 /// is refused when faults are refused (the production build), before anything starts; with
 /// faults allowed the same file gets past that check (and here fails on its missing committee).
