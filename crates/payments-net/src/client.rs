@@ -299,7 +299,7 @@ impl<'a> Aggregator<'a> {
                 {
                     return None;
                 }
-                if is_bls(&votes) {
+                if is_bls(&votes) && !self.suspect(votes.validator, cache) {
                     match self.check_shape(&votes) {
                         Ok(()) => {
                             self.unchecked.insert(votes.validator, votes);
@@ -309,9 +309,19 @@ impl<'a> Aggregator<'a> {
                     }
                     return None;
                 }
-                match self.check(&votes, cache) {
+                let bls = is_bls(&votes);
+                let result = self.check(&votes, cache);
+                if bls {
+                    if let Ok(mut cache) = cache.lock() {
+                        cache.record_bls_check(self.committee, votes.validator, result.is_ok());
+                    }
+                }
+                match result {
                     Ok(()) => {
                         self.votes.entry(votes.validator).or_insert(votes);
+                        if !self.unchecked.is_empty() {
+                            return self.settle_bls(cache);
+                        }
                     }
                     Err(fault) => self.faults.push((reply.validator, fault)),
                 }
@@ -330,12 +340,24 @@ impl<'a> Aggregator<'a> {
         self.votes.len()
     }
 
+    /// Whether `validator`'s last BLS vote checked alone (in any payment) was bad: its votes are
+    /// then checked alone on arrival, so a Byzantine validator cannot make every aggregate fail.
+    fn suspect(&self, validator: ValidatorIndex, cache: &Mutex<RootCache>) -> bool {
+        cache
+            .lock()
+            .is_ok_and(|cache| cache.is_bls_suspect(self.committee, validator))
+    }
+
     /// Checks each BLS vote still waiting for the aggregate check alone (when every validator
     /// has answered and no quorum formed), so [`Aggregator::no_quorum`] counts the valid ones
     /// and names the bad ones.
     pub fn check_waiting(&mut self, cache: &Mutex<RootCache>) {
         for (validator, votes) in std::mem::take(&mut self.unchecked) {
-            match self.check(&votes, cache) {
+            let result = self.check(&votes, cache);
+            if let Ok(mut cache) = cache.lock() {
+                cache.record_bls_check(self.committee, validator, result.is_ok());
+            }
+            match result {
                 Ok(()) => {
                     self.votes.insert(validator, votes);
                 }
@@ -414,7 +436,18 @@ impl<'a> Aggregator<'a> {
                 return None;
             };
             certificates.iter().all(|certificate| {
-                walras_payments::verify_certificate(certificate, self.committee, &mut cache).is_ok()
+                let message = walras_payments::vote_message(
+                    certificate.chain_id,
+                    certificate.epoch,
+                    &certificate.id,
+                    &certificate.output,
+                );
+                walras_payments::bls_aggregate_verifies(
+                    certificate,
+                    self.committee,
+                    &message,
+                    &mut cache,
+                )
             })
         };
         if all_verify {

@@ -181,6 +181,10 @@ pub struct RootCache {
     order: VecDeque<(PublicKey, Hash, [u8; 64])>,
     /// Committee BLS entries whose key decoded and whose proof of possession verified.
     bls_keys: BTreeMap<BlsMember, blst::min_pk::PublicKey>,
+    /// Committee BLS entries whose last vote checked alone was bad: an aggregator checks their
+    /// next votes alone at once instead of letting them spoil an aggregate (at most one entry
+    /// per committee member).
+    bls_suspects: BTreeSet<BlsMember>,
     /// Signature verifications performed (for benchmarks and tests).
     pub signature_checks: u64,
     /// Root hits that skipped a signature check.
@@ -201,6 +205,7 @@ impl RootCache {
             verified: BTreeSet::new(),
             order: VecDeque::new(),
             bls_keys: BTreeMap::new(),
+            bls_suspects: BTreeSet::new(),
             signature_checks: 0,
             hits: 0,
         }
@@ -260,6 +265,28 @@ impl RootCache {
             self.bls_keys.insert(*member, key);
         }
         Ok(key)
+    }
+}
+
+impl RootCache {
+    /// Whether validator `validator`'s last BLS vote checked alone was bad.
+    pub fn is_bls_suspect(&self, committee: &Committee, validator: ValidatorIndex) -> bool {
+        committee
+            .bls_member(validator)
+            .is_some_and(|member| self.bls_suspects.contains(member))
+    }
+
+    /// Records the outcome of checking validator `validator`'s BLS votes alone: a bad vote makes
+    /// it a suspect, a good one clears it.
+    pub fn record_bls_check(&mut self, committee: &Committee, validator: ValidatorIndex, ok: bool) {
+        let Some(member) = committee.bls_member(validator) else {
+            return;
+        };
+        if ok {
+            self.bls_suspects.remove(member);
+        } else {
+            self.bls_suspects.insert(*member);
+        }
     }
 }
 
@@ -462,16 +489,20 @@ pub fn verify_certificate(
     Ok(())
 }
 
-/// The aggregate-first check of a certificate whose votes are all BLS (§3.4): `true` when the
-/// votes come from at least a quorum of distinct committee members with usable BLS keys and
-/// their aggregate verifies, one pairing check for the whole certificate. `false` decides
-/// nothing: the caller then checks each vote alone, which names the bad validator.
-fn bls_aggregate_verifies(
+/// The aggregate-first check of a certificate whose votes are all BLS (§3.4): `true` when it is
+/// for the committee's chain and epoch, the votes come from at least a quorum of distinct
+/// committee members with usable BLS keys and their aggregate verifies, one pairing check for
+/// the whole certificate. `false` decides nothing: the caller then checks each vote alone, which
+/// names the bad validator ([`verify_certificate`] does both).
+pub fn bls_aggregate_verifies(
     certificate: &Certificate,
     committee: &Committee,
     message: &Hash,
     cache: &mut RootCache,
 ) -> bool {
+    if certificate.chain_id != committee.chain_id || certificate.epoch != committee.epoch {
+        return false;
+    }
     let mut voters = BTreeSet::new();
     let mut keys = Vec::with_capacity(certificate.votes.len());
     let mut signatures = Vec::with_capacity(certificate.votes.len());

@@ -29,9 +29,10 @@ pub mod model;
 pub mod validator;
 
 pub use cert::{
-    merkle_root_from_proof, payment_vote_messages, sign_votes, verify_certificate,
-    verify_payment_votes, verify_vote, verify_withdrawal, vote_message, Certificate, RootCache,
-    Scheme, Vote, VoteSignature, VoteSigner, Withdrawal, ROOT_CACHE_ENTRIES_MAX,
+    bls_aggregate_verifies, merkle_root_from_proof, payment_vote_messages, sign_votes,
+    verify_certificate, verify_payment_votes, verify_vote, verify_withdrawal, vote_message,
+    Certificate, RootCache, Scheme, Vote, VoteSignature, VoteSigner, Withdrawal,
+    ROOT_CACHE_ENTRIES_MAX,
 };
 pub use client::{Client, ClientEffect, Coin, StuckReason};
 pub use error::{CertError, ClientError, RequestError, VoteFault};
