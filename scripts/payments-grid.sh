@@ -41,9 +41,12 @@ r = json.loads(sys.stdin.read().strip().splitlines()[-1])
 l = r["latency_ms"]
 per_core = str(r["tx_per_s_per_validator_core"]) + (" (oversubscribed)" if r["cores_oversubscribed"] else "")
 counts = "%d / %d / %d / %d" % (r["sent"], r["certified"], r["failed"], r["unanswered"])
-print("| %d | %d | %s | %d | %s | %.1f | %.1f | %.1f | %d | %s | `%s` |" % (
+cert = str(r["certificate_bytes"])
+if r.get("compact_certificate_bytes") is not None:
+    cert += " (compact %d)" % r["compact_certificate_bytes"]
+print("| %d | %d | %s | %d | %s | %.1f | %.1f | %.1f | %s | %s | `%s` |" % (
     r["validators"], r["shards"], r["scheme"], r["certified_tx_per_s"], per_core,
-    l["p50"], l["p99"], l["p999"], r["certificate_bytes"], counts, r["command"]))
+    l["p50"], l["p99"], l["p999"], cert, counts, r["command"]))
 '
       else
         status=$?
