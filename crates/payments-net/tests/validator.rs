@@ -297,21 +297,8 @@ async fn a_garbage_signing_bls_validator_is_named_when_its_vote_spoils_the_aggre
     let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
     let cache = Mutex::new(RootCache::default());
     let request = spend(&net, 3, 4);
-    let mut replies = client.broadcast(0, &request);
-    let mut all = Vec::new();
-    while let Some(reply) = replies.recv().await {
-        all.push(reply);
-    }
-    assert_eq!(all.len(), 4);
-    all.sort_by_key(|reply| reply.validator != 2);
-    let mut aggregator = Aggregator::new(&net.committee, &request);
-    let mut certified = Vec::new();
-    for (position, reply) in all.into_iter().enumerate() {
-        if let Some(certificates) = aggregator.add(reply, &cache) {
-            certified.push((position, certificates));
-        }
-    }
-    assert_eq!(aggregator.faults, vec![(2, VoteFault::BadSignature)]);
+    let (faults, certified) = feed_first(&net, &client, &request, &cache, 2).await;
+    assert_eq!(faults, vec![(2, VoteFault::BadSignature)]);
     let (position, certificates) = certified.first().expect("three honest votes certify");
     assert_eq!(
         *position, 3,
@@ -328,61 +315,75 @@ async fn a_garbage_signing_bls_validator_is_named_when_its_vote_spoils_the_aggre
     let checks_before = cache.lock().expect("cache").signature_checks;
     assert_eq!(checks_before, 5);
     let request = spend(&net, 5, 6);
-    let mut replies = client.broadcast(0, &request);
-    let mut all = Vec::new();
-    while let Some(reply) = replies.recv().await {
-        all.push(reply);
-    }
-    all.sort_by_key(|reply| reply.validator != 2);
-    let mut aggregator = Aggregator::new(&net.committee, &request);
-    let mut certified = None;
-    for reply in all {
-        if let Some(certificates) = aggregator.add(reply, &cache) {
-            certified.get_or_insert(certificates);
-        }
-    }
-    assert!(certified.is_some());
-    assert_eq!(aggregator.faults, vec![(2, VoteFault::BadSignature)]);
+    let (faults, certified) = feed_first(&net, &client, &request, &cache, 2).await;
+    assert!(!certified.is_empty());
+    assert_eq!(faults, vec![(2, VoteFault::BadSignature)]);
     let checks = cache.lock().expect("cache").signature_checks - checks_before;
     assert_eq!(checks, 2, "the suspect alone, then one aggregate");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn silent_validators_beyond_f_stop_certification_with_a_named_reason() {
+/// Broadcasts `request`, waits for all four replies, and feeds them to a fresh aggregator with
+/// validator `first`'s reply first: the faults it recorded and, for each reply that completed
+/// a quorum, its position and the certificates.
+async fn feed_first(
+    net: &Net,
+    client: &Arc<CommitteeClient>,
+    request: &PaymentRequest,
+    cache: &Mutex<RootCache>,
+    first: u16,
+) -> (
+    Vec<(u16, VoteFault)>,
+    Vec<(usize, Vec<walras_payments::Certificate>)>,
+) {
+    let mut replies = client.broadcast(0, request);
+    let mut all = Vec::new();
+    while let Some(reply) = replies.recv().await {
+        all.push(reply);
+    }
+    assert_eq!(all.len(), 4);
+    all.sort_by_key(|reply| reply.validator != first);
+    let mut aggregator = Aggregator::new(&net.committee, request);
+    let mut certified = Vec::new();
+    for (position, reply) in all.into_iter().enumerate() {
+        if let Some(certificates) = aggregator.add(reply, cache) {
+            certified.push((position, certificates));
+        }
+    }
+    (aggregator.faults, certified)
+}
+
+/// Two of four validators silent: no quorum, and the error counts the two valid votes it got
+/// and names the silent validators. Under bls the two honest votes never reach the quorum that
+/// triggers the aggregate check; before the fix they stayed unchecked and the error said "0
+/// valid votes of 3" (now they are checked alone before the error is built).
+async fn silent_validators_beyond_f_stop_certification(scheme: Scheme) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let net = start(dir.path(), &[(0, Fault::Silent), (1, Fault::Silent)], 1).await;
+    let faults = [(0, Fault::Silent), (1, Fault::Silent)];
+    let net = start_with(dir.path(), &faults, 1, scheme).await;
     let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
     let cache = Arc::new(Mutex::new(RootCache::default()));
     let error = certify(&client, &spend(&net, 5, 6), &cache)
         .await
         .expect_err("two silent of four: no quorum");
     let text = error.to_string();
-    assert!(text.contains("2 valid votes of 3"), "{text}");
+    assert!(text.contains("2 valid votes of 3"), "{scheme:?}: {text}");
     assert!(
         text.contains("validator 0") && text.contains("validator 1"),
-        "{text}"
+        "{scheme:?}: {text}"
     );
 }
 
-/// Scheme bls: with two of four validators silent the two honest BLS votes never reach the
-/// quorum that triggers the aggregate check; they are checked alone before the error is built,
-/// so it counts them as valid and names the silent ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_validators_beyond_f_stop_certification_with_a_named_reason() {
+    let merkle = Scheme::Merkle {
+        batch_leaves_max: 128,
+    };
+    silent_validators_beyond_f_stop_certification(merkle).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_bls_a_missing_quorum_still_counts_the_valid_votes_it_got() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let faults = [(0, Fault::Silent), (1, Fault::Silent)];
-    let net = start_with(dir.path(), &faults, 1, Scheme::Bls).await;
-    let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
-    let cache = Arc::new(Mutex::new(RootCache::default()));
-    let error = certify(&client, &spend(&net, 5, 6), &cache)
-        .await
-        .expect_err("two silent of four: no quorum");
-    let text = error.to_string();
-    assert!(text.contains("2 valid votes of 3"), "{text}");
-    assert!(
-        text.contains("validator 0") && text.contains("validator 1"),
-        "{text}"
-    );
+    silent_validators_beyond_f_stop_certification(Scheme::Bls).await;
 }
 
 /// A validator configuration carrying a deliberate fault (what `walras payments bench` writes)
