@@ -78,7 +78,9 @@ fn main() {
     println!(
         "naive   per-output cost s+q·v (q={quorum})    {:>9.0}  (certificate {} bytes)",
         s + quorum as f64 * v,
-        102 + quorum * (2 + VoteSignature::Naive(signatures[0]).wire_bytes())
+        102 + quorum
+            * (walras_payments::cert::VOTE_OVERHEAD_BYTES
+                + VoteSignature::Naive(signatures[0]).wire_bytes())
     );
     println!();
     println!("merkle sweep, q = {quorum}: per-output ns");
@@ -133,13 +135,13 @@ fn main() {
         if cost < best.1 {
             best = (leaves, cost);
         }
-        // A certificate carries q votes: header 102 bytes + q × (index + vote).
+        // A certificate carries q votes: header 102 bytes + q × (index, count, tag, vote).
         let vote_bytes = votes
             .iter()
             .map(|(_, vote)| vote.wire_bytes())
             .max()
             .unwrap_or(0);
-        let cert_bytes = 102 + quorum * (2 + vote_bytes);
+        let cert_bytes = 102 + quorum * (walras_payments::cert::VOTE_OVERHEAD_BYTES + vote_bytes);
         println!(
             "{leaves:>6}  {sign:>9.0}  {uncached:>20.0}  {cached:>18.0}  {cost:>18.0}  {model:>5.0}  {cert_bytes:>16}"
         );

@@ -362,6 +362,10 @@ fn merkle_signed_root(leaf_count: u32, root: &Hash) -> Hash {
     hasher.finalize()
 }
 
+/// Bytes a certificate spends per vote besides the signature: index (2), signature count (4),
+/// signature tag (1).
+pub const VOTE_OVERHEAD_BYTES: usize = 2 + 4 + 1;
+
 /// A certificate: a quorum of distinct valid votes on one output. The payee holds it; a payment
 /// is final for the payee once the payee has verified it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -420,13 +424,15 @@ impl Certificate {
         aggregate_certificate(self.chain_id, self.epoch, self.id, self.output, &votes)
     }
 
-    /// Bytes on the wire: header (8 + 8 + 32 + 2 + 16 + 32), vote count, votes (index + sig).
+    /// Bytes on the wire, exactly `codec::certificate_bytes(self).len()`: header
+    /// (8 + 8 + 32 + 2 + 16 + 32), vote count, and per vote its index, its signature count (always
+    /// 1), the signature's tag and the signature.
     pub fn wire_bytes(&self) -> usize {
         98 + 4
             + self
                 .votes
                 .iter()
-                .map(|vote| 2 + vote.signature.wire_bytes())
+                .map(|vote| VOTE_OVERHEAD_BYTES + vote.signature.wire_bytes())
                 .sum::<usize>()
     }
 }
