@@ -477,3 +477,63 @@ fn one_client_cannot_hold_every_event_stream() {
         "another client is served: {head}"
     );
 }
+
+/// `GET path` from `local` (a loopback address) on a new connection: the response head, or
+/// `None` if the connection was closed first.
+fn get_head_from(address: SocketAddr, local: &str, path: &str) -> Option<String> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: SocketAddr = format!("{local}:0").parse().unwrap();
+    socket
+        .bind(&local.into())
+        .expect("binding a loopback address");
+    socket.connect(&address.into()).ok()?;
+    let mut stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nhost: node\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    read_head(&mut stream)
+}
+
+/// Trigger: one client held every connection the node serves (2,500 opened against a cap of
+/// 1,024); another address was then answered 503 `too_many_connections` until the first let go.
+/// Now the newcomer is served at once and the busiest address's newest connection is closed.
+#[test]
+fn one_address_holding_every_connection_cannot_keep_another_address_out() {
+    let dir = TempDir::new("fair-connections");
+    let node = LimitedNode::start(
+        dir.path(),
+        &["--connections-max", "20", "--header-timeout-ms", "20000"],
+        Rlimits::default(),
+    );
+    let mut hog: Vec<TcpStream> = (0..25).map(|_| connect(node.address)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let head = get_head_from(node.address, "127.0.0.1", "/v1/status");
+    assert!(
+        head.as_deref()
+            .is_some_and(|h| h.starts_with("HTTP/1.1 503")),
+        "the busiest address gets no more: {head:?}"
+    );
+    let asked = Instant::now();
+    let head = get_head_from(node.address, "127.0.0.2", "/v1/status").expect("an answer");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "served at once, not after the header timeout"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("x-content-type-options: nosniff"),
+        "{head}"
+    );
+    let closed = hog
+        .iter_mut()
+        .map(|stream| closed_within(stream, Duration::from_millis(300)))
+        .filter(|closed| *closed)
+        .count();
+    assert_eq!(
+        closed, 6,
+        "the 5 over the cap and the one given to the newcomer are closed, no other"
+    );
+}

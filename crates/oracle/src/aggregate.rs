@@ -6,9 +6,13 @@
 //! excluded with that reason); books that are not `Synced` are excluded with their health;
 //! venues further from the median venue price (by count, so that one venue holding most of the
 //! liquidity cannot outvote the rest) than
-//! `max(outlier_bps_min, outlier_mad_k × median absolute deviation)` are rejected; the
+//! `max(outlier_bps_min, outlier_mad_k × median absolute deviation)` are rejected; a survivor
+//! that no *other* venue's book corroborates (its price within that venue's bid–ask spread, or
+//! within `agree_bps_min` of that venue's price) is rejected too, so that one venue quoting a
+//! wrong price just inside the outlier band cannot count towards `venues_min`; no venue's weight
+//! may exceed half the other venues' together, so that no venue sets the price alone; the
 //! liquidity-weighted median of the survivors is published, with status `Ok` when at least
-//! `venues_min` remain.
+//! `venues_min` distinct venues remain.
 
 use crate::book::Health;
 use serde::{Deserialize, Serialize};
@@ -29,6 +33,10 @@ pub struct InstrumentQuote {
     pub last_update_ns: u64,
     /// Why the valuation failed, when it did.
     pub value_error: Option<String>,
+    /// The book's bid–ask spread, basis points of its mid (`None` when a side is empty): how
+    /// far from this venue's price another venue may be and still agree with it.
+    #[serde(default)]
+    pub spread_bps: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,7 +47,19 @@ pub struct AggregateConfig {
     pub venues_min: usize,
     pub outlier_bps_min: f64,
     pub outlier_mad_k: f64,
+    /// Two venues agree when their prices are within this many basis points, or within the
+    /// spread of the venue agreed with, whichever is wider.
+    #[serde(default = "agree_bps_min_default")]
+    pub agree_bps_min: f64,
 }
+
+fn agree_bps_min_default() -> f64 {
+    AGREE_BPS_MIN_DEFAULT
+}
+
+/// Venues of one liquid asset stay within a few basis points of each other; a venue 10 bps or
+/// more away from every other venue (and outside each one's spread) speaks for itself alone.
+pub const AGREE_BPS_MIN_DEFAULT: f64 = 10.0;
 
 impl Default for AggregateConfig {
     fn default() -> Self {
@@ -49,6 +69,7 @@ impl Default for AggregateConfig {
             venues_min: 3,
             outlier_bps_min: 50.0,
             outlier_mad_k: 5.0,
+            agree_bps_min: AGREE_BPS_MIN_DEFAULT,
         }
     }
 }
@@ -67,7 +88,12 @@ pub struct UsedVenue {
     pub venue: String,
     pub symbol: String,
     pub price: f64,
+    /// The weight the median used: the venue's liquidity, capped at the other survivors'
+    /// weights together.
     pub weight: f64,
+    /// The venue's spread (bps of its mid), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_bps: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -158,6 +184,7 @@ pub fn aggregate_asset(
             symbol: q.symbol.clone(),
             price: price * rate,
             weight: q.liquidity * rate,
+            spread_bps: q.spread_bps,
         });
         ages.push(now_ns.saturating_sub(q.last_update_ns));
     }
@@ -194,6 +221,11 @@ pub fn aggregate_asset(
             }
         }
     }
+    let (mut used, uncorroborated) = split_corroborated(used, used_ages, cfg.agree_bps_min);
+    let used_ages: Vec<u64> = used.iter().map(|(_, age)| *age).collect();
+    excluded.extend(uncorroborated);
+    cap_weights(&mut used);
+    let mut used: Vec<UsedVenue> = used.into_iter().map(|(venue, _)| venue).collect();
     let mut pairs: Vec<(f64, f64)> = used.iter().map(|c| (c.price, c.weight)).collect();
     sort_pairs(&mut pairs);
     let price = weighted_median(&pairs);
@@ -208,7 +240,8 @@ pub fn aggregate_asset(
         }
         None => 0.0,
     };
-    let status = match used.len() {
+    let venues: std::collections::BTreeSet<&str> = used.iter().map(|c| c.venue.as_str()).collect();
+    let status = match venues.len() {
         0 => PriceStatus::Unavailable,
         n if n < cfg.venues_min => PriceStatus::InsufficientVenues,
         _ => PriceStatus::Ok,
@@ -224,6 +257,74 @@ pub fn aggregate_asset(
         venues_used: used,
         venues_excluded: excluded,
         method: method.to_string(),
+    }
+}
+
+/// Whether `other`'s book backs `price`: within `other`'s spread of its price, or within
+/// `agree_bps_min` of it.
+fn agrees_with(price: f64, other: &UsedVenue, agree_bps_min: f64) -> bool {
+    let tolerance_bps = other.spread_bps.unwrap_or(0.0).max(agree_bps_min);
+    (price - other.price).abs() / other.price * 1e4 <= tolerance_bps
+}
+
+/// Splits survivors into those some other venue's book backs and the rest (excluded, with the
+/// reason). With a single survivor there is nothing to corroborate against: it stays, and
+/// `venues_min` decides what its price is worth.
+fn split_corroborated(
+    used: Vec<UsedVenue>,
+    ages: Vec<u64>,
+    agree_bps_min: f64,
+) -> (Vec<(UsedVenue, u64)>, Vec<ExcludedVenue>) {
+    let distinct: std::collections::BTreeSet<&str> =
+        used.iter().map(|c| c.venue.as_str()).collect();
+    if distinct.len() < 2 {
+        return (used.into_iter().zip(ages).collect(), Vec::new());
+    }
+    let backed: Vec<bool> = used
+        .iter()
+        .map(|c| {
+            used.iter()
+                .any(|o| o.venue != c.venue && agrees_with(c.price, o, agree_bps_min))
+        })
+        .collect();
+    let mut kept = Vec::new();
+    let mut excluded = Vec::new();
+    for ((c, age), backed) in used.into_iter().zip(ages).zip(backed) {
+        if backed {
+            kept.push((c, age));
+        } else {
+            excluded.push(ExcludedVenue {
+                venue: c.venue,
+                symbol: c.symbol,
+                reason: format!(
+                    "uncorroborated: no other venue within {agree_bps_min:.1} bps or its spread"
+                ),
+            });
+        }
+    }
+    (kept, excluded)
+}
+
+/// Caps each venue's weight (all its instruments together) at half the other venues' weights
+/// together, so that no venue holds more than a third of the total and none can set the
+/// weighted median alone, whatever depth it shows (a cap of exactly the others' total would let
+/// the lowest-priced venue win the lower median on the tie). Caps are computed from the
+/// uncapped weights, so the order of venues does not matter.
+fn cap_weights(used: &mut [(UsedVenue, u64)]) {
+    let mut by_venue: BTreeMap<String, f64> = BTreeMap::new();
+    for (c, _) in used.iter() {
+        *by_venue.entry(c.venue.clone()).or_default() += c.weight;
+    }
+    if by_venue.len() < 2 {
+        return;
+    }
+    let total: f64 = by_venue.values().sum();
+    for (c, _) in used.iter_mut() {
+        let own = by_venue[&c.venue];
+        let cap = own.min((total - own) / 2.0);
+        if own > 0.0 && cap < own {
+            c.weight *= cap / own;
+        }
     }
 }
 

@@ -334,6 +334,13 @@ struct InstrumentState {
     resyncs: u64,
 }
 
+/// The book's bid–ask spread in basis points of its mid; `None` with an empty side.
+fn spread_bps(book: &Book) -> Option<f64> {
+    let (bid, ask) = (book.best_bid()?.to_f64(), book.best_ask()?.to_f64());
+    let mid = (bid + ask) / 2.0;
+    (mid > 0.0).then(|| (ask - bid) / mid * 1e4)
+}
+
 /// One worker's instruments: books, valuations, conflation. Pure and single-threaded; the
 /// threaded pipeline and the tests drive it the same way.
 pub struct Partition {
@@ -480,6 +487,7 @@ impl Partition {
             liquidity: if good { s.liquidity } else { 0.0 },
             last_update_ns: s.book.last_update_ns(),
             value_error: s.value_error.clone(),
+            spread_bps: if good { spread_bps(&s.book) } else { None },
         }
     }
 

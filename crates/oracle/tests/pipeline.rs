@@ -126,6 +126,7 @@ fn quote(
         liquidity,
         last_update_ns: 0,
         value_error: None,
+        spread_bps: Some(1.0),
     }
 }
 
@@ -179,6 +180,95 @@ fn unhealthy_unpriced_and_outlying_venues_are_excluded_with_reasons() {
     assert_eq!(p.venues_used.len(), 3);
     assert_eq!(p.price, Some(2001.0));
     assert_eq!(p.status, PriceStatus::Ok);
+}
+
+/// Trigger: three venues, one quoting +0.45% (inside the 50 bps outlier floor) with a
+/// thousand times the others' depth. The published price was exactly the liar's mid with status
+/// `ok`; the two honest venues alone said `insufficient_venues`.
+#[test]
+fn one_venue_quoting_apart_with_fake_depth_neither_sets_the_price_nor_counts() {
+    let quotes = vec![
+        quote("honest-a", "BTC", "USD", 100.00, 1e6, Health::Synced),
+        quote("honest-b", "BTC", "USD", 100.02, 1e6, Health::Synced),
+        quote("liar", "BTC", "USD", 100.45, 1e9, Health::Synced),
+    ];
+    let p = aggregate_asset(
+        "BTC",
+        &quotes,
+        &BTreeMap::new(),
+        0,
+        &AggregateConfig::default(),
+        "mid",
+    );
+    assert_eq!(p.status, PriceStatus::InsufficientVenues, "{p:?}");
+    assert!(p.price.unwrap() <= 100.02, "{:?}", p.price);
+    let liar = p.venues_excluded.iter().find(|e| e.venue == "liar");
+    assert!(
+        liar.is_some_and(|e| e.reason.starts_with("uncorroborated")),
+        "{:?}",
+        p.venues_excluded
+    );
+}
+
+/// A venue close enough to agree still cannot set the price with depth alone: its weight is
+/// capped at half the other venues' together.
+#[test]
+fn a_venue_that_agrees_cannot_outweigh_the_others_together() {
+    let quotes = vec![
+        quote("a", "BTC", "USD", 100.00, 1e6, Health::Synced),
+        quote("b", "BTC", "USD", 100.03, 1e6, Health::Synced),
+        quote("c", "BTC", "USD", 100.04, 1e6, Health::Synced),
+        quote("deep", "BTC", "USD", 99.96, 1e12, Health::Synced),
+    ];
+    let p = aggregate_asset(
+        "BTC",
+        &quotes,
+        &BTreeMap::new(),
+        0,
+        &AggregateConfig::default(),
+        "mid",
+    );
+    assert_eq!(p.status, PriceStatus::Ok);
+    assert_ne!(p.price, Some(99.96), "{p:?}");
+    let total: f64 = p.venues_used.iter().map(|v| v.weight).sum();
+    for venue in &p.venues_used {
+        assert!(venue.weight * 3.0 <= total * (1.0 + 1e-12), "{p:?}");
+    }
+}
+
+proptest::proptest! {
+    /// Whatever one venue quotes (anywhere within ±0.5%) and whatever depth it shows, the
+    /// published price lies within the honest venues' prices, and `ok` needs three honest
+    /// venues or the liar within `agree_bps_min` of one of them.
+    #[test]
+    fn one_venue_alone_never_moves_the_price_outside_the_honest_ones(
+        honest in proptest::collection::vec((-4i32..=4, 1u32..1_000), 2..6),
+        liar_bps in -50i32..=50,
+        liar_depth_log in 0u32..12,
+    ) {
+        let mut quotes: Vec<InstrumentQuote> = honest
+            .iter()
+            .enumerate()
+            .map(|(n, (bps, depth))| {
+                quote(&format!("h{n}"), "BTC", "USD", 100.0 * (1.0 + f64::from(*bps) / 1e4),
+                      f64::from(*depth) * 1e3, Health::Synced)
+            })
+            .collect();
+        let liar_price = 100.0 * (1.0 + f64::from(liar_bps) / 1e4);
+        quotes.push(quote("liar", "BTC", "USD", liar_price, 10f64.powi(liar_depth_log as i32 + 3), Health::Synced));
+        let cfg = AggregateConfig::default();
+        let p = aggregate_asset("BTC", &quotes, &BTreeMap::new(), 0, &cfg, "mid");
+        let low = quotes[..honest.len()].iter().filter_map(|q| q.price).fold(f64::MAX, f64::min);
+        let high = quotes[..honest.len()].iter().filter_map(|q| q.price).fold(f64::MIN, f64::max);
+        let price = p.price.expect("honest venues agree: there is a price");
+        proptest::prop_assert!(low <= price && price <= high, "{} not in [{}, {}]: {:?}", price, low, high, p);
+        let liar_agrees = quotes[..honest.len()].iter().any(|q| {
+            (liar_price - q.price.unwrap()).abs() / q.price.unwrap() * 1e4 <= cfg.agree_bps_min
+        });
+        if p.status == PriceStatus::Ok {
+            proptest::prop_assert!(honest.len() >= 3 || liar_agrees, "{:?}", p);
+        }
+    }
 }
 
 #[test]

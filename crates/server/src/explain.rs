@@ -6,14 +6,18 @@
 //! account: `?account=A` names the account; without it the id must belong to one account only
 //! (409 `ambiguous_offer` lists the accounts otherwise). Reading the log costs one pass over the
 //! blocks up to the offer's end (the tip while it is open), so explanations run one at a time in
-//! the blocking pool and a second one meanwhile is answered 503 `explain_busy`.
+//! the blocking pool, in a fair queue ([`super::limits::ExplainGate`]): each client address may
+//! have one waiting or running (a second is answered 503 `explain_busy` at once), and the others
+//! wait their turn first come, first served, up to `EXPLAIN_WAITING_MAX` of them.
 
 use super::failure::Failure;
+use super::limits::ExplainRefusal;
 use super::node::Shared;
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use walras_api::wire::OfferExplanationJson;
 use walras_engine::explain::{OfferRef, OfferStatus, OfferTracer};
@@ -37,11 +41,12 @@ const AMBIGUOUS_LISTED_MAX: usize = 10;
         (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
         (status = 404, description = "unknown_offer", body = walras_api::wire::ApiError),
         (status = 409, description = "ambiguous_offer: several accounts used this offer id; name one with `account`", body = walras_api::wire::ApiError),
-        (status = 503, description = "explain_busy: another explanation runs", body = walras_api::wire::ApiError)
+        (status = 503, description = "explain_busy: this client's previous explanation is still waiting or running, or too many wait", body = walras_api::wire::ApiError)
     )
 )]
 pub async fn offer_explain(
     State(shared): State<Arc<Shared>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<OfferExplanationJson>, Failure> {
@@ -57,14 +62,11 @@ pub async fn offer_explain(
         })?),
         None => None,
     };
-    let permit = shared.explain.try_permit().ok_or_else(|| {
-        Failure::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "explain_busy",
-            "another offer explanation is reading the block log; retry shortly",
-        )
-        .retry_after(1.0)
-    })?;
+    let ticket = shared
+        .explain
+        .enter(client.ip())
+        .map_err(|refusal| explain_refused(refusal, client))?;
+    let permit = ticket.turn().await;
     let reader = shared.clone();
     let explanation = tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -73,6 +75,22 @@ pub async fn offer_explain(
     .await
     .map_err(|error| Failure::internal(format!("the explanation stopped: {error}")))??;
     Ok(Json(explanation))
+}
+
+/// The 503 for an explanation that may not wait.
+fn explain_refused(refusal: ExplainRefusal, client: SocketAddr) -> Failure {
+    let message = match refusal {
+        ExplainRefusal::ClientBusy => format!(
+            "{} already has an offer explanation waiting or running (one at a time per \
+             client); ask again once it is answered",
+            client.ip()
+        ),
+        ExplainRefusal::QueueFull => format!(
+            "{} offer explanations are waiting for the block log; retry shortly",
+            super::limits::EXPLAIN_WAITING_MAX
+        ),
+    };
+    Failure::new(StatusCode::SERVICE_UNAVAILABLE, "explain_busy", message).retry_after(1.0)
 }
 
 /// Reads the log and the mempool; errors are the HTTP answers.

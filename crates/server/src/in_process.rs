@@ -10,7 +10,7 @@
 //! an HTTP caller does; only the connection loop (`listen`: header timeout, connection cap,
 //! graceful shutdown) is left out, and its tests stay process-level.
 
-use crate::limits::{EventStreamSlots, RateLimiter};
+use crate::limits::{ClientSlots, RateLimiter};
 use crate::node::{ProducerError, Shared};
 use crate::{open_and_recover, router, routes, spawn_producer, Consensus, NodeConfig, NodeError};
 use axum::Router;
@@ -44,7 +44,7 @@ impl InProcess {
         let producer = spawn_producer(config, shared.clone())?;
         let limiter =
             RateLimiter::new(config.rate_limit_rps, config.rate_limit_burst).map(Arc::new);
-        let streams = Arc::new(EventStreamSlots::new(
+        let streams = Arc::new(ClientSlots::new(
             config.serve.event_streams_per_client_max,
             routes::SSE_SUBSCRIBERS_MAX,
         ));

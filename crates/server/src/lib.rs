@@ -31,7 +31,7 @@ use axum::Router;
 pub use error::NodeError;
 use failure::Failure;
 pub use gateway_link::GatewayLinkConfig;
-use limits::{EventStreamSlots, RateLimiter};
+use limits::{ClientSlots, RateLimiter};
 use listen::ConnectionLimits;
 pub use listen::CONNECTIONS_MAX_DEFAULT;
 pub use node::ProducerError;
@@ -42,6 +42,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use walras_api::wire::DevGenesisJson;
 use walras_engine::block::transaction_hash;
@@ -725,7 +726,7 @@ async fn serve_on(
         connections.connections_max
     );
     let limiter = RateLimiter::new(config.rate_limit_rps, config.rate_limit_burst).map(Arc::new);
-    let streams = Arc::new(EventStreamSlots::new(
+    let streams = Arc::new(ClientSlots::new(
         config.serve.event_streams_per_client_max,
         routes::SSE_SUBSCRIBERS_MAX,
     ));
@@ -800,7 +801,7 @@ impl StopSignals {
 pub fn router(
     shared: Arc<Shared>,
     limiter: Option<Arc<RateLimiter>>,
-    streams: Arc<EventStreamSlots>,
+    streams: Arc<ClientSlots>,
 ) -> Router {
     let api = Router::new()
         .route(
@@ -850,6 +851,12 @@ pub fn router(
             count_responses,
         ))
         .layer(middleware::from_fn_with_state(limiter, rate_limit))
+        // Every answer, errors and refusals included, is what its content type says: a
+        // browser must never sniff an error body that echoes client input into a script.
+        .layer(SetResponseHeaderLayer::overriding(
+            axum::http::header::X_CONTENT_TYPE_OPTIONS,
+            axum::http::HeaderValue::from_static("nosniff"),
+        ))
         .with_state(shared)
 }
 

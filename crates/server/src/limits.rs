@@ -1,14 +1,14 @@
-//! Per-client limits: a rate limit per client IP address, and a cap on the event streams each
-//! client (and all clients together) may hold open.
+//! Per-client limits: a rate limit per client IP address, and a max-min fair share of what
+//! clients hold open (connections, event streams), per client and in all.
 //!
 //! The rate limit is the `governor` crate's keyed limiter (GCRA). With a replenish interval of
 //! `t = 1 s / rate_per_s` and a burst of `b`, it admits exactly what a token bucket refilled at
 //! `rate_per_s` up to `b` tokens would (the property test below checks this against such a
 //! bucket, in integer nanoseconds), and its "not until" is that bucket's wait for one token.
 //!
-//! The event-stream slots stay hand-written: governor limits how *often* a client may do
-//! something, not how many long-lived things it *holds* at once (a cell it grants is never given
-//! back), and tokio's `Semaphore` has one pool, not a share per client.
+//! The slots stay hand-written: governor limits how *often* a client may do something, not how
+//! many long-lived things it *holds* at once (a cell it grants is never given back), and tokio's
+//! `Semaphore` has one pool, not a share per client, and cannot take a permit back.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -20,6 +20,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::Quota;
+use tokio_util::sync::CancellationToken;
 
 /// The most clients tracked; beyond it, clients whose bucket is full again (a full bucket
 /// carries no information; governor waits one replenish interval more to be sure) are
@@ -72,106 +73,211 @@ impl<C: Clock> RateLimiter<C> {
     }
 }
 
-/// Open event streams, per client IP and in all. One client must not be able to hold every
-/// slot: each may hold at most `per_client_max`, and all together at most `total_max`.
-pub struct EventStreamSlots {
+/// Long-lived things clients hold (connections, event streams), per client IP and in all,
+/// shared max-min fairly: a client may hold at most `per_client_max`, all together at most
+/// `total_max`, and when every slot is taken a newcomer holding fewer than the heaviest client
+/// minus one takes that client's newest slot (whose holder is told through
+/// [`ClientSlot::evicted`] and closes it). So one address, or many addresses each at the
+/// per-client cap, can fill the slots while nobody else wants one, but can never keep another
+/// address out: a client's share under contention is what the others leave, down to one slot.
+/// Who is evicted is a function of the held counts and addresses alone (the heaviest client,
+/// the lowest address on a tie, its newest slot).
+pub struct ClientSlots {
     per_client_max: usize,
     total_max: usize,
-    open: Mutex<OpenStreams>,
+    held: Mutex<HeldSlots>,
 }
 
 #[derive(Default)]
-struct OpenStreams {
-    /// Only clients with at least one open stream (so memory is bounded by `total_max`).
-    per_client: BTreeMap<IpAddr, usize>,
+struct HeldSlots {
+    /// Only clients holding at least one slot (so memory is bounded by `total_max`), each slot
+    /// by its number with the token that tells its holder it was evicted.
+    per_client: BTreeMap<IpAddr, BTreeMap<u64, CancellationToken>>,
     total: usize,
+    next_slot: u64,
 }
 
-/// Why a client may not open another event stream.
+/// Why a client may not take another slot.
 #[derive(Debug, PartialEq, Eq)]
-pub enum StreamRefusal {
+pub enum SlotRefusal {
     /// This client already holds its share.
     Client { open: usize, max: usize },
-    /// All clients together hold every slot.
+    /// Every slot is taken and no client holds more than one more than this one.
     Total { max: usize },
 }
 
-/// One open event stream; its slot is given back when dropped.
-pub struct EventStreamSlot {
-    slots: Arc<EventStreamSlots>,
+/// One held slot; given back when dropped.
+pub struct ClientSlot {
+    slots: Arc<ClientSlots>,
     client: IpAddr,
+    number: u64,
+    evicted: CancellationToken,
 }
 
-impl EventStreamSlots {
-    pub fn new(per_client_max: usize, total_max: usize) -> EventStreamSlots {
-        EventStreamSlots {
+impl ClientSlot {
+    /// Resolves when a newcomer took this slot: its holder should close what it holds.
+    pub async fn evicted(&self) {
+        self.evicted.cancelled().await
+    }
+}
+
+impl ClientSlots {
+    pub fn new(per_client_max: usize, total_max: usize) -> ClientSlots {
+        ClientSlots {
             per_client_max,
             total_max,
-            open: Mutex::new(OpenStreams::default()),
+            held: Mutex::new(HeldSlots::default()),
         }
     }
 
-    /// Takes a slot for `client`, or says which cap it would exceed.
-    pub fn take(self: &Arc<Self>, client: IpAddr) -> Result<EventStreamSlot, StreamRefusal> {
-        let mut open = self.lock();
-        let held = open.per_client.get(&client).copied().unwrap_or(0);
-        if held >= self.per_client_max {
-            return Err(StreamRefusal::Client {
-                open: held,
+    /// Takes a slot for `client` (evicting the heaviest client's newest when all are taken and
+    /// that is fair), or says which cap it would exceed.
+    pub fn take(self: &Arc<Self>, client: IpAddr) -> Result<ClientSlot, SlotRefusal> {
+        let mut held = self.lock();
+        let open = held.per_client.get(&client).map_or(0, BTreeMap::len);
+        if open >= self.per_client_max {
+            return Err(SlotRefusal::Client {
+                open,
                 max: self.per_client_max,
             });
         }
-        if open.total >= self.total_max {
-            return Err(StreamRefusal::Total {
+        if held.total >= self.total_max && !held.evict_for(open) {
+            return Err(SlotRefusal::Total {
                 max: self.total_max,
             });
         }
-        open.per_client.insert(client, held + 1);
-        open.total += 1;
-        Ok(EventStreamSlot {
+        let number = held.next_slot;
+        held.next_slot += 1;
+        let evicted = CancellationToken::new();
+        held.per_client
+            .entry(client)
+            .or_default()
+            .insert(number, evicted.clone());
+        held.total += 1;
+        debug_assert!(held.total <= self.total_max.max(1));
+        Ok(ClientSlot {
             slots: self.clone(),
             client,
+            number,
+            evicted,
         })
     }
 
-    /// Open streams in all.
+    /// Slots held in all.
     pub fn total(&self) -> usize {
         self.lock().total
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, OpenStreams> {
+    /// Slots `client` holds.
+    pub fn held_by(&self, client: IpAddr) -> usize {
+        self.lock().per_client.get(&client).map_or(0, BTreeMap::len)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HeldSlots> {
         // The counts are updated together before the lock is released: a panic elsewhere
         // cannot leave them inconsistent.
-        self.open
+        self.held
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-impl Drop for EventStreamSlot {
-    fn drop(&mut self) {
-        let mut open = self.slots.lock();
-        open.total -= 1;
-        if let Some(held) = open.per_client.get_mut(&self.client) {
-            *held -= 1;
-            if *held == 0 {
-                open.per_client.remove(&self.client);
-            }
+impl HeldSlots {
+    /// Frees the newest slot of the client holding the most (the lowest address on a tie) if
+    /// it holds at least two more than a newcomer holding `open`; says whether it did.
+    fn evict_for(&mut self, open: usize) -> bool {
+        let heaviest = self
+            .per_client
+            .iter()
+            .map(|(client, slots)| (slots.len(), std::cmp::Reverse(*client)))
+            .max();
+        let Some((count, std::cmp::Reverse(victim))) = heaviest else {
+            return false;
+        };
+        if count < open + 2 {
+            return false;
         }
+        let Some(slots) = self.per_client.get_mut(&victim) else {
+            return false;
+        };
+        if let Some((_, token)) = slots.pop_last() {
+            token.cancel();
+            self.total -= 1;
+        }
+        if slots.is_empty() {
+            self.per_client.remove(&victim);
+        }
+        true
     }
 }
 
-/// The commission explanations pay out at, and the permit that keeps them one at a time.
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut held = self.slots.lock();
+        let Some(slots) = held.per_client.get_mut(&self.client) else {
+            return;
+        };
+        // An evicted slot was already given back when it was taken from this holder.
+        if slots.remove(&self.number).is_none() {
+            return;
+        }
+        if slots.is_empty() {
+            held.per_client.remove(&self.client);
+        }
+        held.total -= 1;
+    }
+}
+
+/// Explanations waiting for their turn, at most; one more is answered `explain_busy`.
+pub const EXPLAIN_WAITING_MAX: usize = 64;
+
+/// The commission explanations pay out at, and the fair queue that runs them one at a time.
+///
+/// An explanation reads the block log, so they run one at a time; to keep that one turn from
+/// going to whoever asks fastest, each client address may have one explanation waiting or
+/// running (a second is refused at once, to that client only) and the waiting ones are served
+/// first come, first served, so every client waits for at most one explanation per other
+/// client ahead of it, whatever rate the others send at.
 pub struct ExplainGate {
     epsilon: walras_types::Fraction,
-    permits: Arc<tokio::sync::Semaphore>,
+    turns: Arc<Mutex<ExplainTurns>>,
+}
+
+#[derive(Default)]
+struct ExplainTurns {
+    running: bool,
+    /// Clients with an explanation waiting or running.
+    clients: std::collections::BTreeSet<IpAddr>,
+    waiting: std::collections::VecDeque<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Why an explanation may not wait for its turn.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ExplainRefusal {
+    /// This client already has one waiting or running.
+    ClientBusy,
+    /// [`EXPLAIN_WAITING_MAX`] are waiting.
+    QueueFull,
+}
+
+/// The turn to read the log; the next waiting explanation gets it when this is dropped.
+pub struct ExplainTurn {
+    turns: Arc<Mutex<ExplainTurns>>,
+    client: IpAddr,
+}
+
+/// A client's place in the queue: it holds the client's one place until dropped.
+pub struct ExplainTicket {
+    turns: Arc<Mutex<ExplainTurns>>,
+    client: IpAddr,
+    turn: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl ExplainGate {
     pub fn new(epsilon: walras_types::Fraction) -> ExplainGate {
         ExplainGate {
             epsilon,
-            permits: Arc::new(tokio::sync::Semaphore::new(1)),
+            turns: Arc::new(Mutex::new(ExplainTurns::default())),
         }
     }
 
@@ -180,10 +286,96 @@ impl ExplainGate {
         self.epsilon
     }
 
-    /// The one permit, or `None` while another explanation holds it.
-    pub fn try_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.permits.clone().try_acquire_owned().ok()
+    /// Takes `client`'s place in the queue, or says why it may not wait.
+    pub fn enter(&self, client: IpAddr) -> Result<ExplainTicket, ExplainRefusal> {
+        let mut turns = lock_turns(&self.turns);
+        if turns.clients.contains(&client) {
+            return Err(ExplainRefusal::ClientBusy);
+        }
+        let turn = if turns.running {
+            if turns.waiting.len() >= EXPLAIN_WAITING_MAX {
+                return Err(ExplainRefusal::QueueFull);
+            }
+            let (send, receive) = tokio::sync::oneshot::channel();
+            turns.waiting.push_back(send);
+            Some(receive)
+        } else {
+            turns.running = true;
+            None
+        };
+        turns.clients.insert(client);
+        Ok(ExplainTicket {
+            turns: self.turns.clone(),
+            client,
+            turn,
+        })
     }
+}
+
+impl ExplainTicket {
+    /// Waits for the turn (at once when nobody was running).
+    pub async fn turn(mut self) -> ExplainTurn {
+        if let Some(receive) = self.turn.as_mut() {
+            // The sender stays in the queue until it hands the turn over, so this ends only
+            // with the turn. A request dropped while waiting drops the ticket with its
+            // receiver still in place, and the ticket's drop passes on a turn it was given.
+            let _ = receive.await;
+        }
+        let turn = ExplainTurn {
+            turns: self.turns.clone(),
+            client: self.client,
+        };
+        // The place and the turn pass to the `ExplainTurn`: the ticket's drop leaves both.
+        self.client = UNSPECIFIED;
+        turn
+    }
+}
+
+/// The address a ticket holds once its place has passed to its turn.
+const UNSPECIFIED: IpAddr = IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
+
+impl Drop for ExplainTicket {
+    fn drop(&mut self) {
+        if self.client == UNSPECIFIED {
+            return;
+        }
+        // Never turned into an `ExplainTurn` (the request was dropped): free the client's
+        // place, and pass on the turn if it held it (at once, or handed over meanwhile).
+        let mut turns = lock_turns(&self.turns);
+        turns.clients.remove(&self.client);
+        let held_turn = match self.turn.as_mut() {
+            None => true,
+            Some(receive) => receive.try_recv().is_ok(),
+        };
+        if held_turn {
+            hand_over(&mut turns);
+        }
+    }
+}
+
+impl Drop for ExplainTurn {
+    fn drop(&mut self) {
+        let mut turns = lock_turns(&self.turns);
+        turns.clients.remove(&self.client);
+        hand_over(&mut turns);
+    }
+}
+
+/// Gives the turn to the first waiter still waiting, or marks nobody running.
+fn hand_over(turns: &mut ExplainTurns) {
+    while let Some(next) = turns.waiting.pop_front() {
+        if next.send(()).is_ok() {
+            return;
+        }
+    }
+    turns.running = false;
+}
+
+fn lock_turns(turns: &Mutex<ExplainTurns>) -> std::sync::MutexGuard<'_, ExplainTurns> {
+    // Each change leaves the queue consistent before the lock is released.
+    turns
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
@@ -201,24 +393,84 @@ mod tests {
     }
 
     #[test]
-    fn one_client_cannot_take_every_event_stream_slot() {
-        let slots = Arc::new(EventStreamSlots::new(2, 3));
-        let (a, b, c) = (ip(1), ip(2), ip(3));
+    fn one_client_cannot_hold_more_than_its_cap_and_a_closed_slot_is_freed() {
+        let slots = Arc::new(ClientSlots::new(2, 3));
+        let (a, b) = (ip(1), ip(2));
         let first = slots.take(a).unwrap();
         let _second = slots.take(a).unwrap();
         assert_eq!(
             slots.take(a).err(),
-            Some(StreamRefusal::Client { open: 2, max: 2 })
+            Some(SlotRefusal::Client { open: 2, max: 2 })
         );
         let _third = slots.take(b).unwrap();
-        assert_eq!(
-            slots.take(c).err(),
-            Some(StreamRefusal::Total { max: 3 }),
-            "the global cap still holds"
-        );
         drop(first);
         assert_eq!(slots.total(), 2);
-        assert!(slots.take(c).is_ok(), "a closed stream frees its slot");
+        assert_eq!(slots.held_by(a), 1);
+        assert!(slots.take(b).is_ok(), "a closed slot is free again");
+    }
+
+    /// Trigger: one client opened 2,500 connections; the node's whole cap of 1,024 went to it
+    /// and another address was answered 503 `too_many_connections`.
+    #[tokio::test]
+    async fn a_client_holding_every_connection_cannot_keep_another_address_out() {
+        let slots = Arc::new(ClientSlots::new(usize::MAX, 1_024));
+        let (hog, other) = (ip(1), ip(2));
+        let mut held = Vec::new();
+        let mut refused = 0;
+        for _ in 0..2_500 {
+            match slots.take(hog) {
+                Ok(slot) => held.push(slot),
+                Err(refusal) => {
+                    assert_eq!(refusal, SlotRefusal::Total { max: 1_024 });
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(
+            (held.len(), refused),
+            (1_024, 1_476),
+            "alone, it may use them all"
+        );
+        let newcomer = slots
+            .take(other)
+            .expect("another address gets a connection");
+        assert_eq!((slots.held_by(hog), slots.held_by(other)), (1_023, 1));
+        let newest = held.pop().unwrap();
+        tokio::time::timeout(Duration::from_secs(1), newest.evicted())
+            .await
+            .expect("the hog's newest connection is told to close");
+        drop(newest);
+        assert_eq!(
+            slots.total(),
+            1_024,
+            "an evicted slot is not given back twice"
+        );
+        drop(newcomer);
+        assert!(slots.take(hog).is_ok(), "the freed slot is the hog's again");
+    }
+
+    /// Trigger: 32 loopback addresses holding 8 event streams each took all 256.
+    #[test]
+    fn many_addresses_at_their_cap_cannot_keep_a_newcomer_out() {
+        let slots = Arc::new(ClientSlots::new(8, 256));
+        let held: Vec<ClientSlot> = (1..=32)
+            .flat_map(|n| (0..8).map(move |_| ip(n)))
+            .map(|client| slots.take(client).unwrap())
+            .collect();
+        assert_eq!(slots.total(), 256);
+        let _newcomer = slots.take(ip(200)).expect("a newcomer gets a stream");
+        assert_eq!(
+            slots.held_by(ip(1)),
+            7,
+            "the lowest heaviest address gave one up"
+        );
+        assert_eq!(
+            slots.take(ip(1)).err(),
+            Some(SlotRefusal::Total { max: 256 }),
+            "the evicted client cannot take it back: nobody holds two more than it"
+        );
+        drop(held);
+        assert_eq!(slots.total(), 1);
     }
 
     #[test]
@@ -278,6 +530,65 @@ mod tests {
         );
     }
 
+    fn gate() -> ExplainGate {
+        ExplainGate::new(walras_types::Fraction::ZERO)
+    }
+
+    /// Trigger: one client asking for explanations at ~19 requests/s got 77% of everyone
+    /// else's answered `503 explain_busy` (one permit, taken by whoever asked first).
+    #[tokio::test]
+    async fn a_client_asking_fast_cannot_crowd_others_out_of_explanations() {
+        let gate = gate();
+        let (hog, other) = (ip(1), ip(2));
+        let hogs_turn = gate.enter(hog).unwrap().turn().await;
+        assert_eq!(gate.enter(hog).err(), Some(ExplainRefusal::ClientBusy));
+        let waiting = gate.enter(other).expect("another client waits its turn");
+        let others_turn = tokio::spawn(waiting.turn());
+        drop(hogs_turn);
+        let hogs_next = gate.enter(hog).expect("the hog may wait again");
+        let others_turn = tokio::time::timeout(Duration::from_secs(1), others_turn)
+            .await
+            .expect("the other client is served before the hog's next request")
+            .unwrap();
+        let hogs_next = tokio::spawn(hogs_next.turn());
+        tokio::task::yield_now().await;
+        assert!(!hogs_next.is_finished(), "one explanation at a time");
+        drop(others_turn);
+        tokio::time::timeout(Duration::from_secs(1), hogs_next)
+            .await
+            .expect("then the hog")
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_while_waiting_passes_its_turn_on_and_frees_its_place() {
+        let gate = gate();
+        let first = gate.enter(ip(1)).unwrap().turn().await;
+        let gave_up = gate.enter(ip(2)).unwrap();
+        let third = gate.enter(ip(3)).unwrap();
+        let third = tokio::spawn(third.turn());
+        drop(first);
+        drop(gave_up);
+        tokio::time::timeout(Duration::from_secs(1), third)
+            .await
+            .expect("the turn skips the client that left")
+            .unwrap();
+        assert!(gate.enter(ip(2)).is_ok(), "its place is free again");
+        let unused = gate.enter(ip(4));
+        drop(unused);
+    }
+
+    #[test]
+    fn explanations_waiting_are_bounded() {
+        let gate = gate();
+        let _running = gate.enter(ip(0)).unwrap();
+        let waiting: Vec<ExplainTicket> = (1..=EXPLAIN_WAITING_MAX as u32)
+            .map(|n| gate.enter(IpAddr::from(n.to_be_bytes())).unwrap())
+            .collect();
+        assert_eq!(gate.enter(ip(250)).err(), Some(ExplainRefusal::QueueFull));
+        drop(waiting);
+    }
+
     /// A token bucket in nanoseconds of credit: full is `burst * t`, a request costs `t`, and
     /// credit grows by one per nanosecond.
     struct Bucket {
@@ -287,6 +598,41 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Under any sequence of takes and drops from a few clients: the caps hold, the counts
+        /// add up, and a refusal for want of room only ever meets a client that no other
+        /// client out-holds by two (max-min fairness).
+        #[test]
+        fn slots_keep_their_caps_and_refuse_only_when_the_share_is_fair(
+            per_client_max in 1usize..6,
+            total_max in 1usize..12,
+            steps in proptest::collection::vec((0u8..5, any::<bool>()), 1..200),
+        ) {
+            let slots = Arc::new(ClientSlots::new(per_client_max, total_max));
+            let mut held: Vec<ClientSlot> = Vec::new();
+            for (client, take) in steps {
+                if take {
+                    let before: Vec<usize> = (0..5).map(|n| slots.held_by(ip(n))).collect();
+                    match slots.take(ip(client)) {
+                        Ok(slot) => held.push(slot),
+                        Err(SlotRefusal::Client { open, max }) => {
+                            prop_assert_eq!((open, max), (before[client as usize], per_client_max));
+                        }
+                        Err(SlotRefusal::Total { .. }) => {
+                            let most = before.iter().copied().max().unwrap_or(0);
+                            prop_assert!(most < before[client as usize] + 2);
+                            prop_assert_eq!(slots.total(), total_max);
+                        }
+                    }
+                } else if let Some(position) = held.iter().position(|s| s.client == ip(client)) {
+                    held.swap_remove(position);
+                }
+                let counts: Vec<usize> = (0..5).map(|n| slots.held_by(ip(n))).collect();
+                prop_assert!(slots.total() <= total_max);
+                prop_assert_eq!(slots.total(), counts.iter().sum::<usize>());
+                prop_assert!(counts.iter().all(|&count| count <= per_client_max));
+            }
+        }
 
         #[test]
         fn the_limiter_admits_and_waits_exactly_as_a_token_bucket(

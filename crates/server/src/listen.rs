@@ -1,10 +1,13 @@
 //! The HTTP server's connections: how many may be open, how long one may stay silent, and how
 //! long a stopping node waits for them.
 //!
-//! - At most `connections_max` connections are served at once. One more is answered 503 at once
-//!   and closed, so a client learns why instead of waiting in the listen backlog; the cap stays
-//!   below the descriptor limit, so a flood of sockets never leaves the node unable to open its
-//!   store or accept anything at all.
+//! - At most `connections_max` connections are served at once, shared max-min fairly between
+//!   client addresses ([`ClientSlots`]): one address may use them all while nobody else wants
+//!   one, but when all are open a newcomer holding fewer than the heaviest address minus one
+//!   closes that address's newest connection and is served. Otherwise one more is answered 503
+//!   at once and closed, so a client learns why instead of waiting in the listen backlog; the
+//!   cap stays below the descriptor limit, so a flood of sockets never leaves the node unable to
+//!   open its store or accept anything at all.
 //! - A connection that has not sent a complete request head within `header_timeout` is closed:
 //!   a new one (a slowloris client sending its head byte by byte, or a silent socket) and one
 //!   kept alive between requests alike (hyper starts the same timer whenever it waits for a
@@ -13,6 +16,7 @@
 //!   request, and after `shutdown_grace` whatever is still open is dropped: no client can keep
 //!   the process alive.
 
+use super::limits::{ClientSlots, SlotRefusal};
 use super::NodeError;
 use axum::extract::ConnectInfo;
 use axum::Router;
@@ -24,7 +28,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
@@ -97,7 +100,7 @@ pub async fn serve_connections(
     limits: &ConnectionLimits,
     stop: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.connections_max));
+    let slots = Arc::new(ClientSlots::new(usize::MAX, limits.connections_max));
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -117,10 +120,13 @@ pub async fn serve_connections(
                         continue;
                     }
                 };
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    refuse(&stream, limits.connections_max);
-                    refusals.note(limits.connections_max);
-                    continue;
+                let slot = match slots.take(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(SlotRefusal::Total { .. } | SlotRefusal::Client { .. }) => {
+                        refuse(&stream, limits.connections_max);
+                        refusals.note(limits.connections_max);
+                        continue;
+                    }
                 };
                 // Responses are written whole: no reason to let Nagle delay them.
                 let _ = stream.set_nodelay(true);
@@ -130,8 +136,11 @@ pub async fn serve_connections(
                 ));
                 connections.spawn(async move {
                     // A connection ending in an error (a timeout, a reset) concerns only its
-                    // client.
-                    let _ = connection.await;
+                    // client; one whose slot went to a newcomer is dropped (closed) at once.
+                    tokio::select! {
+                        _ = connection => {},
+                        () = slot.evicted() => {},
+                    }
                     drop(slot);
                 });
             },

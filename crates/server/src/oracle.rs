@@ -1031,7 +1031,7 @@ mod node_tests {
             crate::router(
                 shared,
                 None,
-                Arc::new(crate::limits::EventStreamSlots::new(8, 256)),
+                Arc::new(crate::limits::ClientSlots::new(8, 256)),
             )
         };
         let without = walras_testkit::TempDir::new("oracle-route-none");

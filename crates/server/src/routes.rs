@@ -5,7 +5,7 @@
 use super::admission::admit;
 use super::failure::{body_failure, Failure};
 use super::gateway_seal::refuse_if_gateway_only;
-use super::limits::{EventStreamSlot, EventStreamSlots, StreamRefusal};
+use super::limits::{ClientSlot, ClientSlots, SlotRefusal};
 use super::node::{display_prices, Shared};
 use super::oracle::OracleEvent;
 use axum::body::Bytes;
@@ -682,7 +682,7 @@ pub async fn status(State(shared): State<AppState>) -> Json<StatusJson> {
 /// stream is dropped.
 struct Subscriber {
     shared: AppState,
-    _slot: EventStreamSlot,
+    _slot: Arc<ClientSlot>,
 }
 
 impl Drop for Subscriber {
@@ -706,16 +706,18 @@ impl Drop for Subscriber {
 )]
 pub async fn events(
     State(shared): State<AppState>,
-    Extension(slots): Extension<Arc<EventStreamSlots>>,
+    Extension(slots): Extension<Arc<ClientSlots>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
-    let slot = slots
-        .take(client.ip())
-        .map_err(|refusal| stream_refused(refusal, client.ip()))?;
+    let slot = Arc::new(
+        slots
+            .take(client.ip())
+            .map_err(|refusal| stream_refused(refusal, client.ip()))?,
+    );
     shared.metrics.sse_subscribers.inc();
     let subscriber = Subscriber {
         shared: shared.clone(),
-        _slot: slot,
+        _slot: slot.clone(),
     };
     let receiver = shared.events.subscribe();
     let stopping = shared.clone();
@@ -740,8 +742,14 @@ pub async fn events(
         })
     });
     let stream = futures_util::stream::select(blocks, oracle_events)
-        // A stopping node ends its streams, so that their connections close at once.
-        .take_until(async move { stopping.stopped().await });
+        // A stopping node ends its streams, so that their connections close at once; a stream
+        // whose slot went to another address (a fair share, see `ClientSlots`) ends too.
+        .take_until(async move {
+            tokio::select! {
+                () = stopping.stopped() => {},
+                () = slot.evicted() => {},
+            }
+        });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
@@ -800,9 +808,9 @@ pub async fn oracle_prices(
     Ok(Json(latest.json.clone()))
 }
 
-fn stream_refused(refusal: StreamRefusal, client: IpAddr) -> Failure {
+fn stream_refused(refusal: SlotRefusal, client: IpAddr) -> Failure {
     match refusal {
-        StreamRefusal::Client { open, max } => Failure::new(
+        SlotRefusal::Client { open, max } => Failure::new(
             StatusCode::TOO_MANY_REQUESTS,
             "too_many_streams",
             format!(
@@ -811,7 +819,7 @@ fn stream_refused(refusal: StreamRefusal, client: IpAddr) -> Failure {
             ),
         )
         .retry_after(5.0),
-        StreamRefusal::Total { max } => Failure::new(
+        SlotRefusal::Total { max } => Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_subscribers",
             format!("{max} event streams are open; retry later"),

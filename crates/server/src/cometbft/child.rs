@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 /// How long a stopping CometBFT gets before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// Starts `binary start --home home --proxy_app tcp://abci_address`, its output appended to
+/// Starts `binary start --home home --proxy_app proxy_app` (`unix://…`), its output appended to
 /// `home/cometbft.log`.
-pub fn spawn(binary: &Path, home: &Path, abci_address: &str) -> std::io::Result<Child> {
+pub fn spawn(binary: &Path, home: &Path, proxy_app: &str) -> std::io::Result<Child> {
     let log_path = home.join("cometbft.log");
     let log = OpenOptions::new()
         .create(true)
@@ -29,7 +29,7 @@ pub fn spawn(binary: &Path, home: &Path, abci_address: &str) -> std::io::Result<
         .arg("--home")
         .arg(home)
         .arg("--proxy_app")
-        .arg(format!("tcp://{abci_address}"))
+        .arg(proxy_app)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

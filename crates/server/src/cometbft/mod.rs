@@ -1,10 +1,12 @@
 //! Replicated mode: CometBFT 0.38 orders the blocks and this node is its ABCI++ application
 //! ([`app`]). One `walras node --consensus cometbft` process is one validator: it recovers its
-//! state from its store, serves ABCI on a loopback port, starts CometBFT as a child process
+//! state from its store, serves ABCI on a Unix socket in CometBFT's home that only its user can
+//! open ([`abci_socket`]), starts CometBFT as a child process
 //! pointed at it ([`child`]), forwards the transactions its HTTP API admits to CometBFT's
 //! mempool ([`forward`]), and serves the same HTTP API as a solo node; blocks are reported
 //! when Commit has stored them.
 
+mod abci_socket;
 pub mod app;
 mod child;
 mod forward;
@@ -67,24 +69,9 @@ pub fn start(
         .and_then(|value| value.parse::<usize>().ok())
         .map_or(10, |size| if size == 0 { 1000 } else { size.min(1000) });
     let app = WalrasApp::new(shared.clone(), app_config);
-    let server = tendermint_abci::ServerBuilder::default()
-        .bind("127.0.0.1:0", app)
-        .map_err(|error| NodeError::Abci {
-            doing: "binding the ABCI server",
-            detail: error.to_string(),
-        })?;
-    let abci_address = server.local_addr();
-    std::thread::Builder::new()
-        .name("abci".into())
-        .spawn(move || {
-            if let Err(error) = server.listen() {
-                tracing::warn!("the ABCI server stopped: {error}");
-            }
-        })
-        .map_err(|error| NodeError::Abci {
-            doing: "starting the ABCI server",
-            detail: error.to_string(),
-        })?;
+    let socket = abci_socket::AbciSocket::bind(&config.home)?;
+    let abci_address = socket.proxy_app();
+    socket.serve(app)?;
     let child = child::spawn(&config.binary, &config.home, &abci_address).map_err(|error| {
         NodeError::Cometbft(format!(
             "starting CometBFT ({}): {error}; install it with scripts/install-cometbft.sh \
