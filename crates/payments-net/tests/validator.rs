@@ -532,3 +532,86 @@ async fn one_address_cannot_take_a_validators_connections_and_idle_ones_are_clos
         (8, Response::Stats(_))
     ));
 }
+
+/// Issue 33: 50 committees of four started in a row, each member binding port 0 (what `payments
+/// localnet` now does). In every committee the four addresses differ and each answers a payment
+/// with the votes of its own index, so no member ever answers for another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_committees_in_a_row_give_every_member_its_own_port() {
+    let keys: Vec<Keypair> = (0..4u8).map(|i| Keypair::from_seed([i + 1; 32])).collect();
+    let payer = Keypair::from_seed([77; 32]);
+    let committee = Committee {
+        chain_id: CHAIN,
+        epoch: Epoch(0),
+        validators: keys.iter().map(Keypair::public_key).collect(),
+        shards: 1,
+        bls: Vec::new(),
+    };
+    let coin = (
+        genesis_output_id(CHAIN, 0),
+        Output {
+            asset: AssetId(0),
+            amount: 1,
+            owner: payer.public_key(),
+        },
+    );
+    let request = PaymentRequest {
+        signed: SignedPayment::sign(
+            Payment {
+                chain_id: CHAIN,
+                epoch: Epoch(0),
+                inputs: vec![Input {
+                    id: coin.0,
+                    output: coin.1,
+                }],
+                outputs: vec![Output {
+                    owner: keys[0].public_key(),
+                    ..coin.1
+                }],
+            },
+            &payer,
+        ),
+        certificates: Vec::new(),
+    };
+    for round in 0..50 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut addresses = Vec::new();
+        let mut serving = Vec::new();
+        for (index, key) in keys.iter().enumerate() {
+            let validator = Validator::start(
+                ValidatorSetup {
+                    committee: committee.clone(),
+                    scheme: Scheme::Merkle {
+                        batch_leaves_max: 128,
+                    },
+                    index: index as u16,
+                    keypair: key.clone(),
+                    genesis: vec![coin],
+                    data: dir.path().join(format!("v{index}")),
+                    fault: None,
+                },
+                "127.0.0.1:0",
+            )
+            .await
+            .expect("validator starts");
+            addresses.push(validator.address.to_string());
+            serving.push(tokio::spawn(validator.serve()));
+        }
+        let distinct: std::collections::BTreeSet<&String> = addresses.iter().collect();
+        assert_eq!(distinct.len(), 4, "round {round}: {addresses:?}");
+        let client = CommitteeClient::new(committee.clone(), addresses.clone());
+        for index in 0..4u16 {
+            let pay = Request::Pay {
+                shard: 0,
+                request: request.clone(),
+            };
+            match client.call(index, &pay).await {
+                Ok(Response::Votes(votes)) => assert_eq!(votes.validator, index, "round {round}"),
+                other => panic!("round {round} validator {index}: {other:?}"),
+            }
+        }
+        for task in serving {
+            task.abort();
+        }
+    }
+}
