@@ -396,44 +396,55 @@ impl Wallet {
     }
 
     /// Delivers each undelivered certificate whose payee has a wallet file (`wallet_of` its
-    /// key): locked, re-read, verified, saved, then forgotten here. Returns the certificates
-    /// delivered (with the payee's file) and those kept because their payee has no known
-    /// wallet. A delivery that fails stops here and is reported; what was delivered before it
-    /// is forgotten, the rest is kept for the next attempt.
+    /// key): the payee is locked, re-read, verified and saved, then the payer forgets it.
+    /// Never holds two wallets' locks at once: this wallet's lock is released first and taken
+    /// again at the end (two wallets paying each other at once would otherwise wait for each
+    /// other until one gave up). Returns this wallet, locked again, with the certificates
+    /// delivered (and the payee's file) and those kept because their payee has no known
+    /// wallet. A delivery that fails stops there and is reported; what was delivered before it
+    /// is forgotten, the rest kept for the next attempt (delivering twice keeps one coin).
     pub fn deliver_undelivered(
-        &mut self,
+        self,
         committee: &Committee,
         wallet_of: impl Fn(&PublicKey) -> Option<PathBuf>,
-    ) -> Result<Deliveries, WalletError> {
+    ) -> Result<(Wallet, Deliveries), WalletError> {
+        let certificates = self.undelivered()?;
+        let path = self.path.clone();
         let mut deliveries = Deliveries::default();
-        for certificate in self.undelivered()? {
-            let Some(path) = wallet_of(&certificate.output.owner) else {
+        let mut failure = None;
+        let mut payer = Some(self);
+        for certificate in certificates {
+            let Some(payee) = wallet_of(&certificate.output.owner) else {
                 deliveries.kept.push(certificate);
                 continue;
             };
-            if let Err(error) = Wallet::deliver(&path, committee, &[certificate.clone()]) {
-                let ids: Vec<OutputId> = deliveries
-                    .delivered
-                    .iter()
-                    .map(|(certificate, _)| certificate.id)
-                    .collect();
-                self.mark_delivered(&ids)?;
-                return Err(WalletError::NotDelivered {
+            // Released before the payee's lock is taken.
+            payer = None;
+            if let Err(error) = Wallet::deliver(&payee, committee, &[certificate.clone()]) {
+                failure = Some(WalletError::NotDelivered {
                     coin: hex::encode(certificate.id.0.as_bytes()),
                     amount: certificate.output.amount,
-                    payee: path,
+                    payee,
                     source: Box::new(error),
                 });
+                break;
             }
-            deliveries.delivered.push((certificate, path));
+            deliveries.delivered.push((certificate, payee));
         }
+        let mut payer = match payer {
+            Some(payer) => payer,
+            None => Wallet::load(&path, committee)?,
+        };
         let ids: Vec<OutputId> = deliveries
             .delivered
             .iter()
             .map(|(certificate, _)| certificate.id)
             .collect();
-        self.mark_delivered(&ids)?;
-        Ok(deliveries)
+        payer.mark_delivered(&ids)?;
+        match failure {
+            Some(error) => Err(error),
+            None => Ok((payer, deliveries)),
+        }
     }
 
     /// Forgets the undelivered certificates of `ids` (their payees hold them now, or the user

@@ -502,7 +502,7 @@ fn pay(args: PayArgs) -> anyhow::Result<()> {
     }
     // Whatever certified, this payment or an earlier one resent first, is delivered (or
     // printed) even when this payment failed afterwards.
-    deliver_undelivered(&mut wallet, &committee, payee, &args.to, payee_wallet)?;
+    deliver_undelivered(wallet, &committee, payee, &args.to, payee_wallet)?;
     result?;
     Ok(())
 }
@@ -512,13 +512,13 @@ fn pay(args: PayArgs) -> anyhow::Result<()> {
 /// file); a certificate for another payee (an earlier payment resent and certified now) is
 /// printed and kept until a payment to that payee's wallet delivers it.
 fn deliver_undelivered(
-    wallet: &mut Wallet,
+    wallet: Wallet,
     committee: &CommitteeConfig,
     payee: walras_crypto::PublicKey,
     to: &str,
     payee_wallet: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let deliveries = wallet.deliver_undelivered(&committee.committee, |owner| {
+    let (mut wallet, deliveries) = wallet.deliver_undelivered(&committee.committee, |owner| {
         payee_wallet
             .filter(|_| *owner == payee)
             .map(Path::to_path_buf)
