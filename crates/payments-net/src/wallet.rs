@@ -420,7 +420,9 @@ impl Wallet {
             };
             // Released before the payee's lock is taken.
             payer = None;
-            if let Err(error) = Wallet::deliver(&payee, committee, &[certificate.clone()]) {
+            if let Err(error) =
+                Wallet::deliver(&payee, committee, std::slice::from_ref(&certificate))
+            {
                 failure = Some(WalletError::NotDelivered {
                     coin: hex::encode(certificate.id.0.as_bytes()),
                     amount: certificate.output.amount,
