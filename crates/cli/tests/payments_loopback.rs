@@ -415,3 +415,177 @@ fn under_the_bls_scheme_payments_certify_over_processes_and_payees_verify() {
         }
     }
 }
+
+fn walras(args: &[&str]) -> std::process::Output {
+    Command::new(walras_bin())
+        .args(args)
+        .output()
+        .expect("walras runs")
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// Trigger (issue 26 item 1, and the low item): two of four validators are killed, `pay` of 5
+/// fails for lack of quorum (left pending), the committee is restarted with `localnet --dir`
+/// alone, and the next `pay` of 1 to the same wallet resends the pending one first. Both
+/// certificates reach the payee (payer −6, payee +6; before the fix the payee got 1 and the
+/// restart without `--validators` was a usage error).
+#[test]
+fn a_payment_resent_after_a_restart_from_the_directory_reaches_its_payee() {
+    let temp = TempDir::new("pay-resend");
+    let dir = temp.path().join("net");
+    let _net = localnet_up(&dir, &["--wallets", "2", "--coins", "2", "--amount", "10"]);
+    let committee = dir.join("committee.json");
+    let wallet = |index: usize| dir.join("wallets").join(format!("wallet{index}.json"));
+    let pay = |amount: &str| {
+        walras(&[
+            "payments",
+            "pay",
+            "--wallet",
+            text(&wallet(0)),
+            "--committee",
+            text(&committee),
+            "--to",
+            text(&wallet(1)),
+            "--amount",
+            amount,
+        ])
+    };
+    kill9(&dir.join("validator0/pid"));
+    kill9(&dir.join("validator1/pid"));
+    let failed = pay("5");
+    assert!(!failed.status.success());
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("did not certify"),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    let restart = walras(&["payments", "localnet", "--dir", text(&dir)]);
+    assert!(
+        restart.status.success(),
+        "restart from the directory: {}",
+        String::from_utf8_lossy(&restart.stderr)
+    );
+    let config = CommitteeFile::load(&committee).expect("committee");
+    let distinct: std::collections::BTreeSet<&String> = config.addresses.iter().collect();
+    assert_eq!(distinct.len(), 4, "{:?}", config.addresses);
+    let paid = pay("1");
+    let out = String::from_utf8_lossy(&paid.stdout);
+    assert!(
+        paid.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&paid.stderr)
+    );
+    assert!(out.contains("delivered 5 to"), "{out}");
+    assert!(out.contains("delivered 1 to"), "{out}");
+    let balance = |index: usize| {
+        cli(&[
+            "payments",
+            "balance",
+            "--wallet",
+            text(&wallet(index)),
+            "--committee",
+            text(&committee),
+        ])
+    };
+    assert!(balance(0).contains("asset 0 balance 14"), "{}", balance(0));
+    assert!(balance(1).contains("asset 0 balance 26"), "{}", balance(1));
+    assert!(balance(0).contains("pending 0 stuck 0 undelivered 0"));
+}
+
+/// Trigger (issue 26 item 2): three `walras payments pay` processes at once, two from one payer
+/// and one from another, all into one payee wallet, three rounds. Every command succeeds
+/// (the later ones wait for the wallet lock), the payee holds every amount and the payers
+/// exactly what they did not pay (before the fix the payee reached 30 of 55 and two commands
+/// on one payer picked the same coin).
+#[test]
+fn pay_commands_at_once_on_one_payee_or_one_payer_lose_no_coin() {
+    let temp = TempDir::new("pay-concurrent");
+    let dir = temp.path().join("net");
+    let _net = localnet_up(&dir, &["--wallets", "3", "--coins", "6", "--amount", "10"]);
+    let committee = dir.join("committee.json");
+    let wallet = |index: usize| dir.join("wallets").join(format!("wallet{index}.json"));
+    let mut paid = [0u128; 3];
+    for round in 0..3u128 {
+        let children: Vec<_> = [(0usize, 1 + round), (1, 2 + round), (0, 3 + round)]
+            .into_iter()
+            .map(|(payer, amount)| {
+                paid[payer] += amount;
+                Command::new(walras_bin())
+                    .args(["payments", "pay", "--wallet", text(&wallet(payer))])
+                    .args(["--committee", text(&committee), "--to", text(&wallet(2))])
+                    .args(["--amount", &amount.to_string()])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("walras starts")
+            })
+            .collect();
+        for child in children {
+            let output = child.wait_with_output().expect("walras ends");
+            assert!(
+                output.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert!(String::from_utf8_lossy(&output.stdout).contains("delivered"));
+        }
+    }
+    let balance = |index: usize| {
+        cli(&[
+            "payments",
+            "balance",
+            "--wallet",
+            text(&wallet(index)),
+            "--committee",
+            text(&committee),
+        ])
+    };
+    for (index, expected) in [60 - paid[0], 60 - paid[1], 60 + paid[0] + paid[1]]
+        .into_iter()
+        .enumerate()
+    {
+        let shown = balance(index);
+        assert!(
+            shown.contains(&format!("asset 0 balance {expected}\n")),
+            "wallet {index}: {shown}"
+        );
+        assert!(shown.contains("pending 0 stuck 0 undelivered 0"), "{shown}");
+    }
+}
+
+fn alive(pid_file: &Path) -> bool {
+    let Ok(pid) = std::fs::read_to_string(pid_file) else {
+        return false;
+    };
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+        .map(|stat| !stat.contains(") Z"))
+        .unwrap_or(false)
+}
+
+/// Trigger (issue 33): one member cannot start (its key file holds a key that is not its
+/// committee key). `localnet --dir` fails naming that validator and why, and no validator of
+/// the committee is left running (before the fix the other three stayed up, half a committee).
+#[test]
+fn a_committee_that_does_not_come_up_whole_is_reported_and_stopped() {
+    let temp = TempDir::new("pay-half");
+    let dir = temp.path().join("net");
+    let _net = localnet_up(&dir, &["--wallets", "1", "--coins", "1"]);
+    let down = walras(&["payments", "localnet", "down", "--dir", text(&dir)]);
+    assert!(down.status.success());
+    std::fs::write(dir.join("validator2/key"), "11".repeat(32)).expect("key file");
+    let up = walras(&["payments", "localnet", "--dir", text(&dir)]);
+    let error = String::from_utf8_lossy(&up.stderr);
+    assert!(!up.status.success());
+    assert!(error.contains("did not come up whole"), "{error}");
+    assert!(error.contains("validator 2 exited"), "{error}");
+    assert!(error.contains("committee key"), "{error}");
+    for index in 0..4 {
+        assert!(
+            !alive(&dir.join(format!("validator{index}/pid"))),
+            "validator {index} left running"
+        );
+    }
+}

@@ -56,6 +56,9 @@ type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Response>>>>;
 struct Connection {
     requests: mpsc::UnboundedSender<Vec<u8>>,
     waiters: Waiters,
+    /// Cleared when the validator closed the connection (idle timeout, restart): the next
+    /// request opens a new one instead of waiting on a dead socket.
+    open: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// One validator's endpoint: a lazily opened, shared connection.
@@ -66,11 +69,12 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    async fn connection(&self) -> Result<Arc<Connection>, NetError> {
+    /// The open connection (`true`: reused) or a new one (`false`).
+    async fn connection(&self) -> Result<(Arc<Connection>, bool), NetError> {
         let mut slot = self.connection.lock().await;
         if let Some(connection) = slot.as_ref() {
-            if !connection.requests.is_closed() {
-                return Ok(connection.clone());
+            if !connection.requests.is_closed() && connection.open.load(Ordering::Acquire) {
+                return Ok((connection.clone(), true));
             }
         }
         let connect_error = |message: String| NetError::Connect {
@@ -104,6 +108,8 @@ impl Endpoint {
         });
         let reader_waiters = waiters.clone();
         let closer = requests.clone();
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let reader_open = open.clone();
         tokio::spawn(async move {
             while let Ok(body) = read_frame(&mut reader).await {
                 // A reply that does not decode is a broken peer: drop the connection.
@@ -119,14 +125,19 @@ impl Endpoint {
                 }
             }
             // Wake everyone still waiting (their senders drop) and mark the connection dead.
+            reader_open.store(false, Ordering::Release);
             if let Ok(mut waiters) = reader_waiters.lock() {
                 waiters.clear();
             }
             drop(closer);
         });
-        let connection = Arc::new(Connection { requests, waiters });
+        let connection = Arc::new(Connection {
+            requests,
+            waiters,
+            open,
+        });
         *slot = Some(connection.clone());
-        Ok(connection)
+        Ok((connection, false))
     }
 }
 
@@ -180,7 +191,24 @@ impl CommitteeClient {
             .endpoints
             .get(usize::from(validator))
             .ok_or(NetError::Unexpected { validator })?;
-        let connection = endpoint.connection().await?;
+        let (connection, reused) = endpoint.connection().await?;
+        match self.call_on(validator, &connection, request).await {
+            // A reused connection the validator closed meanwhile (its idle timeout): once more
+            // on a fresh one. Requests are idempotent (a payment is resent unchanged).
+            Err(NetError::Closed { .. }) if reused => {
+                let (connection, _) = endpoint.connection().await?;
+                self.call_on(validator, &connection, request).await
+            }
+            result => result,
+        }
+    }
+
+    async fn call_on(
+        &self,
+        validator: ValidatorIndex,
+        connection: &Connection,
+        request: &Request,
+    ) -> Result<Response, NetError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
         if let Ok(mut waiters) = connection.waiters.lock() {

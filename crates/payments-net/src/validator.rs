@@ -8,8 +8,8 @@
 //! replies: no vote leaves before it is durable. Shard threads share nothing and hold no handle
 //! to each other, so there is no path for a cross-shard message.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use walras_crypto::{Keypair, PublicKey};
 use walras_payments::durable::{DurableError, EffectLog};
 use walras_payments::{
@@ -26,7 +26,7 @@ use walras_payments::{
 };
 
 use crate::config::Fault;
-use crate::frame::{push_frame, read_frame, write_framed, FrameError};
+use crate::frame::{push_frame, read_frame, write_frame, write_framed, FrameError};
 use crate::wire::{
     decode_request_message, encode_response_message, request_id_of, ErrorCode, ErrorReply, Request,
     Response, ShardStats,
@@ -36,10 +36,44 @@ use crate::wire::{
 pub const GROUP_REQUESTS_MAX: usize = 1024;
 /// Requests waiting per shard before connections wait (backpressure instead of memory).
 pub const SHARD_QUEUE_MAX: usize = 8192;
-/// Requests in flight per connection before its reader waits.
-pub const CONNECTION_IN_FLIGHT_MAX: usize = 4096;
-/// A connection with no request for this long is closed.
-pub const CONNECTION_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Requests per connection whose reply is not yet written to the socket before its reader
+/// waits: the permit is held until the reply is written, so a client that sends and never reads
+/// makes the validator stop reading it, not buffer replies (about 1 KiB each) without bound.
+pub const CONNECTION_IN_FLIGHT_MAX: usize = 512;
+/// A connection with no request for this long is closed (clients reconnect on their next
+/// request): idle sockets cannot hold the connection cap for long.
+pub const CONNECTION_IDLE_TIMEOUT: Duration = Duration::from_secs(20);
+/// Connections one validator serves at once; one more is refused (typed) and closed.
+pub const CONNECTIONS_MAX: usize = 1024;
+/// Connections one client address may hold at once (its share of [`CONNECTIONS_MAX`]).
+pub const CONNECTIONS_PER_ADDRESS_MAX: usize = 128;
+/// The connection limits a validator serves under ([`Validator::with_policy`]; the defaults
+/// are the constants above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionPolicy {
+    /// Connections at once.
+    pub max: usize,
+    /// Connections at once from one client address.
+    pub per_address_max: usize,
+    /// A connection with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// Requests per connection whose reply is not yet written.
+    pub in_flight_max: usize,
+}
+
+impl Default for ConnectionPolicy {
+    fn default() -> ConnectionPolicy {
+        ConnectionPolicy {
+            max: CONNECTIONS_MAX,
+            per_address_max: CONNECTIONS_PER_ADDRESS_MAX,
+            idle_timeout: CONNECTION_IDLE_TIMEOUT,
+            in_flight_max: CONNECTION_IN_FLIGHT_MAX,
+        }
+    }
+}
+
+/// How long the refusal of a connection over the cap may take to write.
+const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Why a validator cannot start.
 #[derive(Debug, Error)]
@@ -202,6 +236,7 @@ pub struct Validator {
     withdrawals: Arc<WithdrawalSigner>,
     shards: Arc<Vec<ShardHandle>>,
     listener: Option<TcpListener>,
+    policy: ConnectionPolicy,
 }
 
 impl Validator {
@@ -295,7 +330,14 @@ impl Validator {
             committee: setup.committee.clone(),
             shards: Arc::new(shards),
             listener: Some(listener),
+            policy: ConnectionPolicy::default(),
         })
+    }
+
+    /// Serves under `policy` instead of the default limits (tests use short timeouts).
+    pub fn with_policy(mut self, policy: ConnectionPolicy) -> Validator {
+        self.policy = policy;
+        self
     }
 
     /// The handle that admits committed exchange deposits (the bridge; see `docs/payments.md`).
@@ -319,15 +361,40 @@ impl Validator {
         let Some(listener) = self.listener.take() else {
             return;
         };
+        let policy = self.policy;
+        let limits = Arc::new(std::sync::Mutex::new(ConnectionLimits::new(
+            policy.max,
+            policy.per_address_max,
+        )));
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection(
-                        stream,
-                        self.shards.clone(),
-                        self.withdrawals.clone(),
-                    ));
+                    let admitted = limits
+                        .lock()
+                        .map_err(|_| ConnectionRefusal::Total { max: 0 })
+                        .and_then(|mut limits| limits.admit(peer.ip()));
+                    match admitted {
+                        Ok(()) => {
+                            let slot = ConnectionSlot {
+                                limits: limits.clone(),
+                                address: peer.ip(),
+                            };
+                            let (reader, writer) = stream.into_split();
+                            tokio::spawn(connection(
+                                reader,
+                                writer,
+                                self.shards.clone(),
+                                self.withdrawals.clone(),
+                                policy,
+                                slot,
+                            ));
+                        }
+                        Err(refusal) => {
+                            tracing::warn!(%peer, %refusal, "connection refused");
+                            tokio::spawn(refuse(stream, refusal));
+                        }
+                    }
                 }
                 Err(error) => {
                     // Out of descriptors and the like: wait rather than spin.
@@ -337,6 +404,95 @@ impl Validator {
             }
         }
     }
+}
+
+/// Why a connection is refused at accept.
+#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
+pub enum ConnectionRefusal {
+    #[error("the validator serves its cap of {max} connections; retry later")]
+    Total { max: usize },
+    #[error(
+        "address {address} holds its share of {max} connections; close idle ones or retry later"
+    )]
+    PerAddress { address: IpAddr, max: usize },
+}
+
+/// The connection cap, pure: how many connections are open overall and per client address.
+#[derive(Debug)]
+pub struct ConnectionLimits {
+    max: usize,
+    per_address_max: usize,
+    open: usize,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+impl ConnectionLimits {
+    /// At most `max` connections, at most `per_address_max` from one address.
+    pub fn new(max: usize, per_address_max: usize) -> ConnectionLimits {
+        ConnectionLimits {
+            max,
+            per_address_max,
+            open: 0,
+            by_address: HashMap::new(),
+        }
+    }
+
+    /// Counts a new connection from `address`, or says why it is refused (nothing counted).
+    pub fn admit(&mut self, address: IpAddr) -> Result<(), ConnectionRefusal> {
+        if self.open >= self.max {
+            return Err(ConnectionRefusal::Total { max: self.max });
+        }
+        let held = self.by_address.entry(address).or_insert(0);
+        if *held >= self.per_address_max {
+            return Err(ConnectionRefusal::PerAddress {
+                address,
+                max: self.per_address_max,
+            });
+        }
+        *held += 1;
+        self.open += 1;
+        Ok(())
+    }
+
+    /// A connection from `address` closed.
+    pub fn release(&mut self, address: IpAddr) {
+        if let Some(held) = self.by_address.get_mut(&address) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                self.by_address.remove(&address);
+            }
+            self.open = self.open.saturating_sub(1);
+        }
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open
+    }
+}
+
+/// One admitted connection's place under the cap, given back when the connection ends.
+struct ConnectionSlot {
+    limits: Arc<std::sync::Mutex<ConnectionLimits>>,
+    address: IpAddr,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        if let Ok(mut limits) = self.limits.lock() {
+            limits.release(self.address);
+        }
+    }
+}
+
+/// Answers a connection over the cap with one typed error, then closes it.
+async fn refuse(mut stream: TcpStream, refusal: ConnectionRefusal) {
+    let reply = ErrorReply {
+        code: ErrorCode::TooManyConnections,
+        message: refusal.to_string(),
+    };
+    let body = encode_response_message(0, &Response::Error(reply));
+    let _ = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, write_frame(&mut stream, &body)).await;
 }
 
 /// Signs withdrawal votes: a BLS signature on the vote message of an output that carries a
@@ -373,45 +529,65 @@ impl WithdrawalSigner {
     }
 }
 
-async fn connection(
-    stream: TcpStream,
+/// A reply and the in-flight permit of its request, released once the reply is written.
+type Outgoing = (Vec<u8>, Option<OwnedSemaphorePermit>);
+
+async fn connection<R, W>(
+    mut reader: R,
+    mut writer: W,
     shards: Arc<Vec<ShardHandle>>,
     withdrawals: Arc<WithdrawalSigner>,
-) {
-    let (mut reader, mut writer) = stream.into_split();
-    let (out, mut replies) = mpsc::unbounded_channel::<Vec<u8>>();
-    // The writer sends every reply that is ready in one write.
+    policy: ConnectionPolicy,
+    _slot: ConnectionSlot,
+) where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, mut replies) = mpsc::unbounded_channel::<Outgoing>();
+    // The writer sends every reply that is ready in one write, then releases their permits.
+    // If the peer does not read, the write times out and the connection ends.
     let writer_task = tokio::spawn(async move {
         let mut framed = Vec::new();
-        while let Some(body) = replies.recv().await {
+        let mut permits = Vec::new();
+        while let Some(first) = replies.recv().await {
             framed.clear();
-            let mut next = Some(body);
-            while let Some(body) = next {
+            let mut next = Some(first);
+            while let Some((body, permit)) = next {
                 if push_frame(&mut framed, &body).is_err() {
                     return;
                 }
+                permits.push(permit);
                 next = replies.try_recv().ok();
             }
             if write_framed(&mut writer, &framed).await.is_err() {
                 return;
             }
+            permits.clear();
         }
     });
-    let in_flight = Arc::new(Semaphore::new(CONNECTION_IN_FLIGHT_MAX));
+    // Every request takes a permit before it is read further: at most `in_flight_max`
+    // replies of one connection are queued or being computed.
+    let in_flight = Arc::new(Semaphore::new(policy.in_flight_max));
     loop {
-        let body =
-            match tokio::time::timeout(CONNECTION_IDLE_TIMEOUT, read_frame(&mut reader)).await {
-                Ok(Ok(body)) => body,
-                Ok(Err(FrameError::TooLarge { bytes })) => {
-                    let reply = ErrorReply {
-                        code: ErrorCode::Malformed,
-                        message: format!("frame of {bytes} bytes is over the limit"),
-                    };
-                    let _ = out.send(encode_response_message(0, &Response::Error(reply)));
-                    break;
-                }
-                Ok(Err(_)) | Err(_) => break,
-            };
+        let body = match tokio::time::timeout(policy.idle_timeout, read_frame(&mut reader)).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(FrameError::TooLarge { bytes })) => {
+                let reply = ErrorReply {
+                    code: ErrorCode::Malformed,
+                    message: format!("frame of {bytes} bytes is over the limit"),
+                };
+                let _ = out.send((encode_response_message(0, &Response::Error(reply)), None));
+                break;
+            }
+            Ok(Err(_)) | Err(_) => break,
+        };
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            break;
+        };
+        let answer = |id: u64, response: &Response, permit: OwnedSemaphorePermit| {
+            out.send((encode_response_message(id, response), Some(permit)))
+                .is_ok()
+        };
         let (id, request) = match decode_request_message(&body) {
             Ok(decoded) => decoded,
             Err(error) => {
@@ -420,14 +596,16 @@ async fn connection(
                     message: error.to_string(),
                 };
                 let id = request_id_of(&body).unwrap_or(0);
-                let _ = out.send(encode_response_message(id, &Response::Error(reply)));
+                answer(id, &Response::Error(reply), permit);
                 break;
             }
         };
         let (shard, job, receiver) = match request {
             Request::WithdrawalVote { certificate } => {
                 let response = withdrawals.vote(&certificate);
-                let _ = out.send(encode_response_message(id, &response));
+                if !answer(id, &response, permit) {
+                    break;
+                }
                 continue;
             }
             Request::Stats => {
@@ -435,7 +613,9 @@ async fn connection(
                     .iter()
                     .map(|shard| shard.counters.snapshot())
                     .collect();
-                let _ = out.send(encode_response_message(id, &Response::Stats(stats)));
+                if !answer(id, &Response::Stats(stats), permit) {
+                    break;
+                }
                 continue;
             }
             Request::Pay { shard, request } => {
@@ -452,22 +632,25 @@ async fn connection(
                 code: ErrorCode::UnknownShard,
                 message: format!("shard {shard}: this validator has {} shards", shards.len()),
             };
-            let _ = out.send(encode_response_message(id, &Response::Error(reply)));
+            if !answer(id, &Response::Error(reply), permit) {
+                break;
+            }
             continue;
-        };
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            break;
         };
         if handle.jobs.send(job).await.is_err() {
             break;
         }
+        // The writer has gone (the peer stopped reading or closed): read nothing more.
+        if out.is_closed() {
+            break;
+        }
         let out = out.clone();
         tokio::spawn(async move {
-            // A dropped sender (silent fault, or the shard stopped) sends nothing.
+            // A dropped sender (silent fault, or the shard stopped) sends nothing; the permit
+            // travels with the reply and is released when it is written.
             if let Ok(response) = receiver.await {
-                let _ = out.send(encode_response_message(id, &response));
+                let _ = out.send((encode_response_message(id, &response), Some(permit)));
             }
-            drop(permit);
         });
     }
     drop(out);
@@ -714,4 +897,131 @@ pub async fn start_from_file(path: &Path, faults: Faults) -> Result<Validator, V
         file.index, validator.address
     );
     Ok(validator)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::write_frame;
+    use crate::wire::encode_request_message;
+    use tokio::io::AsyncReadExt;
+
+    fn withdrawals() -> Arc<WithdrawalSigner> {
+        let keypair = Keypair::from_seed([7; 32]);
+        Arc::new(WithdrawalSigner {
+            committee: Committee {
+                chain_id: walras_payments::ChainId(1),
+                epoch: walras_payments::Epoch(0),
+                validators: vec![keypair.public_key()],
+                shards: 1,
+                bls: Vec::new(),
+            },
+            index: 0,
+            bls: walras_payments::bls::BlsKeypair::derive(&keypair),
+        })
+    }
+
+    fn slot() -> ConnectionSlot {
+        ConnectionSlot {
+            limits: Arc::new(std::sync::Mutex::new(ConnectionLimits::new(1, 1))),
+            address: IpAddr::from([127, 0, 0, 1]),
+        }
+    }
+
+    /// Trigger: a client writes requests as fast as it can and never reads a reply (issue 26
+    /// item 5: 11 → 294 MB in 10 s). The validator must stop reading once its in-flight
+    /// replies are queued, so the client's writes stall after a bounded number of requests
+    /// (before the fix every request was read and its reply queued without bound).
+    #[tokio::test]
+    async fn a_client_that_never_reads_makes_the_validator_stop_reading_it() {
+        let (client, server) = tokio::io::duplex(4096);
+        let (server_reader, server_writer) = tokio::io::split(server);
+        let policy = ConnectionPolicy {
+            in_flight_max: 64,
+            ..ConnectionPolicy::default()
+        };
+        tokio::spawn(connection(
+            server_reader,
+            server_writer,
+            Arc::new(Vec::new()),
+            withdrawals(),
+            policy,
+            slot(),
+        ));
+        let (_unread, mut writer) = tokio::io::split(client);
+        let request = encode_request_message(1, &Request::Stats);
+        let mut sent = 0;
+        while sent < 20_000 {
+            match tokio::time::timeout(
+                Duration::from_millis(300),
+                write_frame(&mut writer, &request),
+            )
+            .await
+            {
+                Ok(Ok(())) => sent += 1,
+                Ok(Err(error)) => panic!("write failed after {sent}: {error}"),
+                Err(_) => break,
+            }
+        }
+        // 64 in flight plus what the two 4 KiB pipes hold (a request or a reply is ~20 bytes).
+        assert!(
+            sent < 1_500,
+            "the validator read {sent} requests from a client that reads nothing"
+        );
+    }
+
+    /// Trigger: a connection opened and never used (issue 26 item 9: idle sockets held for
+    /// 600 s). It is closed after the idle timeout.
+    #[tokio::test]
+    async fn an_idle_connection_is_closed_after_the_idle_timeout() {
+        let (client, server) = tokio::io::duplex(4096);
+        let (server_reader, server_writer) = tokio::io::split(server);
+        let policy = ConnectionPolicy {
+            idle_timeout: Duration::from_millis(100),
+            ..ConnectionPolicy::default()
+        };
+        tokio::spawn(connection(
+            server_reader,
+            server_writer,
+            Arc::new(Vec::new()),
+            withdrawals(),
+            policy,
+            slot(),
+        ));
+        let (mut reader, _writer) = tokio::io::split(client);
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(2), reader.read(&mut byte))
+            .await
+            .expect("closed within 2 s");
+        assert_eq!(read.expect("a clean close"), 0);
+    }
+
+    /// The cap counts connections overall and per address; a closed one gives its place back.
+    #[test]
+    fn the_connection_cap_refuses_over_the_total_and_over_one_addresss_share() {
+        let one = IpAddr::from([127, 0, 0, 1]);
+        let two = IpAddr::from([127, 0, 0, 2]);
+        let three = IpAddr::from([127, 0, 0, 3]);
+        let mut limits = ConnectionLimits::new(3, 2);
+        assert_eq!(limits.admit(one), Ok(()));
+        assert_eq!(limits.admit(one), Ok(()));
+        assert_eq!(
+            limits.admit(one),
+            Err(ConnectionRefusal::PerAddress {
+                address: one,
+                max: 2
+            })
+        );
+        assert_eq!(limits.admit(two), Ok(()));
+        assert_eq!(
+            limits.admit(three),
+            Err(ConnectionRefusal::Total { max: 3 })
+        );
+        limits.release(one);
+        assert_eq!(limits.open(), 2);
+        assert_eq!(limits.admit(three), Ok(()));
+        // Releasing an address that holds nothing changes nothing.
+        limits.release(IpAddr::from([10, 0, 0, 1]));
+        assert_eq!(limits.open(), 3);
+    }
 }

@@ -3,10 +3,21 @@
 //! feed every reply to the client (which verifies each vote), and on the quorum store the change
 //! and the history. A wallet with a persisted request (a crash after sending) resends it
 //! unchanged before anything else.
+//!
+//! Every certificate a payment of this wallet certifies for another payee is kept in the file
+//! (`undelivered`, saved in the same write that drops the pending request) until the caller
+//! has delivered it ([`Wallet::mark_delivered`]): a payment resent and certified by a later
+//! command is never dropped on the way to its payee.
+//!
+//! A loaded [`Wallet`] holds an exclusive lock on `<file>.lock` until it is dropped, so two
+//! commands never read-modify-write one wallet at once (the later waits, then says it is
+//! busy), and two payments from one wallet never pick the same coin.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -16,7 +27,7 @@ use walras_payments::codec::{
 };
 use walras_payments::{
     Certificate, Client, ClientEffect, ClientError, Committee, Output, OutputId, PaymentId,
-    PaymentRequest,
+    PaymentRequest, ValidatorIndex,
 };
 use walras_types::AssetId;
 
@@ -41,6 +52,32 @@ pub enum WalletError {
     Invalid { path: PathBuf, message: String },
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error(
+        "{path} is in use by another command (its lock {} stayed taken for {waited:?}); run \
+         this again once that command has finished",
+        lock.display()
+    )]
+    Busy {
+        path: PathBuf,
+        lock: PathBuf,
+        waited: Duration,
+    },
+    #[error("cannot lock {}: {source}", lock.display())]
+    Lock {
+        lock: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the certificate of coin {coin} (amount {amount}) was NOT delivered to {}: {source}; \
+         the payer's wallet keeps it and delivers it on its next payment to that wallet",
+        payee.display()
+    )]
+    NotDelivered {
+        coin: String,
+        amount: u128,
+        payee: PathBuf,
+        source: Box<WalletError>,
+    },
     #[error("payment {payment} did not certify: {valid} valid votes of {quorum}; {problems}")]
     NoQuorum {
         payment: String,
@@ -71,6 +108,23 @@ pub struct HistoryEntry {
     pub amount: String,
     /// The payee (sent) or the output id (received).
     pub counterparty: String,
+    /// The inputs a sent payment spent (output ids, hex): an audit finds two certified
+    /// payments of one input from the histories alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<String>,
+}
+
+/// A certificate this wallet's payment certified for another payee, kept until delivered.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UndeliveredFile {
+    /// The payee's key (hex).
+    pub payee: String,
+    /// The output id (hex).
+    pub id: String,
+    pub asset: u16,
+    pub amount: String,
+    /// Canonical certificate bytes, hex.
+    pub certificate: String,
 }
 
 /// The wallet file (JSON, readable by its owner only: it holds the secret seed).
@@ -84,13 +138,87 @@ pub struct WalletFile {
     pub pending: Vec<String>,
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+    /// Certificates certified for other payees and not yet delivered (oldest first).
+    #[serde(default)]
+    pub undelivered: Vec<UndeliveredFile>,
 }
 
-/// A loaded wallet.
+/// How long a command waits for another command to release a wallet.
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// How often a waiting command tries the lock again.
+const LOCK_RETRY: Duration = Duration::from_millis(20);
+
+/// An exclusive lock on a wallet (an flock on `<file>.lock`, released when dropped or when
+/// the process dies). A separate file because the wallet itself is replaced by rename.
+pub struct WalletLock {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// The lock file of the wallet at `path`.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+impl WalletLock {
+    /// Takes the lock of the wallet at `path`, waiting at most `wait` for another holder.
+    pub fn acquire(path: &Path, wait: Duration) -> Result<WalletLock, WalletError> {
+        use nix::fcntl::{Flock, FlockArg};
+        use std::os::unix::fs::OpenOptionsExt;
+        let lock = lock_path(path);
+        let started = Instant::now();
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock)
+            .map_err(|source| WalletError::Lock {
+                lock: lock.clone(),
+                source,
+            })?;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(held) => return Ok(WalletLock { _lock: held }),
+                Err((returned, nix::errno::Errno::EWOULDBLOCK)) => {
+                    if started.elapsed() >= wait {
+                        return Err(WalletError::Busy {
+                            path: path.to_path_buf(),
+                            lock,
+                            waited: wait,
+                        });
+                    }
+                    file = returned;
+                    std::thread::sleep(LOCK_RETRY);
+                }
+                Err((_, errno)) => {
+                    return Err(WalletError::Lock {
+                        lock,
+                        source: errno.into(),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// What [`Wallet::deliver_undelivered`] did.
+#[derive(Debug, Default)]
+pub struct Deliveries {
+    /// Delivered into the payee's wallet file (and forgotten by the payer).
+    pub delivered: Vec<(Certificate, PathBuf)>,
+    /// Still kept by the payer: the payee's wallet is not known here.
+    pub kept: Vec<Certificate>,
+}
+
+/// A loaded wallet, locked until dropped.
 pub struct Wallet {
     path: PathBuf,
     file: WalletFile,
     client: Client,
+    _lock: WalletLock,
 }
 
 fn invalid(path: &Path, message: impl ToString) -> WalletError {
@@ -154,7 +282,9 @@ impl Wallet {
                 .collect(),
             pending: Vec::new(),
             history: Vec::new(),
+            undelivered: Vec::new(),
         };
+        let _lock = WalletLock::acquire(path, LOCK_WAIT)?;
         Wallet::write(path, &file)
     }
 
@@ -166,8 +296,31 @@ impl Wallet {
         })
     }
 
-    /// Loads a wallet under `committee`.
+    /// The key of the wallet at `path`, read without taking its lock (the file is replaced
+    /// whole by rename, so a read sees one version).
+    pub fn read_key(path: &Path) -> Result<PublicKey, WalletError> {
+        let text = std::fs::read_to_string(path).map_err(|source| WalletError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file: WalletFile = serde_json::from_str(&text).map_err(|error| invalid(path, error))?;
+        let keypair = parse_seed(&file.secret_seed).map_err(|error| invalid(path, error))?;
+        Ok(keypair.public_key())
+    }
+
+    /// Loads a wallet under `committee`, taking its lock first (waiting at most [`LOCK_WAIT`]).
     pub fn load(path: &Path, committee: &Committee) -> Result<Wallet, WalletError> {
+        Wallet::load_waiting(path, committee, LOCK_WAIT)
+    }
+
+    /// [`Wallet::load`], waiting at most `wait` for the lock.
+    pub fn load_waiting(
+        path: &Path,
+        committee: &Committee,
+        wait: Duration,
+    ) -> Result<Wallet, WalletError> {
+        // Locked before the read: what is read is what the next write replaces.
+        let lock = WalletLock::acquire(path, wait)?;
         let text = std::fs::read_to_string(path).map_err(|source| WalletError::Read {
             path: path.to_path_buf(),
             source,
@@ -206,7 +359,113 @@ impl Wallet {
             path: path.to_path_buf(),
             file,
             client,
+            _lock: lock,
         })
+    }
+
+    /// Loads the wallet at `path` (locked), keeps each certificate paid to it, saves, and
+    /// releases it. Returns how many coins were new.
+    pub fn deliver(
+        path: &Path,
+        committee: &Committee,
+        certificates: &[Certificate],
+    ) -> Result<usize, WalletError> {
+        let mut wallet = Wallet::load(path, committee)?;
+        let mut new = 0;
+        for certificate in certificates {
+            if wallet.receive(certificate.clone())? {
+                new += 1;
+            }
+        }
+        Ok(new)
+    }
+
+    /// Certificates certified for other payees and not yet delivered.
+    pub fn undelivered(&self) -> Result<Vec<Certificate>, WalletError> {
+        self.file
+            .undelivered
+            .iter()
+            .map(|entry| {
+                hex::decode(&entry.certificate)
+                    .map_err(|error| invalid(&self.path, error))
+                    .and_then(|bytes| {
+                        decode_certificate(&bytes).map_err(|error| invalid(&self.path, error))
+                    })
+            })
+            .collect()
+    }
+
+    /// Delivers each undelivered certificate whose payee has a wallet file (`wallet_of` its
+    /// key): the payee is locked, re-read, verified and saved, then the payer forgets it.
+    /// Never holds two wallets' locks at once: this wallet's lock is released first and taken
+    /// again at the end (two wallets paying each other at once would otherwise wait for each
+    /// other until one gave up). Returns this wallet, locked again, with the certificates
+    /// delivered (and the payee's file) and those kept because their payee has no known
+    /// wallet. A delivery that fails stops there and is reported; what was delivered before it
+    /// is forgotten, the rest kept for the next attempt (delivering twice keeps one coin).
+    pub fn deliver_undelivered(
+        self,
+        committee: &Committee,
+        wallet_of: impl Fn(&PublicKey) -> Option<PathBuf>,
+    ) -> Result<(Wallet, Deliveries), WalletError> {
+        let certificates = self.undelivered()?;
+        let path = self.path.clone();
+        let mut deliveries = Deliveries::default();
+        let mut failure = None;
+        let mut payer = Some(self);
+        for certificate in certificates {
+            let Some(payee) = wallet_of(&certificate.output.owner) else {
+                deliveries.kept.push(certificate);
+                continue;
+            };
+            // Released before the payee's lock is taken.
+            payer = None;
+            if let Err(error) =
+                Wallet::deliver(&payee, committee, std::slice::from_ref(&certificate))
+            {
+                failure = Some(WalletError::NotDelivered {
+                    coin: hex::encode(certificate.id.0.as_bytes()),
+                    amount: certificate.output.amount,
+                    payee,
+                    source: Box::new(error),
+                });
+                break;
+            }
+            deliveries.delivered.push((certificate, payee));
+        }
+        let mut payer = match payer {
+            Some(payer) => payer,
+            None => Wallet::load(&path, committee)?,
+        };
+        let ids: Vec<OutputId> = deliveries
+            .delivered
+            .iter()
+            .map(|(certificate, _)| certificate.id)
+            .collect();
+        payer.mark_delivered(&ids)?;
+        match failure {
+            Some(error) => Err(error),
+            None => Ok((payer, deliveries)),
+        }
+    }
+
+    /// Forgets the undelivered certificates of `ids` (their payees hold them now, or the user
+    /// was handed them), durably.
+    pub fn mark_delivered(&mut self, ids: &[OutputId]) -> Result<(), WalletError> {
+        let ids: BTreeSet<String> = ids.iter().map(|id| hex::encode(id.0.as_bytes())).collect();
+        let before = self.file.undelivered.len();
+        self.file
+            .undelivered
+            .retain(|entry| !ids.contains(&entry.id));
+        if self.file.undelivered.len() != before {
+            self.save()?;
+        }
+        Ok(())
+    }
+
+    /// The wallet file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// This wallet's key.
@@ -274,15 +533,24 @@ impl Wallet {
             asset: asset.0,
             amount: amount.to_string(),
             counterparty: hex_id,
+            inputs: Vec::new(),
         });
         self.save()
     }
 
-    /// Verifies a certificate paid to this wallet and keeps the coin.
-    pub fn receive(&mut self, certificate: Certificate) -> Result<(), WalletError> {
+    /// Verifies a certificate paid to this wallet and keeps the coin. Returns whether the coin
+    /// is new (a certificate delivered twice is kept once).
+    pub fn receive(&mut self, certificate: Certificate) -> Result<bool, WalletError> {
         let id = hex::encode(certificate.id.0.as_bytes());
-        if self.file.coins.iter().any(|coin| coin.id == id) {
-            return Ok(());
+        if self.file.coins.iter().any(|coin| coin.id == id)
+            || self
+                .file
+                .history
+                .iter()
+                .any(|entry| entry.direction == "received" && entry.counterparty == id)
+        {
+            // Held, or held once and spent since: keeping it again would mint it twice.
+            return Ok(false);
         }
         self.client.receive(certificate.clone())?;
         self.file.history.push(HistoryEntry {
@@ -291,8 +559,10 @@ impl Wallet {
             asset: certificate.output.asset.0,
             amount: certificate.output.amount.to_string(),
             counterparty: id,
+            inputs: Vec::new(),
         });
-        self.save()
+        self.save()?;
+        Ok(true)
     }
 
     /// Resends every persisted request (a crash after sending) and finishes them.
@@ -358,13 +628,23 @@ impl Wallet {
         let id = request.signed.payment.id();
         let mut replies = client.broadcast(shard, &request);
         let mut problems = Vec::new();
-        let mut valid = 0;
+        // Distinct validators whose votes verified: one validator answering on several
+        // members' addresses (a committee file listing one port twice) counts once.
+        let mut valid: BTreeSet<ValidatorIndex> = BTreeSet::new();
         while let Some(reply) = replies.recv().await {
             let validator = reply.validator;
             let effects = match reply.result {
+                Ok(Response::Votes(votes)) if votes.validator != validator => {
+                    problems.push(format!(
+                        "the address of validator {validator} answered with validator {}'s \
+                         votes (does the committee file list one address twice?)",
+                        votes.validator
+                    ));
+                    continue;
+                }
                 Ok(Response::Votes(votes)) => match self.client.on_votes(&votes) {
                     Ok(effects) => {
-                        valid += 1;
+                        valid.insert(votes.validator);
                         effects
                     }
                     Err(error) => {
@@ -399,6 +679,24 @@ impl Wallet {
                 {
                     let text = hex::encode(request_bytes(&request));
                     self.file.pending.retain(|pending| *pending != text);
+                    let me = self.client.public_key();
+                    // The payees' certificates are kept in the same write that drops the
+                    // pending request: from here on nothing but delivery removes them.
+                    for certificate in &certificates {
+                        let id = hex::encode(certificate.id.0.as_bytes());
+                        if certificate.output.owner == me
+                            || self.file.undelivered.iter().any(|entry| entry.id == id)
+                        {
+                            continue;
+                        }
+                        self.file.undelivered.push(UndeliveredFile {
+                            payee: key_hex(&certificate.output.owner),
+                            id,
+                            asset: certificate.output.asset.0,
+                            amount: certificate.output.amount.to_string(),
+                            certificate: hex::encode(certificate_bytes(certificate)),
+                        });
+                    }
                     if let Some(first) = certificates.first() {
                         self.file.history.push(HistoryEntry {
                             direction: "sent".into(),
@@ -406,6 +704,13 @@ impl Wallet {
                             asset: first.output.asset.0,
                             amount: first.output.amount.to_string(),
                             counterparty: key_hex(&first.output.owner),
+                            inputs: request
+                                .signed
+                                .payment
+                                .inputs
+                                .iter()
+                                .map(|input| hex::encode(input.id.0.as_bytes()))
+                                .collect(),
                         });
                     }
                     self.save()?;
@@ -415,7 +720,7 @@ impl Wallet {
         }
         Err(WalletError::NoQuorum {
             payment: hex::encode(id.0.as_bytes()),
-            valid,
+            valid: valid.len(),
             quorum: client.committee().quorum(),
             problems: problems.join("; "),
         })

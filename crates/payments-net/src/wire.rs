@@ -79,6 +79,9 @@ pub enum ErrorCode {
     Refused,
     /// The validator could not make the effects durable; nothing was promised.
     Unavailable,
+    /// The validator holds its cap of connections (overall or from this client's address);
+    /// the connection is closed after this reply. Retry later or close idle connections.
+    TooManyConnections,
     /// A code this build does not know (a newer peer).
     Other(u16),
 }
@@ -90,6 +93,7 @@ impl ErrorCode {
             ErrorCode::UnknownShard => 2,
             ErrorCode::Refused => 3,
             ErrorCode::Unavailable => 4,
+            ErrorCode::TooManyConnections => 5,
             ErrorCode::Other(code) => code,
         }
     }
@@ -100,6 +104,7 @@ impl ErrorCode {
             2 => ErrorCode::UnknownShard,
             3 => ErrorCode::Refused,
             4 => ErrorCode::Unavailable,
+            5 => ErrorCode::TooManyConnections,
             other => ErrorCode::Other(other),
         }
     }

@@ -426,3 +426,192 @@ async fn a_production_validator_refuses_a_configuration_with_a_deliberate_fault(
     assert!(!allowed.contains("refuses"), "{allowed}");
     assert!(allowed.contains("committee.json"), "{allowed}");
 }
+
+/// Trigger: one client address opens connections and leaves them idle (issue 26 item 9). Past
+/// its share the next connection from that address gets a typed `TooManyConnections` reply and
+/// is closed, while another address is still served; idle ones are closed after the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_cannot_take_a_validators_connections_and_idle_ones_are_closed() {
+    use walras_payments_net::validator::ConnectionPolicy;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = Keypair::from_seed([9; 32]);
+    let committee = Committee {
+        chain_id: CHAIN,
+        epoch: Epoch(0),
+        validators: vec![key.public_key()],
+        shards: 1,
+        bls: Vec::new(),
+    };
+    let validator = Validator::start(
+        ValidatorSetup {
+            committee,
+            scheme: Scheme::Merkle {
+                batch_leaves_max: 128,
+            },
+            index: 0,
+            keypair: key,
+            genesis: Vec::new(),
+            data: dir.path().join("v0"),
+            fault: None,
+        },
+        "127.0.0.1:0",
+    )
+    .await
+    .expect("validator starts")
+    .with_policy(ConnectionPolicy {
+        max: 8,
+        per_address_max: 3,
+        idle_timeout: std::time::Duration::from_millis(800),
+        ..ConnectionPolicy::default()
+    });
+    let address = validator.address;
+    tokio::spawn(validator.serve());
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(
+            tokio::net::TcpStream::connect(address)
+                .await
+                .expect("connects"),
+        );
+    }
+    let mut over = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connects");
+    let body = tokio::time::timeout(std::time::Duration::from_secs(2), read_frame(&mut over))
+        .await
+        .expect("a reply")
+        .expect("a frame");
+    match decode_response_message(&body).expect("decodes").1 {
+        Response::Error(error) => {
+            assert_eq!(error.code, ErrorCode::TooManyConnections);
+            assert!(error.message.contains("127.0.0.1"), "{}", error.message);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Another client address (all of 127/8 is loopback) is still served.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.2:0".parse().expect("address"))
+        .expect("binds 127.0.0.2");
+    let other = socket.connect(address).await.expect("connects");
+    let (mut reader, mut writer) = other.into_split();
+    walras_payments_net::frame::write_frame(
+        &mut writer,
+        &walras_payments_net::wire::encode_request_message(7, &Request::Stats),
+    )
+    .await
+    .expect("writes");
+    let body = read_frame(&mut reader).await.expect("a frame");
+    assert!(matches!(
+        decode_response_message(&body).expect("decodes"),
+        (7, Response::Stats(_))
+    ));
+    // The idle ones are closed by the validator (a read sees the end), freeing the share.
+    for stream in &mut idle {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(std::time::Duration::from_secs(3), stream.read(&mut byte))
+            .await
+            .expect("closed within the idle timeout");
+        assert_eq!(read.expect("clean close"), 0);
+    }
+    let mut again = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connects");
+    again
+        .write_all(&{
+            let body = walras_payments_net::wire::encode_request_message(8, &Request::Stats);
+            let mut framed = (body.len() as u32).to_be_bytes().to_vec();
+            framed.extend_from_slice(&body);
+            framed
+        })
+        .await
+        .expect("writes");
+    let body = read_frame(&mut again).await.expect("a frame");
+    assert!(matches!(
+        decode_response_message(&body).expect("decodes"),
+        (8, Response::Stats(_))
+    ));
+}
+
+/// Issue 33: 50 committees of four started in a row, each member binding port 0 (what `payments
+/// localnet` now does). In every committee the four addresses differ and each answers a payment
+/// with the votes of its own index, so no member ever answers for another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_committees_in_a_row_give_every_member_its_own_port() {
+    let keys: Vec<Keypair> = (0..4u8).map(|i| Keypair::from_seed([i + 1; 32])).collect();
+    let payer = Keypair::from_seed([77; 32]);
+    let committee = Committee {
+        chain_id: CHAIN,
+        epoch: Epoch(0),
+        validators: keys.iter().map(Keypair::public_key).collect(),
+        shards: 1,
+        bls: Vec::new(),
+    };
+    let coin = (
+        genesis_output_id(CHAIN, 0),
+        Output {
+            asset: AssetId(0),
+            amount: 1,
+            owner: payer.public_key(),
+        },
+    );
+    let request = PaymentRequest {
+        signed: SignedPayment::sign(
+            Payment {
+                chain_id: CHAIN,
+                epoch: Epoch(0),
+                inputs: vec![Input {
+                    id: coin.0,
+                    output: coin.1,
+                }],
+                outputs: vec![Output {
+                    owner: keys[0].public_key(),
+                    ..coin.1
+                }],
+            },
+            &payer,
+        ),
+        certificates: Vec::new(),
+    };
+    for round in 0..50 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut addresses = Vec::new();
+        let mut serving = Vec::new();
+        for (index, key) in keys.iter().enumerate() {
+            let validator = Validator::start(
+                ValidatorSetup {
+                    committee: committee.clone(),
+                    scheme: Scheme::Merkle {
+                        batch_leaves_max: 128,
+                    },
+                    index: index as u16,
+                    keypair: key.clone(),
+                    genesis: vec![coin],
+                    data: dir.path().join(format!("v{index}")),
+                    fault: None,
+                },
+                "127.0.0.1:0",
+            )
+            .await
+            .expect("validator starts");
+            addresses.push(validator.address.to_string());
+            serving.push(tokio::spawn(validator.serve()));
+        }
+        let distinct: std::collections::BTreeSet<&String> = addresses.iter().collect();
+        assert_eq!(distinct.len(), 4, "round {round}: {addresses:?}");
+        let client = CommitteeClient::new(committee.clone(), addresses.clone());
+        for index in 0..4u16 {
+            let pay = Request::Pay {
+                shard: 0,
+                request: request.clone(),
+            };
+            match client.call(index, &pay).await {
+                Ok(Response::Votes(votes)) => assert_eq!(votes.validator, index, "round {round}"),
+                other => panic!("round {round} validator {index}: {other:?}"),
+            }
+        }
+        for task in serving {
+            task.abort();
+        }
+    }
+}

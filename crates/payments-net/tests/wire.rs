@@ -77,6 +77,10 @@ fn every_response_round_trips() {
             code: ErrorCode::Refused,
             message: "the owner's signature does not verify".into(),
         }),
+        Response::Error(ErrorReply {
+            code: ErrorCode::TooManyConnections,
+            message: "address 127.0.0.1 holds its share of 128 connections".into(),
+        }),
         Response::Holder(None),
         Response::Holder(Some(signed)),
         Response::Stats(vec![

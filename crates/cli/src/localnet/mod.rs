@@ -100,17 +100,38 @@ fn up(args: UpArgs) -> anyhow::Result<()> {
         }
         None => create(&args, validators as usize, &dir)?,
     };
-    let executable = std::env::current_exe().context("locating the walras executable")?;
-    for node in &layout.nodes {
-        match running_pid(node) {
-            Some(pid) => eprintln!(
-                "walras localnet: node{} already runs (pid {pid})",
-                node.index
-            ),
-            None => start(&executable, &layout, node)?,
-        }
+    if let Some((first, second)) = setup::shared_port(&layout) {
+        return Err(anyhow!(
+            "{}: node{first} and node{second} are given the same port; create the network again \
+             in a new directory",
+            dir.join("localnet.json").display()
+        ));
     }
-    wait_until_serving(&layout, Duration::from_secs(args.wait_s))?;
+    let executable = std::env::current_exe().context("locating the walras executable")?;
+    let started = (|| {
+        for node in &layout.nodes {
+            match running_pid(node) {
+                Some(pid) => eprintln!(
+                    "walras localnet: node{} already runs (pid {pid})",
+                    node.index
+                ),
+                None => start(&executable, &layout, node)?,
+            }
+        }
+        wait_until_serving(&layout, Duration::from_secs(args.wait_s))
+    })();
+    if let Err(error) = started {
+        // Never half a network: the nodes that did start are stopped too.
+        let stopped = stop_all(&dir);
+        return Err(anyhow!(
+            "the localnet in {} did not come up whole: {error:#}; {}",
+            dir.display(),
+            match stopped {
+                Ok(()) => "every node of it was stopped".to_string(),
+                Err(stop) => format!("stopping its nodes failed too: {stop:#}"),
+            }
+        ));
+    }
     print_summary(&dir, &layout);
     Ok(())
 }

@@ -109,6 +109,27 @@ pub fn create(plan: &Plan<'_>) -> anyhow::Result<Layout> {
     Ok(layout)
 }
 
+/// The first two nodes of `layout` that share a port (API, RPC or P2P), if any.
+pub fn shared_port(layout: &Layout) -> Option<(usize, usize)> {
+    let mut seen = std::collections::HashMap::new();
+    for node in &layout.nodes {
+        let port = |url: &str| {
+            url.rsplit(':')
+                .next()
+                .and_then(|port| port.parse::<u16>().ok())
+        };
+        for port in [port(&node.api), port(&node.rpc), Some(node.p2p_port)]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(first) = seen.insert(port, node.index) {
+                return Some((first, node.index));
+            }
+        }
+    }
+    None
+}
+
 /// Reads `DIR/localnet.json`; `None` if there is none.
 pub fn read(dir: &Path) -> anyhow::Result<Option<Layout>> {
     let path = dir.join("localnet.json");
@@ -214,8 +235,10 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// `count` distinct free loopback ports (held open together while choosing, so no two are
-/// the same; another program could still take one before the network binds it).
-fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
+/// the same; another program could still take one before the network binds it: CometBFT binds
+/// its own ports, so no listener can be handed over, and `up` then reports the node that did
+/// not come up and stops the rest).
+pub fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
     let listeners = (0..count)
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<Vec<_>, _>>()
@@ -225,4 +248,50 @@ fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
         .map(|listener| listener.local_addr().map(|address| address.port()))
         .collect::<Result<Vec<_>, _>>()
         .context("finding free loopback ports")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(ports: &[[u16; 3]]) -> Layout {
+        Layout {
+            cometbft_bin: PathBuf::from("cometbft"),
+            dev_accounts: 0,
+            dev_assets: 0,
+            dev_seed: 0,
+            threads: 1,
+            nodes: ports
+                .iter()
+                .enumerate()
+                .map(|(index, [api, rpc, p2p])| NodeLayout {
+                    index,
+                    dir: PathBuf::from(format!("node{index}")),
+                    api: format!("http://127.0.0.1:{api}"),
+                    rpc: format!("http://127.0.0.1:{rpc}"),
+                    p2p_port: *p2p,
+                })
+                .collect(),
+        }
+    }
+
+    /// 50 networks of 4 nodes in a row: every port of one network is its own (the listeners
+    /// are held together while choosing), and `shared_port` finds none.
+    #[test]
+    fn fifty_networks_in_a_row_never_give_two_nodes_one_port() {
+        for _ in 0..50 {
+            let ports = free_ports(12).expect("free ports");
+            let nodes: Vec<[u16; 3]> = ports.chunks(3).map(|c| [c[0], c[1], c[2]]).collect();
+            assert_eq!(shared_port(&layout(&nodes)), None, "{ports:?}");
+        }
+    }
+
+    /// The check `up` runs before starting anything: a layout listing one port twice names the
+    /// two nodes.
+    #[test]
+    fn a_layout_listing_one_port_twice_names_both_nodes() {
+        let nodes = [[1000, 1001, 1002], [2000, 2001, 2002], [3000, 1001, 3002]];
+        assert_eq!(shared_port(&layout(&nodes)), Some((0, 2)));
+        assert_eq!(shared_port(&layout(&nodes[..2])), None);
+    }
 }

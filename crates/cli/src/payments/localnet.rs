@@ -3,8 +3,15 @@
 //! wallet files holding the genesis coins. `localnet down --dir DIR` stops it.
 //!
 //! DIR holds `committee.json`, `genesis.json`, `validatorI/{config.json,key,data,log,pid}` and
-//! `wallets/walletJ.json`. Running `localnet` again on an existing DIR restarts the validators
-//! that are not running (their effect logs are kept).
+//! `wallets/walletJ.json`. Running `localnet --dir DIR` again on an existing DIR (no
+//! `--validators` needed) restarts the validators that are not running (their effect logs are
+//! kept).
+//!
+//! Ports: a new committee lists every member at `127.0.0.1:0`; each validator binds port 0 and
+//! writes the address the kernel gave it to `validatorI/address` (held by its own listening
+//! socket, so no two members can get the same port), and the localnet records it in
+//! `committee.json`, where a restart finds it again. A committee that does not come up whole is
+//! reported (which member, why) and stopped entirely.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -47,8 +54,8 @@ struct DownArgs {
 
 #[derive(clap::Args, Debug)]
 struct UpArgs {
-    /// Validators (a new committee; an existing DIR keeps its own)
-    #[arg(long, required = true, value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// Validators (a new committee; an existing DIR keeps its own and restarts it)
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     validators: Option<u16>,
     /// Shards per validator
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -86,10 +93,22 @@ pub fn run(args: LocalnetArgs) -> anyhow::Result<()> {
     let dir = up
         .dir
         .ok_or_else(|| anyhow::Error::msg("--dir is required"))?;
-    if !dir.join("committee.json").exists() {
-        let validators = up
-            .validators
-            .ok_or_else(|| anyhow::Error::msg("--validators is required"))?;
+    if dir.join("committee.json").exists() {
+        let members = validator_homes(&dir)?.len();
+        if let Some(validators) = up.validators.filter(|v| usize::from(*v) != members) {
+            eprintln!(
+                "walras payments localnet: {} already holds a committee of {members} validators \
+                 (not {validators}); restarting it",
+                dir.display()
+            );
+        }
+    } else {
+        let validators = up.validators.ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} holds no committee.json: --validators N is required to create one",
+                dir.display()
+            )
+        })?;
         let mut seeds = Vec::new();
         let mut outputs = Vec::new();
         for _ in 0..up.wallets {
@@ -145,10 +164,10 @@ pub struct Spec {
     pub faults: Vec<(usize, Fault)>,
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
+/// A member's address before its validator first started: it binds port 0 and reports.
+pub const UNASSIGNED: &str = "127.0.0.1:0";
+/// The file a validator writes its listening address to (`validatorI/address`).
+const ADDRESS_FILE: &str = "address";
 
 /// Writes a committee's files into `dir` (keys from `seed_of(validator)`).
 pub fn create(
@@ -164,10 +183,7 @@ pub fn create(
         let seed = seed_of(index)?;
         // With its BLS key: the validator signs withdrawal votes (and, under the bls scheme,
         // every vote) with the key derived from the same seed.
-        members.push(member_with_bls(
-            &seed,
-            format!("127.0.0.1:{}", free_port()?),
-        ));
+        members.push(member_with_bls(&seed, UNASSIGNED.to_string()));
         seeds.push(seed);
     }
     let committee = CommitteeFile {
@@ -231,17 +247,40 @@ pub fn running_pid(home: &Path) -> Option<i32> {
     (ours && state != "Z").then_some(pid)
 }
 
-/// Starts every validator of `dir` that is not running and waits until all listen.
+/// Starts every validator of `dir` that is not running and waits until all listen, each on
+/// its own port (recorded in `committee.json`). If one does not come up, every validator of
+/// `dir` is stopped and the error names the member and why: never half a committee.
 /// With `exchange`, each validator admits the deposits of that node's committed blocks.
 pub fn start_all(dir: &Path, exchange: Option<&str>) -> anyhow::Result<()> {
+    start_members(dir, exchange).map_err(|error| {
+        let stopped = stop_all(dir);
+        anyhow::anyhow!(
+            "the payments committee in {} did not come up whole: {error:#}; {}",
+            dir.display(),
+            match stopped {
+                Ok(()) => "every validator of it was stopped".to_string(),
+                Err(stop) => format!("stopping its validators failed too: {stop:#}"),
+            }
+        )
+    })
+}
+
+fn start_members(dir: &Path, exchange: Option<&str>) -> anyhow::Result<()> {
     let executable = std::env::current_exe()?;
-    let committee = CommitteeFile::load(&dir.join("committee.json"))
-        .map_err(|error| anyhow::Error::msg(error.to_string()))?;
+    let committee_path = dir.join("committee.json");
+    let mut committee: CommitteeFile = serde_json::from_str(
+        &std::fs::read_to_string(&committee_path)
+            .map_err(|error| anyhow::anyhow!("reading {}: {error}", committee_path.display()))?,
+    )
+    .map_err(|error| anyhow::anyhow!("{}: {error}", committee_path.display()))?;
     let homes = validator_homes(dir)?;
-    for home in &homes {
+    let mut started = vec![false; homes.len()];
+    for (index, home) in homes.iter().enumerate() {
         if running_pid(home).is_some() {
             continue;
         }
+        // A stale report must not pass for this start's.
+        let _ = std::fs::remove_file(home.join(ADDRESS_FILE));
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -250,6 +289,8 @@ pub fn start_all(dir: &Path, exchange: Option<&str>) -> anyhow::Result<()> {
         command
             .args(["payments", "validator", "--config"])
             .arg(home.join("config.json"))
+            .arg("--address-file")
+            .arg(home.join(ADDRESS_FILE))
             .args(exchange.iter().flat_map(|url| ["--exchange", url]))
             .env("WALRAS_LOG", "warn")
             .stdin(Stdio::null())
@@ -265,28 +306,93 @@ pub fn start_all(dir: &Path, exchange: Option<&str>) -> anyhow::Result<()> {
         }
         let child = command.spawn()?;
         std::fs::write(home.join("pid"), child.id().to_string())?;
+        started[index] = true;
     }
     let deadline = Instant::now() + START_WAIT;
-    for (home, address) in homes.iter().zip(&committee.addresses) {
-        while std::net::TcpStream::connect(address).is_err() {
+    let mut addresses = Vec::with_capacity(homes.len());
+    for (index, home) in homes.iter().enumerate() {
+        let recorded = &committee.validators[index].address;
+        let address = if started[index] || recorded == UNASSIGNED {
+            reported_address(index, home, deadline)?
+        } else {
+            recorded.clone()
+        };
+        // Listening, by a live process of ours (a zombie holds no socket).
+        while std::net::TcpStream::connect(&address).is_err() {
             if running_pid(home).is_none() {
-                let log = std::fs::read_to_string(home.join("log")).unwrap_or_default();
-                return Err(anyhow::anyhow!(
-                    "{} exited: {}",
-                    home.display(),
-                    log.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
-                ));
+                return Err(exited(index, home));
             }
             if Instant::now() > deadline {
                 return Err(anyhow::anyhow!(
-                    "{} does not listen on {address}",
-                    home.display()
+                    "validator {index} does not listen on {address} (see {})",
+                    home.join("log").display()
                 ));
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
+        addresses.push(address);
+    }
+    if let Some((first, second)) = shared_address(&addresses) {
+        return Err(anyhow::anyhow!(
+            "validators {first} and {second} both list {}",
+            addresses[first]
+        ));
+    }
+    let changed = committee
+        .validators
+        .iter()
+        .zip(&addresses)
+        .any(|(member, address)| member.address != *address);
+    if changed {
+        for (member, address) in committee.validators.iter_mut().zip(addresses) {
+            member.address = address;
+        }
+        write_json(&committee_path, &committee)
+            .map_err(|error| anyhow::Error::msg(error.to_string()))?;
     }
     Ok(())
+}
+
+/// The first two members that list the same address, if any.
+pub fn shared_address(addresses: &[String]) -> Option<(usize, usize)> {
+    let mut seen = std::collections::HashMap::new();
+    for (index, address) in addresses.iter().enumerate() {
+        if let Some(first) = seen.insert(address.as_str(), index) {
+            return Some((first, index));
+        }
+    }
+    None
+}
+
+/// Waits for validator `index` to report the address it listens on.
+fn reported_address(index: usize, home: &Path, deadline: Instant) -> anyhow::Result<String> {
+    loop {
+        if let Ok(text) = std::fs::read_to_string(home.join(ADDRESS_FILE)) {
+            let address = text.trim();
+            if address.parse::<std::net::SocketAddr>().is_ok() {
+                return Ok(address.to_string());
+            }
+        }
+        if running_pid(home).is_none() {
+            return Err(exited(index, home));
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow::anyhow!(
+                "validator {index} did not report a listening address within {START_WAIT:?} \
+                 (see {})",
+                home.join("log").display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn exited(index: usize, home: &Path) -> anyhow::Error {
+    let log = std::fs::read_to_string(home.join("log")).unwrap_or_default();
+    anyhow::anyhow!(
+        "validator {index} exited: {}",
+        log.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+    )
 }
 
 fn signal(pid: i32, signal: Signal) {

@@ -63,6 +63,10 @@ pub struct ValidatorArgs {
     /// The exchange node whose committed deposits this validator admits (base URL)
     #[arg(long, value_name = "URL")]
     exchange: Option<String>,
+    /// Once listening, write the address to this file (replaced whole): with port 0 the
+    /// kernel picks a port no other listener holds, and a localnet learns it here
+    #[arg(long, value_name = "FILE")]
+    address_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -160,6 +164,15 @@ pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
             };
             let validator =
                 walras_payments_net::validator::start_from_file(&args.config, faults).await?;
+            if let Some(path) = &args.address_file {
+                walras_payments_net::wallet::write_private_durable(
+                    path,
+                    validator.address.to_string().as_bytes(),
+                )
+                .map_err(|error| {
+                    anyhow::anyhow!("writing the address file {}: {error}", path.display())
+                })?;
+            }
             if let Some(url) = args.exchange {
                 let client = walras_client::NodeClient::new(&url)?;
                 tokio::spawn(follow_exchange(client, validator.deposits()));
@@ -316,6 +329,7 @@ fn withdraw(args: WithdrawArgs) -> anyhow::Result<()> {
         .ok_or_else(|| {
             anyhow::anyhow!("the payment to the withdrawal address has no certificate")
         })?;
+    let withdrawal_coin = certificate.id;
     let message = walras_payments::vote_message(
         certificate.chain_id,
         certificate.epoch,
@@ -399,6 +413,8 @@ fn withdraw(args: WithdrawArgs) -> anyhow::Result<()> {
     })??;
     match status.status.as_str() {
         "accepted" => {
+            // Redeemed: the withdrawal output's certificate has reached its only use.
+            wallet.mark_delivered(&[withdrawal_coin])?;
             println!(
                 "withdrawn: {amount} of asset {} to account {} (transaction {}, block {})",
                 coin.output.asset.0,
@@ -464,37 +480,70 @@ fn load_committee(path: &Path) -> anyhow::Result<CommitteeConfig> {
 
 fn pay(args: PayArgs) -> anyhow::Result<()> {
     let committee = load_committee(&args.wallet.committee)?;
+    // The payer stays locked for the whole command: a second command on it waits (then says
+    // it is busy) instead of picking the same coin.
     let mut wallet = Wallet::load(&args.wallet.wallet, &committee.committee)?;
-    let payee_wallet = Path::new(&args.to);
-    let (payee, mut payee_wallet) = if payee_wallet.is_file() {
-        let payee = Wallet::load(payee_wallet, &committee.committee)?;
-        (payee.public_key(), Some(payee))
+    let payee_path = Path::new(&args.to);
+    // The payee wallet is only read for its key here; it is locked, re-read and written when
+    // the certificate is delivered, so a payment into it meanwhile is not overwritten.
+    let (payee, payee_wallet) = if payee_path.is_file() {
+        (Wallet::read_key(payee_path)?, Some(payee_path))
     } else {
         (parse_key(&args.to)?, None)
     };
     let client = CommitteeClient::new(committee.committee.clone(), committee.addresses.clone());
-    let (payment, certificates) = block_on(async {
+    let result = block_on(async {
         wallet
             .pay(&client, payee, AssetId(args.asset), args.amount)
             .await
-    })??;
-    println!("payment {} certified", hex::encode(payment.0.as_bytes()));
-    for certificate in certificates {
-        if certificate.output.owner != payee {
-            continue;
-        }
-        match payee_wallet.as_mut() {
-            // The payee verifies the certificate before keeping the coin.
-            Some(payee_wallet) => {
-                payee_wallet.receive(certificate)?;
-                println!("delivered to {}", args.to);
-            }
-            None => println!(
-                "certificate {}",
-                hex::encode(certificate_bytes(&certificate))
-            ),
+    })?;
+    if let Ok((payment, _)) = &result {
+        println!("payment {} certified", hex::encode(payment.0.as_bytes()));
+    }
+    // Whatever certified, this payment or an earlier one resent first, is delivered (or
+    // printed) even when this payment failed afterwards.
+    deliver_undelivered(wallet, &committee, payee, &args.to, payee_wallet)?;
+    result?;
+    Ok(())
+}
+
+/// Hands over the certificates the payer's wallet keeps for other payees: into the payee's
+/// wallet file when `--to` is one, printed when `--to` is a key (both then leave the payer's
+/// file); a certificate for another payee (an earlier payment resent and certified now) is
+/// printed and kept until a payment to that payee's wallet delivers it.
+fn deliver_undelivered(
+    wallet: Wallet,
+    committee: &CommitteeConfig,
+    payee: walras_crypto::PublicKey,
+    to: &str,
+    payee_wallet: Option<&Path>,
+) -> anyhow::Result<()> {
+    let (mut wallet, deliveries) = wallet.deliver_undelivered(&committee.committee, |owner| {
+        payee_wallet
+            .filter(|_| *owner == payee)
+            .map(Path::to_path_buf)
+    })?;
+    for (certificate, _) in &deliveries.delivered {
+        println!("delivered {} to {to}", certificate.output.amount);
+    }
+    let mut printed = Vec::new();
+    for certificate in deliveries.kept {
+        let owner = certificate.output.owner;
+        let bytes = hex::encode(certificate_bytes(&certificate));
+        if owner == payee {
+            // The payee was given as a key: the certificate printed is its delivery.
+            println!("certificate {bytes}");
+            printed.push(certificate.id);
+        } else {
+            println!(
+                "certificate {bytes} for payee {} (an earlier payment, certified now: deliver it \
+                 with `walras payments receive`; {} keeps it until a `pay --to` that wallet)",
+                key_hex(&owner),
+                wallet.path().display()
+            );
         }
     }
+    wallet.mark_delivered(&printed)?;
     Ok(())
 }
 
@@ -505,8 +554,11 @@ fn receive(args: ReceiveArgs) -> anyhow::Result<()> {
         .map_err(|error| anyhow::anyhow!("the certificate is not hex: {error}"))?;
     let certificate = decode_certificate(&bytes)?;
     let amount = certificate.output.amount;
-    wallet.receive(certificate)?;
-    println!("received {amount}");
+    if wallet.receive(certificate)? {
+        println!("received {amount}");
+    } else {
+        println!("already received (nothing changed)");
+    }
     Ok(())
 }
 
@@ -524,11 +576,18 @@ fn balance(args: WalletArgs) -> anyhow::Result<()> {
         println!("asset {} balance {}", asset.0, client.balance(asset));
     }
     println!(
-        "coins {} pending {} stuck {}",
+        "coins {} pending {} stuck {} undelivered {}",
         client.coins().len(),
         wallet.file().pending.len(),
-        client.stuck_inputs().len()
+        client.stuck_inputs().len(),
+        wallet.file().undelivered.len()
     );
+    for entry in &wallet.file().undelivered {
+        println!(
+            "undelivered {} of asset {} to {} (coin {})",
+            entry.amount, entry.asset, entry.payee, entry.id
+        );
+    }
     for (input, reason) in client.stuck_inputs() {
         println!("stuck {}: {reason:?}", hex::encode(input.0.as_bytes()));
     }
