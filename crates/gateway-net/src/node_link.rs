@@ -346,7 +346,10 @@ mod tests {
         assert_eq!((reply.height, reply.transactions), (7, 1));
         assert_eq!(count.load(Ordering::SeqCst), 5);
         assert_eq!(node.seal_retries(), 4);
-        assert!(started.elapsed() < Duration::from_secs(2), "backoff is short");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "backoff is short"
+        );
     }
 
     /// A refusal that cannot pass (a bad signature: the node's 401) is not retried: it stops
@@ -372,9 +375,8 @@ mod tests {
         let address = probe.local_addr().unwrap();
         drop(probe);
         let node = link(&format!("http://{address}"));
-        let commit = tokio::spawn(async move {
-            node.commit(3, GatewayStats::default(), Vec::new()).await
-        });
+        let commit =
+            tokio::spawn(async move { node.commit(3, GatewayStats::default(), Vec::new()).await });
         tokio::time::sleep(Duration::from_millis(150)).await;
         assert!(!commit.is_finished(), "still retrying, not stopped");
         // The node comes up on that address.

@@ -87,9 +87,8 @@ impl GatewayConfig {
 
     /// Each participant's share of the ordering buffer.
     pub fn share_max(&self) -> usize {
-        self.participant_queue_max.unwrap_or_else(|| {
-            (self.queue_len_max / self.participant_keys.len().max(1)).max(1)
-        })
+        self.participant_queue_max
+            .unwrap_or_else(|| (self.queue_len_max / self.participant_keys.len().max(1)).max(1))
     }
 
     pub fn new(
@@ -719,7 +718,22 @@ impl Core {
                 }
                 self.on_events(events);
             }
-            Err(GatewayError::ClockAhead { point, latest, .. }) => {
+            Err(GatewayError::TimeWentBackwards { .. }) => {
+                // Arrival stamps are taken before the message crosses the channel, so two
+                // connections can hand them over out of order by a few microseconds: feed the
+                // core the later of the two (the message did arrive by then).
+                let now = self.now_ns();
+                return self.on_uplink_at_now(participant, now, msg, transaction);
+            }
+            Err(error) => self.refuse_message(participant, seq, error),
+        }
+        Ok(())
+    }
+
+    /// Counts a message the ordering buffer refused and tells its participant, by reason.
+    fn refuse_message(&mut self, participant: u32, seq: u64, error: GatewayError) {
+        match error {
+            GatewayError::ClockAhead { point, latest, .. } => {
                 self.metrics.clock_ahead_total.inc();
                 self.notify(
                     participant,
@@ -731,7 +745,7 @@ impl Core {
                     ),
                 );
             }
-            Err(GatewayError::ShareFull { share_max, .. }) => {
+            GatewayError::ShareFull { share_max, .. } => {
                 self.metrics.share_full_total.inc();
                 self.notify(
                     participant,
@@ -743,7 +757,7 @@ impl Core {
                     ),
                 );
             }
-            Err(GatewayError::QueueFull { len_max, .. }) => {
+            GatewayError::QueueFull { len_max, .. } => {
                 self.metrics.queue_overflows_total.inc();
                 self.notify(
                     participant,
@@ -754,14 +768,7 @@ impl Core {
                     ),
                 );
             }
-            Err(GatewayError::TimeWentBackwards { .. }) => {
-                // Arrival stamps are taken before the message crosses the channel, so two
-                // connections can hand them over out of order by a few microseconds: feed the
-                // core the later of the two (the message did arrive by then).
-                let now = self.now_ns();
-                return self.on_uplink_at_now(participant, now, msg, transaction);
-            }
-            Err(error) => {
+            error => {
                 self.metrics.refused_messages_total.inc();
                 self.notify(
                     participant,
@@ -771,7 +778,6 @@ impl Core {
                 );
             }
         }
-        Ok(())
     }
 
     fn on_uplink_at_now(
@@ -789,15 +795,7 @@ impl Core {
                 }
                 self.on_events(events);
             }
-            Err(error) => {
-                self.metrics.refused_messages_total.inc();
-                self.notify(
-                    participant,
-                    Some(msg.seq),
-                    NoticeCode::Refused,
-                    error.to_string(),
-                );
-            }
+            Err(error) => self.refuse_message(participant, msg.seq, error),
         }
         Ok(())
     }
@@ -1367,7 +1365,9 @@ async fn serve_connection(
             }
         };
         let trade = match &message {
-            Uplink::Trade { transaction, .. } => Some(checker.check(transaction, &mut budget).await),
+            Uplink::Trade { transaction, .. } => {
+                Some(checker.check(transaction, &mut budget).await)
+            }
             _ => None,
         };
         let input = CoreInput::Message {

@@ -242,7 +242,11 @@ impl TradeChecker {
     }
 
     /// The source's state, from the cache or (within `budget`) the node.
-    async fn source(&self, account: u64, budget: &mut LookupBudget) -> Result<AccountState, Refusal> {
+    async fn source(
+        &self,
+        account: u64,
+        budget: &mut LookupBudget,
+    ) -> Result<AccountState, Refusal> {
         match self.accounts.state(account) {
             AccountState::Forgotten => {}
             known_or_unknown => return Ok(known_or_unknown),
@@ -259,20 +263,30 @@ impl TradeChecker {
         }
         for _ in 0..LOOKUP_ROUNDS {
             let read_at = self.accounts.height();
-            let facts = self.node.account(account).await.map_err(|error| busy(account, error))?;
+            let facts = self
+                .node
+                .account(account)
+                .await
+                .map_err(|error| busy(account, error))?;
             if self.accounts.record(account, read_at, facts) {
                 return Ok(self.accounts.state(account));
             }
         }
         Err((
             NoticeCode::Busy,
-            format!("account {account}: blocks were published during each lookup; send the trade again"),
+            format!(
+                "account {account}: blocks were published during each lookup; send the trade again"
+            ),
         ))
     }
 
     /// The connection task's part: `Ok` with the signature's verdict when the trade decodes and
     /// its source's key could be read (the source may be unknown: the core's rule refuses it).
-    pub async fn check(&self, transaction: &[u8], budget: &mut LookupBudget) -> Result<Checked, Refusal> {
+    pub async fn check(
+        &self,
+        transaction: &[u8],
+        budget: &mut LookupBudget,
+    ) -> Result<Checked, Refusal> {
         let signed = SignedTransaction::decode(transaction)
             .map_err(|error| (NoticeCode::Refused, format!("not a transaction: {error}")))?;
         let account = signed.transaction.source.0;
@@ -325,16 +339,17 @@ pub fn admit(
     waiting: &BTreeSet<(u64, u64)>,
 ) -> Result<(), Refusal> {
     let account = checked.signed.transaction.source.0;
-    let view = match state {
-        AccountState::Known(view) => Some(view),
-        AccountState::Unknown => None,
-        AccountState::Forgotten => {
-            return Err((
+    let view =
+        match state {
+            AccountState::Known(view) => Some(view),
+            AccountState::Unknown => None,
+            AccountState::Forgotten => return Err((
                 NoticeCode::Busy,
-                format!("account {account} was forgotten by the gateway's cache; send the trade again"),
-            ))
-        }
-    };
+                format!(
+                    "account {account} was forgotten by the gateway's cache; send the trade again"
+                ),
+            )),
+        };
     admission::admit_source(&checked.signed, view, |_| checked.signature_ok)
         .map_err(|rejection| rejection_notice(rejection, account))?;
     let slot = (account, checked.signed.transaction.sequence);
@@ -429,11 +444,17 @@ mod tests {
         assert!(cache.record(3, 10, facts(&owner, 4)));
         let mut waiting = BTreeSet::new();
         let used = with_sequence(&owner, 4);
-        assert_eq!(code(admit(&used, cache.state(3), &waiting)), Some(NoticeCode::Replayed));
+        assert_eq!(
+            code(admit(&used, cache.state(3), &waiting)),
+            Some(NoticeCode::Replayed)
+        );
         let fresh = with_sequence(&owner, 5);
         assert_eq!(code(admit(&fresh, cache.state(3), &waiting)), None);
         waiting.insert((3, 5));
-        assert_eq!(code(admit(&fresh, cache.state(3), &waiting)), Some(NoticeCode::Duplicate));
+        assert_eq!(
+            code(admit(&fresh, cache.state(3), &waiting)),
+            Some(NoticeCode::Duplicate)
+        );
         let far = with_sequence(&owner, 5 + walras_types::transaction::SEQUENCE_WINDOW);
         assert_eq!(
             code(admit(&far, cache.state(3), &waiting)),
@@ -441,20 +462,33 @@ mod tests {
         );
         let mut forged = with_sequence(&owner, 6);
         forged.signature_ok = false;
-        assert_eq!(code(admit(&forged, cache.state(3), &waiting)), Some(NoticeCode::BadSignature));
+        assert_eq!(
+            code(admit(&forged, cache.state(3), &waiting)),
+            Some(NoticeCode::BadSignature)
+        );
         // Block 11 commits sequence 5: it is used now, and 6 is next.
         cache.note_block(11, &[(3, 5)], false);
         waiting.remove(&(3, 5));
-        assert_eq!(code(admit(&fresh, cache.state(3), &waiting)), Some(NoticeCode::Replayed));
-        assert_eq!(code(admit(&with_sequence(&owner, 6), cache.state(3), &waiting)), None);
+        assert_eq!(
+            code(admit(&fresh, cache.state(3), &waiting)),
+            Some(NoticeCode::Replayed)
+        );
+        assert_eq!(
+            code(admit(&with_sequence(&owner, 6), cache.state(3), &waiting)),
+            None
+        );
     }
 
     #[test]
-    fn a_lookup_overtaken_by_a_block_is_not_recorded_and_unknown_accounts_are_remembered_until_accounts_are_created() {
+    fn a_lookup_overtaken_by_a_block_is_not_recorded_and_unknown_accounts_are_remembered_until_accounts_are_created(
+    ) {
         let owner = walras_crypto::Keypair::from_seed([1; 32]);
         let cache = AccountCache::new(8, 8);
         cache.note_block(5, &[], false);
-        assert!(!cache.record(3, 4, facts(&owner, 0)), "read before block 5 was published");
+        assert!(
+            !cache.record(3, 4, facts(&owner, 0)),
+            "read before block 5 was published"
+        );
         assert_eq!(cache.state(3), AccountState::Forgotten);
         assert!(cache.record(9, 5, None));
         assert_eq!(cache.state(9), AccountState::Unknown);
@@ -468,7 +502,11 @@ mod tests {
         cache.note_block(6, &[], false);
         assert_eq!(cache.state(9), AccountState::Unknown);
         cache.note_block(7, &[], true);
-        assert_eq!(cache.state(9), AccountState::Forgotten, "a block created accounts");
+        assert_eq!(
+            cache.state(9),
+            AccountState::Forgotten,
+            "a block created accounts"
+        );
     }
 
     #[test]

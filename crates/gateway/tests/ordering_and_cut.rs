@@ -298,7 +298,8 @@ fn a_trade_stamped_beyond_the_published_height_is_refused_and_changes_nothing() 
         ob.on_message_for_cut(11, &msg(0, 1, 4, 0, None)),
         Err(GatewayError::ClockAhead { point: 4, .. })
     ));
-    ob.on_message_for_cut(12, &msg(0, 2, 3, 5, Some(2))).unwrap();
+    ob.on_message_for_cut(12, &msg(0, 2, 3, 5, Some(2)))
+        .unwrap();
     assert_eq!(ob.queue_len(), 1);
     // Once block 4 is published, point 4 is possible.
     ob.note_point_generated(4, 100);
@@ -339,7 +340,8 @@ fn one_participant_filling_its_share_leaves_room_for_everyone_else() {
     }
     assert_eq!(ob.queued_by(1), 4);
     // A seal gives the places back: participant 0 may queue again.
-    ob.on_message_for_cut(30, &msg(0, 5, 2, 0, None)).unwrap_err();
+    ob.on_message_for_cut(30, &msg(0, 5, 2, 0, None))
+        .unwrap_err();
     ob.note_point_generated(2, 25);
     ob.on_message_for_cut(31, &msg(0, 5, 2, 0, None)).unwrap();
     ob.on_message_for_cut(32, &msg(1, 4, 2, 0, None)).unwrap();
@@ -347,7 +349,11 @@ fn one_participant_filling_its_share_leaves_room_for_everyone_else() {
         ob.seal(33, 1, 1_000, 100).unwrap(),
         SealOutcome::Sealed { ref trades, .. } if trades.len() == 8
     ));
-    assert_eq!((ob.queued_by(0), ob.queued_by(1), ob.queue_len()), (0, 0, 0));
-    ob.on_message_for_cut(34, &msg(0, 6, 2, 1, Some(5))).unwrap();
+    assert_eq!(
+        (ob.queued_by(0), ob.queued_by(1), ob.queue_len()),
+        (0, 0, 0)
+    );
+    ob.on_message_for_cut(34, &msg(0, 6, 2, 1, Some(5)))
+        .unwrap();
     assert_eq!(ob.queued_by(0), 1);
 }

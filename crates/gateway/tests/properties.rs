@@ -465,8 +465,15 @@ fn with_pacing_off_a_counter_example_to_lrtf_is_found() {
 /// `point` (possibly beyond the published height), or a seal, or a publication.
 #[derive(Clone, Debug)]
 enum HostileStep {
-    Message { p: u32, trade: bool, point_ahead: u64, elapsed: u64 },
-    Seal { block_trades_max: usize },
+    Message {
+        p: u32,
+        trade: bool,
+        point_ahead: u64,
+        elapsed: u64,
+    },
+    Seal {
+        block_trades_max: usize,
+    },
     Publish,
 }
 

@@ -850,6 +850,10 @@ pub fn router(
             count_responses,
         ))
         .layer(middleware::from_fn_with_state(limiter, rate_limit))
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            gateway_seal::authenticate_link,
+        ))
         .with_state(shared)
 }
 
@@ -878,6 +882,14 @@ async fn rate_limit(
     let Some(limiter) = limiter else {
         return next.run(request).await;
     };
+    // The gateway's authenticated link is not a client (issue 26): never rate limited.
+    if request
+        .extensions()
+        .get::<gateway_seal::LinkAuthenticated>()
+        .is_some()
+    {
+        return next.run(request).await;
+    }
     let client = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
