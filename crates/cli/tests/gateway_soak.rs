@@ -635,7 +635,9 @@ async fn copies_and_replays_of_a_signed_transaction_never_reach_a_block() {
     })
     .unwrap();
     participant.connect(&gateway.address).await.unwrap();
-    let results: Arc<Mutex<Vec<(u64, Option<String>)>>> = Arc::default();
+    /// (uplink seq, drop reason) of the participant's transactions in blocks, in order.
+    type Results = Arc<Mutex<Vec<(u64, Option<String>)>>>;
+    let results: Results = Arc::default();
     let notices: Arc<Mutex<BTreeMap<u64, NoticeCode>>> = Arc::default();
     {
         let (results, notices) = (results.clone(), notices.clone());

@@ -252,7 +252,7 @@ enum CoreInput {
         /// For a trade, the connection task's part of the check ([`TradeChecker::check`]): its
         /// transaction decoded with the signature's verdict, or why it was refused (it still
         /// proves the participant's clock, but its transaction is not taken).
-        trade: Option<Result<Checked, Refusal>>,
+        trade: Option<Result<Box<Checked>, Refusal>>,
     },
     Committed(Result<SealReply, NodeLinkError>),
 }
@@ -621,7 +621,7 @@ impl Core {
         participant: u32,
         at_ns: u64,
         message: Uplink,
-        trade: Option<Result<Checked, Refusal>>,
+        trade: Option<Result<Box<Checked>, Refusal>>,
     ) -> Result<(), GatewayNetError> {
         let (seq, clock, transaction) = match message {
             Uplink::Hello { .. } => {
@@ -1366,7 +1366,7 @@ async fn serve_connection(
         };
         let trade = match &message {
             Uplink::Trade { transaction, .. } => {
-                Some(checker.check(transaction, &mut budget).await)
+                Some(checker.check(transaction, &mut budget).await.map(Box::new))
             }
             _ => None,
         };

@@ -59,6 +59,9 @@ pub struct Checked {
 }
 
 /// What the gateway knows of an account, as of the last published block.
+// Returned by value once or twice per trade and never stored in bulk (the cache stores views):
+// boxing the key would cost an allocation per trade for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccountState {
     Known(SourceView),
@@ -339,17 +342,18 @@ pub fn admit(
     waiting: &BTreeSet<(u64, u64)>,
 ) -> Result<(), Refusal> {
     let account = checked.signed.transaction.source.0;
-    let view =
-        match state {
-            AccountState::Known(view) => Some(view),
-            AccountState::Unknown => None,
-            AccountState::Forgotten => return Err((
+    let view = match state {
+        AccountState::Known(view) => Some(view),
+        AccountState::Unknown => None,
+        AccountState::Forgotten => {
+            return Err((
                 NoticeCode::Busy,
                 format!(
                     "account {account} was forgotten by the gateway's cache; send the trade again"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     admission::admit_source(&checked.signed, view, |_| checked.signature_ok)
         .map_err(|rejection| rejection_notice(rejection, account))?;
     let slot = (account, checked.signed.transaction.sequence);
