@@ -18,7 +18,7 @@ use crate::frame::{
 use crate::metrics::GatewayMetrics;
 use crate::node_link::{NodeLink, NodeLinkError};
 use crate::transport::{self, FrameReader, FrameWriter};
-use crate::verify::{self, AccountCache, Checked, LookupBudget, Refusal, TradeChecker};
+use crate::verify::{self, AccountCache, Checked, Refusal, TradeChecker};
 use rand_core::RngCore;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
@@ -1301,8 +1301,6 @@ async fn serve_connection(
         metrics,
         checker,
     } = context;
-    // This connection's node lookups of accounts the gateway does not know yet.
-    let mut budget = LookupBudget::new(verify::LOOKUPS_PER_S, verify::LOOKUP_BURST);
     let (participant, last_height) = match handshake(&mut reader, &mut writer, &config).await {
         Ok(accepted) => accepted,
         Err((code, text)) => {
@@ -1366,7 +1364,7 @@ async fn serve_connection(
         };
         let trade = match &message {
             Uplink::Trade { transaction, .. } => {
-                Some(checker.check(transaction, &mut budget).await.map(Box::new))
+                Some(checker.check(participant, transaction).await.map(Box::new))
             }
             _ => None,
         };

@@ -200,9 +200,9 @@ impl AccountCache {
     }
 }
 
-/// One connection's budget of node lookups (a token bucket in integer nanoseconds): a
-/// participant sending trades from ever new accounts gets `Busy` refusals, and the node only
-/// its share of lookups.
+/// One participant's budget of node lookups (a token bucket): a participant sending trades from
+/// ever new accounts gets `Busy` refusals, and the node only its share of lookups. Kept per
+/// participant, not per connection, so that reconnecting does not refill it.
 #[derive(Debug)]
 pub struct LookupBudget {
     interval: Duration,
@@ -237,30 +237,42 @@ impl LookupBudget {
 pub struct TradeChecker {
     node: Arc<NodeLink>,
     accounts: Arc<AccountCache>,
+    /// Each participant's lookup budget (at most one entry per configured participant).
+    budgets: Mutex<BTreeMap<u32, LookupBudget>>,
 }
 
 impl TradeChecker {
     pub fn new(node: Arc<NodeLink>, accounts: Arc<AccountCache>) -> TradeChecker {
-        TradeChecker { node, accounts }
+        TradeChecker {
+            node,
+            accounts,
+            budgets: Mutex::new(BTreeMap::new()),
+        }
     }
 
-    /// The source's state, from the cache or (within `budget`) the node.
-    async fn source(
-        &self,
-        account: u64,
-        budget: &mut LookupBudget,
-    ) -> Result<AccountState, Refusal> {
+    /// Takes one node lookup from `participant`'s budget.
+    fn take_lookup(&self, participant: u32) -> bool {
+        self.budgets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .entry(participant)
+            .or_insert_with(|| LookupBudget::new(LOOKUPS_PER_S, LOOKUP_BURST))
+            .take(Instant::now())
+    }
+
+    /// The source's state, from the cache or (within the participant's budget) the node.
+    async fn source(&self, participant: u32, account: u64) -> Result<AccountState, Refusal> {
         match self.accounts.state(account) {
             AccountState::Forgotten => {}
             known_or_unknown => return Ok(known_or_unknown),
         }
-        if !budget.take(Instant::now()) {
+        if !self.take_lookup(participant) {
             return Err((
                 NoticeCode::Busy,
                 format!(
-                    "account {account} is not known to the gateway and this connection has used \
-                     its {LOOKUPS_PER_S} node lookups a second (bursts of {LOOKUP_BURST}); send \
-                     the trade again shortly"
+                    "account {account} is not known to the gateway and participant \
+                     {participant} has used its {LOOKUPS_PER_S} node lookups a second (bursts \
+                     of {LOOKUP_BURST}); send the trade again shortly"
                 ),
             ));
         }
@@ -285,15 +297,11 @@ impl TradeChecker {
 
     /// The connection task's part: `Ok` with the signature's verdict when the trade decodes and
     /// its source's key could be read (the source may be unknown: the core's rule refuses it).
-    pub async fn check(
-        &self,
-        transaction: &[u8],
-        budget: &mut LookupBudget,
-    ) -> Result<Checked, Refusal> {
+    pub async fn check(&self, participant: u32, transaction: &[u8]) -> Result<Checked, Refusal> {
         let signed = SignedTransaction::decode(transaction)
             .map_err(|error| (NoticeCode::Refused, format!("not a transaction: {error}")))?;
         let account = signed.transaction.source.0;
-        let signature_ok = match self.source(account, budget).await? {
+        let signature_ok = match self.source(participant, account).await? {
             AccountState::Known(view) => signature_ok(&signed, view.key.as_ref()),
             AccountState::Unknown | AccountState::Forgotten => false,
         };
