@@ -43,6 +43,10 @@ pub struct GatewayArgs {
     /// Trades the ordering buffer holds; beyond it trades are refused (participants are told).
     #[arg(long, default_value_t = 1 << 20)]
     queue_len_max: usize,
+    /// Trades one participant may hold in the ordering buffer (beyond it only its trades are
+    /// refused); default: --queue-len-max divided by the number of participants.
+    #[arg(long)]
+    participant_queue_max: Option<usize>,
     /// `dbo` (delivery-clock cut), or `timer` (arrival order, a block every --timer-interval-ms:
     /// the unfair baseline, for comparisons only).
     #[arg(long, value_enum, default_value = "dbo")]
@@ -80,6 +84,12 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
     config.straggler_threshold = Duration::from_millis(args.straggler_threshold_ms);
     config.block_trades_max = args.block_trades_max;
     config.queue_len_max = args.queue_len_max;
+    if args.participant_queue_max == Some(0) {
+        return Err(anyhow::Error::msg(
+            "--participant-queue-max must be positive",
+        ));
+    }
+    config.participant_queue_max = args.participant_queue_max;
     config.cut = match args.cut {
         Cut::Dbo => CutMode::Dbo,
         Cut::Timer => CutMode::Timer {

@@ -91,6 +91,20 @@ pub fn admit(
     payments: Option<&PaymentsBridge>,
     signature_ok: impl FnOnce(&PublicKey) -> bool,
 ) -> Result<(), Rejection> {
+    admit_source(signed, source, signature_ok)?;
+    let transaction = &signed.transaction;
+    admit_payments(&transaction.operation, transaction.source, payments)
+        .map_err(Rejection::Payments)
+}
+
+/// Steps 1–4 of the rule: everything but the bridge's checks, for a caller that holds the
+/// source account's view but not the state's bridge (the fair-access gateway, which refuses
+/// before buffering what the node would refuse, and leaves step 5 to the node's block filter).
+pub fn admit_source(
+    signed: &SignedTransaction,
+    source: Option<SourceView>,
+    signature_ok: impl FnOnce(&PublicKey) -> bool,
+) -> Result<(), Rejection> {
     let transaction = &signed.transaction;
     if !well_formed(&transaction.operation) {
         return Err(Rejection::Malformed);
@@ -104,11 +118,9 @@ pub fn admit(
         return Err(Rejection::SequenceOutOfWindow { last_sequence });
     }
     match source.key {
-        Some(key) if signature_ok(&key) => {}
-        _ => return Err(Rejection::BadSignature),
+        Some(key) if signature_ok(&key) => Ok(()),
+        _ => Err(Rejection::BadSignature),
     }
-    admit_payments(&transaction.operation, transaction.source, payments)
-        .map_err(Rejection::Payments)
 }
 
 /// Step 5: the bridge's checks of a deposit or withdrawal (nothing for other operations).

@@ -17,6 +17,13 @@ pub struct GatewayMetrics {
     pub handshakes_refused_total: IntCounter,
     pub bad_signatures_total: IntCounter,
     pub unknown_sources_total: IntCounter,
+    pub duplicates_total: IntCounter,
+    pub replays_total: IntCounter,
+    pub sequence_window_total: IntCounter,
+    pub busy_total: IntCounter,
+    pub clock_ahead_total: IntCounter,
+    pub share_full_total: IntCounter,
+    pub node_retries_total: IntCounter,
     pub trades_received_total: IntCounter,
     pub heartbeats_received_total: IntCounter,
     pub blocks_sealed_total: IntCounter,
@@ -84,6 +91,39 @@ impl GatewayMetrics {
                 "walras_gateway_unknown_sources_total",
                 "Trades refused before the ordering buffer because their source account does not \
                  exist at the node's tip.",
+            )?,
+            duplicates_total: counter(
+                "walras_gateway_duplicates_total",
+                "Trades refused because a transaction with the same source and sequence number \
+                 waits for a block (the node's mempool rule).",
+            )?,
+            replays_total: counter(
+                "walras_gateway_replays_total",
+                "Trades refused because their sequence number was used by a committed \
+                 transaction (the node's admission rule: replayed).",
+            )?,
+            sequence_window_total: counter(
+                "walras_gateway_sequence_window_total",
+                "Trades refused because their sequence number is beyond the account's window \
+                 (the node's admission rule: sequence_out_of_window).",
+            )?,
+            busy_total: counter(
+                "walras_gateway_busy_total",
+                "Trades refused for now: an unknown account could not be read (node busy, or \
+                 the connection's lookup budget spent).",
+            )?,
+            clock_ahead_total: counter(
+                "walras_gateway_clock_ahead_total",
+                "Messages refused because their clock names a block above the published height.",
+            )?,
+            share_full_total: counter(
+                "walras_gateway_share_full_total",
+                "Trades refused because their participant held its share of the ordering buffer.",
+            )?,
+            node_retries_total: counter(
+                "walras_gateway_node_retries_total",
+                "Sealed batches sent to the node again after a transient refusal or failure \
+                 (429, 503, 408, timeout, connection refused).",
             )?,
             refused_messages_total: counter(
                 "walras_gateway_refused_messages_total",

@@ -1,7 +1,17 @@
 //! The gateway's end of the loopback link to a node run with `--block-source gateway`: reads
 //! the node's tip at start, then posts each sealed batch, signed, and waits for the committed
 //! block's answer ([`walras_gateway::link`]).
+//!
+//! Refusals that can pass are retried, never turned into a stop: a sealed batch is sent again
+//! after a 429 or 503 (busy), a 408 or a timeout, or a connection that failed, with a backoff
+//! doubling from [`RETRY_PAUSE_MIN`] to [`RETRY_PAUSE_MAX`] (or the node's `Retry-After`, capped
+//! the same), for as long as the refusals stay transient; each retry is logged and counted. This
+//! is safe because the node answers a batch it already committed (same height, same bytes) with
+//! the same answer. Only a refusal that cannot pass (a bad signature, a malformed or oversized
+//! batch, another height) stops the gateway. Account lookups are retried a few times, briefly:
+//! they hold one participant's uplink, and the trade can be sent again.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use walras_gateway::link::{
     seal_signing_message, GatewayStats, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER,
@@ -9,11 +19,40 @@ use walras_gateway::link::{
 
 /// A sealed block may wait for the block before it and for clearing: generous, but bounded.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(60);
-/// Network failures (not refusals) are retried this many times, this far apart.
-const RETRIES: usize = 50;
-const RETRY_PAUSE: Duration = Duration::from_millis(100);
-/// An account lookup holds one participant's uplink: short.
-const ACCOUNT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The first pause before a sealed batch is sent again; it doubles up to [`RETRY_PAUSE_MAX`].
+pub const RETRY_PAUSE_MIN: Duration = Duration::from_millis(10);
+pub const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
+/// An account lookup holds one participant's uplink: short, and tried at most this often.
+const ACCOUNT_TIMEOUT: Duration = Duration::from_secs(2);
+const ACCOUNT_ATTEMPTS: u32 = 3;
+
+/// Whether an HTTP status is a refusal that can pass (the same request may succeed later).
+pub fn transient_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 502 | 503 | 504)
+}
+
+/// The pause before retry number `attempt` (1: the first retry): doubling from
+/// [`RETRY_PAUSE_MIN`], at most [`RETRY_PAUSE_MAX`]; a `Retry-After` the node sent replaces it
+/// (capped the same).
+pub fn retry_pause(attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let doubling = RETRY_PAUSE_MIN.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+    retry_after.unwrap_or(doubling).min(RETRY_PAUSE_MAX)
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let text = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let seconds: f64 = text.trim().parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(60.0)))
+}
+
+/// What the node says of an account at its tip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccountFacts {
+    /// `None` when the stored key is not a valid Ed25519 key (nothing it signs verifies).
+    pub key: Option<walras_crypto::PublicKey>,
+    /// The highest sequence number of the account's committed transactions.
+    pub last_sequence: u64,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeLinkError {
@@ -31,12 +70,16 @@ pub enum NodeLinkError {
     BadAnswer(String),
     #[error("block {height} exceeds the link's limits")]
     TooLarge { height: u64 },
+    #[error("the node is busy ({cause}) after {attempts} attempts; send the trade again")]
+    Busy { cause: String, attempts: u32 },
 }
 
 pub struct NodeLink {
     base: String,
     client: reqwest::Client,
     key: walras_crypto::Keypair,
+    /// Sealed batches sent again after a transient refusal (`/metrics`).
+    retries: AtomicU64,
 }
 
 impl NodeLink {
@@ -56,7 +99,17 @@ impl NodeLink {
                 url: base.clone(),
                 cause: error.to_string(),
             })?;
-        Ok(NodeLink { base, client, key })
+        Ok(NodeLink {
+            base,
+            client,
+            key,
+            retries: AtomicU64::new(0),
+        })
+    }
+
+    /// Sealed batches sent again after a transient refusal, since start.
+    pub fn seal_retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
     }
 
     /// The node's current height (`GET /v1/status`).
@@ -67,15 +120,27 @@ impl NodeLink {
         Ok(status.height)
     }
 
-    /// The key of account `id` at the node's tip (`GET /v1/accounts/{id}`): `Ok(None)` when the
-    /// account does not exist (404), `Ok(Some(None))` when its stored key is not a valid Ed25519
-    /// key (nothing it signs verifies).
-    pub async fn account_key(
-        &self,
-        id: u64,
-    ) -> Result<Option<Option<walras_crypto::PublicKey>>, NodeLinkError> {
+    /// Account `id` at the node's tip (`GET /v1/accounts/{id}`): `Ok(None)` when the account
+    /// does not exist (404). A transient refusal or failure is tried again, at most
+    /// [`ACCOUNT_ATTEMPTS`] times in all, then reported as [`NodeLinkError::Busy`].
+    pub async fn account(&self, id: u64) -> Result<Option<AccountFacts>, NodeLinkError> {
         let url = format!("{}/v1/accounts/{id}", self.base);
-        let (status, body) = self.get(&url, Some(ACCOUNT_TIMEOUT)).await?;
+        let mut attempt = 0;
+        let (status, body) = loop {
+            attempt += 1;
+            let cause = match self.get(&url, Some(ACCOUNT_TIMEOUT)).await {
+                Ok((status, _)) if transient_status(status.as_u16()) => status.to_string(),
+                Ok(answer) => break answer,
+                Err(error) => error.to_string(),
+            };
+            if attempt >= ACCOUNT_ATTEMPTS {
+                return Err(NodeLinkError::Busy {
+                    cause: format!("account {id}: {cause}"),
+                    attempts: attempt,
+                });
+            }
+            tokio::time::sleep(retry_pause(attempt, None)).await;
+        };
         if status == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
         }
@@ -92,7 +157,10 @@ impl NodeLink {
             .map_err(|e| NodeLinkError::BadAnswer(format!("account {id}: {e}")))?;
         let bytes = hex::decode(&account.public_key)
             .map_err(|e| NodeLinkError::BadAnswer(format!("account {id}'s key: {e}")))?;
-        Ok(Some(walras_crypto::PublicKey::from_bytes(&bytes).ok()))
+        Ok(Some(AccountFacts {
+            key: walras_crypto::PublicKey::from_bytes(&bytes).ok(),
+            last_sequence: account.last_sequence,
+        }))
     }
 
     /// `GET url`: the status and the whole body, or `Unreachable` naming the URL.
@@ -122,6 +190,8 @@ impl NodeLink {
     }
 
     /// Sends block `height`, with the gateway's counters, and waits until the node committed it.
+    /// Transient refusals and failures are retried (see the module documentation) until the
+    /// node answers; an error means a refusal that cannot pass.
     pub async fn commit(
         &self,
         height: u64,
@@ -137,7 +207,7 @@ impl NodeLink {
         .ok_or(NodeLinkError::TooLarge { height })?;
         let signature = self.key.sign(&seal_signing_message(&body));
         let url = format!("{}/v1/gateway/seal", self.base);
-        let mut attempt = 0;
+        let mut attempt: u32 = 0;
         loop {
             attempt += 1;
             let sent = self
@@ -148,43 +218,204 @@ impl NodeLink {
                 .body(body.clone())
                 .send()
                 .await;
-            let response = match sent {
-                Ok(response) => response,
-                // Not connected: nothing reached the node, so sending again is safe. (A
-                // timeout after sending is not retried blindly: the next attempt would be
-                // refused as the wrong height if the first one committed.)
-                Err(error) if error.is_connect() && attempt < RETRIES => {
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                    continue;
+            // Every failure to get an answer may pass: the node answers a batch it already
+            // committed with the same answer, so sending it again is safe.
+            let (cause, after) = match sent {
+                Err(error) => (error.to_string(), None),
+                Ok(response) if transient_status(response.status().as_u16()) => {
+                    let after = retry_after(response.headers());
+                    let status = response.status();
+                    let text = response.text().await.unwrap_or_default();
+                    (
+                        format!("{status}: {}", text.chars().take(200).collect::<String>()),
+                        after,
+                    )
                 }
-                Err(error) => {
-                    return Err(NodeLinkError::Unreachable {
-                        url,
-                        cause: error.to_string(),
-                    })
+                Ok(response) => {
+                    let status = response.status();
+                    match response.bytes().await {
+                        Ok(bytes) => break self.answer(height, status, &bytes),
+                        Err(error) => (error.to_string(), None),
+                    }
                 }
             };
-            let status = response.status();
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|e| NodeLinkError::BadAnswer(e.to_string()))?;
-            if !status.is_success() {
-                return Err(NodeLinkError::Refused {
-                    height,
-                    status: status.as_u16(),
-                    body: String::from_utf8_lossy(&bytes).chars().take(500).collect(),
-                });
+            let pause = retry_pause(attempt, after);
+            self.retries.fetch_add(1, Ordering::Relaxed);
+            if attempt == 1 || attempt.is_power_of_two() {
+                tracing::warn!(
+                    "block {height}: the node did not take it ({cause}); attempt {attempt}, \
+                     sending it again in {pause:?}"
+                );
             }
-            let reply =
-                SealReply::decode(&bytes).map_err(|e| NodeLinkError::BadAnswer(e.to_string()))?;
-            if reply.height != height {
-                return Err(NodeLinkError::BadAnswer(format!(
-                    "asked for block {height}, the node committed {}",
-                    reply.height
-                )));
-            }
-            return Ok(reply);
+            tokio::time::sleep(pause).await;
         }
+    }
+
+    /// The node's answer to block `height`: its reply, or the refusal that cannot pass.
+    fn answer(
+        &self,
+        height: u64,
+        status: reqwest::StatusCode,
+        bytes: &[u8],
+    ) -> Result<SealReply, NodeLinkError> {
+        if !status.is_success() {
+            return Err(NodeLinkError::Refused {
+                height,
+                status: status.as_u16(),
+                body: String::from_utf8_lossy(bytes).chars().take(500).collect(),
+            });
+        }
+        let reply =
+            SealReply::decode(bytes).map_err(|e| NodeLinkError::BadAnswer(e.to_string()))?;
+        if reply.height != height {
+            return Err(NodeLinkError::BadAnswer(format!(
+                "asked for block {height}, the node committed {}",
+                reply.height
+            )));
+        }
+        Ok(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use walras_gateway::market::MarketData;
+
+    /// A stand-in node on loopback whose `POST /v1/gateway/seal` answers `refusals` (status,
+    /// body) in turn, then the committed block's reply; returns its URL and the request count.
+    async fn fake_node(refusals: Vec<(u16, &'static str)>) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = count.clone();
+        let app = axum::Router::new().route(
+            "/v1/gateway/seal",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let seen = seen.clone();
+                let refusals = refusals.clone();
+                async move {
+                    let n = seen.fetch_add(1, Ordering::SeqCst);
+                    if let Some((status, text)) = refusals.get(n) {
+                        let status = axum::http::StatusCode::from_u16(*status).unwrap();
+                        return (status, text.as_bytes().to_vec());
+                    }
+                    let batch = SealedBatch::decode(&body).unwrap();
+                    let reply = SealReply {
+                        height: batch.height,
+                        block_hash: [1; 32],
+                        state_root: [2; 32],
+                        valuations: Vec::new(),
+                        transactions: batch.transactions.len() as u32,
+                        dropped: Vec::new(),
+                        market: MarketData::default(),
+                    };
+                    (axum::http::StatusCode::OK, reply.encode().unwrap())
+                }
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, count)
+    }
+
+    fn link(url: &str) -> NodeLink {
+        NodeLink::new(url, walras_crypto::Keypair::from_seed([5; 32])).unwrap()
+    }
+
+    /// Issue 26, item 3. Trigger: the node's per-IP rate limit answered a seal with 429 (a local
+    /// client had spent the loopback address's budget); the gateway stopped with "the node
+    /// refused block N (429)". Refusals that can pass (429, 503, 408) are now sent again with
+    /// backoff until the node takes the block.
+    #[tokio::test]
+    async fn a_sealed_batch_refused_as_busy_is_sent_again_until_the_node_takes_it() {
+        let (url, count) = fake_node(vec![
+            (429, "rate_limited"),
+            (503, "busy"),
+            (408, "timeout"),
+            (429, "rate_limited"),
+        ])
+        .await;
+        let node = link(&url);
+        let started = std::time::Instant::now();
+        let reply = node
+            .commit(7, GatewayStats::default(), vec![vec![1, 2, 3]])
+            .await
+            .expect("the block is taken once the refusals pass");
+        assert_eq!((reply.height, reply.transactions), (7, 1));
+        assert_eq!(count.load(Ordering::SeqCst), 5);
+        assert_eq!(node.seal_retries(), 4);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "backoff is short"
+        );
+    }
+
+    /// A refusal that cannot pass (a bad signature: the node's 401) is not retried: it stops
+    /// the gateway with the node's words.
+    #[tokio::test]
+    async fn a_refusal_that_cannot_pass_is_reported_at_once() {
+        let (url, count) = fake_node(vec![(401, "bad_gateway_signature")]).await;
+        let error = link(&url)
+            .commit(7, GatewayStats::default(), Vec::new())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, NodeLinkError::Refused { height: 7, status: 401, ref body } if body.contains("bad_gateway_signature")),
+            "{error}"
+        );
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+    }
+
+    /// A node that is not listening yet (connection refused) is waited for.
+    #[tokio::test]
+    async fn a_node_that_is_not_listening_yet_is_waited_for() {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = probe.local_addr().unwrap();
+        drop(probe);
+        let node = link(&format!("http://{address}"));
+        let commit =
+            tokio::spawn(async move { node.commit(3, GatewayStats::default(), Vec::new()).await });
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(!commit.is_finished(), "still retrying, not stopped");
+        // The node comes up on that address.
+        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+        let app = axum::Router::new().route(
+            "/v1/gateway/seal",
+            axum::routing::post(|body: axum::body::Bytes| async move {
+                let batch = SealedBatch::decode(&body).unwrap();
+                SealReply {
+                    height: batch.height,
+                    block_hash: [0; 32],
+                    state_root: [0; 32],
+                    valuations: Vec::new(),
+                    transactions: 0,
+                    dropped: Vec::new(),
+                    market: MarketData::default(),
+                }
+                .encode()
+                .unwrap()
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let reply = tokio::time::timeout(Duration::from_secs(5), commit)
+            .await
+            .expect("taken within the backoff cap")
+            .unwrap()
+            .unwrap();
+        assert_eq!(reply.height, 3);
+    }
+
+    #[test]
+    fn the_backoff_doubles_and_is_capped() {
+        assert_eq!(retry_pause(1, None), RETRY_PAUSE_MIN);
+        assert_eq!(retry_pause(2, None), RETRY_PAUSE_MIN * 2);
+        assert_eq!(retry_pause(40, None), RETRY_PAUSE_MAX);
+        assert_eq!(
+            retry_pause(1, Some(Duration::from_secs(30))),
+            RETRY_PAUSE_MAX
+        );
+        assert!(transient_status(429) && transient_status(503) && !transient_status(409));
     }
 }

@@ -18,9 +18,9 @@ use crate::frame::{
 use crate::metrics::GatewayMetrics;
 use crate::node_link::{NodeLink, NodeLinkError};
 use crate::transport::{self, FrameReader, FrameWriter};
-use crate::verify::{Refusal, TradeChecker};
+use crate::verify::{self, AccountCache, Checked, Refusal, TradeChecker};
 use rand_core::RngCore;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -68,6 +68,10 @@ pub struct GatewayConfig {
     pub block_trades_max: usize,
     /// Trades held in the ordering buffer; beyond it trades are refused (`QueueFull`).
     pub queue_len_max: usize,
+    /// Trades one participant may hold in the ordering buffer (its share; beyond it only its
+    /// trades are refused, `ShareFull`). `None`: `queue_len_max / participants` (at least 1),
+    /// so that the shares together never exceed the buffer.
+    pub participant_queue_max: Option<usize>,
     pub cut: CutMode,
     /// A new connection must say Hello within this long.
     pub handshake_timeout: Duration,
@@ -79,6 +83,12 @@ impl GatewayConfig {
     /// Participants are numbered `0..participants()`.
     pub fn participants(&self) -> u32 {
         self.participant_keys.len() as u32
+    }
+
+    /// Each participant's share of the ordering buffer.
+    pub fn share_max(&self) -> usize {
+        self.participant_queue_max
+            .unwrap_or_else(|| (self.queue_len_max / self.participant_keys.len().max(1)).max(1))
     }
 
     pub fn new(
@@ -97,6 +107,7 @@ impl GatewayConfig {
             straggler_threshold: Duration::from_millis(500),
             block_trades_max: 50_000,
             queue_len_max: 1 << 20,
+            participant_queue_max: None,
             cut: CutMode::Dbo,
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
@@ -238,9 +249,10 @@ enum CoreInput {
         conn: u64,
         at_ns: u64,
         message: Uplink,
-        /// A trade the connection task refused (undecodable, unknown source, bad signature):
-        /// it still proves the participant's clock, but its transaction is not taken.
-        refusal: Option<Refusal>,
+        /// For a trade, the connection task's part of the check ([`TradeChecker::check`]): its
+        /// transaction decoded with the signature's verdict, or why it was refused (it still
+        /// proves the participant's clock, but its transaction is not taken).
+        trade: Option<Result<Box<Checked>, Refusal>>,
     },
     Committed(Result<SealReply, NodeLinkError>),
 }
@@ -269,7 +281,12 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
         Some(listen) => Some(bind(listen).await?),
         None => None,
     };
-    let checker = Arc::new(TradeChecker::new(node.clone()));
+    let accounts = Arc::new(AccountCache::new(
+        verify::ACCOUNTS_CACHED_MAX,
+        verify::UNKNOWN_CACHED_MAX,
+    ));
+    accounts.note_block(tip, &[], false);
+    let checker = Arc::new(TradeChecker::new(node.clone(), accounts.clone()));
     let metrics = Arc::new(
         GatewayMetrics::new().map_err(|e| GatewayNetError::Config(format!("metrics: {e}")))?,
     );
@@ -282,6 +299,9 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
         OrderingConfig {
             straggler_threshold_ns: Some(config.straggler_threshold.as_nanos() as u64),
             queue_len_max: config.queue_len_max,
+            participant_queue_max: config.share_max(),
+            // Points are block heights: nobody can have received a block above the tip.
+            clock_point_slack: Some(0),
             ..OrderingConfig::default()
         },
         0..config.participants(),
@@ -296,6 +316,8 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
         node,
         started,
         queued: BTreeMap::new(),
+        waiting: BTreeSet::new(),
+        accounts,
         arrival_order: Vec::new(),
         next_trade_id: 0,
         connections: BTreeMap::new(),
@@ -397,6 +419,34 @@ struct InFlight {
     sealed_ns: u64,
     /// (participant, seq) of each transaction, in block order.
     members: Vec<(u32, u64)>,
+    /// (source, sequence) of each transaction and whether it creates an account, in block order.
+    slots: Vec<((u64, u64), bool)>,
+}
+
+/// A trade waiting for a block.
+struct QueuedTrade {
+    participant: u32,
+    seq: u64,
+    transaction: Vec<u8>,
+    /// (source account, sequence number): one waits at a time.
+    slot: (u64, u64),
+    creates_account: bool,
+}
+
+impl QueuedTrade {
+    fn new(participant: u32, seq: u64, transaction: Vec<u8>, checked: &Checked) -> QueuedTrade {
+        let inner = &checked.signed.transaction;
+        QueuedTrade {
+            participant,
+            seq,
+            transaction,
+            slot: (inner.source.0, inner.sequence),
+            creates_account: matches!(
+                inner.operation,
+                walras_types::Operation::CreateAccount { .. }
+            ),
+        }
+    }
 }
 
 struct Core {
@@ -404,8 +454,13 @@ struct Core {
     config: GatewayConfig,
     node: Arc<NodeLink>,
     started: Instant,
-    /// Trades waiting for a block: trade id → (participant, seq, transaction bytes).
-    queued: BTreeMap<u64, (u32, u64, Vec<u8>)>,
+    /// Trades waiting for a block, by trade id.
+    queued: BTreeMap<u64, QueuedTrade>,
+    /// (source, sequence) of every trade queued or in the block on its way to the node: the
+    /// mempool's rule, one transaction per slot.
+    waiting: BTreeSet<(u64, u64)>,
+    /// Account views as of the last published block (shared with the connection tasks).
+    accounts: Arc<AccountCache>,
     /// Timer mode: trade ids in arrival order.
     arrival_order: Vec<u64>,
     next_trade_id: u64,
@@ -506,14 +561,14 @@ impl Core {
                 conn,
                 at_ns,
                 message,
-                refusal,
+                trade,
             } => {
                 let current = self
                     .connections
                     .get(&participant)
                     .is_some_and(|(c, _)| *c == conn);
                 if current {
-                    self.on_uplink(participant, at_ns, message, refusal)?;
+                    self.on_uplink(participant, at_ns, message, trade)?;
                 }
             }
             CoreInput::Committed(result) => {
@@ -536,12 +591,37 @@ impl Core {
         }
     }
 
+    /// Counts a refused trade by its code and tells its participant.
+    fn refuse_trade(&mut self, participant: u32, seq: u64, (code, text): Refusal) {
+        let counter = match code {
+            NoticeCode::BadSignature => &self.metrics.bad_signatures_total,
+            NoticeCode::UnknownSource => &self.metrics.unknown_sources_total,
+            NoticeCode::Duplicate => &self.metrics.duplicates_total,
+            NoticeCode::Replayed => &self.metrics.replays_total,
+            NoticeCode::SequenceOutOfWindow => &self.metrics.sequence_window_total,
+            NoticeCode::Busy => &self.metrics.busy_total,
+            _ => &self.metrics.refused_messages_total,
+        };
+        counter.inc();
+        self.notify(participant, Some(seq), code, text);
+    }
+
+    /// Queues an accepted trade's transaction under `trade_id` (timer mode: in arrival order).
+    fn take_trade(&mut self, trade_id: u64, trade: QueuedTrade) {
+        self.next_trade_id = self.next_trade_id.max(trade_id + 1);
+        self.waiting.insert(trade.slot);
+        self.queued.insert(trade_id, trade);
+        if let CutMode::Timer { .. } = self.config.cut {
+            self.arrival_order.push(trade_id);
+        }
+    }
+
     fn on_uplink(
         &mut self,
         participant: u32,
         at_ns: u64,
         message: Uplink,
-        refusal: Option<Refusal>,
+        trade: Option<Result<Box<Checked>, Refusal>>,
     ) -> Result<(), GatewayNetError> {
         let (seq, clock, transaction) = match message {
             Uplink::Hello { .. } => {
@@ -564,16 +644,25 @@ impl Core {
                 transaction,
             } => {
                 self.metrics.trades_received_total.inc();
-                match refusal {
-                    None => (seq, clock, Some(transaction)),
-                    Some((code, text)) => {
+                let checked = trade.unwrap_or_else(|| {
+                    Err((NoticeCode::Refused, "the trade was not checked".into()))
+                });
+                // The node's admission rule against the last published block's account view,
+                // then one transaction per (source, sequence) waiting.
+                let admitted = checked.and_then(|checked| {
+                    let source = checked.signed.transaction.source.0;
+                    let state = self.accounts.state(source);
+                    verify::admit(&checked, state, &self.waiting).map(|()| checked)
+                });
+                match admitted {
+                    Ok(checked) => (
+                        seq,
+                        clock,
+                        Some(QueuedTrade::new(participant, seq, transaction, &checked)),
+                    ),
+                    Err(refusal) => {
                         // It still proves the participant's clock: count it as a heartbeat.
-                        match code {
-                            NoticeCode::BadSignature => self.metrics.bad_signatures_total.inc(),
-                            NoticeCode::UnknownSource => self.metrics.unknown_sources_total.inc(),
-                            _ => self.metrics.refused_messages_total.inc(),
-                        }
-                        self.notify(participant, Some(seq), code, text);
+                        self.refuse_trade(participant, seq, refusal);
                         (seq, clock, None)
                     }
                 }
@@ -591,11 +680,21 @@ impl Core {
                 return Ok(());
             }
             self.last_seq.insert(participant, seq);
-            if let Some(transaction) = transaction {
-                let id = self.next_trade_id;
-                self.next_trade_id += 1;
-                self.queued.insert(id, (participant, seq, transaction));
-                self.arrival_order.push(id);
+            if let Some(trade) = transaction {
+                if self.queued.len() >= self.config.queue_len_max {
+                    self.metrics.queue_overflows_total.inc();
+                    self.notify(
+                        participant,
+                        Some(seq),
+                        NoticeCode::QueueFull,
+                        format!(
+                            "the gateway holds its limit of {} trades; send it again",
+                            self.config.queue_len_max
+                        ),
+                    );
+                } else {
+                    self.take_trade(self.next_trade_id, trade);
+                }
             }
             return Ok(());
         }
@@ -614,14 +713,51 @@ impl Core {
         match self.ordering.on_message_for_cut(at_ns, &msg) {
             Ok(events) => {
                 self.last_seq.insert(participant, seq);
-                if let Some(transaction) = transaction {
-                    self.next_trade_id += 1;
-                    self.queued
-                        .insert(trade_id, (participant, seq, transaction));
+                if let Some(trade) = transaction {
+                    self.take_trade(trade_id, trade);
                 }
                 self.on_events(events);
             }
-            Err(GatewayError::QueueFull { len_max, .. }) => {
+            Err(GatewayError::TimeWentBackwards { .. }) => {
+                // Arrival stamps are taken before the message crosses the channel, so two
+                // connections can hand them over out of order by a few microseconds: feed the
+                // core the later of the two (the message did arrive by then).
+                let now = self.now_ns();
+                return self.on_uplink_at_now(participant, now, msg, transaction);
+            }
+            Err(error) => self.refuse_message(participant, seq, error),
+        }
+        Ok(())
+    }
+
+    /// Counts a message the ordering buffer refused and tells its participant, by reason.
+    fn refuse_message(&mut self, participant: u32, seq: u64, error: GatewayError) {
+        match error {
+            GatewayError::ClockAhead { point, latest, .. } => {
+                self.metrics.clock_ahead_total.inc();
+                self.notify(
+                    participant,
+                    Some(seq),
+                    NoticeCode::ClockAhead,
+                    format!(
+                        "the clock names block {point}, but the last block published is \
+                         {latest}: refused (stamp messages with the clock of a delivered block)"
+                    ),
+                );
+            }
+            GatewayError::ShareFull { share_max, .. } => {
+                self.metrics.share_full_total.inc();
+                self.notify(
+                    participant,
+                    Some(seq),
+                    NoticeCode::ShareFull,
+                    format!(
+                        "you hold your share of {share_max} trades in the ordering buffer; send \
+                         it again once a block has taken some"
+                    ),
+                );
+            }
+            GatewayError::QueueFull { len_max, .. } => {
                 self.metrics.queue_overflows_total.inc();
                 self.notify(
                     participant,
@@ -632,14 +768,7 @@ impl Core {
                     ),
                 );
             }
-            Err(GatewayError::TimeWentBackwards { .. }) => {
-                // Arrival stamps are taken before the message crosses the channel, so two
-                // connections can hand them over out of order by a few microseconds: feed the
-                // core the later of the two (the message did arrive by then).
-                let now = self.now_ns();
-                return self.on_uplink_at_now(participant, now, msg, transaction);
-            }
-            Err(error) => {
+            error => {
                 self.metrics.refused_messages_total.inc();
                 self.notify(
                     participant,
@@ -649,7 +778,6 @@ impl Core {
                 );
             }
         }
-        Ok(())
     }
 
     fn on_uplink_at_now(
@@ -657,28 +785,17 @@ impl Core {
         participant: u32,
         now_ns: u64,
         msg: UplinkMessage,
-        transaction: Option<Vec<u8>>,
+        transaction: Option<QueuedTrade>,
     ) -> Result<(), GatewayNetError> {
         match self.ordering.on_message_for_cut(now_ns, &msg) {
             Ok(events) => {
                 self.last_seq.insert(participant, msg.seq);
-                if let (Some(transaction), UplinkKind::Trade { trade_id }) = (transaction, msg.kind)
-                {
-                    self.next_trade_id += 1;
-                    self.queued
-                        .insert(trade_id, (participant, msg.seq, transaction));
+                if let (Some(trade), UplinkKind::Trade { trade_id }) = (transaction, msg.kind) {
+                    self.take_trade(trade_id, trade);
                 }
                 self.on_events(events);
             }
-            Err(error) => {
-                self.metrics.refused_messages_total.inc();
-                self.notify(
-                    participant,
-                    Some(msg.seq),
-                    NoticeCode::Refused,
-                    error.to_string(),
-                );
-            }
+            Err(error) => self.refuse_message(participant, msg.seq, error),
         }
         Ok(())
     }
@@ -788,12 +905,15 @@ impl Core {
             }
         };
         let mut members = Vec::with_capacity(ids.len());
+        let mut slots = Vec::with_capacity(ids.len());
         let mut transactions = Vec::with_capacity(ids.len());
         let mut late_count = 0;
         for (id, late) in ids.iter().zip(late) {
-            let Some((participant, seq, transaction)) = self.queued.remove(id) else {
+            let Some(trade) = self.queued.remove(id) else {
                 continue;
             };
+            let (participant, seq, transaction) = (trade.participant, trade.seq, trade.transaction);
+            slots.push((trade.slot, trade.creates_account));
             if late {
                 late_count += 1;
                 self.metrics.late_trades_total.inc();
@@ -837,6 +957,7 @@ impl Core {
             height: n + 1,
             sealed_ns: now,
             members,
+            slots,
         });
         let node = self.node.clone();
         let inputs = self.inputs.clone();
@@ -875,6 +996,23 @@ impl Core {
             market: Arc::new(reply.market),
         };
         self.published_ns = now;
+        // The account views move with the block before anything else is checked: its accepted
+        // transactions' sequence numbers are used now, and its slots wait no more.
+        let mut accepted = Vec::with_capacity(in_flight.slots.len());
+        let mut creates_accounts = false;
+        for (index, (slot, creates)) in in_flight.slots.iter().enumerate() {
+            self.waiting.remove(slot);
+            if !dropped.contains_key(&(index as u32)) {
+                accepted.push(*slot);
+                creates_accounts |= *creates;
+            }
+        }
+        self.accounts
+            .note_block(reply.height, &accepted, creates_accounts);
+        let retries = self.node.seal_retries();
+        self.metrics
+            .node_retries_total
+            .inc_by(retries.saturating_sub(self.metrics.node_retries_total.get()));
         self.ordering.note_point_generated(reply.height, now);
         self.metrics.blocks_sealed_total.inc();
         self.metrics
@@ -1224,8 +1362,10 @@ async fn serve_connection(
                 break;
             }
         };
-        let refusal = match &message {
-            Uplink::Trade { transaction, .. } => checker.check(transaction).await.err(),
+        let trade = match &message {
+            Uplink::Trade { transaction, .. } => {
+                Some(checker.check(participant, transaction).await.map(Box::new))
+            }
             _ => None,
         };
         let input = CoreInput::Message {
@@ -1233,7 +1373,7 @@ async fn serve_connection(
             conn,
             at_ns,
             message,
-            refusal,
+            trade,
         };
         if inputs.send(input).await.is_err() {
             break;

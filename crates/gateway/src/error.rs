@@ -21,6 +21,21 @@ pub enum GatewayError {
     },
     #[error("participant {participant} sent a delivery clock older than its previous message: delivery clocks never go back")]
     ClockWentBackwards { participant: ParticipantId },
+    /// The clock names a point nobody can have been delivered yet (in cut mode: a block above
+    /// the published height): the message is refused and changes nothing.
+    #[error("participant {participant} sent a delivery clock at point {point}, but the latest point published is {latest} (slack {slack}): no participant can have received it; stamp messages with the clock of a delivered point")]
+    ClockAhead {
+        participant: ParticipantId,
+        point: u64,
+        latest: u64,
+        slack: u64,
+    },
+    /// The participant already holds its share of the ordering buffer; others are unaffected.
+    #[error("participant {participant} holds its share of {share_max} queued trades in the ordering buffer; send again once a block has taken some")]
+    ShareFull {
+        participant: ParticipantId,
+        share_max: usize,
+    },
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
     #[error("cut boundary ⟨{point}, {window_ns} ns⟩ is not after the last sealed boundary")]

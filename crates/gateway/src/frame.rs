@@ -154,6 +154,24 @@ pub enum NoticeCode {
     BadSignature = 6,
     /// The trade's source account does not exist at the node's tip: it was not taken.
     UnknownSource = 7,
+    /// The message's clock names a point (block) above the published height: impossible, so
+    /// it was not taken (nor counted as a heartbeat).
+    ClockAhead = 8,
+    /// The participant holds its share of the ordering buffer: the trade was not taken; send
+    /// it again once a block has taken some of its trades.
+    ShareFull = 9,
+    /// A transaction with the same source and sequence number waits for a block already (a
+    /// copy, or another transaction reusing the number): it was not taken.
+    Duplicate = 10,
+    /// The sequence number was used by a committed transaction (the node's `replayed`): it was
+    /// not taken.
+    Replayed = 11,
+    /// The sequence number is beyond the account's window (the node's
+    /// `sequence_out_of_window`): it was not taken.
+    SequenceOutOfWindow = 12,
+    /// The gateway could not check the trade now (the node was busy, or the connection used its
+    /// lookups of unknown accounts): it was not taken; send it again.
+    Busy = 13,
 }
 
 /// Why the gateway refused a connection (the `Refused` frame's code; the text says more).
@@ -201,6 +219,12 @@ impl NoticeCode {
             5 => NoticeCode::Rejoined,
             6 => NoticeCode::BadSignature,
             7 => NoticeCode::UnknownSource,
+            8 => NoticeCode::ClockAhead,
+            9 => NoticeCode::ShareFull,
+            10 => NoticeCode::Duplicate,
+            11 => NoticeCode::Replayed,
+            12 => NoticeCode::SequenceOutOfWindow,
+            13 => NoticeCode::Busy,
             tag => return Err(bad_tag("notice code", tag)),
         })
     }

@@ -32,6 +32,17 @@ pub struct OrderingConfig {
     pub queue_len_max: usize,
     /// Generation times remembered for round-trip estimates.
     pub points_tracked_max: usize,
+    /// Trades one participant may hold in the queue (its share; `queue_len_max` or more: no
+    /// share beyond the whole queue). Over it, that participant's trade is refused
+    /// ([`GatewayError::ShareFull`]) and nobody else's.
+    pub participant_queue_max: usize,
+    /// `Some(slack)`: a message whose clock names a point above the latest one noted
+    /// ([`OrderingBuffer::note_point_generated`]; before any, 0) plus `slack` is refused
+    /// ([`GatewayError::ClockAhead`]): no release buffer can have delivered it. In cut mode the
+    /// points are block heights and a participant can only have seen the published height, so
+    /// the gateway uses `Some(0)`. `None` (the default): not checked, for callers that do not
+    /// note every point before it can be delivered (the simulator's participants cannot lie).
+    pub clock_point_slack: Option<u64>,
 }
 
 impl Default for OrderingConfig {
@@ -40,6 +51,8 @@ impl Default for OrderingConfig {
             straggler_threshold_ns: None,
             queue_len_max: 1 << 20,
             points_tracked_max: 1 << 16,
+            participant_queue_max: usize::MAX,
+            clock_point_slack: None,
         }
     }
 }
@@ -112,6 +125,8 @@ struct ParticipantState {
     last_seq: Option<u64>,
     last_heard_ns: u64,
     straggler: bool,
+    /// Trades of this participant in the queue (bounded by `participant_queue_max`).
+    queued: usize,
 }
 
 /// Participant bookkeeping and the priority queue, shared by the single and the sharded buffer.
@@ -123,6 +138,8 @@ pub struct OrderingBuffer {
     last_forwarded: Option<OrderKey>,
     sealed_boundary: Option<DeliveryClock>,
     point_generated_ns: BTreeMap<PointId, u64>,
+    /// The highest point noted (the published height in cut mode).
+    latest_point: Option<PointId>,
     last_now_ns: u64,
 }
 
@@ -147,6 +164,7 @@ impl OrderingBuffer {
                         last_seq: None,
                         last_heard_ns: start_ns,
                         straggler: false,
+                        queued: 0,
                     },
                 )
             })
@@ -158,12 +176,15 @@ impl OrderingBuffer {
             last_forwarded: None,
             sealed_boundary: None,
             point_generated_ns: BTreeMap::new(),
+            latest_point: None,
             last_now_ns: start_ns,
         })
     }
 
-    /// The exchange generated `point` at `generated_ns` (used only for round-trip estimates).
+    /// The exchange generated `point` at `generated_ns` (used for round-trip estimates and,
+    /// under `clock_point_slack`, as the bound on the points clocks may name).
     pub fn note_point_generated(&mut self, point: PointId, generated_ns: u64) {
+        self.latest_point = self.latest_point.max(Some(point));
         self.point_generated_ns.insert(point, generated_ns);
         while self.point_generated_ns.len() > self.config.points_tracked_max {
             self.point_generated_ns.pop_first();
@@ -172,6 +193,33 @@ impl OrderingBuffer {
 
     pub fn queue_len(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Trades of `participant` in the queue (its share is `participant_queue_max`).
+    pub fn queued_by(&self, participant: ParticipantId) -> usize {
+        self.participants.get(&participant).map_or(0, |s| s.queued)
+    }
+
+    /// The keys of the queued trades, in key order (for checks of the buffer's invariants).
+    pub fn queued_keys(&self) -> impl Iterator<Item = &OrderKey> + '_ {
+        self.queue.keys()
+    }
+
+    /// Queues an accepted trade, counting it against its participant's share.
+    fn enqueue(&mut self, key: OrderKey, trade_id: u64, late: bool) {
+        if let Some(state) = self.participants.get_mut(&key.participant) {
+            state.queued += 1;
+        }
+        self.queue.insert(key, (trade_id, late));
+    }
+
+    /// Takes a trade out of the queue, giving its place back to its participant's share.
+    fn dequeue(&mut self, key: &OrderKey) -> Option<(u64, bool)> {
+        let removed = self.queue.remove(key)?;
+        if let Some(state) = self.participants.get_mut(&key.participant) {
+            state.queued = state.queued.saturating_sub(1);
+        }
+        Some(removed)
     }
 
     pub fn is_straggler(&self, participant: ParticipantId) -> bool {
@@ -208,7 +256,9 @@ impl OrderingBuffer {
                 last_forwarded: self.last_forwarded,
                 now_ns,
             };
-            late.queue_or_forward(&mut self.queue, key, trade_id, &mut events);
+            if late.forward_if_late(key, trade_id, &mut events) {
+                self.enqueue(key, trade_id, false);
+            }
         }
         self.forward_ready(now_ns, &mut events);
         Ok(events)
@@ -231,7 +281,7 @@ impl OrderingBuffer {
         let mut events = Vec::new();
         if let Some((key, trade_id)) = self.accept(now_ns, msg, 0, &mut events)? {
             let late = self.sealed_boundary.is_some_and(|b| key.clock < b);
-            self.queue.insert(key, (trade_id, late));
+            self.enqueue(key, trade_id, late);
         }
         Ok(events)
     }
@@ -257,7 +307,7 @@ impl OrderingBuffer {
             .map(|(k, _)| *k)
             .collect();
         let sealed = take_sealed(&below, block_trades_max, now_ns, |key| {
-            let (trade_id, late) = self.queue.remove(key)?;
+            let (trade_id, late) = self.dequeue(key)?;
             Some((*key, trade_id, late))
         });
         self.sealed_boundary = Some(boundary);
@@ -306,7 +356,24 @@ impl OrderingBuffer {
                 participant: msg.participant,
             });
         }
+        if let Some(slack) = self.config.clock_point_slack {
+            let latest = self.latest_point.unwrap_or(0);
+            if msg.clock.point > latest.saturating_add(slack) {
+                return Err(GatewayError::ClockAhead {
+                    participant: msg.participant,
+                    point: msg.clock.point,
+                    latest,
+                    slack,
+                });
+            }
+        }
         let is_trade = matches!(msg.kind, UplinkKind::Trade { .. });
+        if is_trade && state.queued >= self.config.participant_queue_max {
+            return Err(GatewayError::ShareFull {
+                participant: msg.participant,
+                share_max: self.config.participant_queue_max,
+            });
+        }
         if is_trade && self.queue.len() + queued_elsewhere >= self.config.queue_len_max {
             return Err(GatewayError::QueueFull {
                 queue: "ordering buffer",
@@ -390,12 +457,13 @@ impl OrderingBuffer {
     /// Remove and return, in key order, the queued trades the current horizon admits.
     fn take_admitted(&mut self, horizon: Horizon) -> Vec<(OrderKey, u64)> {
         let mut out = Vec::new();
-        while let Some(entry) = self.queue.first_entry() {
-            if !horizon.admits(entry.key()) {
+        while let Some(&key) = self.queue.keys().next() {
+            if !horizon.admits(&key) {
                 break;
             }
-            let (key, (trade_id, _)) = entry.remove_entry();
-            out.push((key, trade_id));
+            if let Some((trade_id, _)) = self.dequeue(&key) {
+                out.push((key, trade_id));
+            }
         }
         out
     }
@@ -502,7 +570,9 @@ impl ShardedOrderingBuffer {
                 last_forwarded: self.last_forwarded,
                 now_ns,
             };
-            late.queue_or_forward(&mut shard.queue, key, trade_id, &mut events);
+            if late.forward_if_late(key, trade_id, &mut events) {
+                shard.enqueue(key, trade_id, false);
+            }
         }
         self.merge(now_ns, &mut events);
         Ok(events)
@@ -550,7 +620,7 @@ impl ShardedOrderingBuffer {
         let shard = &mut self.shards[s];
         if let Some((key, trade_id)) = shard.accept(now_ns, msg, elsewhere, &mut events)? {
             let late = self.sealed_boundary.is_some_and(|b| key.clock < b);
-            shard.queue.insert(key, (trade_id, late));
+            shard.enqueue(key, trade_id, late);
         }
         self.last_now_ns = now_ns;
         Ok(events)
@@ -589,7 +659,7 @@ impl ShardedOrderingBuffer {
         }
         below.sort_unstable();
         let sealed = take_sealed(&below, block_trades_max, now_ns, |(key, s)| {
-            let (trade_id, late) = self.shards[*s].queue.remove(key)?;
+            let (trade_id, late) = self.shards[*s].dequeue(key)?;
             Some((*key, trade_id, late))
         });
         self.sealed_boundary = Some(boundary);
@@ -626,20 +696,21 @@ impl ShardedOrderingBuffer {
 }
 
 /// Where an accepted trade goes: a trade below the last forwarded key is forwarded at once,
-/// flagged late (never silently reordered); any other waits in `queue` for its turn.
+/// flagged late (never silently reordered); any other waits in the queue for its turn.
 struct LateCheck {
     last_forwarded: Option<OrderKey>,
     now_ns: u64,
 }
 
 impl LateCheck {
-    fn queue_or_forward(
+    /// Forwards the trade, flagged late, if it is below the last forwarded key; otherwise
+    /// returns `true`: the caller queues it.
+    fn forward_if_late(
         &self,
-        queue: &mut BTreeMap<OrderKey, (u64, bool)>,
         key: OrderKey,
         trade_id: u64,
         events: &mut Vec<OrderingEvent>,
-    ) {
+    ) -> bool {
         if self.last_forwarded.is_some_and(|forwarded| key < forwarded) {
             events.push(OrderingEvent::Forward(ForwardedTrade {
                 key,
@@ -647,8 +718,9 @@ impl LateCheck {
                 late: true,
                 forwarded_ns: self.now_ns,
             }));
+            false
         } else {
-            queue.insert(key, (trade_id, false));
+            true
         }
     }
 }

@@ -266,3 +266,94 @@ fn a_trade_below_a_sealed_boundary_is_flagged_late_in_the_next_block() {
         Err(GatewayError::CutNotAdvancing { .. })
     ));
 }
+
+/// Issue 26, item 4. Trigger: one participant sends trades stamped with clock point 10^15
+/// while the published height is 3; before the fix each was queued (1,050,000 copies filled the
+/// shared buffer with trades that could never seal). Now a clock naming a point above the
+/// published height is refused with a typed reason and changes nothing.
+#[test]
+fn a_trade_stamped_beyond_the_published_height_is_refused_and_changes_nothing() {
+    let config = OrderingConfig {
+        clock_point_slack: Some(0),
+        ..OrderingConfig::default()
+    };
+    let mut ob = OrderingBuffer::new(config, 0..2, 0).unwrap();
+    ob.note_point_generated(3, 0);
+    let err = ob
+        .on_message_for_cut(10, &msg(0, 0, 1_000_000_000_000_000, 0, Some(1)))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        GatewayError::ClockAhead {
+            participant: 0,
+            point: 1_000_000_000_000_000,
+            latest: 3,
+            slack: 0
+        }
+    );
+    assert_eq!(ob.queue_len(), 0);
+    assert_eq!(ob.watermark(0), None, "the refused message moved nothing");
+    // A heartbeat just as impossible is refused too; one at the published height is taken.
+    assert!(matches!(
+        ob.on_message_for_cut(11, &msg(0, 1, 4, 0, None)),
+        Err(GatewayError::ClockAhead { point: 4, .. })
+    ));
+    ob.on_message_for_cut(12, &msg(0, 2, 3, 5, Some(2)))
+        .unwrap();
+    assert_eq!(ob.queue_len(), 1);
+    // Once block 4 is published, point 4 is possible.
+    ob.note_point_generated(4, 100);
+    ob.on_message_for_cut(13, &msg(0, 3, 4, 0, None)).unwrap();
+}
+
+/// Issue 26, item 4. Trigger: one participant sends more trades than the buffer holds; before
+/// the fix it took every place (limit 1,048,576) and everyone else got `QueueFull`. Now each
+/// participant has a share: over it, only that participant is refused (`ShareFull`).
+#[test]
+fn one_participant_filling_its_share_leaves_room_for_everyone_else() {
+    let config = OrderingConfig {
+        queue_len_max: 8,
+        participant_queue_max: 4,
+        clock_point_slack: Some(0),
+        ..OrderingConfig::default()
+    };
+    let mut ob = OrderingBuffer::new(config, 0..2, 0).unwrap();
+    ob.note_point_generated(1, 0);
+    for seq in 0..4 {
+        ob.on_message_for_cut(seq + 1, &msg(0, seq, 1, seq, Some(seq)))
+            .unwrap();
+    }
+    let err = ob
+        .on_message_for_cut(10, &msg(0, 4, 1, 10, Some(4)))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        GatewayError::ShareFull {
+            participant: 0,
+            share_max: 4
+        }
+    );
+    assert_eq!(ob.queued_by(0), 4);
+    for seq in 0..4 {
+        ob.on_message_for_cut(20 + seq, &msg(1, seq, 1, seq, Some(100 + seq)))
+            .unwrap();
+    }
+    assert_eq!(ob.queued_by(1), 4);
+    // A seal gives the places back: participant 0 may queue again.
+    ob.on_message_for_cut(30, &msg(0, 5, 2, 0, None))
+        .unwrap_err();
+    ob.note_point_generated(2, 25);
+    ob.on_message_for_cut(31, &msg(0, 5, 2, 0, None)).unwrap();
+    ob.on_message_for_cut(32, &msg(1, 4, 2, 0, None)).unwrap();
+    assert!(matches!(
+        ob.seal(33, 1, 1_000, 100).unwrap(),
+        SealOutcome::Sealed { ref trades, .. } if trades.len() == 8
+    ));
+    assert_eq!(
+        (ob.queued_by(0), ob.queued_by(1), ob.queue_len()),
+        (0, 0, 0)
+    );
+    ob.on_message_for_cut(34, &msg(0, 6, 2, 1, Some(5)))
+        .unwrap();
+    assert_eq!(ob.queued_by(0), 1);
+}

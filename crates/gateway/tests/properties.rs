@@ -460,3 +460,102 @@ fn with_pacing_off_a_counter_example_to_lrtf_is_found() {
     }
     assert!(found > 0, "no counter-example found with pacing off");
 }
+
+/// One step of a hostile participant mix in cut mode: a message from participant `p` with
+/// `point` (possibly beyond the published height), or a seal, or a publication.
+#[derive(Clone, Debug)]
+enum HostileStep {
+    Message {
+        p: u32,
+        trade: bool,
+        point_ahead: u64,
+        elapsed: u64,
+    },
+    Seal {
+        block_trades_max: usize,
+    },
+    Publish,
+}
+
+fn hostile_steps() -> impl Strategy<Value = Vec<HostileStep>> {
+    let step = prop_oneof![
+        8 => (0u32..4, any::<bool>(), prop_oneof![4 => Just(0u64), 1 => 0u64..3, 1 => Just(1u64 << 50)], 0u64..2_000)
+            .prop_map(|(p, trade, point_ahead, elapsed)| HostileStep::Message { p, trade, point_ahead, elapsed }),
+        1 => (1usize..6).prop_map(|block_trades_max| HostileStep::Seal { block_trades_max }),
+        1 => Just(HostileStep::Publish),
+    ];
+    prop::collection::vec(step, 1..300)
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Issue 26, item 4: whatever participants send (clocks far beyond the published height,
+    /// floods), no participant ever holds more than its share, the shares add up to the queue,
+    /// and no queued trade carries a clock above the published height (so each can seal).
+    #[test]
+    fn no_participant_exceeds_its_share_and_no_impossible_clock_is_buffered(steps in hostile_steps(), share in 1usize..6) {
+        let config = OrderingConfig {
+            queue_len_max: 12,
+            participant_queue_max: share,
+            clock_point_slack: Some(0),
+            straggler_threshold_ns: Some(5_000),
+            ..OrderingConfig::default()
+        };
+        let mut ob = OrderingBuffer::new(config, 0..4, 0).unwrap();
+        let mut height = 1u64;
+        ob.note_point_generated(height, 0);
+        let mut now = 0u64;
+        let mut seqs = [0u64; 4];
+        let mut clocks = [DeliveryClock::default(); 4];
+        let mut next_trade = 0u64;
+        let mut window = 0u64;
+        for step in steps {
+            now += 100;
+            match step {
+                HostileStep::Message { p, trade, point_ahead, elapsed } => {
+                    let clock = DeliveryClock::new(height.saturating_add(point_ahead), elapsed)
+                        .max(clocks[p as usize]);
+                    let kind = if trade { next_trade += 1; UplinkKind::Trade { trade_id: next_trade } } else { UplinkKind::Heartbeat };
+                    let m = UplinkMessage { participant: p, seq: seqs[p as usize], clock, sent_ns: 0, kind };
+                    let before = ob.queue_len();
+                    match ob.on_message_for_cut(now, &m) {
+                        Ok(_) => {
+                            seqs[p as usize] += 1;
+                            clocks[p as usize] = clock;
+                            prop_assert!(clock.point <= height);
+                        }
+                        Err(walras_gateway::GatewayError::ClockAhead { .. }) => {
+                            prop_assert!(clock.point > height);
+                            prop_assert_eq!(ob.queue_len(), before);
+                        }
+                        Err(walras_gateway::GatewayError::ShareFull { participant, .. }) => {
+                            prop_assert_eq!(participant, p);
+                            prop_assert_eq!(ob.queued_by(p), share);
+                        }
+                        Err(walras_gateway::GatewayError::QueueFull { .. }) => {
+                            prop_assert_eq!(ob.queue_len(), 12);
+                        }
+                        Err(other) => prop_assert!(false, "unexpected refusal {other}"),
+                    }
+                }
+                HostileStep::Seal { block_trades_max } => {
+                    window += 1;
+                    let _ = ob.seal(now, height, window, block_trades_max).unwrap();
+                }
+                HostileStep::Publish => {
+                    height += 1;
+                    window = 0;
+                    ob.note_point_generated(height, now);
+                }
+            }
+            let mut total = 0;
+            for p in 0..4 {
+                prop_assert!(ob.queued_by(p) <= share, "participant {} holds {} > {}", p, ob.queued_by(p), share);
+                total += ob.queued_by(p);
+            }
+            prop_assert_eq!(total, ob.queue_len());
+            prop_assert!(ob.queued_keys().all(|k| k.clock.point <= height));
+        }
+    }
+}

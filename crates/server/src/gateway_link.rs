@@ -51,6 +51,8 @@ pub struct GatewayLinkConfig {
 /// A batch for the producer and where its answer goes.
 pub(crate) struct SealJob {
     pub(crate) height: u64,
+    /// The hash of the request body: a batch sent again after a lost answer is recognised.
+    pub(crate) digest: [u8; 32],
     pub(crate) transactions: Vec<SignedTransaction>,
     pub(crate) reply: tokio::sync::oneshot::Sender<Result<SealReply, Failure>>,
 }

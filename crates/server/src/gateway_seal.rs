@@ -3,13 +3,19 @@
 //! of submissions. The link's own state, limits and the participant-path rule are in
 //! [`crate::gateway_link`], which the node's shared state holds (so that module does not depend
 //! on this one's user, the node).
+//!
+//! The link is not a client: a seal whose signature verifies ([`authenticate_link`], before
+//! the per-client rate limit) is never rate limited, so no burst of other requests from the
+//! loopback address can make the node refuse a block. A batch sent again after its answer was
+//! lost (the gateway retries timeouts and busy answers) gets the same answer again.
 
 use super::failure::Failure;
 use super::gateway_link::{gateway_only, market_data, SealJob, SEAL_BODY_MAX_BYTES};
 use super::node::{produce_block, ProducerConfig, ProducerError, Shared};
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use std::net::SocketAddr;
@@ -72,12 +78,66 @@ pub async fn status(State(shared): State<Arc<Shared>>) -> Json<GatewayStatusJson
     })
 }
 
+/// Marks a seal request whose gateway signature verified ([`authenticate_link`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LinkAuthenticated;
+
+/// The path of the gateway link's seal.
+const SEAL_PATH: &str = "/v1/gateway/seal";
+
+/// Middleware in front of the per-client rate limit: a `POST /v1/gateway/seal` from a loopback
+/// peer, in gateway mode, whose signature header verifies over its body under the gateway key
+/// is marked [`LinkAuthenticated`] (the rate limit lets it through, the handler does not
+/// verify it again). Anything else passes unmarked and is limited as a client's request.
+pub(super) async fn authenticate_link(
+    State(shared): State<Arc<Shared>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(link) = &shared.gateway else {
+        return next.run(request).await;
+    };
+    let candidate = request.method() == Method::POST
+        && request.uri().path() == SEAL_PATH
+        && request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .is_some_and(|info| info.0.ip().is_loopback());
+    let signature = request
+        .headers()
+        .get(SEAL_SIGNATURE_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse::<Signature>().ok());
+    let (true, Some(signature)) = (candidate, signature) else {
+        return next.run(request).await;
+    };
+    let (mut parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, SEAL_BODY_MAX_BYTES).await else {
+        return too_large().into_response();
+    };
+    if walras_crypto::verify(&link.key, &seal_signing_message(&body), &signature).is_ok() {
+        parts.extensions.insert(LinkAuthenticated);
+    }
+    next.run(Request::from_parts(parts, Body::from(body))).await
+}
+
+fn too_large() -> Failure {
+    Failure::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+        format!("a sealed batch is at most {SEAL_BODY_MAX_BYTES} bytes"),
+    )
+}
+
 /// The producer in gateway mode: one block per sealed batch, until shutdown.
 pub(super) fn run_gateway_producer(
     shared: &Shared,
     config: &ProducerConfig,
     jobs: &Receiver<SealJob>,
 ) -> Result<(), ProducerError> {
+    // The last block's batch digest and answer: the same batch sent again (its answer was
+    // lost to a timeout) is answered again, not refused as the wrong height.
+    let mut last: Option<(u64, [u8; 32], SealReply)> = None;
     loop {
         if shared.is_shutting_down() {
             return Ok(());
@@ -88,6 +148,13 @@ pub(super) fn run_gateway_producer(
             Err(RecvTimeoutError::Disconnected) => return Ok(()),
         };
         let expected = shared.tip().height + 1;
+        if let Some((_, _, reply)) = last
+            .as_ref()
+            .filter(|(height, digest, _)| *height == job.height && *digest == job.digest)
+        {
+            let _ = job.reply.send(Ok(reply.clone()));
+            continue;
+        }
         if job.height != expected {
             let _ = job.reply.send(Err(Failure::new(
                 StatusCode::CONFLICT,
@@ -139,6 +206,7 @@ pub(super) fn run_gateway_producer(
                 .collect(),
             market,
         };
+        last = Some((job.height, job.digest, reply.clone()));
         let _ = job.reply.send(Ok(reply));
     }
 }
@@ -189,6 +257,7 @@ async fn seal_inner(shared: &Shared, request: Request) -> Result<Vec<u8>, Failur
             "the gateway link is served to loopback peers only: run the gateway on this host",
         ));
     }
+    let verified = request.extensions().get::<LinkAuthenticated>().is_some();
     let signature = request
         .headers()
         .get(SEAL_SIGNATURE_HEADER)
@@ -196,16 +265,11 @@ async fn seal_inner(shared: &Shared, request: Request) -> Result<Vec<u8>, Failur
         .and_then(|text| text.parse::<Signature>().ok());
     let body: Bytes = axum::body::to_bytes(request.into_body(), SEAL_BODY_MAX_BYTES)
         .await
-        .map_err(|_| {
-            Failure::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!("a sealed batch is at most {SEAL_BODY_MAX_BYTES} bytes"),
-            )
-        })?;
-    let authentic = signature.is_some_and(|signature| {
-        walras_crypto::verify(&link.key, &seal_signing_message(&body), &signature).is_ok()
-    });
+        .map_err(|_| too_large())?;
+    let authentic = verified
+        || signature.is_some_and(|signature| {
+            walras_crypto::verify(&link.key, &seal_signing_message(&body), &signature).is_ok()
+        });
     if !authentic {
         return Err(Failure::new(
             StatusCode::UNAUTHORIZED,
@@ -230,6 +294,7 @@ async fn seal_inner(shared: &Shared, request: Request) -> Result<Vec<u8>, Failur
     let (reply, answer) = tokio::sync::oneshot::channel();
     let job = SealJob {
         height: batch.height,
+        digest: *walras_crypto::hash(&body).as_bytes(),
         transactions,
         reply,
     };

@@ -851,6 +851,10 @@ pub fn router(
             count_responses,
         ))
         .layer(middleware::from_fn_with_state(limiter, rate_limit))
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            gateway_seal::authenticate_link,
+        ))
         // Every answer, errors and refusals included, is what its content type says: a
         // browser must never sniff an error body that echoes client input into a script.
         .layer(SetResponseHeaderLayer::overriding(
@@ -885,6 +889,14 @@ async fn rate_limit(
     let Some(limiter) = limiter else {
         return next.run(request).await;
     };
+    // The gateway's authenticated link is not a client (issue 26): never rate limited.
+    if request
+        .extensions()
+        .get::<gateway_seal::LinkAuthenticated>()
+        .is_some()
+    {
+        return next.run(request).await;
+    }
     let client = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
