@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use walras_client::NodeApi;
 
 use walras_client::{keyfile, NodeClient};
-use walras_crypto::Keypair;
+use walras_crypto::{Keypair, PublicKey};
 use walras_engine::bridge::deposit_output;
 use walras_payments::bls::aggregate_certificate;
 use walras_payments::{withdrawal_owner, Certificate, ChainId};
@@ -222,19 +222,17 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         CommitteeFile::load(&pay.join("committee.json")).expect("committee.json");
     let committee_path = pay.join("committee.json");
     let wallet_path = |index: usize| pay.join("wallets").join(format!("wallet{index}.json"));
-    let wallets: Vec<Wallet> = (0..3)
-        .map(|index| Wallet::load(&wallet_path(index), &committee.committee).expect("wallet"))
+    // Keys only: a loaded wallet holds its lock, and the `walras payments` commands below need
+    // these wallets.
+    let wallet_keys: Vec<PublicKey> = (0..3)
+        .map(|index| Wallet::read_key(&wallet_path(index)).expect("wallet"))
         .collect();
 
     // The exchange: account 1 is a plain trader, accounts 2 and 3 hold the wallets' keys.
     let trader = Keypair::from_seed([0x31; 32]);
     let trader_key = dir.path().join("trader.key");
     keyfile::write(&trader_key, &[0x31; 32]).expect("key file");
-    let keys = [
-        trader.public_key(),
-        wallets[0].public_key(),
-        wallets[1].public_key(),
-    ];
+    let keys = [trader.public_key(), wallet_keys[0], wallet_keys[1]];
     let epoch = committee.committee.epoch.0;
     // The exchange genesis without a committee; `walras payments exchange-genesis` adds the
     // payments section from committee.json (keys and proofs of possession, checked).
@@ -364,7 +362,7 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
         Operation::DepositToPayments {
             asset: AssetId(PAY_ASSET),
             amount: 50,
-            owner: *wallets[2].public_key().as_bytes(),
+            owner: *wallet_keys[2].as_bytes(),
         },
     );
     let mut wallet2 = Wallet::load(&wallet_path(2), &committee.committee).expect("wallet");
@@ -447,8 +445,9 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
     ok(pay_from(0, 1, "300"), "pay 300 of the deposit");
     ok(pay_from(1, 0, "100"), "pay 100 back");
 
-    let wallet0 = Wallet::load(&wallet_path(0), &committee.committee).expect("wallet");
-    let coin = wallet0
+    // Released before `walras payments withdraw` takes the wallet.
+    let coin = Wallet::load(&wallet_path(0), &committee.committee)
+        .expect("wallet")
         .client()
         .coins()
         .into_iter()

@@ -371,16 +371,18 @@ mod tests {
     /// A node that is not listening yet (connection refused) is waited for.
     #[tokio::test]
     async fn a_node_that_is_not_listening_yet_is_waited_for() {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = probe.local_addr().unwrap();
-        drop(probe);
+        // Bound but not listening: connections are refused, and no other process can take
+        // the port before the node listens on it (a released port could be).
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let address = socket.local_addr().unwrap();
         let node = link(&format!("http://{address}"));
         let commit =
             tokio::spawn(async move { node.commit(3, GatewayStats::default(), Vec::new()).await });
         tokio::time::sleep(Duration::from_millis(150)).await;
         assert!(!commit.is_finished(), "still retrying, not stopped");
         // The node comes up on that address.
-        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+        let listener = socket.listen(1024).unwrap();
         let app = axum::Router::new().route(
             "/v1/gateway/seal",
             axum::routing::post(|body: axum::body::Bytes| async move {
