@@ -1212,3 +1212,70 @@ async fn node_height(url: &str) -> u64 {
         .unwrap();
     json["height"].as_u64().unwrap()
 }
+
+/// Trigger: the node committed a sealed batch and was killed before its answer reached the
+/// gateway; restarted, it refused the same batch sent again as `409 wrong_height` (its memory
+/// of the last answer died with the process), and the gateway stopped. Now the answer is
+/// rebuilt from the store, byte for byte the one the first node gave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_after_committing_a_batch_answers_it_again_after_restart() {
+    let dir = TempDir::new("gateway-restart");
+    let body = walras_gateway::link::SealedBatch {
+        height: 1,
+        stats: walras_gateway::link::GatewayStats::default(),
+        transactions: vec![payment(1, 1, 2, 0, 1).encode()],
+    }
+    .encode()
+    .unwrap();
+    let signature = gateway_key().sign(&walras_gateway::link::seal_signing_message(&body));
+    let post = |url: String| {
+        let body = body.clone();
+        async move {
+            let response = reqwest::Client::new()
+                .post(format!("{url}/v1/gateway/seal"))
+                .header(
+                    walras_gateway::link::SEAL_SIGNATURE_HEADER,
+                    signature.to_string(),
+                )
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (status, response.bytes().await.unwrap().to_vec())
+        }
+    };
+    let node = start_node(dir.path());
+    let (status, first) = post(node.url.clone()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&first));
+    node.sigkill();
+    let node = start_node(dir.path());
+    let (status, again) = post(node.url.clone()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&again));
+    assert_eq!(again, first, "the same answer, rebuilt from the store");
+    assert_eq!(node_height(&node.url).await, 1, "no second block");
+    let other = walras_gateway::link::SealedBatch {
+        height: 1,
+        stats: walras_gateway::link::GatewayStats::default(),
+        transactions: vec![payment(1, 2, 2, 0, 1).encode()],
+    }
+    .encode()
+    .unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/gateway/seal", node.url))
+        .header(
+            walras_gateway::link::SEAL_SIGNATURE_HEADER,
+            gateway_key()
+                .sign(&walras_gateway::link::seal_signing_message(&other))
+                .to_string(),
+        )
+        .body(other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        409,
+        "another batch for a committed height is still refused"
+    );
+}

@@ -155,6 +155,15 @@ pub(super) fn run_gateway_producer(
             let _ = job.reply.send(Ok(reply.clone()));
             continue;
         }
+        // A node restarted after committing this batch (its answer lost with the process):
+        // the block at the tip is that batch's, so its answer is rebuilt from the store.
+        if last.is_none() && job.height + 1 == expected {
+            if let Some(reply) = stored_reply(shared, &job)? {
+                last = Some((job.height, job.digest, reply.clone()));
+                let _ = job.reply.send(Ok(reply));
+                continue;
+            }
+        }
         if job.height != expected {
             let _ = job.reply.send(Err(Failure::new(
                 StatusCode::CONFLICT,
@@ -186,29 +195,66 @@ pub(super) fn run_gateway_producer(
             .collect();
         // A failure here stops the node (as in timer mode); the gateway sees its request fail.
         let outcome = produce_block(shared, config, batch)?;
-        let header = &outcome.header;
-        let market = {
-            // The block is committed and nothing else writes in gateway mode: the books read
-            // here are the books at this height.
-            let state = shared.state.blocking_read();
-            market_data(&state, header)
-        };
-        let reply = SealReply {
-            height: header.height,
-            block_hash: *header.hash().as_bytes(),
-            state_root: *header.state_root.as_bytes(),
-            valuations: header.valuations.clone(),
-            transactions: outcome.accepted as u32 + outcome.dropped.len() as u32,
-            dropped: outcome
-                .dropped
-                .iter()
-                .map(|(index, reason)| (*index, reason.name().to_string()))
-                .collect(),
-            market,
-        };
+        let dropped: Vec<(u32, String)> = outcome
+            .dropped
+            .iter()
+            .map(|(index, reason)| (*index, reason.name().to_string()))
+            .collect();
+        let transactions = outcome.accepted + outcome.dropped.len();
+        let reply = committed_reply(shared, &outcome.header, transactions, dropped);
         last = Some((job.height, job.digest, reply.clone()));
         let _ = job.reply.send(Ok(reply));
     }
+}
+
+/// The answer for the committed block `header` (the tip): in gateway mode nothing else writes,
+/// so the books read now are the books at this height.
+fn committed_reply(
+    shared: &Shared,
+    header: &walras_engine::block::BlockHeader,
+    transactions: usize,
+    dropped: Vec<(u32, String)>,
+) -> SealReply {
+    let market = {
+        let state = shared.state.blocking_read();
+        market_data(&state, header)
+    };
+    SealReply {
+        height: header.height,
+        block_hash: *header.hash().as_bytes(),
+        state_root: *header.state_root.as_bytes(),
+        valuations: header.valuations.clone(),
+        transactions: transactions as u32,
+        dropped,
+        market,
+    }
+}
+
+/// The answer to `job` rebuilt from the store, when the tip block holds exactly `job`'s
+/// transactions (the batch was committed, then the node stopped before answering); `None`
+/// otherwise.
+fn stored_reply(shared: &Shared, job: &SealJob) -> Result<Option<SealReply>, ProducerError> {
+    let height = job.height;
+    let Some(block) = shared.store.block(height).map_err(ProducerError::Store)? else {
+        return Ok(None);
+    };
+    if block.transactions != job.transactions {
+        return Ok(None);
+    }
+    let dropped = shared
+        .store
+        .dropped(height)
+        .map_err(ProducerError::Store)?
+        .unwrap_or_default()
+        .iter()
+        .map(|(index, reason)| (*index, reason.name().to_string()))
+        .collect();
+    Ok(Some(committed_reply(
+        shared,
+        &block.header,
+        block.transactions.len(),
+        dropped,
+    )))
 }
 
 /// `POST /v1/gateway/seal`: a sealed batch from the gateway (loopback, signed, next height).
