@@ -495,6 +495,87 @@ fn a_payment_resent_after_a_restart_from_the_directory_reaches_its_payee() {
     assert!(balance(0).contains("pending 0 stuck 0 undelivered 0"));
 }
 
+/// A payment resent by a `pay` to another payee certifies for its own payee, whose wallet that
+/// command does not know: the payer keeps the certificate (printed, listed as undelivered) and
+/// `walras payments deliver` hands it over without paying anything.
+#[test]
+fn a_certificate_kept_for_another_payee_is_handed_over_by_deliver() {
+    let temp = TempDir::new("pay-deliver");
+    let dir = temp.path().join("net");
+    let _net = localnet_up(&dir, &["--wallets", "3", "--coins", "2", "--amount", "10"]);
+    let committee = dir.join("committee.json");
+    let wallet = |index: usize| dir.join("wallets").join(format!("wallet{index}.json"));
+    let pay = |to: usize, amount: &str| {
+        walras(&[
+            "payments",
+            "pay",
+            "--wallet",
+            text(&wallet(0)),
+            "--committee",
+            text(&committee),
+            "--to",
+            text(&wallet(to)),
+            "--amount",
+            amount,
+        ])
+    };
+    let deliver = || {
+        cli(&[
+            "payments",
+            "deliver",
+            "--wallet",
+            text(&wallet(0)),
+            "--committee",
+            text(&committee),
+            "--to",
+            text(&wallet(1)),
+        ])
+    };
+    assert!(deliver().contains("nothing delivered"), "{}", deliver());
+    kill9(&dir.join("validator0/pid"));
+    kill9(&dir.join("validator1/pid"));
+    assert!(!pay(1, "5").status.success(), "no quorum: left pending");
+    let restart = walras(&["payments", "localnet", "--dir", text(&dir)]);
+    assert!(
+        restart.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restart.stderr)
+    );
+    let paid = pay(2, "1");
+    let out = String::from_utf8_lossy(&paid.stdout).into_owned();
+    assert!(
+        paid.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&paid.stderr)
+    );
+    assert!(out.contains("delivered 1 to"), "{out}");
+    assert!(
+        out.contains("keeps it until"),
+        "the resent 5 is kept: {out}"
+    );
+    let balance = |index: usize| {
+        cli(&[
+            "payments",
+            "balance",
+            "--wallet",
+            text(&wallet(index)),
+            "--committee",
+            text(&committee),
+        ])
+    };
+    assert!(balance(0).contains("undelivered 1"), "{}", balance(0));
+    let delivered = deliver();
+    assert!(delivered.contains("delivered 5 to"), "{delivered}");
+    assert!(balance(0).contains("asset 0 balance 14"), "{}", balance(0));
+    assert!(balance(0).contains("undelivered 0"), "{}", balance(0));
+    assert!(balance(1).contains("asset 0 balance 25"), "{}", balance(1));
+    assert!(balance(2).contains("asset 0 balance 21"), "{}", balance(2));
+    assert!(
+        deliver().contains("nothing delivered"),
+        "delivered once only"
+    );
+}
+
 /// Trigger (issue 26 item 2): three `walras payments pay` processes at once, two from one payer
 /// and one from another, all into one payee wallet, three rounds. Every command succeeds
 /// (the later ones wait for the wallet lock), the payee holds every amount and the payers

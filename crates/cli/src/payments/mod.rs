@@ -41,6 +41,9 @@ pub enum PaymentsCommand {
     Pay(PayArgs),
     /// Verify a certificate paid to a wallet and keep the coin.
     Receive(ReceiveArgs),
+    /// Hand the certificates a wallet keeps for another payee (payments certified when resent)
+    /// into that payee's wallet file, without paying anything.
+    Deliver(DeliverArgs),
     /// A wallet's balances, coins, pending payments and stuck inputs.
     Balance(WalletArgs),
     /// A wallet's sent and received payments.
@@ -145,6 +148,15 @@ pub struct PayArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct DeliverArgs {
+    #[command(flatten)]
+    wallet: WalletArgs,
+    /// The payee's wallet file, which receives every certificate kept for its key
+    #[arg(long)]
+    to: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct ReceiveArgs {
     #[command(flatten)]
     wallet: WalletArgs,
@@ -186,6 +198,7 @@ pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
         PaymentsCommand::Localnet(args) => localnet::run(args),
         PaymentsCommand::Pay(args) => pay(args),
         PaymentsCommand::Receive(args) => receive(args),
+        PaymentsCommand::Deliver(args) => deliver(args),
         PaymentsCommand::Balance(args) => balance(args),
         PaymentsCommand::History(args) => history(args),
         PaymentsCommand::Status(args) => status(args),
@@ -545,6 +558,28 @@ fn deliver_undelivered(
     }
     wallet.mark_delivered(&printed)?;
     Ok(())
+}
+
+fn deliver(args: DeliverArgs) -> anyhow::Result<()> {
+    let committee = load_committee(&args.wallet.committee)?;
+    let wallet = Wallet::load(&args.wallet.wallet, &committee.committee)?;
+    let payee = Wallet::read_key(&args.to)?;
+    let kept_for_payee = wallet
+        .file()
+        .undelivered
+        .iter()
+        .filter(|entry| entry.payee == key_hex(&payee))
+        .count();
+    if kept_for_payee == 0 {
+        println!(
+            "{} keeps no certificate for {} (nothing delivered)",
+            wallet.path().display(),
+            args.to.display()
+        );
+        return Ok(());
+    }
+    let to = args.to.display().to_string();
+    deliver_undelivered(wallet, &committee, payee, &to, Some(&args.to))
 }
 
 fn receive(args: ReceiveArgs) -> anyhow::Result<()> {
