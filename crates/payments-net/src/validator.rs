@@ -370,10 +370,7 @@ impl Validator {
             match listener.accept().await {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let admitted = limits
-                        .lock()
-                        .map_err(|_| ConnectionRefusal::Total { max: 0 })
-                        .and_then(|mut limits| limits.admit(peer.ip()));
+                    let admitted = lock_limits(&limits).admit(peer.ip());
                     match admitted {
                         Ok(()) => {
                             let slot = ConnectionSlot {
@@ -479,10 +476,19 @@ struct ConnectionSlot {
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        if let Ok(mut limits) = self.limits.lock() {
-            limits.release(self.address);
-        }
+        lock_limits(&self.limits).release(self.address);
     }
+}
+
+/// The counts, even if a thread panicked while holding them: `admit` and `release` finish
+/// their changes before returning, so a poisoned lock still holds consistent counts (refusing
+/// every connection, or leaking a slot, for ever would be worse).
+fn lock_limits(
+    limits: &std::sync::Mutex<ConnectionLimits>,
+) -> std::sync::MutexGuard<'_, ConnectionLimits> {
+    limits
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Answers a connection over the cap with one typed error, then closes it.
