@@ -221,6 +221,18 @@ pub struct Wallet {
     _lock: WalletLock,
 }
 
+/// The wallet file at `path` and its key pair (no lock taken: callers that write take it
+/// first).
+fn read_file(path: &Path) -> Result<(WalletFile, walras_crypto::Keypair), WalletError> {
+    let text = std::fs::read_to_string(path).map_err(|source| WalletError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file: WalletFile = serde_json::from_str(&text).map_err(|error| invalid(path, error))?;
+    let keypair = parse_seed(&file.secret_seed).map_err(|error| invalid(path, error))?;
+    Ok((file, keypair))
+}
+
 fn invalid(path: &Path, message: impl ToString) -> WalletError {
     WalletError::Invalid {
         path: path.to_path_buf(),
@@ -299,13 +311,7 @@ impl Wallet {
     /// The key of the wallet at `path`, read without taking its lock (the file is replaced
     /// whole by rename, so a read sees one version).
     pub fn read_key(path: &Path) -> Result<PublicKey, WalletError> {
-        let text = std::fs::read_to_string(path).map_err(|source| WalletError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let file: WalletFile = serde_json::from_str(&text).map_err(|error| invalid(path, error))?;
-        let keypair = parse_seed(&file.secret_seed).map_err(|error| invalid(path, error))?;
-        Ok(keypair.public_key())
+        Ok(read_file(path)?.1.public_key())
     }
 
     /// Loads a wallet under `committee`, taking its lock first (waiting at most [`LOCK_WAIT`]).
@@ -321,12 +327,7 @@ impl Wallet {
     ) -> Result<Wallet, WalletError> {
         // Locked before the read: what is read is what the next write replaces.
         let lock = WalletLock::acquire(path, wait)?;
-        let text = std::fs::read_to_string(path).map_err(|source| WalletError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let file: WalletFile = serde_json::from_str(&text).map_err(|error| invalid(path, error))?;
-        let keypair = parse_seed(&file.secret_seed).map_err(|error| invalid(path, error))?;
+        let (file, keypair) = read_file(path)?;
         let mut client = Client::new(keypair, committee.clone());
         for coin in &file.coins {
             let id = OutputId(walras_crypto::Hash(
