@@ -266,10 +266,13 @@ pub struct ExplainTurn {
     client: IpAddr,
 }
 
-/// A client's place in the queue: it holds the client's one place until dropped.
+/// A client's place in the queue: it holds the client's one place until dropped or turned into
+/// an [`ExplainTurn`].
 pub struct ExplainTicket {
     turns: Arc<Mutex<ExplainTurns>>,
-    client: IpAddr,
+    /// `None` once the place has passed to an `ExplainTurn`.
+    client: Option<IpAddr>,
+    /// `None`: the turn was free at once; otherwise where it arrives.
     turn: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
@@ -306,7 +309,7 @@ impl ExplainGate {
         turns.clients.insert(client);
         Ok(ExplainTicket {
             turns: self.turns.clone(),
-            client,
+            client: Some(client),
             turn,
         })
     }
@@ -321,28 +324,27 @@ impl ExplainTicket {
             // receiver still in place, and the ticket's drop passes on a turn it was given.
             let _ = receive.await;
         }
-        let turn = ExplainTurn {
-            turns: self.turns.clone(),
-            client: self.client,
-        };
         // The place and the turn pass to the `ExplainTurn`: the ticket's drop leaves both.
-        self.client = UNSPECIFIED;
-        turn
+        let client = self
+            .client
+            .take()
+            .expect("a ticket holds its place until it turns");
+        ExplainTurn {
+            turns: self.turns.clone(),
+            client,
+        }
     }
 }
 
-/// The address a ticket holds once its place has passed to its turn.
-const UNSPECIFIED: IpAddr = IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
-
 impl Drop for ExplainTicket {
     fn drop(&mut self) {
-        if self.client == UNSPECIFIED {
+        let Some(client) = self.client.take() else {
             return;
-        }
+        };
         // Never turned into an `ExplainTurn` (the request was dropped): free the client's
         // place, and pass on the turn if it held it (at once, or handed over meanwhile).
         let mut turns = lock_turns(&self.turns);
-        turns.clients.remove(&self.client);
+        turns.clients.remove(&client);
         let held_turn = match self.turn.as_mut() {
             None => true,
             Some(receive) => receive.try_recv().is_ok(),
