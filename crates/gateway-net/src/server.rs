@@ -316,6 +316,7 @@ pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
         node,
         started,
         queued: BTreeMap::new(),
+        queued_by: BTreeMap::new(),
         waiting: BTreeSet::new(),
         accounts,
         arrival_order: Vec::new(),
@@ -449,6 +450,16 @@ impl QueuedTrade {
     }
 }
 
+/// One of `participant`'s queued trades left the queue.
+fn forget_queued(queued_by: &mut BTreeMap<u32, usize>, participant: u32) {
+    if let Some(held) = queued_by.get_mut(&participant) {
+        *held -= 1;
+        if *held == 0 {
+            queued_by.remove(&participant);
+        }
+    }
+}
+
 struct Core {
     ordering: OrderingBuffer,
     config: GatewayConfig,
@@ -456,6 +467,9 @@ struct Core {
     started: Instant,
     /// Trades waiting for a block, by trade id.
     queued: BTreeMap<u64, QueuedTrade>,
+    /// How many of `queued` each participant holds (only participants holding some): timer
+    /// mode's per-participant share (cut mode's is the ordering buffer's).
+    queued_by: BTreeMap<u32, usize>,
     /// (source, sequence) of every trade queued or in the block on its way to the node: the
     /// mempool's rule, one transaction per slot.
     waiting: BTreeSet<(u64, u64)>,
@@ -610,6 +624,7 @@ impl Core {
     fn take_trade(&mut self, trade_id: u64, trade: QueuedTrade) {
         self.next_trade_id = self.next_trade_id.max(trade_id + 1);
         self.waiting.insert(trade.slot);
+        *self.queued_by.entry(trade.participant).or_default() += 1;
         self.queued.insert(trade_id, trade);
         if let CutMode::Timer { .. } = self.config.cut {
             self.arrival_order.push(trade_id);
@@ -681,17 +696,22 @@ impl Core {
             }
             self.last_seq.insert(participant, seq);
             if let Some(trade) = transaction {
-                if self.queued.len() >= self.config.queue_len_max {
-                    self.metrics.queue_overflows_total.inc();
-                    self.notify(
+                // The same bounds as the ordering buffer's in cut mode, refused the same way:
+                // a share per participant and a total.
+                let held = self.queued_by.get(&participant).copied().unwrap_or(0);
+                let share_max = self.config.share_max();
+                if held >= share_max {
+                    let error = GatewayError::ShareFull {
                         participant,
-                        Some(seq),
-                        NoticeCode::QueueFull,
-                        format!(
-                            "the gateway holds its limit of {} trades; send it again",
-                            self.config.queue_len_max
-                        ),
-                    );
+                        share_max,
+                    };
+                    self.refuse_message(participant, seq, error);
+                } else if self.queued.len() >= self.config.queue_len_max {
+                    let error = GatewayError::QueueFull {
+                        queue: "timer",
+                        len_max: self.config.queue_len_max,
+                    };
+                    self.refuse_message(participant, seq, error);
                 } else {
                     self.take_trade(self.next_trade_id, trade);
                 }
@@ -912,6 +932,7 @@ impl Core {
             let Some(trade) = self.queued.remove(id) else {
                 continue;
             };
+            forget_queued(&mut self.queued_by, trade.participant);
             let (participant, seq, transaction) = (trade.participant, trade.seq, trade.transaction);
             slots.push((trade.slot, trade.creates_account));
             if late {
@@ -1383,4 +1404,30 @@ async fn serve_connection(
     let _ = inputs
         .send(CoreInput::Disconnected { participant, conn })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Timer mode's share counts: a participant leaves the map when its last queued trade
+    /// leaves the queue, and one participant's trades never touch another's count.
+    #[test]
+    fn queued_counts_follow_each_participants_trades() {
+        let mut queued_by: BTreeMap<u32, usize> = BTreeMap::new();
+        for participant in [1, 1, 2] {
+            *queued_by.entry(participant).or_default() += 1;
+        }
+        forget_queued(&mut queued_by, 1);
+        assert_eq!(queued_by.get(&1), Some(&1));
+        assert_eq!(queued_by.get(&2), Some(&1));
+        forget_queued(&mut queued_by, 1);
+        assert_eq!(
+            queued_by.get(&1),
+            None,
+            "a participant holding none is forgotten"
+        );
+        forget_queued(&mut queued_by, 3);
+        assert_eq!(queued_by.len(), 1, "an unknown participant changes nothing");
+    }
 }
