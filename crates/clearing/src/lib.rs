@@ -2,9 +2,12 @@
 //!
 //! Given a batch of limit sell offers, [`clear`] computes one valuation per asset and, per ordered
 //! pair, the amount sold, such that assets are conserved exactly (the auctioneer never pays out
-//! more than it receives, in integers), no offer trades below its limit price, and — when
-//! tâtonnement converged — every offer whose limit is below `(1 − μ)` times the batch rate trades
-//! in full, with at most one partial fill per pair.
+//! more than it receives, in integers), no offer receives less than its limit price after the
+//! commission on the integer amounts it gives and gets (`received ≥ sold · limit · (1 − ε)`
+//! exactly; see [`fill`]), and — when tâtonnement converged — every offer whose limit is below
+//! `(1 − μ)` times the batch rate trades in full. Per pair, the offer where the amount ends
+//! trades partially, and so may offers too small to trade in full at their limit (dust, or
+//! offers at the rate), which keep the rest.
 //!
 //! Pipeline: [`book::OrderBooks::build`] (sort and index; not part of clearing time) →
 //! [`SupplyGrid::for_mu`] (the supply table, beside the books) → [`tatonnement::race`]
@@ -22,6 +25,7 @@ pub mod book;
 pub mod crossing;
 pub mod cut;
 pub mod demand;
+pub mod fill;
 pub mod flow;
 pub mod grid;
 pub mod lp;
@@ -31,9 +35,10 @@ pub mod settle;
 pub mod tatonnement;
 
 pub use book::{BookError, OrderBooks};
+pub use fill::{FillWalk, PayoutTerms, Sale};
 pub use grid::SupplyGrid;
 pub use quality::Quality;
-pub use settle::{Fill, PairClearing, SettleError, Settlement, TradedPair};
+pub use settle::{Fill, PairClearing, SettleError, Settlement, ShortFill, TradedPair};
 
 use std::time::{Duration, Instant};
 use walras_par::ThreadPool;
@@ -162,6 +167,10 @@ pub struct Clearing {
     pub settlement: Settlement,
     /// Tâtonnement converged and the settlement meets μ-completeness.
     pub converged: bool,
+    /// Tâtonnement (or the cut repair after it) converged, whether or not the settlement then
+    /// met μ-completeness: it can miss it by dust alone, offers below `(1 − μ) · rate` that no
+    /// whole amount lets trade in full at their limit ([`Settlement::mu_shortfall`]).
+    pub prices_converged: bool,
     /// Iterations of the instance whose prices were used.
     pub iterations: u64,
     /// Cut-repair steps taken after the race (see [`cut`]); 0 when an instance converged.
@@ -323,6 +332,7 @@ pub fn clear(
         check_queries,
         check_micros_mean: check_nanos as f64 / 1e3 / check_queries.max(1) as f64,
         converged,
+        prices_converged: outcome.winner.is_some(),
         iterations: outcome.results[instance].iterations,
         cut_steps,
         instance,

@@ -37,17 +37,14 @@ pub fn measure(books: &OrderBooks, settlement: &Settlement) -> Quality {
         );
         let rate = pair.rate.to_f64();
         for (index, offer) in offers[..in_the_money].iter().enumerate() {
-            let sold = match index.cmp(&pair.full_fills) {
-                std::cmp::Ordering::Less => offer.amount,
-                std::cmp::Ordering::Equal => pair.partial_sold,
-                std::cmp::Ordering::Greater => 0,
-            } as f64;
+            let sold = pair.sold_by(index, offer.amount) as f64;
             let unit_utility = (sell_value - offer.min_price.to_f64() * buy_value).max(0.0);
             quality.realized_utility += sold * unit_utility;
             quality.unrealized_utility += (offer.amount as f64 - sold) * unit_utility;
         }
-        if pair.full_fills < in_the_money {
-            let first_short = offers[pair.full_fills].min_price.to_f64();
+        let first_unfilled = pair.first_unfilled();
+        if first_unfilled < in_the_money {
+            let first_short = offers[first_unfilled].min_price.to_f64();
             quality.achieved_mu = quality.achieved_mu.max(1.0 - first_short / rate);
         }
         received[pair.sell as usize] += pair.sold as f64;

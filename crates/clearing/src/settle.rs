@@ -6,8 +6,13 @@
 //!    `≤ r` (the most that may trade), `L` = amount of offers with limit `< floor(r · (1 − μ))` (what
 //!    must trade for μ-completeness).
 //! 3. The LP of appendix D picks value flows; `x = floor(y / p_S)` clamped into `[L, U]`.
-//! 4. Offers fill in canonical order until `x` is sold; each receives
-//!    `floor(sold · floor(r · (1 − ε)))`: every rounding favours the auctioneer.
+//! 4. Offers fill in canonical order ([`crate::fill`]): each sells the most of its amount whose
+//!    payout `floor(sold · floor(r · (1 − ε)))` still meets its limit after the commission,
+//!    exactly on the integers (its *capacity*; dust or an offer at the rate may sell less than
+//!    its amount, or nothing, and keeps the rest); the offer where `x` ends sells the rest, cut
+//!    down to an amount that meets its limit. So `U` and `L` above are sums of capacities, and
+//!    the pair's `x` is lowered to what its offers actually sell before anything else reads it.
+//!    Every rounding favours the auctioneer.
 //! 5. Conservation is then checked exactly: per asset, payouts must not exceed receipts. Rounding
 //!    `y` down to units can leave an asset a few units short (and with ε = 0 there is no commission
 //!    to absorb that). [`repair`] removes every deficit by lowering the sales *into* the short
@@ -17,10 +22,15 @@
 //!    sold and the doubling bounds the number of visits per asset by about 64 (the bits of an
 //!    amount), so it terminates; on liquid markets the floors of the many payouts leave slack and
 //!    it takes a handful of steps or none.
+//! 6. Postcondition, checked on every settlement from the per-offer fills: no offer sells more
+//!    than it holds or above its limit, every offer's `received · 2^144 ≥ sold · limit · (2^64 −
+//!    ε)`, pair totals are the sums of their fills, and every asset is conserved; a breach is an
+//!    internal error, never a settlement.
 //!
 //! What is left over per asset — receipts minus payouts — is burned.
 
 use crate::book::{OrderBooks, PairBook};
+use crate::fill::{FillWalk, PayoutTerms, Sale};
 use crate::lp::{self, LpError, PairFlowBounds};
 use walras_types::{AssetId, Fraction, Offer, OfferId, Price, Valuation};
 
@@ -35,23 +45,67 @@ pub struct PairClearing {
     pub rate: Price,
     /// Rate paid out: `floor(rate · (1 − ε))`.
     pub payout_rate: Price,
-    /// Amount that had to trade for μ-completeness.
+    /// The commission ε the payouts were computed with.
+    pub epsilon: Fraction,
+    /// What had to trade for μ-completeness: the capacity of the offers with limits below
+    /// `floor(rate · (1 − μ))`.
     pub lower: u64,
-    /// Amount offered at limit prices at or below the rate.
+    /// What those offers hold beyond their capacity (dust that cannot trade in full at its
+    /// limit); μ-completeness fails when it is positive.
+    pub lower_shortfall: u64,
+    /// The capacity of the offers at limit prices at or below the rate: the most that may trade.
     pub upper: u64,
-    /// Amount of `sell` sold (x of appendix D).
+    /// Amount of `sell` sold (x of appendix D): the sum of the offers' sales.
     pub sold: u64,
-    /// Amount of `buy` paid out to the pair's offers.
+    /// Amount of `buy` paid out to the pair's offers: the sum of their payouts.
     pub bought: u64,
-    /// Offers (in canonical order) that sold their whole amount.
-    pub full_fills: usize,
-    /// Amount sold by the next offer, which trades partially; 0 if none does.
-    pub partial_sold: u64,
+    /// Offers (a prefix in canonical order) up to and including the last that sold something.
+    pub offers_reached: usize,
+    /// Those of them that sold less than their whole amount (possibly nothing; they keep the
+    /// rest on the book), in canonical order. Every other reached offer sold its whole amount.
+    pub short_fills: Vec<ShortFill>,
+}
+
+/// A reached offer that sold less than its amount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShortFill {
+    /// Position of the offer in its pair's canonical order.
+    pub index: usize,
+    pub sold: u64,
+}
+
+impl PairClearing {
+    /// The terms every offer of the pair trades on.
+    pub fn terms(&self) -> PayoutTerms {
+        PayoutTerms::new(self.rate, self.epsilon)
+    }
+
+    /// What the offer at `index` in canonical order, holding `amount`, sold.
+    pub fn sold_by(&self, index: usize, amount: u64) -> u64 {
+        if index >= self.offers_reached {
+            return 0;
+        }
+        match self
+            .short_fills
+            .binary_search_by_key(&index, |short| short.index)
+        {
+            Ok(at) => self.short_fills[at].sold,
+            Err(_) => amount,
+        }
+    }
+
+    /// Position of the first offer that did not sell its whole amount.
+    pub fn first_unfilled(&self) -> usize {
+        self.short_fills
+            .first()
+            .map_or(self.offers_reached, |short| short.index)
+    }
 }
 
 /// The exact outcome of clearing at given valuations. Only [`settle`] and [`settle_given`] make
-/// one, so every value of this type conserves every asset and trades no offer beyond its limit;
-/// it is read through its methods.
+/// one, and both check its postcondition, so every value of this type conserves every asset and
+/// pays every offer at least its limit after the commission, on the integer amounts; it is read
+/// through its methods.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settlement {
     valuations: Vec<Valuation>,
@@ -94,47 +148,40 @@ impl<'a> TradedPair<'a> {
         self.clearing.sold
     }
 
-    /// The offers that sold their whole amount, in canonical order.
-    pub fn filled(&self) -> &'a [Offer] {
-        &self.offers[..self.clearing.full_fills]
-    }
-
-    /// The offer after them that sold part of its amount, and that part.
-    pub fn partial(&self) -> Option<(&'a Offer, u64)> {
-        (self.clearing.partial_sold > 0).then(|| {
-            (
-                &self.offers[self.clearing.full_fills],
-                self.clearing.partial_sold,
-            )
-        })
-    }
-
-    /// The last offer that traded: the partial one if any, else the last filled.
+    /// The last offer (in canonical order) that sold something.
     pub fn last_offer(&self) -> &'a Offer {
-        match self.partial() {
-            Some((offer, _)) => offer,
-            None => &self.offers[self.clearing.full_fills - 1],
-        }
+        &self.offers[self.clearing.offers_reached - 1]
     }
 
     /// What one of this pair's offers receives for selling `sold`: `floor(sold · payout rate)`.
     pub fn payout(&self, sold: u64) -> u64 {
-        u64::try_from(self.clearing.payout_rate.mul_amount_floor(sold))
+        u64::try_from(self.clearing.terms().payout(sold))
             .expect("conservation bounds every payout by the asset's receipts")
+    }
+
+    /// Every offer of the pair that sold something, in canonical order, with its fill. An offer
+    /// whose fill sold less than its amount keeps the rest on the book.
+    pub fn offer_fills(&self) -> impl Iterator<Item = (&'a Offer, Fill)> + 'a {
+        let pair = *self;
+        self.offers[..self.clearing.offers_reached]
+            .iter()
+            .enumerate()
+            .filter_map(move |(index, offer)| {
+                let sold = pair.clearing.sold_by(index, offer.amount);
+                (sold > 0).then(|| {
+                    let fill = Fill {
+                        offer: offer.id,
+                        sold,
+                        bought: pair.payout(sold),
+                    };
+                    (offer, fill)
+                })
+            })
     }
 
     /// Every offer of the pair that traded, in canonical order.
     pub fn fills(&self) -> impl Iterator<Item = Fill> + 'a {
-        let pair = *self;
-        self.filled()
-            .iter()
-            .map(|offer| (offer, offer.amount))
-            .chain(self.partial())
-            .map(move |(offer, sold)| Fill {
-                offer: offer.id,
-                sold,
-                bought: pair.payout(sold),
-            })
+        self.offer_fills().map(|(_, fill)| fill)
     }
 }
 
@@ -147,12 +194,21 @@ pub enum SettleError {
     #[error("pair {sell}->{buy} trades but no offer is at or below its rate")]
     NothingToTrade { sell: u16, buy: u16 },
     /// A given amount exceeds what the pair's offers may sell at its rate.
-    #[error("pair {sell}->{buy} sells {sold} but offers at or below its rate hold only {upper}")]
+    #[error("pair {sell}->{buy} sells {sold} but offers at or below its rate can sell only {upper} at their limits")]
     BeyondLimitPrices {
         sell: u16,
         buy: u16,
         sold: u64,
         upper: u64,
+    },
+    /// A given amount ends at an offer on a part that would be paid below its limit.
+    #[error("pair {sell}->{buy} sells {sold}, which leaves its offer {offer} a part of {part} paid below its limit")]
+    PartBelowLimit {
+        sell: u16,
+        buy: u16,
+        sold: u64,
+        offer: u64,
+        part: u64,
     },
     /// Given amounts would pay out more of an asset than the auctioneer receives.
     #[error("asset {asset} not conserved: {received} received, {paid} paid out")]
@@ -160,6 +216,16 @@ pub enum SettleError {
         asset: usize,
         received: u128,
         paid: u128,
+    },
+    /// The postcondition found an offer paid below its limit, or beyond its amount or rate (a
+    /// bug: never a settlement).
+    #[error("internal error: offer {offer} of pair {sell}->{buy} sells {sold} for {received}, beyond its amount, rate or limit")]
+    LimitBreached {
+        sell: u16,
+        buy: u16,
+        offer: u64,
+        sold: u64,
+        received: u128,
     },
     /// Tâtonnement produced a non-finite or non-positive valuation.
     #[error("internal error: valuation of asset {asset} is not a positive number")]
@@ -202,7 +268,7 @@ pub fn settle(
     lp_epsilon: f64,
 ) -> Result<Settlement, SettleError> {
     let assets = books.assets();
-    let mut pairs = exact_bounds(books, valuations, epsilon, mu);
+    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu);
     let bounds: Vec<PairFlowBounds> = pairs
         .iter()
         .map(|pair| {
@@ -235,22 +301,27 @@ pub fn settle(
     let mut states: Vec<PairState> = pairs
         .iter_mut()
         .zip(&flows)
-        .map(|(pair, flow)| {
+        .zip(&capacities)
+        .map(|((pair, flow), capacities)| {
             let floor = if lp_with_lower_bounds { pair.lower } else { 0 };
             let units = (flow / valuations[pair.sell as usize].0 as f64).floor();
-            pair.sold = (units.max(0.0) as u64).clamp(floor, pair.upper);
-            PairState::new(books, &books.pairs()[pair.book_index], pair)
+            let planned = (units.max(0.0) as u64).clamp(floor, pair.upper);
+            let state = PairState::new(books, &books.pairs()[pair.book_index], capacities, planned);
+            // What the offers actually sell: every total from here on is a sum of fills.
+            pair.sold = state.snap(planned);
+            state
         })
         .collect();
     let repairs = repair(&mut pairs, &mut states, valuations)?;
-    let finished = Finished::of(books, pairs, &mut states, valuations, assets);
+    let finished = Finished::of(books, pairs, valuations, assets)?;
     Ok(finished.into_settlement(lp_with_lower_bounds, repairs))
 }
 
 /// Settles the books with amounts decided elsewhere (a block header: `(sell, buy, sold)` per
-/// traded pair), checking them exactly instead of computing them: every amount is at most what
-/// the pair's offers at or below its rate hold (so no offer trades beyond its limit), and no
-/// asset pays out more than it receives. μ-completeness is reported, not required.
+/// traded pair), checking them exactly instead of computing them: every amount must be shared
+/// among the pair's offers by the one fill rule ([`crate::fill`]) with every offer paid at least
+/// its limit, and no asset may pay out more than it receives. μ-completeness is reported, not
+/// required.
 pub fn settle_given(
     books: &OrderBooks,
     valuations: &[Valuation],
@@ -265,7 +336,7 @@ pub fn settle_given(
             assets,
         });
     }
-    let mut pairs = exact_bounds(books, valuations, epsilon, mu);
+    let (mut pairs, _) = exact_bounds(books, valuations, epsilon, mu);
     for &(sell, buy, sold) in trades {
         let pair = pairs
             .iter_mut()
@@ -281,29 +352,13 @@ pub fn settle_given(
         }
         pair.sold = sold;
     }
-    let mut states: Vec<PairState> = pairs
-        .iter()
-        .map(|pair| PairState::new(books, &books.pairs()[pair.book_index], pair))
-        .collect();
-    let mut received = vec![0u128; assets];
-    let mut paid = vec![0u128; assets];
-    for (pair, state) in pairs.iter().zip(&mut states) {
-        received[pair.sell as usize] += pair.sold as u128;
-        paid[pair.buy as usize] += state.payout(pair.sold);
-    }
-    if let Some(asset) = (0..assets).find(|asset| paid[*asset] > received[*asset]) {
-        return Err(SettleError::NotConserved {
-            asset,
-            received: received[asset],
-            paid: paid[asset],
-        });
-    }
-    let finished = Finished::of(books, pairs, &mut states, valuations, assets);
+    let finished = Finished::of(books, pairs, valuations, assets)?;
     let lower_bounds_met = finished.lower_bounds_met;
     Ok(finished.into_settlement(lower_bounds_met, 0))
 }
 
-/// Pairs with their fills decided and the burns counted: what both ways of settling end with.
+/// Pairs with their fills decided, the postcondition checked and the burns counted: what both
+/// ways of settling end with.
 struct Finished {
     valuations: Vec<Valuation>,
     pairs: Vec<PairClearing>,
@@ -315,18 +370,22 @@ impl Finished {
     fn of(
         books: &OrderBooks,
         mut pairs: Vec<PairClearing>,
-        states: &mut [PairState],
         valuations: &[Valuation],
         assets: usize,
-    ) -> Finished {
-        let burned = finish_pairs(books, &mut pairs, states, assets);
-        let lower_bounds_met = pairs.iter().all(|pair| pair.sold >= pair.lower);
-        Finished {
+    ) -> Result<Finished, SettleError> {
+        for pair in pairs.iter_mut() {
+            fill_pair(books, pair)?;
+        }
+        let burned = check_postcondition(books, &pairs, assets)?;
+        let lower_bounds_met = pairs
+            .iter()
+            .all(|pair| pair.sold >= pair.lower && pair.lower_shortfall == 0);
+        Ok(Finished {
             valuations: valuations.to_vec(),
             pairs,
             burned,
             lower_bounds_met,
-        }
+        })
     }
 
     fn into_settlement(self, lp_with_lower_bounds: bool, repairs: u32) -> Settlement {
@@ -341,14 +400,167 @@ impl Finished {
     }
 }
 
-/// Exact rates and bounds for every pair with something in the money.
+/// Shares the pair's `sold` among its offers by the fill rule, recording who sold less than
+/// their amount, and sets `bought` to the sum of the payouts.
+fn fill_pair(books: &OrderBooks, pair: &mut PairClearing) -> Result<(), SettleError> {
+    let offers = books.offers(&books.pairs()[pair.book_index]);
+    let mut walk = FillWalk::new(pair.terms(), pair.sold);
+    let (mut reached, mut bought) = (0usize, 0u128);
+    let mut short_fills = Vec::new();
+    for (index, offer) in offers.iter().enumerate() {
+        if walk.left() == 0 {
+            break;
+        }
+        let sale = walk.next(offer.min_price, offer.amount).map_err(|unmet| {
+            SettleError::PartBelowLimit {
+                sell: pair.sell,
+                buy: pair.buy,
+                sold: pair.sold,
+                offer: offers[unmet.offer_index].id.0,
+                part: unmet.sold,
+            }
+        })?;
+        if sale.sold < offer.amount {
+            short_fills.push(ShortFill {
+                index,
+                sold: sale.sold,
+            });
+        }
+        if sale.sold > 0 {
+            reached = index + 1;
+        }
+        bought += sale.received;
+    }
+    if walk.left() > 0 {
+        return Err(SettleError::BeyondLimitPrices {
+            sell: pair.sell,
+            buy: pair.buy,
+            sold: pair.sold,
+            upper: pair.sold - walk.left(),
+        });
+    }
+    short_fills.retain(|short| short.index < reached);
+    pair.offers_reached = reached;
+    pair.short_fills = short_fills;
+    // Above u64 only if an asset is not conserved, which the postcondition then reports.
+    pair.bought = u64::try_from(bought).unwrap_or(u64::MAX);
+    Ok(())
+}
+
+/// The settlement's postcondition, from the per-offer fills alone: every offer sells at most
+/// its amount, at a rate at or above its limit, and receives at least `sold · limit · (1 − ε)`
+/// exactly; pair totals are the sums of their fills; no asset pays out more than it receives.
+/// Returns the burned amount per asset.
+fn check_postcondition(
+    books: &OrderBooks,
+    pairs: &[PairClearing],
+    assets: usize,
+) -> Result<Vec<u64>, SettleError> {
+    let mut received = vec![0u128; assets];
+    let mut paid = vec![0u128; assets];
+    for pair in pairs {
+        let terms = pair.terms();
+        let offers = books.offers(&books.pairs()[pair.book_index]);
+        let (mut sold_sum, mut bought_sum) = (0u128, 0u128);
+        for (index, offer) in offers[..pair.offers_reached].iter().enumerate() {
+            let sold = pair.sold_by(index, offer.amount);
+            let payout = terms.payout(sold);
+            let breached = SettleError::LimitBreached {
+                sell: pair.sell,
+                buy: pair.buy,
+                offer: offer.id.0,
+                sold,
+                received: payout,
+            };
+            if sold > offer.amount
+                || (sold > 0
+                    && (offer.min_price > pair.rate
+                        || !terms.meets_limit(offer.min_price, sold, payout)))
+            {
+                return Err(breached);
+            }
+            sold_sum += u128::from(sold);
+            bought_sum += payout;
+        }
+        if sold_sum != u128::from(pair.sold) || bought_sum != u128::from(pair.bought) {
+            return Err(SettleError::NotConserved {
+                asset: pair.buy as usize,
+                received: sold_sum,
+                paid: bought_sum,
+            });
+        }
+        received[pair.sell as usize] += sold_sum;
+        paid[pair.buy as usize] += bought_sum;
+    }
+    if let Some(asset) = (0..assets).find(|asset| paid[*asset] > received[*asset]) {
+        return Err(SettleError::NotConserved {
+            asset,
+            received: received[asset],
+            paid: paid[asset],
+        });
+    }
+    Ok(received
+        .iter()
+        .zip(&paid)
+        .map(|(r, p)| u64::try_from(r - p).expect("receipts of an asset fit its supply"))
+        .collect())
+}
+
+/// The offers of one pair at or below its rate that cannot sell their whole amount at their
+/// limit, with what they can sell (their capacity, from [`PayoutTerms::sale`]). Sparse: most
+/// offers sell their whole amount, and a million-offer book should not allocate a million
+/// entries for the few that do not.
+struct Capacities {
+    terms: PayoutTerms,
+    /// (position in canonical order, capacity below the amount), ascending.
+    short: Vec<(usize, u64)>,
+    /// Entry m: what the first m short offers hold beyond their capacity.
+    deficit_before: Vec<u64>,
+}
+
+impl Capacities {
+    fn of(offers: &[Offer], terms: PayoutTerms) -> Capacities {
+        let mut short = Vec::new();
+        let mut deficit_before = vec![0u64];
+        let mut deficit = 0u64;
+        for (index, offer) in offers.iter().enumerate() {
+            let capacity = terms.sale(offer.min_price, offer.amount).sold;
+            if capacity < offer.amount {
+                short.push((index, capacity));
+                deficit += offer.amount - capacity;
+                deficit_before.push(deficit);
+            }
+        }
+        Capacities {
+            terms,
+            short,
+            deficit_before,
+        }
+    }
+
+    /// What the first `count` offers hold beyond their capacities.
+    fn deficit_of_first(&self, count: usize) -> u64 {
+        self.deficit_before[self.short.partition_point(|(index, _)| *index < count)]
+    }
+
+    /// The capacity of the offer at `index`.
+    fn capacity(&self, index: usize, amount: u64) -> u64 {
+        match self.short.binary_search_by_key(&index, |(at, _)| *at) {
+            Ok(at) => self.short[at].1,
+            Err(_) => amount,
+        }
+    }
+}
+
+/// Exact rates and bounds (sums of capacities) for every pair with something in the money.
 fn exact_bounds(
     books: &OrderBooks,
     valuations: &[Valuation],
     epsilon: Fraction,
     mu: Fraction,
-) -> Vec<PairClearing> {
+) -> (Vec<PairClearing>, Vec<Capacities>) {
     let mut pairs = Vec::new();
+    let mut all_capacities = Vec::new();
     for (book_index, pair) in books.pairs().iter().enumerate() {
         let rate = valuations[pair.sell as usize].rate_to(valuations[pair.buy as usize]);
         let may_trade = books.count_at_or_below(pair, rate);
@@ -356,83 +568,141 @@ fn exact_bounds(
             continue;
         }
         let must_trade = books.count_below(pair, rate.discounted_floor(mu));
+        let terms = PayoutTerms::new(rate, epsilon);
+        let capacities = Capacities::of(&books.offers(pair)[..may_trade], terms);
+        let lower_shortfall = capacities.deficit_of_first(must_trade);
         pairs.push(PairClearing {
             sell: pair.sell,
             buy: pair.buy,
             book_index,
             rate,
-            payout_rate: rate.discounted_floor(epsilon),
-            lower: books.amount_before(pair, must_trade),
-            upper: books.amount_before(pair, may_trade),
+            payout_rate: terms.payout_rate(),
+            epsilon,
+            lower: books.amount_before(pair, must_trade) - lower_shortfall,
+            lower_shortfall,
+            upper: books.amount_before(pair, may_trade) - capacities.deficit_of_first(may_trade),
             sold: 0,
             bought: 0,
-            full_fills: 0,
-            partial_sold: 0,
+            offers_reached: 0,
+            short_fills: Vec::new(),
         });
+        all_capacities.push(capacities);
     }
-    pairs
+    (pairs, all_capacities)
 }
 
-/// Payout bookkeeping of one pair for amounts up to its initial `sold`.
+/// Payout bookkeeping of one pair for amounts up to its planned sale.
 ///
-/// The payout of a sale is a sum of per-offer floors, so it takes one pass over the offers filled
-/// in full. That pass is made once, for the initial sale, without allocating; the prefix sums
-/// that let [`repair`] search for a smaller sale are built only for the few pairs it lowers
-/// (most blocks need no repair at all, and at a million offers the sums cost more than the LP).
+/// A pair selling `x` shares it by the fill rule: the offers before position `j` sell their
+/// capacities (`C(j)` in all, the largest `C(j) ≤ x`) and offer `j` sells the most of the rest
+/// that meets its limit; [`PairState::snap`] is that total. Its payout is a sum of per-offer
+/// floors, so it takes one pass over the offers before `j`. That pass is made once, for the
+/// planned sale, without allocating; the prefix sums that let [`repair`] search for a smaller
+/// sale are built only for the few pairs it lowers (most blocks need no repair at all, and at a
+/// million offers the sums cost more than the LP).
 struct PairState<'a> {
-    /// Exact prefix sums of amounts (from the book), up to the initial fill point.
+    /// Exact prefix sums of amounts (from the book) of the offers at or below the rate.
     cumulative: &'a [u64],
-    /// The offers filled in full by the initial sale.
-    full_offers: &'a [Offer],
-    payout_rate: Price,
+    /// The offers at or below the rate.
+    offers: &'a [Offer],
+    capacities: &'a Capacities,
     initial_sold: u64,
-    initial_payout: u128,
-    /// Payout of the first j offers filled in full; built on the first smaller sale asked for.
+    /// Offers selling their capacity at the planned sale, and their payout.
+    initial_full: usize,
+    initial_full_payout: u128,
+    /// Payout of the first j offers at capacity; built on the first smaller sale asked for.
     payout_prefix: Option<Vec<u128>>,
 }
 
 impl<'a> PairState<'a> {
-    fn new(books: &'a OrderBooks, book: &PairBook, pair: &PairClearing) -> PairState<'a> {
-        let cumulative = books.cumulative_amounts(book);
-        let full = full_fills(cumulative, pair.sold);
-        let full_offers = &books.offers(book)[..full];
-        let full_payout: u128 = full_offers
-            .iter()
-            .map(|offer| pair.payout_rate.mul_amount_floor(offer.amount))
-            .sum();
-        let partial = pair.sold - cumulative[full];
-        PairState {
-            cumulative: &cumulative[..=full],
-            full_offers,
-            payout_rate: pair.payout_rate,
-            initial_sold: pair.sold,
-            initial_payout: full_payout + pair.payout_rate.mul_amount_floor(partial),
+    fn new(
+        books: &'a OrderBooks,
+        book: &PairBook,
+        capacities: &'a Capacities,
+        planned: u64,
+    ) -> PairState<'a> {
+        let in_the_money = books.count_at_or_below(book, capacities.terms.rate());
+        let mut state = PairState {
+            cumulative: &books.cumulative_amounts(book)[..=in_the_money],
+            offers: &books.offers(book)[..in_the_money],
+            capacities,
+            initial_sold: planned,
+            initial_full: 0,
+            initial_full_payout: 0,
             payout_prefix: None,
-        }
+        };
+        let full = state.full_before(planned);
+        state.initial_full = full;
+        state.initial_full_payout = state.offers[..full]
+            .iter()
+            .enumerate()
+            .map(|(index, offer)| {
+                let capacity = capacities.capacity(index, offer.amount);
+                capacities.terms.payout(capacity)
+            })
+            .sum();
+        state
     }
 
-    /// Total payout when `sold` units are sold (sold ≤ the initial amount).
-    fn payout(&mut self, sold: u64) -> u128 {
-        debug_assert!(sold <= self.initial_sold, "a sale above the initial amount");
-        if sold == self.initial_sold {
-            return self.initial_payout;
+    /// `C(j)`: the capacity of the first `count` offers.
+    fn capacity_before(&self, count: usize) -> u64 {
+        self.cumulative[count] - self.capacities.deficit_of_first(count)
+    }
+
+    /// The largest `j` with `C(j) ≤ sold`: the offers selling their whole capacity.
+    fn full_before(&self, sold: u64) -> usize {
+        let (mut low, mut high) = (0usize, self.offers.len()); // C(low) <= sold
+        while low < high {
+            let middle = low + (high - low).div_ceil(2);
+            if self.capacity_before(middle) <= sold {
+                low = middle;
+            } else {
+                high = middle - 1;
+            }
         }
-        let (full_offers, payout_rate) = (self.full_offers, self.payout_rate);
+        low
+    }
+
+    /// The offers at capacity and the sale of the offer where `sold` ends.
+    fn split(&self, sold: u64) -> (usize, Sale) {
+        let full = self.full_before(sold);
+        let rest = sold - self.capacity_before(full);
+        let partial = match self.offers.get(full) {
+            Some(offer) => self.capacities.terms.sale(offer.min_price, rest),
+            None => Sale::NONE, // sold = C(all) exactly
+        };
+        (full, partial)
+    }
+
+    /// What the offers sell when `sold` is asked of them (at most `sold`).
+    fn snap(&self, sold: u64) -> u64 {
+        let (full, partial) = self.split(sold);
+        self.capacity_before(full) + partial.sold
+    }
+
+    /// Total payout when `sold` units are asked (sold ≤ the planned amount).
+    fn payout(&mut self, sold: u64) -> u128 {
+        debug_assert!(sold <= self.initial_sold, "a sale above the planned amount");
+        let (full, partial) = self.split(sold);
+        if full == self.initial_full {
+            return self.initial_full_payout + partial.received;
+        }
+        let (offers, capacities) = (&self.offers[..self.initial_full], self.capacities);
         let prefix = self.payout_prefix.get_or_insert_with(|| {
             let mut total = 0u128;
             std::iter::once(0u128)
-                .chain(full_offers.iter().map(|offer| {
-                    total += payout_rate.mul_amount_floor(offer.amount);
+                .chain(offers.iter().enumerate().map(|(index, offer)| {
+                    total += capacities
+                        .terms
+                        .payout(capacities.capacity(index, offer.amount));
                     total
                 }))
                 .collect()
         });
-        let full = full_fills(self.cumulative, sold);
-        let partial = sold - self.cumulative[full];
-        prefix[full] + payout_rate.mul_amount_floor(partial)
+        prefix[full] + partial.received
     }
 
-    /// The largest sale up to `sold` whose payout is at most `target`.
+    /// The largest sale (as the offers sell it) up to `sold` whose payout is at most `target`.
     fn largest_sale_paying_at_most(&mut self, sold: u64, target: u128) -> u64 {
         let (mut low, mut high) = (0u64, sold); // payout(low) <= target is invariant once found
         if self.payout(0) > target {
@@ -446,14 +716,8 @@ impl<'a> PairState<'a> {
                 high = middle - 1;
             }
         }
-        low
+        self.snap(low)
     }
-}
-
-/// Number of offers filled in full when `sold` units are sold: the largest j with
-/// `cumulative[j] <= sold`.
-fn full_fills(cumulative: &[u64], sold: u64) -> usize {
-    cumulative.partition_point(|amount| *amount <= sold) - 1
 }
 
 /// Removes every asset deficit (payouts above receipts) by lowering sales into short assets.
@@ -509,27 +773,6 @@ fn repair(
     Ok(repairs)
 }
 
-/// Fills in payouts and fill points; returns the burned amount per asset.
-fn finish_pairs(
-    books: &OrderBooks,
-    pairs: &mut [PairClearing],
-    states: &mut [PairState],
-    assets: usize,
-) -> Vec<u64> {
-    let mut received = vec![0u64; assets];
-    let mut paid = vec![0u64; assets];
-    for (pair, state) in pairs.iter_mut().zip(states) {
-        let cumulative = books.cumulative_amounts(&books.pairs()[pair.book_index]);
-        pair.full_fills = full_fills(cumulative, pair.sold);
-        pair.partial_sold = pair.sold - cumulative[pair.full_fills];
-        pair.bought = u64::try_from(state.payout(pair.sold))
-            .expect("conservation bounds every payout by the asset's receipts");
-        received[pair.sell as usize] += pair.sold;
-        paid[pair.buy as usize] += pair.bought;
-    }
-    received.iter().zip(&paid).map(|(r, p)| r - p).collect()
-}
-
 impl Settlement {
     /// The integer valuations the settlement was computed at, one per asset.
     pub fn valuations(&self) -> &[Valuation] {
@@ -551,9 +794,28 @@ impl Settlement {
         self.lp_with_lower_bounds
     }
 
-    /// Whether every pair sold at least its lower bound (μ-completeness holds).
+    /// Whether every offer with a limit below `(1 − μ)` times its rate sold its whole amount
+    /// (μ-completeness holds). Dust that cannot trade in full at its limit breaks it.
     pub fn lower_bounds_met(&self) -> bool {
         self.lower_bounds_met
+    }
+
+    /// What the offers that had to trade for μ-completeness hold beyond what they can sell at
+    /// their limits (summed over pairs, in each pair's sold asset): positive only when dust
+    /// or an offer at its limit keeps μ-completeness from holding.
+    pub fn mu_shortfall(&self) -> u128 {
+        self.pairs
+            .iter()
+            .map(|pair| u128::from(pair.lower_shortfall))
+            .sum()
+    }
+
+    /// Whether μ-completeness fails only because of [`Settlement::mu_shortfall`]: the LP kept
+    /// its lower bounds and every pair sold at least what its offers below `(1 − μ) · rate` can.
+    pub fn short_of_mu_by_dust_only(&self) -> bool {
+        self.lp_with_lower_bounds
+            && self.mu_shortfall() > 0
+            && self.pairs.iter().all(|pair| pair.sold >= pair.lower)
     }
 
     /// Deficit repairs made after rounding.

@@ -91,6 +91,15 @@ fn settlement_at_valuations_spanning_the_range_conserves_and_respects_limits() {
             "offer {} payout",
             offer.id.0
         );
+        assert!(
+            walras_clearing::PayoutTerms::new(rate, epsilon).meets_limit(
+                offer.min_price,
+                fill.sold,
+                fill.bought as u128
+            ),
+            "offer {} paid below its limit",
+            offer.id.0
+        );
         received[offer.sell.0 as usize] += fill.sold as u128;
         paid[offer.buy.0 as usize] += fill.bought as u128;
         traded_pairs.insert((offer.sell.0, offer.buy.0));

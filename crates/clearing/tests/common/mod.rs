@@ -1,9 +1,10 @@
 //! What the clearing property tests share: a market and the check of every invariant of one
 //! clearing, in exact integers, from the per-offer fills.
 
+use ethnum::U256;
 use std::collections::HashMap;
 use walras_clearing::{clear, Budget, Clearing, ClearingParams, OrderBooks, Resources, SupplyGrid};
-use walras_types::{Fraction, Offer};
+use walras_types::{Fraction, Offer, Price};
 
 /// Clears `books` on the calling thread with the supply table, under an iteration budget only
 /// (no clock decides anything, so every case is deterministic).
@@ -22,6 +23,26 @@ pub fn clear_within(books: &OrderBooks, params: &ClearingParams, iterations_max:
 pub struct Market {
     pub assets: usize,
     pub offers: Vec<Offer>,
+}
+
+/// The limit promise on the integer amounts, computed here independently of clearing:
+/// `received · 2^64 · 2^80 ≥ sold · limit_raw · (2^64 − ε_raw)` (ε = ε_raw / 2^64, limit =
+/// limit_raw / 2^80), exactly in 256 bits.
+pub fn meets_limit_exactly(limit: Price, sold: u64, received: u64, epsilon: Fraction) -> bool {
+    let den = U256::ONE << 64u32;
+    let lhs = U256::from(received) * den * (U256::ONE << 80u32);
+    let rhs = U256::from(sold) * U256::from(limit.0) * (den - U256::from(epsilon.0));
+    lhs >= rhs
+}
+
+/// Panics unless `offer` selling `sold` for `received` meets its limit exactly.
+pub fn assert_meets_limit(offer: &Offer, sold: u64, received: u64, epsilon: Fraction) {
+    assert!(
+        meets_limit_exactly(offer.min_price, sold, received, epsilon),
+        "offer {} sold {sold} for {received}: below its limit {} after ε",
+        offer.id.0,
+        offer.min_price.to_exact_decimal()
+    );
 }
 
 /// Checks every invariant of one clearing against the per-offer fills.
@@ -67,6 +88,7 @@ pub fn check_invariants(
             payout_rate.mul_amount_floor(*sold),
             "offer {id} payout"
         );
+        assert_meets_limit(offer, *sold, *bought, epsilon);
         received[offer.sell.0 as usize] += *sold as u128;
         paid[offer.buy.0 as usize] += *bought as u128;
     }
@@ -87,27 +109,20 @@ pub fn check_invariants(
             .iter()
             .map(|offer| fills.get(&offer.id.0).map_or(0, |fill| fill.0))
             .collect();
-        let partial = sold
-            .iter()
-            .zip(offers)
-            .filter(|(s, o)| **s > 0 && **s < o.amount)
-            .count();
-        assert!(
-            partial <= 1,
-            "pair {}->{}: {partial} partial fills",
-            pair.sell,
-            pair.buy
+        // The fill rule: offers in canonical order sell what the rule allows of their whole
+        // amount (all of it unless that would pay below the limit); only the last that sold
+        // anything may sell less than that, and nothing after it sells.
+        let terms = walras_clearing::PayoutTerms::new(
+            valuations[pair.sell as usize].rate_to(valuations[pair.buy as usize]),
+            epsilon,
         );
-        // Traded offers form a prefix of the canonical order, full fills before the partial one.
-        let traded = sold.iter().take_while(|s| **s > 0).count();
-        assert!(
-            sold[traded..].iter().all(|s| *s == 0),
-            "fills skip an offer in canonical order"
-        );
-        for index in 0..traded.saturating_sub(1) {
+        let last = sold.iter().rposition(|s| *s > 0).unwrap_or(0);
+        for (index, offer) in offers.iter().enumerate().take(last) {
             assert_eq!(
-                sold[index], offers[index].amount,
-                "only the last traded offer is partial"
+                sold[index],
+                terms.sale(offer.min_price, offer.amount).sold,
+                "offer {} before the last traded one did not sell what the rule allows",
+                offer.id.0
             );
         }
         if clearing.converged {
