@@ -831,18 +831,19 @@ impl PairRange<'_> {
                 let seller = slots[account];
                 credits[seller as usize / width].push((seller, buy, amount));
             };
-            for offer in pair.filled() {
+            // An offer selling less than its amount (the last one, or one too small to trade
+            // in full at its limit) keeps the rest on the book.
+            for (offer, fill) in pair.offer_fills() {
                 let key = offer.key();
-                self.books[local].remove(&key);
-                self.tries[local].mark_deleted(&offer_trie_key(&key));
-                pay(&offer.account, pair.payout(offer.amount));
-            }
-            if let Some((offer, sold)) = pair.partial() {
-                let key = offer.key();
-                let remaining = offer.amount - sold;
-                self.books[local].insert(key, remaining);
-                self.tries[local].insert(offer_trie_key(&key), remaining.to_be_bytes());
-                pay(&offer.account, pair.payout(sold));
+                if fill.sold == offer.amount {
+                    self.books[local].remove(&key);
+                    self.tries[local].mark_deleted(&offer_trie_key(&key));
+                } else {
+                    let remaining = offer.amount - fill.sold;
+                    self.books[local].insert(key, remaining);
+                    self.tries[local].insert(offer_trie_key(&key), remaining.to_be_bytes());
+                }
+                pay(&offer.account, fill.bought);
             }
         }
         credits

@@ -12,7 +12,9 @@
 //!    header alone — the pair's rate from the header's valuations, the amount the pair sold and
 //!    its last traded offer — and the offer's place in the canonical order.
 //! 3. The header's trades are applied the way execution applies them: offers in canonical order
-//!    fill until the pair's amount is sold.
+//!    fill until the pair's amount is sold, each selling what clearing's one fill rule
+//!    ([`walras_clearing::FillWalk`], [`walras_clearing::PayoutTerms::sale`]) allows it at its
+//!    limit; an offer selling less than its amount keeps the rest.
 //!
 //! The decision is exact (integers and Q48.80 prices); the distance of a limit from the rate is
 //! in hundredths of a basis point, rounded down. The tracer checks the committed data against
@@ -27,6 +29,7 @@ use crate::filter::DropReason;
 use ethnum::U256;
 use std::collections::BTreeMap;
 use std::fmt;
+use walras_clearing::{FillWalk, PayoutTerms};
 use walras_crypto::Hash;
 use walras_types::transaction::NewOffer;
 use walras_types::{
@@ -80,6 +83,10 @@ pub enum BlockReason {
     Filled,
     /// It was the pair's last traded offer: the pair's amount ran out inside it.
     PartlyFilled,
+    /// Its limit is at or below the rate, but its payout, rounded down to whole units, would
+    /// pay it below its limit (after the commission) for its whole amount: it sold only the
+    /// largest part that meets its limit, possibly nothing, and keeps the rest.
+    RoundedBelowLimit,
     /// Its limit is above the pair's rate: it could not trade.
     OutOfTheMoney,
     /// Its limit equals the rate exactly: it may trade but need not (the partial-fill edge),
@@ -95,6 +102,7 @@ impl BlockReason {
         match self {
             BlockReason::Filled => "filled",
             BlockReason::PartlyFilled => "partly_filled",
+            BlockReason::RoundedBelowLimit => "rounded_below_limit",
             BlockReason::OutOfTheMoney => "out_of_the_money",
             BlockReason::AtTheMoney => "at_the_money",
             BlockReason::VolumeRanOut => "volume_ran_out",
@@ -133,7 +141,8 @@ pub struct BlockVerdict {
     pub rate: Price,
     /// What the offer held when the block cleared.
     pub amount: u64,
-    /// Sold in this block, and received for it (`floor(sold · floor(rate · (1 − ε)))`).
+    /// Sold in this block, and received for it (`floor(sold · floor(rate · (1 − ε)))`, at least
+    /// `sold · limit · (1 − ε)`: the fill rule sells no more than meets the limit).
     pub sold: u64,
     pub received: u64,
     /// Amount of the offers ahead of it in the canonical order whose limits are at or below the
@@ -178,8 +187,8 @@ pub enum ExplainError {
 /// The pair's outcome in a block, as its header states it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PairOutcome {
-    pub rate: Price,
-    pub payout_rate: Price,
+    /// The rate from the header's valuations and the commission: what every offer trades on.
+    pub terms: PayoutTerms,
     /// Amount the pair sold and its last traded offer; `None` when it did not trade.
     pub traded: Option<(u64, OfferKey)>,
 }
@@ -199,64 +208,63 @@ pub fn explain_in_block(
         return Ok(None);
     };
     let limit = target.min_price;
-    let ahead = book.range(..*target);
-    let (all_ahead, in_money_ahead) = ahead.fold((0u64, 0u64), |(all, in_money), (key, held)| {
-        let in_money = if key.min_price <= pair.rate {
-            in_money.saturating_add(*held)
-        } else {
-            in_money
-        };
-        (all.saturating_add(*held), in_money)
-    });
+    let rate = pair.terms.rate();
     let pair_sold = pair.traded.map_or(0, |(sold, _)| sold);
-    let sold = pair_sold.saturating_sub(all_ahead).min(amount);
     let inconsistent = ExplainError::Trade {
         height,
         sell,
         buy,
         sold: pair_sold,
     };
-    // The header's last offer is the last one the amount reaches: it agrees with the order.
+    if pair.traded.is_some_and(|(_, last)| last.min_price > rate) {
+        return Err(ExplainError::BeyondLimit { height, sell, buy });
+    }
+    // The pair's amount shared by the fill rule over the offers ahead, then the target.
+    let mut walk = FillWalk::new(pair.terms, pair_sold);
+    let mut in_money_ahead = 0u64;
+    for (key, held) in book.range(..*target) {
+        walk.next(key.min_price, *held)
+            .map_err(|_| inconsistent.clone())?;
+        if key.min_price <= rate {
+            in_money_ahead = in_money_ahead.saturating_add(*held);
+        }
+    }
+    let sale = walk.next(limit, amount).map_err(|_| inconsistent.clone())?;
+    let sold = sale.sold;
+    // The header's last offer is the last one that sold: none after it did.
     if let Some((_, last)) = pair.traded {
-        if (sold > 0) != (*target <= last) {
+        if (sold > 0 && *target > last) || (*target == last && sold == 0) {
             return Err(inconsistent);
         }
     } else if sold > 0 {
         return Err(inconsistent);
     }
-    if sold > 0 && limit > pair.rate {
-        return Err(ExplainError::BeyondLimit { height, sell, buy });
-    }
+    let capacity = pair.terms.sale(limit, amount).sold;
     let reason = if sold > 0 && sold == amount {
         BlockReason::Filled
+    } else if limit > rate {
+        BlockReason::OutOfTheMoney
+    } else if capacity < amount && sold == capacity {
+        BlockReason::RoundedBelowLimit
     } else if sold > 0 {
         BlockReason::PartlyFilled
-    } else if limit > pair.rate {
-        BlockReason::OutOfTheMoney
-    } else if limit == pair.rate {
+    } else if limit == rate {
         BlockReason::AtTheMoney
     } else {
         BlockReason::VolumeRanOut
     };
-    let received = u64::try_from(pair.payout_rate.mul_amount_floor(sold)).map_err(|_| {
-        ExplainError::Trade {
-            height,
-            sell,
-            buy,
-            sold: pair_sold,
-        }
-    })?;
+    let received = u64::try_from(sale.received).map_err(|_| inconsistent)?;
     Ok(Some(BlockVerdict {
         height,
         limit,
-        rate: pair.rate,
+        rate,
         amount,
         sold,
         received,
         volume_ahead: in_money_ahead,
         pair_sold,
         reason,
-        out_of_money: (limit > pair.rate).then(|| BasisPoints::above(limit, pair.rate)),
+        out_of_money: (limit > rate).then(|| BasisPoints::above(limit, rate)),
     }))
 }
 
@@ -401,6 +409,12 @@ impl OfferExplanation {
                 "it sold {} of {} for {}: the pair sold {} and {} of it went to offers ahead of \
                  it in the canonical order, so the amount ran out inside this offer.{edge}",
                 latest.sold, latest.amount, latest.received, latest.pair_sold, latest.volume_ahead
+            ),
+            BlockReason::RoundedBelowLimit => format!(
+                "it sold {} of {} for {}: payouts are rounded down to whole units, and selling \
+                 more would have paid it below its limit after the commission, so it sold only \
+                 the largest part that meets its limit and keeps the rest.",
+                latest.sold, latest.amount, latest.received
             ),
             BlockReason::OutOfTheMoney => format!(
                 "it did not trade: its limit is {} bp above the rate (out of the money).",
@@ -649,6 +663,10 @@ impl OfferTracer {
             if !self.tracked(pair) {
                 continue;
             }
+            if usize::from(trade.sell.0) >= self.assets || usize::from(trade.buy.0) >= self.assets {
+                return Err(ExplainError::UnknownAsset { height });
+            }
+            let terms = self.pair_outcome(block, trade.sell, trade.buy).terms;
             let book = self.books.entry(pair).or_default();
             let error = ExplainError::Trade {
                 height,
@@ -656,19 +674,27 @@ impl OfferTracer {
                 buy: trade.buy.0,
                 sold: trade.sold,
             };
-            let mut left = trade.sold;
+            let mut walk = FillWalk::new(terms, trade.sold);
             let mut last = None;
-            while left > 0 {
-                let Some((key, held)) = book.first_key_value().map(|(k, v)| (*k, *v)) else {
-                    return Err(error);
-                };
-                last = Some(key);
-                if held <= left {
+            let mut sales = Vec::new();
+            for (key, held) in book.iter() {
+                if walk.left() == 0 {
+                    break;
+                }
+                let sale = walk.next(key.min_price, *held).map_err(|_| error.clone())?;
+                if sale.sold > 0 {
+                    last = Some(*key);
+                    sales.push((*key, *held - sale.sold));
+                }
+            }
+            if walk.left() > 0 {
+                return Err(error);
+            }
+            for (key, remaining) in sales {
+                if remaining == 0 {
                     book.remove(&key);
-                    left -= held;
                 } else {
-                    book.insert(key, held - left);
-                    left = 0;
+                    book.insert(key, remaining);
                 }
             }
             if last != Some(trade.last_offer) {
@@ -682,8 +708,7 @@ impl OfferTracer {
         let valuation = |asset: AssetId| Valuation(block.header.valuations[asset.0 as usize]);
         let rate = valuation(sell).rate_to(valuation(buy));
         PairOutcome {
-            rate,
-            payout_rate: rate.discounted_floor(self.epsilon),
+            terms: PayoutTerms::new(rate, self.epsilon),
             traded: block
                 .header
                 .trades
@@ -811,9 +836,15 @@ impl OfferTracer {
 mod tests {
     use super::*;
 
+    /// `count / 1024`, exactly.
+    fn units(count: u128) -> Price {
+        Price(count * (Price::ONE.0 >> 10))
+    }
+
+    /// An offer key whose limit is `price / 1024`.
     fn key(price: u128, account: u64, id: u64) -> OfferKey {
         OfferKey {
-            min_price: Price(price),
+            min_price: units(price),
             account: AccountId(account),
             id: OfferId(id),
         }
@@ -850,17 +881,16 @@ mod tests {
 
     #[test]
     fn at_the_money_and_the_volume_ahead_are_told_apart() {
-        let rate = Price(1_000);
+        let rate = units(1_024); // 1: every payout exact, so the offers at the rate can trade
         let offers = book(&[
             (key(900, 1, 1), 50),
-            (key(1_000, 2, 1), 30),
-            (key(1_000, 3, 1), 20),
+            (key(1_024, 2, 1), 30),
+            (key(1_024, 3, 1), 20),
             (key(1_100, 1, 2), 10),
         ]);
         let pair = PairOutcome {
-            rate,
-            payout_rate: rate,
-            traded: Some((60, key(1_000, 2, 1))),
+            terms: PayoutTerms::new(rate, Fraction::ZERO),
+            traded: Some((60, key(1_024, 2, 1))),
         };
         let verdict = |target: OfferKey| {
             explain_in_block(7, &offers, &target, &pair, (0, 1))
@@ -872,12 +902,12 @@ mod tests {
             (first.reason, first.sold, first.volume_ahead),
             (BlockReason::Filled, 50, 0)
         );
-        let edge = verdict(key(1_000, 2, 1));
+        let edge = verdict(key(1_024, 2, 1));
         assert_eq!(
             (edge.reason, edge.sold, edge.volume_ahead),
             (BlockReason::PartlyFilled, 10, 50)
         );
-        let at = verdict(key(1_000, 3, 1));
+        let at = verdict(key(1_024, 3, 1));
         assert_eq!(
             (at.reason, at.sold, at.volume_ahead),
             (BlockReason::AtTheMoney, 0, 80)
@@ -885,7 +915,7 @@ mod tests {
         let out = verdict(key(1_100, 1, 2));
         assert_eq!(out.reason, BlockReason::OutOfTheMoney);
         assert_eq!(out.volume_ahead, 100, "the in-the-money amount ahead");
-        assert_eq!(out.out_of_money.unwrap().to_string(), "1000.00");
+        assert_eq!(out.out_of_money.unwrap().to_string(), "742.18");
         assert_eq!(
             explain_in_block(7, &offers, &key(5, 9, 9), &pair, (0, 1)).unwrap(),
             None,
@@ -897,8 +927,7 @@ mod tests {
     fn a_header_that_disagrees_with_the_order_is_an_error_not_a_guess() {
         let offers = book(&[(key(900, 1, 1), 50), (key(950, 2, 1), 30)]);
         let wrong_last = PairOutcome {
-            rate: Price(1_000),
-            payout_rate: Price(1_000),
+            terms: PayoutTerms::new(units(1_024), Fraction::ZERO),
             traded: Some((60, key(900, 1, 1))),
         };
         assert!(matches!(
@@ -906,8 +935,7 @@ mod tests {
             Err(ExplainError::Trade { height: 3, .. })
         ));
         let beyond = PairOutcome {
-            rate: Price(920),
-            payout_rate: Price(920),
+            terms: PayoutTerms::new(units(920), Fraction::ZERO),
             traded: Some((60, key(950, 2, 1))),
         };
         assert!(matches!(

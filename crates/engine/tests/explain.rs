@@ -17,6 +17,7 @@
 use ethnum::U256;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
+use walras_clearing::PayoutTerms;
 use walras_crypto::Keypair;
 use walras_engine::explain::{explain_offer, BlockReason, OfferRef, OfferStatus, OfferTracer};
 use walras_engine::{Block, DropReason, EngineConfig, ExchangeState};
@@ -265,6 +266,7 @@ fn pairs() -> Vec<PairId> {
 struct Seen {
     filled: u64,
     partly: u64,
+    rounded: u64,
     out_of_money: u64,
     ran_out: u64,
     at_money: u64,
@@ -359,6 +361,17 @@ fn check_run(seed: u64, model: Model, blocks: usize, size: usize, seen: &mut See
                 assert_eq!(latest.rate, rate);
                 assert_eq!(latest.pair_sold, pair_sold);
                 sold_sum += latest.sold;
+                // The limit promise on the integer amounts, computed independently:
+                // received · 2^64 · 2^80 ≥ sold · limit_raw · (2^64 − ε_raw).
+                let owed = U256::from(latest.sold)
+                    * U256::from(key.min_price.0)
+                    * ((U256::ONE << 64u32) - U256::from(epsilon.0));
+                assert!(
+                    (U256::from(latest.received) << 144u32) >= owed,
+                    "{key:?} sold {} for {}: below its limit",
+                    latest.sold,
+                    latest.received
+                );
                 // What it sold is what left it.
                 let remaining = after.get(key).copied().unwrap_or(0);
                 assert_eq!(held - latest.sold, remaining, "{key:?}: sold vs the state");
@@ -376,8 +389,18 @@ fn check_run(seed: u64, model: Model, blocks: usize, size: usize, seen: &mut See
                         seen.partly += 1;
                         assert!(latest.sold > 0 && latest.sold < *held);
                         assert!(key.min_price <= rate);
-                        assert_eq!(latest.volume_ahead + latest.sold, pair_sold);
+                        // Offers ahead may have sold less than they held (rounded below their
+                        // limits); nothing after this one sold.
+                        assert!(latest.volume_ahead + latest.sold >= pair_sold);
+                        assert_eq!(sold_sum, pair_sold, "{key:?}: the amount ended here");
                         assert_eq!(explanation.status, OfferStatus::PartlyTraded);
+                    }
+                    BlockReason::RoundedBelowLimit => {
+                        seen.rounded += 1;
+                        assert!(key.min_price <= rate);
+                        let terms = PayoutTerms::new(rate, epsilon);
+                        assert_eq!(latest.sold, terms.sale(key.min_price, *held).sold);
+                        assert!(latest.sold < *held);
                     }
                     BlockReason::OutOfTheMoney => {
                         seen.out_of_money += 1;
