@@ -630,7 +630,8 @@ pub struct OfferExplanationJson {
     #[schema(required = true, pattern = "^[0-9]+$")]
     pub received: Option<String>,
     /// The drop rule's name, `cancelled`, `pending`, `unknown_offer`, or the latest block's
-    /// reason: `filled`, `partly_filled`, `out_of_the_money`, `at_the_money`, `volume_ran_out`.
+    /// reason: `filled`, `partly_filled`, `rounded_below_limit` (it sold only the part whose
+    /// rounded payout meets its limit), `out_of_the_money`, `at_the_money`, `volume_ran_out`.
     #[schema(required = true)]
     pub reason_code: Option<String>,
     /// How far the limit is above the rate, in basis points (two decimals, rounded down).

@@ -7,7 +7,8 @@
 use super::{args, ToolError};
 use std::time::{Duration, Instant};
 use walras_clearing::{
-    clear, Budget, Clearing, ClearingParams, OrderBooks, Resources, SupplyGrid, SystemClock,
+    clear, Budget, Clearing, ClearingParams, OrderBooks, PayoutTerms, Resources, SupplyGrid,
+    SystemClock,
 };
 use walras_sim::{generate_offers, OfferModel, OfferWorkload};
 use walras_types::{Fraction, Offer, Valuation};
@@ -78,17 +79,17 @@ fn print_clearing(books: &OrderBooks, clearing: &Clearing) {
         },
         clearing.iterations
     );
+    let (mut full, mut partial) = (0usize, 0usize);
+    for (offer, fill) in settlement.traded(books).flat_map(|pair| pair.offer_fills()) {
+        if fill.sold == offer.amount {
+            full += 1;
+        } else {
+            partial += 1;
+        }
+    }
     println!(
-        "  {} asset pairs traded; {} offers filled in full, {} partially",
-        traded,
-        settlement
-            .traded(books)
-            .map(|pair| pair.filled().len())
-            .sum::<usize>(),
-        settlement
-            .traded(books)
-            .filter(|pair| pair.partial().is_some())
-            .count()
+        "  {traded} asset pairs traded; {full} offers filled in full, {partial} partially \
+         (the last of a pair, or too small to trade in full at its limit)"
     );
     println!(
         "  quality: {:.4}% of utility left unrealized; achieved ε {:.2e}, μ {:.2e}",
@@ -113,8 +114,13 @@ fn verify(
     for fill in clearing.settlement.fills(books) {
         let offer = by_id[&fill.offer.0];
         let rate = valuations[offer.sell.0 as usize].rate_to(valuations[offer.buy.0 as usize]);
-        let most = rate.discounted_floor(epsilon).times_amount_floor(fill.sold);
-        if offer.min_price > rate || Some(fill.bought) != most {
+        let terms = PayoutTerms::new(rate, epsilon);
+        let paid = terms.payout(fill.sold);
+        if offer.min_price > rate
+            || fill.sold > offer.amount
+            || u128::from(fill.bought) != paid
+            || !terms.meets_limit(offer.min_price, fill.sold, paid)
+        {
             return Err(ToolError::Verification(format!(
                 "offer {} traded outside its limit",
                 offer.id.0
@@ -132,7 +138,7 @@ fn verify(
     let burned: i128 = net.iter().sum();
     println!(
         "  verified {fills} fills exactly: every asset conserved ({burned} units burned as commission \
-         and rounding), no offer below its limit price"
+         and rounding), every offer paid at least sold × limit × (1 − ε) on its integer amounts"
     );
     Ok(())
 }
