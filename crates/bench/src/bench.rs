@@ -99,6 +99,10 @@ struct InstanceFigures {
     unrealized_utility_ratio: f64,
     achieved_mu: f64,
     repairs: u32,
+    /// Units that offers below `(1 − μ) · rate` hold beyond what they can sell at their limits
+    /// (dust): when positive, μ-completeness cannot hold and `converged` is false for that reason.
+    mu_shortfall: u128,
+    prices_converged: bool,
 }
 
 pub fn run(command: BenchCommand) -> Result<(), ToolError> {
@@ -257,6 +261,8 @@ fn run_instance(
         unrealized_utility_ratio: clearing.quality.unrealized_utility_ratio,
         achieved_mu: clearing.quality.achieved_mu,
         repairs: clearing.settlement.repairs(),
+        mu_shortfall: clearing.settlement.mu_shortfall(),
+        prices_converged: clearing.prices_converged,
     })
 }
 

@@ -61,6 +61,10 @@ struct ClearReport {
     unrealized_utility_ratio: Option<f64>,
     lp_with_lower_bounds: bool,
     repairs: u32,
+    /// Units that offers below `(1 − μ) · rate` hold beyond what they can sell at their limits
+    /// (dust): when positive, μ-completeness cannot hold and `converged` is false for that reason.
+    mu_shortfall: u128,
+    prices_converged: bool,
     threads: usize,
     instance: usize,
     millis: f64,
@@ -232,6 +236,8 @@ fn report(
             .then_some(quality.unrealized_utility_ratio),
         lp_with_lower_bounds: settlement.lp_with_lower_bounds(),
         repairs: settlement.repairs(),
+        mu_shortfall: settlement.mu_shortfall(),
+        prices_converged: clearing.prices_converged,
         threads: args.threads,
         instance: clearing.instance,
         millis: clearing.millis(),

@@ -93,8 +93,10 @@ impl PayoutTerms {
         if received >> 112 != 0 {
             return true;
         }
-        let kept = (1u128 << 64) - u128::from(self.epsilon.0);
-        let owed = U256::from(sold) * U256::from(limit.0) * U256::from(kept); // < 2^256
+        let kept = (1u128 << 64) - u128::from(self.epsilon.0); // ≤ 2^64
+                                                               // sold · kept < 2^128; one 128 × 128 multiplication in 256 bits (the hot path: every
+                                                               // offer in the money is checked once).
+        let owed = U256::from(u128::from(sold) * kept) * U256::from(limit.0);
         U256::from(received) << 144u32 >= owed
     }
 
@@ -222,12 +224,22 @@ impl FillWalk {
 
     /// What the next offer (`limit`, holding `amount`) sells and receives.
     pub fn next(&mut self, limit: Price, amount: u64) -> Result<Sale, UnmetLimit> {
+        if self.left == 0 {
+            self.offers += 1;
+            return Ok(Sale::NONE);
+        }
+        let capacity = self.terms.sale(limit, amount);
+        self.next_of_capacity(limit, capacity)
+    }
+
+    /// The same when the offer's capacity, `terms.sale(limit, amount)`, is already known (a
+    /// settlement computes every capacity once, for its bounds).
+    pub fn next_of_capacity(&mut self, limit: Price, capacity: Sale) -> Result<Sale, UnmetLimit> {
         let index = self.offers;
         self.offers += 1;
         if self.left == 0 {
             return Ok(Sale::NONE);
         }
-        let capacity = self.terms.sale(limit, amount);
         if capacity.sold <= self.left {
             self.left -= capacity.sold;
             return Ok(capacity);

@@ -163,11 +163,15 @@ impl<'a> TradedPair<'a> {
     /// whose fill sold less than its amount keeps the rest on the book.
     pub fn offer_fills(&self) -> impl Iterator<Item = (&'a Offer, Fill)> + 'a {
         let pair = *self;
+        let mut shorts = self.clearing.short_fills.iter().peekable();
         self.offers[..self.clearing.offers_reached]
             .iter()
             .enumerate()
             .filter_map(move |(index, offer)| {
-                let sold = pair.clearing.sold_by(index, offer.amount);
+                let sold = match shorts.next_if(|short| short.index == index) {
+                    Some(short) => short.sold,
+                    None => offer.amount,
+                };
                 (sold > 0).then(|| {
                     let fill = Fill {
                         offer: offer.id,
@@ -313,7 +317,7 @@ pub fn settle(
         })
         .collect();
     let repairs = repair(&mut pairs, &mut states, valuations)?;
-    let finished = Finished::of(books, pairs, valuations, assets)?;
+    let finished = Finished::of(books, pairs, &capacities, valuations, assets)?;
     Ok(finished.into_settlement(lp_with_lower_bounds, repairs))
 }
 
@@ -336,7 +340,7 @@ pub fn settle_given(
             assets,
         });
     }
-    let (mut pairs, _) = exact_bounds(books, valuations, epsilon, mu);
+    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu);
     for &(sell, buy, sold) in trades {
         let pair = pairs
             .iter_mut()
@@ -352,7 +356,7 @@ pub fn settle_given(
         }
         pair.sold = sold;
     }
-    let finished = Finished::of(books, pairs, valuations, assets)?;
+    let finished = Finished::of(books, pairs, &capacities, valuations, assets)?;
     let lower_bounds_met = finished.lower_bounds_met;
     Ok(finished.into_settlement(lower_bounds_met, 0))
 }
@@ -370,11 +374,12 @@ impl Finished {
     fn of(
         books: &OrderBooks,
         mut pairs: Vec<PairClearing>,
+        capacities: &[Capacities],
         valuations: &[Valuation],
         assets: usize,
     ) -> Result<Finished, SettleError> {
-        for pair in pairs.iter_mut() {
-            fill_pair(books, pair)?;
+        for (pair, capacities) in pairs.iter_mut().zip(capacities) {
+            fill_pair(books, pair, capacities)?;
         }
         let burned = check_postcondition(books, &pairs, assets)?;
         let lower_bounds_met = pairs
@@ -401,25 +406,47 @@ impl Finished {
 }
 
 /// Shares the pair's `sold` among its offers by the fill rule, recording who sold less than
-/// their amount, and sets `bought` to the sum of the payouts.
-fn fill_pair(books: &OrderBooks, pair: &mut PairClearing) -> Result<(), SettleError> {
+/// their amount, and sets `bought` to the sum of the payouts. `capacities` are the pair's, from
+/// [`exact_bounds`]: what [`PayoutTerms::sale`] gives each offer for its whole amount.
+fn fill_pair(
+    books: &OrderBooks,
+    pair: &mut PairClearing,
+    capacities: &Capacities,
+) -> Result<(), SettleError> {
     let offers = books.offers(&books.pairs()[pair.book_index]);
-    let mut walk = FillWalk::new(pair.terms(), pair.sold);
+    let terms = pair.terms();
+    debug_assert_eq!(terms, capacities.terms);
+    let in_the_money = books.count_at_or_below(&books.pairs()[pair.book_index], pair.rate);
+    let offers = &offers[..in_the_money];
+    let mut walk = FillWalk::new(terms, pair.sold);
+    let mut next_short = 0usize;
     let (mut reached, mut bought) = (0usize, 0u128);
     let mut short_fills = Vec::new();
     for (index, offer) in offers.iter().enumerate() {
         if walk.left() == 0 {
             break;
         }
-        let sale = walk.next(offer.min_price, offer.amount).map_err(|unmet| {
-            SettleError::PartBelowLimit {
+        // Capacities in canonical order: the sparse list is walked alongside.
+        let mut capacity = offer.amount;
+        if let Some(&(at, short)) = capacities.short.get(next_short) {
+            if at == index {
+                capacity = short;
+                next_short += 1;
+            }
+        }
+        let capacity = Sale {
+            sold: capacity,
+            received: terms.payout(capacity),
+        };
+        let sale = walk
+            .next_of_capacity(offer.min_price, capacity)
+            .map_err(|unmet| SettleError::PartBelowLimit {
                 sell: pair.sell,
                 buy: pair.buy,
                 sold: pair.sold,
                 offer: offers[unmet.offer_index].id.0,
                 part: unmet.sold,
-            }
-        })?;
+            })?;
         if sale.sold < offer.amount {
             short_fills.push(ShortFill {
                 index,
@@ -462,8 +489,12 @@ fn check_postcondition(
         let terms = pair.terms();
         let offers = books.offers(&books.pairs()[pair.book_index]);
         let (mut sold_sum, mut bought_sum) = (0u128, 0u128);
+        let mut shorts = pair.short_fills.iter().peekable();
         for (index, offer) in offers[..pair.offers_reached].iter().enumerate() {
-            let sold = pair.sold_by(index, offer.amount);
+            let sold = match shorts.next_if(|short| short.index == index) {
+                Some(short) => short.sold,
+                None => offer.amount,
+            };
             let payout = terms.payout(sold);
             let breached = SettleError::LimitBreached {
                 sell: pair.sell,

@@ -203,6 +203,31 @@ fn generated_offers_clear_to_the_json_contract() {
     let fills_text = std::fs::read_to_string(&fills).unwrap();
     assert!(fills_text.starts_with("offer_id,sold,bought\n"));
     assert!(fills_text.lines().count() > 100, "a liquid batch trades");
+    // Every fill of the generated workload meets its offer's limit on the integer amounts:
+    // bought · 2^144 ≥ sold · limit_raw · (2^64 − ε_raw), ε the default commission.
+    let offers = walras_types::offers_csv::read_offers(
+        std::io::BufReader::new(std::fs::File::open(&path).unwrap()),
+        6,
+    )
+    .unwrap();
+    let limits: std::collections::HashMap<u64, (u64, walras_types::Price)> = offers
+        .iter()
+        .map(|offer| (offer.id.0, (offer.amount, offer.min_price)))
+        .collect();
+    let terms = walras_clearing::PayoutTerms::new(
+        walras_types::Price::MAX_RATE,
+        walras_clearing::ClearingParams::default().epsilon,
+    );
+    for line in fills_text.lines().skip(1) {
+        let fields: Vec<u64> = line.split(',').map(|field| field.parse().unwrap()).collect();
+        let (id, sold, bought) = (fields[0], fields[1], fields[2]);
+        let (amount, limit) = limits[&id];
+        assert!(sold <= amount, "offer {id} sold {sold} of {amount}");
+        assert!(
+            terms.meets_limit(limit, sold, u128::from(bought)),
+            "offer {id} sold {sold} for {bought}, below its limit {limit}"
+        );
+    }
 }
 
 /// The failing example: valuations spread over 10^±6 give limits like 6.8e-12, which
