@@ -219,7 +219,10 @@ fn generated_offers_clear_to_the_json_contract() {
         walras_clearing::ClearingParams::default().epsilon,
     );
     for line in fills_text.lines().skip(1) {
-        let fields: Vec<u64> = line.split(',').map(|field| field.parse().unwrap()).collect();
+        let fields: Vec<u64> = line
+            .split(',')
+            .map(|field| field.parse().unwrap())
+            .collect();
         let (id, sold, bought) = (fields[0], fields[1], fields[2]);
         let (amount, limit) = limits[&id];
         assert!(sold <= amount, "offer {id} sold {sold} of {amount}");
