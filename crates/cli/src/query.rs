@@ -8,7 +8,7 @@ use walras_api::wire::{
     AccountJson, AccountOffersJson, BlockJson, BookJson, OfferExplanationJson, PricesJson,
     StatusJson, TransactionStatusJson,
 };
-use walras_client::{NodeApi, NodeClient};
+use walras_client::{ClientError, NodeApi, NodeClient};
 
 #[derive(clap::Args, Debug)]
 pub struct QueryArgs {
@@ -104,12 +104,37 @@ pub struct ExplainArgs {
 
 pub fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     let client = NodeClient::new(&args.node)?;
+    let id = args.id;
     let text = block_on(async move {
-        let explanation = client.offer_explanation(args.id, args.account).await?;
+        let explanation = client
+            .offer_explanation(args.id, args.account)
+            .await
+            .map_err(|error| explain_error(error, id))?;
         show(explanation, args.json, explanation_text)
     })??;
     print!("{text}");
     Ok(())
+}
+
+/// The node's answer in the CLI's terms: an ambiguous id is resolved with `--account`, not with
+/// the HTTP parameter the node names.
+fn explain_error(error: ClientError, id: u64) -> anyhow::Error {
+    match &error {
+        ClientError::Api { code, message, .. } if code == "ambiguous_offer" => {
+            let accounts = message
+                .split("accounts ")
+                .nth(1)
+                .and_then(|rest| rest.split(" have").next())
+                .unwrap_or("several accounts");
+            anyhow::anyhow!(
+                "offer ids are per account (the creating transaction's sequence number) and \
+                 accounts {accounts} have an offer {id}: name one with --account, e.g. \
+                 walras offer explain {id} --account {}",
+                accounts.split(", ").next().unwrap_or("ACCOUNT")
+            )
+        }
+        _ => error.into(),
+    }
 }
 
 fn explanation_text(explanation: &OfferExplanationJson) -> String {
