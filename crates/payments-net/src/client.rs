@@ -34,11 +34,11 @@ use crate::wire::{
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long connecting to a validator may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Requests one connection may have in flight; one more is held back. A wallet sends one
-/// payment at a time; a process that sends many (the bench) keeps its latency bounded by this
-/// (about 64 ÷ the validator's rate), below the validator's share per connection
-/// (`validator::CONNECTION_IN_FLIGHT_MAX`).
-pub const CLIENT_IN_FLIGHT_MAX: usize = 64;
+/// Requests one connection may have in flight; one more is held back (the validator's share per
+/// connection, `validator::CONNECTION_IN_FLIGHT_MAX`). A process that sends many payments at
+/// once and wants their latency bounded sets a lower one ([`CommitteeClient::with_in_flight_max`];
+/// the bench's `--in-flight`, 64 by default): latency is about in-flight ÷ the committee's rate.
+pub const CLIENT_IN_FLIGHT_MAX: usize = 512;
 /// The retry hint of a request held back for the connection's in-flight share.
 const IN_FLIGHT_RETRY_AFTER: Duration = Duration::from_millis(5);
 
@@ -416,10 +416,10 @@ impl CommitteeClient {
             let retry_after = quorum_retry_after(&held);
             for validator in 0..self.endpoints.len() {
                 let validator = validator as ValidatorIndex;
-                let reason = held[usize::from(validator)].map_or(
-                    HoldBack::NoQuorum { available, quorum },
-                    |(reason, _)| reason,
-                );
+                let reason = held[usize::from(validator)]
+                    .map_or(HoldBack::NoQuorum { available, quorum }, |(reason, _)| {
+                        reason
+                    });
                 let _ = sender.send(ValidatorReply {
                     validator,
                     result: Err(NetError::HeldBack {

@@ -40,7 +40,9 @@ async fn start_with(
     shards: u32,
     scheme: Scheme,
 ) -> Net {
-    start_with_policies(dir, faults, shards, scheme, &[], 8).await.0
+    start_with_policies(dir, faults, shards, scheme, &[], 8)
+        .await
+        .0
 }
 
 /// A committee of four whose validator `i` serves under `policies`' entry for `i` (the default

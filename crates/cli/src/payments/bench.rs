@@ -62,8 +62,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1000)]
     keys: usize,
     /// Requests the client keeps in flight per validator connection; past it a payment is held
-    /// back (refused, not sent)
-    #[arg(long, default_value_t = walras_payments_net::client::CLIENT_IN_FLIGHT_MAX)]
+    /// back (refused, not sent). Bounds latency past capacity to about this ÷ the served rate
+    #[arg(long, default_value_t = 64)]
     in_flight: usize,
     /// Print one JSON object (the default prints it too; kept for the documented command line)
     #[arg(long)]
