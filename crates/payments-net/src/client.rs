@@ -436,8 +436,8 @@ impl CommitteeClient {
             request: request.clone(),
         };
         let message = Arc::new(message);
-        for validator in 0..self.endpoints.len() {
-            if let Some((reason, retry_after)) = held[validator] {
+        for (validator, held) in held.into_iter().enumerate() {
+            if let Some((reason, retry_after)) = held {
                 let validator = validator as ValidatorIndex;
                 let _ = sender.send(ValidatorReply {
                     validator,
