@@ -1296,6 +1296,55 @@ mod tests {
         assert_eq!(read.expect("a clean close"), 0);
     }
 
+    /// Issue 31, the admission rule alone: a payment is admitted while the queued count times
+    /// the shard's time per payment stays within the window (100 µs each, 1 ms: ten); the
+    /// eleventh is refused with the count and a hint of at least the window, and counts nothing;
+    /// one leaving makes room; a slower measured shard admits fewer.
+    #[test]
+    fn admission_refuses_past_the_expected_wait_and_counts_nothing_it_refused() {
+        let load = ShardLoad::default();
+        let policy = ConnectionPolicy {
+            queued_max: 1000,
+            queue_wait_max: Duration::from_millis(1),
+            ..ConnectionPolicy::default()
+        };
+        for _ in 0..10 {
+            assert_eq!(load.admit(&policy), Ok(()));
+        }
+        let refused = load.admit(&policy).expect_err("the eleventh is over 1 ms");
+        assert_eq!(refused.queued, 10);
+        assert_eq!(refused.expected_wait, Duration::from_micros(1100));
+        assert_eq!(refused.retry_after, Duration::from_micros(1100));
+        assert_eq!(load.stats().queued, 10);
+        assert_eq!(load.stats().refused_at_admission, 1);
+        load.left();
+        assert_eq!(load.admit(&policy), Ok(()));
+        // Groups measured at 1 ms per payment move the average toward it.
+        for _ in 0..16 {
+            load.measured(Duration::from_millis(10), 10);
+        }
+        assert!(load.stats().request_ns > 800_000, "{:?}", load.stats());
+        for _ in 0..10 {
+            load.left();
+        }
+        assert_eq!(load.admit(&policy), Ok(()));
+        assert!(
+            load.admit(&policy).is_err(),
+            "two at about 0.9 ms each exceed 1 ms"
+        );
+        // The count caps the queue whatever the speed.
+        let capped = ConnectionPolicy {
+            queued_max: 1,
+            queue_wait_max: Duration::from_secs(3600),
+            ..policy
+        };
+        assert!(ShardLoad::default().admit(&capped).is_ok());
+        assert_eq!(load.stats().queued_high, 10);
+        let one = ShardLoad::default();
+        assert!(one.admit(&capped).is_ok());
+        assert!(one.admit(&capped).is_err());
+    }
+
     /// The cap counts connections overall and per address; a closed one gives its place back.
     #[test]
     fn the_connection_cap_refuses_over_the_total_and_over_one_addresss_share() {
