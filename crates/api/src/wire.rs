@@ -226,6 +226,9 @@ pub struct BlockJson {
     /// The header's raw `u128` valuations, as JSON integers that may exceed 2^64 (read them
     /// as big integers, not as doubles).
     pub valuations: Vec<u128>,
+    /// As in [`BlockEventJson::prices`].
+    #[schema(required = true)]
+    pub prices: Vec<Option<f64>>,
     pub trades: Vec<TradeJson>,
     /// The proposer's clearing quality (not consensus data): present when this node proposed
     /// the block; absent on a follower and for blocks stored before it was kept.
@@ -256,16 +259,73 @@ pub struct TradeJson {
     pub last_offer_min_price: String,
 }
 
-/// `GET /v1/prices`: the latest block's clearing valuations.
+/// `GET /v1/prices`: the market's last traded prices, and the latest block's clearing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(as = Prices)]
 pub struct PricesJson {
-    /// Height of the block that set them; 0 before the first block (then `valuations` is empty).
+    /// Height of the latest block; 0 before the first block (then `valuations` is empty).
     pub height: u64,
-    /// As in [`BlockJson::valuations`]: raw `u128` JSON integers that may exceed 2^64.
+    /// The latest block's clearing valuations, as in [`BlockJson::valuations`]: raw `u128` JSON
+    /// integers that may exceed 2^64. Only those of assets that traded in that block (see
+    /// `traded`) are prices; the others are where the price search started.
     pub valuations: Vec<u128>,
-    /// `valuations[i] / valuations[0]`, for display: the price of asset i in units of asset 0.
-    pub prices: Vec<f64>,
+    /// Per asset, as in [`BlockEventJson::prices`], for the latest block.
+    #[schema(required = true)]
+    pub prices: Vec<Option<f64>>,
+    /// Per asset: whether an offer sold or bought it in the latest block.
+    pub traded: Vec<bool>,
+    /// Last traded prices, carried forward across blocks without trades.
+    pub reference: ReferencePricesJson,
+}
+
+/// The market's last traded prices: per asset in units of asset 0, and per ordered pair.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = ReferencePrices)]
+pub struct ReferencePricesJson {
+    /// Every block after this height is reflected (0: since genesis; a node restarted from a
+    /// checkpoint of the format before these prices starts at that checkpoint's height).
+    pub since_height: u64,
+    /// One entry per asset, in asset order.
+    pub assets: Vec<AssetPriceJson>,
+    /// One entry per ordered pair that traded, in pair order.
+    pub pairs: Vec<PairPriceJson>,
+}
+
+/// One asset's last traded price in units of asset 0.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = AssetPrice)]
+pub struct AssetPriceJson {
+    pub asset: u16,
+    /// The last block in which an offer sold or bought the asset; `null` if none.
+    #[schema(required = true)]
+    pub last_traded_height: Option<u64>,
+    /// Units of asset 0 per unit of this asset, 12 significant digits, from the last block in
+    /// which it traded in one connected group of traded pairs with asset 0 (only there are the
+    /// two valuations on one scale); `null` if there was none: not traded is not a price.
+    #[schema(required = true, pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub price: Option<String>,
+    /// The same price exactly (the Q48.80 rate as a decimal that parses back to it).
+    #[schema(required = true, pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub price_exact: Option<String>,
+    /// The block that set `price`.
+    #[schema(required = true)]
+    pub price_height: Option<u64>,
+}
+
+/// One ordered pair's last clearing rate (before commission).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = PairPrice)]
+pub struct PairPriceJson {
+    pub sell: u16,
+    pub buy: u16,
+    /// Units of `buy` per unit of `sell`, 12 significant digits.
+    #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub rate: String,
+    /// The same rate exactly (Q48.80 as a decimal that parses back to it).
+    #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub rate_exact: String,
+    /// The last block in which the pair traded.
+    pub height: u64,
 }
 
 /// `GET /v1/status`.
@@ -366,8 +426,11 @@ pub struct BlockEventJson {
     #[schema(required = true)]
     pub clearing: Option<ClearingQualityJson>,
     pub trades: u32,
-    /// As in [`PricesJson::prices`].
-    pub prices: Vec<f64>,
+    /// Per asset: its price in units of asset 0 in this block, when it traded in this block in
+    /// one connected group of traded pairs with asset 0; `null` otherwise (its valuation is
+    /// where the price search started, not a price). Floats, for display.
+    #[schema(required = true)]
+    pub prices: Vec<Option<f64>>,
     /// Execution (signatures to state root) in milliseconds.
     pub execute_ms: f64,
     /// Durable commit to the store in milliseconds.

@@ -450,24 +450,25 @@ fn print_results(
 }
 
 fn print_prices(prices: &PricesJson) {
-    if prices.height == 0 || prices.prices.is_empty() {
+    if prices.height == 0 || prices.reference.assets.is_empty() {
         println!("  prices          none: no block was committed");
         return;
     }
     let shown: Vec<String> = prices
-        .prices
+        .reference
+        .assets
         .iter()
         .take(10)
-        .map(|price| format!("{price:.4}"))
+        .map(|asset| asset.price.clone().unwrap_or_else(|| "-".to_string()))
         .collect();
-    let more = prices.prices.len().saturating_sub(10);
+    let more = prices.reference.assets.len().saturating_sub(10);
     let more = if more > 0 {
         format!(" ... and {more} more")
     } else {
         String::new()
     };
     println!(
-        "  prices          at height {}, asset i in units of asset 0: {}{more}",
+        "  prices          last traded as of height {}, asset i in units of asset 0 (- : never traded with it): {}{more}",
         prices.height,
         shown.join(" ")
     );

@@ -13,6 +13,10 @@ pub struct KeygenArgs {
     /// demos only: anyone can derive it)
     #[arg(long, value_name = "ID")]
     dev_account: Option<u64>,
+    /// With --out: print `{"path": ..., "public_key": ...}` instead of a sentence (for
+    /// scripts; the secret stays in the file)
+    #[arg(long, requires = "out")]
+    json: bool,
     #[command(flatten)]
     node: NodeArgs,
 }
@@ -25,11 +29,16 @@ pub fn run(args: KeygenArgs) -> anyhow::Result<()> {
     match &args.out {
         Some(path) => {
             keyfile::write(path, &seed)?;
-            println!(
-                "wrote {} (public key {})",
-                path.display(),
-                keyfile::to_json(&seed).public_key
-            );
+            let public_key = keyfile::to_json(&seed).public_key;
+            if args.json {
+                let written = serde_json::json!({
+                    "path": path.display().to_string(),
+                    "public_key": public_key,
+                });
+                println!("{written}");
+            } else {
+                println!("wrote {} (public key {public_key})", path.display());
+            }
         }
         None => println!(
             "{}",

@@ -8,7 +8,7 @@ use walras_api::wire::{
     AccountJson, AccountOffersJson, BlockJson, BookJson, OfferExplanationJson, PricesJson,
     StatusJson, TransactionStatusJson,
 };
-use walras_client::{NodeApi, NodeClient};
+use walras_client::{ClientError, NodeApi, NodeClient};
 
 #[derive(clap::Args, Debug)]
 pub struct QueryArgs {
@@ -104,12 +104,37 @@ pub struct ExplainArgs {
 
 pub fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     let client = NodeClient::new(&args.node)?;
+    let id = args.id;
     let text = block_on(async move {
-        let explanation = client.offer_explanation(args.id, args.account).await?;
+        let explanation = client
+            .offer_explanation(args.id, args.account)
+            .await
+            .map_err(|error| explain_error(error, id))?;
         show(explanation, args.json, explanation_text)
     })??;
     print!("{text}");
     Ok(())
+}
+
+/// The node's answer in the CLI's terms: an ambiguous id is resolved with `--account`, not with
+/// the HTTP parameter the node names.
+fn explain_error(error: ClientError, id: u64) -> anyhow::Error {
+    match &error {
+        ClientError::Api { code, message, .. } if code == "ambiguous_offer" => {
+            let accounts = message
+                .split("accounts ")
+                .nth(1)
+                .and_then(|rest| rest.split(" have").next())
+                .unwrap_or("several accounts");
+            anyhow::anyhow!(
+                "offer ids are per account (the creating transaction's sequence number) and \
+                 accounts {accounts} have an offer {id}: name one with --account, e.g. \
+                 walras offer explain {id} --account {}",
+                accounts.split(", ").next().unwrap_or("ACCOUNT")
+            )
+        }
+        _ => error.into(),
+    }
 }
 
 fn explanation_text(explanation: &OfferExplanationJson) -> String {
@@ -263,9 +288,13 @@ fn block_text(block: &BlockJson) -> String {
         block.accepted,
         block.dropped.len()
     );
-    let prices = relative_prices(&block.valuations);
-    if !prices.is_empty() {
-        out.push_str(&format!("prices       {}\n", price_list(&prices)));
+    if block.trades.is_empty() {
+        out.push_str("prices       none: nothing traded in this block\n");
+    } else {
+        out.push_str(&format!(
+            "prices       {} (asset i in units of asset 0; - : not priced by this block)\n",
+            price_list(&block.prices)
+        ));
     }
     for trade in &block.trades {
         out.push_str(&format!(
@@ -288,17 +317,53 @@ fn block_text(block: &BlockJson) -> String {
 }
 
 fn prices_text(prices: &PricesJson) -> String {
-    if prices.height == 0 || prices.valuations.is_empty() {
+    if prices.height == 0 {
         return "no prices yet: no block has been committed\n".to_string();
     }
+    let reference = &prices.reference;
     let mut out = format!(
-        "prices at height {} (asset i in units of asset 0)\n  asset               price            valuation\n",
-        prices.height
+        "last traded prices at height {} (units of asset 0 per unit{})\n  \
+         asset                  price  priced at  last traded\n",
+        prices.height,
+        match reference.since_height {
+            0 => String::new(),
+            since => format!("; blocks after {since} only"),
+        }
     );
-    for (asset, (price, valuation)) in prices.prices.iter().zip(&prices.valuations).enumerate() {
-        out.push_str(&format!("  {asset:>5}  {price:>18.9}  {valuation:>19}\n"));
+    for asset in &reference.assets {
+        out.push_str(&format!(
+            "  {:>5}  {:>21}  {:>9}  {:>11}\n",
+            asset.asset,
+            asset.price.as_deref().unwrap_or("-"),
+            height_text(asset.price_height),
+            match asset.last_traded_height {
+                Some(height) => height.to_string(),
+                None => "never".to_string(),
+            },
+        ));
+    }
+    if !reference.pairs.is_empty() {
+        out.push_str(
+            "pairs (last clearing rate: units of buy per unit of sell, before commission)\n",
+        );
+        for pair in &reference.pairs {
+            out.push_str(&format!(
+                "  {:>5} -> {:<5}  {:>21}  at height {}\n",
+                pair.sell, pair.buy, pair.rate, pair.height
+            ));
+        }
+    }
+    if !prices.traded.contains(&true) {
+        out.push_str(&format!(
+            "block {} traded nothing: its valuations are not prices\n",
+            prices.height
+        ));
     }
     out
+}
+
+fn height_text(height: Option<u64>) -> String {
+    height.map_or_else(|| "-".to_string(), |height| height.to_string())
 }
 
 fn transaction_text(status: &TransactionStatusJson) -> String {
@@ -318,19 +383,12 @@ fn transaction_text(status: &TransactionStatusJson) -> String {
     out
 }
 
-/// Valuations as prices in units of asset 0 (empty if there are none or asset 0's is zero).
-fn relative_prices(valuations: &[u128]) -> Vec<f64> {
-    match valuations.first() {
-        Some(&base) if base > 0 => valuations
-            .iter()
-            .map(|&value| value as f64 / base as f64)
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-fn price_list(prices: &[f64]) -> String {
-    let shown: Vec<String> = prices.iter().take(12).map(|p| format!("{p:.6}")).collect();
+fn price_list(prices: &[Option<f64>]) -> String {
+    let shown: Vec<String> = prices
+        .iter()
+        .take(12)
+        .map(|price| price.map_or_else(|| "-".to_string(), |price| format!("{price:.6}")))
+        .collect();
     let more = prices.len().saturating_sub(12);
     if more > 0 {
         format!("{} ... and {more} more", shown.join(" "))
@@ -354,9 +412,10 @@ mod tests {
     }
 
     #[test]
-    fn prices_are_relative_to_asset_zero() {
-        assert_eq!(relative_prices(&[4, 2, 8]), vec![1.0, 0.5, 2.0]);
-        assert!(relative_prices(&[]).is_empty());
-        assert!(relative_prices(&[0, 1]).is_empty());
+    fn assets_a_block_did_not_price_are_shown_as_a_dash() {
+        assert_eq!(
+            price_list(&[Some(1.0), None, Some(0.5)]),
+            "1.000000 - 0.500000"
+        );
     }
 }

@@ -109,15 +109,16 @@ pub struct CreateOfferArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct CancelOfferArgs {
-    /// Asset the offer sells
-    #[arg(long)]
-    sell: u16,
-    /// Asset the offer buys
-    #[arg(long)]
-    buy: u16,
-    /// The offer's limit price, as given when it was created
-    #[arg(long, value_name = "DECIMAL", value_parser = parse_limit_price)]
-    min_price: Price,
+    /// Asset the offer sells (optional: looked up from the source's open offers when
+    /// --sell, --buy and --min-price are all left out)
+    #[arg(long, requires_all = ["buy", "min_price"])]
+    sell: Option<u16>,
+    /// Asset the offer buys (optional, with --sell)
+    #[arg(long, requires_all = ["sell", "min_price"])]
+    buy: Option<u16>,
+    /// The offer's limit price, as given when it was created (optional, with --sell)
+    #[arg(long, value_name = "DECIMAL", value_parser = parse_limit_price, requires_all = ["sell", "buy"])]
+    min_price: Option<Price>,
     /// The offer's id: the sequence number of the transaction that created it
     #[arg(long, value_name = "ID")]
     offer_id: u64,
@@ -185,26 +186,56 @@ pub fn run_offer(command: OfferCommand) -> anyhow::Result<()> {
             };
             let sequence = submit(&args.signer, operation)?;
             println!(
-                "offer id {sequence} (cancel with: walras offer cancel --sell {} --buy {} \
-                 --min-price {} --offer-id {sequence} --source {} ...)",
-                args.sell,
-                args.buy,
-                args.min_price.to_exact_decimal(),
+                "offer id {sequence} (cancel with: walras offer cancel --offer-id {sequence} \
+                 --source {} ...)",
                 args.signer.source
             );
             Ok(())
         }
         OfferCommand::Cancel(args) => {
+            let (sell, buy, min_price) = match (args.sell, args.buy, args.min_price) {
+                (Some(sell), Some(buy), Some(min_price)) => (sell, buy, min_price),
+                _ => {
+                    let client = args.signer.node.client()?;
+                    block_on(open_offer(&client, args.signer.source, args.offer_id))??
+                }
+            };
             let operation = Operation::CancelOffer {
-                sell: AssetId(args.sell),
-                buy: AssetId(args.buy),
-                min_price: args.min_price,
+                sell: AssetId(sell),
+                buy: AssetId(buy),
+                min_price,
                 offer_id: OfferId(args.offer_id),
             };
             submit(&args.signer, operation).map(|_| ())
         }
         OfferCommand::Explain(args) => super::query::explain(args),
     }
+}
+
+/// The sell asset, buy asset and limit price of `account`'s open offer `offer_id`, read from
+/// the node: what a cancel names besides the id.
+pub(crate) async fn open_offer<C: NodeApi>(
+    client: &C,
+    account: u64,
+    offer_id: u64,
+) -> anyhow::Result<(u16, u16, Price)> {
+    let offers = client
+        .account_offers(account)
+        .await
+        .with_context(|| format!("reading account {account}'s open offers"))?;
+    let offer = offers
+        .offers
+        .iter()
+        .find(|offer| offer.offer_id == offer_id)
+        .ok_or_else(|| {
+            anyhow!(
+                "account {account} has no open offer with id {offer_id}: it may have traded in \
+                 full or been cancelled (see: walras offer explain {offer_id} --account {account})"
+            )
+        })?;
+    let min_price = Price::parse_limit(&offer.min_price)
+        .map_err(|error| anyhow!("the node listed limit price {:?}: {error}", offer.min_price))?;
+    Ok((offer.sell, offer.buy, min_price))
 }
 
 pub fn run_pay(args: PayArgs) -> anyhow::Result<()> {

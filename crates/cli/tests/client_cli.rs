@@ -163,6 +163,22 @@ fn keygen_writes_private_key_files_and_refuses_to_overwrite() {
         &["keygen", "--out", path_text(&fresh)],
         "refusing to overwrite",
     );
+    // Trigger (issue 28, item 8): with --out the public key came only inside a sentence.
+    let scripted = data.path().join("scripted.json");
+    let written: Value = serde_json::from_str(&walras_ok(&[
+        "keygen",
+        "--out",
+        path_text(&scripted),
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(written["path"], path_text(&scripted));
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&scripted).unwrap()).unwrap();
+    assert_eq!(written["public_key"], stored["public_key"]);
+    assert!(
+        written.get("secret_seed").is_none(),
+        "the secret stays in the file"
+    );
 }
 
 /// Checks: a transaction whose sequence number a committed one already used is refused with a
@@ -226,6 +242,101 @@ fn refused_transactions_exit_non_zero_with_the_nodes_reason() {
             url,
         ],
         "404 unknown_account",
+    );
+}
+
+/// Trigger (issue 28, item 8): `offer cancel` needed the offer's sell asset, buy asset and limit
+/// price again, though its id and account name it. Now the id suffices (the rest is read from
+/// the account's open offers), and cancelling an offer that is gone says so.
+#[test]
+fn an_offer_is_cancelled_by_its_id_and_account_alone() {
+    let data = TempDir::new("client-cancel");
+    let node = NodeGuard::start(data.path());
+    let url = node.url.as_str();
+    let sell = held_asset(url, 8, 1_000);
+    let buy = ((sell + 1) % 4).to_string();
+    let sell = sell.to_string();
+    let before = query_json(url, &["account", "8"]);
+    let created = walras_ok(&[
+        "offer",
+        "create",
+        "--sell",
+        &sell,
+        "--buy",
+        &buy,
+        "--amount",
+        "500",
+        "--min-price",
+        "1000.5",
+        "--source",
+        "8",
+        "--dev",
+        "--wait",
+        "--node",
+        url,
+    ]);
+    let id = created
+        .split("offer id ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no offer id in {created:?}"))
+        .to_string();
+    assert!(
+        created.contains("walras offer cancel --offer-id"),
+        "{created}"
+    );
+    let offers = query_json(url, &["offers", "8"]);
+    assert_eq!(offers["offers"].as_array().unwrap().len(), 1, "{offers}");
+    let cancelled = walras_ok(&[
+        "offer",
+        "cancel",
+        "--offer-id",
+        &id,
+        "--source",
+        "8",
+        "--dev",
+        "--wait",
+        "--node",
+        url,
+    ]);
+    assert!(cancelled.contains("accepted"), "{cancelled}");
+    let offers = query_json(url, &["offers", "8"]);
+    assert!(offers["offers"].as_array().unwrap().is_empty(), "{offers}");
+    assert_eq!(
+        query_json(url, &["account", "8"])["balances"],
+        before["balances"],
+        "the offer's amount came back"
+    );
+    walras_fails_with(
+        &[
+            "offer",
+            "cancel",
+            "--offer-id",
+            &id,
+            "--source",
+            "8",
+            "--dev",
+            "--node",
+            url,
+        ],
+        &format!("account 8 has no open offer with id {id}"),
+    );
+    // Half the offer's identity is refused by the argument parser, not guessed.
+    walras_fails_with(
+        &[
+            "offer",
+            "cancel",
+            "--offer-id",
+            &id,
+            "--sell",
+            &sell,
+            "--source",
+            "8",
+            "--dev",
+            "--node",
+            url,
+        ],
+        "--buy",
     );
 }
 

@@ -547,3 +547,145 @@ fn every_route_in_the_openapi_document_is_served() {
         );
     });
 }
+
+/// Two accounts and assets for a trade with asset 0: one holding asset 0, one holding another.
+async fn asset0_traders(client: &reqwest::Client, url: &str) -> (u64, u64, u16) {
+    let mut seller0 = None;
+    let mut other = None;
+    for account in 1..=DEV_ACCOUNTS {
+        for (asset, held) in balances(client, url, account).await {
+            if held < 10_000 {
+                continue;
+            }
+            if asset == 0 && seller0.is_none() {
+                seller0 = Some(account);
+            } else if asset != 0 && other.is_none() && Some(account) != seller0 {
+                other = Some((account, asset));
+            }
+        }
+        if let (Some(seller0), Some((account, asset))) = (seller0, other) {
+            if seller0 != account {
+                return (seller0, account, asset);
+            }
+        }
+    }
+    panic!("the dev genesis has holders of asset 0 and of another asset");
+}
+
+async fn submit(client: &reqwest::Client, url: &str, signed: &SignedTransaction) -> u64 {
+    let (status, answer) = post(
+        client,
+        &format!("{url}/v1/transactions"),
+        "application/octet-stream",
+        signed.encode(),
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    let hash = answer["hash"].as_str().unwrap().to_string();
+    let committed = wait_committed(client, url, &hash).await;
+    assert_eq!(committed["status"], "accepted", "{committed}");
+    committed["height"].as_u64().unwrap()
+}
+
+/// Trigger: after a block holding only a payment, every valuation became 1.000000 in `query
+/// prices`, `/v1/events` and the block's prices while the books still held resting offers
+/// (issue 28, item 2). The last traded prices now carry forward, a block that traded nothing
+/// prices nothing, and both survive a restart.
+#[test]
+fn a_block_of_payments_only_leaves_the_last_traded_prices_in_place() {
+    use walras_types::{AccountId, AssetId, Operation, Price, Transaction};
+    let dir = TempDir::new("prices-carry");
+    let node = NodeProcess::start(dir.path(), &[]);
+    let url = node.url.clone();
+    let (traded_at, before) = runtime().block_on(async {
+        let client = reqwest::Client::new();
+        let (a, b, asset) = asset0_traders(&client, &url).await;
+        let offer = |source: u64, sell: u16, buy: u16, limit: &str| {
+            sign(Transaction {
+                source: AccountId(source),
+                sequence: 1,
+                operation: Operation::CreateOffer {
+                    sell: AssetId(sell),
+                    buy: AssetId(buy),
+                    amount: 5_000,
+                    min_price: Price::parse_limit(limit).unwrap(),
+                },
+            })
+        };
+        let crossing = [offer(a, 0, asset, "0.5"), offer(b, asset, 0, "0.5")];
+        let body = SignedTransaction::encode_list(&crossing);
+        let (status, answer) = post(
+            &client,
+            &format!("{url}/v1/transactions/batch"),
+            "application/octet-stream",
+            body,
+        )
+        .await;
+        assert_eq!(status, 200, "{answer}");
+        let mut traded_at = 0;
+        for signed in &crossing {
+            let hash = walras_engine::block::transaction_hash(signed).to_string();
+            traded_at = wait_committed(&client, &url, &hash).await["height"]
+                .as_u64()
+                .unwrap();
+        }
+        let (_, traded) = get(&client, &format!("{url}/v1/prices")).await;
+        let reference = &traded["reference"];
+        let priced = &reference["assets"][asset as usize];
+        assert_eq!(priced["last_traded_height"], traded_at, "{traded}");
+        assert_eq!(priced["price_height"], traded_at, "{traded}");
+        let price: f64 = priced["price"].as_str().unwrap().parse().unwrap();
+        // Both limits at 0.5: the rate lies within [0.5, 2].
+        assert!((0.5..=2.0).contains(&price), "{traded}");
+        assert!(reference["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|pair| pair["sell"] == 0 && pair["buy"] == asset && pair["height"] == traded_at));
+        // A later block of one payment.
+        let later = submit(&client, &url, &payment(a, 2, b, 0, 7)).await;
+        assert!(later > traded_at);
+        let (_, after) = get(&client, &format!("{url}/v1/prices")).await;
+        assert!(after["height"].as_u64().unwrap() >= later, "{after}");
+        assert_eq!(after["reference"], traded["reference"], "carried forward");
+        assert!(
+            after["traded"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|t| t == false),
+            "{after}"
+        );
+        assert!(
+            after["prices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p.is_null()),
+            "a block that traded nothing prices nothing: {after}"
+        );
+        let (_, block) = get(&client, &format!("{url}/v1/blocks/{later}")).await;
+        assert!(
+            block["prices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p.is_null()),
+            "{block}"
+        );
+        let (_, block) = get(&client, &format!("{url}/v1/blocks/{traded_at}")).await;
+        assert!(
+            block["prices"][asset as usize].as_f64().is_some(),
+            "{block}"
+        );
+        (traded_at, after["reference"].clone())
+    });
+    assert!(node.terminate(), "the node stops on SIGTERM");
+    let node = NodeProcess::start(dir.path(), &[]);
+    runtime().block_on(async {
+        let client = reqwest::Client::new();
+        let (_, restarted) = get(&client, &format!("{}/v1/prices", node.url)).await;
+        assert_eq!(restarted["reference"], before, "after a restart");
+        assert!(traded_at > 0);
+    });
+}

@@ -297,7 +297,10 @@ fn offers_are_explained_over_http_and_the_cli_and_after_a_restart() {
         .contains(&overdraft_payment));
     let ambiguous = cli_explain(&url, &["1"]);
     assert!(!ambiguous.status.success());
-    assert!(String::from_utf8_lossy(&ambiguous.stderr).contains("account"));
+    // Trigger (issue 28, item 8): the CLI told its user the HTTP parameter (`?account=`).
+    let said = String::from_utf8_lossy(&ambiguous.stderr);
+    assert!(said.contains("--account"), "{said}");
+    assert!(!said.contains("?account="), "{said}");
 
     // After a restart: the same answers, from the block log.
     assert!(node.terminate(), "SIGTERM stops the node cleanly");

@@ -163,15 +163,17 @@ fn a_thousand_payments_among_a_hundred_keys_certify_over_four_validators_of_two_
         assert!(wallet.client().stuck_inputs().is_empty());
         assert!(wallet.file().pending.is_empty());
     }
-    // Every validator gets every payment (the client stops waiting at the quorum, so the last
-    // one may still be working: wait for it to have handled all 1,000).
+    // Every certified payment was handled by a quorum (3) of the validators. Not every
+    // validator need see every payment: one whose shard queue is over its expected wait refuses
+    // a payment for overload (issue 31; 100 payments arrive at once here) and the quorum forms
+    // without it. The client stops waiting at the quorum, so wait for the validators' counts.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let handled = |shards: &Vec<walras_payments_net::wire::ShardStats>| {
         shards.iter().map(|shard| shard.requests).sum::<u64>()
     };
     let all = loop {
         let all = runtime.block_on(stats(&client, 4));
-        if all.iter().all(|shards| handled(shards) == 1_000) {
+        if all.iter().map(handled).sum::<u64>() >= 3 * 1_000 {
             break all;
         }
         assert!(

@@ -7,12 +7,14 @@
 //! flipped bytes before anything is decoded.
 //!
 //! Format, big-endian:
-//! `magic "walras-checkpoint/1" ‖ checksum[32] ‖ body`, where the checksum is
+//! `magic "walras-checkpoint/2" ‖ checksum[32] ‖ body`, where the checksum is
 //! `H_ckpt(body)` (domain `walras/ckpt`) and the body is
 //! `height:u64 last_header_hash[32] assets:u16 (issued:u64 burned:u64)*assets
 //! account_count:u32 (id:u64 account)*` (each account as [`Account::encode`], in slot order)
 //! `pair_count:u32 (pair_index:u32 offer_count:u32 (min_price:u128 account:u64 id:u64
-//! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order),
+//! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order), then
+//! the market record of last traded prices ([`MarketPrices::encode`]; absent in format `/1`,
+//! which is still read, the record then starting empty at the checkpoint's height),
 //! followed, only on an exchange bridged to a payments lane, by `0x01 chain_id:u64 epoch:u64
 //! shards:u32 validator_count:u16 (key[32] bls_key[48] bls_proof[96])* (escrow:u64)*assets
 //! withdrawn_count:u64 (output_id[32] height:u64)*` (withdrawn ids ascending). The committee's
@@ -20,6 +22,7 @@
 
 use crate::account::Account;
 use crate::bridge::PaymentsBridge;
+use crate::market::MarketPrices;
 use crate::state::{
     all_slots, new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
 };
@@ -34,7 +37,9 @@ use walras_types::{
 
 /// Hash domain of the checkpoint checksum.
 pub const CHECKPOINT_DOMAIN: Domain = Domain::new("walras/ckpt");
-const MAGIC: &[u8] = b"walras-checkpoint/1";
+const MAGIC: &[u8] = b"walras-checkpoint/2";
+/// The format before the market record: still read, with an empty record from its height.
+const MAGIC_V1: &[u8] = b"walras-checkpoint/1";
 
 /// Why checkpoint bytes were refused. Never a panic: the bytes come from disk.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,6 +100,7 @@ impl ExchangeState {
                 body.put_u64(*amount);
             }
         }
+        self.market.encode(&mut body);
         if let Some(payments) = &self.payments {
             encode_bridge(payments, &mut body);
         }
@@ -112,7 +118,13 @@ impl ExchangeState {
         bytes: &[u8],
         threads: usize,
     ) -> Result<ExchangeState, CheckpointError> {
-        let rest = bytes.strip_prefix(MAGIC).ok_or(CheckpointError::Magic)?;
+        let (rest, with_market) = match bytes.strip_prefix(MAGIC) {
+            Some(rest) => (rest, true),
+            None => (
+                bytes.strip_prefix(MAGIC_V1).ok_or(CheckpointError::Magic)?,
+                false,
+            ),
+        };
         let (checksum, body) = rest
             .split_first_chunk::<32>()
             .ok_or_else(|| malformed("shorter than its checksum"))?;
@@ -121,6 +133,10 @@ impl ExchangeState {
         }
         let mut reader = Reader::new(body);
         let mut state = read_state(&mut reader)?;
+        if with_market {
+            state.market = MarketPrices::decode(&mut reader, state.assets, state.height)
+                .map_err(|error| malformed(&error.to_string()))?;
+        }
         if !reader.is_empty() {
             state.payments = Some(read_bridge(&mut reader, state.assets)?);
         }
@@ -192,6 +208,7 @@ fn read_state(reader: &mut Reader<'_>) -> Result<ExchangeState, CheckpointError>
         account_trie: Trie::new(),
         offer_tries,
         payments: None,
+        market: MarketPrices::new(assets, height),
     })
 }
 

@@ -430,6 +430,7 @@ impl ExchangeState {
             plan.filtered.dropped.clone(),
         );
         let state_root = self.execute(transactions, plan, &settlement, config, &mut timings);
+        self.market.record(&header);
         BlockOutcome {
             header: BlockHeader {
                 state_root,

@@ -21,6 +21,7 @@ pub mod drop_reason;
 pub mod execute;
 pub mod explain;
 pub mod filter;
+pub mod market;
 pub mod orderbook;
 mod parallel;
 pub mod state;
@@ -34,5 +35,6 @@ pub use execute::{
     BlockOutcome, CheckedBlock, ClearingReport, EngineConfig, EngineError, PhaseTimings,
 };
 pub use filter::DropReason;
+pub use market::{AssetMarket, LastTrade, MarketPrices};
 pub use orderbook::{Fill, OrderbookBlockStats, OrderbookExchange};
 pub use state::ExchangeState;

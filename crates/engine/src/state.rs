@@ -13,6 +13,7 @@
 
 use crate::account::Account;
 use crate::bridge::PaymentsBridge;
+use crate::market::MarketPrices;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use walras_crypto::{Domain, Hash, Hasher as HashWriter};
@@ -112,9 +113,16 @@ pub struct ExchangeState {
     pub(crate) offer_tries: Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>>,
     /// The bridge to the payments lane, when the genesis names a committee.
     pub(crate) payments: Option<PaymentsBridge>,
+    /// Last traded prices carried forward (not part of the state root: derived from headers).
+    pub(crate) market: MarketPrices,
 }
 
 impl ExchangeState {
+    /// The last traded prices, carried forward (see [`crate::market`]).
+    pub fn market(&self) -> &MarketPrices {
+        &self.market
+    }
+
     /// The state before the first block.
     pub fn from_genesis(genesis: &Genesis, threads: usize) -> Result<ExchangeState, StateError> {
         check_genesis(genesis)?;
@@ -148,6 +156,7 @@ impl ExchangeState {
             .map_err(|error| StateError::Genesis(format!("payments committee: {error}")))?;
         let mut state = ExchangeState {
             payments,
+            market: MarketPrices::new(assets, 0),
             assets,
             accounts,
             account_ids,

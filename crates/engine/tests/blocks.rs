@@ -597,3 +597,66 @@ fn a_header_with_trades_and_no_transactions_round_trips() {
     };
     assert_eq!(Block::decode(&block.encode()), Ok(block));
 }
+
+/// The market record of last traded prices: set by a trading block, left alone by a block of
+/// payments only, carried by checkpoints; a checkpoint of the format before it (`/1`) still
+/// loads, its record starting empty at the checkpoint's height (issue 28, item 2).
+#[test]
+fn last_traded_prices_carry_forward_and_through_checkpoints() {
+    use walras_engine::checkpoint::CHECKPOINT_DOMAIN;
+    let genesis = genesis(3);
+    let mut state = ExchangeState::from_genesis(&genesis, 1).unwrap();
+    let offer = |source: u64, sell: u16, buy: u16| {
+        sign(
+            source,
+            1,
+            Operation::CreateOffer {
+                sell: AssetId(sell),
+                buy: AssetId(buy),
+                amount: 10_000,
+                min_price: Price::parse_limit("0.5").unwrap(),
+            },
+        )
+    };
+    state
+        .propose(vec![offer(0, 0, 2), offer(1, 2, 0)], &config(1))
+        .unwrap();
+    let traded = state.market().clone();
+    let price = traded.assets()[2]
+        .price_in_asset0
+        .expect("asset 2 traded with 0");
+    assert_eq!(price.height, 1);
+    assert!(traded.pair(0, 2).is_some() && traded.pair(2, 0).is_some());
+    assert_eq!(traded.assets()[1].last_traded_height, None);
+    let payment = sign(
+        2,
+        1,
+        Operation::Payment {
+            to: AccountId(0),
+            asset: AssetId(1),
+            amount: 5,
+        },
+    );
+    state.propose(vec![payment], &config(1)).unwrap();
+    assert_eq!(
+        state.market(),
+        &traded,
+        "a block without trades changes nothing"
+    );
+
+    let bytes = state.encode_checkpoint();
+    let restored = ExchangeState::decode_checkpoint(&bytes, 1).unwrap();
+    assert_eq!(restored.market(), &traded);
+
+    // The same state in format /1: no market section (it ends the body: no payments bridge).
+    let market_bytes = 8 + ASSETS * 32 + 4 + 2 * 28;
+    let body = &bytes[b"walras-checkpoint/2".len() + 32..];
+    let old_body = &body[..body.len() - market_bytes];
+    let mut old = b"walras-checkpoint/1".to_vec();
+    old.extend_from_slice(walras_crypto::hash_in(CHECKPOINT_DOMAIN, old_body).as_bytes());
+    old.extend_from_slice(old_body);
+    let mut restored = ExchangeState::decode_checkpoint(&old, 1).unwrap();
+    assert_eq!(restored.state_root(1), state.state_root(1));
+    assert_eq!(restored.market().since_height(), 2);
+    assert!(restored.market().pairs().next().is_none());
+}

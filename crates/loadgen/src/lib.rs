@@ -189,7 +189,13 @@ pub async fn run_with<C: NodeApi>(
     let mut market = Market::flat(dev.assets);
     let prices = client.prices().await?;
     if prices.height > 0 {
-        market.update(&prices.prices);
+        let last_traded: Vec<Option<f64>> = prices
+            .reference
+            .assets
+            .iter()
+            .map(|asset| asset.price.as_deref().and_then(|text| text.parse().ok()))
+            .collect();
+        market.update(&last_traded);
     }
     let used = config.accounts.min(dev.accounts as usize);
     let (accounts, keys) = load_accounts(client, &dev, used, config.progress).await?;

@@ -101,11 +101,16 @@ impl Market {
     }
 
     /// Takes a block's prices if they are usable (one positive finite number per asset).
-    pub fn update(&mut self, prices: &[f64]) {
-        let usable = prices.len() == self.prices.len()
-            && prices.iter().all(|price| price.is_finite() && *price > 0.0);
-        if usable {
-            self.prices.copy_from_slice(prices);
+    /// Takes each asset's price where one is given (a block prices only the assets it
+    /// traded); the others keep theirs.
+    pub fn update(&mut self, prices: &[Option<f64>]) {
+        if prices.len() != self.prices.len() {
+            return;
+        }
+        for (kept, given) in self.prices.iter_mut().zip(prices) {
+            if let Some(price) = given.filter(|price| price.is_finite() && *price > 0.0) {
+                *kept = price;
+            }
         }
     }
 
@@ -242,11 +247,22 @@ mod tests {
         LoadAccount::new(id, SequenceWindow::new(0, 1), balances)
     }
 
+    /// Trigger: after a block holding only payments the node reported every price as 1.0
+    /// and the load generator priced its next offers at 1.0 for every pair (issue 28 item 2).
+    #[test]
+    fn prices_a_block_did_not_give_keep_their_last_value() {
+        let mut market = Market::flat(3);
+        market.update(&[Some(1.0), Some(2.0), Some(0.5)]);
+        market.update(&[None, None, Some(0.25)]);
+        assert_eq!(market.ratio(1, 0), 2.0);
+        assert_eq!(market.ratio(2, 0), 0.25);
+    }
+
     #[test]
     fn trading_offers_spend_held_assets_near_the_price_ratio() {
         let mut rng = Rng::new(1);
         let mut market = Market::flat(4);
-        market.update(&[1.0, 2.0, 0.5, 4.0]);
+        market.update(&[Some(1.0), Some(2.0), Some(0.5), Some(4.0)]);
         let mut trader = account(3, vec![(1, 1_000_000), (2, 500)]);
         let mut offers = 0;
         for _ in 0..1000 {

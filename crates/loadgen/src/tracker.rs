@@ -171,7 +171,7 @@ impl Tracker {
         &self.market
     }
 
-    pub fn update_prices(&mut self, prices: &[f64]) {
+    pub fn update_prices(&mut self, prices: &[Option<f64>]) {
         self.market.update(prices);
     }
 
@@ -492,6 +492,7 @@ mod tests {
                 })
                 .collect(),
             valuations: Vec::new(),
+            prices: Vec::new(),
             trades: Vec::new(),
             clearing: None,
         };

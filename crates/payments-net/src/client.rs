@@ -4,11 +4,18 @@
 //!
 //! Wallets use `walras_payments::Client` (persist before send, resend identical bytes) and feed
 //! it the replies of [`CommitteeClient::broadcast`]; the benchmark uses [`Aggregator`] directly.
+//!
+//! Overload (issue 31): the client holds back what a validator could not take, without sending
+//! it: more than [`CLIENT_IN_FLIGHT_MAX`] requests in flight on one connection, or a validator
+//! that answered [`ErrorCode::Overloaded`] within its retry hint. When fewer than a quorum of
+//! validators can take a payment, it is sent to none (so the validators' work goes to payments
+//! that can certify), and [`certify`] answers [`CertifyError::Overloaded`]. Nothing is lost: a
+//! refused request is resent unchanged later (the wallet keeps it pending).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use tokio::net::TcpStream;
@@ -19,12 +26,45 @@ use walras_payments::{
 };
 
 use crate::frame::{push_frame, read_frame, write_framed};
-use crate::wire::{decode_response_message, encode_request_message, ErrorReply, Request, Response};
+use crate::wire::{
+    decode_response_message, encode_request_message, ErrorCode, ErrorReply, Request, Response,
+};
 
 /// How long a request waits for its reply by default.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long connecting to a validator may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Requests one connection may have in flight; one more is held back (the validator's share per
+/// connection, `validator::CONNECTION_IN_FLIGHT_MAX`). A process that sends many payments at
+/// once and wants their latency bounded sets a lower one ([`CommitteeClient::with_in_flight_max`];
+/// the bench's `--in-flight`, 64 by default): latency is about in-flight ÷ the committee's rate.
+pub const CLIENT_IN_FLIGHT_MAX: usize = 512;
+/// The retry hint of a request held back for the connection's in-flight share.
+const IN_FLIGHT_RETRY_AFTER: Duration = Duration::from_millis(5);
+
+/// Why the client held a request back without sending it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldBack {
+    /// The connection has its share of requests in flight.
+    InFlight { max: usize },
+    /// The validator answered `Overloaded` and its retry hint has not passed.
+    Backoff,
+    /// Fewer than a quorum of validators can take a request now.
+    NoQuorum { available: usize, quorum: usize },
+}
+
+impl std::fmt::Display for HoldBack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HoldBack::InFlight { max } => write!(f, "{max} requests in flight on its connection"),
+            HoldBack::Backoff => write!(f, "it answered overloaded and asked to wait"),
+            HoldBack::NoQuorum { available, quorum } => write!(
+                f,
+                "only {available} validators can take a request now, {quorum} needed"
+            ),
+        }
+    }
+}
 
 /// Why a request to one validator got no usable reply.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -49,6 +89,33 @@ pub enum NetError {
     },
     #[error("validator {validator} sent an unexpected reply")]
     Unexpected { validator: ValidatorIndex },
+    /// The validator refused the request unhandled (its queue is full); resend it unchanged
+    /// after `retry_after`.
+    #[error("validator {validator} is overloaded, retry after {retry_after:?}: {message}")]
+    Overloaded {
+        validator: ValidatorIndex,
+        retry_after: Duration,
+        message: String,
+    },
+    /// The client did not send the request; resend it unchanged after `retry_after`.
+    #[error("validator {validator}: not sent, {reason}; retry after {retry_after:?}")]
+    HeldBack {
+        validator: ValidatorIndex,
+        reason: HoldBack,
+        retry_after: Duration,
+    },
+}
+
+impl NetError {
+    /// The retry hint of an overload refusal (the validator's or the client's own), if it is one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            NetError::Overloaded { retry_after, .. } | NetError::HeldBack { retry_after, .. } => {
+                Some(*retry_after)
+            }
+            _ => None,
+        }
+    }
 }
 
 type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Response>>>>;
@@ -66,9 +133,34 @@ struct Endpoint {
     index: ValidatorIndex,
     address: String,
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// Requests sent and not yet answered (or timed out).
+    in_flight: AtomicUsize,
+    /// Microseconds after the client's `epoch` before which nothing is sent (a retry hint).
+    backoff_until_us: AtomicU64,
 }
 
 impl Endpoint {
+    /// Why a request to this validator would be held back now, and for how long.
+    fn hold_back(&self, now_us: u64, in_flight_max: usize) -> Option<(HoldBack, Duration)> {
+        let until = self.backoff_until_us.load(Ordering::Relaxed);
+        if until > now_us {
+            return Some((HoldBack::Backoff, Duration::from_micros(until - now_us)));
+        }
+        if self.in_flight.load(Ordering::Relaxed) >= in_flight_max {
+            return Some((
+                HoldBack::InFlight { max: in_flight_max },
+                IN_FLIGHT_RETRY_AFTER,
+            ));
+        }
+        None
+    }
+
+    /// Sends nothing to this validator until `retry_after` past `now_us`.
+    fn back_off(&self, now_us: u64, retry_after: Duration) {
+        let until = now_us.saturating_add(retry_after.as_micros() as u64);
+        self.backoff_until_us.fetch_max(until, Ordering::Relaxed);
+    }
+
     /// The open connection (`true`: reused) or a new one (`false`).
     async fn connection(&self) -> Result<(Arc<Connection>, bool), NetError> {
         let mut slot = self.connection.lock().await;
@@ -147,6 +239,10 @@ pub struct CommitteeClient {
     endpoints: Vec<Endpoint>,
     next_id: AtomicU64,
     timeout: Duration,
+    /// Requests one connection may have in flight.
+    in_flight_max: usize,
+    /// The origin of the endpoints' backoff instants.
+    epoch: Instant,
 }
 
 /// One validator's answer to a broadcast.
@@ -166,6 +262,8 @@ impl CommitteeClient {
                 index: index as ValidatorIndex,
                 address,
                 connection: tokio::sync::Mutex::new(None),
+                in_flight: AtomicUsize::new(0),
+                backoff_until_us: AtomicU64::new(0),
             })
             .collect();
         Arc::new(CommitteeClient {
@@ -173,7 +271,26 @@ impl CommitteeClient {
             endpoints,
             next_id: AtomicU64::new(1),
             timeout: REQUEST_TIMEOUT,
+            in_flight_max: CLIENT_IN_FLIGHT_MAX,
+            epoch: Instant::now(),
         })
+    }
+
+    /// A client that holds more than `in_flight_max` requests per connection back (tests).
+    pub fn with_in_flight_max(
+        committee: Committee,
+        addresses: Vec<String>,
+        in_flight_max: usize,
+    ) -> Arc<CommitteeClient> {
+        let mut client = CommitteeClient::new(committee, addresses);
+        if let Some(client) = Arc::get_mut(&mut client) {
+            client.in_flight_max = in_flight_max.max(1);
+        }
+        client
+    }
+
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
     }
 
     /// The committee.
@@ -191,6 +308,32 @@ impl CommitteeClient {
             .endpoints
             .get(usize::from(validator))
             .ok_or(NetError::Unexpected { validator })?;
+        endpoint.in_flight.fetch_add(1, Ordering::Relaxed);
+        let result = self.call_counted(validator, endpoint, request).await;
+        endpoint.in_flight.fetch_sub(1, Ordering::Relaxed);
+        match result {
+            Err(NetError::Refused { validator, error }) => match error.code {
+                ErrorCode::Overloaded { retry_after_ms } => {
+                    let retry_after = Duration::from_millis(u64::from(retry_after_ms));
+                    endpoint.back_off(self.now_us(), retry_after);
+                    Err(NetError::Overloaded {
+                        validator,
+                        retry_after,
+                        message: error.message,
+                    })
+                }
+                _ => Err(NetError::Refused { validator, error }),
+            },
+            result => result,
+        }
+    }
+
+    async fn call_counted(
+        &self,
+        validator: ValidatorIndex,
+        endpoint: &Endpoint,
+        request: &Request,
+    ) -> Result<Response, NetError> {
         let (connection, reused) = endpoint.connection().await?;
         match self.call_on(validator, &connection, request).await {
             // A reused connection the validator closed meanwhile (its idle timeout): once more
@@ -236,20 +379,76 @@ impl CommitteeClient {
         }
     }
 
+    /// Why each validator would be held back now (`None`: it would be sent the request).
+    fn held_back_endpoints(&self) -> Vec<Option<(HoldBack, Duration)>> {
+        let now_us = self.now_us();
+        self.endpoints
+            .iter()
+            .map(|endpoint| endpoint.hold_back(now_us, self.in_flight_max))
+            .collect()
+    }
+
+    /// When fewer than a quorum of validators can take a payment now (a payment would be held
+    /// back without being sent): how long until one may be sent. A load generator checks this
+    /// before it spends anything on a payment.
+    pub fn held_back(&self) -> Option<Duration> {
+        let held = self.held_back_endpoints();
+        let available = held.iter().filter(|held| held.is_none()).count();
+        (available < self.committee.quorum()).then(|| quorum_retry_after(&held))
+    }
+
     /// Sends `request` to shard `shard` of every validator at once; replies arrive on the
-    /// returned channel as they come (one per validator, errors included).
+    /// returned channel as they come (one per validator, errors included). A validator the
+    /// client holds back gets nothing and its reply is [`NetError::HeldBack`] at once; when
+    /// fewer than a quorum can take the request, none is sent it.
     pub fn broadcast(
         self: &Arc<Self>,
         shard: u32,
         request: &PaymentRequest,
     ) -> mpsc::UnboundedReceiver<ValidatorReply> {
         let (sender, receiver) = mpsc::unbounded_channel();
+        let held = self.held_back_endpoints();
+        let available = held.iter().filter(|held| held.is_none()).count();
+        let quorum = self.committee.quorum();
+        if available < quorum {
+            // Sending to fewer than a quorum only spends validators' work on a payment that
+            // cannot certify now: hold it back everywhere.
+            let retry_after = quorum_retry_after(&held);
+            for validator in 0..self.endpoints.len() {
+                let validator = validator as ValidatorIndex;
+                let reason = held[usize::from(validator)]
+                    .map_or(HoldBack::NoQuorum { available, quorum }, |(reason, _)| {
+                        reason
+                    });
+                let _ = sender.send(ValidatorReply {
+                    validator,
+                    result: Err(NetError::HeldBack {
+                        validator,
+                        reason,
+                        retry_after,
+                    }),
+                });
+            }
+            return receiver;
+        }
         let message = Request::Pay {
             shard,
             request: request.clone(),
         };
         let message = Arc::new(message);
-        for validator in 0..self.endpoints.len() {
+        for (validator, held) in held.into_iter().enumerate() {
+            if let Some((reason, retry_after)) = held {
+                let validator = validator as ValidatorIndex;
+                let _ = sender.send(ValidatorReply {
+                    validator,
+                    result: Err(NetError::HeldBack {
+                        validator,
+                        reason,
+                        retry_after,
+                    }),
+                });
+                continue;
+            }
             let client = self.clone();
             let sender = sender.clone();
             let message = message.clone();
@@ -263,6 +462,16 @@ impl CommitteeClient {
     }
 }
 
+/// How long until a quorum of validators may be sent a request again: the shortest wait among
+/// the held-back ones (one more available at a time).
+fn quorum_retry_after(held: &[Option<(HoldBack, Duration)>]) -> Duration {
+    held.iter()
+        .flatten()
+        .map(|(_, after)| *after)
+        .min()
+        .unwrap_or(IN_FLIGHT_RETRY_AFTER)
+}
+
 /// Why a payment did not certify.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum CertifyError {
@@ -271,6 +480,22 @@ pub enum CertifyError {
         valid: usize,
         quorum: usize,
         faults: Vec<String>,
+    },
+    /// Validators refused the payment unhandled for overload, or the client held it back:
+    /// nothing is lost, resend the same request after `retry_after`.
+    #[error(
+        "{valid} valid votes of {quorum} needed: {overloaded} validators overloaded (refused by \
+         {refused_by_validators}, held back by the client for the rest); resend the same request \
+         after {retry_after:?}"
+    )]
+    Overloaded {
+        valid: usize,
+        quorum: usize,
+        /// Validators that refused it or that the client held it back from.
+        overloaded: usize,
+        /// Of those, the validators that answered `Overloaded` (0: nothing was sent).
+        refused_by_validators: usize,
+        retry_after: Duration,
     },
 }
 
@@ -394,8 +619,34 @@ impl<'a> Aggregator<'a> {
         }
     }
 
-    /// The error to report when every validator answered and no quorum formed.
+    /// The error to report when every validator answered and no quorum formed: `Overloaded`
+    /// when overload refusals (no fault, no conflict) are what kept the quorum away.
     pub fn no_quorum(&self) -> CertifyError {
+        let overloaded = self
+            .errors
+            .iter()
+            .filter(|error| error.retry_after().is_some())
+            .count();
+        if overloaded > 0 && self.faults.is_empty() && self.conflicts.is_empty() {
+            let refused_by_validators = self
+                .errors
+                .iter()
+                .filter(|error| matches!(error, NetError::Overloaded { .. }))
+                .count();
+            let retry_after = self
+                .errors
+                .iter()
+                .filter_map(NetError::retry_after)
+                .max()
+                .unwrap_or_default();
+            return CertifyError::Overloaded {
+                valid: self.votes.len(),
+                quorum: self.committee.quorum(),
+                overloaded,
+                refused_by_validators,
+                retry_after,
+            };
+        }
         CertifyError::NoQuorum {
             valid: self.votes.len(),
             quorum: self.committee.quorum(),

@@ -7,17 +7,26 @@
 //! their effects in one synchronous LMDB transaction (group commit), and only then sends the
 //! replies: no vote leaves before it is durable. Shard threads share nothing and hold no handle
 //! to each other, so there is no path for a cross-shard message.
+//!
+//! Overload (issue 31): a payment is admitted to its shard's queue only if the queue is
+//! expected to drain within [`ConnectionPolicy::queue_wait_max`] (queued payments × the shard's
+//! measured time per payment); otherwise it is refused at once, before any signature check, with
+//! [`ErrorCode::Overloaded`] and a retry hint. Admission never waits. A payment that still waited
+//! past [`ConnectionPolicy::job_age_max`] is refused unhandled by the shard thread, so no work is
+//! done for a client that has likely given up. A connection over its share of requests in
+//! flight gets the same refusal (up to as many again; past that it is no longer read).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use walras_crypto::{Keypair, PublicKey};
 use walras_payments::durable::{DurableError, EffectLog};
 use walras_payments::{
@@ -34,8 +43,20 @@ use crate::wire::{
 
 /// Most requests one group commit takes (bounds reply latency under a long queue).
 pub const GROUP_REQUESTS_MAX: usize = 1024;
-/// Requests waiting per shard before connections wait (backpressure instead of memory).
+/// Jobs a shard's channel holds; payments are refused well before ([`SHARD_PAYMENTS_QUEUED_MAX`]),
+/// so deposits and holder queries still find room.
 pub const SHARD_QUEUE_MAX: usize = 8192;
+/// Payments waiting per shard before more are refused ([`ErrorCode::Overloaded`]).
+pub const SHARD_PAYMENTS_QUEUED_MAX: usize = 4096;
+/// Longest a newly admitted payment is expected to wait in its shard's queue: one more is
+/// refused at once. Keeps the latency of served payments near the unloaded latency.
+pub const SHARD_QUEUE_WAIT_MAX: Duration = Duration::from_millis(50);
+/// A payment that has waited this long in its shard's queue is refused without being handled.
+pub const SHARD_JOB_AGE_MAX: Duration = Duration::from_millis(1000);
+/// The shard's time per payment assumed before it has measured one.
+const REQUEST_NS_INITIAL: u64 = 100_000;
+/// The retry hint of a refusal for a connection's in-flight share.
+const CONNECTION_RETRY_AFTER_MS: u32 = 20;
 /// Requests per connection whose reply is not yet written to the socket before its reader
 /// waits: the permit is held until the reply is written, so a client that sends and never reads
 /// makes the validator stop reading it, not buffer replies (about 1 KiB each) without bound.
@@ -59,6 +80,12 @@ pub struct ConnectionPolicy {
     pub idle_timeout: Duration,
     /// Requests per connection whose reply is not yet written.
     pub in_flight_max: usize,
+    /// Most payments waiting in one shard's queue.
+    pub queued_max: usize,
+    /// Longest a newly admitted payment may be expected to wait in its shard's queue.
+    pub queue_wait_max: Duration,
+    /// A payment that waited this long in the queue is refused unhandled.
+    pub job_age_max: Duration,
 }
 
 impl Default for ConnectionPolicy {
@@ -68,6 +95,9 @@ impl Default for ConnectionPolicy {
             per_address_max: CONNECTIONS_PER_ADDRESS_MAX,
             idle_timeout: CONNECTION_IDLE_TIMEOUT,
             in_flight_max: CONNECTION_IN_FLIGHT_MAX,
+            queued_max: SHARD_PAYMENTS_QUEUED_MAX,
+            queue_wait_max: SHARD_QUEUE_WAIT_MAX,
+            job_age_max: SHARD_JOB_AGE_MAX,
         }
     }
 }
@@ -157,10 +187,138 @@ impl Counters {
     }
 }
 
+/// One shard's queue as admission sees it: how many payments wait and how fast the shard
+/// thread drains them.
+#[derive(Debug)]
+struct ShardLoad {
+    /// Payments admitted and not yet taken by the shard thread.
+    queued: AtomicUsize,
+    /// The most payments ever queued at once (what the overload test bounds).
+    queued_high: AtomicUsize,
+    /// Nanoseconds the shard takes per payment: a moving average over groups of each group's
+    /// busy time divided by its payments. Busy time starts when the thread finished the group
+    /// before or when the group's first payment was admitted, whichever is later, so it counts
+    /// the wait for a core on a machine shared with other threads, not only the handling.
+    request_ns: AtomicU64,
+    /// Payments refused at admission.
+    refused_at_admission: AtomicU64,
+    /// Payments refused by the shard thread unhandled, having waited past the age limit.
+    shed_stale: AtomicU64,
+}
+
+impl Default for ShardLoad {
+    fn default() -> ShardLoad {
+        ShardLoad {
+            queued: AtomicUsize::new(0),
+            queued_high: AtomicUsize::new(0),
+            request_ns: AtomicU64::new(REQUEST_NS_INITIAL),
+            refused_at_admission: AtomicU64::new(0),
+            shed_stale: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A shard's load counters ([`Validator::loads`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardLoadStats {
+    /// Payments queued now.
+    pub queued: usize,
+    /// The most payments queued at once since the start.
+    pub queued_high: usize,
+    /// The shard thread's measured nanoseconds per payment.
+    pub request_ns: u64,
+    /// Payments refused at admission (overloaded), before any check.
+    pub refused_at_admission: u64,
+    /// Payments refused unhandled after waiting past the age limit.
+    pub shed_stale: u64,
+}
+
+/// Why a payment was not admitted to its shard's queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct NotAdmitted {
+    queued: usize,
+    expected_wait: Duration,
+    /// When to resend: the expected wait, and at least one admission window (the queue
+    /// is about full when a payment is refused, so it drains in about that long).
+    retry_after: Duration,
+}
+
+impl NotAdmitted {
+    fn reply(self, shard: u32) -> ErrorReply {
+        let retry_after_ms = retry_hint_ms(self.retry_after);
+        ErrorReply {
+            code: ErrorCode::Overloaded { retry_after_ms },
+            message: format!(
+                "shard {shard} is overloaded: {} payments queued, about {} ms to drain; nothing \
+                 changed, resend the same request after {retry_after_ms} ms",
+                self.queued,
+                self.expected_wait.as_millis()
+            ),
+        }
+    }
+}
+
+/// A retry hint in milliseconds: the expected wait, at least 1 ms and at most 1 s.
+fn retry_hint_ms(wait: Duration) -> u32 {
+    wait.as_millis().clamp(1, 1000) as u32
+}
+
+impl ShardLoad {
+    /// Counts one more payment in the queue if it is expected to drain within `policy`'s wait
+    /// (its queued count times the shard's time per payment); otherwise counts nothing.
+    fn admit(&self, policy: &ConnectionPolicy) -> Result<(), NotAdmitted> {
+        let queued = self.queued.fetch_add(1, Ordering::AcqRel) + 1;
+        let expected_wait =
+            Duration::from_nanos(self.request_ns.load(Ordering::Relaxed) * queued as u64);
+        if queued > policy.queued_max || expected_wait > policy.queue_wait_max {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            self.refused_at_admission.fetch_add(1, Ordering::Relaxed);
+            return Err(NotAdmitted {
+                queued: queued - 1,
+                expected_wait,
+                retry_after: expected_wait.max(policy.queue_wait_max),
+            });
+        }
+        self.queued_high.fetch_max(queued, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A payment counted by `admit` left the queue (taken by the shard thread, or never sent).
+    fn left(&self) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The shard thread spent `elapsed` on a group of `payments` payments.
+    fn measured(&self, elapsed: Duration, payments: usize) {
+        if payments == 0 {
+            return;
+        }
+        let sample = (elapsed.as_nanos() / payments as u128).min(u128::from(u32::MAX)) as u64;
+        let old = self.request_ns.load(Ordering::Relaxed);
+        // A moving average over about eight groups: quick to follow the machine, not one group.
+        let new = old - old / 8 + sample / 8;
+        self.request_ns.store(new.max(1), Ordering::Relaxed);
+    }
+
+    fn stats(&self) -> ShardLoadStats {
+        ShardLoadStats {
+            queued: self.queued.load(Ordering::Relaxed),
+            queued_high: self.queued_high.load(Ordering::Relaxed),
+            request_ns: self.request_ns.load(Ordering::Relaxed),
+            refused_at_admission: self.refused_at_admission.load(Ordering::Relaxed),
+            shed_stale: self.shed_stale.load(Ordering::Relaxed),
+        }
+    }
+}
+
 enum Job {
     Pay {
         request: PaymentRequest,
         reply: oneshot::Sender<Response>,
+        /// When it was admitted to the queue.
+        admitted: Instant,
+        /// Past this instant the payment is refused unhandled (its client has likely given up).
+        stale_at: Instant,
     },
     HolderOf {
         input: OutputId,
@@ -227,6 +385,7 @@ impl DepositAdmitter {
 struct ShardHandle {
     jobs: mpsc::Sender<Job>,
     counters: Arc<Counters>,
+    load: Arc<ShardLoad>,
 }
 
 /// A started validator: its address and its shards.
@@ -287,10 +446,13 @@ impl Validator {
                 .spent
                 .store(core.spent_count() as u64, Ordering::Relaxed);
             let (jobs, receiver) = mpsc::channel(SHARD_QUEUE_MAX);
+            let load = Arc::new(ShardLoad::default());
             let mut worker = ShardWorker {
                 core,
                 log,
                 counters: counters.clone(),
+                load: load.clone(),
+                last_group_end: None,
                 fault: setup.fault,
                 committee: setup.committee.clone(),
                 scheme: setup.scheme,
@@ -304,7 +466,11 @@ impl Validator {
                     address: format!("(shard thread {shard})"),
                     source,
                 })?;
-            shards.push(ShardHandle { jobs, counters });
+            shards.push(ShardHandle {
+                jobs,
+                counters,
+                load,
+            });
         }
         let listener =
             TcpListener::bind(listen)
@@ -356,6 +522,18 @@ impl Validator {
             .collect()
     }
 
+    /// Per-shard queue counters now (admission and shedding under overload).
+    pub fn loads(&self) -> Vec<ShardLoadStats> {
+        self.shards.iter().map(|shard| shard.load.stats()).collect()
+    }
+
+    /// A handle on the per-shard queue counters that outlives [`Validator::serve`].
+    pub fn load_probe(&self) -> LoadProbe {
+        LoadProbe {
+            shards: self.shards.clone(),
+        }
+    }
+
     /// Accepts connections until the task is dropped.
     pub async fn serve(mut self) {
         let Some(listener) = self.listener.take() else {
@@ -400,6 +578,19 @@ impl Validator {
                 }
             }
         }
+    }
+}
+
+/// Reads the per-shard queue counters of a serving validator ([`Validator::load_probe`]).
+#[derive(Clone)]
+pub struct LoadProbe {
+    shards: Arc<Vec<ShardHandle>>,
+}
+
+impl LoadProbe {
+    /// Per-shard queue counters now.
+    pub fn loads(&self) -> Vec<ShardLoadStats> {
+        self.shards.iter().map(|shard| shard.load.stats()).collect()
     }
 }
 
@@ -572,8 +763,12 @@ async fn connection<R, W>(
         }
     });
     // Every request takes a permit before it is read further: at most `in_flight_max`
-    // replies of one connection are queued or being computed.
+    // replies of one connection are queued or being computed. A request over that share is
+    // refused at once (typed, with a retry hint) under a second pool of as many permits, so a
+    // client that sends faster than it is served learns it now instead of its requests aging
+    // in the socket; only a client that also does not read its refusals is no longer read.
     let in_flight = Arc::new(Semaphore::new(policy.in_flight_max));
+    let refusals = Arc::new(Semaphore::new(policy.in_flight_max));
     loop {
         let body = match tokio::time::timeout(policy.idle_timeout, read_frame(&mut reader)).await {
             Ok(Ok(body)) => body,
@@ -587,8 +782,33 @@ async fn connection<R, W>(
             }
             Ok(Err(_)) | Err(_) => break,
         };
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            break;
+        let permit = match in_flight.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(TryAcquireError::Closed) => break,
+            Err(TryAcquireError::NoPermits) => match refusals.clone().try_acquire_owned() {
+                Ok(refusal) => {
+                    let reply = ErrorReply {
+                        code: ErrorCode::Overloaded {
+                            retry_after_ms: CONNECTION_RETRY_AFTER_MS,
+                        },
+                        message: format!(
+                            "this connection has {} requests in flight, its share; nothing \
+                             changed, resend after {CONNECTION_RETRY_AFTER_MS} ms",
+                            policy.in_flight_max
+                        ),
+                    };
+                    let id = request_id_of(&body).unwrap_or(0);
+                    let refused = encode_response_message(id, &Response::Error(reply));
+                    if out.send((refused, Some(refusal))).is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                Err(_) => match in_flight.clone().acquire_owned().await {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+            },
         };
         let answer = |id: u64, response: &Response, permit: OwnedSemaphorePermit| {
             out.send((encode_response_message(id, response), Some(permit)))
@@ -626,7 +846,14 @@ async fn connection<R, W>(
             }
             Request::Pay { shard, request } => {
                 let (reply, receiver) = oneshot::channel();
-                (shard, Job::Pay { request, reply }, receiver)
+                let admitted = Instant::now();
+                let job = Job::Pay {
+                    request,
+                    reply,
+                    admitted,
+                    stale_at: admitted + policy.job_age_max,
+                };
+                (shard, job, receiver)
             }
             Request::HolderOf { shard, input } => {
                 let (reply, receiver) = oneshot::channel();
@@ -643,8 +870,33 @@ async fn connection<R, W>(
             }
             continue;
         };
-        if handle.jobs.send(job).await.is_err() {
-            break;
+        let is_payment = matches!(job, Job::Pay { .. });
+        if is_payment {
+            if let Err(refusal) = handle.load.admit(&policy) {
+                if !answer(id, &Response::Error(refusal.reply(shard)), permit) {
+                    break;
+                }
+                continue;
+            }
+        }
+        // Never waits: a full channel is an overloaded shard, refused like one.
+        match handle.jobs.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                if is_payment {
+                    handle.load.left();
+                }
+                let refusal = NotAdmitted {
+                    queued: SHARD_QUEUE_MAX,
+                    expected_wait: policy.queue_wait_max,
+                    retry_after: policy.queue_wait_max,
+                };
+                if !answer(id, &Response::Error(refusal.reply(shard)), permit) {
+                    break;
+                }
+                continue;
+            }
+            Err(TrySendError::Closed(_)) => break,
         }
         // The writer has gone (the peer stopped reading or closed): read nothing more.
         if out.is_closed() {
@@ -667,6 +919,9 @@ struct ShardWorker {
     core: ValidatorShard,
     log: EffectLog,
     counters: Arc<Counters>,
+    load: Arc<ShardLoad>,
+    /// When the last group was answered (the start of the next busy time, if it queued).
+    last_group_end: Option<Instant>,
     fault: Option<Fault>,
     committee: Committee,
     scheme: Scheme,
@@ -695,6 +950,27 @@ impl ShardWorker {
     }
 
     fn handle_group(&mut self, group: Vec<Job>) {
+        let started = Instant::now();
+        let mut payments = 0;
+        let mut first_admitted = started;
+        for job in &group {
+            if let Job::Pay { admitted, .. } = job {
+                payments += 1;
+                first_admitted = first_admitted.min(*admitted);
+            }
+        }
+        for _ in 0..payments {
+            self.load.left();
+        }
+        self.handle_jobs(group, started);
+        let finished = Instant::now();
+        let busy_since = first_admitted.max(self.last_group_end.unwrap_or(first_admitted));
+        self.load
+            .measured(finished.saturating_duration_since(busy_since), payments);
+        self.last_group_end = Some(finished);
+    }
+
+    fn handle_jobs(&mut self, group: Vec<Job>, started: Instant) {
         let mut effects = Vec::new();
         let mut sealed: BTreeMap<PaymentId, PaymentVotes> = BTreeMap::new();
         let mut answers = Vec::with_capacity(group.len());
@@ -709,7 +985,25 @@ impl ShardWorker {
                     let holder = self.core.holder_of(&input).cloned();
                     answers.push((reply, Answer::Ready(Response::Holder(holder))));
                 }
-                Job::Pay { request, reply } => {
+                Job::Pay {
+                    reply, stale_at, ..
+                } if stale_at <= started => {
+                    // Refused before any check: nothing changed, the client may resend.
+                    self.load.shed_stale.fetch_add(1, Ordering::Relaxed);
+                    let refusal = NotAdmitted {
+                        queued: 0,
+                        expected_wait: Duration::ZERO,
+                        retry_after: Duration::ZERO,
+                    };
+                    let mut error = refusal.reply(self.core.shard());
+                    error.message = format!(
+                        "shard {}: the payment waited in the queue past its age limit and was \
+                         not handled; nothing changed, resend the same request",
+                        self.core.shard()
+                    );
+                    answers.push((reply, Answer::Ready(Response::Error(error))));
+                }
+                Job::Pay { request, reply, .. } => {
                     self.counters.requests.fetch_add(1, Ordering::Relaxed);
                     let answer = match self.core.handle(&request) {
                         Err(error) => {
@@ -1000,6 +1294,55 @@ mod tests {
             .await
             .expect("closed within 2 s");
         assert_eq!(read.expect("a clean close"), 0);
+    }
+
+    /// Issue 31, the admission rule alone: a payment is admitted while the queued count times
+    /// the shard's time per payment stays within the window (100 µs each, 1 ms: ten); the
+    /// eleventh is refused with the count and a hint of at least the window, and counts nothing;
+    /// one leaving makes room; a slower measured shard admits fewer.
+    #[test]
+    fn admission_refuses_past_the_expected_wait_and_counts_nothing_it_refused() {
+        let load = ShardLoad::default();
+        let policy = ConnectionPolicy {
+            queued_max: 1000,
+            queue_wait_max: Duration::from_millis(1),
+            ..ConnectionPolicy::default()
+        };
+        for _ in 0..10 {
+            assert_eq!(load.admit(&policy), Ok(()));
+        }
+        let refused = load.admit(&policy).expect_err("the eleventh is over 1 ms");
+        assert_eq!(refused.queued, 10);
+        assert_eq!(refused.expected_wait, Duration::from_micros(1100));
+        assert_eq!(refused.retry_after, Duration::from_micros(1100));
+        assert_eq!(load.stats().queued, 10);
+        assert_eq!(load.stats().refused_at_admission, 1);
+        load.left();
+        assert_eq!(load.admit(&policy), Ok(()));
+        // Groups measured at 1 ms per payment move the average toward it.
+        for _ in 0..16 {
+            load.measured(Duration::from_millis(10), 10);
+        }
+        assert!(load.stats().request_ns > 800_000, "{:?}", load.stats());
+        for _ in 0..10 {
+            load.left();
+        }
+        assert_eq!(load.admit(&policy), Ok(()));
+        assert!(
+            load.admit(&policy).is_err(),
+            "two at about 0.9 ms each exceed 1 ms"
+        );
+        // The count caps the queue whatever the speed.
+        let capped = ConnectionPolicy {
+            queued_max: 1,
+            queue_wait_max: Duration::from_secs(3600),
+            ..policy
+        };
+        assert!(ShardLoad::default().admit(&capped).is_ok());
+        assert_eq!(load.stats().queued_high, 10);
+        let one = ShardLoad::default();
+        assert!(one.admit(&capped).is_ok());
+        assert!(one.admit(&capped).is_err());
     }
 
     /// The cap counts connections overall and per address; a closed one gives its place back.

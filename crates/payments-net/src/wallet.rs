@@ -35,6 +35,10 @@ use crate::client::{CommitteeClient, NetError};
 use crate::config::{key_hex, parse_seed};
 use crate::wire::Response;
 
+/// How long a wallet keeps resending a payment that validators refused for overload (after each
+/// refusal's retry hint) before it reports no quorum; the request stays pending either way.
+pub const OVERLOAD_RETRY_FOR: Duration = Duration::from_secs(10);
+
 /// Why a wallet operation failed.
 #[derive(Debug, Error)]
 pub enum WalletError {
@@ -270,6 +274,15 @@ pub fn write_private_durable(path: &Path, bytes: &[u8]) -> Result<(), std::io::E
         .sync_all()?;
     }
     Ok(())
+}
+
+/// How long to wait before resending a payment refused for overload for the `attempts`-th time:
+/// the hint times the attempts (at most 8), plus up to one hint more picked by the payment id
+/// and the attempt, so that wallets refused together do not all come back together.
+fn overload_backoff(hint: Duration, attempts: u32, payment: &PaymentId) -> Duration {
+    let bytes = payment.0.as_bytes();
+    let spread = u32::from(bytes[attempts as usize % bytes.len()]);
+    hint * attempts.clamp(1, 8) + hint * spread / 255
 }
 
 impl Wallet {
@@ -627,96 +640,115 @@ impl Wallet {
         request: PaymentRequest,
     ) -> Result<(PaymentId, Vec<Certificate>), WalletError> {
         let id = request.signed.payment.id();
-        let mut replies = client.broadcast(shard, &request);
+        let started = Instant::now();
+        let mut attempts = 0u32;
         let mut problems = Vec::new();
         // Distinct validators whose votes verified: one validator answering on several
         // members' addresses (a committee file listing one port twice) counts once.
         let mut valid: BTreeSet<ValidatorIndex> = BTreeSet::new();
-        while let Some(reply) = replies.recv().await {
-            let validator = reply.validator;
-            let effects = match reply.result {
-                Ok(Response::Votes(votes)) if votes.validator != validator => {
-                    problems.push(format!(
-                        "the address of validator {validator} answered with validator {}'s \
+        loop {
+            problems.clear();
+            // The longest retry hint of an overload refusal in this round, if there was one.
+            let mut overloaded: Option<Duration> = None;
+            let mut replies = client.broadcast(shard, &request);
+            while let Some(reply) = replies.recv().await {
+                let validator = reply.validator;
+                let effects = match reply.result {
+                    Ok(Response::Votes(votes)) if votes.validator != validator => {
+                        problems.push(format!(
+                            "the address of validator {validator} answered with validator {}'s \
                          votes (does the committee file list one address twice?)",
-                        votes.validator
-                    ));
-                    continue;
-                }
-                Ok(Response::Votes(votes)) => match self.client.on_votes(&votes) {
-                    Ok(effects) => {
-                        valid.insert(votes.validator);
-                        effects
+                            votes.validator
+                        ));
+                        continue;
+                    }
+                    Ok(Response::Votes(votes)) => match self.client.on_votes(&votes) {
+                        Ok(effects) => {
+                            valid.insert(votes.validator);
+                            effects
+                        }
+                        Err(error) => {
+                            problems.push(error.to_string());
+                            continue;
+                        }
+                    },
+                    Ok(Response::Conflict(conflict)) => {
+                        if let Err(error) = self.client.on_conflict(&conflict) {
+                            problems.push(error.to_string());
+                        } else {
+                            problems.push(format!(
+                            "validator {validator}: an input is held by another payment this key signed"
+                        ));
+                        }
+                        continue;
+                    }
+                    Ok(_) => {
+                        problems.push(NetError::Unexpected { validator }.to_string());
+                        continue;
                     }
                     Err(error) => {
+                        if let Some(after) = error.retry_after() {
+                            overloaded = Some(overloaded.unwrap_or_default().max(after));
+                        }
                         problems.push(error.to_string());
                         continue;
                     }
-                },
-                Ok(Response::Conflict(conflict)) => {
-                    if let Err(error) = self.client.on_conflict(&conflict) {
-                        problems.push(error.to_string());
-                    } else {
-                        problems.push(format!(
-                            "validator {validator}: an input is held by another payment this key signed"
-                        ));
-                    }
-                    continue;
-                }
-                Ok(_) => {
-                    problems.push(NetError::Unexpected { validator }.to_string());
-                    continue;
-                }
-                Err(error) => {
-                    problems.push(error.to_string());
-                    continue;
-                }
-            };
-            for effect in effects {
-                if let ClientEffect::Certified {
-                    payment,
-                    certificates,
-                } = effect
-                {
-                    let text = hex::encode(request_bytes(&request));
-                    self.file.pending.retain(|pending| *pending != text);
-                    let me = self.client.public_key();
-                    // The payees' certificates are kept in the same write that drops the
-                    // pending request: from here on nothing but delivery removes them.
-                    for certificate in &certificates {
-                        let id = hex::encode(certificate.id.0.as_bytes());
-                        if certificate.output.owner == me
-                            || self.file.undelivered.iter().any(|entry| entry.id == id)
-                        {
-                            continue;
+                };
+                for effect in effects {
+                    if let ClientEffect::Certified {
+                        payment,
+                        certificates,
+                    } = effect
+                    {
+                        let text = hex::encode(request_bytes(&request));
+                        self.file.pending.retain(|pending| *pending != text);
+                        let me = self.client.public_key();
+                        // The payees' certificates are kept in the same write that drops the
+                        // pending request: from here on nothing but delivery removes them.
+                        for certificate in &certificates {
+                            let id = hex::encode(certificate.id.0.as_bytes());
+                            if certificate.output.owner == me
+                                || self.file.undelivered.iter().any(|entry| entry.id == id)
+                            {
+                                continue;
+                            }
+                            self.file.undelivered.push(UndeliveredFile {
+                                payee: key_hex(&certificate.output.owner),
+                                id,
+                                asset: certificate.output.asset.0,
+                                amount: certificate.output.amount.to_string(),
+                                certificate: hex::encode(certificate_bytes(certificate)),
+                            });
                         }
-                        self.file.undelivered.push(UndeliveredFile {
-                            payee: key_hex(&certificate.output.owner),
-                            id,
-                            asset: certificate.output.asset.0,
-                            amount: certificate.output.amount.to_string(),
-                            certificate: hex::encode(certificate_bytes(certificate)),
-                        });
+                        if let Some(first) = certificates.first() {
+                            self.file.history.push(HistoryEntry {
+                                direction: "sent".into(),
+                                payment: hex::encode(payment.0.as_bytes()),
+                                asset: first.output.asset.0,
+                                amount: first.output.amount.to_string(),
+                                counterparty: key_hex(&first.output.owner),
+                                inputs: request
+                                    .signed
+                                    .payment
+                                    .inputs
+                                    .iter()
+                                    .map(|input| hex::encode(input.id.0.as_bytes()))
+                                    .collect(),
+                            });
+                        }
+                        self.save()?;
+                        return Ok((payment, certificates));
                     }
-                    if let Some(first) = certificates.first() {
-                        self.file.history.push(HistoryEntry {
-                            direction: "sent".into(),
-                            payment: hex::encode(payment.0.as_bytes()),
-                            asset: first.output.asset.0,
-                            amount: first.output.amount.to_string(),
-                            counterparty: key_hex(&first.output.owner),
-                            inputs: request
-                                .signed
-                                .payment
-                                .inputs
-                                .iter()
-                                .map(|input| hex::encode(input.id.0.as_bytes()))
-                                .collect(),
-                        });
-                    }
-                    self.save()?;
-                    return Ok((payment, certificates));
                 }
+            }
+            // Refused for overload: nothing changed, so the same request is resent after the hint
+            // (the validators that voted answer with the same votes), for a while.
+            attempts += 1;
+            match overloaded {
+                Some(after) if started.elapsed() + after < OVERLOAD_RETRY_FOR => {
+                    tokio::time::sleep(overload_backoff(after, attempts, &id)).await;
+                }
+                _ => break,
             }
         }
         Err(WalletError::NoQuorum {

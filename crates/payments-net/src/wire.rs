@@ -9,7 +9,8 @@
 //!
 //! Response: the request's `id: u64`, `tag: u8`, then
 //! - `0` votes (`codec::encode_votes`); `1` conflict (`codec::encode_conflict`);
-//! - `2` error: `code: u16`, `message: u32 length + UTF-8` (at most `ERROR_MESSAGE_BYTES_MAX`);
+//! - `2` error: `code: u16`, `message: u32 length + UTF-8` (at most `ERROR_MESSAGE_BYTES_MAX`),
+//!   and for code `6` (overloaded) one more field, `retry_after_ms: u32`;
 //! - `3` holder: `0` or `1` then a signed payment; `4` stats: `count: u32`, then per shard seven
 //!   `u64` counters; `5` BLS vote: `validator: u16`, `signature: [u8; 96]`.
 //!
@@ -82,6 +83,10 @@ pub enum ErrorCode {
     /// The validator holds its cap of connections (overall or from this client's address);
     /// the connection is closed after this reply. Retry later or close idle connections.
     TooManyConnections,
+    /// The shard's queue (or this connection's share of requests in flight) is full: the
+    /// request was refused before any check, so nothing changed and the same request may be
+    /// sent again after `retry_after_ms` (the validator's estimate of when its queue drains).
+    Overloaded { retry_after_ms: u32 },
     /// A code this build does not know (a newer peer).
     Other(u16),
 }
@@ -94,10 +99,13 @@ impl ErrorCode {
             ErrorCode::Refused => 3,
             ErrorCode::Unavailable => 4,
             ErrorCode::TooManyConnections => 5,
+            ErrorCode::Overloaded { .. } => OVERLOADED_CODE,
             ErrorCode::Other(code) => code,
         }
     }
 
+    /// The code of `code` on the wire; [`ErrorCode::Overloaded`]'s retry hint is read after
+    /// the message.
     fn from_u16(code: u16) -> ErrorCode {
         match code {
             1 => ErrorCode::Malformed,
@@ -105,10 +113,14 @@ impl ErrorCode {
             3 => ErrorCode::Refused,
             4 => ErrorCode::Unavailable,
             5 => ErrorCode::TooManyConnections,
+            OVERLOADED_CODE => ErrorCode::Overloaded { retry_after_ms: 0 },
             other => ErrorCode::Other(other),
         }
     }
 }
+
+/// The wire number of [`ErrorCode::Overloaded`].
+const OVERLOADED_CODE: u16 = 6;
 
 /// A typed refusal: a code a program can act on and a message a person can.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -303,6 +315,9 @@ pub fn encode_response_message(id: u64, response: &Response) -> Vec<u8> {
             let message = &error.message.as_bytes()[..end];
             bytes.extend_from_slice(&(message.len() as u32).to_be_bytes());
             bytes.extend_from_slice(message);
+            if let ErrorCode::Overloaded { retry_after_ms } = error.code {
+                bytes.extend_from_slice(&retry_after_ms.to_be_bytes());
+            }
         }
         Response::Holder(holder) => {
             bytes.push(3);
@@ -357,7 +372,7 @@ pub fn decode_response_message(bytes: &[u8]) -> Result<(u64, Response), WireErro
             Response::Conflict(conflict)
         }
         2 => {
-            let code = ErrorCode::from_u16(reader.u16("error code")?);
+            let mut code = ErrorCode::from_u16(reader.u16("error code")?);
             let length = reader.u32("message length")? as usize;
             if length > ERROR_MESSAGE_BYTES_MAX {
                 return Err(WireError::TooMany {
@@ -368,6 +383,9 @@ pub fn decode_response_message(bytes: &[u8]) -> Result<(u64, Response), WireErro
             let message = std::str::from_utf8(reader.take(length, "error message")?)
                 .map_err(|_| WireError::NotUtf8)?
                 .to_string();
+            if let ErrorCode::Overloaded { retry_after_ms } = &mut code {
+                *retry_after_ms = reader.u32("retry hint")?;
+            }
             Response::Error(ErrorReply { code, message })
         }
         3 => match reader.u8("holder flag")? {

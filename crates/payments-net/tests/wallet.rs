@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use walras_crypto::{Keypair, PublicKey};
 use walras_payments::{genesis_output_id, ChainId, Committee, Epoch, Output, OutputId, Scheme};
 use walras_payments_net::client::CommitteeClient;
-use walras_payments_net::validator::{Validator, ValidatorSetup};
+use walras_payments_net::validator::{ConnectionPolicy, LoadProbe, Validator, ValidatorSetup};
 use walras_payments_net::wallet::{Wallet, WalletError};
 use walras_types::AssetId;
 
@@ -29,6 +29,18 @@ struct Net {
 
 /// Four validators (one shard) and `wallets` wallet files holding `coins` each.
 async fn start(dir: &Path, wallets: usize, coins: &[u128]) -> Net {
+    start_with_policy(dir, wallets, coins, ConnectionPolicy::default())
+        .await
+        .0
+}
+
+/// [`start`] with every validator serving under `policy`; also their load probes.
+async fn start_with_policy(
+    dir: &Path,
+    wallets: usize,
+    coins: &[u128],
+    policy: ConnectionPolicy,
+) -> (Net, Vec<LoadProbe>) {
     let keys: Vec<Keypair> = (0..4u8).map(|i| Keypair::from_seed([i + 1; 32])).collect();
     let payers: Vec<Keypair> = (0..wallets)
         .map(|i| Keypair::from_seed([100 + i as u8; 32]))
@@ -54,6 +66,7 @@ async fn start(dir: &Path, wallets: usize, coins: &[u128]) -> Net {
         }
     }
     let mut addresses = Vec::new();
+    let mut probes = Vec::new();
     for (index, key) in keys.iter().enumerate() {
         let validator = Validator::start(
             ValidatorSetup {
@@ -70,8 +83,10 @@ async fn start(dir: &Path, wallets: usize, coins: &[u128]) -> Net {
             "127.0.0.1:0",
         )
         .await
-        .expect("validator starts");
+        .expect("validator starts")
+        .with_policy(policy);
         addresses.push(validator.address.to_string());
+        probes.push(validator.load_probe());
         tokio::spawn(validator.serve());
     }
     let mut paths = Vec::new();
@@ -83,13 +98,14 @@ async fn start(dir: &Path, wallets: usize, coins: &[u128]) -> Net {
         assert_eq!(Wallet::read_key(&path).expect("key"), payer.public_key());
         paths.push(path);
     }
-    Net {
+    let net = Net {
         committee,
         addresses,
         wallets: paths,
         keys: payers.iter().map(Keypair::public_key).collect(),
         total: coins.iter().sum::<u128>() * wallets as u128,
-    }
+    };
+    (net, probes)
 }
 
 impl Net {
@@ -372,4 +388,45 @@ proptest! {
             assert_eq!(sum, net.total);
         });
     }
+}
+
+/// Issue 31, trigger: sixteen wallets pay a seventeenth at once, into validators whose shard
+/// queue holds one payment, so most requests are refused for overload (typed, with a retry
+/// hint). Each wallet resends its unchanged request after the hint (spread so they do not come
+/// back together): every payment certifies, nothing stays pending, and the coins of all wallet
+/// files add up to genesis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn payments_refused_for_overload_are_resent_and_lose_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = ConnectionPolicy {
+        queued_max: 1,
+        queue_wait_max: std::time::Duration::from_millis(20),
+        ..ConnectionPolicy::default()
+    };
+    let (net, probes) = start_with_policy(dir.path(), 17, &[10], policy).await;
+    let net = Arc::new(net);
+    let mut tasks = Vec::new();
+    for payer in 0..16 {
+        let net = net.clone();
+        tasks.push(tokio::spawn(
+            async move { net.pay(payer, 16, 3, &[]).await },
+        ));
+    }
+    for task in tasks {
+        task.await
+            .expect("task")
+            .expect("certifies after resending");
+    }
+    let refused: u64 = probes
+        .iter()
+        .map(|probe| probe.loads()[0].refused_at_admission)
+        .sum();
+    assert!(refused > 0, "sixteen payments at once into queues of one");
+    assert_eq!(net.balance(16), 10 + 16 * 3);
+    for index in 0..16 {
+        assert_eq!(net.balance(index), 7);
+        let wallet = Wallet::load(&net.wallets[index], &net.committee).expect("wallet");
+        assert!(wallet.file().pending.is_empty());
+    }
+    assert_eq!(net.total(), net.total);
 }

@@ -81,6 +81,12 @@ fn every_response_round_trips() {
             code: ErrorCode::TooManyConnections,
             message: "address 127.0.0.1 holds its share of 128 connections".into(),
         }),
+        Response::Error(ErrorReply {
+            code: ErrorCode::Overloaded {
+                retry_after_ms: 40_000,
+            },
+            message: "shard 2's queue would take 120 ms to drain".into(),
+        }),
         Response::Holder(None),
         Response::Holder(Some(signed)),
         Response::Stats(vec![

@@ -45,6 +45,7 @@ use tokio::sync::broadcast;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use walras_api::wire::DevGenesisJson;
+use walras_crypto::Hash;
 use walras_engine::block::transaction_hash;
 use walras_engine::{EngineConfig, ExchangeState};
 use walras_store::{recover_store_with, BlockStore, Recovery, StoreOptions};
@@ -668,8 +669,12 @@ fn recovered_tip(
     let height = state.height();
     if height == 0 {
         return Ok(Tip {
+            height: 0,
+            block_hash: Hash::default(),
             state_root: state.state_root(threads),
-            ..Tip::default()
+            valuations: Vec::new(),
+            prices: Vec::new(),
+            market: Arc::new(state.market().clone()),
         });
     }
     let block = store
@@ -681,6 +686,8 @@ fn recovered_tip(
         block_hash: block.header.hash(),
         state_root: block.header.state_root,
         valuations: block.header.valuations.clone(),
+        prices: crate::node::block_prices(&block.header),
+        market: Arc::new(state.market().clone()),
     })
 }
 

@@ -19,10 +19,14 @@ use arc_swap::ArcSwap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
-use walras_api::wire::{BlockEventJson, ClearingQualityJson, DevGenesisJson, PhaseTimingsJson};
+use walras_api::wire::{
+    AssetPriceJson, BlockEventJson, ClearingQualityJson, DevGenesisJson, PairPriceJson,
+    PhaseTimingsJson, ReferencePricesJson,
+};
 use walras_crypto::Hash;
 use walras_engine::{
-    AccountView, Block, BlockOutcome, ClearingReport, EngineConfig, EngineError, ExchangeState,
+    AccountView, Block, BlockHeader, BlockOutcome, ClearingReport, EngineConfig, EngineError,
+    ExchangeState, MarketPrices,
 };
 use walras_store::{BlockStore, StoreError};
 use walras_types::SignedTransaction;
@@ -37,12 +41,18 @@ pub struct ProducerConfig {
 }
 
 /// The last committed block, as clients see it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Tip {
     pub height: u64,
     pub block_hash: Hash,
     pub state_root: Hash,
+    /// The last block's clearing valuations (meaningful only for the assets it traded).
     pub valuations: Vec<u128>,
+    /// The last block's display prices ([`block_prices`]).
+    pub prices: Vec<Option<f64>>,
+    /// Last traded prices carried forward to this block (the state's record, kept beside it
+    /// so that readers need not lock the state).
+    pub market: Arc<MarketPrices>,
 }
 
 /// Everything the HTTP handlers and the producer share.
@@ -263,17 +273,27 @@ fn index_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, hashes: V
         .insert_block(block.header.height, hashes, &outcome.dropped);
 }
 
+/// The tip after `header`: its market record is the previous one carried past the header, by
+/// the same function the state applies ([`MarketPrices::record`]), so both agree.
+fn next_tip(previous: &Tip, header: &BlockHeader) -> Tip {
+    let mut market = MarketPrices::clone(&previous.market);
+    market.record(header);
+    Tip {
+        height: header.height,
+        block_hash: header.hash(),
+        state_root: header.state_root,
+        valuations: header.valuations.clone(),
+        prices: block_prices(header),
+        market: Arc::new(market),
+    }
+}
+
 /// The tip, metrics and the block event.
 fn announce_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, timings: &BlockTimings) {
     *shared
         .tip
         .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Tip {
-        height: block.header.height,
-        block_hash: block.header.hash(),
-        state_root: block.header.state_root,
-        valuations: block.header.valuations.clone(),
-    };
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = next_tip(&shared.tip(), &block.header);
     record_metrics(&shared.metrics, outcome, block.transactions.len(), timings);
     // Advisory, after the block is durable: nothing committed depends on it.
     let band = shared.oracle.as_ref().and_then(|oracle| {
@@ -321,11 +341,47 @@ fn record_metrics(
     }
 }
 
-/// Display prices: each valuation relative to asset 0's.
-pub fn display_prices(valuations: &[u128]) -> Vec<f64> {
-    match valuations.first() {
-        Some(&base) if base > 0 => valuations.iter().map(|v| *v as f64 / base as f64).collect(),
-        _ => Vec::new(),
+/// Display prices of one block: asset i in units of asset 0 where the block priced it (it
+/// traded in one group of traded pairs with asset 0), `None` elsewhere — by the rule of
+/// [`MarketPrices::record`], applied to this block alone.
+pub fn block_prices(header: &BlockHeader) -> Vec<Option<f64>> {
+    let mut market = MarketPrices::new(header.valuations.len(), header.height.saturating_sub(1));
+    market.record(header);
+    market
+        .assets()
+        .iter()
+        .map(|asset| asset.price_in_asset0.map(|price| price.rate.to_f64()))
+        .collect()
+}
+
+/// The reference prices of `market` as JSON (decimal strings, exact beside rounded).
+pub fn reference_prices_json(market: &MarketPrices) -> ReferencePricesJson {
+    ReferencePricesJson {
+        since_height: market.since_height(),
+        assets: market
+            .assets()
+            .iter()
+            .enumerate()
+            .map(|(asset, known)| AssetPriceJson {
+                asset: asset as u16,
+                last_traded_height: known.last_traded_height,
+                price: known.price_in_asset0.map(|price| price.rate.to_string()),
+                price_exact: known
+                    .price_in_asset0
+                    .map(|price| price.rate.to_exact_decimal()),
+                price_height: known.price_in_asset0.map(|price| price.height),
+            })
+            .collect(),
+        pairs: market
+            .pairs()
+            .map(|((sell, buy), trade)| PairPriceJson {
+                sell,
+                buy,
+                rate: trade.rate.to_string(),
+                rate_exact: trade.rate.to_exact_decimal(),
+                height: trade.height,
+            })
+            .collect(),
     }
 }
 
@@ -358,7 +414,7 @@ fn block_event(
         converged: outcome.converged,
         clearing: outcome.clearing.as_ref().map(clearing_quality_json),
         trades: header.trades.len() as u32,
-        prices: display_prices(&header.valuations),
+        prices: block_prices(header),
         execute_ms: timings.execute.as_secs_f64() * 1e3,
         persist_ms: timings.persist.as_secs_f64() * 1e3,
         committed_unix_ms: SystemTime::now()

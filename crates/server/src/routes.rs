@@ -6,7 +6,7 @@ use super::admission::admit;
 use super::failure::{body_failure, Failure};
 use super::gateway_seal::refuse_if_gateway_only;
 use super::limits::{ClientSlot, ClientSlots, SlotRefusal};
-use super::node::{display_prices, Shared};
+use super::node::{block_prices, reference_prices_json, Shared};
 use super::oracle::OracleEvent;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -485,6 +485,7 @@ pub async fn block(
             })
             .collect(),
         valuations: header.valuations.clone(),
+        prices: block_prices(header),
         trades: header
             .trades
             .iter()
@@ -628,17 +629,24 @@ pub async fn block_raw(
 #[utoipa::path(
     get,
     path = "/v1/prices",
-    summary = "The latest block's clearing valuations",
+    summary = "Last traded prices, and the latest block's clearing",
     responses(
-        (status = 200, description = "valuations and display prices", body = PricesJson),
+        (status = 200, description = "reference prices carried forward, and the latest block's valuations", body = PricesJson),
         (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError)
     )
 )]
 pub async fn prices(State(shared): State<AppState>) -> Json<PricesJson> {
     let tip = shared.tip();
+    let latest = |height: Option<u64>| tip.height > 0 && height == Some(tip.height);
+    let assets = tip.market.assets();
     Json(PricesJson {
         height: tip.height,
-        prices: display_prices(&tip.valuations),
+        prices: tip.prices,
+        traded: assets
+            .iter()
+            .map(|asset| latest(asset.last_traded_height))
+            .collect(),
+        reference: reference_prices_json(&tip.market),
         valuations: tip.valuations,
     })
 }

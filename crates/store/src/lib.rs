@@ -37,8 +37,9 @@
 //! # Checkpoints and recovery (restart in O(state))
 //!
 //! [`BlockStore::append_with_state`] also stores, every
-//! [`StoreOptions::checkpoint_interval_blocks`] blocks and in the block's own transaction, a
-//! checkpoint of the state after it; the two newest are kept. [`recover`] rebuilds the state
+//! [`StoreOptions::checkpoint_interval_blocks`] blocks or once the blocks since the last
+//! checkpoint hold [`StoreOptions::checkpoint_interval_transactions`] transactions (whichever
+//! comes first), in the block's own transaction, a checkpoint of the state after it; the two newest are kept. [`recover`] rebuilds the state
 //! from the newest checkpoint whose rebuilt state root and header hash equal the stored
 //! header's, then replays the later blocks through the follower path
 //! ([`ExchangeState::apply`](walras_engine::ExchangeState::apply)), so every header and every
@@ -71,5 +72,5 @@ pub use error::StoreError;
 pub use recover::{recover, recover_store, recover_store_with, Recovery, RefusedCheckpoint};
 pub use store::{
     BlockStore, Blocks, HeaderEntry, StoreOptions, DEFAULT_CHECKPOINT_INTERVAL_BLOCKS,
-    DEFAULT_MAP_SIZE_BYTES, FORMAT,
+    DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS, DEFAULT_MAP_SIZE_BYTES, FORMAT,
 };

@@ -60,6 +60,7 @@ pub fn recover_store_with(
 ) -> Result<Recovery, StoreError> {
     let (mut state, refused_checkpoints) = starting_state(store, threads)?;
     let checkpoint_height = state.height();
+    let mut replayed_transactions = 0u64;
     for block in store.blocks_from(checkpoint_height + 1) {
         let block = block?;
         let height = block.header.height;
@@ -73,8 +74,10 @@ pub fn recover_store_with(
                 reason: "its stored results differ from re-executing it".into(),
             });
         }
+        replayed_transactions += block.transactions.len() as u64;
         on_block(&block, &outcome);
     }
+    store.set_transactions_since_checkpoint(replayed_transactions);
     let last_height = store.last_height()?;
     if state.height() < last_height {
         return Err(StoreError::MissingBlock {

@@ -141,3 +141,51 @@ fn truncated_checkpoint_bytes_are_refused_without_panicking() {
     longer.push(0);
     assert!(ExchangeState::decode_checkpoint(&longer, 1).is_err());
 }
+
+/// Trigger (issue 32): checkpoints came every 1,000 blocks whatever their size, so a node whose
+/// newest checkpoint was 142 large blocks (~1.6M transactions) back took 62 s to serve after a
+/// restart. Now a block that brings the transactions since the last checkpoint to the
+/// transaction interval is checkpointed too, and a restart counts the replayed ones.
+#[test]
+fn checkpoints_come_by_transactions_as_well_as_by_blocks_and_across_restarts() {
+    let by_work = StoreOptions {
+        checkpoint_interval_blocks: 1_000,
+        // Blocks of common::ACCOUNTS (8) transactions: every 3rd block reaches 20.
+        checkpoint_interval_transactions: 20,
+        ..StoreOptions::default()
+    };
+    let dir = TempDir::new("checkpoint-by-work");
+    let (store, mut live) = fresh_store_with(dir.path(), &by_work);
+    for _ in 0..7 {
+        propose_and_append_with_state(&store, &mut live);
+    }
+    assert_eq!(store.checkpoint_heights().unwrap(), vec![6, 3]);
+    drop(store);
+
+    // A restart replays block 7 (8 transactions); two more blocks reach 24 >= 20.
+    let store = BlockStore::open_with(dir.path(), &by_work).unwrap();
+    let recovery = recover_store_with(&store, &config(), 1, |_, _| {}).unwrap();
+    assert_eq!(
+        (recovery.checkpoint_height, recovery.replayed_blocks),
+        (6, 1)
+    );
+    let mut state = recovery.state;
+    propose_and_append_with_state(&store, &mut state);
+    assert_eq!(store.checkpoint_heights().unwrap(), vec![6, 3]);
+    propose_and_append_with_state(&store, &mut state);
+    assert_eq!(store.checkpoint_heights().unwrap(), vec![9, 6]);
+    assert_eq!(state.state_root(1), {
+        for _ in 0..2 {
+            propose_and_append_with_state_unstored(&mut live);
+        }
+        live.state_root(1)
+    });
+}
+
+/// The live state advanced as [`propose_and_append_with_state`] would, without a store.
+fn propose_and_append_with_state_unstored(state: &mut ExchangeState) {
+    let height = state.height() + 1;
+    state
+        .propose(common::transactions(height), &config())
+        .expect("the workload's blocks clear");
+}

@@ -114,7 +114,6 @@ function recordFromEvent(event) {
 
 /** A block record from `GET /v1/blocks/{h}` (the fallback when no event stream is open). */
 function recordFromBlock(block) {
-  const base = block.valuations.length ? Number(block.valuations[0]) : 0;
   const byReason = {};
   for (const dropped of block.dropped) byReason[dropped.reason] = (byReason[dropped.reason] || 0) + 1;
   return {
@@ -126,7 +125,7 @@ function recordFromBlock(block) {
     converged: null,
     clearing: block.clearing || null,
     trades: block.trades.length,
-    prices: base > 0 ? block.valuations.map((v) => Number(v) / base) : [],
+    prices: block.prices || [],   // null for assets the block did not price
     executeMs: null,
     persistMs: null,
     phases: null,
@@ -140,6 +139,36 @@ function addBlock(record) {
   state.lastHeight = record.height;
   state.blocks.push(record);
   if (state.blocks.length > BLOCKS_KEPT) state.blocks.splice(0, state.blocks.length - BLOCKS_KEPT);
+  state.dirty = true;
+}
+
+/**
+ * The blocks committed before the page opened: the last BLOCKS_KEPT of them, fetched once,
+ * 8 at a time, then merged with whatever the stream delivered meanwhile. Without them a page
+ * opened on an idle node (after `walras demo`'s load, say) would wait for a block that never
+ * comes.
+ */
+async function loadHistory(height) {
+  const first = Math.max(1, height - BLOCKS_KEPT + 1);
+  const heights = [];
+  for (let h = first; h <= height; h++) heights.push(h);
+  const records = [];
+  for (let i = 0; i < heights.length; i += 8) {
+    const answers = await Promise.all(heights.slice(i, i + 8).map((h) => getJson(`/v1/blocks/${h}`)));
+    for (const answer of answers) {
+      if (answer.status === 200 && answer.body) records.push(recordFromBlock(answer.body));
+    }
+  }
+  mergeBlocks(records);
+}
+
+/** Adds older block records, keeping heights unique and in order, the newest BLOCKS_KEPT. */
+function mergeBlocks(records) {
+  const byHeight = new Map();
+  for (const record of records) byHeight.set(record.height, record);
+  for (const record of state.blocks) byHeight.set(record.height, record);   // streamed win
+  state.blocks = Array.from(byHeight.values()).sort((a, b) => a.height - b.height).slice(-BLOCKS_KEPT);
+  if (state.blocks.length) state.lastHeight = Math.max(state.lastHeight, state.blocks[state.blocks.length - 1].height);
   state.dirty = true;
 }
 
@@ -191,7 +220,10 @@ async function pollNode() {
   if (status.status === 200) {
     const first = !state.status;
     state.status = status.body;
-    if (first) setUpPairs(state.status.assets);
+    if (first) {
+      setUpPairs(state.status.assets);
+      loadHistory(state.status.height);
+    }
   } else if (!state.streaming) {
     setConn("node unreachable: " + errorText(status), "down");
   }
@@ -312,7 +344,8 @@ function latestBand() {
 }
 
 function renderValuations() {
-  const blocks = state.blocks.filter((b) => b.prices.length);
+  // Blocks that priced something: a block of payments only carries no prices.
+  const blocks = state.blocks.filter((b) => b.prices.some(Number.isFinite));
   $("window-blocks").textContent = String(blocks.length);
   if (!blocks.length) return;
   const assets = blocks[blocks.length - 1].prices.length;
