@@ -259,6 +259,34 @@ pub struct TradeJson {
     pub last_offer_min_price: String,
 }
 
+/// `GET /v1/blocks/{height}/fills`: what each offer sold and received in one block.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = BlockFills)]
+pub struct BlockFillsJson {
+    pub height: u64,
+    /// By pair (pair order), each pair's offers in canonical order (lowest limit first); only
+    /// the given account's when `?account=` was given.
+    pub fills: Vec<FillJson>,
+}
+
+/// One offer's trade in a block: the integer amounts its account gave and got.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Fill)]
+pub struct FillJson {
+    pub account: u64,
+    pub offer_id: u64,
+    pub sell: u16,
+    pub buy: u16,
+    /// Amount of `sell` given.
+    pub sold: u64,
+    /// Amount of `buy` received.
+    pub bought: u64,
+    /// `bought / sold` (units of `buy` per unit of `sell`, after commission), 12 significant
+    /// digits: at least the offer's limit price times (1 − ε).
+    #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub rate: String,
+}
+
 /// `GET /v1/prices`: the market's last traded prices, and the latest block's clearing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(as = Prices)]

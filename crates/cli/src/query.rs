@@ -5,8 +5,8 @@ use super::remote::{block_on, DEFAULT_NODE};
 use anyhow::{anyhow, Context};
 use serde::Serialize;
 use walras_api::wire::{
-    AccountJson, AccountOffersJson, BlockJson, BookJson, OfferExplanationJson, PricesJson,
-    StatusJson, TransactionStatusJson,
+    AccountJson, AccountOffersJson, BlockFillsJson, BlockJson, BookJson, OfferExplanationJson,
+    PricesJson, StatusJson, TransactionStatusJson,
 };
 use walras_client::{ClientError, NodeApi, NodeClient};
 
@@ -40,6 +40,13 @@ pub(crate) enum QueryCommand {
     },
     /// A committed block: header, outcome, trades, dropped transactions
     Block { height: u64 },
+    /// What each offer sold and received in a committed block
+    Fills {
+        height: u64,
+        /// Only this account's offers
+        #[arg(long)]
+        account: Option<u64>,
+    },
     /// The latest clearing prices
     Prices,
     /// A transaction's fate, by hash
@@ -70,6 +77,11 @@ pub(crate) async fn answer<C: NodeApi>(
             show(client.book(*sell, *buy, *levels).await?, json, book_text)
         }
         QueryCommand::Block { height } => show(client.block(*height).await?, json, block_text),
+        QueryCommand::Fills { height, account } => show(
+            client.block_fills(*height, *account).await?,
+            json,
+            fills_text,
+        ),
         QueryCommand::Prices => show(client.prices().await?, json, prices_text),
         QueryCommand::Metrics => Ok(client.metrics().await?),
         QueryCommand::Tx { hash } => {
@@ -311,6 +323,24 @@ fn block_text(block: &BlockJson) -> String {
         out.push_str(&format!(
             "  dropped #{} {}: {}\n",
             dropped.index, dropped.hash, dropped.reason
+        ));
+    }
+    out
+}
+
+fn fills_text(fills: &BlockFillsJson) -> String {
+    if fills.fills.is_empty() {
+        return format!("block {}: no fills\n", fills.height);
+    }
+    let mut out = format!(
+        "block {}: {} fills\n  account     offer  pair           sold        bought  rate (buy per sell)\n",
+        fills.height,
+        fills.fills.len()
+    );
+    for fill in &fills.fills {
+        out.push_str(&format!(
+            "  {:>7}  {:>8}  {:>4} -> {:<4}  {:>12}  {:>12}  {}\n",
+            fill.account, fill.offer_id, fill.sell, fill.buy, fill.sold, fill.bought, fill.rate
         ));
     }
     out

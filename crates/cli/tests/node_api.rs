@@ -689,3 +689,113 @@ fn a_block_of_payments_only_leaves_the_last_traded_prices_in_place() {
         assert!(traded_at > 0);
     });
 }
+
+/// Trigger (issue 28, item 4): a block listed per-pair totals and the last offer only; a
+/// trader could not see what each offer sold and received without `explain`. The block's fills
+/// are served per offer (all, or one account's), sum to the pair totals of the header, and meet
+/// each offer's limit on the integer amounts; `walras query fills` prints them.
+#[test]
+fn a_block_s_fills_show_what_each_offer_gave_and_got() {
+    use walras_types::{AccountId, AssetId, Operation, Price, Transaction};
+    let dir = TempDir::new("fills");
+    let node = NodeProcess::start(dir.path(), &[]);
+    let url = node.url.clone();
+    let (height, a) = runtime().block_on(async {
+        let client = reqwest::Client::new();
+        let (a, b, asset) = asset0_traders(&client, &url).await;
+        let offer = |source: u64, sell: u16, buy: u16, amount: u64| {
+            sign(Transaction {
+                source: AccountId(source),
+                sequence: 1,
+                operation: Operation::CreateOffer {
+                    sell: AssetId(sell),
+                    buy: AssetId(buy),
+                    amount,
+                    min_price: Price::parse_limit("0.5").unwrap(),
+                },
+            })
+        };
+        let crossing = [offer(a, 0, asset, 4_000), offer(b, asset, 0, 5_000)];
+        let (status, answer) = post(
+            &client,
+            &format!("{url}/v1/transactions/batch"),
+            "application/octet-stream",
+            SignedTransaction::encode_list(&crossing),
+        )
+        .await;
+        assert_eq!(status, 200, "{answer}");
+        let mut height = 0;
+        for signed in &crossing {
+            let hash = walras_engine::block::transaction_hash(signed).to_string();
+            height = wait_committed(&client, &url, &hash).await["height"]
+                .as_u64()
+                .unwrap();
+        }
+        let (status, fills) = get(&client, &format!("{url}/v1/blocks/{height}/fills")).await;
+        assert_eq!(status, 200, "{fills}");
+        let fills = fills["fills"].as_array().unwrap().clone();
+        assert_eq!(fills.len(), 2, "both offers traded: {fills:?}");
+        let (_, block) = get(&client, &format!("{url}/v1/blocks/{height}")).await;
+        for trade in block["trades"].as_array().unwrap() {
+            let sold: u64 = fills
+                .iter()
+                .filter(|fill| fill["sell"] == trade["sell"] && fill["buy"] == trade["buy"])
+                .map(|fill| fill["sold"].as_u64().unwrap())
+                .sum();
+            assert_eq!(
+                sold,
+                trade["sold"].as_u64().unwrap(),
+                "{trade} vs {fills:?}"
+            );
+        }
+        for fill in &fills {
+            let (sold, bought) = (
+                fill["sold"].as_u64().unwrap(),
+                fill["bought"].as_u64().unwrap(),
+            );
+            assert!(
+                sold > 0 && 2 * bought >= sold,
+                "at or above its 0.5 limit: {fill}"
+            );
+        }
+        let (_, mine) = get(
+            &client,
+            &format!("{url}/v1/blocks/{height}/fills?account={a}"),
+        )
+        .await;
+        let mine = mine["fills"].as_array().unwrap();
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0]["account"], a);
+        assert_eq!(mine[0]["offer_id"], 1);
+        let (status, bad) = get(
+            &client,
+            &format!("{url}/v1/blocks/{height}/fills?account=x"),
+        )
+        .await;
+        assert_eq!(
+            (status, bad["error"]["code"].as_str()),
+            (400, Some("malformed")),
+            "{bad}"
+        );
+        let (status, missing) = get(&client, &format!("{url}/v1/blocks/999999/fills")).await;
+        assert_eq!(
+            (status, missing["error"]["code"].as_str()),
+            (404, Some("unknown_block"))
+        );
+        (height, a)
+    });
+    let output = std::process::Command::new(walras_bin())
+        .args([
+            "query",
+            "fills",
+            &height.to_string(),
+            "--account",
+            &a.to_string(),
+        ])
+        .args(["--node", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains(&format!("block {height}: 1 fills")), "{text}");
+}

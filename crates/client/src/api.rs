@@ -19,8 +19,8 @@ use serde::de::DeserializeOwned;
 use std::future::Future;
 use walras_api::transaction_to_json;
 use walras_api::wire::{
-    AccountJson, AccountOffersJson, BatchSubmitResponse, BlockJson, BookJson, DepositsJson,
-    EscrowJson, OfferExplanationJson, PricesJson, StatusJson, SubmitResponse,
+    AccountJson, AccountOffersJson, BatchSubmitResponse, BlockFillsJson, BlockJson, BookJson,
+    DepositsJson, EscrowJson, OfferExplanationJson, PricesJson, StatusJson, SubmitResponse,
     TransactionStatusJson,
 };
 use walras_engine::Block;
@@ -159,6 +159,16 @@ pub trait NodeApi: Clone + Send + Sync + 'static {
 
     fn block(&self, height: u64) -> impl Future<Output = Result<BlockJson, ClientError>> + Send {
         get_json(self, format!("/v1/blocks/{height}"))
+    }
+
+    /// What each offer sold and received in block `height`; only `account`'s when given.
+    fn block_fills(
+        &self,
+        height: u64,
+        account: Option<u64>,
+    ) -> impl Future<Output = Result<BlockFillsJson, ClientError>> + Send {
+        let filter = account.map_or_else(String::new, |account| format!("?account={account}"));
+        get_json(self, format!("/v1/blocks/{height}/fills{filter}"))
     }
 
     /// The block as committed (`Block::encode`), decoded.

@@ -33,7 +33,9 @@ use walras_clearing::{
 };
 use walras_crypto::{verify_each_parallel, Hash, PublicKey, Signature};
 use walras_trie::Trie;
-use walras_types::{AccountId, AssetId, Offer, OfferKey, Operation, SignedTransaction, Valuation};
+use walras_types::{
+    AccountId, AssetId, Offer, OfferId, OfferKey, Operation, SignedTransaction, Valuation,
+};
 
 /// How a node executes blocks.
 #[derive(Clone, Debug)]
@@ -89,6 +91,9 @@ pub struct BlockOutcome {
     pub accepted: usize,
     /// Dropped transactions: index in the block and why.
     pub dropped: Vec<(u32, DropReason)>,
+    /// What each offer that traded sold and received, by pair (pair order), each pair's offers
+    /// in canonical order.
+    pub fills: Vec<OfferFill>,
     /// Whether clearing was μ-complete.
     pub converged: bool,
     /// How well tâtonnement did, when this node computed the clearing (the proposer); `None`
@@ -429,6 +434,7 @@ impl ExchangeState {
             plan.filtered.accepted_count(),
             plan.filtered.dropped.clone(),
         );
+        let fills = block_fills(&plan.books, &settlement);
         let state_root = self.execute(transactions, plan, &settlement, config, &mut timings);
         self.market.record(&header);
         BlockOutcome {
@@ -438,6 +444,7 @@ impl ExchangeState {
             },
             accepted,
             dropped,
+            fills,
             converged,
             clearing: report,
             timings,
@@ -859,6 +866,38 @@ impl PairRange<'_> {
             trie.root_hash(1);
         }
     }
+}
+
+/// What one offer sold and received in a block (the integer amounts its account's balances
+/// moved by).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OfferFill {
+    pub account: AccountId,
+    pub offer_id: OfferId,
+    pub sell: AssetId,
+    pub buy: AssetId,
+    /// Amount of `sell` the offer gave.
+    pub sold: u64,
+    /// Amount of `buy` it received.
+    pub bought: u64,
+}
+
+/// Every offer that traded, by the same fill rule as [`PairRange::trade`] applies.
+fn block_fills(books: &OrderBooks, settlement: &Settlement) -> Vec<OfferFill> {
+    settlement
+        .traded(books)
+        .flat_map(|pair| {
+            pair.offer_fills().map(move |(offer, fill)| OfferFill {
+                account: offer.account,
+                offer_id: offer.id,
+                sell: pair.sell(),
+                buy: pair.buy(),
+                sold: fill.sold,
+                bought: fill.bought,
+            })
+        })
+        .filter(|fill| fill.sold > 0)
+        .collect()
 }
 
 /// Per traded pair: amount sold and the last offer that traded.

@@ -32,7 +32,7 @@ pub use block::{Block, BlockHeader, PairTrade};
 pub use bridge::{BridgeError, PaymentsBridge};
 pub use checkpoint::CheckpointError;
 pub use execute::{
-    BlockOutcome, CheckedBlock, ClearingReport, EngineConfig, EngineError, PhaseTimings,
+    BlockOutcome, CheckedBlock, ClearingReport, EngineConfig, EngineError, OfferFill, PhaseTimings,
 };
 pub use filter::DropReason;
 pub use market::{AssetMarket, LastTrade, MarketPrices};

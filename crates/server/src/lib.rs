@@ -825,6 +825,7 @@ pub fn router(
         .route("/v1/books/{sell}/{buy}", get(routes::book))
         .route("/v1/blocks/{height}", get(routes::block))
         .route("/v1/blocks/{height}/raw", get(routes::block_raw))
+        .route("/v1/blocks/{height}/fills", get(routes::block_fills))
         .route("/v1/payments/deposits", get(routes::payments_deposits))
         .route("/v1/payments/escrow", get(routes::payments_escrow))
         .route("/v1/offers/{id}/explain", get(explain::offer_explain))

@@ -214,7 +214,13 @@ pub(super) fn produce_block(
     let executed = Instant::now();
     shared
         .store
-        .append_with_results(&block, &outcome.dropped, outcome.clearing.as_ref(), &state)
+        .append_with_results(
+            &block,
+            &outcome.dropped,
+            outcome.clearing.as_ref(),
+            Some(&outcome.fills),
+            &state,
+        )
         .map_err(ProducerError::Store)?;
     let persisted = Instant::now();
     // Index the block's transactions before the mempool forgets them: a status query in between
@@ -460,6 +466,7 @@ mod tests {
             },
             accepted: 0,
             dropped: Vec::new(),
+            fills: Vec::new(),
             converged: false,
             clearing: Some(ClearingReport {
                 iterations: 7,

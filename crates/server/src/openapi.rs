@@ -30,6 +30,7 @@ use walras_api::wire::{ApiError, BlockEventJson, OracleBandJson, OraclePricesJso
         crate::routes::book,
         crate::routes::block,
         crate::routes::block_raw,
+        crate::routes::block_fills,
         crate::routes::payments_escrow,
         crate::routes::payments_deposits,
         crate::explain::offer_explain,

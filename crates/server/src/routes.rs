@@ -628,6 +628,71 @@ pub async fn block_raw(
 
 #[utoipa::path(
     get,
+    path = "/v1/blocks/{height}/fills",
+    summary = "What each offer sold and received in a block",
+    params(
+        ("height" = u64, Path, description = "Block height"),
+        ("account" = Option<u64>, Query, description = "Only this account's fills")
+    ),
+    responses(
+        (status = 200, description = "the block's fills, by pair, offers in canonical order", body = BlockFillsJson),
+        (status = 400, description = "malformed: not a height or not an account id", body = walras_api::wire::ApiError),
+        (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
+        (status = 404, description = "unknown_block, or fills_unknown: the block was stored before fills were kept", body = walras_api::wire::ApiError)
+    )
+)]
+pub async fn block_fills(
+    State(shared): State<AppState>,
+    Path(height): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<BlockFillsJson>, Failure> {
+    let height = parse_height(&height)?;
+    let account = match query.get("account") {
+        None => None,
+        Some(text) => Some(text.parse::<u64>().map_err(|_| {
+            Failure::malformed(format!("account {text:?} is not an unsigned integer"))
+        })?),
+    };
+    load_block(&shared, height)?;
+    let fills = shared
+        .store
+        .fills(height)
+        .map_err(|error| Failure::internal(format!("reading block {height}'s results: {error}")))?
+        .ok_or_else(|| {
+            Failure::not_found(
+                "fills_unknown",
+                format!(
+                    "block {height} was stored before this node kept fills; \
+                     `walras offer explain ID --account A` recomputes an offer's"
+                ),
+            )
+        })?;
+    Ok(Json(BlockFillsJson {
+        height,
+        fills: fills
+            .iter()
+            .filter(|fill| account.is_none_or(|account| fill.account.0 == account))
+            .map(fill_json)
+            .collect(),
+    }))
+}
+
+fn fill_json(fill: &walras_engine::OfferFill) -> FillJson {
+    let rate = walras_types::Valuation(u128::from(fill.bought))
+        .rate_to(walras_types::Valuation(u128::from(fill.sold)));
+    FillJson {
+        account: fill.account.0,
+        offer_id: fill.offer_id.0,
+        sell: fill.sell.0,
+        buy: fill.buy.0,
+        sold: fill.sold,
+        bought: fill.bought,
+        rate: rate.to_string(),
+    }
+}
+
+#[utoipa::path(
+    get,
     path = "/v1/prices",
     summary = "Last traded prices, and the latest block's clearing",
     responses(

@@ -7,9 +7,10 @@ use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use walras_crypto::Hash;
-use walras_engine::{Block, BlockHeader, ClearingReport, DropReason, ExchangeState};
+use walras_engine::{Block, BlockHeader, ClearingReport, DropReason, ExchangeState, OfferFill};
 use walras_types::codec::{self, Reader, Writer};
 use walras_types::genesis::Genesis;
+use walras_types::{AccountId, AssetId, OfferId};
 
 /// The on-disk format and its version, stored under `meta/format`.
 pub const FORMAT: &[u8] = b"walras-store/2";
@@ -242,7 +243,7 @@ impl BlockStore {
     /// this returns. Refuses, changing nothing, a block that does not extend the log.
     pub fn append(&self, block: &Block, dropped: &[(u32, DropReason)]) -> Result<(), StoreError> {
         let mut txn = self.write_txn()?;
-        self.put_block(&mut txn, block, dropped, None)?;
+        self.put_block(&mut txn, block, dropped, None, None)?;
         self.commit(txn)
     }
 
@@ -257,16 +258,18 @@ impl BlockStore {
         dropped: &[(u32, DropReason)],
         state: &ExchangeState,
     ) -> Result<(), StoreError> {
-        self.append_with_results(block, dropped, None, state)
+        self.append_with_results(block, dropped, None, None, state)
     }
 
     /// [`BlockStore::append_with_state`], keeping beside the block the proposer's clearing
-    /// quality (not consensus data: a follower has none), in the same transaction.
+    /// quality (not consensus data: a follower has none) and what each offer sold and received
+    /// (derived from the block, kept so it need not be recomputed), in the same transaction.
     pub fn append_with_results(
         &self,
         block: &Block,
         dropped: &[(u32, DropReason)],
         clearing: Option<&ClearingReport>,
+        fills: Option<&[OfferFill]>,
         state: &ExchangeState,
     ) -> Result<(), StoreError> {
         let height = block.header.height;
@@ -281,7 +284,7 @@ impl BlockStore {
         let checkpointed = height.is_multiple_of(self.checkpoint_interval_blocks)
             || since >= self.checkpoint_interval_transactions;
         let mut txn = self.write_txn()?;
-        self.put_block(&mut txn, block, dropped, clearing)?;
+        self.put_block(&mut txn, block, dropped, clearing, fills)?;
         if checkpointed {
             self.put_checkpoint(&mut txn, height, &state.encode_checkpoint())?;
         }
@@ -351,6 +354,7 @@ impl BlockStore {
         block: &Block,
         dropped: &[(u32, DropReason)],
         clearing: Option<&ClearingReport>,
+        fills: Option<&[OfferFill]>,
     ) -> Result<(), StoreError> {
         self.check_extends(txn, &block.header)?;
         let key = block.header.height.to_be_bytes();
@@ -368,7 +372,7 @@ impl BlockStore {
             .put(txn, &key, &HeaderEntry::of(&block.header).encode())
             .map_err(self.write_error("writing a header entry"))?;
         self.results
-            .put(txn, &key, &encode_results(dropped, clearing))
+            .put(txn, &key, &encode_results(dropped, clearing, fills))
             .map_err(self.write_error("writing block results"))?;
         Ok(())
     }
@@ -381,7 +385,7 @@ impl BlockStore {
             .get(&txn, &height.to_be_bytes())
             .map_err(StoreError::lmdb("reading block results"))?;
         stored
-            .map(|bytes| decode_results(height, bytes).map(|(dropped, _)| dropped))
+            .map(|bytes| decode_results(height, bytes).map(|results| results.dropped))
             .transpose()
     }
 
@@ -394,7 +398,22 @@ impl BlockStore {
             .get(&txn, &height.to_be_bytes())
             .map_err(StoreError::lmdb("reading block results"))?;
         match stored {
-            Some(bytes) => Ok(decode_results(height, bytes)?.1),
+            Some(bytes) => Ok(decode_results(height, bytes)?.clearing),
+            None => Ok(None),
+        }
+    }
+
+    /// What each offer sold and received in block `height`; `None` if there is no such block
+    /// or it was stored without them (before they were kept, or through
+    /// [`BlockStore::append`]).
+    pub fn fills(&self, height: u64) -> Result<Option<Vec<OfferFill>>, StoreError> {
+        let txn = self.read_txn()?;
+        let stored = self
+            .results
+            .get(&txn, &height.to_be_bytes())
+            .map_err(StoreError::lmdb("reading block results"))?;
+        match stored {
+            Some(bytes) => Ok(decode_results(height, bytes)?.fills),
             None => Ok(None),
         }
     }
@@ -576,13 +595,18 @@ fn app_meta_key(key: &str) -> Vec<u8> {
     [APP_META_PREFIX, key.as_bytes()].concat()
 }
 
-/// `count:u32 (index:u32 reason:u8)*`, big-endian; a reason is its position in
-/// [`DropReason::ALL`].
-/// A block's results as stored: the dropped transactions (count, then index and reason code
-/// each), then, when the proposer's clearing quality is kept, [`CLEARING_TAG`] and its fields.
-/// Results written before the quality was kept end after the dropped entries.
-fn encode_results(dropped: &[(u32, DropReason)], clearing: Option<&ClearingReport>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + 5 * dropped.len() + CLEARING_BYTES);
+/// A block's results as stored, big-endian: the dropped transactions `count:u32 (index:u32
+/// reason:u8)*` (a reason is its position in [`DropReason::ALL`]); then, when kept, the
+/// proposer's clearing quality (`CLEARING_TAG iterations:u64 (f64 bits:u64)*4`); then, when
+/// kept, the fills (`FILLS_TAG count:u32 (account:u64 offer:u64 sell:u16 buy:u16 sold:u64
+/// bought:u64)*`). Results written before a section was kept end before it.
+fn encode_results(
+    dropped: &[(u32, DropReason)],
+    clearing: Option<&ClearingReport>,
+    fills: Option<&[OfferFill]>,
+) -> Vec<u8> {
+    let fill_bytes = fills.map_or(0, |fills| 5 + FILL_BYTES * fills.len());
+    let mut out = Vec::with_capacity(4 + 5 * dropped.len() + CLEARING_BYTES + fill_bytes);
     out.put_u32(dropped.len() as u32);
     for &(index, reason) in dropped {
         out.put_u32(index);
@@ -600,6 +624,18 @@ fn encode_results(dropped: &[(u32, DropReason)], clearing: Option<&ClearingRepor
             out.put_u64(value.to_bits());
         }
     }
+    if let Some(fills) = fills {
+        out.put_u8(FILLS_TAG);
+        out.put_u32(u32::try_from(fills.len()).expect("a block's fills count fits a u32"));
+        for fill in fills {
+            out.put_u64(fill.account.0);
+            out.put_u64(fill.offer_id.0);
+            out.put_u16(fill.sell.0);
+            out.put_u16(fill.buy.0);
+            out.put_u64(fill.sold);
+            out.put_u64(fill.bought);
+        }
+    }
     out
 }
 
@@ -607,6 +643,10 @@ fn encode_results(dropped: &[(u32, DropReason)], clearing: Option<&ClearingRepor
 const CLEARING_TAG: u8 = 1;
 /// The tag, the iteration count and four f64 measures.
 const CLEARING_BYTES: usize = 1 + 8 + 4 * 8;
+/// Marks the fills, after the clearing quality if any.
+const FILLS_TAG: u8 = 2;
+/// One stored fill: account, offer id, sell, buy, sold, bought.
+const FILL_BYTES: usize = 8 + 8 + 2 + 2 + 8 + 8;
 
 fn reason_code(reason: DropReason) -> u8 {
     DropReason::ALL
@@ -615,10 +655,13 @@ fn reason_code(reason: DropReason) -> u8 {
         .expect("DropReason::ALL lists every reason") as u8
 }
 
-/// A block's stored results: its dropped transactions, and the proposer's clearing quality.
-type BlockResults = (Vec<(u32, DropReason)>, Option<ClearingReport>);
+/// A block's stored results.
+struct BlockResults {
+    dropped: Vec<(u32, DropReason)>,
+    clearing: Option<ClearingReport>,
+    fills: Option<Vec<OfferFill>>,
+}
 
-/// The dropped transactions and, if kept, the clearing quality of a block's stored results.
 fn decode_results(height: u64, bytes: &[u8]) -> Result<BlockResults, StoreError> {
     read_results(&mut Reader::new(bytes)).map_err(|error| StoreError::CorruptBlock {
         height,
@@ -641,29 +684,57 @@ fn read_results(reader: &mut Reader<'_>) -> Result<BlockResults, codec::DecodeEr
             })?;
         dropped.push((index, *reason));
     }
-    if reader.is_empty() {
-        return Ok((dropped, None));
-    }
-    match reader.u8()? {
-        CLEARING_TAG => {}
-        tag => {
-            return Err(codec::DecodeError::BadTag {
-                what: "results trailer",
-                tag,
-            })
+    let mut results = BlockResults {
+        dropped,
+        clearing: None,
+        fills: None,
+    };
+    // Sections in tag order, each at most once.
+    let mut last_tag = 0;
+    while !reader.is_empty() {
+        let tag = reader.u8()?;
+        match tag {
+            CLEARING_TAG if last_tag < tag => results.clearing = Some(read_clearing(reader)?),
+            FILLS_TAG if last_tag < tag => results.fills = Some(read_fills(reader)?),
+            _ => {
+                return Err(codec::DecodeError::BadTag {
+                    what: "results section",
+                    tag,
+                })
+            }
         }
+        last_tag = tag;
     }
+    Ok(results)
+}
+
+fn read_clearing(reader: &mut Reader<'_>) -> Result<ClearingReport, codec::DecodeError> {
     let iterations = reader.u64()?;
     let mut measure = || reader.u64().map(f64::from_bits);
-    let clearing = ClearingReport {
+    Ok(ClearingReport {
         iterations,
         achieved_epsilon: measure()?,
         achieved_mu: measure()?,
         unrealized_utility_ratio: measure()?,
         millis: measure()?,
-    };
-    reader.finish()?;
-    Ok((dropped, Some(clearing)))
+    })
+}
+
+fn read_fills(reader: &mut Reader<'_>) -> Result<Vec<OfferFill>, codec::DecodeError> {
+    let count = reader.u32()? as usize;
+    reader.ensure_items(count, FILL_BYTES)?;
+    (0..count)
+        .map(|_| {
+            Ok(OfferFill {
+                account: AccountId(reader.u64()?),
+                offer_id: OfferId(reader.u64()?),
+                sell: AssetId(reader.u16()?),
+                buy: AssetId(reader.u16()?),
+                sold: reader.u64()?,
+                bought: reader.u64()?,
+            })
+        })
+        .collect()
 }
 
 fn decode_height(key: &[u8]) -> Result<u64, StoreError> {
@@ -849,7 +920,7 @@ mod tests {
     }
 
     #[test]
-    fn results_round_trip_with_and_without_the_clearing_quality() {
+    fn results_round_trip_with_and_without_the_clearing_quality_and_the_fills() {
         let dropped = vec![(3, DropReason::Replayed), (9, DropReason::AccountOverdraft)];
         let report = ClearingReport {
             iterations: 17,
@@ -858,16 +929,35 @@ mod tests {
             unrealized_utility_ratio: f64::INFINITY,
             millis: 12.5,
         };
-        let with = encode_results(&dropped, Some(&report));
-        assert_eq!(
-            decode_results(4, &with).ok(),
-            Some((dropped.clone(), Some(report)))
-        );
-        let without = encode_results(&dropped, None);
-        assert_eq!(decode_results(4, &without).ok(), Some((dropped, None)));
-        for cut in 0..with.len() {
-            let _ = decode_results(4, &with[..cut]);
+        let fills = vec![OfferFill {
+            account: AccountId(5),
+            offer_id: OfferId(2),
+            sell: AssetId(1),
+            buy: AssetId(0),
+            sold: 600,
+            bought: 301,
+        }];
+        for (clearing, kept_fills) in [
+            (Some(report), Some(fills.as_slice())),
+            (Some(report), None),
+            (None, Some(fills.as_slice())),
+            (None, None),
+        ] {
+            let bytes = encode_results(&dropped, clearing.as_ref(), kept_fills);
+            let results = decode_results(4, &bytes).unwrap();
+            assert_eq!(results.dropped, dropped);
+            assert_eq!(results.clearing, clearing);
+            assert_eq!(results.fills.as_deref(), kept_fills);
+            for cut in 0..bytes.len() {
+                let _ = decode_results(4, &bytes[..cut]);
+            }
+            if clearing.is_some() || kept_fills.is_some() {
+                assert!(decode_results(4, &bytes[..bytes.len() - 1]).is_err());
+            }
         }
-        assert!(decode_results(4, &with[..with.len() - 1]).is_err());
+        // Sections out of order, or twice, are refused.
+        let mut twice = encode_results(&dropped, None, Some(&fills));
+        twice.extend_from_slice(&encode_results(&[], None, Some(&fills))[4..]);
+        assert!(decode_results(4, &twice).is_err());
     }
 }

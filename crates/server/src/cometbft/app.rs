@@ -470,6 +470,7 @@ impl Application for WalrasApp {
             &decided.block,
             &decided.outcome.dropped,
             decided.outcome.clearing.as_ref(),
+            Some(&decided.outcome.fills),
             &self.state(),
         );
         if let Err(error) = appended {
