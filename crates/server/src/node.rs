@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
 use walras_api::wire::{BlockEventJson, ClearingQualityJson, DevGenesisJson, PhaseTimingsJson};
-use walras_crypto::Hash;
+use walras_crypto::{AcceptedSignatures, Hash};
 use walras_engine::{
     AccountView, Block, BlockOutcome, ClearingReport, EngineConfig, EngineError, ExchangeState,
 };
@@ -76,6 +76,9 @@ pub struct Shared {
     pub explain: super::limits::ExplainGate,
     /// CometBFT's RPC URL in replicated mode, set once CometBFT is started (`GET /v1/node`).
     pub cometbft_rpc: std::sync::OnceLock<String>,
+    /// The signatures admission accepted, so the producer does not check them a second time
+    /// (it checks those it does not find, by the same rule; see `walras_crypto::accept`).
+    pub accepted_signatures: Arc<AcceptedSignatures>,
 }
 
 /// Why the producer stopped the node.
@@ -227,6 +230,7 @@ pub(super) fn produce_block(
 /// followers and recovery check the header exactly, so the start never changes what is valid.
 fn warm_started(shared: &Shared, config: &ProducerConfig) -> EngineConfig {
     let mut engine = config.engine.clone();
+    engine.accepted_signatures = Some(shared.accepted_signatures.clone());
     let oracle = shared
         .oracle
         .as_ref()
