@@ -1,9 +1,11 @@
 //! A signature whose R carries the point of order 2 (`walras_crypto::testing`) through every
-//! way a client submits to a solo node: refused with `bad_signature` each time, the valid
-//! transactions beside it committed, and the node restarted on its data directory comes up at
-//! the same height and state root.
+//! way a client submits to a solo node: accepted and committed each time (ZIP-215), a copy
+//! with a non-canonical `s` refused with `bad_signature` each time, the valid transactions
+//! beside them committed, and the node restarted on its data directory comes up at the same
+//! height and state root.
 
-use walras_crypto::testing::sign_with_order_2_nonce;
+use walras_crypto::testing::{sign_with_order_2_nonce, with_s_plus_group_order};
+use walras_crypto::Signature;
 use walras_testkit::{balances, dev_key, get, payment, post, runtime, wait_committed};
 use walras_testkit::{NodeProcess, TempDir};
 use walras_types::{AccountId, AssetId, Operation, SignedTransaction, Transaction};
@@ -55,14 +57,17 @@ async fn tip(client: &reqwest::Client, url: &str) -> (u64, String) {
 }
 
 /// Trigger: the crafted payment sent alone as JSON and as binary, then inside six batch
-/// submissions of 129 (128 valid payments, the crafted one at a different position each time).
-/// Under the old rule (128-signature batch checks at admission, none in the solo producer,
-/// hash-ordered batches at recovery) a batch admitted it about half the time, the block
-/// committed it, recovery dropped it, and the node refused to restart ("stored block … does
-/// not replay"). Now it is refused every time and the restart reaches the same root.
+/// submissions of 130 (128 valid payments, the crafted one at a different position each time,
+/// and after it a copy whose `s` is non-canonical). Under the first batch rule (dalek's
+/// cofactorless 128-signature batches at admission, none in the solo producer, hash-ordered
+/// batches at recovery) a batch admitted it about half the time, the block committed it,
+/// recovery dropped it, and the node refused to restart ("stored block … does not replay").
+/// The strict rule then refused it every time; ZIP-215 accepts it every time (a deliberate
+/// change of this test's expectation) and refuses every non-canonical `s`. Either way the
+/// point stands: every path reaches the same verdict, and the restart reaches the same root.
 #[test]
-fn an_order_2_signature_is_refused_on_every_submission_path_and_the_node_restarts_at_the_same_root()
-{
+fn an_order_2_signature_gets_one_verdict_on_every_submission_path_and_the_node_restarts_at_the_same_root(
+) {
     let dir = TempDir::new("order-2-signature");
     let node = NodeProcess::start(dir.path(), &[]);
     let url = node.url.clone();
@@ -74,29 +79,32 @@ fn an_order_2_signature_is_refused_on_every_submission_path_and_the_node_restart
         }
         let crafted_source = BATCH_VALID;
         let crafted_asset = assets[crafted_source as usize];
-        let single = crafted_payment(crafted_source, 1, 0, crafted_asset);
         let submit = format!("{url}/v1/transactions");
-        let json = serde_json::to_vec(&payment_json(&single)).unwrap();
-        let (status, answer) = post(&client, &submit, "application/json", json).await;
-        assert_eq!(
-            (status, answer["error"]["code"].as_str()),
-            (400, Some("bad_signature")),
-            "{answer}"
-        );
-        let (status, answer) = post(
-            &client,
-            &submit,
-            "application/octet-stream",
-            single.encode(),
-        )
-        .await;
-        assert_eq!(
-            (status, answer["error"]["code"].as_str()),
-            (400, Some("bad_signature")),
-            "{answer}"
-        );
+        let mut committed_hashes = Vec::new();
+        // Sequences 1 and 2 alone: as JSON, then as binary; each refused with `s + ℓ` first.
+        for (sequence, content_type) in [(1, "application/json"), (2, "application/octet-stream")] {
+            let single = crafted_payment(crafted_source, sequence, 0, crafted_asset);
+            let body = |signed: &SignedTransaction| match content_type {
+                "application/json" => serde_json::to_vec(&payment_json(signed)).unwrap(),
+                _ => signed.encode(),
+            };
+            let (status, answer) = post(
+                &client,
+                &submit,
+                content_type,
+                body(&non_canonical_s(&single)),
+            )
+            .await;
+            assert_eq!(
+                (status, answer["error"]["code"].as_str()),
+                (400, Some("bad_signature")),
+                "{answer}"
+            );
+            let (status, answer) = post(&client, &submit, content_type, body(&single)).await;
+            assert_eq!(status, 202, "{answer}");
+            committed_hashes.push(answer["hash"].clone());
+        }
 
-        let mut last_valid = Vec::new();
         for batch_index in 0..BATCHES {
             let sequence = batch_index + 1;
             let mut batch: Vec<SignedTransaction> = (0..BATCH_VALID)
@@ -106,8 +114,9 @@ fn an_order_2_signature_is_refused_on_every_submission_path_and_the_node_restart
                 })
                 .collect();
             let position = (batch_index * 29 % (BATCH_VALID + 1)) as usize;
-            let crafted = crafted_payment(crafted_source, sequence, 0, crafted_asset);
+            let crafted = crafted_payment(crafted_source, sequence + 2, 0, crafted_asset);
             batch.insert(position, crafted);
+            batch.insert(position + 1, non_canonical_s(&crafted));
             let (status, answer) = post(
                 &client,
                 &format!("{url}/v1/transactions/batch"),
@@ -118,16 +127,17 @@ fn an_order_2_signature_is_refused_on_every_submission_path_and_the_node_restart
             assert_eq!(status, 200, "{answer}");
             let results = answer["results"].as_array().unwrap();
             for (index, result) in results.iter().enumerate() {
-                let expected = (index == position).then_some("bad_signature");
+                let expected = (index == position + 1).then_some("bad_signature");
                 assert_eq!(
                     result["error"]["code"].as_str(),
                     expected,
                     "batch {batch_index}, item {index}: {result}"
                 );
             }
-            last_valid.push(results[(position + 1) % results.len()]["hash"].clone());
+            committed_hashes.push(results[position]["hash"].clone());
+            committed_hashes.push(results[(position + 2) % results.len()]["hash"].clone());
         }
-        for hash in last_valid {
+        for hash in committed_hashes {
             let committed = wait_committed(&client, &url, hash.as_str().unwrap()).await;
             assert_eq!(committed["status"], "accepted", "{committed}");
         }
@@ -140,4 +150,13 @@ fn an_order_2_signature_is_refused_on_every_submission_path_and_the_node_restart
         tip(&client, &restarted.url).await
     });
     assert_eq!(after_restart, before_restart);
+}
+
+/// `signed` with its signature's `s` replaced by `s + ℓ`: refused by ZIP-215.
+fn non_canonical_s(signed: &SignedTransaction) -> SignedTransaction {
+    let signature = Signature::from_bytes(&signed.signature).unwrap();
+    SignedTransaction {
+        signature: *with_s_plus_group_order(&signature).as_bytes(),
+        ..*signed
+    }
 }

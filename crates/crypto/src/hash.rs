@@ -127,9 +127,11 @@ pub mod domain {
     pub const MERKLE_ROOT: Domain = Domain::new("walras/mbs/root");
     /// A transaction body (what its id is computed from).
     pub const TRANSACTION: Domain = Domain::new("walras/tx");
+    /// A signature verdict a node remembers (key, signature, message; never committed).
+    pub const SIGNATURE_VERDICT: Domain = Domain::new("walras/sig/ok");
 
     /// All of the above, for the distinctness test.
-    pub const ALL: [Domain; 7] = [
+    pub const ALL: [Domain; 8] = [
         TRIE_LEAF,
         TRIE_BRANCH,
         TRIE_EMPTY,
@@ -137,6 +139,7 @@ pub mod domain {
         MERKLE_NODE,
         MERKLE_ROOT,
         TRANSACTION,
+        SIGNATURE_VERDICT,
     ];
 }
 

@@ -3,12 +3,13 @@
 //! - [`hash`], [`Hasher`], [`Hash`]: BLAKE2b-256. Anything committed to is hashed in a
 //!   [`Domain`] (BLAKE2b personalization), one per kind of data, all listed in [`domain`], so
 //!   hashes of different kinds cannot collide.
-//! - [`SecretKey`], [`Keypair`], [`PublicKey`], [`Signature`], [`sign`], [`verify`]: ed25519
-//!   (RFC 8032, strict verification) over `ed25519-dalek`. Keys come from 32-byte seeds, so tests
-//!   and simulations are deterministic and need no OS randomness.
+//! - [`SecretKey`], [`Keypair`], [`PublicKey`], [`Signature`], [`sign`], [`verify`]: ed25519,
+//!   RFC 8032 signing over `ed25519-dalek`, ZIP-215 verification over `ed25519-zebra`. Keys come
+//!   from 32-byte seeds, so tests and simulations are deterministic and need no OS randomness.
 //! - [`signature_accepted`], [`verify_each`], [`verify_each_parallel`]: the one rule deciding
-//!   which signatures are accepted, everywhere — strict verification of each signature on its
-//!   own, never a batch check (see [`accept`] for why) — spread over threads for blocks.
+//!   which signatures are accepted, everywhere — ZIP-215, whose batch check agrees with its
+//!   single check (see [`accept`] for why), so blocks verify in batches spread over threads.
+//!   [`AcceptedSignatures`] remembers a node's accepted verdicts so it checks each once.
 //! - [`MerkleTree`], [`sign_merkle_batch`], [`verify_merkle_batch_member`]: one signature over
 //!   many messages, each with its own inclusion proof.
 //!
@@ -26,7 +27,10 @@ mod sign;
 #[cfg(feature = "test-support")]
 pub mod testing;
 
-pub use accept::{signature_accepted, verify_each, verify_each_parallel, SignedItem};
+pub use accept::{
+    signature_accepted, verify_each, verify_each_parallel, AcceptedSignatures, SignedItem,
+    BATCH_ITEMS_MAX,
+};
 pub use error::{DecodeError, VerifyError};
 pub use hash::{domain, hash, hash_in, Domain, Hash, Hasher, DOMAIN_TAG_BYTES_MAX, HASH_BYTES};
 pub use merkle::{

@@ -1,11 +1,16 @@
-//! ed25519 keys, signing and single verification (over `ed25519-dalek`).
+//! ed25519 keys, signing (over `ed25519-dalek`) and single verification under ZIP-215 (over
+//! `ed25519-zebra`).
 //!
-//! Single verification is dalek's `verify_strict`: it rejects non-canonical `s`, small-order `R`
-//! and small-order keys, the RFC 8032 checks that stop a third party from minting a second valid
-//! signature from a first. Small-order keys are also refused when a [`PublicKey`] is decoded, so
-//! an account can never be created with a key whose signatures anyone could forge.
+//! Verification is ZIP-215's (see [`crate::accept`] for why): `A` and `R` must decode to curve
+//! points, non-canonical encodings accepted; `s` must be canonical (`s < ℓ`); the cofactored
+//! equation `[8][s]B = [8]R + [8][k]A`, `k = SHA-512(R_bytes ‖ A_bytes ‖ M)`, must hold.
+//! Small-order keys are refused when a [`PublicKey`] is decoded (ZIP-215 itself would accept
+//! them), so an account can never be created with a key whose signatures anyone could forge.
+//! Decoding a key is the same curve-point decompression in both crates (`curve25519-dalek`'s),
+//! so a key that decodes here always verifies under ZIP-215.
 
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
+use ed25519_zebra::VerificationKey;
 use std::fmt;
 use std::str::FromStr;
 
@@ -54,11 +59,9 @@ impl Keypair {
     /// Expands `secret` for signing.
     pub fn from_secret(secret: &SecretKey) -> Keypair {
         let signing = SigningKey::from_bytes(secret.seed());
-        let point = signing.verifying_key();
-        let public = PublicKey {
-            bytes: point.to_bytes(),
-            point,
-        };
+        let bytes = signing.verifying_key().to_bytes();
+        // A seed's key is `a·B` with a clamped, non-zero `a`: a point of order ℓ, never weak.
+        let public = PublicKey::from_bytes(&bytes).expect("a key derived from a seed decodes");
         Keypair { signing, public }
     }
 
@@ -93,11 +96,12 @@ impl fmt::Debug for Keypair {
 /// An ed25519 public key: a compressed curve point that is known to decode and not to have
 /// small order (both checked by every constructor). It keeps the decompressed point beside its
 /// encoding: decompressing costs a field square root, and a key verifies many signatures.
-/// Compared, ordered and hashed by its encoding.
+/// Compared, ordered and hashed by its encoding (two encodings of one point, which only a
+/// non-canonical `y` allows, are two keys: `k` hashes the encoding).
 #[derive(Clone, Copy)]
 pub struct PublicKey {
     bytes: [u8; PUBLIC_KEY_BYTES],
-    point: VerifyingKey,
+    point: VerificationKey,
 }
 
 impl PartialEq for PublicKey {
@@ -135,10 +139,12 @@ impl PublicKey {
                 expected: PUBLIC_KEY_BYTES,
                 actual: bytes.len(),
             })?;
-        let point = VerifyingKey::from_bytes(&array).map_err(|_| DecodeError::NotACurvePoint)?;
-        if point.is_weak() {
+        let dalek = VerifyingKey::from_bytes(&array).map_err(|_| DecodeError::NotACurvePoint)?;
+        if dalek.is_weak() {
             return Err(DecodeError::WeakPublicKey);
         }
+        // The same decompression as dalek's just now: it cannot fail here.
+        let point = VerificationKey::try_from(array).map_err(|_| DecodeError::NotACurvePoint)?;
         Ok(PublicKey {
             bytes: array,
             point,
@@ -150,9 +156,9 @@ impl PublicKey {
         &self.bytes
     }
 
-    /// The dalek key (already decompressed and checked at construction).
-    pub(crate) fn to_dalek(self) -> Result<VerifyingKey, VerifyError> {
-        Ok(self.point)
+    /// The ZIP-215 verification key (decompressed and checked at construction).
+    pub(crate) fn verification_key(&self) -> &VerificationKey {
+        &self.point
     }
 }
 
@@ -199,8 +205,9 @@ impl Signature {
         &self.0
     }
 
-    pub(crate) fn to_dalek(self) -> ed25519_dalek::Signature {
-        ed25519_dalek::Signature::from_bytes(&self.0)
+    /// The signature as `ed25519-zebra` takes it (no check: that is verification's job).
+    pub(crate) fn to_zebra(self) -> ed25519_zebra::Signature {
+        ed25519_zebra::Signature::from_bytes(&self.0)
     }
 }
 
@@ -229,14 +236,14 @@ pub fn sign(keypair: &Keypair, message: &[u8]) -> Signature {
     keypair.sign(message)
 }
 
-/// Checks one signature (strict RFC 8032 rules, see the module docs).
+/// Checks one signature under ZIP-215 (see the module docs): the acceptance rule.
 pub fn verify(
     public_key: &PublicKey,
     message: &[u8],
     signature: &Signature,
 ) -> Result<(), VerifyError> {
     public_key
-        .to_dalek()?
-        .verify_strict(message, &signature.to_dalek())
+        .verification_key()
+        .verify(&signature.to_zebra(), message)
         .map_err(|_| VerifyError::BadSignature)
 }

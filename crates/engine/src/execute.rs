@@ -1,8 +1,9 @@
 //! Block execution in phases (SPEEDEX §3, §8, appendix K).
 //!
-//! 1. Signatures: transaction hashes, then each signature verified on its own, in parallel —
-//!    `walras_crypto`'s one acceptance rule, the same function admission and CheckTx call, so
-//!    a block never holds a transaction that one path accepts and another drops.
+//! 1. Signatures: transaction hashes, then the signatures verified in batches, in parallel —
+//!    `walras_crypto`'s one acceptance rule (ZIP-215, whose batch verdicts equal its single
+//!    ones), the same function admission and CheckTx call, so a block never holds a
+//!    transaction that one path accepts and another drops.
 //! 2. Filtering (see [`crate::filter`]).
 //! 3. Planning, without touching the state: the offers cancelled and created, and the books as
 //!    clearing will see them.
@@ -26,12 +27,13 @@ use crate::state::{
     new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use walras_clearing::{
     clear, settle, Budget, ClearingError, ClearingParams, Clock, OrderBooks, Resources,
     SettleError, Settlement, SupplyGrid, SystemClock,
 };
-use walras_crypto::{verify_each_parallel, Hash, PublicKey, Signature};
+use walras_crypto::{verify_each_parallel, AcceptedSignatures, Hash, PublicKey, Signature};
 use walras_trie::Trie;
 use walras_types::{
     AccountId, AssetId, Offer, OfferId, OfferKey, Operation, SignedTransaction, Valuation,
@@ -45,6 +47,11 @@ pub struct EngineConfig {
     /// the producer drops exactly what replay drops; off only to time the other phases
     /// (`walras replay --no-verify-signatures`).
     pub verify_signatures: bool,
+    /// Accepted signature verdicts this node has already computed (its admission's), so phase
+    /// 1 does not check them again. A verdict is a pure function of the bytes it is keyed by,
+    /// so this changes no outcome, only time; `None` checks every signature (replay, recovery,
+    /// replicas).
+    pub accepted_signatures: Option<Arc<AcceptedSignatures>>,
     /// Commission, smoothing and tâtonnement's tuning.
     pub clearing: ClearingParams,
     /// How long the proposer's clearing may take, read on the system clock from the start of
@@ -60,6 +67,7 @@ impl Default for EngineConfig {
         EngineConfig {
             threads: 1,
             verify_signatures: true,
+            accepted_signatures: None,
             clearing: ClearingParams::default(),
             clearing_timeout: None,
             clearing_iterations_max: 5_000,
@@ -463,7 +471,11 @@ impl ExchangeState {
         let hashes = map_in_order(transactions, threads, transaction_hash);
         let transactions_root = transactions_root_of(hashes.clone());
         let signature_ok = if config.verify_signatures {
-            self.verify_signatures(transactions, threads)
+            self.verify_signatures_remembering(
+                transactions,
+                threads,
+                config.accepted_signatures.as_deref(),
+            )
         } else {
             vec![true; transactions.len()]
         };
@@ -508,13 +520,25 @@ impl ExchangeState {
         }
     }
 
-    /// Per transaction, whether its signature is accepted under `walras_crypto`'s rule (strict
-    /// verification of each, so the verdict does not depend on order or grouping); a source
-    /// that does not exist or has no usable key fails here too.
+    /// Per transaction, whether its signature is accepted under `walras_crypto`'s rule
+    /// (ZIP-215: batched, and each verdict equal to the signature's single verdict, so it does
+    /// not depend on order or grouping); a source that does not exist or has no usable key
+    /// fails here too.
     pub fn verify_signatures(
         &self,
         transactions: &[SignedTransaction],
         threads: usize,
+    ) -> Vec<bool> {
+        self.verify_signatures_remembering(transactions, threads, None)
+    }
+
+    /// As [`ExchangeState::verify_signatures`], taking the verdicts `remembered` already holds
+    /// instead of checking those signatures again, and recording the new accepted ones.
+    pub fn verify_signatures_remembering(
+        &self,
+        transactions: &[SignedTransaction],
+        threads: usize,
+        remembered: Option<&AcceptedSignatures>,
     ) -> Vec<bool> {
         let prepared: Vec<Option<(Vec<u8>, &PublicKey, Signature)>> =
             map_in_order(transactions, threads, |signed| {
@@ -528,7 +552,11 @@ impl ExchangeState {
             .flatten()
             .map(|(message, key, signature)| (message.as_slice(), *key, signature))
             .collect();
-        let mut verdicts = verify_each_parallel(&items, threads).into_iter();
+        let verdicts = match remembered {
+            Some(remembered) => remembered.verify_each_parallel(&items, threads),
+            None => verify_each_parallel(&items, threads),
+        };
+        let mut verdicts = verdicts.into_iter();
         prepared
             .iter()
             .map(|entry| entry.is_some() && verdicts.next().unwrap_or(false))

@@ -4,11 +4,16 @@
 //! The order keeps locks short: account facts come from the account view published for the
 //! last committed block (`Shared::accounts`, an immutable value: the state, write-locked while
 //! a block executes, is read only for payments deposits and withdrawals); signatures are
-//! checked with no lock held (on a blocking thread for larger submissions), each on its own
-//! under `walras_crypto`'s one acceptance rule — the function the engine calls when it
-//! produces, checks and replays blocks, so what is admitted here is never dropped as badly
-//! signed later; the mempool lock is then taken once for the whole submission, and the rule
+//! checked with no lock held (on a blocking thread for larger submissions) under
+//! `walras_crypto`'s one acceptance rule — the function the engine calls when it produces,
+//! checks and replays blocks, so what is admitted here is never dropped as badly signed later;
+//! the mempool lock is then taken once for the whole submission, and the rule
 //! (`walras_engine::admission`) is applied there against the view read under that lock.
+//!
+//! Each signature is checked once per node: admission records its accepted verdicts in
+//! `Shared::accepted_signatures` (keyed by key, signature and message bytes), and the solo
+//! producer takes them from there instead of checking again. Recovery and replicas check
+//! everything; a recorded verdict is what the check would return, so no path can differ.
 //!
 //! Two reads of the view, on purpose: keys never change, so the key the signature was checked
 //! with (first read) is still the account's key; sequence numbers change with every block, and
@@ -21,7 +26,8 @@ use super::failure::Failure;
 use super::mempool::{AdmitError, Mempool};
 use super::node::Shared;
 use axum::http::StatusCode;
-use walras_crypto::{verify_each, Hash, PublicKey, Signature, SignedItem};
+use std::sync::Arc;
+use walras_crypto::{AcceptedSignatures, Hash, PublicKey, Signature, SignedItem};
 use walras_engine::admission::{self, Rejection, SourceView};
 use walras_engine::block::transaction_hash;
 use walras_engine::{AccountView, PaymentsBridge};
@@ -44,7 +50,7 @@ pub async fn admit(
         .iter()
         .map(|source| source.and_then(|source| source.key))
         .collect();
-    let signatures_ok = verify_signatures(&transactions, &keys).await;
+    let signatures_ok = verify_signatures(&transactions, &keys, &shared.accepted_signatures).await;
     // A payments deposit or withdrawal is checked against the state's bridge (escrow,
     // withdrawn set, committee), so the state is read for it — before the mempool lock, the
     // order the producer takes them in. Other submissions do not touch the state here.
@@ -111,6 +117,7 @@ fn decide(
 async fn verify_signatures(
     transactions: &[SignedTransaction],
     keys: &[Option<PublicKey>],
+    remembered: &Arc<AcceptedSignatures>,
 ) -> Vec<bool> {
     let work: Vec<(Vec<u8>, PublicKey, Signature)> = transactions
         .iter()
@@ -121,10 +128,11 @@ async fn verify_signatures(
         })
         .collect();
     let checks = if work.len() <= INLINE_VERIFY_MAX {
-        verify_all(&work)
+        verify_all(&work, remembered)
     } else {
         let moved = work;
-        match tokio::task::spawn_blocking(move || verify_all(&moved)).await {
+        let remembered = remembered.clone();
+        match tokio::task::spawn_blocking(move || verify_all(&moved, &remembered)).await {
             Ok(checks) => checks,
             // The verifier panicked: refuse everything rather than admit unchecked.
             Err(_) => vec![false; transactions.len()],
@@ -142,12 +150,16 @@ async fn verify_signatures(
         .collect()
 }
 
-fn verify_all(work: &[(Vec<u8>, PublicKey, Signature)]) -> Vec<bool> {
+/// The verdicts, in batches on this thread, recorded for the producer.
+fn verify_all(
+    work: &[(Vec<u8>, PublicKey, Signature)],
+    remembered: &AcceptedSignatures,
+) -> Vec<bool> {
     let items: Vec<SignedItem<'_>> = work
         .iter()
         .map(|(message, key, signature)| (message.as_slice(), key, signature))
         .collect();
-    verify_each(&items)
+    remembered.verify_each_parallel(&items, 1)
 }
 
 fn count_results(shared: &Shared, results: &[(Hash, Result<(), Failure>)]) {
@@ -336,5 +348,48 @@ mod tests {
             vec![Ok(()), Err("replayed")]
         );
         assert_eq!(shared.mempool().next_sequence(AccountId(2), 1), 2);
+    }
+
+    /// Trigger: every signature was checked twice on a solo node, at HTTP admission and again
+    /// in the producer's `propose` (`verify_signatures: true`). Now admission records its
+    /// accepted verdicts and the producer finds every admitted transaction's there: none is
+    /// checked a second time, and all are committed.
+    #[test]
+    fn the_producer_takes_admissions_verdicts_instead_of_checking_signatures_again() {
+        let dir = TempDir::new("verdicts-once");
+        let (shared, producer) = node(&dir);
+        let submitted: Vec<SignedTransaction> = (1..=5).map(|source| payment(source, 1)).collect();
+        assert_eq!(submit(&shared, submitted), vec![Ok(()); 5]);
+        assert_eq!(shared.accepted_signatures.found(), 0);
+        let batch = shared.mempool().take(100);
+        let outcome = produce_block(&shared, &producer, batch).unwrap();
+        assert_eq!((outcome.accepted, outcome.dropped.len()), (5, 0));
+        assert_eq!(shared.accepted_signatures.found(), 5);
+    }
+
+    /// Trigger: a third party copies a payment before it reaches the node, adds a torsion point
+    /// to its signature's R (a key-less change that the cofactored ZIP-215 check might be
+    /// suspected to let through) and submits the copy first, to take the (source, sequence)
+    /// slot so the original is refused as a duplicate (or, in one block, both are dropped for
+    /// a reused sequence). Every such copy is refused as badly signed, and the original is
+    /// admitted and committed.
+    #[test]
+    fn a_malleated_copy_submitted_first_does_not_keep_the_original_out() {
+        let dir = TempDir::new("malleated-first");
+        let (shared, producer) = node(&dir);
+        let original = payment(3, 1);
+        let signature = Signature::from_bytes(&original.signature).unwrap();
+        for torsion in 1..8 {
+            let copy = SignedTransaction {
+                signature: *walras_crypto::testing::with_torsion_added_to_r(&signature, torsion)
+                    .as_bytes(),
+                ..original
+            };
+            assert_eq!(submit(&shared, vec![copy]), vec![Err("bad_signature")]);
+        }
+        assert_eq!(submit(&shared, vec![original]), vec![Ok(())]);
+        let batch = shared.mempool().take(100);
+        let outcome = produce_block(&shared, &producer, batch).unwrap();
+        assert_eq!((outcome.accepted, outcome.dropped.len()), (1, 0));
     }
 }

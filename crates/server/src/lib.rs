@@ -322,7 +322,8 @@ fn proposer_engine_config(config: &NodeConfig) -> EngineConfig {
     let mut engine = EngineConfig {
         threads: config.threads,
         // The producer verifies with the very function replay uses: it must never commit a
-        // transaction that recovery would drop (admission verified it too, by the same rule).
+        // transaction that recovery would drop. Admission verified most of them by the same
+        // rule; `produce_block` hands it admission's record so it does not check them twice.
         verify_signatures: true,
         ..EngineConfig::default()
     };
@@ -395,6 +396,10 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
             Consensus::Solo | Consensus::Cometbft(_) => None,
         },
         cometbft_rpc: std::sync::OnceLock::new(),
+        // Room for a full mempool's verdicts in each of its two generations.
+        accepted_signatures: Arc::new(walras_crypto::AcceptedSignatures::new(
+            config.mempool_capacity.max(1024),
+        )),
     })
 }
 

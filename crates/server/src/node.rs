@@ -23,7 +23,7 @@ use walras_api::wire::{
     AssetPriceJson, BlockEventJson, ClearingQualityJson, DevGenesisJson, PairPriceJson,
     PhaseTimingsJson, ReferencePricesJson,
 };
-use walras_crypto::Hash;
+use walras_crypto::{AcceptedSignatures, Hash};
 use walras_engine::{
     AccountView, Block, BlockHeader, BlockOutcome, ClearingReport, EngineConfig, EngineError,
     ExchangeState, MarketPrices,
@@ -86,6 +86,9 @@ pub struct Shared {
     pub explain: super::limits::ExplainGate,
     /// CometBFT's RPC URL in replicated mode, set once CometBFT is started (`GET /v1/node`).
     pub cometbft_rpc: std::sync::OnceLock<String>,
+    /// The signatures admission accepted, so the producer does not check them a second time
+    /// (it checks those it does not find, by the same rule; see `walras_crypto::accept`).
+    pub accepted_signatures: Arc<AcceptedSignatures>,
 }
 
 /// Why the producer stopped the node.
@@ -243,6 +246,7 @@ pub(super) fn produce_block(
 /// followers and recovery check the header exactly, so the start never changes what is valid.
 fn warm_started(shared: &Shared, config: &ProducerConfig) -> EngineConfig {
     let mut engine = config.engine.clone();
+    engine.accepted_signatures = Some(shared.accepted_signatures.clone());
     let oracle = shared
         .oracle
         .as_ref()

@@ -317,20 +317,27 @@ fn out_of_protocol_commit_and_finalize_block_are_refused_without_stopping_the_no
     );
 }
 
-/// Trigger: CheckTx of a payment whose signature's R carries the point of order 2 (strict
-/// verification refuses it; a batch check accepted it half the time). Refused as badly signed.
+/// Trigger: CheckTx of a payment whose signature's R carries the point of order 2 (the strict
+/// rule refused it; a cofactorless batch check accepted it half the time). Under ZIP-215 it is
+/// accepted (a deliberate change: it was refused as badly signed before), as by every other
+/// path; the same signature with a non-canonical `s` (`s + ℓ`) is refused as badly signed.
 #[test]
-fn check_tx_refuses_an_order_2_signature_as_bad_signature() {
+fn check_tx_accepts_an_order_2_signature_and_refuses_a_non_canonical_s() {
     let dir = TempDir::new("abci-order-2");
     let app = abci_app(&config(dir.path())).unwrap();
     let honest = crossing_offers().remove(0);
     let transaction = honest.transaction;
     let pair = dev_keypair(&DEV, transaction.source);
+    let order_2 = walras_crypto::testing::sign_with_order_2_nonce(&pair, &transaction.encode());
     let crafted = SignedTransaction {
         transaction,
-        signature: *walras_crypto::testing::sign_with_order_2_nonce(&pair, &transaction.encode())
-            .as_bytes(),
+        signature: *order_2.as_bytes(),
     };
-    assert_eq!(check_tx(&app, crafted.encode()), code::BAD_SIGNATURE);
+    let non_canonical = SignedTransaction {
+        transaction,
+        signature: *walras_crypto::testing::with_s_plus_group_order(&order_2).as_bytes(),
+    };
+    assert_eq!(check_tx(&app, non_canonical.encode()), code::BAD_SIGNATURE);
+    assert_eq!(check_tx(&app, crafted.encode()), code::OK);
     assert_eq!(check_tx(&app, honest.encode()), code::OK);
 }

@@ -462,7 +462,8 @@ impl WorkloadGenerator {
     }
 }
 
-/// Flips one random bit of the signature: the result never verifies (strict RFC 8032 rules).
+/// Flips one random bit of the signature: the result never verifies, under ZIP-215 as under
+/// strict RFC 8032 rules (a changed R changes k; a changed s breaks the equation or its range).
 fn flip_signature_bit(signed: &mut SignedTransaction, rng: &mut Rng) {
     let bit = rng.index(signed.signature.len() * 8);
     signed.signature[bit / 8] ^= 1 << (bit % 8);
