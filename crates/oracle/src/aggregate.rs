@@ -305,27 +305,64 @@ fn split_corroborated(
     (kept, excluded)
 }
 
-/// Caps each venue's weight (all its instruments together) at half the other venues' weights
-/// together, so that no venue holds more than a third of the total and none can set the
-/// weighted median alone, whatever depth it shows (a cap of exactly the others' total would let
-/// the lowest-priced venue win the lower median on the tie). Caps are computed from the
-/// uncapped weights, so the order of venues does not matter.
+/// Caps venue weights (all of a venue's instruments together) so that, with three venues or
+/// more, none holds more than a third of the capped total: every venue's weight is at most half
+/// the others' together, so none can set the weighted median alone, whatever depth it shows.
+/// The cap `c` is the largest with `3c ≤ Σ min(w_v, c)` (water-filling over the sorted venue
+/// weights), so the property holds on the capped weights themselves.
+///
+/// Trigger: caps used to be computed venue by venue from the *uncapped* weights (each at half
+/// the others' uncapped total). A liar of weight 10,000 beside honest venues of 1,000 and
+/// 19,000 capped the big honest one to 5,500 and kept its own 10,000 — more than both honest
+/// venues together — and set the price alone (proptest `one_venue_alone_never_moves_the_price
+/// _outside_the_honest_ones`). With two venues no cap can keep either from the median; each
+/// is then capped at half the other's weight, as before.
 fn cap_weights(used: &mut [(UsedVenue, u64)]) {
     let mut by_venue: BTreeMap<String, f64> = BTreeMap::new();
     for (c, _) in used.iter() {
         *by_venue.entry(c.venue.clone()).or_default() += c.weight;
     }
-    if by_venue.len() < 2 {
+    let Some(cap) = venue_cap(&by_venue.values().copied().collect::<Vec<f64>>()) else {
         return;
-    }
-    let total: f64 = by_venue.values().sum();
+    };
     for (c, _) in used.iter_mut() {
         let own = by_venue[&c.venue];
-        let cap = own.min((total - own) / 2.0);
-        if own > 0.0 && cap < own {
-            c.weight *= cap / own;
+        let venue_cap = if by_venue.len() == 2 {
+            let other: f64 = by_venue.values().sum::<f64>() - own;
+            own.min(other / 2.0)
+        } else {
+            own.min(cap)
+        };
+        if own > 0.0 && venue_cap < own {
+            c.weight *= venue_cap / own;
         }
     }
+}
+
+/// The water-filling cap of [`cap_weights`] for three venues or more; `None` (no cap) with
+/// fewer than two venues. With exactly two, `Some(+inf)`: the caller caps pairwise.
+fn venue_cap(weights: &[f64]) -> Option<f64> {
+    if weights.len() < 2 {
+        return None;
+    }
+    if weights.len() == 2 {
+        return Some(f64::INFINITY);
+    }
+    let mut sorted = weights.to_vec();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    let total: f64 = sorted.iter().sum();
+    if 3.0 * sorted[0] <= total {
+        return Some(f64::INFINITY);
+    }
+    // The top venue capped: c = (the others) / 2, valid when the second is at most c.
+    let cap = (total - sorted[0]) / 2.0;
+    if sorted[1] <= cap {
+        return Some(cap);
+    }
+    // The top two capped: c = (the rest), valid when the third is at most c; else the top
+    // three share the third's weight.
+    let rest = total - sorted[0] - sorted[1];
+    Some(rest.max(sorted[2]).min(sorted[1]))
 }
 
 pub fn health_text(h: &Health) -> String {
@@ -377,4 +414,41 @@ pub fn aggregate_all(
         out.insert(asset.to_string(), published);
     }
     out.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::venue_cap;
+    use proptest::prelude::*;
+
+    fn capped(weights: &[f64]) -> Vec<f64> {
+        let cap = venue_cap(weights).unwrap();
+        weights.iter().map(|w| w.min(cap)).collect()
+    }
+
+    /// The trigger of the cap's fix: a liar (10,000) beside honest venues of 1,000 and 19,000.
+    #[test]
+    fn a_liar_heavier_than_all_but_one_honest_venue_is_capped_below_the_honest_together() {
+        let weights = capped(&[1_000.0, 19_000.0, 10_000.0]);
+        assert!(weights[2] < weights[0] + weights[1], "{weights:?}");
+    }
+
+    proptest! {
+        /// With three venues or more, no capped venue holds more than a third of the capped
+        /// total, and a venue at or below the cap keeps its weight.
+        #[test]
+        fn no_venue_holds_more_than_a_third_after_capping(
+            weights in prop::collection::vec(0.001f64..1e9, 3..12)
+        ) {
+            let cap = venue_cap(&weights).unwrap();
+            let after = capped(&weights);
+            let total: f64 = after.iter().sum();
+            for (before, after) in weights.iter().zip(&after) {
+                prop_assert!(3.0 * after <= total * (1.0 + 1e-12), "{after} of {total}");
+                if *before <= cap {
+                    prop_assert_eq!(before, after);
+                }
+            }
+        }
+    }
 }
