@@ -182,7 +182,20 @@ fn offers_are_explained_over_http_and_the_cli_and_after_a_restart() {
             answers.push(body);
         }
         for answer in &answers {
-            println!("{}", answer["summary"].as_str().unwrap());
+            let summary = answer["summary"].as_str().unwrap();
+            println!("{summary}");
+            // Trigger (issue 28, item 8): summaries printed rates with 25 digits.
+            for number in summary
+                .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .filter(|token| token.contains('.') && token.len() > 1)
+            {
+                let significant = number
+                    .trim_start_matches(['0', '.'])
+                    .chars()
+                    .filter(char::is_ascii_digit)
+                    .count();
+                assert!(significant <= 12, "{number} in {summary}");
+            }
         }
         let [traded, counter, cancelled_offer, dropped, resting] = &answers[..] else {
             unreachable!()

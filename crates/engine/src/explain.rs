@@ -391,8 +391,10 @@ impl OfferExplanation {
             " was in the clearing of {rested}; in the latest, block {}, with limit {} against \
              the pair's clearing rate {}: ",
             latest.height,
-            latest.limit.to_exact_decimal(),
-            latest.rate.to_exact_decimal()
+            // 12 significant digits for a reader; the exact values are the explanation's
+            // `limit_price` and `clearing_rate` fields.
+            latest.limit,
+            latest.rate
         ));
         let edge = if latest.limit == latest.rate {
             " Its limit equals the rate exactly: the partial-fill edge, where an offer may \
