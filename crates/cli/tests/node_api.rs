@@ -587,48 +587,59 @@ async fn submit(client: &reqwest::Client, url: &str, signed: &SignedTransaction)
     committed["height"].as_u64().unwrap()
 }
 
+/// Two offers at limit 0.5 that cross, one selling asset 0 (`amounts.0`), one buying it
+/// (`amounts.1`), submitted as one batch; waits for both to commit. Returns (the block's
+/// height, the seller of asset 0, the other account, the other asset).
+async fn cross_with_asset0(
+    client: &reqwest::Client,
+    url: &str,
+    amounts: (u64, u64),
+) -> (u64, u64, u64, u16) {
+    use walras_types::{AccountId, AssetId, Operation, Price, Transaction};
+    let (a, b, asset) = asset0_traders(client, url).await;
+    let offer = |source: u64, sell: u16, buy: u16, amount: u64| {
+        sign(Transaction {
+            source: AccountId(source),
+            sequence: 1,
+            operation: Operation::CreateOffer {
+                sell: AssetId(sell),
+                buy: AssetId(buy),
+                amount,
+                min_price: Price::parse_limit("0.5").unwrap(),
+            },
+        })
+    };
+    let crossing = [offer(a, 0, asset, amounts.0), offer(b, asset, 0, amounts.1)];
+    let (status, answer) = post(
+        client,
+        &format!("{url}/v1/transactions/batch"),
+        "application/octet-stream",
+        SignedTransaction::encode_list(&crossing),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let mut height = 0;
+    for signed in &crossing {
+        let hash = walras_engine::block::transaction_hash(signed).to_string();
+        height = wait_committed(client, url, &hash).await["height"]
+            .as_u64()
+            .unwrap();
+    }
+    (height, a, b, asset)
+}
+
 /// Trigger: after a block holding only a payment, every valuation became 1.000000 in `query
 /// prices`, `/v1/events` and the block's prices while the books still held resting offers
 /// (issue 28, item 2). The last traded prices now carry forward, a block that traded nothing
 /// prices nothing, and both survive a restart.
 #[test]
 fn a_block_of_payments_only_leaves_the_last_traded_prices_in_place() {
-    use walras_types::{AccountId, AssetId, Operation, Price, Transaction};
     let dir = TempDir::new("prices-carry");
     let node = NodeProcess::start(dir.path(), &[]);
     let url = node.url.clone();
     let (traded_at, before) = runtime().block_on(async {
         let client = reqwest::Client::new();
-        let (a, b, asset) = asset0_traders(&client, &url).await;
-        let offer = |source: u64, sell: u16, buy: u16, limit: &str| {
-            sign(Transaction {
-                source: AccountId(source),
-                sequence: 1,
-                operation: Operation::CreateOffer {
-                    sell: AssetId(sell),
-                    buy: AssetId(buy),
-                    amount: 5_000,
-                    min_price: Price::parse_limit(limit).unwrap(),
-                },
-            })
-        };
-        let crossing = [offer(a, 0, asset, "0.5"), offer(b, asset, 0, "0.5")];
-        let body = SignedTransaction::encode_list(&crossing);
-        let (status, answer) = post(
-            &client,
-            &format!("{url}/v1/transactions/batch"),
-            "application/octet-stream",
-            body,
-        )
-        .await;
-        assert_eq!(status, 200, "{answer}");
-        let mut traded_at = 0;
-        for signed in &crossing {
-            let hash = walras_engine::block::transaction_hash(signed).to_string();
-            traded_at = wait_committed(&client, &url, &hash).await["height"]
-                .as_u64()
-                .unwrap();
-        }
+        let (traded_at, a, b, asset) = cross_with_asset0(&client, &url, (5_000, 5_000)).await;
         let (_, traded) = get(&client, &format!("{url}/v1/prices")).await;
         let reference = &traded["reference"];
         let priced = &reference["assets"][asset as usize];
@@ -696,41 +707,12 @@ fn a_block_of_payments_only_leaves_the_last_traded_prices_in_place() {
 /// each offer's limit on the integer amounts; `walras query fills` prints them.
 #[test]
 fn a_block_s_fills_show_what_each_offer_gave_and_got() {
-    use walras_types::{AccountId, AssetId, Operation, Price, Transaction};
     let dir = TempDir::new("fills");
     let node = NodeProcess::start(dir.path(), &[]);
     let url = node.url.clone();
     let (height, a) = runtime().block_on(async {
         let client = reqwest::Client::new();
-        let (a, b, asset) = asset0_traders(&client, &url).await;
-        let offer = |source: u64, sell: u16, buy: u16, amount: u64| {
-            sign(Transaction {
-                source: AccountId(source),
-                sequence: 1,
-                operation: Operation::CreateOffer {
-                    sell: AssetId(sell),
-                    buy: AssetId(buy),
-                    amount,
-                    min_price: Price::parse_limit("0.5").unwrap(),
-                },
-            })
-        };
-        let crossing = [offer(a, 0, asset, 4_000), offer(b, asset, 0, 5_000)];
-        let (status, answer) = post(
-            &client,
-            &format!("{url}/v1/transactions/batch"),
-            "application/octet-stream",
-            SignedTransaction::encode_list(&crossing),
-        )
-        .await;
-        assert_eq!(status, 200, "{answer}");
-        let mut height = 0;
-        for signed in &crossing {
-            let hash = walras_engine::block::transaction_hash(signed).to_string();
-            height = wait_committed(&client, &url, &hash).await["height"]
-                .as_u64()
-                .unwrap();
-        }
+        let (height, a, _, _) = cross_with_asset0(&client, &url, (4_000, 5_000)).await;
         let (status, fills) = get(&client, &format!("{url}/v1/blocks/{height}/fills")).await;
         assert_eq!(status, 200, "{fills}");
         let fills = fills["fills"].as_array().unwrap().clone();

@@ -56,12 +56,10 @@ pub async fn offer_explain(
              of the transaction that created it)"
         ))
     })?;
-    let account = match query.get("account") {
-        Some(text) => Some(text.parse::<u64>().map(AccountId).map_err(|_| {
-            Failure::malformed(format!("account {text:?} is not an unsigned integer"))
-        })?),
-        None => None,
-    };
+    let account = query
+        .get("account")
+        .map(|text| super::routes::parse_account(text))
+        .transpose()?;
     let ticket = shared
         .explain
         .enter(client.ip())

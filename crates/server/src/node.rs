@@ -300,16 +300,19 @@ fn next_tip(previous: &Tip, header: &BlockHeader) -> Tip {
 
 /// The tip, metrics and the block event.
 fn announce_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, timings: &BlockTimings) {
+    // Computed before the write lock is taken (it reads the previous tip).
+    let tip = next_tip(&shared.tip(), &block.header);
+    let prices = tip.prices.clone();
     *shared
         .tip
         .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner()) = next_tip(&shared.tip(), &block.header);
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = tip;
     record_metrics(&shared.metrics, outcome, block.transactions.len(), timings);
     // Advisory, after the block is durable: nothing committed depends on it.
     let band = shared.oracle.as_ref().and_then(|oracle| {
         super::oracle::check_block(oracle, block.header.height, &block.header.valuations)
     });
-    let event = block_event(outcome, block.transactions.len(), timings, band);
+    let event = block_event(outcome, prices, block.transactions.len(), timings, band);
     // No subscriber is not an error.
     let _ = shared.events.send(Arc::new(event));
 }
@@ -409,6 +412,7 @@ pub fn clearing_quality_json(report: &ClearingReport) -> ClearingQualityJson {
 
 fn block_event(
     outcome: &BlockOutcome,
+    prices: Vec<Option<f64>>,
     transactions: usize,
     timings: &BlockTimings,
     oracle_band: Option<walras_api::wire::OracleBandJson>,
@@ -424,7 +428,7 @@ fn block_event(
         converged: outcome.converged,
         clearing: outcome.clearing.as_ref().map(clearing_quality_json),
         trades: header.trades.len() as u32,
-        prices: block_prices(header),
+        prices,
         execute_ms: timings.execute.as_secs_f64() * 1e3,
         persist_ms: timings.persist.as_secs_f64() * 1e3,
         committed_unix_ms: SystemTime::now()
@@ -485,7 +489,8 @@ mod tests {
             execute: Duration::from_millis(1),
             persist: Duration::from_millis(1),
         };
-        let text = serde_json::to_string(&block_event(&outcome, 0, &timings, None)).unwrap();
+        let text =
+            serde_json::to_string(&block_event(&outcome, Vec::new(), 0, &timings, None)).unwrap();
         let event: BlockEventJson = serde_json::from_str(&text).expect("the event parses back");
         let quality = event.clearing.expect("the proposer's clearing quality");
         assert_eq!(quality.unrealized_utility_ratio, None);

@@ -219,7 +219,7 @@ pub async fn transaction_status(
     ))
 }
 
-fn parse_account(text: &str) -> Result<AccountId, Failure> {
+pub(crate) fn parse_account(text: &str) -> Result<AccountId, Failure> {
     text.parse::<u64>()
         .map(AccountId)
         .map_err(|_| Failure::malformed(format!("account id {text:?} is not an unsigned integer")))
@@ -647,12 +647,10 @@ pub async fn block_fills(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<BlockFillsJson>, Failure> {
     let height = parse_height(&height)?;
-    let account = match query.get("account") {
-        None => None,
-        Some(text) => Some(text.parse::<u64>().map_err(|_| {
-            Failure::malformed(format!("account {text:?} is not an unsigned integer"))
-        })?),
-    };
+    let account = query
+        .get("account")
+        .map(|text| parse_account(text))
+        .transpose()?;
     load_block(&shared, height)?;
     let fills = shared
         .store
@@ -671,7 +669,7 @@ pub async fn block_fills(
         height,
         fills: fills
             .iter()
-            .filter(|fill| account.is_none_or(|account| fill.account.0 == account))
+            .filter(|fill| account.is_none_or(|account| fill.account == account))
             .map(fill_json)
             .collect(),
     }))
