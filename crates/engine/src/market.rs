@@ -189,8 +189,14 @@ impl MarketPrices {
         for asset in &mut record.assets {
             asset.last_traded_height = read_height(reader, height)?;
             let rate = Price(reader.u128()?);
-            asset.price_in_asset0 =
-                read_height(reader, height)?.map(|at| LastTrade { rate, height: at });
+            asset.price_in_asset0 = match read_height(reader, height)? {
+                Some(at) => Some(LastTrade { rate, height: at }),
+                // One encoding per record: no price is written as a zero rate.
+                None if rate.0 != 0 => {
+                    return Err(MarketDecodeError::Invalid("a price without a height"))
+                }
+                None => None,
+            };
         }
         let count = reader.u32()? as usize;
         reader.ensure_items(count, 2 + 2 + 16 + 8)?;
@@ -352,6 +358,25 @@ mod tests {
         assert_eq!((price(1).rate, price(1).height), (Price(2 << 80), 2));
         assert_eq!(market.assets()[2].price_in_asset0, None);
         assert_eq!(price(0).height, 1);
+    }
+
+    proptest::proptest! {
+        /// Arbitrary bytes: an error or a record, never a panic, and a record re-encodes to
+        /// exactly the bytes it was read from (the property of
+        /// `fuzz/fuzz_targets/market_record.rs`).
+        #[test]
+        fn any_bytes_decode_to_an_error_or_a_canonical_record(
+            assets in 1usize..5,
+            height in 0u64..10,
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        ) {
+            let mut reader = Reader::new(&body);
+            if let Ok(record) = MarketPrices::decode(&mut reader, assets, height) {
+                let mut encoded = Vec::new();
+                record.encode(&mut encoded);
+                proptest::prop_assert_eq!(&encoded[..], &body[..reader.offset()]);
+            }
+        }
     }
 
     #[test]
