@@ -237,6 +237,7 @@ fn deposit_pay_pay_withdraw_conserves_and_every_bad_withdrawal_is_refused() {
     // The exchange genesis without a committee; `walras payments exchange-genesis` adds the
     // payments section from committee.json (keys and proofs of possession, checked).
     let genesis = Genesis {
+        asset_info: Vec::new(),
         assets: 2,
         accounts: keys
             .iter()

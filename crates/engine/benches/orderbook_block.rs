@@ -49,6 +49,7 @@ fn keypair(account: u64) -> Keypair {
 
 fn genesis(keys: &[Keypair]) -> Genesis {
     Genesis {
+        asset_info: Vec::new(),
         payments: None,
         assets: 2,
         accounts: (0..ACCOUNTS)

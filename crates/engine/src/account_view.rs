@@ -134,6 +134,7 @@ mod tests {
     /// `accounts` accounts (ids 0..) holding 1,000,000 of each of two assets.
     fn state(accounts: u64) -> ExchangeState {
         let genesis = Genesis {
+            asset_info: Vec::new(),
             payments: None,
             assets: 2,
             accounts: (0..accounts)

@@ -28,6 +28,7 @@ fn keypair(account: u64) -> Keypair {
 
 fn genesis(accounts: u64) -> Genesis {
     Genesis {
+        asset_info: Vec::new(),
         payments: None,
         assets: ASSETS as u16,
         accounts: (0..accounts)

@@ -57,6 +57,7 @@ fn committee() -> PaymentsGenesis {
 
 fn genesis(accounts: u64, payments: Option<PaymentsGenesis>) -> Genesis {
     Genesis {
+        asset_info: Vec::new(),
         assets: ASSETS,
         accounts: (0..accounts)
             .map(|id| GenesisAccount {

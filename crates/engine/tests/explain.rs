@@ -37,6 +37,7 @@ fn keypair(account: u64) -> Keypair {
 
 fn genesis(accounts: u64) -> Genesis {
     Genesis {
+        asset_info: Vec::new(),
         payments: None,
         assets: ASSETS,
         accounts: (0..accounts)

@@ -68,6 +68,7 @@ fn small_exchange() -> OrderbookExchange {
         .collect();
     accounts.push(account(4, &[]));
     let genesis = Genesis {
+        asset_info: Vec::new(),
         payments: None,
         assets: 2,
         accounts,
@@ -390,6 +391,7 @@ fn at_most(price: Price, amount: u64, other: u64) -> bool {
 /// A genesis of `balances.len()` accounts with ids 0, 3, 6, ... (gaps give unknown ids).
 fn genesis_of(assets: u16, balances: &[Vec<u64>]) -> Genesis {
     Genesis {
+        asset_info: Vec::new(),
         payments: None,
         assets,
         accounts: balances

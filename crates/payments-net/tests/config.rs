@@ -45,6 +45,7 @@ fn the_section_carries_every_key_in_committee_order() {
     }
     // The section makes a genesis that survives its own encoding and validation.
     let genesis = Genesis {
+        asset_info: Vec::new(),
         assets: 2,
         accounts: vec![GenesisAccount {
             id: AccountId(1),

@@ -39,6 +39,7 @@ fn main() {
     }
     let keys: Vec<Keypair> = (0..ACCOUNTS).map(keypair).collect();
     let genesis = Genesis {
+        asset_info: Vec::new(),
         payments: None,
         assets: ASSETS,
         accounts: (0..ACCOUNTS)

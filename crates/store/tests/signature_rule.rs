@@ -25,6 +25,7 @@ fn keypair(account: u64) -> Keypair {
 
 fn genesis() -> Genesis {
     Genesis {
+        asset_info: Vec::new(),
         payments: None,
         assets: 2,
         accounts: (0..ACCOUNTS)

@@ -29,6 +29,20 @@
 //! A genesis without a committee encodes exactly as before (`"WALRASG1"`), so its bytes and
 //! hash do not change.
 //!
+//! A genesis that names its assets (a symbol and the decimals of one token, for people: amounts
+//! and prices stay integers of base units) starts with `"WALRASG3"`: the asset table follows the
+//! asset count, and a flag says whether the committee section follows the accounts:
+//!
+//! ```text
+//! genesis := magic:"WALRASG3" assets:u16 asset{assets} account_count:u64 account{account_count}
+//!            has_payments:u8 payments?
+//! asset   := symbol_len:u8 symbol:[symbol_len] decimals:u8
+//! ```
+//!
+//! Symbols are 1..=16 characters of `A-Z 0-9 . _ -`, unique; decimals at most 18 (a token of
+//! 10^18 base units still fits a `u64`). A genesis without names encodes as `"WALRASG1"` or
+//! `"WALRASG2"` as before.
+//!
 //! Public keys are stored as bytes: whether they are valid ed25519 points is checked by whoever
 //! verifies signatures (this crate knows no cryptography).
 
@@ -40,6 +54,15 @@ pub const GENESIS_MAGIC: [u8; 8] = *b"WALRASG1";
 
 /// The first bytes of a genesis that carries a payments committee.
 pub const GENESIS_MAGIC_PAYMENTS: [u8; 8] = *b"WALRASG2";
+
+/// The first bytes of a genesis that names its assets (and may carry a committee).
+pub const GENESIS_MAGIC_NAMED: [u8; 8] = *b"WALRASG3";
+
+/// Longest asset symbol, in bytes.
+pub const ASSET_SYMBOL_LEN_MAX: usize = 16;
+
+/// Most decimals of an asset: one token of 10^18 base units still fits a `u64`.
+pub const ASSET_DECIMALS_MAX: u8 = 18;
 
 /// Most validators of a payments committee: a withdrawal certificate names its signers in a
 /// 128-bit bitmap, so that it has one fixed size inside a transaction.
@@ -87,11 +110,22 @@ pub struct PaymentsGenesis {
     pub validators: Vec<PaymentsValidator>,
 }
 
+/// What people call an asset: its symbol and how many base units make one token
+/// (`10^decimals`). Display only: every amount and price in state and blocks is in base units.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AssetInfo {
+    pub symbol: String,
+    pub decimals: u8,
+}
+
 /// The state before the first block.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Genesis {
     /// Number of assets: ids 0..assets.
     pub assets: u16,
+    /// Names of the assets, in asset order: empty (unnamed: shown as `A0`, `A1`, ...) or one
+    /// entry per asset.
+    pub asset_info: Vec<AssetInfo>,
     /// Accounts, sorted by id, ids unique.
     pub accounts: Vec<GenesisAccount>,
     /// The fast-payments committee, if this exchange bridges to a payments lane.
@@ -102,8 +136,26 @@ pub struct Genesis {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GenesisError {
     /// The bytes do not start with [`GENESIS_MAGIC`].
-    #[error("not a Walras genesis file: it does not start with \"WALRASG1\"")]
+    #[error("not a Walras genesis file: it does not start with \"WALRASG1\", \"WALRASG2\" or \"WALRASG3\"")]
     BadMagic,
+    /// The asset table does not list exactly one entry per asset.
+    #[error("the genesis names {named} assets but has {assets}; name every asset or none")]
+    AssetTableSize { named: usize, assets: u16 },
+    /// A symbol that is empty, too long, not of `A-Z 0-9 . _ -`, or listed twice.
+    #[error(
+        "asset {asset}'s symbol {symbol:?} is not acceptable: use 1..={max} characters of A-Z 0-9 . _ - and give each asset its own",
+        max = ASSET_SYMBOL_LEN_MAX
+    )]
+    AssetSymbol { asset: u16, symbol: String },
+    #[error("asset {asset} ({symbol}) has {decimals} decimals; at most {max}", max = ASSET_DECIMALS_MAX)]
+    AssetDecimals {
+        asset: u16,
+        symbol: String,
+        decimals: u8,
+    },
+    /// The committee flag of a named genesis is neither 0 nor 1.
+    #[error("the genesis's committee flag is {0}; expected 0 or 1")]
+    PaymentsFlag(u8),
     /// Truncated or trailing bytes: a file not copied whole, or not a genesis.
     #[error("genesis {0}; was the file copied whole?")]
     Codec(#[from] codec::DecodeError),
@@ -175,14 +227,26 @@ impl Genesis {
                 + self.accounts.len() * ACCOUNT_HEADER_BYTES
                 + balances * BALANCE_BYTES,
         );
-        out.put_bytes(match self.payments {
-            None => &GENESIS_MAGIC,
-            Some(_) => &GENESIS_MAGIC_PAYMENTS,
+        let named = !self.asset_info.is_empty();
+        out.put_bytes(match (named, &self.payments) {
+            (true, _) => &GENESIS_MAGIC_NAMED,
+            (false, None) => &GENESIS_MAGIC,
+            (false, Some(_)) => &GENESIS_MAGIC_PAYMENTS,
         });
         out.put_u16(self.assets);
+        for info in &self.asset_info {
+            // A valid symbol is at most 16 bytes; a longer one's length wraps and the bytes
+            // then fail to decode.
+            out.put_u8(info.symbol.len() as u8);
+            out.put_bytes(info.symbol.as_bytes());
+            out.put_u8(info.decimals);
+        }
         out.put_u64(self.accounts.len() as u64);
         for account in &self.accounts {
             encode_account(account, &mut out);
+        }
+        if named {
+            out.put_u8(u8::from(self.payments.is_some()));
         }
         if let Some(payments) = &self.payments {
             out.extend_from_slice(&payments.chain_id.to_be_bytes());
@@ -203,15 +267,31 @@ impl Genesis {
     /// Decodes and validates a genesis occupying all of `bytes`.
     pub fn decode(bytes: &[u8]) -> Result<Genesis, GenesisError> {
         let mut reader = Reader::new(bytes);
-        let with_payments = match reader.take(GENESIS_MAGIC.len())? {
-            magic if magic == GENESIS_MAGIC => false,
-            magic if magic == GENESIS_MAGIC_PAYMENTS => true,
+        let (named, with_payments) = match reader.take(GENESIS_MAGIC.len())? {
+            magic if magic == GENESIS_MAGIC => (false, false),
+            magic if magic == GENESIS_MAGIC_PAYMENTS => (false, true),
+            magic if magic == GENESIS_MAGIC_NAMED => (true, false),
             _ => return Err(GenesisError::BadMagic),
         };
         let assets = reader.u16()?;
+        let asset_info = if named {
+            // Each entry holds at least 3 bytes (length, one character, decimals).
+            reader.list(u64::from(assets), 3, read_asset_info)?
+        } else {
+            Vec::new()
+        };
         let account_count = reader.u64()?;
         // Bound the allocation by what the input can hold, not by what it claims.
         let accounts = reader.list(account_count, ACCOUNT_HEADER_BYTES, read_account)?;
+        let with_payments = if named {
+            match reader.u8()? {
+                0 => false,
+                1 => true,
+                flag => return Err(GenesisError::PaymentsFlag(flag)),
+            }
+        } else {
+            with_payments
+        };
         let payments = if with_payments {
             Some(read_payments(&mut reader)?)
         } else {
@@ -220,6 +300,7 @@ impl Genesis {
         reader.finish()?;
         let genesis = Genesis {
             assets,
+            asset_info,
             accounts,
             payments,
         };
@@ -232,6 +313,7 @@ impl Genesis {
         if self.assets == 0 || usize::from(self.assets) > MAX_ASSETS {
             return Err(GenesisError::AssetCount(self.assets));
         }
+        self.check_asset_info()?;
         let mut supply = vec![0u64; usize::from(self.assets)];
         let mut previous: Option<AccountId> = None;
         for account in &self.accounts {
@@ -249,6 +331,44 @@ impl Genesis {
             }
         }
         Ok(())
+    }
+
+    /// The asset table: empty, or one acceptable and distinct symbol per asset.
+    fn check_asset_info(&self) -> Result<(), GenesisError> {
+        if self.asset_info.is_empty() {
+            return Ok(());
+        }
+        if self.asset_info.len() != usize::from(self.assets) {
+            return Err(GenesisError::AssetTableSize {
+                named: self.asset_info.len(),
+                assets: self.assets,
+            });
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (asset, info) in self.asset_info.iter().enumerate() {
+            let asset = asset as u16;
+            if !symbol_acceptable(&info.symbol) || !seen.insert(info.symbol.as_str()) {
+                return Err(GenesisError::AssetSymbol {
+                    asset,
+                    symbol: info.symbol.clone(),
+                });
+            }
+            if info.decimals > ASSET_DECIMALS_MAX {
+                return Err(GenesisError::AssetDecimals {
+                    asset,
+                    symbol: info.symbol.clone(),
+                    decimals: info.decimals,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Asset `asset`'s symbol: the genesis's name, or `A{asset}` when the genesis names none.
+    pub fn symbol(&self, asset: u16) -> String {
+        self.asset_info
+            .get(usize::from(asset))
+            .map_or_else(|| format!("A{asset}"), |info| info.symbol.clone())
     }
 
     /// Checks one account's balances and adds them to `supply` (per asset).
@@ -336,6 +456,21 @@ fn encode_account(account: &GenesisAccount, out: &mut Vec<u8>) {
     }
 }
 
+/// Whether `symbol` may name an asset: 1..=16 characters of `A-Z 0-9 . _ -`.
+pub fn symbol_acceptable(symbol: &str) -> bool {
+    (1..=ASSET_SYMBOL_LEN_MAX).contains(&symbol.len())
+        && symbol
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b"._-".contains(&b))
+}
+
+fn read_asset_info(reader: &mut Reader<'_>) -> Result<AssetInfo, GenesisError> {
+    let len = reader.u8()?;
+    let symbol = reader.ascii(usize::from(len), "asset symbol")?.to_string();
+    let decimals = reader.u8()?;
+    Ok(AssetInfo { symbol, decimals })
+}
+
 fn read_account(reader: &mut Reader<'_>) -> Result<GenesisAccount, GenesisError> {
     let id = AccountId(reader.u64()?);
     let public_key = reader.array()?;
@@ -385,6 +520,7 @@ mod tests {
 
     fn small() -> Genesis {
         Genesis {
+            asset_info: Vec::new(),
             payments: None,
             assets: 3,
             accounts: vec![
@@ -401,8 +537,26 @@ mod tests {
         (1u16..=40).prop_flat_map(|assets| {
             let balances = proptest::collection::btree_map(0..assets, 1u64..=1 << 50, 0..6);
             let account = (any::<[u8; 32]>(), balances);
-            proptest::collection::btree_map(any::<u64>(), account, 0..20).prop_map(
-                move |accounts| Genesis {
+            // Half of them name their assets (`"WALRASG3"`), with decimals across the range.
+            let names = proptest::option::of(proptest::collection::vec(
+                0..=ASSET_DECIMALS_MAX,
+                usize::from(assets),
+            ));
+            (
+                proptest::collection::btree_map(any::<u64>(), account, 0..20),
+                names,
+            )
+                .prop_map(move |(accounts, names)| Genesis {
+                    asset_info: names.map_or_else(Vec::new, |decimals| {
+                        decimals
+                            .into_iter()
+                            .enumerate()
+                            .map(|(asset, decimals)| AssetInfo {
+                                symbol: format!("T{asset}.X"),
+                                decimals,
+                            })
+                            .collect()
+                    }),
                     payments: None,
                     assets,
                     accounts: accounts
@@ -416,8 +570,7 @@ mod tests {
                                 .collect(),
                         })
                         .collect(),
-                },
-            )
+                })
         })
     }
 
@@ -546,6 +699,7 @@ mod tests {
 
     fn with_payments(validators: usize, shards: u32) -> Genesis {
         Genesis {
+            asset_info: Vec::new(),
             payments: Some(PaymentsGenesis {
                 chain_id: 9,
                 epoch: 2,
@@ -610,6 +764,87 @@ mod tests {
         ));
     }
 
+    fn named(assets: u16) -> Genesis {
+        Genesis {
+            asset_info: (0..assets)
+                .map(|asset| AssetInfo {
+                    symbol: ["USD", "BTC", "ETH"][usize::from(asset) % 3].to_string()
+                        + &"X".repeat(usize::from(asset / 3)),
+                    decimals: 2 + asset as u8,
+                })
+                .collect(),
+            ..small()
+        }
+    }
+
+    /// A genesis that names its assets starts with `"WALRASG3"`, carries its table (and a
+    /// committee, behind the flag) through encoding, and a genesis without names keeps the
+    /// bytes it had before names existed.
+    #[test]
+    fn asset_names_round_trip_and_unnamed_bytes_do_not_change() {
+        let genesis = named(3);
+        let bytes = genesis.encode();
+        assert_eq!(&bytes[..8], b"WALRASG3");
+        assert_eq!(Genesis::decode(&bytes), Ok(genesis.clone()));
+        assert_eq!(genesis.symbol(1), "BTC");
+        let with_committee = Genesis {
+            payments: with_payments(4, 2).payments,
+            ..genesis
+        };
+        let bytes = with_committee.encode();
+        assert_eq!(&bytes[..8], b"WALRASG3");
+        assert_eq!(Genesis::decode(&bytes), Ok(with_committee));
+        let unnamed = small();
+        assert_eq!(&unnamed.encode()[..8], b"WALRASG1");
+        assert_eq!(unnamed.symbol(2), "A2");
+        assert_eq!(&with_payments(4, 2).encode()[..8], b"WALRASG2");
+    }
+
+    /// Every rule of the asset table has its error: a table of the wrong size, an empty, long,
+    /// lowercase or repeated symbol, too many decimals, a committee flag other than 0 or 1.
+    #[test]
+    fn every_asset_table_rule_has_its_error() {
+        let check = |modify: &dyn Fn(&mut Genesis)| {
+            let mut genesis = named(3);
+            modify(&mut genesis);
+            Genesis::decode(&genesis.encode())
+        };
+        // The encoding has room for exactly one entry per asset; a table of another size is
+        // refused by validation (and its bytes do not decode).
+        let mut short = named(3);
+        short.asset_info.pop();
+        assert_eq!(
+            short.validate(),
+            Err(GenesisError::AssetTableSize {
+                named: 2,
+                assets: 3
+            })
+        );
+        assert!(Genesis::decode(&short.encode()).is_err());
+        for bad in ["", "btc", "B TC", "ABCDEFGHIJKLMNOPQ", "USD"] {
+            let result = check(&|g| g.asset_info[2].symbol = bad.to_string());
+            assert!(
+                matches!(
+                    result,
+                    Err(GenesisError::AssetSymbol { asset: 2, .. }) | Err(GenesisError::Codec(_))
+                ),
+                "{bad:?}: {result:?}"
+            );
+        }
+        assert!(matches!(
+            check(&|g| g.asset_info[1].decimals = 19),
+            Err(GenesisError::AssetDecimals {
+                asset: 1,
+                decimals: 19,
+                ..
+            })
+        ));
+        let mut bytes = named(3).encode();
+        let flag_at = bytes.len() - 1;
+        bytes[flag_at] = 2;
+        assert_eq!(Genesis::decode(&bytes), Err(GenesisError::PaymentsFlag(2)));
+    }
+
     #[test]
     fn supply_sums_each_asset() {
         assert_eq!(small().supply(), vec![10, 7, 5]);
@@ -618,6 +853,7 @@ mod tests {
     #[test]
     fn layout_matches_the_documented_format() {
         let genesis = Genesis {
+            asset_info: Vec::new(),
             payments: None,
             assets: 2,
             accounts: vec![account(0x0102, &[(1, 0x0a0b)])],

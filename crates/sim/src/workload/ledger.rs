@@ -337,6 +337,7 @@ fn genesis_of(
         })
         .collect();
     Genesis {
+        asset_info: Vec::new(),
         payments: None,
         assets: params.assets as u16,
         accounts,

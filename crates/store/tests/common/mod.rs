@@ -52,6 +52,7 @@ fn keypair(account: u64) -> Keypair {
 
 pub fn genesis() -> Genesis {
     Genesis {
+        asset_info: Vec::new(),
         payments: None,
         assets: ASSETS,
         accounts: (0..ACCOUNTS)
