@@ -356,6 +356,29 @@ pub struct PairPriceJson {
     pub height: u64,
 }
 
+/// `GET /v1/assets`: what the genesis calls each asset. Display only: amounts and prices in every
+/// other answer stay in base units (a price is units of asset 0 per unit of the asset).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Assets)]
+pub struct AssetsJson {
+    /// Whether the genesis names its assets; when it does not, symbols are `A0`, `A1`, ... and
+    /// decimals 0.
+    pub named: bool,
+    /// The asset prices are quoted in (always 0).
+    pub quote_asset: u16,
+    /// One entry per asset, in asset order.
+    pub assets: Vec<AssetJson>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Asset)]
+pub struct AssetJson {
+    pub asset: u16,
+    pub symbol: String,
+    /// One token is `10^decimals` base units.
+    pub decimals: u8,
+}
+
 /// `GET /v1/status`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(as = Status)]

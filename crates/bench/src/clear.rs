@@ -9,7 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use walras_clearing::{Clearing, OrderBooks, SupplyGrid};
-use walras_types::{offers_csv, Valuation};
+use walras_types::offers_csv;
 
 #[derive(clap::Args, Debug)]
 pub struct ClearArgs {
@@ -41,8 +41,10 @@ pub struct ClearArgs {
 struct ClearReport {
     assets: usize,
     offers: usize,
-    /// Valuations relative to the most valuable asset (1.0).
-    prices: Vec<f64>,
+    /// Per asset, its price in units of asset 0 (the node's unit: `prices[0]` is 1), for the
+    /// assets that traded in one connected group of traded pairs with asset 0; `null` for the
+    /// others (their valuations are where the price search started, not prices).
+    prices: Vec<Option<f64>>,
     /// The exact integer valuations the trades were computed with.
     valuations: Vec<u128>,
     trades: Vec<TradeReport>,
@@ -189,6 +191,24 @@ fn write_fills(
         .map_err(ToolError::io(format!("writing {}", path.display())))
 }
 
+/// The batch's prices by the node's rule (`engine::market`): units of asset 0, `None` for an
+/// asset not priced against it by this clearing.
+fn prices_in_asset0(settlement: &walras_clearing::Settlement) -> Vec<Option<f64>> {
+    let valuations: Vec<u128> = settlement.valuations().iter().map(|v| v.0).collect();
+    let traded = settlement
+        .pairs()
+        .iter()
+        .filter(|pair| pair.sold > 0)
+        .map(|pair| (pair.sell, pair.buy));
+    let mut market = walras_engine::market::MarketPrices::new(valuations.len(), 0);
+    market.record_clearing(1, &valuations, traded);
+    market
+        .assets()
+        .iter()
+        .map(|asset| asset.price_in_asset0.map(|price| price.rate.to_f64()))
+        .collect()
+}
+
 fn report(
     args: &ClearArgs,
     offers: usize,
@@ -198,11 +218,10 @@ fn report(
 ) -> ClearReport {
     let settlement = &clearing.settlement;
     let quality = &clearing.quality;
-    let relative = |valuation: &Valuation| valuation.0 as f64 / Valuation::NORMALIZED_MAX as f64;
     ClearReport {
         assets: args.assets,
         offers,
-        prices: settlement.valuations().iter().map(relative).collect(),
+        prices: prices_in_asset0(settlement),
         valuations: settlement
             .valuations()
             .iter()

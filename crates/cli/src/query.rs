@@ -5,7 +5,7 @@ use super::remote::{block_on, DEFAULT_NODE};
 use anyhow::{anyhow, Context};
 use serde::Serialize;
 use walras_api::wire::{
-    AccountJson, AccountOffersJson, BlockFillsJson, BlockJson, BookJson, OfferExplanationJson,
+    AccountJson, AccountOffersJson, AssetsJson, BlockFillsJson, BlockJson, BookJson, OfferExplanationJson,
     PricesJson, StatusJson, TransactionStatusJson,
 };
 use walras_client::{ClientError, NodeApi, NodeClient};
@@ -47,8 +47,10 @@ pub(crate) enum QueryCommand {
         #[arg(long)]
         account: Option<u64>,
     },
-    /// The latest clearing prices
+    /// Last traded prices (units of asset 0), with the assets' symbols
     Prices,
+    /// Asset symbols and decimals, from the genesis
+    Assets,
     /// A transaction's fate, by hash
     Tx { hash: String },
     /// The node's Prometheus metrics (text; --json does not apply)
@@ -82,7 +84,12 @@ pub(crate) async fn answer<C: NodeApi>(
             json,
             fills_text,
         ),
-        QueryCommand::Prices => show(client.prices().await?, json, prices_text),
+        QueryCommand::Prices if json => show(client.prices().await?, json, |_| String::new()),
+        QueryCommand::Prices => {
+            let (prices, assets) = (client.prices().await?, client.assets().await?);
+            Ok(prices_text(&prices, &assets))
+        }
+        QueryCommand::Assets => show(client.assets().await?, json, assets_text),
         QueryCommand::Metrics => Ok(client.metrics().await?),
         QueryCommand::Tx { hash } => {
             let hash = checked_hash(hash)?;
@@ -346,14 +353,21 @@ fn fills_text(fills: &BlockFillsJson) -> String {
     out
 }
 
-fn prices_text(prices: &PricesJson) -> String {
+fn prices_text(prices: &PricesJson, names: &AssetsJson) -> String {
     if prices.height == 0 {
         return "no prices yet: no block has been committed\n".to_string();
     }
     let reference = &prices.reference;
+    let symbol = |asset: u16| {
+        names
+            .assets
+            .get(usize::from(asset))
+            .map_or_else(|| format!("A{asset}"), |named| named.symbol.clone())
+    };
+    let quote = symbol(names.quote_asset);
     let mut out = format!(
-        "last traded prices at height {} (units of asset 0 per unit{})\n  \
-         asset                  price  priced at  last traded\n",
+        "last traded prices at height {} ({quote} base units per base unit{})\n  \
+         asset  symbol                price     per token  priced at  last traded\n",
         prices.height,
         match reference.since_height {
             0 => String::new(),
@@ -362,9 +376,15 @@ fn prices_text(prices: &PricesJson) -> String {
     );
     for asset in &reference.assets {
         out.push_str(&format!(
-            "  {:>5}  {:>21}  {:>9}  {:>11}\n",
+            "  {:>5}  {:<8}  {:>17}  {:>12}  {:>9}  {:>11}\n",
             asset.asset,
+            symbol(asset.asset),
             asset.price.as_deref().unwrap_or("-"),
+            asset
+                .price
+                .as_deref()
+                .and_then(|price| per_token(price, asset.asset, names))
+                .unwrap_or_else(|| "-".to_string()),
             height_text(asset.price_height),
             match asset.last_traded_height {
                 Some(height) => height.to_string(),
@@ -378,8 +398,11 @@ fn prices_text(prices: &PricesJson) -> String {
         );
         for pair in &reference.pairs {
             out.push_str(&format!(
-                "  {:>5} -> {:<5}  {:>21}  at height {}\n",
-                pair.sell, pair.buy, pair.rate, pair.height
+                "  {:>8} -> {:<8}  {:>21}  at height {}\n",
+                symbol(pair.sell),
+                symbol(pair.buy),
+                pair.rate,
+                pair.height
             ));
         }
     }
@@ -388,6 +411,30 @@ fn prices_text(prices: &PricesJson) -> String {
             "block {} traded nothing: its valuations are not prices\n",
             prices.height
         ));
+    }
+    out
+}
+
+/// A price of base units of the quote asset per base unit of `asset`, as quote tokens per
+/// token (`× 10^(decimals of asset − decimals of the quote)`), 6 significant digits; display
+/// only.
+fn per_token(price: &str, asset: u16, names: &AssetsJson) -> Option<String> {
+    let decimals = |asset: u16| names.assets.get(usize::from(asset)).map(|a| a.decimals);
+    let shift = i32::from(decimals(asset)?) - i32::from(decimals(names.quote_asset)?);
+    let value = price.parse::<f64>().ok()? * 10f64.powi(shift);
+    Some(format!("{value:.6e}").parse::<f64>().ok()?.to_string())
+}
+
+fn assets_text(names: &AssetsJson) -> String {
+    let mut out = String::from("  asset  symbol    decimals\n");
+    for asset in &names.assets {
+        out.push_str(&format!(
+            "  {:>5}  {:<8}  {:>8}\n",
+            asset.asset, asset.symbol, asset.decimals
+        ));
+    }
+    if !names.named {
+        out.push_str("the genesis names no asset: symbols are the asset numbers\n");
     }
     out
 }

@@ -190,6 +190,9 @@ fn generated_offers_clear_to_the_json_contract() {
     }
     let prices = result["prices"].as_array().unwrap();
     assert_eq!(prices.len(), 6);
+    // Units of asset 0, as the node quotes them: asset 0 is 1 and every asset of this liquid
+    // batch trades in one group with it.
+    assert_eq!(prices[0].as_f64(), Some(1.0), "{prices:?}");
     assert!(prices.iter().all(|price| price.as_f64().unwrap() > 0.0));
     // Conservation from the JSON alone: per asset, sold to the auctioneer covers bought from it.
     let mut balance = [0i128; 6];
@@ -274,4 +277,32 @@ fn limits_outside_the_range_are_refused_naming_it() {
             &format!("line 2: min_price '{price}' is outside the accepted range {range}"),
         );
     }
+}
+
+/// Trigger (issue 28, items 2 and 3): `clear` normalised the largest valuation to 1 while the
+/// node quotes units of asset 0, and an asset no offer named got a number that looked like a
+/// price (0.1). Prices are now in units of asset 0, and an asset that did not trade with it is
+/// `null`.
+#[test]
+fn clear_quotes_units_of_asset_zero_and_no_price_for_an_asset_nobody_traded() {
+    let path = temp_file(
+        "three-assets.csv",
+        &format!("{HEADER}1,7,0,1,1000000,0.5\n2,8,1,0,1000000,0.5\n"),
+    );
+    let output = walras(&[
+        "clear",
+        "--offers",
+        path.to_str().unwrap(),
+        "--assets",
+        "3",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let prices = result["prices"].as_array().unwrap();
+    assert_eq!(prices[0].as_f64(), Some(1.0), "{result}");
+    let price = prices[1].as_f64().expect("asset 1 traded with asset 0");
+    assert!((0.5..=2.0).contains(&price), "both limits at 0.5: {result}");
+    assert!(prices[2].is_null(), "nobody offered asset 2: {result}");
 }

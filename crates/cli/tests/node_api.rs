@@ -701,6 +701,53 @@ fn a_block_of_payments_only_leaves_the_last_traded_prices_in_place() {
     });
 }
 
+/// Trigger (issue 28, item 3): assets were numbers only; nothing said which is which or how
+/// many base units make a token. The development genesis names its assets (asset 0 is the
+/// quote, `USD`), `GET /v1/assets` serves the table, and `walras query prices` and `query
+/// assets` print the symbols; a prices answer after a trade quotes them.
+#[test]
+fn the_genesis_names_its_assets_and_the_cli_shows_them() {
+    let dir = TempDir::new("asset-names");
+    let node = NodeProcess::start(dir.path(), &[]);
+    let url = node.url.clone();
+    let asset = runtime().block_on(async {
+        let client = reqwest::Client::new();
+        let (status, names) = get(&client, &format!("{url}/v1/assets")).await;
+        assert_eq!(status, 200, "{names}");
+        assert_eq!(names["named"], true, "{names}");
+        assert_eq!(names["quote_asset"], 0, "{names}");
+        let symbols: Vec<&str> = names["assets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["symbol"].as_str().unwrap())
+            .collect();
+        assert_eq!(symbols, ["USD", "BTC", "ETH", "SOL"], "{names}");
+        assert!(names["assets"].as_array().unwrap().iter().all(|a| a["decimals"] == 2));
+        let (_, _, _, asset) = cross_with_asset0(&client, &url, (5_000, 5_000)).await;
+        asset
+    });
+    let query = |what: &str| {
+        let output = std::process::Command::new(walras_bin())
+            .args(["query", what, "--node", &url])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(output.status.success(), "{text}");
+        text
+    };
+    let prices = query("prices");
+    assert!(prices.contains("USD base units per base unit"), "{prices}");
+    let symbol = ["USD", "BTC", "ETH", "SOL"][asset as usize];
+    let line = prices
+        .lines()
+        .find(|line| line.split_whitespace().nth(1) == Some(symbol))
+        .unwrap_or_else(|| panic!("no line for {symbol}: {prices}"));
+    assert!(!line.contains("never"), "{symbol} traded: {prices}");
+    let assets = query("assets");
+    assert!(assets.contains("BTC") && assets.contains("SOL"), "{assets}");
+}
+
 /// Trigger (issue 28, item 4): a block listed per-pair totals and the last offer only; a
 /// trader could not see what each offer sold and received without `explain`. The block's fills
 /// are served per offer (all, or one account's), sum to the pair totals of the header, and meet

@@ -20,7 +20,7 @@ use std::future::Future;
 use walras_api::transaction_to_json;
 use walras_api::wire::{
     AccountJson, AccountOffersJson, BatchSubmitResponse, BlockFillsJson, BlockJson, BookJson,
-    DepositsJson, EscrowJson, OfferExplanationJson, PricesJson, StatusJson, SubmitResponse,
+    AssetsJson, DepositsJson, EscrowJson, OfferExplanationJson, PricesJson, StatusJson, SubmitResponse,
     TransactionStatusJson,
 };
 use walras_engine::Block;
@@ -212,6 +212,11 @@ pub trait NodeApi: Clone + Send + Sync + 'static {
             None => format!("/v1/offers/{id}/explain"),
         };
         get_json(self, path)
+    }
+
+    /// Asset symbols and decimals (from the genesis).
+    fn assets(&self) -> impl Future<Output = Result<AssetsJson, ClientError>> + Send {
+        get_json(self, "/v1/assets".to_string())
     }
 
     fn prices(&self) -> impl Future<Output = Result<PricesJson, ClientError>> + Send {

@@ -7,6 +7,7 @@ use walras_api::wire::DevGenesisJson;
 use walras_crypto::Keypair;
 use walras_sim::workload::keys::{key_pool_size, key_seed};
 use walras_sim::{WorkloadGenerator, WorkloadParams};
+use walras_types::genesis::AssetInfo;
 use walras_types::{AccountId, Genesis};
 
 pub use walras_api::wire::DEV_ACCOUNTS_MAX;
@@ -43,7 +44,30 @@ pub fn dev_genesis(dev: &DevGenesisJson, threads: usize) -> Result<Genesis, DevG
         market_spread_ppm: None,
     };
     let generator = WorkloadGenerator::new(&params, threads)?;
-    Ok(generator.genesis().clone())
+    let mut genesis = generator.genesis().clone();
+    genesis.asset_info = dev_asset_info(genesis.assets);
+    Ok(genesis)
+}
+
+/// Symbols of the development chain's assets: asset 0 is the unit prices are quoted in.
+const DEV_SYMBOLS: [&str; 10] = [
+    "USD", "BTC", "ETH", "SOL", "XRP", "DOT", "DOGE", "ADA", "LINK", "LTC",
+];
+
+/// Decimals of every development asset: one token is 100 base units, so a price per base
+/// unit is also the price per token.
+const DEV_DECIMALS: u8 = 2;
+
+/// The development chain's asset names: [`DEV_SYMBOLS`], then `A10`, `A11`, ...
+pub fn dev_asset_info(assets: u16) -> Vec<AssetInfo> {
+    (0..assets)
+        .map(|asset| AssetInfo {
+            symbol: DEV_SYMBOLS
+                .get(usize::from(asset))
+                .map_or_else(|| format!("A{asset}"), |symbol| symbol.to_string()),
+            decimals: DEV_DECIMALS,
+        })
+        .collect()
 }
 
 /// [`dev_genesis`] as the node's genesis builder (what `--dev` hands the server, which does

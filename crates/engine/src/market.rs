@@ -95,28 +95,33 @@ impl MarketPrices {
 
     /// Carries the record past one applied block. A header with no trades changes nothing.
     pub fn record(&mut self, header: &BlockHeader) {
-        if header.trades.is_empty() || header.valuations.len() != self.assets.len() {
+        let traded = header.trades.iter().map(|trade| (trade.sell.0, trade.buy.0));
+        self.record_clearing(header.height, &header.valuations, traded);
+    }
+
+    /// [`MarketPrices::record`] for one clearing given by its valuations and the ordered pairs
+    /// that traded at `height` (what `walras clear` reports for a batch outside any chain).
+    pub fn record_clearing(
+        &mut self,
+        height: u64,
+        valuations: &[u128],
+        traded: impl Iterator<Item = (u16, u16)>,
+    ) {
+        if valuations.len() != self.assets.len() {
             return;
         }
-        let valuation = |asset: u16| Valuation(header.valuations[asset as usize]);
+        let valuation = |asset: u16| Valuation(valuations[asset as usize]);
         let mut groups = Groups::new(self.assets.len());
-        for trade in &header.trades {
-            let (sell, buy) = (trade.sell.0, trade.buy.0);
+        for (sell, buy) in traded {
             let rate = valuation(sell).rate_to(valuation(buy));
-            self.pairs.insert(
-                (sell, buy),
-                LastTrade {
-                    rate,
-                    height: header.height,
-                },
-            );
+            self.pairs.insert((sell, buy), LastTrade { rate, height });
             groups.join(sell as usize, buy as usize);
             for asset in [sell, buy] {
-                self.assets[asset as usize].last_traded_height = Some(header.height);
+                self.assets[asset as usize].last_traded_height = Some(height);
             }
         }
-        for group in groups.traded_groups(&self.assets, header.height) {
-            self.price_group(&group, header, &valuation);
+        for group in groups.traded_groups(&self.assets, height) {
+            self.price_group(&group, height, &valuation);
         }
     }
 
@@ -126,7 +131,7 @@ impl MarketPrices {
     fn price_group(
         &mut self,
         group: &[usize],
-        header: &BlockHeader,
+        height: u64,
         valuation: &impl Fn(u16) -> Valuation,
     ) {
         let anchor = if group.contains(&0) {
@@ -145,7 +150,7 @@ impl MarketPrices {
             let to_anchor = valuation(asset as u16).rate_to(valuation(anchor as u16));
             self.assets[asset].price_in_asset0 = Some(LastTrade {
                 rate: times(to_anchor, anchor_price),
-                height: header.height,
+                height,
             });
         }
     }

@@ -334,6 +334,24 @@ fn proposer_engine_config(config: &NodeConfig) -> EngineConfig {
     engine
 }
 
+/// `GET /v1/assets`'s answer, from the genesis (`A0`, `A1`, ... when it names no asset).
+fn asset_names(genesis: &Genesis) -> walras_api::wire::AssetsJson {
+    walras_api::wire::AssetsJson {
+        named: !genesis.asset_info.is_empty(),
+        quote_asset: 0,
+        assets: (0..genesis.assets)
+            .map(|asset| walras_api::wire::AssetJson {
+                asset,
+                symbol: genesis.symbol(asset),
+                decimals: genesis
+                    .asset_info
+                    .get(usize::from(asset))
+                    .map_or(0, |info| info.decimals),
+            })
+            .collect(),
+    }
+}
+
 fn recovery_engine_config(config: &NodeConfig) -> EngineConfig {
     EngineConfig {
         threads: config.threads,
@@ -379,6 +397,7 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         explain: limits::ExplainGate::new(proposer_engine_config(config).clearing.epsilon),
         oracle,
         assets: state.assets() as u16,
+        asset_names: asset_names(&genesis),
         accounts: arc_swap::ArcSwap::from_pointee(walras_engine::AccountView::of(&state)),
         state: tokio::sync::RwLock::new(state),
         mempool: Mutex::new(mempool::Mempool::new(config.mempool_capacity)),
@@ -836,6 +855,7 @@ pub fn router(
         .route("/v1/offers/{id}/explain", get(explain::offer_explain))
         .route("/v1/prices", get(routes::prices))
         .route("/v1/status", get(routes::status))
+        .route("/v1/assets", get(routes::assets))
         .route("/v1/gateway", get(gateway_seal::status))
         .route("/v1/node", get(routes::node))
         .route("/", get(dashboard::index))

@@ -74,6 +74,8 @@ pub struct Shared {
     pub metrics: Metrics,
     pub dev_genesis: Option<DevGenesisJson>,
     pub assets: u16,
+    /// What the genesis calls each asset (`GET /v1/assets`).
+    pub asset_names: walras_api::wire::AssetsJson,
     pub max_block_txs: usize,
     /// `true` once the node is stopping; async tasks (event streams, the server) wait on it.
     pub shutting_down: tokio::sync::watch::Sender<bool>,

@@ -37,6 +37,7 @@ use walras_api::wire::{ApiError, BlockEventJson, OracleBandJson, OraclePricesJso
         crate::routes::prices,
         crate::routes::oracle_prices,
         crate::routes::status,
+        crate::routes::assets,
         crate::gateway_seal::status,
         crate::gateway_seal::seal,
         crate::routes::node,

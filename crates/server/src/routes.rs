@@ -716,6 +716,18 @@ pub async fn prices(State(shared): State<AppState>) -> Json<PricesJson> {
 
 #[utoipa::path(
     get,
+    path = "/v1/assets",
+    summary = "Asset symbols and decimals, from the genesis",
+    responses(
+        (status = 200, description = "one entry per asset, in asset order", body = AssetsJson)
+    )
+)]
+pub async fn assets(State(shared): State<AppState>) -> Json<AssetsJson> {
+    Json(shared.asset_names.clone())
+}
+
+#[utoipa::path(
+    get,
     path = "/v1/status",
     summary = "Height, state root, mempool",
     responses(
