@@ -5,8 +5,8 @@ use super::remote::{block_on, DEFAULT_NODE};
 use anyhow::{anyhow, Context};
 use serde::Serialize;
 use walras_api::wire::{
-    AccountJson, AccountOffersJson, AssetsJson, BlockFillsJson, BlockJson, BookJson, OfferExplanationJson,
-    PricesJson, StatusJson, TransactionStatusJson,
+    AccountJson, AccountOffersJson, AssetsJson, BlockFillsJson, BlockJson, BookJson,
+    OfferExplanationJson, PricesJson, StatusJson, TransactionStatusJson,
 };
 use walras_client::{ClientError, NodeApi, NodeClient};
 

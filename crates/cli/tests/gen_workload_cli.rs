@@ -218,3 +218,39 @@ fn a_market_shaped_workload_records_its_spread_and_replays_to_the_manifests_root
     assert!(String::from_utf8_lossy(&refused.stderr).contains("spread"));
     let _ = fs::remove_dir_all(&out);
 }
+
+/// `--asset-names` writes a genesis that names its assets (`"WALRASG3"`), the blocks are the
+/// same bytes as without names (names change no state), and a table that breaks a rule is
+/// refused before anything is written.
+#[test]
+fn asset_names_go_into_the_genesis_and_bad_ones_are_refused() {
+    let plain = fresh_directory("names-plain");
+    assert_succeeded(&generate(&plain, "1", &[]));
+    let named = fresh_directory("names");
+    assert_succeeded(&generate(
+        &named,
+        "1",
+        &["--asset-names", "USD:2,BTC:8,ETH:18"],
+    ));
+    let genesis = walras_types::Genesis::decode(&read(&named.join("genesis.bin"))).unwrap();
+    assert_eq!(genesis.symbol(1), "BTC");
+    assert_eq!(genesis.asset_info[2].decimals, 18);
+    assert_eq!(blocks(&plain), blocks(&named));
+    for (names, expected) in [
+        ("USD:2,BTC:8", "names 2 assets but has 3"),
+        ("USD:2,btc:8,ETH:1", "symbol \"btc\""),
+        ("USD:2,BTC:8,USD:1", "symbol \"USD\""),
+        ("USD:2,BTC:19,ETH:1", "19 decimals"),
+        ("USD,BTC:8,ETH:1", "expected SYMBOL:DECIMALS"),
+    ] {
+        let out = fresh_directory("names-bad");
+        let output = generate(&out, "1", &["--asset-names", names]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{names} succeeded");
+        assert!(stderr.contains(expected), "{names}: {stderr}");
+        assert!(
+            !out.join("genesis.bin").exists(),
+            "{names}: nothing written"
+        );
+    }
+}

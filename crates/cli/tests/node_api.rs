@@ -723,7 +723,11 @@ fn the_genesis_names_its_assets_and_the_cli_shows_them() {
             .map(|a| a["symbol"].as_str().unwrap())
             .collect();
         assert_eq!(symbols, ["USD", "BTC", "ETH", "SOL"], "{names}");
-        assert!(names["assets"].as_array().unwrap().iter().all(|a| a["decimals"] == 2));
+        assert!(names["assets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["decimals"] == 2));
         let (_, _, _, asset) = cross_with_asset0(&client, &url, (5_000, 5_000)).await;
         asset
     });

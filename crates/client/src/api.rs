@@ -19,9 +19,9 @@ use serde::de::DeserializeOwned;
 use std::future::Future;
 use walras_api::transaction_to_json;
 use walras_api::wire::{
-    AccountJson, AccountOffersJson, BatchSubmitResponse, BlockFillsJson, BlockJson, BookJson,
-    AssetsJson, DepositsJson, EscrowJson, OfferExplanationJson, PricesJson, StatusJson, SubmitResponse,
-    TransactionStatusJson,
+    AccountJson, AccountOffersJson, AssetsJson, BatchSubmitResponse, BlockFillsJson, BlockJson,
+    BookJson, DepositsJson, EscrowJson, OfferExplanationJson, PricesJson, StatusJson,
+    SubmitResponse, TransactionStatusJson,
 };
 use walras_engine::Block;
 use walras_types::SignedTransaction;

@@ -95,7 +95,10 @@ impl MarketPrices {
 
     /// Carries the record past one applied block. A header with no trades changes nothing.
     pub fn record(&mut self, header: &BlockHeader) {
-        let traded = header.trades.iter().map(|trade| (trade.sell.0, trade.buy.0));
+        let traded = header
+            .trades
+            .iter()
+            .map(|trade| (trade.sell.0, trade.buy.0));
         self.record_clearing(header.height, &header.valuations, traded);
     }
 
@@ -128,12 +131,7 @@ impl MarketPrices {
     /// Prices one group of assets that traded together in a block: against asset 0 when it is
     /// in the group, else chained through the last price of the group's lowest asset that has
     /// one; a group with neither stays unpriced.
-    fn price_group(
-        &mut self,
-        group: &[usize],
-        height: u64,
-        valuation: &impl Fn(u16) -> Valuation,
-    ) {
+    fn price_group(&mut self, group: &[usize], height: u64, valuation: &impl Fn(u16) -> Valuation) {
         let anchor = if group.contains(&0) {
             Some((0, Price::ONE))
         } else {

@@ -24,6 +24,7 @@ use std::time::Instant;
 use walras_engine::{EngineConfig, ExchangeState};
 use walras_sim::workload::key_pool_size;
 use walras_sim::{InjectedFault, WorkloadGenerator, WorkloadParams, WorkloadStats};
+use walras_types::genesis::AssetInfo;
 use walras_types::SignedTransaction;
 
 #[derive(clap::Args, Debug)]
@@ -62,6 +63,36 @@ pub struct GenWorkloadArgs {
     /// Write into a non-empty directory, replacing its genesis, blocks, faults, summary and manifest
     #[arg(long)]
     force: bool,
+    /// Name the genesis's assets, one SYMBOL:DECIMALS per asset in asset order (`USD:2,BTC:8`;
+    /// asset 0 is the unit prices are quoted in). Display only: amounts stay base units
+    #[arg(long, value_delimiter = ',', value_parser = asset_name)]
+    asset_names: Vec<AssetInfo>,
+}
+
+/// `--asset-names` by the genesis's rules, before anything is generated or written.
+fn check_asset_names(args: &GenWorkloadArgs) -> Result<(), ToolError> {
+    walras_types::Genesis {
+        assets: args.assets as u16,
+        asset_info: args.asset_names.clone(),
+        accounts: Vec::new(),
+        payments: None,
+    }
+    .validate()
+    .map_err(|error| ToolError::Input(format!("--asset-names: {error}")))
+}
+
+/// One `SYMBOL:DECIMALS` of `--asset-names` (the genesis checks the symbol's rules).
+fn asset_name(text: &str) -> Result<AssetInfo, String> {
+    let (symbol, decimals) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?}: expected SYMBOL:DECIMALS, e.g. BTC:8"))?;
+    let decimals = decimals
+        .parse::<u8>()
+        .map_err(|_| format!("{text:?}: decimals must be a number 0..=18"))?;
+    Ok(AssetInfo {
+        symbol: symbol.to_string(),
+        decimals,
+    })
 }
 
 /// The directory for block files inside `--out`.
@@ -79,11 +110,14 @@ pub fn run(args: GenWorkloadArgs) -> Result<(), ToolError> {
         market_spread_ppm: args.spread,
     };
     params.validate()?;
+    check_asset_names(&args)?;
     let threads = args.threads.unwrap_or_else(default_threads);
     prepare_directory(&args.out, args.force)?;
     let started = Instant::now();
     let mut generator = WorkloadGenerator::new(&params, threads)?;
-    let genesis_bytes = generator.genesis().encode();
+    let mut genesis = generator.genesis().clone();
+    genesis.asset_info = args.asset_names.clone();
+    let genesis_bytes = genesis.encode();
     write_file(&args.out.join("genesis.bin"), &genesis_bytes)?;
     // The state the manifest's roots come from: replay's default engine configuration.
     let engine = EngineConfig {
