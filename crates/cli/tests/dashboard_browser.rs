@@ -12,7 +12,11 @@
 //! 6. the oracle panel (the node runs its oracle on a recorded feed) shows a price per asset
 //!    and the venues' book health, and the valuations show the oracle's prices;
 //! 7. the "why did my offer not trade?" form explains an offer resting on the books (named by
-//!    account and id) with the node's own summary.
+//!    account and id) with the node's own summary;
+//! 8. a page opened on an idle node shows the blocks committed before it opened;
+//! 9. the assets carry the genesis's names, each valuation chart its value and block axes, the
+//!    trade tape lists traded pairs by name, and at 1440 px with the oracle panel on no panel or
+//!    table is cut (nothing wider than the box that holds it).
 //!
 //! Screenshots at desktop and phone width are written to `$WALRAS_SCREENSHOT_DIR`, or
 //! `dashboard-screenshots` under Cargo's target tmp directory.
@@ -39,6 +43,8 @@ const BLOCK_INTERVAL_MS: &str = "400";
 const LOAD_RATE: &str = "150";
 const LOAD_SECONDS: &str = "90";
 const DESKTOP: (u32, u32) = (1280, 1400);
+/// The width at which the oracle panel used to cut the right column and table columns.
+const WIDE: (u32, u32) = (1440, 900);
 const PHONE: (u32, u32) = (390, 844);
 /// How long the page may take to show what is checked.
 const PAGE_DEADLINE: Duration = Duration::from_secs(45);
@@ -292,6 +298,13 @@ const READ_PAGE: &str = r#"(() => {
     oracleRows: document.querySelectorAll('#oracle tbody tr').length,
     oracleTexts: Array.from(document.querySelectorAll('#valuations .oracle')).map((node) => node.textContent.trim()),
     connection: text('conn'),
+    assetNames: Array.from(document.querySelectorAll('#valuations .valuation .asset')).map((node) => node.textContent.trim()),
+    yAxes: document.querySelectorAll('#valuations .yaxis span').length,
+    xAxes: Array.from(document.querySelectorAll('#valuations .xaxis span')).map((node) => node.textContent.trim()),
+    tape: Array.from(document.querySelectorAll('#tape tbody tr')).map((row) => row.children[2].textContent.trim()),
+    cut: Array.from(document.querySelectorAll('main .panel, main .scroll, main .multiple'))
+      .filter((node) => node.scrollWidth > node.clientWidth + 1)
+      .map((node) => `${node.id || node.className}: ${node.scrollWidth} > ${node.clientWidth}`),
     width: document.documentElement ? document.documentElement.scrollWidth : null,
     viewport: window.innerWidth,
   };
@@ -474,6 +487,67 @@ fn the_dashboard_shows_a_node_under_load_live_in_chromium() {
             "the desktop page scrolls sideways: {page:#}"
         );
         cdp.screenshot(&shots.join("dashboard-desktop.png")).await;
+
+        // 9: names, axes, the trade tape, and nothing cut at 1440 px. Trigger (issue 28, item
+        // 5): the charts had no axes, assets were numbers, there was no trade tape, and at
+        // 1440 px with the oracle panel on the right column and table columns were cut.
+        let named = wait_for(&mut cdp, "named assets, axes and the trade tape", |page| {
+            valuations_complete(page)
+                && page["tape"].as_array().is_some_and(|rows| !rows.is_empty())
+        })
+        .await;
+        assert_eq!(
+            named["assetNames"],
+            json!(["USD", "BTC", "ETH", "SOL"]),
+            "the development genesis's names: {named:#}"
+        );
+        assert_eq!(
+            named["yAxes"].as_u64(),
+            Some(2 * ASSETS as u64),
+            "{named:#}"
+        );
+        assert!(
+            named["xAxes"]
+                .as_array()
+                .is_some_and(|labels| labels.len() == 2 * ASSETS
+                    && labels
+                        .iter()
+                        .all(|l| l.as_str().is_some_and(|l| l.starts_with('#')))),
+            "{named:#}"
+        );
+        assert!(
+            named["tape"].as_array().unwrap().iter().all(|pair| {
+                let pair = pair.as_str().unwrap_or("");
+                ["USD", "BTC", "ETH", "SOL"]
+                    .iter()
+                    .any(|symbol| pair.starts_with(symbol))
+                    && pair.contains(" → ")
+            }),
+            "{named:#}"
+        );
+        cdp.set_viewport(WIDE, false).await;
+        let wide = wait_for(&mut cdp, "the 1440 px layout", |page| {
+            page["viewport"].as_u64() == Some(u64::from(WIDE.0)) && valuations_complete(page)
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let wide = {
+            let now = cdp.evaluate(READ_PAGE).await;
+            assert!(
+                now["oracleRows"].as_u64() > Some(0),
+                "the oracle panel is on: {now:#}"
+            );
+            assert_eq!(
+                now["cut"],
+                json!([]),
+                "cut at 1440 px: {now:#} (before: {wide:#})"
+            );
+            assert!(now["width"].as_u64() <= now["viewport"].as_u64(), "{now:#}");
+            now
+        };
+        cdp.screenshot(&shots.join("dashboard-1440.png")).await;
+        cdp.set_viewport(DESKTOP, false).await;
+        eprintln!("dashboard at 1440 px: tape {}", wide["tape"]);
 
         // Phone width: the same content in one column, no sideways scrolling.
         cdp.set_viewport(PHONE, true).await;

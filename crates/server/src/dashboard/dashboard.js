@@ -15,6 +15,8 @@ const SLOW_POLL_MS = 5000;
 const BOOK_LEVELS = 60;
 const RENDER_MS = 500;          // at most two redraws a second, however fast blocks come
 const STREAM_RETRY_MS = 30000;  // a refused event stream is tried again this often
+const TAPE_ROWS = 40;           // rows of the trade tape
+const TAPE_FETCH_MS = 1000;     // a streamed block's trades are fetched at most this often
 
 const state = {
   blocks: [],          // block records, oldest first
@@ -26,6 +28,10 @@ const state = {
   payments: null,      // { escrow, deposits: [...], scannedTo, error }
   gateway: null,       // { ok: json } | { error: text } | { missing: true }
   streaming: false,
+  assets: null,        // /v1/assets: symbol and decimals per asset
+  tape: [],            // trade tape rows, newest first: { height, timeMs, sell, buy, sold, rate }
+  tapeHeight: 0,       // newest block whose trades are on the tape
+  tapePending: 0,      // newest streamed block with trades, not fetched yet
   dirty: true,
 };
 
@@ -64,6 +70,28 @@ function fmtPrice(value) {
   if (value === 0) return "0";
   const digits = Math.max(0, 4 - Math.floor(Math.log10(Math.abs(value))));
   return digits > 10 ? value.toExponential(4) : value.toFixed(digits);
+}
+
+/** An asset's symbol (from the genesis), or its number when the genesis names none. */
+function assetName(asset) {
+  const named = state.assets && state.assets.assets[asset];
+  return named ? named.symbol : `asset ${asset}`;
+}
+
+/** An amount of base units of `asset` in tokens (10^decimals base units), for reading. */
+function tokens(asset, amount) {
+  const named = state.assets && state.assets.assets[asset];
+  return named && named.decimals ? amount / 10 ** named.decimals : amount;
+}
+
+/** How long ago a wall-clock time (ms) was: "now", "12 s", "3 min", "2 h". */
+function ago(ms) {
+  if (!Number.isFinite(ms)) return null;
+  const seconds = Math.max(0, (Date.now() - ms) / 1000);
+  if (seconds < 2) return "now";
+  if (seconds < 120) return `${Math.round(seconds)} s ago`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)} min ago`;
+  return `${Math.round(seconds / 3600)} h ago`;
 }
 
 function dl(target, rows) {
@@ -109,6 +137,7 @@ function recordFromEvent(event) {
     phases: event.phases || null,
     committedMs: event.committed_unix_ms,
     band: event.oracle_band || null,
+    seenAt: true,       // committedMs is the node's commit time
   };
 }
 
@@ -131,7 +160,36 @@ function recordFromBlock(block) {
     phases: null,
     committedMs: Date.now(),   // when this page saw it: the block JSON has no commit time
     band: null,
+    seenAt: false,
   };
+}
+
+/** Trade tape rows of one block (`GET /v1/blocks/{h}`): per traded pair, the volume sold and
+ * the clearing rate (units of `buy` per unit of `sell`, from the block's valuations). */
+function tapeRows(block, timeMs) {
+  const valuation = (asset) => Number(block.valuations[asset]);
+  return block.trades.map((t) => ({
+    height: block.height, timeMs, sell: t.sell, buy: t.buy, sold: t.sold,
+    rate: valuation(t.sell) / valuation(t.buy),
+  })).sort((a, b) => b.sold - a.sold);
+}
+
+function addTape(rows, height) {
+  if (height <= state.tapeHeight) return;
+  state.tapeHeight = height;
+  state.tape = rows.concat(state.tape).slice(0, TAPE_ROWS);
+  state.dirty = true;
+}
+
+/** The newest streamed block with trades, fetched at most once a second (blocks in between
+ * are left off the tape, which says so). */
+async function pollTape() {
+  const height = state.tapePending;
+  if (!height || height <= state.tapeHeight) return;
+  const result = await getJson(`/v1/blocks/${height}`);
+  if (result.status !== 200 || !result.body) return;
+  const record = state.blocks.find((b) => b.height === height);
+  addTape(tapeRows(result.body, record && record.seenAt ? record.committedMs : null), height);
 }
 
 function addBlock(record) {
@@ -153,13 +211,21 @@ async function loadHistory(height) {
   const heights = [];
   for (let h = first; h <= height; h++) heights.push(h);
   const records = [];
+  const tape = [];
   for (let i = 0; i < heights.length; i += 8) {
     const answers = await Promise.all(heights.slice(i, i + 8).map((h) => getJson(`/v1/blocks/${h}`)));
     for (const answer of answers) {
-      if (answer.status === 200 && answer.body) records.push(recordFromBlock(answer.body));
+      if (answer.status === 200 && answer.body) {
+        records.push(recordFromBlock(answer.body));
+        tape.unshift(...tapeRows(answer.body, null));
+      }
     }
   }
   mergeBlocks(records);
+  // History comes in height order; rows of newer streamed blocks stay in front.
+  const older = tape.filter((row) => row.height < (state.tape.length ? state.tape[state.tape.length - 1].height : Infinity));
+  state.tape = state.tape.concat(older).slice(0, TAPE_ROWS);
+  if (!state.tapeHeight && tape.length) state.tapeHeight = tape[0].height;
 }
 
 /** Adds older block records, keeping heights unique and in order, the newest BLOCKS_KEPT. */
@@ -181,7 +247,11 @@ function openStream() {
   stream = new EventSource("/v1/events");
   stream.addEventListener("open", () => { state.streaming = true; setConn("live", "live"); });
   stream.addEventListener("block", (message) => {
-    try { addBlock(recordFromEvent(JSON.parse(message.data))); } catch (_) { /* a bad event is skipped */ }
+    try {
+      const event = JSON.parse(message.data);
+      addBlock(recordFromEvent(event));
+      if (event.trades > 0) state.tapePending = Math.max(state.tapePending, event.height);
+    } catch (_) { /* a bad event is skipped */ }
   });
   stream.addEventListener("oracle", (message) => {
     try { state.oracle = { ok: JSON.parse(message.data) }; state.dirty = true; } catch (_) { /* skipped */ }
@@ -210,7 +280,10 @@ function setConn(text, kind) {
 async function pollNewestBlock() {
   if (state.streaming || !state.status || state.status.height <= state.lastHeight) return;
   const result = await getJson(`/v1/blocks/${state.status.height}`);
-  if (result.status === 200 && result.body) addBlock(recordFromBlock(result.body));
+  if (result.status === 200 && result.body) {
+    addBlock(recordFromBlock(result.body));
+    addTape(tapeRows(result.body, null), result.body.height);
+  }
 }
 
 // ---------- polling ----------
@@ -221,6 +294,8 @@ async function pollNode() {
     const first = !state.status;
     state.status = status.body;
     if (first) {
+      const names = await getJson("/v1/assets");
+      if (names.status === 200 && names.body) state.assets = names.body;
       setUpPairs(state.status.assets);
       loadHistory(state.status.height);
     }
@@ -234,7 +309,7 @@ async function pollNode() {
 function setUpPairs(assets) {
   const sell = $("pair-sell");
   const buy = $("pair-buy");
-  const options = () => Array.from({ length: assets }, (_, i) => el("option", { value: i }, `asset ${i}`));
+  const options = () => Array.from({ length: assets }, (_, i) => el("option", { value: i }, assetName(i)));
   sell.replaceChildren(...options());
   buy.replaceChildren(...options());
   sell.value = "0";
@@ -317,6 +392,7 @@ function render() {
     $("node-mode").textContent = `${state.node.consensus}, blocks from ${state.node.block_source}, v${state.node.version}`;
   }
   renderValuations();
+  renderTape();
   renderDepth(latest);
   renderBlocks(latest);
   renderHealth(latest);
@@ -352,12 +428,14 @@ function renderValuations() {
   const band = latestBand();
   const oracle = state.oracle && state.oracle.ok;
   $("oracle-note").textContent = band
-    ? ` Oracle deviation in bp against asset ${band.reference_asset} (band ${band.band_bps} bp).`
+    ? ` Oracle deviation in bp against ${assetName(band.reference_asset)} (band ${band.band_bps} bp).`
     : "";
+  $("quote-asset").textContent = assetName(0);
   const container = $("valuations");
   const cards = [];
   for (let asset = 0; asset < assets; asset++) {
-    const series = blocks.map((b) => b.prices[asset]).filter(Number.isFinite);
+    const priced = blocks.filter((b) => Number.isFinite(b.prices[asset]));
+    const series = priced.map((b) => b.prices[asset]);
     const current = series[series.length - 1];
     const deviation = band && band.assets.find((a) => a.asset === asset);
     const reference = oracle && oracle.prices.find((p) => p.asset === asset);
@@ -365,11 +443,47 @@ function renderValuations() {
     if (reference && reference.price !== null) oracleText += `oracle ${fmtPrice(reference.price)} ${oracle.numeraire}`;
     if (deviation) oracleText += `${oracleText ? ", " : ""}${deviation.deviation_bps >= 0 ? "+" : ""}${fmt(deviation.deviation_bps, 1)} bp`;
     cards.push(el("div", { class: "multiple valuation", "data-asset": asset },
-      el("div", { class: "label" }, el("span", { class: "asset" }, `asset ${asset}`), el("span", { class: "value" }, fmtPrice(current))),
-      sparkline(series),
+      el("div", { class: "label" }, el("span", { class: "asset" }, assetName(asset)), el("span", { class: "value" }, fmtPrice(current))),
+      el("div", { class: "chart" }, sparkline(series), yAxis(series)),
+      xAxis(priced),
       el("div", { class: "oracle" + (deviation && deviation.beyond_band ? " beyond" : "") }, oracleText)));
   }
   container.replaceChildren(...cards);
+}
+
+/** The value axis of a small multiple: its highest and lowest price. */
+function yAxis(series) {
+  if (!series.length) return el("div", { class: "yaxis" });
+  return el("div", { class: "yaxis" },
+    el("span", {}, fmtPrice(Math.max(...series))), el("span", {}, fmtPrice(Math.min(...series))));
+}
+
+/** The block axis of a small multiple: first and last block, and when they were committed
+ * where the page knows it (blocks from its event stream; history carries no commit time). */
+function xAxis(blocks) {
+  if (!blocks.length) return el("div", { class: "xaxis" });
+  const label = (b) => {
+    const when = b.seenAt ? ago(b.committedMs) : null;
+    return `#${b.height}${when ? ` · ${when}` : ""}`;
+  };
+  const first = blocks[0], last = blocks[blocks.length - 1];
+  return el("div", { class: "xaxis" }, el("span", {}, label(first)), el("span", {}, label(last)));
+}
+
+function renderTape() {
+  const body = $("tape").tBodies[0];
+  if (!state.tape.length) {
+    $("tape-note").textContent = "no trade yet in the blocks this page has seen";
+    body.replaceChildren();
+    return;
+  }
+  $("tape-note").textContent = `Per block and pair: the volume sold and the clearing rate (before the commission). Newest first, ${state.tape.length} rows.`;
+  body.replaceChildren(...state.tape.map((row) => el("tr", { "data-height": row.height },
+    el("td", {}, row.height),
+    el("td", {}, row.timeMs ? ago(row.timeMs) : "–"),
+    el("td", {}, `${assetName(row.sell)} → ${assetName(row.buy)}`),
+    el("td", {}, fmtPrice(tokens(row.sell, row.sold))),
+    el("td", {}, fmtPrice(row.rate)))));
 }
 
 function sparkline(series) {
@@ -403,12 +517,13 @@ function renderDepth(latest) {
     .filter((l) => Number.isFinite(l.x) && l.x > 0).sort((a, b) => b.x - a.x);
   const rate = latest && latest.prices[sell] > 0 && latest.prices[buy] > 0 ? latest.prices[sell] / latest.prices[buy] : null;
   const levels = asks.length + bids.length;
-  note.textContent = `${books.asks.offers} offers sell asset ${sell} for ${buy}, ${books.bids.offers} sell ${buy} for ${sell}` +
-    ` (nearest ${BOOK_LEVELS} limit prices each). x: units of asset ${buy} per asset ${sell}, log scale; y: cumulative amount of asset ${sell}.` +
+  const [sellName, buyName] = [assetName(sell), assetName(buy)];
+  note.textContent = `${books.asks.offers} offers sell ${sellName} for ${buyName}, ${books.bids.offers} sell ${buyName} for ${sellName}` +
+    ` (nearest ${BOOK_LEVELS} limit prices each). x: base units of ${buyName} per base unit of ${sellName}, log scale; y: cumulative amount of ${sellName} (base units).` +
     (rate ? ` Dashed: the last clearing rate ${fmtPrice(rate)}.` : "");
   const width = 400, height = 200, left = 6, right = 6, top = 14, bottom = 18;
   const svg = el("svg:svg", { class: "depth-chart", viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none",
-    "data-levels": levels, "data-sell": sell, "data-buy": buy, role: "img", "aria-label": `depth of asset ${sell} against ${buy}` });
+    "data-levels": levels, "data-sell": sell, "data-buy": buy, role: "img", "aria-label": `depth of ${sellName} against ${buyName}` });
   if (!levels) {
     target.replaceChildren(svg, el("p", { class: "muted" }, "no resting offers in either direction"));
     return;
@@ -436,8 +551,12 @@ function renderDepth(latest) {
   if (bids.length) d += ` L${sx(lo)},${sy(cum)} L${sx(lo)},${base} Z`;
   const bidPath = el("svg:path", { class: "depth-bid", d });
   svg.append(bidPath, askPath);
+  // Axes: the baseline, the rate at both ends and the middle (log scale), half the maximum.
+  svg.append(el("svg:line", { class: "axis-line", x1: left, x2: width - right, y1: base, y2: base }));
   svg.append(el("svg:text", { class: "axis", x: left, y: height - 4 }, fmtPrice(lo)));
+  svg.append(el("svg:text", { class: "axis", x: width / 2, y: height - 4, "text-anchor": "middle" }, fmtPrice(Math.sqrt(lo * hi))));
   svg.append(el("svg:text", { class: "axis", x: width - right, y: height - 4, "text-anchor": "end" }, fmtPrice(hi)));
+  svg.append(el("svg:text", { class: "axis", x: left, y: sy(yMax / 2) }, fmt(yMax / 2, 0)));
   // The rate's label sits beside its line, on the side with more room; the maximum's label
   // goes to the other corner, so the two never overlap.
   const rateShown = rate && rate >= lo && rate <= hi;
@@ -451,8 +570,8 @@ function renderDepth(latest) {
     svg.append(el("svg:text", { class: "axis", x: rateLeft ? x + 3 : x - 3, y: 10, "text-anchor": rateLeft ? "start" : "end" }, `clearing ${fmtPrice(rate)}`));
   }
   const legend = el("div", { class: "legend" },
-    el("span", { style: "color: var(--bid)" }, `■ buying ${sell} (selling ${buy}) `),
-    el("span", { style: "color: var(--ask)" }, `■ selling ${sell}`));
+    el("span", { style: "color: var(--bid)" }, `■ buying ${sellName} (selling ${buyName}) `),
+    el("span", { style: "color: var(--ask)" }, `■ selling ${sellName}`));
   target.replaceChildren(svg, legend);
 }
 
@@ -558,13 +677,13 @@ function renderPayments() {
   if (p.error) rows.push(["escrow", p.error]);
   if (p.escrow) {
     rows.push(["committee", `chain ${p.escrow.chain_id}, epoch ${p.escrow.epoch}`]);
-    rows.push(["in escrow", p.escrow.escrow.map((amount, asset) => amount ? `asset ${asset}: ${amount}` : null).filter(Boolean).join(", ") || "nothing"]);
+    rows.push(["in escrow", p.escrow.escrow.map((amount, asset) => amount ? `${assetName(asset)}: ${amount}` : null).filter(Boolean).join(", ") || "nothing"]);
     rows.push(["withdrawn outputs", String(p.escrow.withdrawn)]);
   }
   rows.push(["deposits seen", `${p.count} (blocks up to ${p.scannedTo === null ? "–" : p.scannedTo})`]);
   const list = el("dl", { class: "stats" });
   dl(list, rows);
-  const recent = p.deposits.slice().reverse().map((d) => el("tr", {}, el("td", {}, d.height), el("td", {}, `asset ${d.asset}`), el("td", {}, d.amount), el("td", {}, d.output_id.slice(0, 12) + "…")));
+  const recent = p.deposits.slice().reverse().map((d) => el("tr", {}, el("td", {}, d.height), el("td", {}, assetName(d.asset)), el("td", {}, d.amount), el("td", {}, d.output_id.slice(0, 12) + "…")));
   target.replaceChildren(list, recent.length ? el("div", { class: "scroll" }, el("table", {},
     el("thead", {}, el("tr", {}, el("th", {}, "height"), el("th", {}, "asset"), el("th", {}, "amount"), el("th", {}, "output"))), el("tbody", {}, recent))) : "");
 }
@@ -645,6 +764,7 @@ function start() {
   every(POLL_MS, pollNode);
   every(POLL_MS, pollBooks);
   every(1000, pollNewestBlock);
+  every(TAPE_FETCH_MS, pollTape);
   every(POLL_MS, pollOracle);
   every(SLOW_POLL_MS, pollPayments);
   every(POLL_MS, pollGateway);
