@@ -622,7 +622,7 @@ mod in_process {
     }
 
     /// Checks: a replayed sequence and one beyond the window are refused with the API's
-    /// status and code, a payment beyond the balance is reported dropped with its reason, and
+    /// status and code, a payment beyond the balance is refused `insufficient_balance`, and
     /// an unknown account is a 404 naming `unknown_account` (the typed errors the process test
     /// sees as exit status and stderr).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -662,8 +662,11 @@ mod in_process {
         )
         .await
         .unwrap_err();
+        // Trigger (issue 28 item 8): it was admitted and then dropped in its block.
         assert!(
-            overdraft.to_string().contains("was dropped in block"),
+            overdraft
+                .to_string()
+                .starts_with("node refused the transaction (422 insufficient_balance)"),
             "{overdraft}"
         );
         let unknown = QueryCommand::Account {

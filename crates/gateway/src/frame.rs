@@ -176,6 +176,10 @@ pub enum NoticeCode {
     /// The gateway could not check the trade now (the node was busy, or the connection used its
     /// lookups of unknown accounts): it was not taken; send it again.
     Busy = 13,
+    /// The trade debits more of an asset than its source holds, as the gateway read the
+    /// account from the node at the last published block (the node's `insufficient_balance`;
+    /// the text says how much is available and asked): it was not taken.
+    InsufficientBalance = 14,
 }
 
 /// Why the gateway refused a connection (the `Refused` frame's code; the text says more).
@@ -229,6 +233,7 @@ impl NoticeCode {
             11 => NoticeCode::Replayed,
             12 => NoticeCode::SequenceOutOfWindow,
             13 => NoticeCode::Busy,
+            14 => NoticeCode::InsufficientBalance,
             tag => return Err(bad_tag("notice code", tag)),
         })
     }
