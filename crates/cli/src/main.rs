@@ -15,6 +15,7 @@ mod localnet;
 mod node;
 #[cfg(feature = "dev-tools")]
 mod oracle;
+mod participant;
 mod payments;
 mod query;
 mod remote;
