@@ -63,7 +63,7 @@ pub struct GatewayArgs {
 enum GatewayCommand {
     /// Be a participant of a gateway: connect, keep the release buffer, send the orders read
     /// as JSON lines on stdin (or given by flags), print notices, blocks and fills as JSON lines
-    Participant(super::participant::ParticipantArgs),
+    Participant(Box<super::participant::ParticipantArgs>),
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,7 +74,7 @@ enum Cut {
 
 pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(GatewayCommand::Participant(participant)) = args.command {
-        return super::participant::run(participant);
+        return super::participant::run(*participant);
     }
     let (Some(key), Some(participant_keys)) = (&args.key, &args.participant_keys) else {
         return Err(anyhow::Error::msg(
