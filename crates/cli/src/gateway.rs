@@ -1,5 +1,6 @@
 //! `walras gateway`: the fair-access gateway in front of a node run with
-//! `--block-source gateway` (see `docs/gateway.md` and [`walras_gateway_net`]).
+//! `--block-source gateway` (see `docs/gateway.md` and [`walras_gateway_net`]); `walras gateway
+//! participant`: a participant of one ([`super::participant`]).
 
 use anyhow::Context;
 use std::path::PathBuf;
@@ -8,14 +9,17 @@ use walras_client::keyfile;
 use walras_gateway_net::{parse_participant_keys, CutMode, GatewayConfig, PARTICIPANTS_MAX};
 
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct GatewayArgs {
+    #[command(subcommand)]
+    command: Option<GatewayCommand>,
     /// The node's base URL (on this host: the link is served to loopback peers only).
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     node: String,
     /// The gateway's key file (`walras keygen --out FILE`); give its public key to the node's
     /// --gateway-key.
-    #[arg(long)]
-    key: PathBuf,
+    #[arg(long, required = true)]
+    key: Option<PathBuf>,
     /// Address participants connect to (TCP, length-prefixed frames).
     #[arg(long, default_value = "127.0.0.1:9090")]
     listen: String,
@@ -29,8 +33,8 @@ pub struct GatewayArgs {
     /// The participants file: one Ed25519 public key per line (as `walras keygen` prints it),
     /// participant i being the i-th key; `#` starts a comment. A participant's Hello must be
     /// signed with its key.
-    #[arg(long, value_name = "FILE")]
-    participant_keys: PathBuf,
+    #[arg(long, value_name = "FILE", required = true)]
+    participant_keys: Option<PathBuf>,
     /// W: a trade answering block N within W (delivery-clock time) goes into block N+1.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     window_ms: u64,
@@ -55,6 +59,13 @@ pub struct GatewayArgs {
     timer_interval_ms: u64,
 }
 
+#[derive(clap::Subcommand, Debug)]
+enum GatewayCommand {
+    /// Be a participant of a gateway: connect, keep the release buffer, send the orders read
+    /// as JSON lines on stdin (or given by flags), print notices, blocks and fills as JSON lines
+    Participant(Box<super::participant::ParticipantArgs>),
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Cut {
     Dbo,
@@ -62,20 +73,28 @@ enum Cut {
 }
 
 pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
+    if let Some(GatewayCommand::Participant(participant)) = args.command {
+        return super::participant::run(*participant);
+    }
+    let (Some(key), Some(participant_keys)) = (&args.key, &args.participant_keys) else {
+        return Err(anyhow::Error::msg(
+            "walras gateway needs --key FILE and --participant-keys FILE",
+        ));
+    };
     if args.block_trades_max == 0 || args.queue_len_max == 0 {
         return Err(anyhow::Error::msg(
             "--block-trades-max and --queue-len-max must be positive",
         ));
     }
-    let key = keyfile::read(&args.key)?;
-    let text = std::fs::read_to_string(&args.participant_keys).with_context(|| {
+    let key = keyfile::read(key)?;
+    let text = std::fs::read_to_string(participant_keys).with_context(|| {
         format!(
             "reading the participants file {}",
-            args.participant_keys.display()
+            participant_keys.display()
         )
     })?;
     let participant_keys = parse_participant_keys(&text, PARTICIPANTS_MAX)
-        .with_context(|| format!("in {}", args.participant_keys.display()))?;
+        .with_context(|| format!("in {}", participant_keys.display()))?;
     let mut config = GatewayConfig::new(&args.node, key, participant_keys);
     config.listen = args.listen;
     config.listen_ws = args.listen_ws;

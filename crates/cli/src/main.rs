@@ -15,12 +15,14 @@ mod localnet;
 mod node;
 #[cfg(feature = "dev-tools")]
 mod oracle;
+mod participant;
 mod payments;
 mod query;
 mod remote;
 #[cfg(feature = "dev-tools")]
 mod sim;
 mod tx;
+mod watch;
 
 #[cfg(feature = "dev-tools")]
 use walras_bench::{bench, clear, demo_batch, gen, replay};
@@ -81,6 +83,9 @@ enum Command {
     Payments(payments::PaymentsCommand),
     /// Read a node's state: status, accounts, offers, books, blocks, prices, transactions.
     Query(query::QueryArgs),
+    /// Follow committed blocks, and an account's fills, as JSON lines (reconnects and resumes
+    /// after the last height printed).
+    Watch(watch::WatchArgs),
     #[cfg(feature = "dev-tools")]
     /// The valuation oracle: replay a recorded feed, value one book.
     #[command(subcommand)]
@@ -131,6 +136,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pay(args) => tx::run_pay(args),
         Command::Payments(command) => payments::run(command),
         Command::Query(args) => query::run(args),
+        Command::Watch(args) => watch::run(args),
         #[cfg(feature = "dev-tools")]
         Command::Oracle(command) => oracle::run(command),
         #[cfg(feature = "dev-tools")]

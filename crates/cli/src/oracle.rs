@@ -33,9 +33,23 @@ pub struct FeedArgs {
     /// bad checksums, disconnects (0.01 = 1%).
     #[arg(long, default_value_t = 0.0)]
     faults: f64,
+    /// The assets' true prices at the start, in USD per whole token, comma-separated, in
+    /// asset order (a node maps exchange asset i to the feed's i-th asset, one unit per
+    /// token): give a chain's prices (`walras query prices`) so that its oracle band check
+    /// compares like with like. Assets beyond the list get seeded random prices.
+    #[arg(long, value_name = "P0,P1,...", value_delimiter = ',', value_parser = positive_price)]
+    prices: Vec<f64>,
     /// The recorded feed (JSON lines) to write.
     #[arg(long)]
     out: PathBuf,
+}
+
+/// A positive, finite decimal price.
+fn positive_price(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(price) if price.is_finite() && price > 0.0 => Ok(price),
+        _ => Err(format!("{text:?} is not a positive price")),
+    }
 }
 
 pub fn gen_feed(args: FeedArgs) -> anyhow::Result<()> {
@@ -47,12 +61,20 @@ pub fn gen_feed(args: FeedArgs) -> anyhow::Result<()> {
     if !(0.0..=0.5).contains(&args.faults) {
         return Err(anyhow!("--faults is a share of messages in 0..=0.5"));
     }
+    if args.prices.len() > args.assets {
+        return Err(anyhow!(
+            "--prices gives {} prices for {} assets",
+            args.prices.len(),
+            args.assets
+        ));
+    }
     let config = FeedConfig {
         venues: default_venues(args.venues),
         assets: default_assets(args.assets),
         seconds: args.seconds,
         seed: args.seed,
         faults: args.faults,
+        usd_prices: args.prices,
         ..FeedConfig::default()
     };
     let records = generate_feed(&config);

@@ -27,7 +27,8 @@ pub struct SignerArgs {
     /// Sequence number [default: the account's next_sequence on the node]
     #[arg(long, value_name = "N")]
     sequence: Option<u64>,
-    /// Wait (up to 30 s) until the transaction is in a block, and print the outcome
+    /// Wait (up to 30 s) until the transaction is in a block, and print the outcome: for an
+    /// offer, what it sold and received in that block and what rests on the book
     #[arg(long)]
     wait: bool,
     /// Send the transaction in its JSON form instead of the binary encoding
@@ -282,7 +283,12 @@ pub(crate) async fn submit_with<C: NodeApi>(
         client.submit(&signed).await?;
     }
     if wait {
-        wait_for(client, &hash).await?;
+        let status = wait_for(client, &hash).await?;
+        let mut text = outcome(&status)?;
+        if let Some(height) = status.height {
+            text.push_str(&offer_outcome(client, &signed, height).await);
+        }
+        print!("{text}");
     } else {
         println!(
             "transaction {hash} pending (account {}, sequence {sequence})",
@@ -354,12 +360,12 @@ fn sign(
     SignedTransaction::decode(&signed.encode()).context("the transaction is not valid")
 }
 
-/// Polls the transaction until it leaves `pending`; a drop is an error.
-async fn wait_for<C: NodeApi>(client: &C, hash: &str) -> anyhow::Result<()> {
+/// Polls the transaction until it leaves `pending`; returns its status.
+async fn wait_for<C: NodeApi>(client: &C, hash: &str) -> anyhow::Result<TransactionStatusJson> {
     let deadline = Instant::now() + WAIT_TIMEOUT;
     loop {
         match client.transaction(hash).await {
-            Ok(status) if status.status != "pending" => return outcome(&status),
+            Ok(status) if status.status != "pending" => return Ok(status),
             Ok(_) => {}
             // Briefly unknown is possible right after admission on a busy node; keep polling.
             Err(error) if error.is_not_found() => {}
@@ -376,7 +382,8 @@ async fn wait_for<C: NodeApi>(client: &C, hash: &str) -> anyhow::Result<()> {
     }
 }
 
-fn outcome(status: &TransactionStatusJson) -> anyhow::Result<()> {
+/// The line saying where the transaction landed; a drop is an error naming the reason.
+fn outcome(status: &TransactionStatusJson) -> anyhow::Result<String> {
     let height = status
         .height
         .map_or_else(|| "?".to_string(), |height| height.to_string());
@@ -385,14 +392,14 @@ fn outcome(status: &TransactionStatusJson) -> anyhow::Result<()> {
             let index = status
                 .index
                 .map_or_else(String::new, |index| format!(", index {index}"));
-            println!(
-                "transaction {} accepted in block {height}{index}",
+            Ok(format!(
+                "transaction {} accepted in block {height}{index}\n",
                 status.hash
-            );
-            Ok(())
+            ))
         }
         "dropped" => Err(anyhow!(
-            "transaction {} was dropped in block {height}: {}",
+            "transaction {} was dropped in block {height}: {} (what each reason means: \
+             docs/formats.md)",
             status.hash,
             status.reason.as_deref().unwrap_or("no reason given")
         )),
@@ -401,6 +408,65 @@ fn outcome(status: &TransactionStatusJson) -> anyhow::Result<()> {
             status.hash
         )),
     }
+}
+
+/// For an accepted offer creation or cancel, what became of the offer in block `height`: its
+/// fill there (read from `GET /v1/blocks/{height}/fills?account=`) and what rests on the book,
+/// or that it was cancelled; nothing for other transactions.
+async fn offer_outcome<C: NodeApi>(client: &C, signed: &SignedTransaction, height: u64) -> String {
+    let transaction = &signed.transaction;
+    let account = transaction.source.0;
+    match transaction.operation {
+        Operation::CreateOffer {
+            sell, buy, amount, ..
+        } => {
+            let id = transaction.sequence;
+            match client.block_fills(height, Some(account)).await {
+                Ok(fills) => {
+                    let fill = fills.fills.iter().find(|fill| fill.offer_id == id);
+                    fill_text(id, account, (sell.0, buy.0, amount), height, fill)
+                }
+                Err(error) => format!(
+                    "offer {id}: its fill in block {height} could not be read ({error}); see \
+                     walras offer explain {id} --account {account}\n"
+                ),
+            }
+        }
+        Operation::CancelOffer { offer_id, sell, .. } => format!(
+            "offer {} cancelled in block {height}: what rested of it came back to account \
+             {account} (asset {})\n",
+            offer_id.0, sell.0
+        ),
+        _ => String::new(),
+    }
+}
+
+/// What offer `id` of `account` (selling `amount` of `sell` for `buy`) did in the block of its
+/// creation, given its fill there if it traded.
+fn fill_text(
+    id: u64,
+    account: u64,
+    (sell, buy, amount): (u16, u16, u64),
+    height: u64,
+    fill: Option<&walras_api::wire::FillJson>,
+) -> String {
+    let Some(fill) = fill else {
+        return format!(
+            "offer {id} did not trade in block {height}: all {amount} of asset {sell} rest on \
+             the book (why: walras offer explain {id} --account {account})\n"
+        );
+    };
+    let rest = amount.saturating_sub(fill.sold);
+    let resting = if rest == 0 {
+        "it traded in full".to_string()
+    } else {
+        format!("{rest} of asset {sell} rest on the book")
+    };
+    format!(
+        "offer {id} sold {} of asset {sell} for {} of asset {buy} in block {height} (rate {}, \
+         after commission); {resting}\n",
+        fill.sold, fill.bought, fill.rate
+    )
 }
 
 #[cfg(test)]
@@ -439,16 +505,46 @@ mod tests {
             reason: Some("account_overdraft".to_string()),
         };
         let error = outcome(&dropped).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "transaction ab was dropped in block 4: account_overdraft"
+        assert!(
+            error
+                .to_string()
+                .starts_with("transaction ab was dropped in block 4: account_overdraft"),
+            "{error}"
         );
         let accepted = TransactionStatusJson {
             status: "accepted".to_string(),
             reason: None,
             ..dropped
         };
-        assert!(outcome(&accepted).is_ok());
+        assert_eq!(
+            outcome(&accepted).unwrap(),
+            "transaction ab accepted in block 4, index 0\n"
+        );
+    }
+
+    #[test]
+    fn an_offers_fill_says_what_it_sold_received_and_left_on_the_book() {
+        let fill = walras_api::wire::FillJson {
+            account: 5,
+            offer_id: 2,
+            sell: 0,
+            buy: 1,
+            sold: 600,
+            bought: 330,
+            rate: "0.55".to_string(),
+        };
+        assert_eq!(
+            fill_text(2, 5, (0, 1, 1000), 9, Some(&fill)),
+            "offer 2 sold 600 of asset 0 for 330 of asset 1 in block 9 (rate 0.55, after \
+             commission); 400 of asset 0 rest on the book\n"
+        );
+        let full = walras_api::wire::FillJson { sold: 1000, ..fill };
+        assert!(fill_text(2, 5, (0, 1, 1000), 9, Some(&full)).ends_with("it traded in full\n"));
+        assert_eq!(
+            fill_text(2, 5, (0, 1, 1000), 9, None),
+            "offer 2 did not trade in block 9: all 1000 of asset 0 rest on the book (why: \
+             walras offer explain 2 --account 5)\n"
+        );
     }
 }
 
@@ -622,7 +718,7 @@ mod in_process {
     }
 
     /// Checks: a replayed sequence and one beyond the window are refused with the API's
-    /// status and code, a payment beyond the balance is reported dropped with its reason, and
+    /// status and code, a payment beyond the balance is refused `insufficient_balance`, and
     /// an unknown account is a 404 naming `unknown_account` (the typed errors the process test
     /// sees as exit status and stderr).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -662,8 +758,11 @@ mod in_process {
         )
         .await
         .unwrap_err();
+        // Trigger (issue 28 item 8): it was admitted and then dropped in its block.
         assert!(
-            overdraft.to_string().contains("was dropped in block"),
+            overdraft
+                .to_string()
+                .starts_with("node refused the transaction (422 insufficient_balance)"),
             "{overdraft}"
         );
         let unknown = QueryCommand::Account {

@@ -227,7 +227,7 @@ fn refused_transactions_exit_non_zero_with_the_nodes_reason() {
             "--node",
             url,
         ],
-        "was dropped in block",
+        "422 insufficient_balance",
     );
     walras_fails_with(
         &["query", "status", "--node", "http://127.0.0.1:9"],

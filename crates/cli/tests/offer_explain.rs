@@ -1,6 +1,7 @@
 //! `GET /v1/offers/{id}/explain` and `walras offer explain` against a real node: one block
 //! with two crossing offers, an offer far out of the money, and an offer dropped with its
-//! account's overdrawing payment; a later block cancelling an offer. Each is explained over
+//! account's two cancels of one offer (an overdraft no longer reaches a block through the
+//! node's admission: it is refused `insufficient_balance`); a later block cancelling an offer. Each is explained over
 //! HTTP and by the CLI, and again after the node restarts (the explanation is recomputed from
 //! the committed block log, not kept in memory). Bad ids get 400/404/409, never a 5xx.
 
@@ -76,7 +77,7 @@ fn offers_are_explained_over_http_and_the_cli_and_after_a_restart() {
     let dir = TempDir::new("explain");
     let node = NodeProcess::start(dir.path(), &[]);
     let url = node.url.clone();
-    let (answers, cancel_hash, overdraft_payment) = runtime().block_on(async {
+    let (answers, cancel_hash, double_cancel) = runtime().block_on(async {
         let client = reqwest::Client::new();
         let a = held(&client, &url, 1, 10_000, u16::MAX).await;
         let b = held(&client, &url, 2, 10_000, a).await;
@@ -84,33 +85,46 @@ fn offers_are_explained_over_http_and_the_cli_and_after_a_restart() {
         assert!(a3
             .iter()
             .any(|(asset, amount)| *asset == a && *amount >= 1_000));
-        let a4: u64 = balances(&client, &url, 4)
-            .await
-            .iter()
-            .find(|(asset, _)| *asset == a)
-            .map_or(0, |(_, amount)| *amount);
         let a5 = balances(&client, &url, 5).await;
         assert!(a5
             .iter()
             .any(|(asset, amount)| *asset == a && *amount >= 1_000));
-        let overdraft_payment = signed(
-            4,
-            2,
-            Operation::Payment {
-                to: AccountId(1),
-                asset: AssetId(a),
-                amount: a4.max(1),
-            },
-        );
+        // Account 4 rests an offer far out of the money, to cancel twice in the next block.
+        let c = held(&client, &url, 4, 2_000, u16::MAX);
+        let c = c.await;
+        let d = (c + 1) % 4;
+        let resting_4 = signed(4, 1, offer(c, d, 1_000, "2000"));
+        let (status, answer) = post(
+            &client,
+            &format!("{url}/v1/transactions"),
+            "application/octet-stream",
+            resting_4.encode(),
+        )
+        .await;
+        assert_eq!(status, 202, "{answer}");
+        wait_committed(&client, &url, &hash_of(&resting_4)).await;
+        let cancel_4 = |sequence| {
+            signed(
+                4,
+                sequence,
+                Operation::CancelOffer {
+                    sell: AssetId(c),
+                    buy: AssetId(d),
+                    min_price: Price::parse_limit("2000").unwrap(),
+                    offer_id: OfferId(1),
+                },
+            )
+        };
         let block = vec![
             // Two offers that cross: each sells for at least half the other's asset.
             signed(1, 1, offer(a, b, 5_000, "0.5")),
             signed(2, 1, offer(b, a, 5_000, "0.5")),
             // Far out of the money, then cancelled in a later block.
             signed(3, 1, offer(a, b, 1_000, "1000")),
-            // An offer whose account overdraws with a payment in the same block: both dropped.
-            signed(4, 1, offer(a, b, 1_000, "0.5")),
-            overdraft_payment,
+            // An offer whose account cancels one offer twice in the same block: all dropped.
+            signed(4, 8, offer(c, d, 1_000, "0.5")),
+            cancel_4(9),
+            cancel_4(10),
             // A payment, then an offer out of the money that rests: offer id 2 is unique.
             signed(
                 5,
@@ -132,7 +146,7 @@ fn offers_are_explained_over_http_and_the_cli_and_after_a_restart() {
         )
         .await;
         assert_eq!(status, 200, "{answer}");
-        assert_eq!(answer["admitted"], 7, "{answer}");
+        assert_eq!(answer["admitted"], 8, "{answer}");
         for signed in &block {
             wait_committed(&client, &url, &hash_of(signed)).await;
         }
@@ -163,7 +177,7 @@ fn offers_are_explained_over_http_and_the_cli_and_after_a_restart() {
             "1/explain?account=1",
             "1/explain?account=2",
             "1/explain?account=3",
-            "1/explain?account=4",
+            "8/explain?account=4",
             "2/explain",
         ] {
             let (status, body) = explain(&client, &url, path).await;
@@ -225,7 +239,7 @@ fn offers_are_explained_over_http_and_the_cli_and_after_a_restart() {
         assert!(summary.contains(&hash_of(&cancel)), "{summary}");
         // Dropped: the rule and the conflicting transaction.
         assert_eq!(dropped["status"], "dropped", "{dropped}");
-        assert_eq!(dropped["reason_code"], "account_overdraft");
+        assert_eq!(dropped["reason_code"], "account_double_cancel");
         assert!(dropped["sold"].is_null() && dropped["clearing_rate"].is_null());
         let summary = dropped["summary"].as_str().unwrap();
         assert!(summary.contains(&hash_of(&block[4])), "{summary}");
@@ -300,14 +314,14 @@ fn offers_are_explained_over_http_and_the_cli_and_after_a_restart() {
         stdout.contains("cancelled") && stdout.contains(&cancel_hash),
         "{stdout}"
     );
-    let json = cli_explain(&url, &["1", "--account", "4", "--json"]);
+    let json = cli_explain(&url, &["8", "--account", "4", "--json"]);
     assert!(json.status.success());
     let printed: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(printed, answers[3]);
     assert!(printed["summary"]
         .as_str()
         .unwrap()
-        .contains(&overdraft_payment));
+        .contains(&double_cancel));
     let ambiguous = cli_explain(&url, &["1"]);
     assert!(!ambiguous.status.success());
     // Trigger (issue 28, item 8): the CLI told its user the HTTP parameter (`?account=`).
@@ -324,7 +338,7 @@ fn offers_are_explained_over_http_and_the_cli_and_after_a_restart() {
             "1/explain?account=1",
             "1/explain?account=2",
             "1/explain?account=3",
-            "1/explain?account=4",
+            "8/explain?account=4",
             "2/explain",
         ]
         .into_iter()

@@ -114,3 +114,55 @@ fn bad_books_and_methods_are_refused_with_a_message() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+/// Trigger (issue 28 item 8): generated feeds carried random prices for real tickers (BTC at
+/// 62.59) while a development chain's prices come from its offers, so every oracle band check
+/// fired. `walras gen feed --prices` sets the feed's prices (a chain's, from `walras query
+/// prices`), and the oracle values each asset there; the assets left out start at their
+/// seeded prices, as without `--prices`.
+#[test]
+fn a_feed_generated_with_given_prices_is_valued_at_them() {
+    let dir = TempDir::new("oracle-feed-prices");
+    let replayed = |name: &str, prices: Option<&str>| {
+        let feed = dir.path().join(name);
+        let feed = feed.to_str().expect("a UTF-8 path");
+        let mut args = vec!["gen", "feed", "--venues", "3", "--assets", "3"];
+        args.extend(["--seconds", "3", "--seed", "5", "--out", feed]);
+        if let Some(prices) = prices {
+            args.extend(["--prices", prices]);
+        }
+        let generated = walras(&args);
+        assert!(
+            generated.status.success(),
+            "{}",
+            String::from_utf8_lossy(&generated.stderr)
+        );
+        let report = json(&walras(&["oracle", "replay", feed, "--json"]));
+        let price = |asset: &str| -> f64 {
+            let prices = report["prices"].as_array().expect("prices");
+            let found = prices.iter().find(|price| price["asset"] == asset);
+            found
+                .and_then(|price| price["price"].as_f64())
+                .expect(asset)
+        };
+        [price("BTC"), price("ETH"), price("LINK")]
+    };
+    let given = replayed("given.jsonl", Some("62000,3000"));
+    let seeded = replayed("seeded.jsonl", None);
+    for (valued, wanted) in [(given[0], 62_000.0), (given[1], 3_000.0)] {
+        assert!(
+            (valued / wanted - 1.0).abs() < 0.01,
+            "valued at {valued}, given {wanted}"
+        );
+    }
+    // The same starting price; the books drawn around the given ones differ, so its walk does.
+    assert!(
+        (given[2] / seeded[2] - 1.0).abs() < 0.01,
+        "an asset not given keeps its seeded price: {} vs {}",
+        given[2],
+        seeded[2]
+    );
+    let refused = walras(&["gen", "feed", "--prices", "1,-2", "--out", "/dev/null"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not a positive price"));
+}

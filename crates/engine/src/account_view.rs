@@ -1,5 +1,6 @@
-//! An immutable snapshot of what the admission rule reads of every account (its key and last
-//! committed sequence number), as of one committed block.
+//! An immutable snapshot of what admission reads of every account (its key and last committed
+//! sequence number for the rule, its balances for the advisory funds check), as of one
+//! committed block.
 //!
 //! A node publishes one view per committed block and every admission path (the HTTP API,
 //! CometBFT's `CheckTx`) reads the published view instead of locking the state, which is
@@ -9,16 +10,35 @@
 //! Publishing a view per block must not cost a copy of every account, so the facts are kept in
 //! chunks of [`CHUNK_ACCOUNTS`] shared between successive views: [`AccountView::after_block`]
 //! copies only the chunks holding an account the block touched (copy-on-write through
-//! [`Arc::make_mut`]), and the id → slot index only when the block created accounts.
+//! [`Arc::make_mut`]; an account's balances are shared too, so copying a chunk copies
+//! pointers), and the id → slot index only when the block created accounts.
 
 use crate::admission::SourceView;
 use crate::state::{ExchangeState, SlotMap};
+use crate::Account;
 use std::sync::Arc;
-use walras_types::AccountId;
+use walras_types::{AccountId, AssetId};
 
 /// Accounts per shared chunk: small enough that a block touching one account copies little,
 /// large enough that the chunk list of a million accounts stays a few thousand pointers.
 pub const CHUNK_ACCOUNTS: usize = 256;
+
+/// What admission reads of one account.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Facts {
+    source: SourceView,
+    /// Sorted by asset, as in the account (only positive balances).
+    balances: Arc<[(AssetId, u64)]>,
+}
+
+impl Facts {
+    fn of(account: &Account) -> Facts {
+        Facts {
+            source: account.admission_view(),
+            balances: account.balances().into(),
+        }
+    }
+}
 
 /// The admission facts of every account after the block at [`AccountView::height`].
 #[derive(Clone, Debug)]
@@ -26,7 +46,7 @@ pub struct AccountView {
     height: u64,
     slots: Arc<SlotMap>,
     /// Facts by slot, `CHUNK_ACCOUNTS` per chunk; every chunk but the last is full.
-    chunks: Vec<Arc<Vec<SourceView>>>,
+    chunks: Vec<Arc<Vec<Facts>>>,
     len: usize,
 }
 
@@ -43,29 +63,32 @@ impl AccountView {
         view
     }
 
-    /// The view after a block whose transactions came from `sources`: `self` updated from
-    /// `state` (the state after that block) for those sources and for the accounts the block
-    /// created. Only a source's sequence number changes when it sends a transaction, and keys
-    /// never change, so nothing else can differ.
+    /// The view after a block that changed the accounts `touched` (its
+    /// `BlockOutcome::touched_accounts`): `self` updated from `state` (the state after that
+    /// block) for those accounts and for the accounts the block created. Keys never change,
+    /// and a block changes no other account's sequence number or balances.
     pub fn after_block(
         &self,
         state: &ExchangeState,
-        sources: impl IntoIterator<Item = AccountId>,
+        touched: impl IntoIterator<Item = AccountId>,
     ) -> AccountView {
         let mut view = self.clone();
         view.height = state.height;
-        for source in sources {
-            let Some(&slot) = state.slots.get(&source) else {
-                continue; // a transaction of an unknown source was dropped: nothing to update
+        for id in touched {
+            let Some(&slot) = state.slots.get(&id) else {
+                continue; // not an account of the state: nothing to update
             };
             let slot = slot as usize;
             if slot >= view.len {
                 continue; // created by this block: appended below
             }
-            let last_sequence = state.accounts[slot].last_sequence;
+            let account = &state.accounts[slot];
             let chunk = &mut view.chunks[slot / CHUNK_ACCOUNTS];
-            if chunk[slot % CHUNK_ACCOUNTS].last_sequence != last_sequence {
-                Arc::make_mut(chunk)[slot % CHUNK_ACCOUNTS].last_sequence = last_sequence;
+            let facts = &chunk[slot % CHUNK_ACCOUNTS];
+            if facts.source.last_sequence != account.last_sequence
+                || *facts.balances != *account.balances()
+            {
+                Arc::make_mut(chunk)[slot % CHUNK_ACCOUNTS] = Facts::of(account);
             }
         }
         if state.accounts.len() > view.len {
@@ -91,7 +114,7 @@ impl AccountView {
                     .push(Arc::new(Vec::with_capacity(CHUNK_ACCOUNTS)));
             }
             let last = self.chunks.len() - 1;
-            Arc::make_mut(&mut self.chunks[last]).push(account.admission_view());
+            Arc::make_mut(&mut self.chunks[last]).push(Facts::of(account));
             self.len += 1;
         }
     }
@@ -112,8 +135,26 @@ impl AccountView {
 
     /// What the admission rule reads of `id`; `None` when the account does not exist.
     pub fn source(&self, id: AccountId) -> Option<SourceView> {
+        self.facts(id).map(|facts| facts.source)
+    }
+
+    /// `id`'s balance of `asset` (0 when it holds none or does not exist).
+    pub fn balance(&self, id: AccountId, asset: AssetId) -> u64 {
+        let Some(facts) = self.facts(id) else {
+            return 0;
+        };
+        match facts
+            .balances
+            .binary_search_by_key(&asset, |(held, _)| *held)
+        {
+            Ok(at) => facts.balances[at].1,
+            Err(_) => 0,
+        }
+    }
+
+    fn facts(&self, id: AccountId) -> Option<&Facts> {
         let slot = *self.slots.get(&id)? as usize;
-        Some(self.chunks[slot / CHUNK_ACCOUNTS][slot % CHUNK_ACCOUNTS])
+        Some(&self.chunks[slot / CHUNK_ACCOUNTS][slot % CHUNK_ACCOUNTS])
     }
 }
 
@@ -161,9 +202,14 @@ mod tests {
         }
     }
 
-    fn execute(state: &mut ExchangeState, transactions: Vec<SignedTransaction>) {
+    /// Executes the block; returns the accounts it touched.
+    fn execute(state: &mut ExchangeState, transactions: Vec<SignedTransaction>) -> Vec<AccountId> {
         let config = EngineConfig::default();
-        state.propose(transactions, &config).unwrap();
+        state
+            .propose(transactions, &config)
+            .unwrap()
+            .1
+            .touched_accounts
     }
 
     /// The view after any sequence of blocks equals the view read afresh from the state, and
@@ -191,9 +237,8 @@ mod tests {
                 },
             ),
         ];
-        let sources: Vec<AccountId> = block.iter().map(|s| s.transaction.source).collect();
-        execute(&mut state, block);
-        let next = genesis_view.after_block(&state, sources);
+        let touched = execute(&mut state, block);
+        let next = genesis_view.after_block(&state, touched);
         let fresh = AccountView::of(&state);
         assert_eq!(next.height(), 1);
         assert_eq!(next.len(), accounts as usize + 1);
@@ -203,7 +248,18 @@ mod tests {
                 fresh.source(AccountId(id)),
                 "{id}"
             );
+            for asset in [AssetId(0), AssetId(1)] {
+                assert_eq!(
+                    next.balance(AccountId(id), asset),
+                    fresh.balance(AccountId(id), asset),
+                    "{id} {asset:?}"
+                );
+            }
         }
+        // The payments moved balances, the receivers' included (they sent nothing).
+        assert_eq!(next.balance(AccountId(3), AssetId(0)), 1_000_000 - 5 + 5);
+        assert_eq!(next.balance(AccountId(4), AssetId(0)), 1_000_000 + 5);
+        assert_eq!(genesis_view.balance(AccountId(4), AssetId(0)), 1_000_000);
         assert_eq!(next.source(AccountId(3)).unwrap().last_sequence, 1);
         assert_eq!(
             next.source(AccountId(CHUNK_ACCOUNTS as u64 + 1))
@@ -230,5 +286,61 @@ mod tests {
             &after_empty_block.chunks[0]
         ));
         assert!(Arc::ptr_eq(&untouched.slots, &after_empty_block.slots));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 32,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// The view moved along a sequence of blocks by their `touched_accounts` equals the view
+        /// read afresh after each: payments credit receivers, crossing offers credit their
+        /// owners in blocks they sent nothing in, overdrafts are dropped. A touched account left
+        /// out would show its old balance to admission's funds check.
+        #[test]
+        fn the_view_moved_by_touched_accounts_equals_a_fresh_one(
+            blocks in proptest::collection::vec(
+                proptest::collection::vec((0u64..6, 0u64..6, 0u8..4, 1u64..600_000), 1..8),
+                1..5,
+            )
+        ) {
+            let mut state = state(6);
+            let mut view = AccountView::of(&state);
+            let mut next_sequence = [1u64; 6];
+            let limits = ["0.5", "0.9", "1", "1.5"];
+            for block in blocks {
+                let transactions: Vec<SignedTransaction> = block
+                    .into_iter()
+                    .map(|(from, to, kind, amount)| {
+                        let sequence = next_sequence[from as usize];
+                        next_sequence[from as usize] += 1;
+                        let (sell, buy) = if kind % 2 == 0 { (0, 1) } else { (1, 0) };
+                        let operation = if from == to {
+                            Operation::Payment { to: AccountId((to + 1) % 6), asset: AssetId(sell), amount }
+                        } else {
+                            Operation::CreateOffer {
+                                sell: AssetId(sell),
+                                buy: AssetId(buy),
+                                amount,
+                                min_price: walras_types::Price::parse_limit(limits[kind as usize]).unwrap(),
+                            }
+                        };
+                        signed(from, sequence, operation)
+                    })
+                    .collect();
+                let touched = execute(&mut state, transactions);
+                view = view.after_block(&state, touched);
+                let fresh = AccountView::of(&state);
+                for id in 0..6 {
+                    let id = AccountId(id);
+                    proptest::prop_assert_eq!(view.source(id), fresh.source(id));
+                    for asset in [AssetId(0), AssetId(1)] {
+                        proptest::prop_assert_eq!(view.balance(id, asset), fresh.balance(id, asset));
+                    }
+                }
+            }
+        }
     }
 }

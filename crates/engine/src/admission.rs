@@ -25,6 +25,14 @@
 //! the block-wide rules of [`crate::filter`] (overdrafts, reused sequence numbers, double
 //! cancels, duplicate creations, two withdrawals of one output, withdrawals beyond the escrow)
 //! and the mempool's duplicates and capacity.
+//!
+//! One more check runs at admission only, after the rule: [`check_funds`], the advisory
+//! pre-check of the balance a transaction debits ([`debit`]) against what its source has
+//! available at admission ([`Rejection::InsufficientBalance`], code `insufficient_balance`).
+//! Admission paths apply it (the HTTP API and `CheckTx` against the account view minus what
+//! the source has pending in the node's mempool; the gateway against the balance it read from
+//! the node); the block filter does not: what a block accepts is decided by its overdraft rule
+//! alone ([`crate::filter`], `account_overdraft`), which sums the same [`debit`]s.
 
 use crate::bridge::PaymentsBridge;
 pub use crate::bridge::PaymentsRejection;
@@ -32,7 +40,7 @@ use crate::drop_reason::DropReason;
 use walras_crypto::PublicKey;
 use walras_types::transaction::SEQUENCE_WINDOW;
 use walras_types::SignedTransaction;
-use walras_types::{Operation, Price, MAX_AMOUNT};
+use walras_types::{AssetId, Operation, Price, MAX_AMOUNT};
 
 /// What the rule reads of the source account, from the state at the start of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,12 +68,25 @@ pub enum Rejection {
     /// A payments deposit or withdrawal the bridge refuses.
     #[error("{0}")]
     Payments(PaymentsRejection),
+    /// Admission's advisory pre-check ([`check_funds`]): the transaction debits more of an
+    /// asset than its source has available (its balance as of the last committed block, less
+    /// what its pending transactions debit). Never a block's verdict: a block drops an
+    /// overdraft as `account_overdraft`.
+    #[error("insufficient balance: the transaction takes {asked} of asset {}, and its source has {available} available (its balance at the last committed block, less what its transactions waiting for a block take); lower the amount, or wait until the funds arrive", asset.0)]
+    InsufficientBalance {
+        asset: AssetId,
+        available: u64,
+        asked: u64,
+    },
 }
 
 impl Rejection {
     /// The stable code: the HTTP error code, the ABCI log's code, the block's drop reason.
     pub fn code(self) -> &'static str {
-        self.drop_reason().name()
+        match self {
+            Rejection::InsufficientBalance { .. } => "insufficient_balance",
+            other => other.drop_reason().name(),
+        }
     }
 
     /// The reason a block reports for a transaction this rule refused.
@@ -77,8 +98,46 @@ impl Rejection {
             Rejection::SequenceOutOfWindow { .. } => DropReason::SequenceOutOfWindow,
             Rejection::BadSignature => DropReason::BadSignature,
             Rejection::Payments(rejection) => rejection.drop_reason(),
+            // What a block says of a transaction that overdraws.
+            Rejection::InsufficientBalance { .. } => DropReason::AccountOverdraft,
         }
     }
+}
+
+/// The asset and amount a transaction takes from its source's balance when it executes
+/// (an offer locks what it sells; a payment or deposit moves what it pays): what the block's
+/// overdraft rule sums per asset and what admission's [`check_funds`] compares.
+pub fn debit(operation: &Operation) -> Option<(AssetId, u64)> {
+    match *operation {
+        Operation::CreateOffer { sell, amount, .. } => Some((sell, amount)),
+        Operation::Payment { asset, amount, .. }
+        | Operation::DepositToPayments { asset, amount, .. } => Some((asset, amount)),
+        Operation::CreateAccount { .. }
+        | Operation::CancelOffer { .. }
+        | Operation::WithdrawFromPayments { .. } => None,
+    }
+}
+
+/// Admission's advisory pre-check: refuses a transaction whose [`debit`] exceeds
+/// `available(asset)`, what its source has available of that asset as the admission path
+/// knows it. Advisory: an admitted transaction may still be dropped as `account_overdraft`
+/// (other transactions of its source in the same block), and the block rule alone decides.
+pub fn check_funds(
+    operation: &Operation,
+    available: impl FnOnce(AssetId) -> u64,
+) -> Result<(), Rejection> {
+    let Some((asset, asked)) = debit(operation) else {
+        return Ok(());
+    };
+    let available = available(asset);
+    if asked > available {
+        return Err(Rejection::InsufficientBalance {
+            asset,
+            available,
+            asked,
+        });
+    }
+    Ok(())
 }
 
 /// Applies the rule (see the module documentation for the order of checks). `signature_ok`
@@ -266,8 +325,60 @@ mod tests {
                 quorum: 3,
             }),
             Rejection::Payments(PaymentsRejection::BadCertificate),
+            Rejection::InsufficientBalance {
+                asset: AssetId(0),
+                available: 0,
+                asked: 1,
+            },
         ];
         let codes: std::collections::BTreeSet<&str> = all.iter().map(|r| r.code()).collect();
         assert_eq!(codes.len(), all.len());
+    }
+
+    /// Issue 28 item 8: an overdraft was admitted (`202`) and only dropped in its block. The
+    /// pre-check refuses a debit beyond what is available with both amounts in the message,
+    /// admits one exactly at it, and lets through what debits nothing.
+    #[test]
+    fn a_debit_beyond_the_available_balance_is_refused_saying_available_and_asked() {
+        let pay = |amount| Operation::Payment {
+            to: AccountId(2),
+            asset: AssetId(3),
+            amount,
+        };
+        let available = |asset: AssetId| if asset == AssetId(3) { 100 } else { 0 };
+        assert_eq!(check_funds(&pay(100), available), Ok(()));
+        let refused = check_funds(&pay(101), available).unwrap_err();
+        assert_eq!(
+            refused,
+            Rejection::InsufficientBalance {
+                asset: AssetId(3),
+                available: 100,
+                asked: 101
+            }
+        );
+        assert_eq!(refused.code(), "insufficient_balance");
+        let text = refused.to_string();
+        assert!(
+            text.contains("takes 101 of asset 3") && text.contains("100 available"),
+            "{text}"
+        );
+        let offer = Operation::CreateOffer {
+            sell: AssetId(1),
+            buy: AssetId(3),
+            amount: 1,
+            min_price: Price::ONE,
+        };
+        assert_eq!(
+            check_funds(&offer, available).map_err(Rejection::code),
+            Err("insufficient_balance"),
+            "an offer locks what it sells"
+        );
+        let cancel = Operation::CancelOffer {
+            sell: AssetId(1),
+            buy: AssetId(3),
+            min_price: Price::ONE,
+            offer_id: walras_types::OfferId(1),
+        };
+        assert_eq!(check_funds(&cancel, |_| 0), Ok(()));
     }
 }

@@ -108,6 +108,10 @@ pub struct BlockOutcome {
     /// when it checked a header made elsewhere.
     pub clearing: Option<ClearingReport>,
     pub timings: PhaseTimings,
+    /// Every account whose committed entry the block changed (sequence number, balances, or
+    /// created), by slot: what an account view after the block must read again. Not
+    /// consensus data.
+    pub touched_accounts: Vec<AccountId>,
 }
 
 /// Clearing quality of a proposed block (not consensus data: only the proposer knows it).
@@ -443,7 +447,12 @@ impl ExchangeState {
             plan.filtered.dropped.clone(),
         );
         let fills = block_fills(&plan.books, &settlement);
-        let state_root = self.execute(transactions, plan, &settlement, config, &mut timings);
+        let (state_root, touched_slots) =
+            self.execute(transactions, plan, &settlement, config, &mut timings);
+        let touched_accounts = touched_slots
+            .iter()
+            .map(|slot| self.account_ids[*slot as usize])
+            .collect();
         self.market.record(&header);
         BlockOutcome {
             header: BlockHeader {
@@ -456,6 +465,7 @@ impl ExchangeState {
             converged,
             clearing: report,
             timings,
+            touched_accounts,
         }
     }
 
@@ -596,7 +606,8 @@ impl ExchangeState {
             .unwrap_or_else(|error| panic!("open offers break a book invariant: {error}"))
     }
 
-    /// Phases 5–6: apply the block's effects and commit them; returns the new state root.
+    /// Phases 5–6: apply the block's effects and commit them; returns the new state root and
+    /// the slots of the accounts the block changed (sorted, distinct).
     fn execute(
         &mut self,
         transactions: &[SignedTransaction],
@@ -604,7 +615,7 @@ impl ExchangeState {
         settlement: &Settlement,
         config: &EngineConfig,
         timings: &mut PhaseTimings,
-    ) -> Hash {
+    ) -> (Hash, Vec<u32>) {
         let threads = config.threads.max(1);
         let started = Instant::now();
         let width = shard_width(self.accounts.len(), threads);
@@ -647,7 +658,7 @@ impl ExchangeState {
         self.height += 1;
         let root = self.state_root(threads);
         timings.commit = elapsed_ms(started);
-        root
+        (root, touched)
     }
 
     /// Source-side effects, per shard: sequence numbers, debits, refunds. Returns payment

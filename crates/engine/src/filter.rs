@@ -361,12 +361,8 @@ fn account_violation(
         return Some(DropReason::AccountDoubleCancel);
     }
     let mut debits: Vec<(AssetId, u128)> = operations()
-        .filter_map(|transaction| match transaction.operation {
-            Operation::CreateOffer { sell, amount, .. } => Some((sell, amount as u128)),
-            Operation::Payment { asset, amount, .. }
-            | Operation::DepositToPayments { asset, amount, .. } => Some((asset, amount as u128)),
-            _ => None,
-        })
+        .filter_map(|transaction| admission::debit(&transaction.operation))
+        .map(|(asset, amount)| (asset, u128::from(amount)))
         .collect();
     debits.sort_unstable_by_key(|(asset, _)| *asset);
     let account = &state.accounts[group[0].1 as usize];

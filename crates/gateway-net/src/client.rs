@@ -121,6 +121,7 @@ impl Participant {
             frames: None,
             events,
             silent: false,
+            heartbeats_held: false,
             blocks: BTreeMap::new(),
             last_height: None,
             catch_up_to: None,
@@ -175,6 +176,11 @@ struct ClientTask {
     frames: Option<mpsc::Receiver<Downlink>>,
     events: mpsc::UnboundedSender<ClientEvent>,
     silent: bool,
+    /// No heartbeats until a block is delivered: set when the gateway heard from this
+    /// participant before (its Welcome names a last sequence number) and this buffer has
+    /// received no block, so its clock (point 0) is behind what the gateway last saw and every
+    /// heartbeat would be refused as a clock going back.
+    heartbeats_held: bool,
     /// Blocks received and not yet released, by height.
     blocks: BTreeMap<u64, BlockData>,
     /// The highest block received from the gateway (over every connection so far).
@@ -349,7 +355,15 @@ impl ClientTask {
             .map_err(|_| connect_error("no Welcome within 5 s".into()))?
             .map_err(|e| connect_error(e.to_string()))?;
         match first.map(|payload| Downlink::decode(&payload)) {
-            Some(Ok(Downlink::Welcome { height, .. })) => {
+            Some(Ok(Downlink::Welcome {
+                height, last_seq, ..
+            })) => {
+                // A new process of a participant the gateway heard before: go on numbering
+                // after the gateway's last, or it refuses everything up to it as out of order.
+                if let Some(last_seq) = last_seq {
+                    self.release.continue_after(last_seq);
+                    self.heartbeats_held = self.last_height.is_none();
+                }
                 // The blocks up to the gateway's tip that we have not received (replayed now)
                 // are one batch: delivered whole, so the clock catches up in one step instead
                 // of one δ per missed block (which would leave us a straggler for as long).
@@ -412,6 +426,7 @@ impl ClientTask {
         for action in actions {
             match action {
                 ReleaseAction::DeliverBatch { at_ns, points, .. } => {
+                    self.heartbeats_held = false;
                     for height in points {
                         // Blocks below the released one were superseded (they were sent while
                         // this one waited); hand over the block itself.
@@ -450,7 +465,8 @@ impl ClientTask {
                             }
                         }
                     };
-                    if self.silent {
+                    let held = self.heartbeats_held && message.kind == UplinkKind::Heartbeat;
+                    if self.silent || held {
                         continue;
                     }
                     if let Some(writer) = &mut self.writer {

@@ -46,12 +46,14 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 }
 
 /// What the node says of an account at its tip.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AccountFacts {
     /// `None` when the stored key is not a valid Ed25519 key (nothing it signs verifies).
     pub key: Option<walras_crypto::PublicKey>,
     /// The highest sequence number of the account's committed transactions.
     pub last_sequence: u64,
+    /// Its balances (asset, amount), sorted by asset, positive only.
+    pub balances: Vec<(walras_types::AssetId, u64)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -157,9 +159,17 @@ impl NodeLink {
             .map_err(|e| NodeLinkError::BadAnswer(format!("account {id}: {e}")))?;
         let bytes = hex::decode(&account.public_key)
             .map_err(|e| NodeLinkError::BadAnswer(format!("account {id}'s key: {e}")))?;
+        let mut balances: Vec<(walras_types::AssetId, u64)> = account
+            .balances
+            .iter()
+            .filter(|balance| balance.amount > 0)
+            .map(|balance| (walras_types::AssetId(balance.asset), balance.amount))
+            .collect();
+        balances.sort_unstable();
         Ok(Some(AccountFacts {
             key: walras_crypto::PublicKey::from_bytes(&bytes).ok(),
             last_sequence: account.last_sequence,
+            balances,
         }))
     }
 

@@ -11,8 +11,18 @@
 //! verdict), with the account's committed view as of the last published block, then the
 //! mempool's rule for what waits: one transaction per (source, sequence) in the buffer and in
 //! the block on its way to the node (a copy, or another transaction reusing that number, is a
-//! duplicate). What the gateway cannot check (balances, the payments bridge, the block-wide
-//! rules) stays with the node's block filter, whose verdicts reach the participant as drops.
+//! duplicate). What the gateway cannot check (the payments bridge, the block-wide rules) stays
+//! with the node's block filter, whose verdicts reach the participant as drops.
+//!
+//! Balances: the connection task also applies admission's advisory funds check
+//! ([`walras_engine::admission::check_funds`], the node's `insufficient_balance`) to a trade
+//! the rule would admit, against the balance the gateway last read from the node. That read
+//! may be older than the last published block (fills and payments credit accounts without the
+//! gateway seeing how much), so a trade it does not cover is checked again on a fresh read
+//! (within the participant's lookup budget) before it is refused: only a balance read at the
+//! last published block refuses, and a trade that cannot be checked now is let through for the
+//! block rule to decide. What waits in the buffer is not subtracted (the node's mempool does
+//! that; the gateway keeps no amounts).
 //!
 //! A refused trade is never buffered: the participant gets a Notice with the rule's code, and
 //! it still counts as a heartbeat (its clock).
@@ -24,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use walras_crypto::{PublicKey, Signature};
 use walras_engine::admission::{self, Rejection, SourceView};
+use walras_types::AssetId;
 use walras_types::SignedTransaction;
 
 /// Accounts whose view is remembered at most (least recently used forgotten first).
@@ -82,11 +93,22 @@ pub struct AccountCache {
     unknown_max: usize,
 }
 
+/// What the cache keeps of a known account.
+#[derive(Debug)]
+struct Cached {
+    view: SourceView,
+    /// Use stamp (see `recency`).
+    stamp: u64,
+    /// Balances as the node said at `balances_height` (the last published block then).
+    balances: Arc<[(AssetId, u64)]>,
+    balances_height: u64,
+}
+
 #[derive(Debug, Default)]
 struct CacheInner {
     /// The last published block the views are correct for.
     height: u64,
-    known: BTreeMap<u64, (SourceView, u64)>,
+    known: BTreeMap<u64, Cached>,
     /// Use stamp → account: the least recently used is first.
     recency: BTreeMap<u64, u64>,
     next_stamp: u64,
@@ -96,9 +118,9 @@ struct CacheInner {
 impl CacheInner {
     fn touch(&mut self, account: u64) -> Option<SourceView> {
         let stamp = self.next_stamp;
-        let (view, old) = self.known.get_mut(&account)?;
-        let view = *view;
-        let old = std::mem::replace(old, stamp);
+        let cached = self.known.get_mut(&account)?;
+        let view = cached.view;
+        let old = std::mem::replace(&mut cached.stamp, stamp);
         self.recency.remove(&old);
         self.recency.insert(stamp, account);
         self.next_stamp += 1;
@@ -139,6 +161,21 @@ impl AccountCache {
         self.lock().height
     }
 
+    /// A known account's balance of `asset` as last read from the node, and whether that read
+    /// is of the last published block (`fresh`); `None` when the account is not known.
+    pub fn balance(&self, account: u64, asset: AssetId) -> Option<(u64, bool)> {
+        let inner = self.lock();
+        let cached = inner.known.get(&account)?;
+        let balance = match cached
+            .balances
+            .binary_search_by_key(&asset, |(held, _)| *held)
+        {
+            Ok(at) => cached.balances[at].1,
+            Err(_) => 0,
+        };
+        Some((balance, cached.balances_height == inner.height))
+    }
+
     /// Records what a lookup started when the last published block was `read_at` found; `false`
     /// (nothing recorded) when a block was published since: the lookup may predate it.
     pub fn record(&self, account: u64, read_at: u64, facts: Option<AccountFacts>) -> bool {
@@ -159,8 +196,11 @@ impl AccountCache {
                     key: facts.key,
                     last_sequence: facts.last_sequence,
                 };
-                if let Some((known, _)) = inner.known.get_mut(&account) {
-                    known.last_sequence = known.last_sequence.max(view.last_sequence);
+                let balances: Arc<[(AssetId, u64)]> = facts.balances.into();
+                if let Some(known) = inner.known.get_mut(&account) {
+                    known.view.last_sequence = known.view.last_sequence.max(view.last_sequence);
+                    known.balances = balances;
+                    known.balances_height = read_at;
                 } else {
                     while inner.known.len() >= self.known_max {
                         let Some((_, oldest)) = inner.recency.pop_first() else {
@@ -170,7 +210,13 @@ impl AccountCache {
                     }
                     let stamp = inner.next_stamp;
                     inner.next_stamp += 1;
-                    inner.known.insert(account, (view, stamp));
+                    let cached = Cached {
+                        view,
+                        stamp,
+                        balances,
+                        balances_height: read_at,
+                    };
+                    inner.known.insert(account, cached);
                     inner.recency.insert(stamp, account);
                 }
             }
@@ -183,8 +229,8 @@ impl AccountCache {
     pub fn note_block(&self, height: u64, accepted: &[(u64, u64)], creates_accounts: bool) {
         let mut inner = self.lock();
         for &(account, sequence) in accepted {
-            if let Some((view, _)) = inner.known.get_mut(&account) {
-                view.last_sequence = view.last_sequence.max(sequence);
+            if let Some(cached) = inner.known.get_mut(&account) {
+                cached.view.last_sequence = cached.view.last_sequence.max(sequence);
             }
         }
         if creates_accounts {
@@ -276,6 +322,12 @@ impl TradeChecker {
                 ),
             ));
         }
+        self.look_up(account).await
+    }
+
+    /// Reads `account` from the node into the cache (again when a block was published during
+    /// the read) and returns its state.
+    async fn look_up(&self, account: u64) -> Result<AccountState, Refusal> {
         for _ in 0..LOOKUP_ROUNDS {
             let read_at = self.accounts.height();
             let facts = self
@@ -295,16 +347,54 @@ impl TradeChecker {
         ))
     }
 
+    /// Admission's advisory funds check (see the module documentation): refuses only on a
+    /// balance read at the last published block; a trade the cached balance does not cover is
+    /// read again first, and one that cannot be read again now is let through.
+    async fn check_funds(
+        &self,
+        participant: u32,
+        signed: &SignedTransaction,
+    ) -> Result<(), Refusal> {
+        let Some((asset, asked)) = admission::debit(&signed.transaction.operation) else {
+            return Ok(());
+        };
+        let account = signed.transaction.source.0;
+        let covered = |balance: Option<(u64, bool)>| match balance {
+            Some((balance, _)) if asked <= balance => Some(true),
+            Some((_, true)) => Some(false),
+            _ => None,
+        };
+        let mut balance = self.accounts.balance(account, asset);
+        if covered(balance).is_none() {
+            if !self.take_lookup(participant) || self.look_up(account).await.is_err() {
+                return Ok(()); // advisory: the block rule decides
+            }
+            balance = self.accounts.balance(account, asset);
+        }
+        match (covered(balance), balance) {
+            (Some(false), Some((available, _))) => {
+                admission::check_funds(&signed.transaction.operation, |_| available)
+                    .map_err(|rejection| rejection_notice(rejection, account))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The connection task's part: `Ok` with the signature's verdict when the trade decodes and
     /// its source's key could be read (the source may be unknown: the core's rule refuses it).
     pub async fn check(&self, participant: u32, transaction: &[u8]) -> Result<Checked, Refusal> {
         let signed = SignedTransaction::decode(transaction)
             .map_err(|error| (NoticeCode::Refused, format!("not a transaction: {error}")))?;
         let account = signed.transaction.source.0;
-        let signature_ok = match self.source(participant, account).await? {
-            AccountState::Known(view) => signature_ok(&signed, view.key.as_ref()),
-            AccountState::Unknown | AccountState::Forgotten => false,
+        let (signature_ok, view) = match self.source(participant, account).await? {
+            AccountState::Known(view) => (signature_ok(&signed, view.key.as_ref()), Some(view)),
+            AccountState::Unknown | AccountState::Forgotten => (false, None),
         };
+        // The funds check follows the rule, as at the node: only for what the rule admits
+        // (the core applies the rule again, against the view at that moment).
+        if admission::admit_source(&signed, view, |_| signature_ok).is_ok() {
+            self.check_funds(participant, &signed).await?;
+        }
         Ok(Checked {
             signed,
             signature_ok,
@@ -329,6 +419,7 @@ pub fn rejection_notice(rejection: Rejection, account: u64) -> Refusal {
         Rejection::BadSignature => NoticeCode::BadSignature,
         Rejection::Replayed { .. } => NoticeCode::Replayed,
         Rejection::SequenceOutOfWindow { .. } => NoticeCode::SequenceOutOfWindow,
+        Rejection::InsufficientBalance { .. } => NoticeCode::InsufficientBalance,
         Rejection::Malformed | Rejection::Payments(_) => NoticeCode::Refused,
     };
     let text = match rejection {
@@ -422,6 +513,7 @@ mod tests {
         Some(AccountFacts {
             key: Some(key.public_key()),
             last_sequence,
+            balances: vec![(AssetId(0), 100)],
         })
     }
 
@@ -546,5 +638,31 @@ mod tests {
         assert_eq!(taken, 5);
         assert!(budget.take(start + Duration::from_millis(10)));
         assert!(!budget.take(start + Duration::from_millis(10)));
+    }
+
+    /// The funds check's view of the cache: a balance read at the last published block is
+    /// fresh; once a block is published it is not (credits may have arrived), until read again.
+    #[test]
+    fn a_cached_balance_is_fresh_only_for_the_block_it_was_read_at() {
+        let owner = walras_crypto::Keypair::from_seed([1; 32]);
+        let cache = AccountCache::new(8, 8);
+        cache.note_block(3, &[], false);
+        assert_eq!(cache.balance(3, AssetId(0)), None);
+        assert!(cache.record(3, 3, facts(&owner, 0)));
+        assert_eq!(cache.balance(3, AssetId(0)), Some((100, true)));
+        assert_eq!(cache.balance(3, AssetId(1)), Some((0, true)));
+        cache.note_block(4, &[(3, 1)], false);
+        assert_eq!(cache.balance(3, AssetId(0)), Some((100, false)));
+        let mut richer = facts(&owner, 1).unwrap();
+        richer.balances = vec![(AssetId(0), 250)];
+        assert!(cache.record(3, 4, Some(richer)));
+        assert_eq!(cache.balance(3, AssetId(0)), Some((250, true)));
+        assert_eq!(
+            cache.state(3),
+            AccountState::Known(SourceView {
+                key: Some(owner.public_key()),
+                last_sequence: 1,
+            })
+        );
     }
 }

@@ -10,12 +10,13 @@
 //!
 //! Uplink (participant → gateway), each trade and heartbeat carrying the delivery clock its
 //! release buffer (in the client library) stamped it with:
-//! - `1` Hello: protocol version `u16`, participant `u32`, then (versions 2 to 4) the last block
+//! - `1` Hello: protocol version `u16`, participant `u32`, then (versions 2 to 5) the last block
 //!   height the participant received `u64` (`u64::MAX`: none; the gateway replays the blocks
 //!   after it that it still holds) and the participant's Ed25519 signature `[64]` over
 //!   [`hello_signing_message`] of the gateway's Challenge (version 3: the last height is under
 //!   the signature too, so nobody between participant and gateway can change what is replayed;
-//!   version 4: the same Hello, with notice codes 8–13 in the downlink; any other version is
+//!   version 4: the same Hello, with notice codes 8–13 in the downlink; version 5: notice code
+//!   14 too; any other version is
 //!   refused with [`RefusalCode::Version`]);
 //! - `2` Heartbeat: seq `u64`, clock point `u64`, clock elapsed ns `u64`;
 //! - `3` Trade: seq, point, elapsed, then the canonical `SignedTransaction` encoding (rest of frame).
@@ -44,12 +45,13 @@ use std::sync::Arc;
 use thiserror::Error;
 use walras_types::codec::{self, Reader, Writer};
 
-/// The protocol version a Hello must carry (4: notice codes 8–13, refusals of impossible
+/// The protocol version a Hello must carry (5: notice code 14, `InsufficientBalance`, which a
+/// version-4 client could not decode; 4: notice codes 8–13, refusals of impossible
 /// clocks, full shares, duplicates, replays and busy checks, which a version-3 client could not
 /// decode; 3: signed Hellos answering a Challenge, the last height received under the
 /// signature; 2 signed the same without the last height). The Hello's signing domain is
 /// unchanged since 3: what is signed did not change.
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 /// Domain separation of a participant's signature over a Challenge.
 pub const HELLO_SIGNING_DOMAIN: &[u8] = b"walras-gateway-hello-v3\0";
 
@@ -176,6 +178,10 @@ pub enum NoticeCode {
     /// The gateway could not check the trade now (the node was busy, or the connection used its
     /// lookups of unknown accounts): it was not taken; send it again.
     Busy = 13,
+    /// The trade debits more of an asset than its source holds, as the gateway read the
+    /// account from the node at the last published block (the node's `insufficient_balance`;
+    /// the text says how much is available and asked): it was not taken.
+    InsufficientBalance = 14,
 }
 
 /// Why the gateway refused a connection (the `Refused` frame's code; the text says more).
@@ -229,6 +235,7 @@ impl NoticeCode {
             11 => NoticeCode::Replayed,
             12 => NoticeCode::SequenceOutOfWindow,
             13 => NoticeCode::Busy,
+            14 => NoticeCode::InsufficientBalance,
             tag => return Err(bad_tag("notice code", tag)),
         })
     }
@@ -638,7 +645,7 @@ mod tests {
         let down: Vec<String> = down.iter().map(|m| hex(m.encode())).collect();
         let golden_up = [
             "01000100000003",
-            "010004000000030000000000000011abababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
+            "010005000000030000000000000011abababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
             "0200000000000000040000000000000007000000000016e360",
             "0300000000000000050000000000000007000000000016e360090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909",
         ];

@@ -156,6 +156,14 @@ impl ReleaseBuffer {
         })
     }
 
+    /// Numbers the next messages after `last_seq`, the last the gateway received from this
+    /// participant (its Welcome says so): a new process of a participant the gateway heard
+    /// from before would otherwise start at 0 again, and every message until it passed the old
+    /// number would be refused as out of order. Numbers never go back.
+    pub fn continue_after(&mut self, last_seq: u64) {
+        self.seq_next = self.seq_next.max(last_seq.saturating_add(1));
+    }
+
     pub fn participant(&self) -> ParticipantId {
         self.participant
     }
@@ -369,6 +377,28 @@ mod tests {
         let d = deliveries(&rb.on_point(9, point(2, 0, true)).unwrap());
         assert_eq!(d, vec![(9, vec![1, 2])]);
         assert_eq!(rb.clock_at(15), DeliveryClock::new(2, 6));
+    }
+
+    /// Trigger (issue 28 item 6): a second `walras gateway participant` process for one
+    /// participant started its sequence numbers at 0 again; the gateway, which had heard 299,
+    /// refused every message as out of order. The Welcome's last number now continues them.
+    #[test]
+    fn a_new_buffer_continues_after_the_gateways_last_sequence_number() {
+        let mut rb = ReleaseBuffer::new(0, ReleaseConfig::new(20, 1_000_000), 0).unwrap();
+        rb.continue_after(299);
+        let sent = |actions: Vec<ReleaseAction>| -> Vec<u64> {
+            actions
+                .iter()
+                .filter_map(|action| match action {
+                    ReleaseAction::Send(message) => Some(message.seq),
+                    _ => None,
+                })
+                .collect()
+        };
+        // A heartbeat is due first, then the trade.
+        assert_eq!(sent(rb.on_trade(1, 7).unwrap()), vec![300, 301]);
+        rb.continue_after(5);
+        assert_eq!(sent(rb.on_trade(2, 8).unwrap()), vec![302], "never back");
     }
 
     #[test]

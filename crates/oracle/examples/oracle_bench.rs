@@ -68,6 +68,7 @@ fn main() {
             updates_per_second: 10,
             levels,
             trades_per_second: 0.0,
+            usd_prices: Vec::new(),
         });
         let cfg = OracleConfig {
             method: Method::DepthVwapLevels {
@@ -119,6 +120,7 @@ fn main() {
         updates_per_second: 10,
         levels: 10,
         trades_per_second: 0.0,
+        usd_prices: Vec::new(),
     });
     let cfg = OracleConfig {
         method: Method::DepthVwapLevels {

@@ -168,6 +168,10 @@ pub struct FeedConfig {
     pub levels: usize,
     /// Trades per instrument per second (on average).
     pub trades_per_second: f64,
+    /// The true USD price of each of `assets` at the start, in order; an asset beyond the
+    /// list (all of them when it is empty) gets a seeded random price, log-uniform in
+    /// [0.01, 50 000]. Given to make a feed agree with a chain's prices (see docs/oracle.md).
+    pub usd_prices: Vec<f64>,
 }
 
 impl Default for FeedConfig {
@@ -181,6 +185,7 @@ impl Default for FeedConfig {
             updates_per_second: 10,
             levels: 20,
             trades_per_second: 1.0,
+            usd_prices: Vec::new(),
         }
     }
 }
@@ -463,8 +468,11 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
         .collect();
     // True USD prices: assets log-uniform in [0.01, 50 000], stablecoins near 1.
     let mut usd: BTreeMap<String, f64> = BTreeMap::new();
-    for a in &cfg.assets {
-        usd.insert(a.clone(), 10f64.powf(-2.0 + 6.7 * rng.unit()));
+    for (index, a) in cfg.assets.iter().enumerate() {
+        // Drawn even when given, so that a given price changes no other draw of the seed.
+        let drawn = 10f64.powf(-2.0 + 6.7 * rng.unit());
+        let given = cfg.usd_prices.get(index).copied();
+        usd.insert(a.clone(), given.unwrap_or(drawn));
     }
     usd.insert("USDT".into(), 1.0 + (rng.unit() - 0.5) * 0.002);
     usd.insert("USDC".into(), 1.0 + (rng.unit() - 0.5) * 0.002);

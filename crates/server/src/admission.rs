@@ -137,13 +137,27 @@ fn decide(
     submission
         .map(|(hash, signed, first, signature_ok)| {
             let source = first.and(view.source(signed.transaction.source));
-            let result = match admission::admit(&signed, source, payments, |_| signature_ok) {
-                Err(rejection) => Err(rejection_failure(rejection)),
-                Ok(()) => mempool.admit(hash, signed).map_err(admit_failure),
-            };
+            let result = admission::admit(&signed, source, payments, |_| signature_ok)
+                .and_then(|()| check_funds(mempool, view, &signed))
+                .map_err(rejection_failure)
+                .and_then(|()| mempool.admit(hash, signed).map_err(admit_failure));
             (hash, result)
         })
         .collect()
+}
+
+/// Admission's advisory funds check: the source's balance in `view` less what its pending
+/// transactions in `mempool` debit (the block's overdraft rule still decides).
+fn check_funds(
+    mempool: &Mempool,
+    view: &AccountView,
+    signed: &SignedTransaction,
+) -> Result<(), Rejection> {
+    let source = signed.transaction.source;
+    admission::check_funds(&signed.transaction.operation, |asset| {
+        view.balance(source, asset)
+            .saturating_sub(mempool.pending_debit(source, asset))
+    })
 }
 
 async fn verify_signatures(
@@ -213,7 +227,9 @@ pub fn rejection_failure(rejection: Rejection) -> Failure {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         Rejection::Replayed { .. } => StatusCode::CONFLICT,
-        Rejection::Payments(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        Rejection::Payments(_) | Rejection::InsufficientBalance { .. } => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
     };
     Failure::new(status, rejection.code(), rejection.to_string())
 }
@@ -251,13 +267,17 @@ mod tests {
     };
 
     fn payment(source: u64, sequence: u64) -> SignedTransaction {
+        payment_of(source, sequence, AssetId(0), 1)
+    }
+
+    fn payment_of(source: u64, sequence: u64, asset: AssetId, amount: u64) -> SignedTransaction {
         let transaction = Transaction {
             source: AccountId(source),
             sequence,
             operation: Operation::Payment {
                 to: AccountId(source + 1),
-                asset: AssetId(0),
-                amount: 1,
+                asset,
+                amount,
             },
         };
         let signature = dev_keypair(&DEV, transaction.source).sign(&transaction.encode());
@@ -297,13 +317,23 @@ mod tests {
     }
 
     fn submit(shared: &Shared, transactions: Vec<SignedTransaction>) -> Vec<Result<(), &str>> {
+        submit_for_failures(shared, transactions)
+            .into_iter()
+            .map(|result| result.map_err(|failure| failure.code))
+            .collect()
+    }
+
+    fn submit_for_failures(
+        shared: &Shared,
+        transactions: Vec<SignedTransaction>,
+    ) -> Vec<Result<(), Failure>> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         runtime
             .block_on(admit(shared, transactions))
             .into_iter()
-            .map(|(_, result)| result.map_err(|failure| failure.code))
+            .map(|(_, result)| result)
             .collect()
     }
 
@@ -459,5 +489,59 @@ mod tests {
         let batch = shared.mempool().take(100);
         let outcome = produce_block(&shared, &producer, batch).unwrap();
         assert_eq!((outcome.accepted, outcome.dropped.len()), (1, 0));
+    }
+
+    /// Trigger (issue 28 item 8): a payment beyond the source's balance was admitted (`202`)
+    /// and only dropped in its block as `account_overdraft`. Admission now refuses it
+    /// `insufficient_balance` (422, available and asked in the message), counting what the
+    /// source's pending transactions already debit, and reads the balance after each block.
+    #[test]
+    fn an_overdraft_is_refused_at_admission_counting_what_is_pending() {
+        let dir = TempDir::new("funds-check");
+        let (shared, producer) = node(&dir);
+        let source = AccountId(1);
+        let (asset, balance) = {
+            let state = shared.state.blocking_read();
+            let held = state.account(source).unwrap().balances();
+            *held.iter().max_by_key(|(_, amount)| *amount).unwrap()
+        };
+        assert!(balance > 3, "the development account holds {balance}");
+        assert_eq!(shared.accounts.load().balance(source, asset), balance);
+        let results = submit_for_failures(
+            &shared,
+            vec![
+                payment_of(1, 1, asset, balance - 1),
+                payment_of(1, 2, asset, 2),
+                payment_of(1, 3, asset, 1),
+            ],
+        );
+        assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+        let refused = results[1].as_ref().unwrap_err();
+        assert_eq!(
+            (refused.status, refused.code),
+            (StatusCode::UNPROCESSABLE_ENTITY, "insufficient_balance")
+        );
+        assert!(
+            refused.message.contains("takes 2 of asset")
+                && refused.message.contains("has 1 available"),
+            "{}",
+            refused.message
+        );
+        commit_block(&shared, &producer);
+        assert_eq!(shared.accounts.load().balance(source, asset), 0);
+        assert_eq!(
+            shared.accounts.load().balance(AccountId(2), asset),
+            shared
+                .state
+                .blocking_read()
+                .account(AccountId(2))
+                .unwrap()
+                .balance(asset),
+            "the receiver's balance is read again too"
+        );
+        assert_eq!(
+            submit(&shared, vec![payment_of(1, 4, asset, 1)]),
+            vec![Err("insufficient_balance")]
+        );
     }
 }

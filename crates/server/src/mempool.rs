@@ -4,12 +4,15 @@
 //! admission rule (`walras_engine::admission`) is applied by the caller, against the account
 //! view published for the last committed block (`Shared::accounts`); what is checked here
 //! needs the mempool alone: duplicates of a (source, sequence) already waiting or in the block
-//! being built, and capacity (back-pressure). The mempool keeps no account facts of its own.
+//! being built, and capacity (back-pressure). The mempool keeps no account facts of its own,
+//! only what its pending transactions debit ([`Mempool::pending_debit`]), which admission's
+//! funds check subtracts from the account view's balance.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use walras_crypto::Hash;
+use walras_engine::admission::debit;
 use walras_types::transaction::SEQUENCE_WINDOW;
-use walras_types::{AccountId, SignedTransaction};
+use walras_types::{AccountId, AssetId, SignedTransaction};
 
 /// Why a transaction is not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +32,9 @@ pub struct Mempool {
     pending: HashSet<Hash>,
     /// (source, sequence) of waiting and in-flight transactions.
     slots: HashSet<(AccountId, u64)>,
+    /// Per (source, asset): what its waiting and in-flight transactions debit (never zero: an
+    /// entry is removed when it falls to zero). Only looked up, never iterated.
+    debits: HashMap<(AccountId, AssetId), u64>,
 }
 
 impl Mempool {
@@ -38,6 +44,35 @@ impl Mempool {
             waiting: VecDeque::new(),
             pending: HashSet::new(),
             slots: HashSet::new(),
+            debits: HashMap::new(),
+        }
+    }
+
+    /// What `account`'s pending (waiting and in-flight) transactions debit of `asset`.
+    pub fn pending_debit(&self, account: AccountId, asset: AssetId) -> u64 {
+        self.debits.get(&(account, asset)).copied().unwrap_or(0)
+    }
+
+    fn add_debit(&mut self, signed: &SignedTransaction) {
+        if let Some((asset, amount)) = debit(&signed.transaction.operation) {
+            let total = self
+                .debits
+                .entry((signed.transaction.source, asset))
+                .or_insert(0);
+            *total = total.saturating_add(amount);
+        }
+    }
+
+    fn remove_debit(&mut self, signed: &SignedTransaction) {
+        let Some((asset, amount)) = debit(&signed.transaction.operation) else {
+            return;
+        };
+        let key = (signed.transaction.source, asset);
+        if let Some(total) = self.debits.get_mut(&key) {
+            *total = total.saturating_sub(amount);
+            if *total == 0 {
+                self.debits.remove(&key);
+            }
         }
     }
 
@@ -117,6 +152,7 @@ impl Mempool {
         }
         self.slots.insert(slot);
         self.pending.insert(hash);
+        self.add_debit(&signed);
         self.waiting.push_back((hash, signed));
         Ok(())
     }
@@ -136,6 +172,7 @@ impl Mempool {
             let transaction = &signed.transaction;
             self.slots
                 .remove(&(transaction.source, transaction.sequence));
+            self.remove_debit(signed);
         }
     }
 
@@ -144,7 +181,11 @@ impl Mempool {
     pub fn committed(&mut self, block: &[(Hash, SignedTransaction)]) {
         for (hash, signed) in block {
             let transaction = &signed.transaction;
-            self.pending.remove(hash);
+            // A replica's block also holds transactions other nodes admitted: only this
+            // mempool's own count against its debits.
+            if self.pending.remove(hash) {
+                self.remove_debit(signed);
+            }
             self.slots
                 .remove(&(transaction.source, transaction.sequence));
         }
@@ -246,5 +287,33 @@ mod tests {
         assert_eq!(mempool.pending_offer(AccountId(1), 2), Some(None));
         mempool.committed(&block);
         assert_eq!(mempool.pending_offer(AccountId(1), 2), None);
+    }
+
+    /// The funds check subtracts what pending transactions debit: the sum follows admissions
+    /// and is released when their block commits (or they are forgotten), and a committed
+    /// transaction this mempool never held releases nothing.
+    #[test]
+    fn pending_debits_follow_admission_and_commit() {
+        let mut mempool = Mempool::new(100);
+        let (asset, source) = (AssetId(0), AccountId(1));
+        admit(&mut mempool, 1, 1).unwrap();
+        admit(&mut mempool, 1, 2).unwrap();
+        assert_eq!(mempool.pending_debit(source, asset), 2);
+        assert_eq!(mempool.pending_debit(source, AssetId(1)), 0);
+        let block = mempool.take(1);
+        assert_eq!(
+            mempool.pending_debit(source, asset),
+            2,
+            "in flight still counts"
+        );
+        let (other_hash, other) = payment(1, 9);
+        mempool.committed(&[(other_hash, other)]);
+        assert_eq!(mempool.pending_debit(source, asset), 2, "not ours");
+        mempool.committed(&block);
+        assert_eq!(mempool.pending_debit(source, asset), 1);
+        let (hash, signed) = payment(1, 2);
+        mempool.forget(&hash, &signed);
+        assert_eq!(mempool.pending_debit(source, asset), 0);
+        assert!(mempool.debits.is_empty());
     }
 }

@@ -117,12 +117,18 @@ impl Shared {
     }
 
     /// Reports a committed block to admission: the mempool forgets its transactions and the
-    /// account view after it (`state`, the state after the block) is published, both under
-    /// one hold of the mempool lock. The view is built before the lock is taken (the caller
-    /// holds the state, so nothing else writes it meanwhile).
-    pub fn committed(&self, batch: &[(Hash, SignedTransaction)], state: &ExchangeState) {
-        let sources = batch.iter().map(|(_, signed)| signed.transaction.source);
-        let view = Arc::new(self.accounts.load().after_block(state, sources));
+    /// account view after it (`state`, the state after the block; `outcome`, what the block
+    /// changed) is published, both under one hold of the mempool lock. The view is built
+    /// before the lock is taken (the caller holds the state, so nothing else writes it
+    /// meanwhile).
+    pub fn committed(
+        &self,
+        batch: &[(Hash, SignedTransaction)],
+        outcome: &BlockOutcome,
+        state: &ExchangeState,
+    ) {
+        let touched = outcome.touched_accounts.iter().copied();
+        let view = Arc::new(self.accounts.load().after_block(state, touched));
         let mut mempool = self.mempool();
         mempool.committed(batch);
         self.accounts.store(view);
@@ -232,7 +238,7 @@ pub(super) fn produce_block(
     // found a transaction neither pending nor recently committed (404 for an accepted one).
     let hashes = batch.iter().map(|(hash, _)| *hash).collect();
     index_block(shared, &block, &outcome, hashes);
-    shared.committed(&batch, &state);
+    shared.committed(&batch, &outcome, &state);
     drop(state);
     let timings = BlockTimings {
         execute: executed - started,
@@ -486,6 +492,7 @@ mod tests {
                 millis: 1.0,
             }),
             timings: PhaseTimings::default(),
+            touched_accounts: Vec::new(),
         };
         let timings = BlockTimings {
             execute: Duration::from_millis(1),

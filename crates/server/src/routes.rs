@@ -54,7 +54,7 @@ pub const SSE_SUBSCRIBERS_MAX: usize = 256;
         (status = 409, description = "replayed (sequence already used), duplicate (already pending)", body = walras_api::wire::ApiError),
         (status = 413, description = "too_large: the body is over 16 KiB", body = walras_api::wire::ApiError),
         (status = 415, description = "unsupported_media_type: neither JSON nor octet-stream", body = walras_api::wire::ApiError),
-        (status = 422, description = "refused by the admission rule: unknown source account, sequence outside the window, payments certificate or escrow", body = walras_api::wire::ApiError),
+        (status = 422, description = "refused by the admission rule: unknown source account, sequence outside the window, payments certificate or escrow; or insufficient_balance: the source has less of the asset available than the transaction takes", body = walras_api::wire::ApiError),
         (status = 503, description = "mempool_full: retry later", body = walras_api::wire::ApiError)
     )
 )]

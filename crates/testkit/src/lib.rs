@@ -70,11 +70,16 @@ pub struct NodeProcess {
 impl NodeProcess {
     /// Starts `walras node` on `data` with a small dev genesis; waits for the address line.
     pub fn start(data: &Path, extra: &[&str]) -> NodeProcess {
+        NodeProcess::start_listening(data, "127.0.0.1:0", extra)
+    }
+
+    /// [`NodeProcess::start`] listening on `listen` (a restart on the address a client knows).
+    pub fn start_listening(data: &Path, listen: &str, extra: &[&str]) -> NodeProcess {
         let mut command = Command::new(walras_bin());
         command
             .args(["node", "--data"])
             .arg(data)
-            .args(["--listen", "127.0.0.1:0", "--dev", "--dev-accounts"])
+            .args(["--listen", listen, "--dev", "--dev-accounts"])
             .arg(DEV_ACCOUNTS.to_string())
             .args(["--dev-assets", "4"])
             .args(extra)

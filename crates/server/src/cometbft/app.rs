@@ -56,6 +56,9 @@ pub mod code {
     pub const SEQUENCE_OUT_OF_WINDOW: u32 = 5;
     /// A payments deposit or withdrawal the bridge refuses (the log names why).
     pub const PAYMENTS: u32 = 6;
+    /// Admission's advisory funds check: the transaction debits more than its source holds
+    /// at the last committed block (the log says how much of which asset).
+    pub const INSUFFICIENT_BALANCE: u32 = 7;
     /// In a block: the transaction was dropped by the block filter (the log names why).
     pub const DROPPED: u32 = 20;
 
@@ -69,6 +72,7 @@ pub mod code {
             Rejection::Replayed { .. } => REPLAYED,
             Rejection::SequenceOutOfWindow { .. } => SEQUENCE_OUT_OF_WINDOW,
             Rejection::Payments(_) => PAYMENTS,
+            Rejection::InsufficientBalance { .. } => INSUFFICIENT_BALANCE,
         }
     }
 }
@@ -149,11 +153,8 @@ impl WalrasApp {
         let signed = SignedTransaction::decode(tx)
             .map_err(|error| (code::MALFORMED, format!("transaction: {error}")))?;
         // The account view of the last committed block, as the HTTP API reads it.
-        let source = self
-            .shared
-            .accounts
-            .load()
-            .source(signed.transaction.source);
+        let view = self.shared.accounts.load();
+        let source = view.source(signed.transaction.source);
         // A recheck: keys never change, so a signature once verified stays valid. A
         // transaction this node's API admitted: admission verified its signature.
         let verified_before = recheck || self.shared.mempool().contains(&transaction_hash(&signed));
@@ -165,8 +166,16 @@ impl WalrasApp {
             .is_bridged()
             .then(|| self.state());
         let payments = state.as_ref().and_then(|state| state.payments());
+        // The funds check against the view's balance alone: a transaction this node's API
+        // admitted is in its mempool, and must not count against itself.
         let verdict = admission::admit(&signed, source, payments, |key| {
             verified_before || signature_verifies(&signed, key)
+        })
+        .and_then(|()| {
+            let source = signed.transaction.source;
+            admission::check_funds(&signed.transaction.operation, |asset| {
+                view.balance(source, asset)
+            })
         });
         drop(state);
         verdict.map_err(|rejection| {
@@ -486,7 +495,8 @@ impl Application for WalrasApp {
             .copied()
             .zip(decided.block.transactions.iter().copied())
             .collect();
-        self.shared.committed(&batch, &self.state());
+        self.shared
+            .committed(&batch, &decided.outcome, &self.state());
         let timings = BlockTimings {
             execute: decided.execute,
             persist,
