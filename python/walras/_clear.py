@@ -159,7 +159,8 @@ def _native_columns(offers: Any) -> tuple:
 
 def _bad_row(name: str, array: np.ndarray, bad: np.ndarray, why: str) -> ValueError:
     row = int(np.flatnonzero(bad)[0])
-    return ValueError(f"row {row}: column '{name}': {array[row]!r} {why}")
+    value = array[row].item() if isinstance(array[row], np.generic) else array[row]
+    return ValueError(f"row {row}: column '{name}': {value!r} {why}")
 
 
 def _integer_bytes(name: str, array: np.ndarray) -> bytes:

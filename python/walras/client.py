@@ -11,12 +11,12 @@ import functools
 import json
 import os
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _walras
 from .errors import ApiError
 
-__all__ = ["Client", "AsyncClient", "Submitted"]
+__all__ = ["Client", "AsyncClient", "Events", "AsyncEvents", "Submitted"]
 
 Key = Union[None, str, bytes, "os.PathLike[str]", "_walras.Signer"]
 
@@ -119,21 +119,15 @@ class Client:
         """Any ``GET`` of the API (``/v1/...``), parsed."""
         return self._get(path)
 
-    def events(self, timeout_s: Optional[float] = None) -> Iterator[Dict[str, Any]]:
-        """Iterates ``GET /v1/events``: one block event per committed block, from now on.
+    def events(self, timeout_s: Optional[float] = None) -> "Events":
+        """Subscribes to ``GET /v1/events`` now and returns an iterator of block events (one
+        per committed block from now on, as dicts).
 
-        Stops when the node closes the stream; raises ``TimeoutError`` when no event comes
-        within ``timeout_s`` (``None``: wait as long as it takes).
+        The iterator stops when the node closes the stream and raises ``TimeoutError`` when no
+        event comes within ``timeout_s`` (``None``: wait as long as it takes). Close it (or
+        use it in a ``with`` block) to end the subscription.
         """
-        stream = self._node.events()
-        try:
-            while True:
-                text = stream.next(timeout_s)
-                if text is None:
-                    return
-                yield json.loads(text)
-        finally:
-            stream.close()
+        return Events(self._node.events(), timeout_s)
 
     def wait(self, hash_hex: str, timeout_s: float = 30.0) -> Dict[str, Any]:
         """Waits until a transaction leaves ``pending`` and returns its status.
@@ -354,6 +348,53 @@ class Client:
         )
 
 
+class Events:
+    """An open ``/v1/events`` subscription: iterate it for block events (dicts)."""
+
+    def __init__(self, stream: "_walras.EventStream", timeout_s: Optional[float]) -> None:
+        self._stream = stream
+        self.timeout_s = timeout_s
+
+    def __iter__(self) -> "Events":
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        text = self._stream.next(self.timeout_s)
+        if text is None:
+            raise StopIteration
+        return json.loads(text)
+
+    def close(self) -> None:
+        """Ends the subscription."""
+        self._stream.close()
+
+    def __enter__(self) -> "Events":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncEvents:
+    """:class:`Events` for ``asyncio``: ``async for event in await client.events()``."""
+
+    def __init__(self, events: Events) -> None:
+        self._events = events
+
+    def __aiter__(self) -> "AsyncEvents":
+        return self
+
+    async def __anext__(self) -> Dict[str, Any]:
+        text = await asyncio.to_thread(self._events._stream.next, self._events.timeout_s)
+        if text is None:
+            raise StopAsyncIteration
+        return json.loads(text)
+
+    def close(self) -> None:
+        """Ends the subscription."""
+        self._events.close()
+
+
 class AsyncClient:
     """:class:`Client` for ``asyncio``: the same methods as coroutines, each run in a worker
     thread (the native code releases the GIL), and ``events()`` as an async iterator."""
@@ -372,14 +413,6 @@ class AsyncClient:
 
         return call
 
-    async def events(self, timeout_s: Optional[float] = None):  # type: ignore[no-untyped-def]
-        """Block events as an async iterator (see :meth:`Client.events`)."""
-        stream = await asyncio.to_thread(self.sync._node.events)
-        try:
-            while True:
-                text = await asyncio.to_thread(stream.next, timeout_s)
-                if text is None:
-                    return
-                yield json.loads(text)
-        finally:
-            stream.close()
+    async def events(self, timeout_s: Optional[float] = None) -> AsyncEvents:
+        """Subscribes now; block events as an async iterator (see :meth:`Client.events`)."""
+        return AsyncEvents(await asyncio.to_thread(self.sync.events, timeout_s))
