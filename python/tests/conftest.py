@@ -47,9 +47,19 @@ class Node:
     def __init__(self, walras_bin: str, data: Path) -> None:
         self.process = subprocess.Popen(
             [
-                walras_bin, "node", "--data", str(data), "--listen", "127.0.0.1:0",
-                "--block-interval-ms", "50", "--dev", "--dev-accounts", str(DEV_ACCOUNTS),
-                "--dev-assets", str(DEV_ASSETS),
+                walras_bin,
+                "node",
+                "--data",
+                str(data),
+                "--listen",
+                "127.0.0.1:0",
+                "--block-interval-ms",
+                "50",
+                "--dev",
+                "--dev-accounts",
+                str(DEV_ACCOUNTS),
+                "--dev-assets",
+                str(DEV_ASSETS),
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -61,7 +71,7 @@ class Node:
         if not first.startswith(prefix):
             self.stop()
             raise RuntimeError(f"walras node printed {first!r} first")
-        self.url = first[len(prefix):]
+        self.url = first[len(prefix) :]
         # Keep draining stdout so the node never blocks on a full pipe.
         threading.Thread(target=self.process.stdout.read, daemon=True).start()
 

@@ -23,12 +23,36 @@ def market(walras_bin: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     offers = folder / "offers.csv"
     fills = folder / "fills.csv"
     offers.write_text(
-        run_cli(walras_bin, ["gen", "offers", "--assets", str(ASSETS), "--offers", "3000",
-                             "--seed", "7", "--model", "market"])
+        run_cli(
+            walras_bin,
+            [
+                "gen",
+                "offers",
+                "--assets",
+                str(ASSETS),
+                "--offers",
+                "3000",
+                "--seed",
+                "7",
+                "--model",
+                "market",
+            ],
+        )
     )
     cli = json.loads(
-        run_cli(walras_bin, ["clear", "--offers", str(offers), "--assets", str(ASSETS),
-                             "--fills", str(fills), "--json"])
+        run_cli(
+            walras_bin,
+            [
+                "clear",
+                "--offers",
+                str(offers),
+                "--assets",
+                str(ASSETS),
+                "--fills",
+                str(fills),
+                "--json",
+            ],
+        )
     )
     return {"offers": offers, "cli": cli, "fills": pd.read_csv(fills)}
 
@@ -82,7 +106,9 @@ def test_float_limits_clear_as_the_cli_clears_the_csv_pandas_writes(
     assert frame["min_price"].dtype == np.float64
     path = tmp_path / "floats.csv"
     frame.to_csv(path, index=False)
-    cli = json.loads(run_cli(walras_bin, ["clear", "--offers", str(path), "--assets", "4", "--json"]))
+    cli = json.loads(
+        run_cli(walras_bin, ["clear", "--offers", str(path), "--assets", "4", "--json"])
+    )
     result = walras.clear(frame, 4)
     assert result.prices.tolist() == cli["prices"]
     assert result.valuations == cli["valuations"]
@@ -90,8 +116,23 @@ def test_float_limits_clear_as_the_cli_clears_the_csv_pandas_writes(
 
 def test_parameters_reach_clearing_as_the_cli_options_do(market: dict, walras_bin: str) -> None:
     cli = json.loads(
-        run_cli(walras_bin, ["clear", "--offers", str(market["offers"]), "--assets", str(ASSETS),
-                             "--epsilon", "0.001", "--mu", "2^-8", "--threads", "2", "--json"])
+        run_cli(
+            walras_bin,
+            [
+                "clear",
+                "--offers",
+                str(market["offers"]),
+                "--assets",
+                str(ASSETS),
+                "--epsilon",
+                "0.001",
+                "--mu",
+                "2^-8",
+                "--threads",
+                "2",
+                "--json",
+            ],
+        )
     )
     result = walras.clear(market["offers"], ASSETS, epsilon=0.001, mu="2^-8", threads=2)
     assert result.report["epsilon"] == cli["epsilon"] == 0.001
@@ -125,7 +166,9 @@ def small_batch() -> pd.DataFrame:
         ("account", "x", "row 1: column 'account': 'x' is not a non-negative integer"),
     ],
 )
-def test_bad_rows_are_refused_naming_column_and_row(column: str, value: object, message: str) -> None:
+def test_bad_rows_are_refused_naming_column_and_row(
+    column: str, value: object, message: str
+) -> None:
     frame = small_batch()
     frame[column] = frame[column].astype(object)
     frame.loc[1, column] = value
@@ -137,7 +180,9 @@ def test_bad_rows_are_refused_naming_column_and_row(column: str, value: object, 
 def test_float_problems_are_refused_naming_the_row() -> None:
     frame = small_batch()
     frame["amount"] = [100.0, 2.5, 3.0]
-    with pytest.raises(ValueError, match=r"row 1: column 'amount': 2.5 is not a non-negative integer"):
+    with pytest.raises(
+        ValueError, match=r"row 1: column 'amount': 2.5 is not a non-negative integer"
+    ):
         walras.clear(frame, 2)
     frame = small_batch()
     frame["amount"] = np.array([100, -3, 3], dtype=np.int64)

@@ -35,7 +35,9 @@ def test_signed_transactions_equal_the_documented_vectors() -> None:
         assert made[name].hex() == vector["signed"], name
         assert walras.hash_transaction(made[name]) == vector["hash"], name
         person = b"walras/tx"
-        assert hashlib.blake2b(made[name], digest_size=32, person=person).hexdigest() == vector["hash"]
+        assert (
+            hashlib.blake2b(made[name], digest_size=32, person=person).hexdigest() == vector["hash"]
+        )
 
 
 def test_invalid_transactions_are_refused_before_sending() -> None:

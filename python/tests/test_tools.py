@@ -18,8 +18,22 @@ def test_dbo_rows_equal_the_cli_reports(walras_bin: str) -> None:
     assert frame.index.tolist() == ["direct", "dbo"]
     for scheme in frame.index:
         cli = json.loads(
-            run_cli(walras_bin, ["sim", "dbo", "--scheme", scheme, "--participants", "5",
-                                 "--seconds", "0.2", "--seed", "3", "--json"])
+            run_cli(
+                walras_bin,
+                [
+                    "sim",
+                    "dbo",
+                    "--scheme",
+                    scheme,
+                    "--participants",
+                    "5",
+                    "--seconds",
+                    "0.2",
+                    "--seed",
+                    "3",
+                    "--json",
+                ],
+            )
         )
         assert frame.loc[scheme, "fairness"] == cli["fairness"]
         for key, value in cli["latency_us"].items():
@@ -35,8 +49,23 @@ def test_dbo_refuses_unknown_schemes() -> None:
 def test_oracle_value_equals_the_cli(walras_bin: str) -> None:
     bids, asks = "100:1,99:2", "101:1,102:3"
     cli = json.loads(
-        run_cli(walras_bin, ["oracle", "value", "--bids", bids, "--asks", asks,
-                             "--method", "depth-vwap", "--depth", "2", "--step", "0.5"])
+        run_cli(
+            walras_bin,
+            [
+                "oracle",
+                "value",
+                "--bids",
+                bids,
+                "--asks",
+                asks,
+                "--method",
+                "depth-vwap",
+                "--depth",
+                "2",
+                "--step",
+                "0.5",
+            ],
+        )
     )
     assert walras.oracle.value(bids, asks, "depth-vwap", depth=2, step=0.5) == cli
     as_pairs = walras.oracle.value([(100, 1), (99, 2)], [(101, 1), (102, 3)], "depth-vwap", 2, 0.5)
@@ -47,11 +76,30 @@ def test_oracle_value_equals_the_cli(walras_bin: str) -> None:
         walras.oracle.value("x:y", asks)
 
 
-def test_oracle_replay_gives_the_cli_digest_at_any_thread_count(walras_bin: str, tmp_path: Path) -> None:
+def test_oracle_replay_gives_the_cli_digest_at_any_thread_count(
+    walras_bin: str, tmp_path: Path
+) -> None:
     feed = tmp_path / "feed.jsonl"
-    run_cli(walras_bin, ["gen", "feed", "--venues", "3", "--assets", "3", "--seconds", "2",
-                         "--faults", "0.01", "--out", str(feed)])
-    cli = json.loads(run_cli(walras_bin, ["oracle", "replay", str(feed), "--threads", "1", "--json"]))
+    run_cli(
+        walras_bin,
+        [
+            "gen",
+            "feed",
+            "--venues",
+            "3",
+            "--assets",
+            "3",
+            "--seconds",
+            "2",
+            "--faults",
+            "0.01",
+            "--out",
+            str(feed),
+        ],
+    )
+    cli = json.loads(
+        run_cli(walras_bin, ["oracle", "replay", str(feed), "--threads", "1", "--json"])
+    )
     for threads in (1, 2):
         report = walras.oracle.replay(feed, threads=threads)
         assert report["digest"] == cli["digest"]
@@ -64,8 +112,10 @@ def test_oracle_replay_gives_the_cli_digest_at_any_thread_count(walras_bin: str,
 
 @pytest.mark.parametrize("model", walras.MODELS)
 def test_generated_offers_equal_the_cli_csv(walras_bin: str, model: str) -> None:
-    text = run_cli(walras_bin, ["gen", "offers", "--assets", "6", "--offers", "500", "--seed", "11",
-                                "--model", model])
+    text = run_cli(
+        walras_bin,
+        ["gen", "offers", "--assets", "6", "--offers", "500", "--seed", "11", "--model", model],
+    )
     cli = pd.read_csv(io.StringIO(text), dtype={"min_price": str})
     generated = walras.gen_offers(6, 500, seed=11, model=model, exact_prices=True)
     pd.testing.assert_frame_equal(generated, cli, check_dtype=False)

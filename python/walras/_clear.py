@@ -4,7 +4,7 @@ clearing (tâtonnement, LP, integer settlement), exactly as ``walras clear`` cle
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -106,9 +106,7 @@ def clear(
     started = time.perf_counter()
     columns = _native_columns(offers)
     convert_millis = (time.perf_counter() - started) * 1e3
-    raw = _walras.clear_columns(
-        *columns, assets, eps_text, mu_text, threads, timeout_ms
-    )
+    raw = _walras.clear_columns(*columns, assets, eps_text, mu_text, threads, timeout_ms)
     return _result(raw, convert_millis)
 
 
@@ -130,9 +128,7 @@ def _fraction_text(name: str, value: Union[None, str, float], default: str) -> s
 def _column(offers: Any, name: str) -> np.ndarray:
     if isinstance(offers, pd.DataFrame):
         if name not in offers.columns:
-            raise ValueError(
-                f"offers has no column '{name}' (needs {', '.join(OFFER_COLUMNS)})"
-            )
+            raise ValueError(f"offers has no column '{name}' (needs {', '.join(OFFER_COLUMNS)})")
         return offers[name].to_numpy()
     if isinstance(offers, Mapping):
         if name not in offers:
@@ -144,7 +140,7 @@ def _column(offers: Any, name: str) -> np.ndarray:
     )
 
 
-def _native_columns(offers: Any) -> tuple:
+def _native_columns(offers: Any) -> Tuple[bytes, bytes, bytes, bytes, bytes, bytes, str, int]:
     arrays = {name: _column(offers, name) for name in OFFER_COLUMNS}
     rows = len(arrays["offer_id"])
     for name, array in arrays.items():
@@ -152,9 +148,11 @@ def _native_columns(offers: Any) -> tuple:
             raise ValueError(f"column '{name}' must be one-dimensional, not {array.ndim}-D")
         if len(array) != rows:
             raise ValueError(f"column '{name}' has {len(array)} rows, 'offer_id' has {rows}")
-    integers = [_integer_bytes(name, arrays[name]) for name in _INTEGER_COLUMNS]
+    offer_id, account, sell, buy, amount = (
+        _integer_bytes(name, arrays[name]) for name in _INTEGER_COLUMNS
+    )
     prices, kind = _price_bytes(arrays["min_price"])
-    return (*integers, prices, kind, rows)
+    return offer_id, account, sell, buy, amount, prices, kind, rows
 
 
 def _bad_row(name: str, array: np.ndarray, bad: np.ndarray, why: str) -> ValueError:
@@ -174,7 +172,9 @@ def _integer_bytes(name: str, array: np.ndarray) -> bytes:
             raise _bad_row(name, array, negative, "is negative")
     elif kind == "f":
         with np.errstate(invalid="ignore"):
-            bad = ~(np.isfinite(array) & (array >= 0) & (array == np.floor(array)) & (array < 2.0**64))
+            bad = ~(
+                np.isfinite(array) & (array >= 0) & (array == np.floor(array)) & (array < 2.0**64)
+            )
         if bad.any():
             raise _bad_row(name, array, bad, "is not a non-negative integer")
     elif kind == "O":
@@ -185,7 +185,9 @@ def _integer_bytes(name: str, array: np.ndarray) -> bytes:
 
 
 def _is_u64(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value < 2**64
+    return bool(
+        isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value < 2**64
+    )
 
 
 def _object_integer_bytes(name: str, array: np.ndarray) -> bytes:
@@ -197,7 +199,7 @@ def _object_integer_bytes(name: str, array: np.ndarray) -> bytes:
     return np.array([int(value) for value in array], dtype=np.uint64).tobytes()
 
 
-def _price_bytes(array: np.ndarray) -> tuple:
+def _price_bytes(array: np.ndarray) -> Tuple[bytes, str]:
     kind = array.dtype.kind
     if kind in "fiu":
         return np.ascontiguousarray(array, dtype=np.float64).tobytes(), "float"

@@ -47,10 +47,11 @@ def gen_offers(
     Raises:
         ValueError: a parameter outside its range, naming it.
     """
-    if isinstance(spread, (int, float)) and not isinstance(spread, bool):
-        spread = repr(float(spread))
+    if isinstance(spread, bool) or not isinstance(spread, (str, int, float)):
+        raise ValueError(f"spread must be a percentage text or a fraction, not {spread!r}")
+    spread_text = spread if isinstance(spread, str) else repr(float(spread))
     raw = _walras.gen_offers(
-        assets, offers, seed, model, spread, pairs, valuation_decades, exact_prices
+        assets, offers, seed, model, spread_text, pairs, valuation_decades, exact_prices
     )
     frame = pd.DataFrame(
         {

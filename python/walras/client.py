@@ -199,7 +199,9 @@ class Client:
             sell, buy, min_price = self._open_offer_terms(offer_id)
         price = _price_text(min_price)
         return self._sign_and_submit(
-            lambda signer, seq: signer.cancel_offer(self._source(), seq, sell, buy, price, offer_id),
+            lambda signer, seq: signer.cancel_offer(
+                self._source(), seq, sell, buy, price, offer_id
+            ),
             wait,
             sequence,
         )
@@ -238,7 +240,9 @@ class Client:
         response = self._submit_or_forget(lambda: json.loads(self._node.submit_batch(signed)))
         results = []
         for index, item in enumerate(response["results"]):
-            results.append({"hash": item["hash"], "sequence": first + index, "error": item.get("error")})
+            results.append(
+                {"hash": item["hash"], "sequence": first + index, "error": item.get("error")}
+            )
         refused = [result for result in results if result["error"]]
         if refused:
             self._next_sequence = None

@@ -23,7 +23,9 @@ def _levels_text(name: str, levels: Levels) -> str:
         if not isinstance(level, Sequence) or len(level) != 2:
             raise ValueError(f"{name}[{index}]: a level is (price, quantity), not {level!r}")
         price, quantity = level
-        parts.append(f"{price!r}:{quantity!r}" if isinstance(price, float) else f"{price}:{quantity}")
+        parts.append(
+            f"{price!r}:{quantity!r}" if isinstance(price, float) else f"{price}:{quantity}"
+        )
     return ",".join(parts)
 
 
