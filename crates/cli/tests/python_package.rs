@@ -46,7 +46,9 @@ fn the_python_package_installs_with_pip_and_its_suite_passes() {
     let root = workspace_root();
     let venv = TempDir::new("python-venv");
     run(
-        Command::new("python3").args(["-m", "venv"]).arg(venv.path()),
+        Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(venv.path()),
         "python3 -m venv (install python3 and python3-venv)",
     );
     let python = venv.path().join("bin").join("python");
