@@ -223,3 +223,33 @@ def test_a_rust_panic_becomes_internal_error_not_a_crash() -> None:
     with pytest.raises(walras.InternalError, match="deliberate panic"):
         walras._walras._panic_for_test()
     assert issubclass(walras.InternalError, RuntimeError)
+
+
+def test_other_python_threads_run_while_a_batch_clears(walras_bin: str, tmp_path: Path) -> None:
+    """The GIL is released while Rust reads and clears: a Python thread keeps running in the
+    middle of the call (were the GIL held, it could not run at all until the call returned)."""
+    import threading
+    import time
+
+    path = tmp_path / "large.csv"
+    path.write_text(
+        run_cli(walras_bin, ["gen", "offers", "--assets", "8", "--offers", "200000", "--seed", "5"])
+    )
+    span = {}
+
+    def clear_in_background() -> None:
+        span["start"] = time.perf_counter()
+        walras.clear(path, 8)
+        span["end"] = time.perf_counter()
+
+    worker = threading.Thread(target=clear_in_background)
+    ticks = []
+    worker.start()
+    while worker.is_alive():
+        ticks.append(time.perf_counter())
+        time.sleep(0.001)
+    worker.join()
+    start, end = span["start"], span["end"]
+    assert end - start > 0.02, "the batch cleared too fast to tell"
+    middle = [tick for tick in ticks if start + (end - start) / 4 < tick < end - (end - start) / 4]
+    assert len(middle) >= 3, (len(ticks), end - start)

@@ -68,10 +68,14 @@ fn the_python_package_installs_with_pip_and_its_suite_passes() {
             .env("MATURIN_PEP517_ARGS", "--profile dev"),
         "pip install ./python",
     );
+    // The venv's `pytest` script from outside the source tree: `python -m pytest` inside
+    // python/ would put python/ on sys.path and import the source package, which has no
+    // built extension, instead of the installed one.
     let output = run(
-        Command::new(&python)
-            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
-            .current_dir(root.join("python"))
+        Command::new(venv.path().join("bin").join("pytest"))
+            .args(["-q", "-p", "no:cacheprovider"])
+            .arg(root.join("python").join("tests"))
+            .current_dir(venv.path())
             .env("WALRAS_BIN", env!("CARGO_BIN_EXE_walras"))
             .env("MPLBACKEND", "Agg"),
         "pytest python/tests",
