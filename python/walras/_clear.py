@@ -204,8 +204,12 @@ def _price_bytes(array: np.ndarray) -> Tuple[bytes, str]:
     if kind in "fiu":
         return np.ascontiguousarray(array, dtype=np.float64).tobytes(), "float"
     if kind in "OUST" or pd.api.types.is_string_dtype(array.dtype):
-        texts = array.astype(str)
-        return "\n".join(texts).encode(), "text"
+        if kind == "O":
+            try:  # Python strings already: joined as they are (astype(str) would copy them)
+                return "\n".join(array).encode(), "text"
+            except TypeError:
+                pass  # other objects (Decimal, float, ...): their str()
+        return "\n".join(array.astype(str)).encode(), "text"
     raise ValueError(f"column 'min_price' holds {array.dtype}: use floats or decimal strings")
 
 
