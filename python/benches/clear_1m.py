@@ -7,6 +7,7 @@ alternates runs of `walras clear --json` (its `millis`, `prepare_millis`, `read_
 `walras.clear` on the CSV path, on a DataFrame of exact decimal strings and on a DataFrame of
 float64 limits (`millis`, `prepare_millis`, the conversion, the whole call's wall time). Checks
 that every run gives the CLI's prices, and prints medians as one JSON object.
+`overhead_millis` is a call's wall time less its conversion, reading, books and `millis`.
 """
 
 import argparse
@@ -85,6 +86,13 @@ def main() -> None:
                     "convert_millis": result.convert_millis,
                     "read_millis": result.report["read_millis"],
                     "wall_millis": wall,
+                    # What the call spends beyond the CLI's own phases: argument checks,
+                    # building the result (fills DataFrame, trades), crossing the boundary.
+                    "overhead_millis": wall
+                    - result.convert_millis
+                    - result.report["read_millis"]
+                    - result.prepare_millis
+                    - result.millis,
                 }
             )
     medians = {

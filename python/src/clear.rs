@@ -35,8 +35,10 @@ struct Request {
 
 /// A finished clearing and the figures the result reports.
 struct Outcome {
-    books: OrderBooks,
     clearing: Clearing,
+    /// Per-offer fills (the CLI's `--fills` rows) as three native-endian u64 columns, made
+    /// while the GIL is released.
+    fills: FillColumns,
     offers: usize,
     read_millis: f64,
     prepare_millis: f64,
@@ -170,8 +172,9 @@ fn clear_offers(offers: Vec<Offer>, request: &Request, read_millis: f64) -> PyRe
         .args
         .clear(&books, supply_grid.as_ref(), &params, request.threads)
         .map_err(|error| value_error(format!("clearing refused the batch: {error}")))?;
+    let fills = FillColumns::of(&clearing, &books);
     Ok(Outcome {
-        books,
+        fills,
         clearing,
         offers: offer_count,
         read_millis,
@@ -384,20 +387,33 @@ fn report<'py>(
     dict.set_item("prepare_millis", outcome.prepare_millis)?;
     dict.set_item("grid_millis", outcome.grid_millis)?;
     dict.set_item("read_millis", outcome.read_millis)?;
-    let (ids, sold, bought) = fill_columns(outcome);
-    dict.set_item("fill_offer_id", PyBytes::new(py, &ids))?;
-    dict.set_item("fill_sold", PyBytes::new(py, &sold))?;
-    dict.set_item("fill_bought", PyBytes::new(py, &bought))?;
+    dict.set_item("fill_offer_id", PyBytes::new(py, &outcome.fills.offer_id))?;
+    dict.set_item("fill_sold", PyBytes::new(py, &outcome.fills.sold))?;
+    dict.set_item("fill_bought", PyBytes::new(py, &outcome.fills.bought))?;
     Ok(dict)
 }
 
-/// Per-offer fills (the CLI's `--fills` rows) as three native-endian u64 columns.
-fn fill_columns(outcome: &Outcome) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    let (mut ids, mut sold, mut bought) = (Vec::new(), Vec::new(), Vec::new());
-    for fill in outcome.clearing.settlement.fills(&outcome.books) {
-        ids.extend_from_slice(&fill.offer.0.to_ne_bytes());
-        sold.extend_from_slice(&fill.sold.to_ne_bytes());
-        bought.extend_from_slice(&fill.bought.to_ne_bytes());
+/// The fills of a clearing as columns.
+struct FillColumns {
+    offer_id: Vec<u8>,
+    sold: Vec<u8>,
+    bought: Vec<u8>,
+}
+
+impl FillColumns {
+    fn of(clearing: &Clearing, books: &OrderBooks) -> FillColumns {
+        let mut columns = FillColumns {
+            offer_id: Vec::new(),
+            sold: Vec::new(),
+            bought: Vec::new(),
+        };
+        for fill in clearing.settlement.fills(books) {
+            columns
+                .offer_id
+                .extend_from_slice(&fill.offer.0.to_ne_bytes());
+            columns.sold.extend_from_slice(&fill.sold.to_ne_bytes());
+            columns.bought.extend_from_slice(&fill.bought.to_ne_bytes());
+        }
+        columns
     }
-    (ids, sold, bought)
 }
