@@ -1,6 +1,6 @@
 //! `walras.clear`: one batch of offers cleared by `walras_clearing`, exactly as `walras clear`
 //! clears it (the same books, the same parameters through `walras_bench`'s `ClearingArgs`, the
-//! same relative prices).
+//! same prices, in units of asset 0).
 //!
 //! Offers arrive in one of two forms: a CSV path, read by the CLI's own reader
 //! (`walras_types::offers_csv`), or columns. Columns are contiguous little buffers the Python
@@ -16,9 +16,7 @@ use std::io::BufReader;
 use std::time::Instant;
 use walras_bench::clearing_args::ClearingArgs;
 use walras_clearing::{Clearing, OrderBooks, SupplyGrid};
-use walras_types::{
-    offers_csv, AccountId, AssetId, Fraction, Offer, OfferId, Price, Valuation, MAX_AMOUNT,
-};
+use walras_types::{offers_csv, AccountId, AssetId, Fraction, Offer, OfferId, Price, MAX_AMOUNT};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(clear_columns, m)?)?;
@@ -341,9 +339,9 @@ fn report<'py>(
     let settlement = &clearing.settlement;
     let quality = &clearing.quality;
     let dict = PyDict::new(py);
-    // The CLI's formula, so the floats are bit for bit the CLI's.
-    let relative = |valuation: &Valuation| valuation.0 as f64 / Valuation::NORMALIZED_MAX as f64;
-    let prices: Vec<f64> = settlement.valuations().iter().map(relative).collect();
+    // The CLI's function, so the floats are bit for bit the CLI's: units of asset 0, `None`
+    // (NaN in the array) for an asset that did not trade in one group with asset 0.
+    let prices = walras_bench::clear::prices_in_asset0(settlement);
     let valuations: Vec<u128> = settlement.valuations().iter().map(|v| v.0).collect();
     dict.set_item("assets", request.assets)?;
     dict.set_item("offers", outcome.offers)?;

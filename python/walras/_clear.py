@@ -30,8 +30,9 @@ class ClearResult:
     """The result of :func:`clear`; the fields of ``walras clear --json``.
 
     Attributes:
-        prices: one float64 per asset, the valuations relative to the most valuable asset
-            (1.0): equal, bit for bit, to the CLI's ``prices``.
+        prices: one float64 per asset, its price in units of asset 0 (``prices[0]`` is 1.0),
+            NaN for an asset that did not trade in one group with asset 0 (the CLI's ``null``):
+            equal, bit for bit, to the CLI's ``prices``.
         valuations: the exact integer valuations the trades were computed with (Python ints).
         fills: one row per offer that traded: ``offer_id``, ``sold``, ``bought`` (uint64),
             the CLI's ``--fills`` file.

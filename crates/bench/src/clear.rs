@@ -193,7 +193,7 @@ fn write_fills(
 
 /// The batch's prices by the node's rule (`engine::market`): units of asset 0, `None` for an
 /// asset not priced against it by this clearing.
-fn prices_in_asset0(settlement: &walras_clearing::Settlement) -> Vec<Option<f64>> {
+pub fn prices_in_asset0(settlement: &walras_clearing::Settlement) -> Vec<Option<f64>> {
     let valuations: Vec<u128> = settlement.valuations().iter().map(|v| v.0).collect();
     let traded = settlement
         .pairs()
