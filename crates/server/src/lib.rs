@@ -524,7 +524,11 @@ fn warn_if_dev(genesis: &GenesisSource) {
 /// it was created from one.
 fn open_or_create(config: &NodeConfig) -> Result<(BlockStore, Option<DevGenesisJson>), NodeError> {
     let dir = &config.data_dir;
-    let options = StoreOptions::default();
+    // Checkpoints are written off the block path: the producer copies the state and goes on.
+    let options = StoreOptions {
+        checkpoint_in_background: true,
+        ..StoreOptions::default()
+    };
     let exists = dir.join("data.mdb").exists();
     if !exists && !matches!(config.genesis, GenesisSource::Stored) {
         let (genesis, dev) = named_genesis(&config.genesis, config.threads)?;
