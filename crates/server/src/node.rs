@@ -231,6 +231,7 @@ pub(super) fn produce_block(
     let hashes = batch.iter().map(|(hash, _)| *hash).collect();
     index_block(shared, &block, &outcome, hashes);
     shared.committed(&batch, &state);
+    record_state_gauges(shared, &state);
     drop(state);
     let timings = BlockTimings {
         execute: executed - started,
@@ -315,6 +316,27 @@ fn announce_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, timing
     let event = block_event(outcome, prices, block.transactions.len(), timings, band);
     // No subscriber is not an error.
     let _ = shared.events.send(Arc::new(event));
+}
+
+/// The memory gauges (issue 32): state sizes, the recent-transaction index, the store file
+/// and the newest background checkpoint.
+fn record_state_gauges(shared: &Shared, state: &ExchangeState) {
+    let metrics = &shared.metrics;
+    metrics
+        .state_accounts
+        .set(gauge_value(state.account_count()));
+    metrics
+        .state_open_offers
+        .set(gauge_value(state.open_offer_count()));
+    metrics
+        .recent_index_transactions
+        .set(gauge_value(shared.recent().len()));
+    if let Ok(file) = std::fs::metadata(shared.store.dir().join("data.mdb")) {
+        metrics.store_file_bytes.set(gauge_value(file.len()));
+    }
+    metrics
+        .checkpoint_height
+        .set(gauge_value(shared.store.background_checkpoint_height()));
 }
 
 pub(super) struct BlockTimings {
