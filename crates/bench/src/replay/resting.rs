@@ -32,7 +32,7 @@ pub fn offers(genesis: &Genesis, count: u64) -> Result<Vec<Offer>, ToolError> {
     let capacity = usize::try_from(count)
         .map_err(|_| ToolError::Input(format!("{count} resting offers do not fit in memory")))?;
     let mut offers = Vec::with_capacity(capacity);
-    let mut random = SplitMix(0x5eed_0f_0ffe25);
+    let mut random = SplitMix(0x5eed_0f0f_fe25);
     for i in 0..count {
         let pair = i % pairs;
         let sell = pair / (assets - 1);
