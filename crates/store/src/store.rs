@@ -175,12 +175,12 @@ impl CheckpointWriter {
 
     /// Hands `bytes` to the thread unless it is still writing the previous checkpoint.
     fn offer(&self, height: u64, bytes: impl FnOnce() -> Vec<u8>) -> bool {
-        if self.busy.swap(true, Ordering::AcqRel) {
-            return false;
-        }
         let Some(queue) = &self.queue else {
             return false;
         };
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return false;
+        }
         if queue.send((height, bytes())).is_err() {
             self.busy.store(false, Ordering::Release);
             return false;
