@@ -5,7 +5,8 @@
 # Per minute it prints: offered and committed tx/s and p50/p99 latency (loadgen's), blocks, the
 # node's execution time per committed transaction (walras_block_execute_seconds_total over
 # walras_transactions_committed_total, both deltas of the minute), persist time per
-# transaction, RSS, the store file, open offers and accounts (the /metrics gauges).
+# transaction, RSS (anonymous: the process's own memory; file: pages of the mapped store it
+# touched), the store file, open offers and accounts (the /metrics gauges).
 # Then SIGKILL (a crash, not a clean stop) and the time until the restarted node serves
 # /v1/status (recovery from the newest checkpoint included).
 # Usage: scripts/soak.sh [MINUTES] [RATE] [ACCOUNTS] [THREADS]
@@ -35,7 +36,7 @@ metric() { # name: the sample's value from /metrics
 }
 
 start_node
-echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx rss_mb store_mb open_offers accounts"
+echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx rss_mb rss_anon_mb rss_file_mb store_mb open_offers accounts"
 exec0=$(metric walras_block_execute_seconds_total); persist0=$(metric walras_block_persist_seconds_total)
 tx0=$(metric walras_transactions_committed_total)
 for minute in $(seq 1 "$minutes"); do
@@ -44,16 +45,19 @@ for minute in $(seq 1 "$minutes"); do
   exec1=$(metric walras_block_execute_seconds_total); persist1=$(metric walras_block_persist_seconds_total)
   tx1=$(metric walras_transactions_committed_total)
   rss_kb=$(awk '/^VmRSS/ { print $2 }' "/proc/$node/status")
+  anon_kb=$(awk '/^RssAnon/ { print $2 }' "/proc/$node/status")
+  file_kb=$(awk '/^RssFile/ { print $2 }' "/proc/$node/status")
   store=$(stat -c %s "$data/data.mdb")
   offers=$(metric walras_state_open_offers); accts=$(metric walras_state_accounts)
-  python3 - "$minute" "$report" "$exec0" "$exec1" "$persist0" "$persist1" "$tx0" "$tx1" "$rss_kb" "$store" "$offers" "$accts" <<'EOF'
+  python3 - "$minute" "$report" "$exec0" "$exec1" "$persist0" "$persist1" "$tx0" "$tx1" "$rss_kb" "$anon_kb" "$file_kb" "$store" "$offers" "$accts" <<'EOF'
 import json, sys
-minute, report, e0, e1, p0, p1, t0, t1, rss_kb, store, offers, accounts = sys.argv[1:]
+minute, report, e0, e1, p0, p1, t0, t1, rss_kb, anon_kb, file_kb, store, offers, accounts = sys.argv[1:]
 r = json.loads(report); l = r["latency"]
 tx = max(float(t1) - float(t0), 1.0)
 print(minute, round(r["offered_tx_per_s"]), round(r["committed_tx_per_s"]), round(l["p50_ms"]),
       round(l["p99_ms"]), r["blocks"], round((float(e1) - float(e0)) / tx * 1e6, 1),
       round((float(p1) - float(p0)) / tx * 1e6, 1), round(int(rss_kb) / 1024),
+      round(int(anon_kb) / 1024), round(int(file_kb) / 1024),
       round(int(store) / 2**20), offers, accounts)
 EOF
   exec0=$exec1; persist0=$persist1; tx0=$tx1
