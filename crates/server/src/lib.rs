@@ -400,6 +400,7 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         accepted_signatures: Arc::new(walras_crypto::AcceptedSignatures::new(
             config.mempool_capacity.max(1024),
         )),
+        checkpoint_failure_reported: Mutex::new(None),
     })
 }
 

@@ -89,6 +89,8 @@ pub struct Shared {
     /// The signatures admission accepted, so the producer does not check them a second time
     /// (it checks those it does not find, by the same rule; see `walras_crypto::accept`).
     pub accepted_signatures: Arc<AcceptedSignatures>,
+    /// The last background checkpoint failure logged (each is logged once).
+    pub checkpoint_failure_reported: Mutex<Option<String>>,
 }
 
 /// Why the producer stopped the node.
@@ -337,6 +339,18 @@ fn record_state_gauges(shared: &Shared, state: &ExchangeState) {
     metrics
         .checkpoint_height
         .set(gauge_value(shared.store.background_checkpoint_height()));
+    // Blocks are durable without it, so a failed checkpoint does not stop the node; but a
+    // restart then replays more, so the operator hears of it (once per failure).
+    if let Some(failure) = shared.store.checkpoint_failure() {
+        let mut reported = shared
+            .checkpoint_failure_reported
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if reported.as_deref() != Some(failure.as_str()) {
+            tracing::warn!("writing a checkpoint failed: {failure}");
+            *reported = Some(failure);
+        }
+    }
 }
 
 pub(super) struct BlockTimings {
