@@ -9,6 +9,7 @@
 //! a mismatch is an error.
 
 pub mod manifest;
+pub mod resting;
 
 use super::{args, ToolError};
 use manifest::Manifest;
@@ -41,6 +42,16 @@ pub struct ReplayArgs {
     /// Print the summary as JSON (it always goes to stdout; per-block lines go to stderr)
     #[arg(long)]
     json: bool,
+    /// Start from the genesis with this many resting offers already open (batch engine): a
+    /// large state without executing millions of transactions. The offers are far above any
+    /// valuation ratio of the workload (limits 1e3 to 1e6), so they rest; the state roots then
+    /// differ from the manifest's by design and are not compared
+    #[arg(long, default_value = "0")]
+    resting_offers: u64,
+    /// After the last block, time a checkpoint of the final state: the copy a node makes on its
+    /// block path, the checksum and the load a restart does (decode, tries, state root)
+    #[arg(long)]
+    time_checkpoint: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +71,12 @@ struct BlockReport {
     converged: bool,
     state_root: String,
     phases_millis: [f64; 6],
+    /// CPU time of the whole process (all threads) over the block, in milliseconds: on a
+    /// shared machine a steadier measure of the block's work than wall time.
+    cpu_millis: f64,
+    /// Open offers and accounts after the block.
+    open_offers: usize,
+    accounts: usize,
     /// Dropped transactions per reason (batch engine).
     dropped_by_reason: std::collections::BTreeMap<&'static str, usize>,
 }
@@ -77,6 +94,8 @@ struct ReplayReport {
     tx_per_s: f64,
     /// Median over the blocks after the first (which warms up the books).
     steady_tx_per_s_median: f64,
+    /// Offers open before block 1 (`--resting-offers`).
+    resting_offers: u64,
     state_root: String,
     per_block: Vec<BlockReport>,
 }
@@ -98,6 +117,11 @@ pub fn run(args: ReplayArgs) -> Result<(), ToolError> {
             let per_block = replay_batch(&args, &genesis, blocks)?;
             check_roots(&args, &manifest, &per_block)?;
             per_block
+        }
+        EngineKind::Orderbook if args.resting_offers > 0 => {
+            return Err(ToolError::Input(
+                "--resting-offers needs the batch engine".into(),
+            ))
         }
         EngineKind::Orderbook => {
             eprintln!("state roots not compared: the order-book baseline computes none");
@@ -144,6 +168,9 @@ fn replay_orderbook(
             converged: true,
             state_root: String::new(),
             phases_millis: [0.0; 6],
+            cpu_millis: 0.0,
+            open_offers: 0,
+            accounts: 0,
             dropped_by_reason: Default::default(),
         };
         eprintln!(
@@ -170,10 +197,11 @@ fn replay_batch(
         verify_signatures: !args.no_verify_signatures,
         ..EngineConfig::default()
     };
-    let mut state = ExchangeState::from_genesis(genesis, args.threads)?;
+    let mut state = starting_state(args, genesis)?;
     let mut per_block = Vec::with_capacity(blocks.len());
     for (number, transactions) in blocks.into_iter().enumerate() {
         let count = transactions.len();
+        let cpu_started = cpu_time_ms();
         let started = Instant::now();
         let (block, outcome) =
             state
@@ -183,6 +211,7 @@ fn replay_batch(
                     source,
                 })?;
         let seconds = started.elapsed().as_secs_f64();
+        let cpu_millis = cpu_time_ms() - cpu_started;
         let timings = outcome.timings;
         let report = BlockReport {
             height: block.header.height,
@@ -193,6 +222,9 @@ fn replay_batch(
             tx_per_s: count as f64 / seconds,
             converged: outcome.converged,
             state_root: block.header.state_root.to_string(),
+            cpu_millis,
+            open_offers: state.open_offer_count(),
+            accounts: state.account_count(),
             dropped_by_reason: outcome.dropped.iter().fold(
                 Default::default(),
                 |mut counts, (_, reason)| {
@@ -211,6 +243,7 @@ fn replay_batch(
         };
         eprintln!(
             "block {:>4}: {:>7} txs ({:>7} accepted) in {:>8.1} ms = {:>9.0} tx/s  root {}  \
+             cpu {:.0} ms = {:.2} us/tx  offers {} accounts {}  \
              [sig {:.0} filter {:.0} plan {:.0} clear {:.0} apply {:.0} commit {:.0} ms]",
             report.height,
             report.transactions,
@@ -218,6 +251,10 @@ fn replay_batch(
             report.millis,
             report.tx_per_s,
             &report.state_root[..16],
+            report.cpu_millis,
+            report.cpu_millis * 1e3 / report.transactions.max(1) as f64,
+            report.open_offers,
+            report.accounts,
             timings.signatures,
             timings.filter,
             timings.plan,
@@ -227,7 +264,68 @@ fn replay_batch(
         );
         per_block.push(report);
     }
+    if args.time_checkpoint {
+        time_checkpoint(&mut state, args.threads)?;
+    }
     Ok(per_block)
+}
+
+/// Times a checkpoint of `state` and a restart's load of it (see `--time-checkpoint`).
+fn time_checkpoint(state: &mut ExchangeState, threads: usize) -> Result<(), ToolError> {
+    let started = Instant::now();
+    let mut bytes = state.encode_checkpoint_unsealed();
+    let copy_ms = started.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    walras_engine::checkpoint::seal_checkpoint(&mut bytes);
+    let seal_ms = started.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    let mut loaded = ExchangeState::decode_checkpoint(&bytes, threads)
+        .map_err(|error| ToolError::Verification(format!("checkpoint does not load: {error}")))?;
+    let root = loaded.state_root(threads);
+    let load_ms = started.elapsed().as_secs_f64() * 1e3;
+    if root != state.state_root(threads) {
+        return Err(ToolError::Verification(
+            "the loaded checkpoint has another state root".into(),
+        ));
+    }
+    eprintln!(
+        "checkpoint of {} accounts and {} open offers: {} bytes; copy on the block path {:.0} ms, \
+         checksum {:.0} ms, load with tries and state root {:.0} ms (threads {threads})",
+        state.account_count(),
+        state.open_offer_count(),
+        bytes.len(),
+        copy_ms,
+        seal_ms,
+        load_ms
+    );
+    Ok(())
+}
+
+/// The genesis state, with `--resting-offers` open on its books.
+fn starting_state(args: &ReplayArgs, genesis: &Genesis) -> Result<ExchangeState, ToolError> {
+    if args.resting_offers == 0 {
+        return Ok(ExchangeState::from_genesis(genesis, args.threads)?);
+    }
+    let started = Instant::now();
+    let offers = resting::offers(genesis, args.resting_offers)?;
+    let state = ExchangeState::from_genesis_with_resting_offers(genesis, offers, args.threads)?;
+    eprintln!(
+        "{} resting offers open before block 1 (built in {:.1} s)",
+        state.open_offer_count(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(state)
+}
+
+/// CPU time of this process so far (user and system, all threads), in milliseconds.
+fn cpu_time_ms() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |usage| {
+        let ms = |time: nix::sys::time::TimeVal| {
+            time.tv_sec() as f64 * 1e3 + time.tv_usec() as f64 / 1e3
+        };
+        ms(usage.user_time()) + ms(usage.system_time())
+    })
 }
 
 fn summarize(args: &ReplayArgs, accounts: usize, per_block: Vec<BlockReport>) -> ReplayReport {
@@ -257,6 +355,7 @@ fn summarize(args: &ReplayArgs, accounts: usize, per_block: Vec<BlockReport>) ->
         millis,
         tx_per_s: transactions as f64 / (millis / 1e3).max(1e-9),
         steady_tx_per_s_median: steady.get(steady.len() / 2).copied().unwrap_or(0.0),
+        resting_offers: args.resting_offers,
         state_root: per_block
             .last()
             .map_or_else(String::new, |block| block.state_root.clone()),
@@ -282,6 +381,13 @@ fn check_roots(
     manifest: &Manifest,
     per_block: &[BlockReport],
 ) -> Result<(), ToolError> {
+    if args.resting_offers > 0 {
+        eprintln!(
+            "state roots not compared with the manifest: the resting offers are part of the \
+             state, so the roots differ by design"
+        );
+        return Ok(());
+    }
     if args.no_verify_signatures {
         eprintln!(
             "state roots not compared with the manifest: --no-verify-signatures accepts the \

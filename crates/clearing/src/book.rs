@@ -90,6 +90,13 @@ pub enum BookError {
     AssetTotalTooLarge { asset: u16 },
     #[error("{offers} offers is more than 2^31 - 1")]
     TooManyOffers { offers: usize },
+    /// [`OrderBooks::from_sorted_pairs`] got an offer in another pair's list, or a pair's list
+    /// out of canonical order (or holding one key twice).
+    #[error("offer {offer_id} is out of its pair or out of canonical order")]
+    NotCanonical { offer_id: u64 },
+    /// [`OrderBooks::from_sorted_pairs`] got another number of pair lists than `assets²`.
+    #[error("{lists} pair lists for {assets} assets: expected one per ordered pair")]
+    PairLists { lists: usize, assets: usize },
 }
 
 /// All offers of one batch, indexed for clearing.
@@ -125,6 +132,73 @@ impl OrderBooks {
             assets,
             offers,
             pairs,
+            blocks: curves.blocks,
+            pivot_limits: curves.pivot_limits,
+            pivot_sums: curves.pivot_sums,
+            pair_totals: curves.pair_totals,
+            exact_cum_amount: curves.exact_cum_amount,
+        })
+    }
+
+    /// Books from offers already grouped by pair and in canonical order within each pair, as
+    /// an exchange keeps its open offers: `pairs[sell * assets + buy]` holds that pair's offers.
+    /// Skips [`Self::build`]'s regrouping and sort, and checks and indexes each pair on its own
+    /// thread (every pair's curves depend on its offers alone, so the result is the same for
+    /// any thread count); equal to `build` of the same offers. Refuses lists out of order
+    /// ([`BookError::NotCanonical`]) as well as every offer `build` refuses.
+    pub fn from_sorted_pairs(
+        pairs: Vec<Vec<Offer>>,
+        assets: usize,
+        threads: usize,
+    ) -> Result<OrderBooks, BookError> {
+        if !(2..=walras_types::MAX_ASSETS).contains(&assets) {
+            return Err(BookError::AssetCount { assets });
+        }
+        if pairs.len() != assets * assets {
+            return Err(BookError::PairLists {
+                lists: pairs.len(),
+                assets,
+            });
+        }
+        let count: usize = pairs.iter().map(Vec::len).sum();
+        if count > i32::MAX as usize {
+            return Err(BookError::TooManyOffers { offers: count });
+        }
+        let open: Vec<(usize, &[Offer])> = pairs
+            .iter()
+            .enumerate()
+            .filter(|(_, offers)| !offers.is_empty())
+            .map(|(index, offers)| (index, offers.as_slice()))
+            .collect();
+        let checked = walras_par::map_in_order(&open, threads, 2, |(index, offers)| {
+            check_pair(*index, offers, assets).map(|total| (total, Curves::of_pair(offers)))
+        });
+        let mut totals = vec![0u64; assets];
+        let mut parts = Vec::with_capacity(open.len());
+        for ((index, _), result) in open.iter().zip(checked) {
+            let (total, curves) = result?;
+            let sell = index / assets;
+            totals[sell] = totals[sell]
+                .checked_add(total)
+                .filter(|sum| *sum <= MAX_AMOUNT)
+                .ok_or(BookError::AssetTotalTooLarge { asset: sell as u16 })?;
+            parts.push(curves);
+        }
+        let mut bounds = Vec::with_capacity(pairs.len() + 1);
+        bounds.push(0usize);
+        for offers in &pairs {
+            bounds.push(bounds[bounds.len() - 1] + offers.len());
+        }
+        let pair_list = pair_books(&bounds, assets);
+        let curves = Curves::concat(parts);
+        let mut offers = Vec::with_capacity(count);
+        for pair in pairs {
+            offers.extend(pair);
+        }
+        Ok(OrderBooks {
+            assets,
+            offers,
+            pairs: pair_list,
             blocks: curves.blocks,
             pivot_limits: curves.pivot_limits,
             pivot_sums: curves.pivot_sums,
@@ -248,6 +322,24 @@ fn validate(offers: &[Offer], assets: usize) -> Result<(), BookError> {
     Ok(())
 }
 
+/// One pair's list for [`OrderBooks::from_sorted_pairs`]: every offer valid and of pair
+/// `index`, keys strictly ascending. Returns the pair's total amount.
+fn check_pair(index: usize, offers: &[Offer], assets: usize) -> Result<u64, BookError> {
+    validate(offers, assets)?;
+    let mut previous = None;
+    for offer in offers {
+        let key = offer.key();
+        if pair_index(offer, assets) != index || previous.is_some_and(|previous| previous >= key) {
+            return Err(BookError::NotCanonical {
+                offer_id: offer.id.0,
+            });
+        }
+        previous = Some(key);
+    }
+    // validate() bounded the sum by the issuance cap.
+    Ok(offers.iter().map(|offer| offer.amount).sum())
+}
+
 fn pair_index(offer: &Offer, assets: usize) -> usize {
     offer.sell.0 as usize * assets + offer.buy.0 as usize
 }
@@ -334,6 +426,41 @@ impl Curves {
         curves
     }
 
+    /// One pair's curves alone (its pivots and exact sums start from zero, as in `build`).
+    fn of_pair(offers: &[Offer]) -> Curves {
+        let blocks = offers.len().div_ceil(BLOCK_OFFERS);
+        let mut curves = Curves {
+            blocks: Vec::with_capacity(blocks),
+            pivot_limits: Vec::with_capacity(blocks),
+            pivot_sums: Vec::with_capacity(blocks),
+            pair_totals: Vec::with_capacity(1),
+            exact_cum_amount: Vec::with_capacity(offers.len() + 1),
+        };
+        curves.add_pair(offers);
+        curves
+    }
+
+    /// Pairs' curves one after another, as `build` lays them out.
+    fn concat(parts: Vec<Curves>) -> Curves {
+        let blocks = parts.iter().map(|part| part.blocks.len()).sum();
+        let exact = parts.iter().map(|part| part.exact_cum_amount.len()).sum();
+        let mut curves = Curves {
+            blocks: Vec::with_capacity(blocks),
+            pivot_limits: Vec::with_capacity(blocks),
+            pivot_sums: Vec::with_capacity(blocks),
+            pair_totals: Vec::with_capacity(parts.len()),
+            exact_cum_amount: Vec::with_capacity(exact),
+        };
+        for part in parts {
+            curves.blocks.extend(part.blocks);
+            curves.pivot_limits.extend(part.pivot_limits);
+            curves.pivot_sums.extend(part.pivot_sums);
+            curves.pair_totals.extend(part.pair_totals);
+            curves.exact_cum_amount.extend(part.exact_cum_amount);
+        }
+        curves
+    }
+
     fn add_pair(&mut self, offers: &[Offer]) {
         let mut sums = PrefixSums::default();
         let mut exact = 0u64;
@@ -407,6 +534,55 @@ mod tests {
             assert_eq!(books.count_at_or_below(&pair, Price::from_f64(1.5)), 3);
             assert_eq!(books.count_below(&pair, Price::from_f64(1.5)), 1);
         }
+    }
+
+    /// Books built from per-pair sorted lists equal those `build` makes of the same offers,
+    /// for any thread count, and a list out of order or in the wrong pair is refused.
+    #[test]
+    fn books_from_sorted_pairs_equal_books_built_from_scratch() {
+        let mut offers = Vec::new();
+        for id in 0..3_000u64 {
+            let (sell, buy) = ((id % 3) as u16, ((id / 3 + 1) % 3) as u16);
+            if sell != buy {
+                offers.push(offer(
+                    id,
+                    sell,
+                    buy,
+                    1 + id % 97,
+                    0.5 + (id % 61) as f64 / 7.0,
+                ));
+            }
+        }
+        let built = OrderBooks::build(offers.clone(), 3, 1).unwrap();
+        let mut lists = vec![Vec::new(); 9];
+        for offer in &offers {
+            lists[pair_index(offer, 3)].push(*offer);
+        }
+        for list in &mut lists {
+            list.sort_unstable_by_key(Offer::key);
+        }
+        for threads in [1, 2, 3] {
+            let sorted = OrderBooks::from_sorted_pairs(lists.clone(), 3, threads).unwrap();
+            assert_eq!(sorted.offers, built.offers);
+            assert_eq!(sorted.pairs, built.pairs);
+            assert_eq!(sorted.blocks, built.blocks);
+            assert_eq!(sorted.pivot_limits, built.pivot_limits);
+            assert_eq!(sorted.pivot_sums, built.pivot_sums);
+            assert_eq!(sorted.pair_totals, built.pair_totals);
+            assert_eq!(sorted.exact_cum_amount, built.exact_cum_amount);
+        }
+        let mut unsorted = lists.clone();
+        let pair = unsorted.iter_mut().find(|list| list.len() > 1).unwrap();
+        pair.swap(0, 1);
+        let error = OrderBooks::from_sorted_pairs(unsorted, 3, 2).unwrap_err();
+        assert!(matches!(error, BookError::NotCanonical { .. }), "{error}");
+        let mut misplaced = lists.clone();
+        let stray = misplaced[1][0];
+        misplaced[2].insert(0, stray);
+        let error = OrderBooks::from_sorted_pairs(misplaced, 3, 1).unwrap_err();
+        assert!(matches!(error, BookError::NotCanonical { .. }), "{error}");
+        let error = OrderBooks::from_sorted_pairs(lists[..8].to_vec(), 3, 1).unwrap_err();
+        assert!(matches!(error, BookError::PairLists { .. }), "{error}");
     }
 
     #[test]

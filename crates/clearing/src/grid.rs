@@ -62,11 +62,22 @@ impl SupplyGrid {
     /// The table for smoothing width `mu`, or `None` for μ = 0 (no smoothing, nothing to
     /// tabulate). Built beside the books, not inside them: one table per (books, μ).
     pub fn for_mu(books: &OrderBooks, mu: Fraction) -> Option<SupplyGrid> {
-        (mu != Fraction::ZERO).then(|| SupplyGrid::build(books, mu))
+        SupplyGrid::for_mu_on(books, mu, 1)
+    }
+
+    /// [`Self::for_mu`], the pairs tabulated on up to `threads` threads (each pair's table
+    /// depends on its offers alone: the same table for any thread count).
+    pub fn for_mu_on(books: &OrderBooks, mu: Fraction, threads: usize) -> Option<SupplyGrid> {
+        (mu != Fraction::ZERO).then(|| SupplyGrid::build_on(books, mu, threads))
     }
 
     /// Tabulates every pair of `books` for smoothing width `mu` (> 0).
+    #[cfg(test)]
     fn build(books: &OrderBooks, mu_exact: Fraction) -> SupplyGrid {
+        SupplyGrid::build_on(books, mu_exact, 1)
+    }
+
+    fn build_on(books: &OrderBooks, mu_exact: Fraction, threads: usize) -> SupplyGrid {
         let mu = mu_exact.to_f64();
         assert!(
             mu > 0.0 && mu < 1.0,
@@ -82,14 +93,21 @@ impl SupplyGrid {
             tables: Vec::new(),
             values: Vec::new(),
         };
-        for pair in books.pairs() {
+        let tables = walras_par::map_in_order(books.pairs(), threads, 2, |pair| {
             let limits: Vec<f64> = books
                 .offers(pair)
                 .iter()
                 .map(|o| o.min_price.to_f64())
                 .collect();
             let amounts: Vec<f64> = books.offers(pair).iter().map(|o| o.amount as f64).collect();
-            grid.add_pair(&limits, &amounts);
+            grid.pair_table(&limits, &amounts)
+        });
+        let points = tables.iter().map(|(_, values)| values.len()).sum();
+        grid.values.reserve_exact(points);
+        for (mut table, values) in tables {
+            table.values_start = grid.values.len() as u32;
+            grid.tables.push(table);
+            grid.values.extend(values);
         }
         grid
     }
@@ -144,7 +162,8 @@ impl SupplyGrid {
             .wrapping_add(table.values_start as usize + offset as usize)
     }
 
-    fn add_pair(&mut self, limits: &[f64], amounts: &[f64]) {
+    /// One pair's table and its values (`values_start` is set where the values are placed).
+    fn pair_table(&self, limits: &[f64], amounts: &[f64]) -> (PairTable, Vec<f32>) {
         let median = limits[limits.len() / 2];
         let lowest = limits[0];
         let highest = limits[limits.len() - 1] / (1.0 - self.mu);
@@ -153,7 +172,7 @@ impl SupplyGrid {
         let first_key = key(lowest).max(key(median).saturating_sub(half));
         let last_key = (key(highest) + 1).min(key(median) + half);
         let points = last_key - first_key + 1;
-        self.tables.push(PairTable {
+        let table = PairTable {
             nothing_below_key: key(lowest),
             // Grid point key(highest) + 1 exceeds highest = l_max / (1 − μ), and so does any
             // rate with a larger key: every offer is below (1 − μ) · rate.
@@ -161,13 +180,13 @@ impl SupplyGrid {
             total: amounts.iter().sum(),
             first_key,
             points: points as u32,
-            values_start: self.values.len() as u32,
-        });
+            values_start: 0,
+        };
         let mut sweep = SupplySweep::new(limits, amounts, self.mu);
-        for grid_key in first_key..=last_key {
-            self.values
-                .push(sweep.supply_at(f64::from_bits(grid_key << self.shift)) as f32);
-        }
+        let values = (first_key..=last_key)
+            .map(|grid_key| sweep.supply_at(f64::from_bits(grid_key << self.shift)) as f32)
+            .collect();
+        (table, values)
     }
 }
 
@@ -253,6 +272,23 @@ mod tests {
                     "rate {}: table {} exact {}", rate, supply, exact);
             }
         }
+    }
+
+    /// Tabulating pairs on several threads gives the table one thread gives.
+    #[test]
+    fn the_table_is_the_same_for_any_thread_count() {
+        let limits: Vec<f64> = (0..5_000).map(|i| 0.5 + (i % 113) as f64 / 97.0).collect();
+        let mut offers = offers_with(&limits, |index| 1 + index as u64 % 37);
+        for (index, offer) in offers.iter_mut().enumerate() {
+            if index % 2 == 1 {
+                std::mem::swap(&mut offer.sell, &mut offer.buy);
+            }
+        }
+        let books = OrderBooks::build(offers, 2, 1).unwrap();
+        let one = SupplyGrid::for_mu_on(&books, Fraction::power_of_two(10), 1).unwrap();
+        let two = SupplyGrid::for_mu_on(&books, Fraction::power_of_two(10), 2).unwrap();
+        assert_eq!(one.pairs(), 2);
+        assert_eq!(format!("{one:?}"), format!("{two:?}"));
     }
 
     fn book_of(limits: &[f64]) -> OrderBooks {

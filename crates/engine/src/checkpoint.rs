@@ -70,7 +70,18 @@ impl ExchangeState {
 
     /// The state as checkpoint bytes (see the module documentation).
     pub fn encode_checkpoint(&self) -> Vec<u8> {
-        let mut body = Vec::with_capacity(64 + 60 * self.accounts.len());
+        let mut bytes = self.encode_checkpoint_unsealed();
+        seal_checkpoint(&mut bytes);
+        bytes
+    }
+
+    /// The checkpoint bytes with a zero checksum: what a node must copy while it holds the
+    /// state. [`seal_checkpoint`] (hashing the whole body) can then run on another thread,
+    /// off the block path.
+    pub fn encode_checkpoint_unsealed(&self) -> Vec<u8> {
+        let mut body = Vec::with_capacity(MAGIC.len() + 32 + 64 + 60 * self.accounts.len());
+        body.put_bytes(MAGIC);
+        body.put_bytes(&[0; 32]);
         body.put_u64(self.height);
         body.put_bytes(self.last_header_hash.as_bytes());
         body.put_u16(self.assets as u16);
@@ -104,11 +115,7 @@ impl ExchangeState {
         if let Some(payments) = &self.payments {
             encode_bridge(payments, &mut body);
         }
-        let mut out = Vec::with_capacity(MAGIC.len() + 32 + body.len());
-        out.put_bytes(MAGIC);
-        out.put_bytes(hash_in(CHECKPOINT_DOMAIN, &body).as_bytes());
-        out.put_bytes(&body);
-        out
+        body
     }
 
     /// Rebuilds a state from [`Self::encode_checkpoint`]'s bytes, tries included (on
@@ -153,6 +160,19 @@ impl ExchangeState {
         crate::state::decode_keys(&state.accounts, threads);
         Ok(state)
     }
+}
+
+/// Writes the checksum of [`ExchangeState::encode_checkpoint_unsealed`]'s bytes into them.
+///
+/// # Panics
+/// On bytes that do not start with this format's magic and checksum space.
+pub fn seal_checkpoint(bytes: &mut [u8]) {
+    assert!(
+        bytes.starts_with(MAGIC) && bytes.len() >= MAGIC.len() + 32,
+        "not unsealed checkpoint bytes"
+    );
+    let (head, body) = bytes.split_at_mut(MAGIC.len() + 32);
+    head[MAGIC.len()..].copy_from_slice(hash_in(CHECKPOINT_DOMAIN, body).as_bytes());
 }
 
 /// Pair books a state has: one per ordered pair of assets (`sell * assets + buy`).

@@ -314,7 +314,7 @@ impl ExchangeState {
         // The proposer's supply table, beside the books (a follower checks the header exactly
         // and needs none); timed with planning, as before clearing.
         let started = Instant::now();
-        let supply_grid = SupplyGrid::for_mu(&plan.books, config.clearing.mu);
+        let supply_grid = SupplyGrid::for_mu_on(&plan.books, config.clearing.mu, config.threads);
         timings.plan += elapsed_ms(started);
         let started = Instant::now();
         let clock = SystemClock;
@@ -573,37 +573,58 @@ impl ExchangeState {
             .collect()
     }
 
-    /// The offers clearing sees: those open now, less the cancelled, plus the new.
+    /// The offers clearing sees: those open now, less the cancelled, plus the new. Each pair's
+    /// list is merged in canonical order straight from its book (no regrouping, no sort: see
+    /// `OrderBooks::from_sorted_pairs`), the pairs spread over `threads`.
     fn clearing_books(
         &self,
         cancelled: &[(usize, OfferKey)],
         new_offers: &[(usize, OfferKey, u64)],
         threads: usize,
     ) -> OrderBooks {
-        let mut offers: Vec<Offer> = Vec::with_capacity(self.open_offer_count() + new_offers.len());
-        let mut cancel = cancelled.iter().peekable();
-        for (index, book) in self.books.iter().enumerate() {
-            let (sell, buy) = (
-                AssetId((index / self.assets) as u16),
-                AssetId((index % self.assets) as u16),
-            );
-            for (key, amount) in book {
-                if cancel.peek() == Some(&&(index, *key)) {
-                    cancel.next();
-                    continue;
-                }
-                offers.push(offer(sell, buy, key, *amount));
-            }
+        let indices: Vec<usize> = (0..self.books.len()).collect();
+        let lists = walras_par::map_in_order(&indices, threads, 2, |index| {
+            let cancelled = pair_slice(cancelled, *index, |(pair, _)| *pair);
+            let created = pair_slice(new_offers, *index, |(pair, _, _)| *pair);
+            self.pair_offers(*index, cancelled, created)
+        });
+        OrderBooks::from_sorted_pairs(lists, self.assets, threads)
+            .unwrap_or_else(|error| panic!("open offers break a book invariant: {error}"))
+    }
+
+    /// Pair `index`'s offers in canonical order: its book less `cancelled`, merged with
+    /// `created` (both sorted by key; an offer's key is unique: its id is its account's
+    /// sequence number).
+    fn pair_offers(
+        &self,
+        index: usize,
+        cancelled: &[(usize, OfferKey)],
+        created: &[(usize, OfferKey, u64)],
+    ) -> Vec<Offer> {
+        let book = &self.books[index];
+        if book.is_empty() && created.is_empty() {
+            return Vec::new();
         }
-        for (index, key, amount) in new_offers {
-            let (sell, buy) = (
-                AssetId((index / self.assets) as u16),
-                AssetId((index % self.assets) as u16),
-            );
+        let (sell, buy) = (
+            AssetId((index / self.assets) as u16),
+            AssetId((index % self.assets) as u16),
+        );
+        let mut offers = Vec::with_capacity(book.len() + created.len());
+        let mut cancel = cancelled.iter().map(|(_, key)| key).peekable();
+        let mut create = created.iter().peekable();
+        for (key, amount) in book {
+            while let Some((_, new_key, new_amount)) = create.next_if(|(_, new, _)| new < key) {
+                offers.push(offer(sell, buy, new_key, *new_amount));
+            }
+            if cancel.next_if_eq(&key).is_some() {
+                continue;
+            }
             offers.push(offer(sell, buy, key, *amount));
         }
-        OrderBooks::build(offers, self.assets, threads)
-            .unwrap_or_else(|error| panic!("open offers break a book invariant: {error}"))
+        for (_, key, amount) in create {
+            offers.push(offer(sell, buy, key, *amount));
+        }
+        offers
     }
 
     /// Phases 5–6: apply the block's effects and commit them; returns the new state root and
@@ -961,6 +982,13 @@ fn offer(sell: AssetId, buy: AssetId, key: &OfferKey, amount: u64) -> Offer {
         amount,
         min_price: key.min_price,
     }
+}
+
+/// The part of a list sorted by pair index that belongs to pair `index`.
+fn pair_slice<T>(sorted: &[T], index: usize, pair_of: impl Fn(&T) -> usize) -> &[T] {
+    let low = sorted.partition_point(|item| pair_of(item) < index);
+    let high = sorted.partition_point(|item| pair_of(item) <= index);
+    &sorted[low..high]
 }
 
 fn transactions_root_of(hashes: Vec<Hash>) -> Hash {

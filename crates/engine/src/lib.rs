@@ -24,6 +24,7 @@ pub mod filter;
 pub mod market;
 pub mod orderbook;
 mod parallel;
+pub mod resting;
 pub mod state;
 
 pub use account::Account;

@@ -419,6 +419,7 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         accepted_signatures: Arc::new(walras_crypto::AcceptedSignatures::new(
             config.mempool_capacity.max(1024),
         )),
+        checkpoint_failure_reported: Mutex::new(None),
     })
 }
 
@@ -543,7 +544,11 @@ fn warn_if_dev(genesis: &GenesisSource) {
 /// it was created from one.
 fn open_or_create(config: &NodeConfig) -> Result<(BlockStore, Option<DevGenesisJson>), NodeError> {
     let dir = &config.data_dir;
-    let options = StoreOptions::default();
+    // Checkpoints are written off the block path: the producer copies the state and goes on.
+    let options = StoreOptions {
+        checkpoint_in_background: true,
+        ..StoreOptions::default()
+    };
     let exists = dir.join("data.mdb").exists();
     if !exists && !matches!(config.genesis, GenesisSource::Stored) {
         let (genesis, dev) = named_genesis(&config.genesis, config.threads)?;

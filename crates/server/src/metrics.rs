@@ -48,6 +48,13 @@ pub struct Metrics {
     responses_total: IntCounterVec,
     /// Blocks this node proposed, by where their tâtonnement started (fit, previous, oracle).
     warm_start_total: IntCounterVec,
+    /// Memory accounted for (issue 32), set after each committed block: what the state holds,
+    /// the recent-transaction index, the store's file and the newest checkpoint.
+    pub state_accounts: IntGauge,
+    pub state_open_offers: IntGauge,
+    pub recent_index_transactions: IntGauge,
+    pub store_file_bytes: IntGauge,
+    pub checkpoint_height: IntGauge,
 }
 
 /// Adds a duration as seconds.
@@ -160,11 +167,28 @@ impl Metrics {
                 "Blocks this node cut, by where tatonnement started (fit, previous, oracle).",
                 &["start"],
             )?,
+            state_accounts: gauge("walras_state_accounts", "Accounts in the exchange state.")?,
+            state_open_offers: gauge(
+                "walras_state_open_offers",
+                "Open offers in the exchange state (each in its book and its pair's trie).",
+            )?,
+            recent_index_transactions: gauge(
+                "walras_recent_index_transactions",
+                "Committed transactions indexed for status queries.",
+            )?,
+            store_file_bytes: gauge(
+                "walras_store_file_bytes",
+                "Size of the store's data.mdb (the mapped file; blocks and checkpoints).",
+            )?,
+            checkpoint_height: gauge(
+                "walras_checkpoint_height",
+                "Height of the newest checkpoint this process wrote in the background.",
+            )?,
         })
     }
 
     /// The metrics in exposition order (the order of the text before this crate was used).
-    fn collectors(&self) -> [&dyn Collector; 25] {
+    fn collectors(&self) -> [&dyn Collector; 30] {
         [
             &self.height,
             &self.blocks_total,
@@ -191,6 +215,11 @@ impl Metrics {
             &self.rejected_total,
             &self.responses_total,
             &self.warm_start_total,
+            &self.state_accounts,
+            &self.state_open_offers,
+            &self.recent_index_transactions,
+            &self.store_file_bytes,
+            &self.checkpoint_height,
         ]
     }
 
@@ -376,6 +405,21 @@ walras_admission_rejected_total{code=\"bad_signature\"} 2
 # TYPE walras_http_responses_total counter
 walras_http_responses_total{route=\"/v1/accounts/{id}\",status=\"404\"} 1
 walras_http_responses_total{route=\"/v1/status\",status=\"200\"} 1
+# HELP walras_state_accounts Accounts in the exchange state.
+# TYPE walras_state_accounts gauge
+walras_state_accounts 0
+# HELP walras_state_open_offers Open offers in the exchange state (each in its book and its pair's trie).
+# TYPE walras_state_open_offers gauge
+walras_state_open_offers 0
+# HELP walras_recent_index_transactions Committed transactions indexed for status queries.
+# TYPE walras_recent_index_transactions gauge
+walras_recent_index_transactions 0
+# HELP walras_store_file_bytes Size of the store's data.mdb (the mapped file; blocks and checkpoints).
+# TYPE walras_store_file_bytes gauge
+walras_store_file_bytes 0
+# HELP walras_checkpoint_height Height of the newest checkpoint this process wrote in the background.
+# TYPE walras_checkpoint_height gauge
+walras_checkpoint_height 0
 ";
         let text = metrics.render((4, 100));
         for (line, (got, want)) in text.lines().zip(expected.lines()).enumerate() {

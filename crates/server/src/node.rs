@@ -91,6 +91,8 @@ pub struct Shared {
     /// The signatures admission accepted, so the producer does not check them a second time
     /// (it checks those it does not find, by the same rule; see `walras_crypto::accept`).
     pub accepted_signatures: Arc<AcceptedSignatures>,
+    /// The last background checkpoint failure logged (each is logged once).
+    pub checkpoint_failure_reported: Mutex<Option<String>>,
 }
 
 /// Why the producer stopped the node.
@@ -239,6 +241,7 @@ pub(super) fn produce_block(
     let hashes = batch.iter().map(|(hash, _)| *hash).collect();
     index_block(shared, &block, &outcome, hashes);
     shared.committed(&batch, &outcome, &state);
+    record_state_gauges(shared, &state);
     drop(state);
     let timings = BlockTimings {
         execute: executed - started,
@@ -323,6 +326,39 @@ fn announce_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, timing
     let event = block_event(outcome, prices, block.transactions.len(), timings, band);
     // No subscriber is not an error.
     let _ = shared.events.send(Arc::new(event));
+}
+
+/// The memory gauges (issue 32): state sizes, the recent-transaction index, the store file
+/// and the newest background checkpoint.
+fn record_state_gauges(shared: &Shared, state: &ExchangeState) {
+    let metrics = &shared.metrics;
+    metrics
+        .state_accounts
+        .set(gauge_value(state.account_count()));
+    metrics
+        .state_open_offers
+        .set(gauge_value(state.open_offer_count()));
+    metrics
+        .recent_index_transactions
+        .set(gauge_value(shared.recent().len()));
+    if let Ok(file) = std::fs::metadata(shared.store.dir().join("data.mdb")) {
+        metrics.store_file_bytes.set(gauge_value(file.len()));
+    }
+    metrics
+        .checkpoint_height
+        .set(gauge_value(shared.store.background_checkpoint_height()));
+    // Blocks are durable without it, so a failed checkpoint does not stop the node; but a
+    // restart then replays more, so the operator hears of it (once per failure).
+    if let Some(failure) = shared.store.checkpoint_failure() {
+        let mut reported = shared
+            .checkpoint_failure_reported
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if reported.as_deref() != Some(failure.as_str()) {
+            tracing::warn!("writing a checkpoint failed: {failure}");
+            *reported = Some(failure);
+        }
+    }
 }
 
 pub(super) struct BlockTimings {

@@ -38,6 +38,15 @@ impl RecentTransactions {
         }
     }
 
+    /// Transactions indexed.
+    pub fn len(&self) -> usize {
+        self.by_hash.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+
     pub fn get(&self, hash: &Hash) -> Option<Committed> {
         self.by_hash.get(hash).copied()
     }

@@ -39,7 +39,12 @@
 //! [`BlockStore::append_with_state`] also stores, every
 //! [`StoreOptions::checkpoint_interval_blocks`] blocks or once the blocks since the last
 //! checkpoint hold [`StoreOptions::checkpoint_interval_transactions`] transactions (whichever
-//! comes first), in the block's own transaction, a checkpoint of the state after it; the two newest are kept. [`recover`] rebuilds the state
+//! comes first), a checkpoint of the state after it; the two newest are kept. The checkpoint
+//! is written in the block's own transaction, or, with
+//! [`StoreOptions::checkpoint_in_background`] (what a node uses), by the store's writer thread
+//! in a transaction of its own after the block has committed: the appending thread only copies
+//! the state, and a crash before that transaction commits leaves the previous checkpoint.
+//! [`recover`] rebuilds the state
 //! from the newest checkpoint whose rebuilt state root and header hash equal the stored
 //! header's, then replays the later blocks through the follower path
 //! ([`ExchangeState::apply`](walras_engine::ExchangeState::apply)), so every header and every

@@ -5,7 +5,8 @@ use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, DatabaseOpener, Env, EnvOpenOptions, RoTxn, RwTxn, WithTls};
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use walras_crypto::Hash;
 use walras_engine::{Block, BlockHeader, ClearingReport, DropReason, ExchangeState, OfferFill};
 use walras_types::codec::{self, Reader, Writer};
@@ -49,6 +50,14 @@ pub struct StoreOptions {
     /// the restart's replay began) to at least this many (at least 1): the work a restart
     /// replays is bounded whatever the block sizes.
     pub checkpoint_interval_transactions: u64,
+    /// Write checkpoints on a thread of the store's own, off the block path: the appending
+    /// thread only copies the state ([`ExchangeState::encode_checkpoint_unsealed`]); the
+    /// checksum and the write, in a transaction of its own, happen on the writer thread. A
+    /// checkpoint falls due while the previous one is still being written is put off to the
+    /// next block (the transaction count keeps growing meanwhile). A crash before the
+    /// checkpoint's transaction commits leaves the previous checkpoint to recover from. Off:
+    /// the checkpoint is in the block's own transaction.
+    pub checkpoint_in_background: bool,
 }
 
 impl Default for StoreOptions {
@@ -57,6 +66,7 @@ impl Default for StoreOptions {
             map_size_bytes: DEFAULT_MAP_SIZE_BYTES,
             checkpoint_interval_blocks: DEFAULT_CHECKPOINT_INTERVAL_BLOCKS,
             checkpoint_interval_transactions: DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,
+            checkpoint_in_background: false,
         }
     }
 }
@@ -113,6 +123,117 @@ pub struct BlockStore {
     headers: Table,
     results: Table,
     checkpoints: Table,
+    /// `Some` with [`StoreOptions::checkpoint_in_background`].
+    writer: Option<CheckpointWriter>,
+}
+
+/// The thread that seals and writes checkpoints off the block path.
+struct CheckpointWriter {
+    queue: Option<std::sync::mpsc::SyncSender<(u64, Vec<u8>)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// True from when a checkpoint is queued until its transaction has committed (or failed).
+    busy: Arc<AtomicBool>,
+    /// The last write that failed, for [`BlockStore::checkpoint_failure`].
+    failure: Arc<Mutex<Option<String>>>,
+    /// Height of the newest checkpoint this thread committed (0: none yet).
+    written: Arc<AtomicU64>,
+}
+
+impl CheckpointWriter {
+    fn start(env: Env, checkpoints: Table) -> CheckpointWriter {
+        let (queue, jobs) = std::sync::mpsc::sync_channel::<(u64, Vec<u8>)>(1);
+        let busy = Arc::new(AtomicBool::new(false));
+        let failure = Arc::new(Mutex::new(None));
+        let written = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (busy, failure, written) = (busy.clone(), failure.clone(), written.clone());
+            std::thread::Builder::new()
+                .name("walras-checkpoint".into())
+                .spawn(move || {
+                    for (height, mut bytes) in jobs {
+                        walras_engine::checkpoint::seal_checkpoint(&mut bytes);
+                        match write_checkpoint(&env, checkpoints, height, &bytes) {
+                            Ok(()) => written.store(height, Ordering::Release),
+                            Err(error) => {
+                                *failure.lock().unwrap_or_else(PoisonError::into_inner) =
+                                    Some(format!("checkpoint at height {height}: {error}"))
+                            }
+                        }
+                        busy.store(false, Ordering::Release);
+                    }
+                })
+                .expect("cannot start the checkpoint writer thread")
+        };
+        CheckpointWriter {
+            queue: Some(queue),
+            thread: Some(thread),
+            busy,
+            failure,
+            written,
+        }
+    }
+
+    /// Hands `bytes` to the thread unless it is still writing the previous checkpoint.
+    fn offer(&self, height: u64, bytes: impl FnOnce() -> Vec<u8>) -> bool {
+        let Some(queue) = &self.queue else {
+            return false;
+        };
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        if queue.send((height, bytes())).is_err() {
+            self.busy.store(false, Ordering::Release);
+            return false;
+        }
+        true
+    }
+}
+
+impl Drop for CheckpointWriter {
+    /// Lets the thread finish the checkpoint it holds, so a clean stop keeps it.
+    fn drop(&mut self) {
+        self.queue.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One checkpoint in its own write transaction, with the older ones beyond
+/// [`CHECKPOINTS_KEPT`] deleted.
+fn write_checkpoint(
+    env: &Env,
+    checkpoints: Table,
+    height: u64,
+    bytes: &[u8],
+) -> Result<(), StoreError> {
+    let mut txn = env
+        .write_txn()
+        .map_err(StoreError::lmdb("writing a checkpoint"))?;
+    checkpoints
+        .put(&mut txn, &height.to_be_bytes(), bytes)
+        .map_err(StoreError::lmdb("writing a checkpoint"))?;
+    let heights = heights_in(checkpoints, &txn)?;
+    for old in heights.iter().skip(CHECKPOINTS_KEPT) {
+        checkpoints
+            .delete(&mut txn, &old.to_be_bytes())
+            .map_err(StoreError::lmdb("deleting an old checkpoint"))?;
+    }
+    txn.commit()
+        .map_err(StoreError::lmdb("committing a checkpoint"))
+}
+
+/// Heights of the checkpoints in `checkpoints`, newest first.
+fn heights_in(checkpoints: Table, txn: &RoTxn) -> Result<Vec<u64>, StoreError> {
+    let mut heights = Vec::new();
+    let entries = checkpoints
+        .rev_iter(txn)
+        .map_err(StoreError::lmdb("listing checkpoints"))?;
+    for entry in entries {
+        let (key, _) = entry.map_err(StoreError::lmdb("listing checkpoints"))?;
+        heights.push(decode_height(key)?);
+    }
+    Ok(heights)
 }
 
 /// The databases of a store, in this order: `meta`, `blocks`, `headers`, `results`,
@@ -206,7 +327,11 @@ impl BlockStore {
 
     fn new(env: Env, dir: &Path, options: &StoreOptions, tables: Tables<'static>) -> BlockStore {
         let [meta, blocks, headers, results, checkpoints] = tables;
+        let writer = options
+            .checkpoint_in_background
+            .then(|| CheckpointWriter::start(env.clone(), checkpoints));
         BlockStore {
+            writer,
             env,
             dir: dir.to_path_buf(),
             map_size_bytes: options.map_size_bytes,
@@ -285,10 +410,17 @@ impl BlockStore {
             || since >= self.checkpoint_interval_transactions;
         let mut txn = self.write_txn()?;
         self.put_block(&mut txn, block, dropped, clearing, fills)?;
-        if checkpointed {
+        if checkpointed && self.writer.is_none() {
             self.put_checkpoint(&mut txn, height, &state.encode_checkpoint())?;
         }
         self.commit(txn)?;
+        // The block is durable: its checkpoint may follow on the writer thread.
+        let checkpointed = match &self.writer {
+            Some(writer) if checkpointed => {
+                writer.offer(height, || state.encode_checkpoint_unsealed())
+            }
+            _ => checkpointed,
+        };
         let since = if checkpointed { 0 } else { since };
         self.transactions_since_checkpoint
             .store(since, Ordering::Relaxed);
@@ -324,16 +456,35 @@ impl BlockStore {
     }
 
     fn checkpoint_heights_in(&self, txn: &RoTxn) -> Result<Vec<u64>, StoreError> {
-        let mut heights = Vec::new();
-        let entries = self
-            .checkpoints
-            .rev_iter(txn)
-            .map_err(StoreError::lmdb("listing checkpoints"))?;
-        for entry in entries {
-            let (key, _) = entry.map_err(StoreError::lmdb("listing checkpoints"))?;
-            heights.push(decode_height(key)?);
+        heights_in(self.checkpoints, txn)
+    }
+
+    /// Waits until the background writer ([`StoreOptions::checkpoint_in_background`]) has
+    /// no checkpoint queued or being written; at once without one.
+    pub fn wait_for_checkpoints(&self) {
+        if let Some(writer) = &self.writer {
+            while writer.busy.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
         }
-        Ok(heights)
+    }
+
+    /// Why the background writer's last failed checkpoint failed, if one did (blocks are
+    /// unaffected: they are durable before their checkpoint is written).
+    pub fn checkpoint_failure(&self) -> Option<String> {
+        let writer = self.writer.as_ref()?;
+        writer
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Height of the newest checkpoint the background writer committed (0: none yet).
+    pub fn background_checkpoint_height(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map_or(0, |writer| writer.written.load(Ordering::Acquire))
     }
 
     /// The checkpoint bytes stored at `height`, if any.

@@ -189,3 +189,29 @@ fn propose_and_append_with_state_unstored(state: &mut ExchangeState) {
         .propose(common::transactions(height), &config())
         .expect("the workload's blocks clear");
 }
+
+/// Checkpoints written by the background thread are the ones the block path would have
+/// written (here the writer keeps up: each is done before the next falls due, after waiting),
+/// and recovery from them gives the live state.
+#[test]
+fn background_checkpoints_recover_the_live_state() {
+    let dir = TempDir::new("checkpoint-background");
+    let background = StoreOptions {
+        checkpoint_in_background: true,
+        ..options()
+    };
+    let (store, mut live) = fresh_store_with(dir.path(), &background);
+    for _ in 0..BLOCKS {
+        propose_and_append_with_state(&store, &mut live);
+        store.wait_for_checkpoints();
+    }
+    assert_eq!(store.checkpoint_heights().unwrap(), vec![30, 20]);
+    assert_eq!(store.background_checkpoint_height(), 30);
+    assert_eq!(store.checkpoint_failure(), None);
+    drop(store);
+    let store = BlockStore::open_with(dir.path(), &background).unwrap();
+    let mut recovery = recover_store_with(&store, &config(), 1, |_, _| {}).unwrap();
+    assert_eq!(recovery.checkpoint_height, 30);
+    assert_eq!(recovery.replayed_blocks, 5);
+    assert_eq!(recovery.state.state_root(1), live.state_root(1));
+}

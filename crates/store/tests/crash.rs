@@ -25,6 +25,11 @@ const WRITER_DIR_VAR: &str = "WALRAS_STORE_CRASH_WRITER_DIR";
 const SEED_VAR: &str = "WALRAS_STORE_CRASH_SEED";
 /// Set in the child: the checkpoint interval in blocks.
 const INTERVAL_VAR: &str = "WALRAS_STORE_CRASH_CHECKPOINT_INTERVAL";
+/// Set in the child to `1`: checkpoints written by the store's background thread.
+const BACKGROUND_VAR: &str = "WALRAS_STORE_CRASH_CHECKPOINT_BACKGROUND";
+/// With background checkpoints, blocks a checkpoint may lag behind its due height: those
+/// committed while the previous one was still being written (a few at most here).
+const BACKGROUND_LAG_BLOCKS_MAX: u64 = 64;
 /// Checkpoints rarely enough that the kills land between them, replaying blocks.
 const INTERVAL_RARE_BLOCKS: u64 = 1_000;
 /// A writer that is never killed stops by itself after this long (a parent that died).
@@ -42,6 +47,14 @@ fn a_kill_while_a_checkpoint_is_written_loses_no_block_and_applies_none_twice() 
     kill_and_recover("crash-checkpoint5", 5, 1);
 }
 
+/// Trigger: SIGKILL while the background writer seals or writes a checkpoint (one falls due
+/// with every block; the block is already committed then): recovery starts from the previous
+/// whole checkpoint, loses no block and applies none twice.
+#[test]
+fn a_kill_while_the_background_writer_writes_a_checkpoint_recovers_from_the_previous_one() {
+    kill_and_recover_with("crash-background5", 5, 1, true);
+}
+
 #[test]
 #[ignore = "slow: 20 kills; run with --ignored"]
 fn committed_blocks_survive_sigkill_20_times() {
@@ -54,25 +67,38 @@ fn committed_blocks_survive_sigkill_20_times_while_checkpoints_are_written() {
     kill_and_recover("crash-checkpoint20", 20, 1);
 }
 
-fn options(checkpoint_interval_blocks: u64) -> StoreOptions {
+/// How a writer (and the parent's recoveries) open the store.
+#[derive(Clone, Copy)]
+struct Mode {
+    interval: u64,
+    background: bool,
+}
+
+fn options(mode: Mode) -> StoreOptions {
     StoreOptions {
-        checkpoint_interval_blocks,
+        checkpoint_interval_blocks: mode.interval,
+        checkpoint_in_background: mode.background,
         ..StoreOptions::default()
     }
 }
 
 /// Opens the store and recovers it, checking the recovered state's root against the stored
 /// header of its height (so a checkpoint that restored a wrong state cannot pass).
-fn recover_checked(dir: &Path, interval: u64) -> (BlockStore, walras_engine::ExchangeState) {
-    let store = BlockStore::open_with(dir, &options(interval)).expect("the store reopens");
+fn recover_checked(dir: &Path, mode: Mode) -> (BlockStore, walras_engine::ExchangeState) {
+    let store = BlockStore::open_with(dir, &options(mode)).expect("the store reopens");
     let mut recovery = recover_store_with(&store, &config(), 1, |_, _| {}).expect("recovery");
     assert!(
         recovery.refused_checkpoints.is_empty(),
         "a kill damaged a checkpoint: {:?}",
         recovery.refused_checkpoints
     );
+    let lag = if mode.background {
+        BACKGROUND_LAG_BLOCKS_MAX
+    } else {
+        0
+    };
     assert!(
-        recovery.replayed_blocks < interval,
+        recovery.replayed_blocks < mode.interval + lag,
         "replayed {}",
         recovery.replayed_blocks
     );
@@ -98,7 +124,14 @@ fn crash_writer_child() {
         .ok()
         .and_then(|text| text.parse().ok())
         .unwrap_or(INTERVAL_RARE_BLOCKS);
-    let (store, mut state) = recover_checked(dir, interval);
+    let background = std::env::var(BACKGROUND_VAR).is_ok_and(|value| value == "1");
+    let (store, mut state) = recover_checked(
+        dir,
+        Mode {
+            interval,
+            background,
+        },
+    );
     // A new line first: the harness has written "test crash_writer_child ... " without one.
     println!("\nready {}", state.height());
     let started = Instant::now();
@@ -112,16 +145,26 @@ fn crash_writer_child() {
 }
 
 fn kill_and_recover(name: &str, kills: usize, interval: u64) {
+    kill_and_recover_with(name, kills, interval, false);
+}
+
+/// The parent: `background` makes both the writers and its own recoveries use background
+/// checkpoints.
+fn kill_and_recover_with(name: &str, kills: usize, interval: u64, background: bool) {
+    let mode = Mode {
+        interval,
+        background,
+    };
     let dir = TempDir::new(name);
     drop(common::fresh_store(dir.path()));
     let mut random = Random::from_env();
     let mut committed: Vec<(u64, String)> = Vec::new();
     for _ in 0..kills {
         let delay = Duration::from_millis(random.below(KILL_DELAY_MS_MAX + 1));
-        committed.extend(run_writer_then_kill(dir.path(), delay, interval));
-        check_recovery(dir.path(), &committed, interval);
+        committed.extend(run_writer_then_kill(dir.path(), delay, mode));
+        check_recovery(dir.path(), &committed, mode);
     }
-    let (store, mut state) = recover_checked(dir.path(), interval);
+    let (store, mut state) = recover_checked(dir.path(), mode);
     let height = state.height();
     let next = propose_and_append_with_state(&store, &mut state);
     assert_eq!(next.header.height, height + 1);
@@ -132,8 +175,8 @@ fn kill_and_recover(name: &str, kills: usize, interval: u64) {
 }
 
 /// Starts a writer, kills it `delay` after it is ready, and returns what it reported committed.
-fn run_writer_then_kill(dir: &Path, delay: Duration, interval: u64) -> Vec<(u64, String)> {
-    let mut child = KillOnDrop(spawn_writer(dir, interval));
+fn run_writer_then_kill(dir: &Path, delay: Duration, mode: Mode) -> Vec<(u64, String)> {
+    let mut child = KillOnDrop(spawn_writer(dir, mode));
     let stdout = child.0.stdout.take().expect("stdout is piped");
     let (ready_sender, ready) = std::sync::mpsc::channel();
     let reader: JoinHandle<Vec<(u64, String)>> = std::thread::spawn(move || {
@@ -155,7 +198,7 @@ fn run_writer_then_kill(dir: &Path, delay: Duration, interval: u64) -> Vec<(u64,
     reader.join().expect("the reader thread ends at EOF")
 }
 
-fn spawn_writer(dir: &Path, interval: u64) -> Child {
+fn spawn_writer(dir: &Path, mode: Mode) -> Child {
     Command::new(std::env::current_exe().expect("the test binary's path"))
         .args([
             "crash_writer_child",
@@ -164,7 +207,8 @@ fn spawn_writer(dir: &Path, interval: u64) -> Child {
             "--test-threads=1",
         ])
         .env(WRITER_DIR_VAR, dir)
-        .env(INTERVAL_VAR, interval.to_string())
+        .env(INTERVAL_VAR, mode.interval.to_string())
+        .env(BACKGROUND_VAR, if mode.background { "1" } else { "0" })
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -179,8 +223,8 @@ fn parse_committed(line: &str) -> Option<(u64, String)> {
     Some((height, root))
 }
 
-fn check_recovery(dir: &Path, committed: &[(u64, String)], interval: u64) {
-    let (store, mut state) = recover_checked(dir, interval);
+fn check_recovery(dir: &Path, committed: &[(u64, String)], mode: Mode) {
+    let (store, mut state) = recover_checked(dir, mode);
     let stored_height = store.last_height().unwrap();
     assert_eq!(state.height(), stored_height);
     for (height, root) in committed {

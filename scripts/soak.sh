@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Soak benchmark of a solo node (issue 32): a constant open-loop load for MINUTES minutes, one
+# `walras loadgen` run of 60 s per minute (each its own open-loop schedule, so a slow minute
+# cannot hide in an average), then a timed restart on the same store.
+# Per minute it prints: offered and committed tx/s and p50/p99 latency (loadgen's), blocks, the
+# node's execution time per committed transaction (walras_block_execute_seconds_total over
+# walras_transactions_committed_total, both deltas of the minute), persist time per
+# transaction, RSS (anonymous: the process's own memory; file: pages of the mapped store it
+# touched), the store file, open offers and accounts (the /metrics gauges).
+# Then SIGKILL (a crash, not a clean stop) and the time until the restarted node serves
+# /v1/status (recovery from the newest checkpoint included).
+# Usage: scripts/soak.sh [MINUTES] [RATE] [ACCOUNTS] [THREADS]
+# Env: WALRAS=path to the binary (default: build ./target/release/walras), DATA=store directory
+# (default: a fresh temporary one, removed at the end).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minutes=${1:-10}; rate=${2:-8000}; accounts=${3:-10000}; threads=${4:-2}
+if [ -z "${WALRAS:-}" ]; then
+  cargo build --release -p walras-cli >&2
+  WALRAS=./target/release/walras
+fi
+data=${DATA:-$(mktemp -d)/node}
+log=$(mktemp)
+echo "# $(date -u '+%F %H:%M') UTC, $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): scripts/soak.sh $minutes $rate $accounts $threads"
+
+start_node() {
+  "$WALRAS" node --data "$data" --listen 127.0.0.1:0 --dev --dev-accounts "$accounts" \
+    --rate-limit-rps 0 --threads "$threads" >"$log" 2>&1 &
+  node=$!
+  for _ in $(seq 12000); do grep -q listening "$log" && break; sleep 0.01; done
+  url=$(sed -n 's/^walras node listening on //p' "$log" | tail -1)
+}
+
+metric() { # name: the sample's value from /metrics
+  curl -sf "$url/metrics" | awk -v name="$1" '$1 == name { print $2 }'
+}
+
+start_node
+echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx rss_mb rss_anon_mb rss_file_mb store_mb open_offers accounts"
+exec0=$(metric walras_block_execute_seconds_total); persist0=$(metric walras_block_persist_seconds_total)
+tx0=$(metric walras_transactions_committed_total)
+for minute in $(seq 1 "$minutes"); do
+  report=$("$WALRAS" loadgen --node "$url" --rate "$rate" --seconds 60 --accounts "$accounts" \
+    --seed "$minute" --json 2>/dev/null)
+  exec1=$(metric walras_block_execute_seconds_total); persist1=$(metric walras_block_persist_seconds_total)
+  tx1=$(metric walras_transactions_committed_total)
+  rss_kb=$(awk '/^VmRSS/ { print $2 }' "/proc/$node/status")
+  anon_kb=$(awk '/^RssAnon/ { print $2 }' "/proc/$node/status")
+  file_kb=$(awk '/^RssFile/ { print $2 }' "/proc/$node/status")
+  store=$(stat -c %s "$data/data.mdb")
+  offers=$(metric walras_state_open_offers); accts=$(metric walras_state_accounts)
+  python3 - "$minute" "$report" "$exec0" "$exec1" "$persist0" "$persist1" "$tx0" "$tx1" "$rss_kb" "$anon_kb" "$file_kb" "$store" "$offers" "$accts" <<'EOF'
+import json, sys
+minute, report, e0, e1, p0, p1, t0, t1, rss_kb, anon_kb, file_kb, store, offers, accounts = sys.argv[1:]
+r = json.loads(report); l = r["latency"]
+tx = max(float(t1) - float(t0), 1.0)
+print(minute, round(r["offered_tx_per_s"]), round(r["committed_tx_per_s"]), round(l["p50_ms"]),
+      round(l["p99_ms"]), r["blocks"], round((float(e1) - float(e0)) / tx * 1e6, 1),
+      round((float(p1) - float(p0)) / tx * 1e6, 1), round(int(rss_kb) / 1024),
+      round(int(anon_kb) / 1024), round(int(file_kb) / 1024),
+      round(int(store) / 2**20), offers, accounts)
+EOF
+  exec0=$exec1; persist0=$persist1; tx0=$tx1
+done
+height=$(metric walras_height); checkpoint=$(metric walras_checkpoint_height)
+kill -KILL "$node"; wait "$node" 2>/dev/null || true
+started=$(date +%s.%N)
+start_node
+until curl -sf "$url/v1/status" >/dev/null; do sleep 0.01; done
+served=$(date +%s.%N)
+echo "# restart after SIGKILL at height $height (newest background checkpoint $checkpoint): $(python3 -c "print(round($served - $started, 2))") s to serve /v1/status; $(grep -m1 -o 'loaded the checkpoint.*\|replayed.*' "$log" || true)"
+kill -TERM "$node"; wait "$node" 2>/dev/null || true
+[ -n "${DATA:-}" ] || rm -rf "$(dirname "$data")"
+rm -f "$log"
