@@ -121,12 +121,15 @@ def test_api_refusals_raise_api_error_with_the_code(node: Node) -> None:
     assert client.pay(PAYEE, asset, 1, wait=True)["status"] == "accepted"
 
 
-def test_a_dropped_transaction_raises_with_its_reason(node: Node) -> None:
+def test_an_overdraft_raises_with_the_nodes_code(node: Node) -> None:
+    """The node refuses an overdraft at admission (``422 insufficient_balance``, saying what is
+    available); before it did, the transaction was admitted and dropped in its block."""
     client = walras.Client(node.url, key="dev", account=8)
     asset = held_asset(client, 8)
-    with pytest.raises(walras.ApiError) as dropped:
+    with pytest.raises(walras.ApiError) as refused:
         client.pay(PAYEE, asset, balance(client, 8, asset) + 1, wait=True)
-    assert dropped.value.code == "account_overdraft"
+    assert refused.value.code == "insufficient_balance"
+    assert refused.value.status == 422
 
 
 def test_an_unreachable_node_is_an_api_error_and_keys_are_checked(node: Node) -> None:
