@@ -154,9 +154,13 @@ pub async fn submit_batch(
     let admitted = results.iter().filter(|(_, result)| result.is_ok()).count() as u32;
     let results: Vec<BatchItemResult> = results
         .into_iter()
-        .map(|(hash, result)| BatchItemResult {
-            hash: hash.to_string(),
-            error: result.err().map(|failure| failure.body()),
+        .map(|(hash, result)| {
+            let failure = result.err();
+            BatchItemResult {
+                hash: hash.to_string(),
+                status: failure.as_ref().map(|failure| failure.status.as_u16()),
+                error: failure.map(|failure| failure.body()),
+            }
         })
         .collect();
     Ok(Json(BatchSubmitResponse {
@@ -745,6 +749,7 @@ pub async fn status(State(shared): State<AppState>) -> Json<StatusJson> {
         open_offers,
         mempool_transactions,
         mempool_capacity,
+        commit_bound_ms: None,
         dev_genesis: shared.dev_genesis,
     })
 }
