@@ -30,7 +30,7 @@ pub struct LoadgenArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Sign the run's transactions before the clock starts (rate x seconds, at most 2,000,000,
-    /// plus 48 per account), so that signing never limits what is offered: for overload runs
+    /// plus 8 per account), so that signing never limits what is offered: for overload runs
     /// far past the node's capacity. A refused transaction is sent again later, the same
     /// bytes. The trading mix has no cancels then (which offers rest is learnt from blocks)
     #[arg(long)]

@@ -274,12 +274,16 @@ pub async fn run_with<C: NodeApi>(
 }
 
 /// How many transactions a pre-signed run signs: what the schedule offers, at most
-/// [`PRESIGN_MAX`], plus a window's worth per account (refused ones are sent again, so
-/// fewer than offered are used up under overload).
+/// [`PRESIGN_MAX`], plus [`PRESIGN_SPARE_PER_ACCOUNT`] per account (accounts are used in
+/// turn, not exactly evenly). Refused ones are sent again, so under overload far fewer than
+/// offered are used up.
 pub fn presign_count(config: &LoadgenConfig, accounts: usize) -> u64 {
     let offered = (config.rate_per_s * config.duration.as_secs_f64()).ceil() as u64;
-    offered.min(PRESIGN_MAX) + accounts as u64 * window::WINDOW_USE
+    offered.min(PRESIGN_MAX) + accounts as u64 * PRESIGN_SPARE_PER_ACCOUNT
 }
+
+/// Pre-signed transactions per account beyond its even share of the run.
+pub const PRESIGN_SPARE_PER_ACCOUNT: u64 = 8;
 
 /// Plans `count` transactions over the accounts, signs them on every core, and hands them to
 /// the tracker, all before the clock starts.

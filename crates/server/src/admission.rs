@@ -25,8 +25,10 @@
 use super::failure::Failure;
 use super::mempool::{AdmitError, Mempool};
 use super::node::Shared;
+use super::overload::{Full, Overload};
 use axum::http::StatusCode;
 use std::sync::Arc;
+use std::time::Instant;
 use walras_crypto::{AcceptedSignatures, Hash, PublicKey, Signature, SignedItem};
 use walras_engine::admission::{self, Rejection, SourceView};
 use walras_engine::block::transaction_hash;
@@ -40,32 +42,59 @@ const INLINE_VERIFY_MAX: usize = 8;
 ///
 /// What the mempool has no room for when the submission arrives is refused `mempool_full`
 /// first, before any signature is checked: under overload the node spends no verification on
-/// what it would refuse anyway (the capacity check after verification still decides for the
-/// rest, as before). A duplicate of a pending transaction that arrives while the mempool is
-/// full is therefore answered `mempool_full`, not `duplicate`.
+/// what it would refuse anyway. Room is the one rule of [`crate::overload`]: the mempool
+/// holds no more than its capacity, nor more than it commits within the commit bound at the
+/// measured rate (the same rule decides again under the mempool lock, after verification, for
+/// the rest). A duplicate of a pending transaction that arrives while the mempool is full is
+/// therefore answered `mempool_full`, not `duplicate`.
 pub async fn admit(
     shared: &Shared,
     mut transactions: Vec<SignedTransaction>,
 ) -> Vec<(Hash, Result<(), Failure>)> {
-    let room = {
+    let (room, full) = {
         let mempool = shared.mempool();
-        mempool.capacity().saturating_sub(mempool.len())
+        let pending = mempool.len();
+        shared.overload().room(pending, transactions.len())
     };
     let shed = transactions.split_off(room.min(transactions.len()));
     let mut results = admit_within_room(shared, transactions).await;
-    if !shed.is_empty() {
-        let capacity = shared.mempool().capacity();
+    if let (false, Some(full)) = (shed.is_empty(), full) {
         let refused: Vec<(Hash, Result<(), Failure>)> = shed
             .iter()
-            .map(|signed| {
-                let full = admit_failure(AdmitError::Full { capacity });
-                (transaction_hash(signed), Err(full))
-            })
+            .map(|signed| (transaction_hash(signed), Err(full_failure(full))))
             .collect();
         count_results(shared, &refused);
         results.extend(refused);
     }
     results
+}
+
+/// The whole submission's refusal when the mempool has no room at all: checked before the
+/// body is decoded, so that under overload a request costs the node next to nothing. Counted
+/// as `transactions` refusals.
+pub fn refuse_if_full(shared: &Shared) -> Result<(), Failure> {
+    let (room, full) = {
+        let mempool = shared.mempool();
+        let pending = mempool.len();
+        shared.overload().room(pending, 1)
+    };
+    match (room, full) {
+        (0, Some(full)) => {
+            shared.metrics.count_rejected("mempool_full");
+            Err(full_failure(full))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The refusal of a transaction the mempool has no room for (one code for either limit).
+pub fn full_failure(full: Full) -> Failure {
+    Failure::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "mempool_full",
+        full.message(),
+    )
+    .retry_after(full.retry_after_s())
 }
 
 /// [`admit`] for the transactions the mempool had room for when they arrived.
@@ -96,6 +125,7 @@ async fn admit_within_room(
     };
     let payments = state.as_ref().and_then(|state| state.payments());
     let mut mempool = shared.mempool();
+    let overload = shared.overload().clone();
     let waiting_before = mempool.waiting();
     let view = shared.accounts.load();
     let submission = transactions
@@ -103,9 +133,12 @@ async fn admit_within_room(
         .zip(hashes)
         .zip(sources.into_iter().zip(signatures_ok))
         .map(|((signed, hash), (source, signature_ok))| (hash, signed, source, signature_ok));
-    let results = decide(&mut mempool, &view, payments, submission);
+    let results = decide(&mut mempool, &view, payments, &overload, submission);
     let waiting_after = mempool.waiting();
-    if waiting_after > 0 && (waiting_before == 0 || waiting_after >= shared.max_block_txs) {
+    // The producer cuts at once when a block is full or the mempool is full by the overload
+    // rule (see `node::wait_for_batch`); otherwise it wakes for the first waiting transaction.
+    let full = overload.room(mempool.len(), 1).0 == 0;
+    if waiting_after > 0 && (waiting_before == 0 || waiting_after >= shared.max_block_txs || full) {
         shared.producer_wake.notify_all();
     }
     drop(view);
@@ -124,22 +157,28 @@ fn read_sources(view: &AccountView, transactions: &[SignedTransaction]) -> Vec<O
         .collect()
 }
 
-/// The admission rule, then the mempool, for each (hash, transaction, source as first read,
-/// signature verdict), in order. `view` must be the view read under the lock that `mempool`
-/// is borrowed from (see the module documentation); a source the first read did not know is
-/// unknown even if it was created since (its signature was not checked).
+/// The admission rule, then the mempool's room ([`Overload::room`], read under the same
+/// lock), then the mempool, for each (hash, transaction, source as first read, signature
+/// verdict), in order. `view` must be the view read under the lock that `mempool` is borrowed
+/// from (see the module documentation); a source the first read did not know is unknown even
+/// if it was created since (its signature was not checked).
 fn decide(
     mempool: &mut Mempool,
     view: &AccountView,
     payments: Option<&PaymentsBridge>,
+    overload: &Overload,
     submission: impl Iterator<Item = (Hash, SignedTransaction, Option<SourceView>, bool)>,
 ) -> Vec<(Hash, Result<(), Failure>)> {
+    let now = Instant::now();
     submission
         .map(|(hash, signed, first, signature_ok)| {
             let source = first.and(view.source(signed.transaction.source));
             let result = match admission::admit(&signed, source, payments, |_| signature_ok) {
                 Err(rejection) => Err(rejection_failure(rejection)),
-                Ok(()) => mempool.admit(hash, signed).map_err(admit_failure),
+                Ok(()) => match overload.room(mempool.len(), 1) {
+                    (0, Some(full)) => Err(full_failure(full)),
+                    _ => mempool.admit(hash, signed, now).map_err(admit_failure),
+                },
             };
             (hash, result)
         })
@@ -225,12 +264,7 @@ fn admit_failure(error: AdmitError) -> Failure {
             "duplicate",
             "a transaction with this source and sequence number is already pending",
         ),
-        AdmitError::Full { capacity } => Failure::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "mempool_full",
-            format!("the mempool holds {capacity} transactions; retry shortly"),
-        )
-        .retry_after(1.0),
+        AdmitError::Full { capacity } => full_failure(Full::Capacity { capacity }),
     }
 }
 
@@ -238,6 +272,7 @@ fn admit_failure(error: AdmitError) -> Failure {
 mod tests {
     use super::*;
     use crate::node::{produce_block, ProducerConfig, Shared};
+    use std::time::Duration;
     use walras_api::wire::DevGenesisJson;
     use walras_devnet::dev_keypair;
     use walras_testkit::TempDir;
@@ -285,6 +320,7 @@ mod tests {
             serve: Default::default(),
             oracle: None,
             warm_start: Default::default(),
+            commit_bound: crate::overload::COMMIT_BOUND_DEFAULT,
         };
         let shared = crate::open_and_recover(&config).unwrap();
         let producer = ProducerConfig {
@@ -369,7 +405,8 @@ mod tests {
         let hash = transaction_hash(&signed);
         let decided = |mempool: &mut Mempool, view: &AccountView| {
             let submission = std::iter::once((hash, signed, first[0], true));
-            let results = decide(mempool, view, None, submission);
+            let overload = Overload::new(Duration::from_secs(2), 1000, 1000);
+            let results = decide(mempool, view, None, &overload, submission);
             results[0]
                 .1
                 .as_ref()

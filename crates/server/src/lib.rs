@@ -20,6 +20,7 @@ mod metrics;
 mod node;
 mod openapi;
 pub mod oracle;
+pub mod overload;
 mod recent;
 mod routes;
 
@@ -104,6 +105,9 @@ pub struct NodeConfig {
     pub oracle: Option<OracleSettings>,
     /// Where the producer's tâtonnement starts (`--warm-start`).
     pub warm_start: WarmStart,
+    /// What an admitted transaction is committed within, or dropped (`--commit-bound-ms`;
+    /// [`overload::COMMIT_BOUND_DEFAULT`]): admission refuses what could not make it.
+    pub commit_bound: Duration,
 }
 
 /// Limits on what clients may hold open.
@@ -382,6 +386,11 @@ fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError> {
         accounts: arc_swap::ArcSwap::from_pointee(walras_engine::AccountView::of(&state)),
         state: tokio::sync::RwLock::new(state),
         mempool: Mutex::new(mempool::Mempool::new(config.mempool_capacity)),
+        overload: Mutex::new(overload::Overload::new(
+            config.commit_bound,
+            config.mempool_capacity,
+            config.max_block_txs,
+        )),
         producer_wake: Condvar::new(),
         store,
         recent: Mutex::new(recent),
