@@ -385,6 +385,40 @@ mod tests {
         assert_eq!(shared.mempool().len(), 999);
     }
 
+    /// Trigger (issue 31): the producer took whatever waited, however long ago it was admitted
+    /// (a solo node offered 120k/s on 16 cores committed at a p50 of 4.2 s). Now, before it
+    /// takes a block, it drops, oldest first, what that block would commit after the commit
+    /// bound: never proposed, counted as shed, its (source, sequence) free again.
+    #[test]
+    fn the_producer_drops_what_waited_too_long_to_commit_within_the_bound_and_never_proposes_it() {
+        let dir = TempDir::new("shed-old");
+        let (shared, producer) = node(&dir);
+        let long_ago = std::time::Instant::now() - 2 * crate::overload::COMMIT_BOUND_DEFAULT;
+        for source in [1, 2] {
+            let signed = payment(source, 1);
+            let hash = transaction_hash(&signed);
+            shared.mempool().admit(hash, signed, long_ago).unwrap();
+        }
+        assert_eq!(submit(&shared, vec![payment(3, 1)]), vec![Ok(())]);
+        let mut last_cut = std::time::Instant::now() - producer.block_interval;
+        let (batch, oldest) =
+            crate::node::wait_for_batch(&shared, &producer, &mut last_cut).expect("a block is due");
+        let sources: Vec<u64> = batch.iter().map(|(_, s)| s.transaction.source.0).collect();
+        assert_eq!(sources, vec![3], "only the recent one is proposed");
+        assert!(oldest.is_some_and(|oldest| oldest > long_ago));
+        let metrics = shared.metrics.render((0, 0));
+        assert!(
+            metrics.contains("walras_transactions_shed_total{reason=\"expired\"} 2"),
+            "{metrics}"
+        );
+        assert_eq!(
+            shared.mempool().next_sequence(AccountId(1), 0),
+            1,
+            "free again"
+        );
+        assert_eq!(submit(&shared, vec![payment(1, 1)]), vec![Ok(())]);
+    }
+
     /// A resubmission of a transaction that is in the block being executed: its submission
     /// read the view before the block committed (keys, signature check), the block commits,
     /// then the submission reaches the mempool lock. The sequence check must use the view

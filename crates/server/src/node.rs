@@ -213,14 +213,14 @@ fn record_commit_age(shared: &Shared, age: Duration) {
 }
 
 /// A batch for the next block, and when its oldest transaction was admitted.
-type Batch = (Vec<(Hash, SignedTransaction)>, Option<Instant>);
+pub(crate) type Batch = (Vec<(Hash, SignedTransaction)>, Option<Instant>);
 
 /// Waits until a block is due: `max_block_txs` waiting, or the mempool full by the overload
 /// rule (admission is refusing: waiting for the interval would only let the queue age), or
 /// the interval since the last cut has passed and something is waiting. Before taking the
 /// block, drops (oldest first) what its block would commit after the bound. `None` on
 /// shutdown (what is waiting is dropped: the mempool is not durable).
-fn wait_for_batch(
+pub(crate) fn wait_for_batch(
     shared: &Shared,
     config: &ProducerConfig,
     last_cut: &mut Instant,
