@@ -5,7 +5,7 @@
 # not the limit). Prints one line per run: factor, rate, run, offered/s, sent, admitted,
 # refused by reason, committed/s, goodput/s, expired, p50/p99 ms of what committed, and the
 # sends skipped because every account was waiting for an answer.
-# Usage: [MODE=node|localnet] [ACCOUNTS=20000] scripts/bench-overload.sh SECONDS RUNS CAPACITY FACTORS...
+# Usage: [MODE=node|localnet] [ACCOUNTS=20000] [WALRAS=binary] scripts/bench-overload.sh SECONDS RUNS CAPACITY FACTORS...
 #   e.g. scripts/bench-overload.sh 8 3 40000 0.5 1 2 3 5 10
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,8 +14,12 @@ factors=${*:-0.5 1 2 3 5 10}
 mode=${MODE:-node}
 accounts=${ACCOUNTS:-20000}
 target=${CARGO_TARGET_DIR:-target}
-cargo build --release -p walras-cli >&2
-walras=$target/release/walras
+# WALRAS=path/to/walras measures that binary as it is (no build).
+walras=${WALRAS:-}
+if [ -z "$walras" ]; then
+  cargo build --release -p walras-cli >&2
+  walras=$target/release/walras
+fi
 echo "# $(date -u '+%F %H:%M') UTC commit $(git rev-parse --short HEAD): MODE=$mode ACCOUNTS=$accounts scripts/bench-overload.sh $seconds $runs $capacity $factors"
 echo "factor rate run offered_tx_s sent admitted refused committed_tx_s goodput_tx_s expired p50_ms p99_ms skipped_busy"
 report() {
