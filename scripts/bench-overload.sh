@@ -44,8 +44,10 @@ for factor in $factors; do
       for _ in $(seq 100); do grep -q listening "$dir/log" && break; sleep 0.1; done
       url=$(sed -n 's/^walras node listening on //p' "$dir/log")
     fi
+    # Pre-sign what 1.5x the capacity commits in the run (refused ones are sent again).
+    presign=$(python3 -c "print(int(min($rate, 1.5 * $capacity) * $seconds) + 8 * $accounts)")
     "$walras" loadgen --node "$url" --rate "$rate" --seconds "$seconds" --accounts "$accounts" \
-      --seed "$run" --presign --json 2>/dev/null | report "$factor" "$rate" "$run"
+      --seed "$run" --presign --presign-count "$presign" --json 2>/dev/null | report "$factor" "$rate" "$run"
     if [ "$mode" = localnet ]; then
       "$walras" localnet down --dir "$dir/net" >/dev/null 2>&1 || true
     else

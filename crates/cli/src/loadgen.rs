@@ -35,6 +35,10 @@ pub struct LoadgenArgs {
     /// bytes. The trading mix has no cancels then (which offers rest is learnt from blocks)
     #[arg(long)]
     presign: bool,
+    /// With --presign: sign this many instead (refused transactions are sent again, so under
+    /// overload about what the node commits in the run, plus 8 per account, is enough)
+    #[arg(long, requires = "presign", value_parser = clap::value_parser!(u64).range(1..))]
+    presign_count: Option<u64>,
     /// Count an admitted transaction not seen in a block after this many milliseconds as
     /// `expired` (default: the node's commit bound from GET /v1/status plus 2,000)
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -59,6 +63,7 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         seed: args.seed,
         progress: true,
         presign: args.presign,
+        presign_count: args.presign_count,
         expire_after: args.expire_after_ms.map(Duration::from_millis),
         ..LoadgenConfig::new(
             &args.node.node,

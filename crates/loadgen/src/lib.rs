@@ -74,6 +74,10 @@ pub struct LoadgenConfig {
     /// signing never limits what is offered: the schedule stays open-loop, and what the node
     /// refuses is sent again later with the same sequence number and signature.
     pub presign: bool,
+    /// How many to pre-sign, instead of [`presign_count`]'s default: under overload refused
+    /// transactions are sent again, so about what the node commits in the run is enough, and
+    /// signing what is offered at 10x capacity takes longer than the run.
+    pub presign_count: Option<u64>,
     /// Give up on an admitted transaction not in a block after this long (counted `expired`).
     /// `None`: the node's `commit_bound_ms` (from `GET /v1/status`) plus [`EXPIRY_GRACE`], or
     /// never if the node states no bound.
@@ -100,6 +104,7 @@ impl LoadgenConfig {
             drain_timeout: Duration::from_secs(10),
             progress: false,
             presign: false,
+            presign_count: None,
             expire_after: None,
         }
     }
@@ -233,7 +238,10 @@ pub async fn run_with<C: NodeApi>(
     )));
     let presign_started = Instant::now();
     if config.presign {
-        presign(&tracker, &keys, presign_count(config, used)).await?;
+        let count = config
+            .presign_count
+            .unwrap_or_else(|| presign_count(config, used));
+        presign(&tracker, &keys, count).await?;
     }
     let presign_s = presign_started.elapsed().as_secs_f64();
     let expire_after = config.expire_after.or_else(|| {

@@ -27,6 +27,7 @@ use super::mempool::{AdmitError, Mempool};
 use super::node::Shared;
 use super::overload::{Full, Overload};
 use axum::http::StatusCode;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use walras_crypto::{AcceptedSignatures, Hash, PublicKey, Signature, SignedItem};
@@ -53,11 +54,15 @@ pub async fn admit(
 ) -> Vec<(Hash, Result<(), Failure>)> {
     let (room, full) = {
         let mempool = shared.mempool();
-        let pending = mempool.len();
-        shared.overload().room(pending, transactions.len())
+        let pending = mempool.len() + shared.verifying.load(Ordering::Relaxed);
+        let (room, full) = shared.overload().room(pending, transactions.len());
+        shared.verifying.fetch_add(room, Ordering::Relaxed);
+        (room, full)
     };
+    let reserved = Reservation { shared, room };
     let shed = transactions.split_off(room.min(transactions.len()));
     let mut results = admit_within_room(shared, transactions).await;
+    drop(reserved);
     if let (false, Some(full)) = (shed.is_empty(), full) {
         let refused: Vec<(Hash, Result<(), Failure>)> = shed
             .iter()
@@ -69,13 +74,28 @@ pub async fn admit(
     results
 }
 
+/// Room reserved for a submission while its signatures are checked (see `Shared::verifying`);
+/// given back when the submission is decided, or dropped (a client that hung up).
+struct Reservation<'a> {
+    shared: &'a Shared,
+    room: usize,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .verifying
+            .fetch_sub(self.room, Ordering::Relaxed);
+    }
+}
+
 /// The whole submission's refusal when the mempool has no room at all: checked before the
 /// body is decoded, so that under overload a request costs the node next to nothing. Counted
 /// as `transactions` refusals.
 pub fn refuse_if_full(shared: &Shared) -> Result<(), Failure> {
     let (room, full) = {
         let mempool = shared.mempool();
-        let pending = mempool.len();
+        let pending = mempool.len() + shared.verifying.load(Ordering::Relaxed);
         shared.overload().room(pending, 1)
     };
     match (room, full) {
@@ -417,6 +437,35 @@ mod tests {
             "free again"
         );
         assert_eq!(submit(&shared, vec![payment(1, 1)]), vec![Ok(())]);
+    }
+
+    /// Trigger (issue 31, the 2-core VM at 60k/s offered pre-signed): the mempool never
+    /// filled, because the node verified every submission's signatures before its
+    /// transactions counted as pending, so signature checks queued without bound (requests
+    /// took seconds and nothing was refused). Room is now reserved when a submission passes
+    /// the room check and counted as pending until it is decided: what other submissions
+    /// hold in verification leaves this one no room.
+    #[test]
+    fn transactions_whose_signatures_are_being_checked_count_as_pending() {
+        let dir = TempDir::new("verifying-pending");
+        let (shared, _) = node(&dir);
+        shared.verifying.store(999, Ordering::Relaxed);
+        assert_eq!(
+            submit(&shared, vec![payment(1, 1), payment(2, 1)]),
+            vec![Ok(()), Err("mempool_full")]
+        );
+        shared.verifying.store(1000, Ordering::Relaxed);
+        assert_eq!(
+            refuse_if_full(&shared).map_err(|f| f.code),
+            Err("mempool_full")
+        );
+        shared.verifying.store(0, Ordering::Relaxed);
+        assert_eq!(submit(&shared, vec![payment(2, 1)]), vec![Ok(())]);
+        assert_eq!(
+            shared.verifying.load(Ordering::Relaxed),
+            0,
+            "reservations given back"
+        );
     }
 
     /// A resubmission of a transaction that is in the block being executed: its submission

@@ -93,6 +93,10 @@ pub struct Shared {
     /// The signatures admission accepted, so the producer does not check them a second time
     /// (it checks those it does not find, by the same rule; see `walras_crypto::accept`).
     pub accepted_signatures: Arc<AcceptedSignatures>,
+    /// Transactions submissions have room reserved for while their signatures are checked
+    /// (between the room check and the mempool lock): counted as pending by the overload rule,
+    /// so the verification queue is bounded too.
+    pub verifying: std::sync::atomic::AtomicUsize,
 }
 
 /// Why the producer stopped the node.
