@@ -155,10 +155,7 @@ async fn admit_within_room(
         .map(|((signed, hash), (source, signature_ok))| (hash, signed, source, signature_ok));
     let results = decide(&mut mempool, &view, payments, &overload, submission);
     let waiting_after = mempool.waiting();
-    // The producer cuts at once when a block is full or the mempool is full by the overload
-    // rule (see `node::wait_for_batch`); otherwise it wakes for the first waiting transaction.
-    let full = overload.room(mempool.len(), 1).0 == 0;
-    if waiting_after > 0 && (waiting_before == 0 || waiting_after >= shared.max_block_txs || full) {
+    if waiting_after > 0 && (waiting_before == 0 || waiting_after >= shared.max_block_txs) {
         shared.producer_wake.notify_all();
     }
     drop(view);

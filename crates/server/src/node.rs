@@ -219,11 +219,11 @@ fn record_commit_age(shared: &Shared, age: Duration) {
 /// A batch for the next block, and when its oldest transaction was admitted.
 pub(crate) type Batch = (Vec<(Hash, SignedTransaction)>, Option<Instant>);
 
-/// Waits until a block is due: `max_block_txs` waiting, or the mempool full by the overload
-/// rule (admission is refusing: waiting for the interval would only let the queue age), or
-/// the interval since the last cut has passed and something is waiting. Before taking the
-/// block, drops (oldest first) what its block would commit after the bound. `None` on
-/// shutdown (what is waiting is dropped: the mempool is not durable).
+/// Waits until a block is due: `max_block_txs` waiting, or the interval since the last cut
+/// has passed and something is waiting. (Under overload the first comes first: the overload
+/// rule always admits a full block.) Before taking the block, drops (oldest first) what its
+/// block would commit after the bound. `None` on shutdown (what is waiting is dropped: the
+/// mempool is not durable).
 pub(crate) fn wait_for_batch(
     shared: &Shared,
     config: &ProducerConfig,
@@ -237,8 +237,7 @@ pub(crate) fn wait_for_batch(
         let now = Instant::now();
         let due = *last_cut + config.block_interval;
         let waiting = mempool.waiting();
-        let full = waiting > 0 && shared.overload().room(mempool.len(), 1).0 == 0;
-        if waiting >= config.max_block_txs || full || (waiting > 0 && now >= due) {
+        if waiting >= config.max_block_txs || (waiting > 0 && now >= due) {
             let block_transactions = waiting.min(config.max_block_txs);
             let cutoff = shared.overload().expiry_cutoff(now, block_transactions);
             if let Some(cutoff) = cutoff {
