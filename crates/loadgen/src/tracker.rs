@@ -170,6 +170,9 @@ pub struct Tracker {
     /// `Some` in a pre-signed run: per account (by index), what was signed before the start.
     presigned: Option<Vec<PresignedChain>>,
     outstanding: HashMap<Hash, Outstanding>,
+    /// Given up as expired: a block that holds one after all takes it back from `expired`
+    /// (the block watcher may fall behind the node by more than the grace).
+    expired: HashMap<Hash, Outstanding>,
     pub counters: Counters,
     pub latency: LatencyHistogram,
     pub last_commit: Option<Instant>,
@@ -195,6 +198,7 @@ impl Tracker {
             market,
             presigned: None,
             outstanding: HashMap::new(),
+            expired: HashMap::new(),
             counters: Counters::default(),
             latency: LatencyHistogram::default(),
             last_commit: None,
@@ -533,12 +537,14 @@ impl Tracker {
             .map(|(hash, _)| *hash)
             .collect();
         for hash in &old {
-            let Some(entry) = self.outstanding.remove(hash) else {
+            let Some(mut entry) = self.outstanding.remove(hash) else {
                 continue;
             };
             if entry.in_window {
                 self.accounts[entry.account as usize].window.resolved();
+                entry.in_window = false;
             }
+            self.expired.insert(*hash, entry);
         }
         self.counters.expired += old.len() as u64;
         old.len() as u64
@@ -556,7 +562,12 @@ impl Tracker {
                     .window
                     .committed(transaction.sequence);
             }
-            if let Some(entry) = self.outstanding.remove(&item.hash) {
+            let late = || {
+                let entry = self.expired.remove(&item.hash)?;
+                self.counters.expired -= 1;
+                Some(entry)
+            };
+            if let Some(entry) = self.outstanding.remove(&item.hash).or_else(late) {
                 let dropped = item.dropped.as_deref();
                 self.commit(entry, transaction, dropped, &block.valuations, committed_at);
             }
@@ -887,6 +898,12 @@ mod tests {
         assert_eq!(tracker.outstanding(), 0);
         let next = tracker.plan(1);
         assert_eq!(next[0].transaction.sequence, 1, "the node forgot them");
+        // One of them is seen in a block after all (the watcher was behind): committed.
+        let (signed, _) = signed(&planned[..1]);
+        let (block, summary) = block(1, signed, &[]);
+        tracker.block(&CommittedBlock::new(block, &summary), Instant::now());
+        assert_eq!(tracker.counters.expired, WINDOW_USE - 1);
+        assert_eq!(tracker.counters.committed, 1);
     }
 
     #[test]
