@@ -32,6 +32,8 @@ const ADMISSION_SHARE_OF_BOUND: f64 = 0.4;
 /// How much slower than its estimate a block may be before an old transaction in it would
 /// commit late: the producer drops by the estimate times this.
 const BLOCK_TIME_MARGIN: f64 = 1.25;
+/// The floor in CometBFT mode (see `admission_floor` in the crate root).
+pub const REPLICATED_FLOOR: usize = 1_000;
 /// Weight of the newest block in the commit-rate estimate.
 const EWMA_WEIGHT_NEW: f64 = 0.25;
 
