@@ -278,6 +278,7 @@ mod tests {
             dev_assets: 0,
             dev_seed: 0,
             threads: 1,
+            commit_bound_ms: None,
             nodes: ports
                 .iter()
                 .enumerate()
