@@ -122,6 +122,11 @@ pub struct BatchItemResult {
     /// Absent when admitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
+    /// With `error`: the HTTP status a single submission refused for the same reason gets
+    /// (503 `mempool_full`, 409 `replayed`, ...), so clients can count refusals by status and
+    /// code without a table of codes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
 }
 
 /// `GET /v1/transactions/{hash}`.
@@ -395,6 +400,11 @@ pub struct StatusJson {
     pub open_offers: u64,
     pub mempool_transactions: u64,
     pub mempool_capacity: u64,
+    /// What the node commits an admitted transaction within, in milliseconds: admission
+    /// refuses what it expects could not make it, and the producer drops what waited longer
+    /// (see docs/node.md, "Admission under overload"). Absent from nodes without the rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_bound_ms: Option<u64>,
     /// Present when the node was started on a generated development genesis, whose keys anyone
     /// can derive (see `walras_devnet::dev_keypair`): for tests and demos only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -29,6 +29,20 @@ pub struct LoadgenArgs {
     /// Seed of the transaction choices
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Sign the run's transactions before the clock starts (rate x seconds, at most 2,000,000,
+    /// plus 8 per account), so that signing never limits what is offered: for overload runs
+    /// far past the node's capacity. A refused transaction is sent again later, the same
+    /// bytes. The trading mix has no cancels then (which offers rest is learnt from blocks)
+    #[arg(long)]
+    presign: bool,
+    /// With --presign: sign this many instead (refused transactions are sent again, so under
+    /// overload about what the node commits in the run, plus 8 per account, is enough)
+    #[arg(long, requires = "presign", value_parser = clap::value_parser!(u64).range(1..))]
+    presign_count: Option<u64>,
+    /// Count an admitted transaction not seen in a block after this many milliseconds as
+    /// `expired` (default: the node's commit bound from GET /v1/status plus 2,000)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    expire_after_ms: Option<u64>,
     /// Print the report as JSON on stdout (the text summary then goes to stderr)
     #[arg(long)]
     json: bool,
@@ -48,6 +62,9 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         mix: args.mix,
         seed: args.seed,
         progress: true,
+        presign: args.presign,
+        presign_count: args.presign_count,
+        expire_after: args.expire_after_ms.map(Duration::from_millis),
         ..LoadgenConfig::new(
             &args.node.node,
             args.rate,

@@ -96,6 +96,14 @@ enum Command {
     Sim(sim::SimCommand),
     #[cfg(feature = "dev-tools")]
     /// Offer a node an open-loop load of signed transactions and measure commit latency.
+    ///
+    /// Reports what was offered and sent; what the node refused, by HTTP status and code
+    /// (`503 mempool_full`, `429 rate_limited`, ...); failures apart from refusals (requests
+    /// with no answer, admitted transactions `expired` past the node's commit bound);
+    /// goodput (accepted in a block, per second) beside committed per second; and latency of
+    /// what committed only. `--json` prints it for scripts; `--presign` takes signing out of
+    /// the measured run, so the offered rate can go far past what the node commits.
+    #[command(long_about)]
     Loadgen(loadgen::LoadgenArgs),
 }
 

@@ -29,6 +29,12 @@ pub struct NodeArgs {
     /// Most pending transactions; beyond it submissions get 503 (back-pressure).
     #[arg(long, default_value_t = 200_000)]
     mempool_capacity: usize,
+    /// An admitted transaction is committed within this many milliseconds of its admission,
+    /// or dropped unproposed (counted, `walras_transactions_shed_total{reason="expired"}`).
+    /// Admission refuses `mempool_full` (503, Retry-After) what the mempool could not commit
+    /// within it at the commit rate measured over recent blocks, before checking signatures.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    commit_bound_ms: u64,
     /// Execution threads (default: all cores).
     #[arg(long, value_parser = args::thread_count)]
     threads: Option<usize>,
@@ -220,6 +226,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         block_interval: Duration::from_millis(args.block_interval_ms.max(1)),
         max_block_txs: args.max_block_txs,
         mempool_capacity: args.mempool_capacity,
+        commit_bound: Duration::from_millis(args.commit_bound_ms),
         threads,
         clearing_timeout: Duration::from_millis(args.clearing_timeout_ms.max(1)),
         rate_limit_rps: args.rate_limit_rps,

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 pub use tracker::Counters;
-use tracker::{CommittedBlock, Planned, Tracker};
+use tracker::{CommittedBlock, Planned, Presigned, Tracker};
 use walras_api::wire::{AccountJson, BlockEventJson, DevGenesisJson};
 use walras_client::{BlockEvents, ClientError, NodeApi, NodeClient};
 use walras_crypto::{Hash, Keypair};
@@ -70,7 +70,25 @@ pub struct LoadgenConfig {
     pub drain_timeout: Duration,
     /// Print progress on stderr (a line rewritten every second).
     pub progress: bool,
+    /// Sign the whole run's transactions before the clock starts (see [`presign_count`]), so
+    /// signing never limits what is offered: the schedule stays open-loop, and what the node
+    /// refuses is sent again later with the same sequence number and signature.
+    pub presign: bool,
+    /// How many to pre-sign, instead of [`presign_count`]'s default: under overload refused
+    /// transactions are sent again, so about what the node commits in the run is enough, and
+    /// signing what is offered at 10x capacity takes longer than the run.
+    pub presign_count: Option<u64>,
+    /// Give up on an admitted transaction not in a block after this long (counted `expired`).
+    /// `None`: the node's `commit_bound_ms` (from `GET /v1/status`) plus [`EXPIRY_GRACE`], or
+    /// never if the node states no bound.
+    pub expire_after: Option<Duration>,
 }
+
+/// Most transactions a pre-signed run signs (about 170 bytes each in memory).
+pub const PRESIGN_MAX: u64 = 2_000_000;
+/// Beyond the node's commit bound, how long an admitted transaction may take to be seen in a
+/// block before it counts as `expired` (block events and fetches take time).
+pub const EXPIRY_GRACE: Duration = Duration::from_secs(2);
 
 impl LoadgenConfig {
     /// The defaults of `walras loadgen`, for `rate_per_s` over `duration`.
@@ -85,6 +103,9 @@ impl LoadgenConfig {
             seed: 1,
             drain_timeout: Duration::from_secs(10),
             progress: false,
+            presign: false,
+            presign_count: None,
+            expire_after: None,
         }
     }
 
@@ -118,6 +139,9 @@ pub enum LoadgenError {
     /// The node could not be reached or refused a request the run needs.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// Signing the pre-signed load failed (a signing thread panicked).
+    #[error("pre-signing the load failed: {0}")]
+    Presign(String),
     /// The node was not started on a development genesis, so nobody knows its keys.
     #[error(
         "the node at {node} runs no development genesis (GET /v1/status has no dev_genesis), \
@@ -151,6 +175,13 @@ pub struct LoadgenReport {
     pub offered_tx_per_s: f64,
     /// `committed` per second from the start to the last commit seen.
     pub committed_tx_per_s: f64,
+    /// Goodput: transactions of ours a block accepted (`accepted`: committed and not dropped by
+    /// the block filter), per second of the same span as `committed_tx_per_s`.
+    pub goodput_tx_per_s: f64,
+    /// Transactions signed before the clock started (0 without `--presign`).
+    pub presigned: u64,
+    /// Seconds spent pre-signing, before the clock started.
+    pub presign_s: f64,
     /// Sent (or of unknown fate) and not in any block when the run ended.
     pub never_committed: u64,
     /// From the instant a transaction was due to the arrival of its block's event.
@@ -205,6 +236,19 @@ pub async fn run_with<C: NodeApi>(
         accounts,
         market,
     )));
+    let presign_started = Instant::now();
+    if config.presign {
+        let count = config
+            .presign_count
+            .unwrap_or_else(|| presign_count(config, used));
+        presign(&tracker, &keys, count).await?;
+    }
+    let presign_s = presign_started.elapsed().as_secs_f64();
+    let expire_after = config.expire_after.or_else(|| {
+        status
+            .commit_bound_ms
+            .map(|bound| Duration::from_millis(bound) + EXPIRY_GRACE)
+    });
     let watcher = BlockWatcher::start(client.clone(), events, tracker.clone(), status.height);
     let started = Instant::now();
     let progress = config.progress.then(|| {
@@ -212,6 +256,7 @@ pub async fn run_with<C: NodeApi>(
         let task = spawn_progress(line.clone(), tracker.clone(), started, config.duration);
         (line, task)
     });
+    let expiry = expire_after.map(|after| spawn_expiry(tracker.clone(), after));
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT_REQUESTS_MAX));
     let sender = Sender {
         client,
@@ -223,19 +268,79 @@ pub async fn run_with<C: NodeApi>(
     drain(&tracker, &in_flight, config.drain_timeout).await;
     let elapsed = started.elapsed();
     watcher.stop();
+    if let Some(expiry) = expiry {
+        expiry.abort();
+    }
     if let Some((line, task)) = progress {
         task.abort();
         line.finish();
     }
     let tracker = lock(&tracker);
-    Ok(report(
-        config,
-        client.base_url(),
-        used,
-        &tracker,
-        started,
-        elapsed,
-    ))
+    let mut report = report(config, client.base_url(), used, &tracker, started, elapsed);
+    report.presign_s = presign_s;
+    Ok(report)
+}
+
+/// How many transactions a pre-signed run signs: what the schedule offers, at most
+/// [`PRESIGN_MAX`], plus [`PRESIGN_SPARE_PER_ACCOUNT`] per account (accounts are used in
+/// turn, not exactly evenly). Refused ones are sent again, so under overload far fewer than
+/// offered are used up.
+pub fn presign_count(config: &LoadgenConfig, accounts: usize) -> u64 {
+    let offered = (config.rate_per_s * config.duration.as_secs_f64()).ceil() as u64;
+    offered.min(PRESIGN_MAX) + accounts as u64 * PRESIGN_SPARE_PER_ACCOUNT
+}
+
+/// Pre-signed transactions per account beyond its even share of the run.
+pub const PRESIGN_SPARE_PER_ACCOUNT: u64 = 8;
+
+/// Plans `count` transactions over the accounts, signs them on every core, and hands them to
+/// the tracker, all before the clock starts.
+async fn presign(
+    tracker: &Arc<Mutex<Tracker>>,
+    keys: &[Keypair],
+    count: u64,
+) -> Result<(), LoadgenError> {
+    let accounts = keys.len().max(1) as u64;
+    let planned = lock(tracker).plan_ahead(count.div_ceil(accounts));
+    let keys = keys.to_vec();
+    let signed = tokio::task::spawn_blocking(move || sign_ahead(&keys, planned))
+        .await
+        .map_err(|error| LoadgenError::Presign(error.to_string()))?;
+    lock(tracker).install_presigned(signed);
+    Ok(())
+}
+
+/// Signs and hashes `planned` on all cores (scoped threads, one slice each).
+fn sign_ahead(keys: &[Keypair], mut planned: Vec<Planned>) -> Vec<Planned> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = planned.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        for slice in planned.chunks_mut(chunk) {
+            scope.spawn(move || {
+                for item in slice {
+                    let signed = sign_one(keys, item);
+                    item.presigned = Some(Presigned {
+                        signature: signed.signature,
+                        hash: transaction_hash(&signed),
+                    });
+                }
+            });
+        }
+    });
+    planned
+}
+
+/// Every second, counts what has been outstanding longer than `after` as expired.
+fn spawn_expiry(tracker: Arc<Mutex<Tracker>>, after: Duration) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut timer = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            timer.tick().await;
+            if let Some(sent_before) = Instant::now().checked_sub(after) {
+                lock(&tracker).expire(sent_before);
+            }
+        }
+    })
 }
 
 /// Fetches the accounts (sequence numbers and balances) and derives their keys.
@@ -362,13 +467,19 @@ async fn send_batch<C: NodeApi>(
     planned: Vec<Planned>,
     due_at: Instant,
 ) {
-    let signing = tokio::task::spawn_blocking(move || {
-        let signed = sign_all(&keys, &planned);
-        let hashes: Vec<Hash> = signed.iter().map(transaction_hash).collect();
+    let (planned, signed, hashes) = if planned.iter().all(|item| item.presigned.is_some()) {
+        let (signed, hashes) = presigned_parts(&planned);
         (planned, signed, hashes)
-    });
-    let Ok((planned, signed, hashes)) = signing.await else {
-        return; // the runtime is shutting down
+    } else {
+        let signing = tokio::task::spawn_blocking(move || {
+            let signed = sign_all(&keys, &planned);
+            let hashes: Vec<Hash> = signed.iter().map(transaction_hash).collect();
+            (planned, signed, hashes)
+        });
+        let Ok(signed) = signing.await else {
+            return; // the runtime is shutting down
+        };
+        signed
     };
     lock(tracker).register(&planned, &hashes, due_at);
     let answer = client.submit_batch(&signed).await;
@@ -386,7 +497,9 @@ async fn send_batch<C: NodeApi>(
             tracker.notes.push(note);
             tracker.batch_lost(&planned, &hashes);
         }
-        Err(ClientError::Api { code, .. }) => tracker.batch_refused(&planned, &hashes, &code),
+        Err(ClientError::Api { code, status, .. }) => {
+            tracker.batch_refused(&planned, &hashes, &code, status)
+        }
         Err(error) => {
             if tracker.counters.send_failed == 0 {
                 tracker.notes.push(format!("first failed request: {error}"));
@@ -397,16 +510,30 @@ async fn send_batch<C: NodeApi>(
 }
 
 fn sign_all(keys: &[Keypair], planned: &[Planned]) -> Vec<SignedTransaction> {
+    planned.iter().map(|item| sign_one(keys, item)).collect()
+}
+
+fn sign_one(keys: &[Keypair], item: &Planned) -> SignedTransaction {
+    let signature = keys[item.account as usize].sign(&item.transaction.encode());
+    SignedTransaction {
+        transaction: item.transaction,
+        signature: *signature.as_bytes(),
+    }
+}
+
+/// The transactions and hashes of a request whose items were all pre-signed.
+fn presigned_parts(planned: &[Planned]) -> (Vec<SignedTransaction>, Vec<Hash>) {
     planned
         .iter()
-        .map(|item| {
-            let signature = keys[item.account as usize].sign(&item.transaction.encode());
-            SignedTransaction {
+        .filter_map(|item| {
+            let presigned = item.presigned?;
+            let signed = SignedTransaction {
                 transaction: item.transaction,
-                signature: *signature.as_bytes(),
-            }
+                signature: presigned.signature,
+            };
+            Some((signed, presigned.hash))
         })
-        .collect()
+        .unzip()
 }
 
 /// Waits until nothing is in flight or outstanding, or `timeout` passes.
@@ -649,6 +776,9 @@ fn report(
         counts: counters.clone(),
         offered_tx_per_s: counters.offered as f64 / seconds,
         committed_tx_per_s: counters.committed as f64 / commit_span_s,
+        goodput_tx_per_s: counters.accepted as f64 / commit_span_s,
+        presigned: tracker.presigned_count() as u64,
+        presign_s: 0.0,
         never_committed: tracker.outstanding() as u64,
         latency: tracker.latency.summary(),
         unrealized_utility_ratio_mean: counters.unrealized_utility_ratio_sum
@@ -682,7 +812,7 @@ impl LoadgenReport {
         line(
             &mut out,
             format!(
-                "  offered    {} ({:.1} tx/s); sent {}; not sent {} (in-flight cap), {} (sequence windows full), {} (accounts awaiting answers), {} (no funds); {} in failed requests",
+                "  offered    {} ({:.1} tx/s); sent {}; not sent {} (in-flight cap), {} (sequence windows full), {} (accounts awaiting answers), {} (no funds), {} (no pre-signed left); {} in failed requests",
                 self.counts.offered,
                 self.offered_tx_per_s,
                 self.counts.sent,
@@ -690,28 +820,40 @@ impl LoadgenReport {
                 self.counts.skipped_window,
                 self.counts.skipped_busy,
                 self.counts.skipped_no_funds,
+                self.counts.skipped_unsigned,
                 self.counts.send_failed
             ),
         );
+        if self.presigned > 0 {
+            line(
+                &mut out,
+                format!(
+                    "  presigned  {} before the start, in {:.1} s",
+                    self.presigned, self.presign_s
+                ),
+            );
+        }
         line(
             &mut out,
             format!(
-                "  admitted   {}; rejected {}{}",
+                "  admitted   {}; refused {}{}",
                 self.counts.admitted,
                 self.counts.rejected,
-                by_key(&self.counts.rejected_by_code)
+                by_key(&self.counts.rejected_by_reason)
             ),
         );
         line(
             &mut out,
             format!(
-                "  committed  {} in {} blocks ({:.1} tx/s): accepted {}, dropped {}{}; never committed {}",
+                "  committed  {} in {} blocks ({:.1} tx/s): accepted {} (goodput {:.1} tx/s), dropped {}{}; expired {}; never committed {}",
                 self.counts.committed,
                 self.counts.blocks,
                 self.committed_tx_per_s,
                 self.counts.accepted,
+                self.goodput_tx_per_s,
                 self.counts.dropped,
                 by_key(&self.counts.dropped_by_reason),
+                self.counts.expired,
                 self.never_committed
             ),
         );
@@ -719,7 +861,7 @@ impl LoadgenReport {
         line(
             &mut out,
             format!(
-                "  latency    submit to commit: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
+                "  latency    submit to commit, of what committed: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
                 latency.p50_ms, latency.p99_ms, latency.p999_ms, latency.max_ms
             ),
         );

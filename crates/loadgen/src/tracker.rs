@@ -15,12 +15,35 @@ use walras_engine::Block;
 use walras_sim::Rng;
 use walras_types::{AccountId, Operation, Transaction};
 
-/// A transaction planned for sending, before signing.
+/// A transaction planned for sending, before signing (or already signed, when pre-signed).
 #[derive(Clone, Copy, Debug)]
 pub struct Planned {
     /// Index into the tracker's accounts (and the driver's keys).
     pub account: u32,
     pub transaction: Transaction,
+    /// Signed before the run started ([`Tracker::install_presigned`]).
+    pub presigned: Option<Presigned>,
+}
+
+/// A signature and the transaction hash, computed before the clock started.
+#[derive(Clone, Copy, Debug)]
+pub struct Presigned {
+    pub signature: [u8; 64],
+    pub hash: Hash,
+}
+
+/// One account's pre-signed transactions: sequence numbers `first_sequence..`, no gaps.
+#[derive(Clone, Debug, Default)]
+struct PresignedChain {
+    first_sequence: u64,
+    items: Vec<(Transaction, Presigned)>,
+}
+
+impl PresignedChain {
+    fn get(&self, sequence: u64) -> Option<&(Transaction, Presigned)> {
+        let offset = sequence.checked_sub(self.first_sequence)?;
+        self.items.get(usize::try_from(offset).ok()?)
+    }
 }
 
 /// A transaction sent and not yet seen in a block.
@@ -91,6 +114,12 @@ pub struct Counters {
     pub admitted: u64,
     pub rejected: u64,
     pub rejected_by_code: BTreeMap<String, u64>,
+    /// The same refusals keyed by HTTP status and code (`"503 mempool_full"`, `"429
+    /// rate_limited"`): what an overload curve counts.
+    pub rejected_by_reason: BTreeMap<String, u64>,
+    /// Admitted, then not seen in a block within the node's commit bound (plus a grace): the
+    /// node shed it, or it was lost. A failure, counted apart from refusals.
+    pub expired: u64,
     /// Due but not sent: the in-flight request cap was reached.
     pub not_sent: u64,
     /// Due but not sent: every account's sequence window was full.
@@ -99,6 +128,9 @@ pub struct Counters {
     pub skipped_busy: u64,
     /// Due but not sent: no account had a balance left to spend.
     pub skipped_no_funds: u64,
+    /// Due but not sent (pre-signed runs): no account ready to send had a pre-signed
+    /// transaction left for its next sequence number.
+    pub skipped_unsigned: u64,
     /// Sent in requests that got no answer (fate unknown; counted as committed if they are).
     pub send_failed: u64,
     /// Our transactions seen in a block.
@@ -135,7 +167,12 @@ pub struct Tracker {
     /// so they rarely share a request or land out of order in the mempool.
     cursor: usize,
     market: Market,
+    /// `Some` in a pre-signed run: per account (by index), what was signed before the start.
+    presigned: Option<Vec<PresignedChain>>,
     outstanding: HashMap<Hash, Outstanding>,
+    /// Given up as expired: a block that holds one after all takes it back from `expired`
+    /// (the block watcher may fall behind the node by more than the grace).
+    expired: HashMap<Hash, Outstanding>,
     pub counters: Counters,
     pub latency: LatencyHistogram,
     pub last_commit: Option<Instant>,
@@ -159,7 +196,9 @@ impl Tracker {
             payees,
             cursor: 0,
             market,
+            presigned: None,
             outstanding: HashMap::new(),
+            expired: HashMap::new(),
             counters: Counters::default(),
             latency: LatencyHistogram::default(),
             last_commit: None,
@@ -198,6 +237,9 @@ impl Tracker {
     /// nothing left to spend). The accounts used wait for the request's answer
     /// ([`Tracker::answered`]) before sending again.
     pub fn plan(&mut self, count: u64) -> Vec<Planned> {
+        if self.presigned.is_some() {
+            return self.plan_presigned(count);
+        }
         let mut planned = Vec::with_capacity(count as usize);
         for attempt in 0..count {
             let Some(index) = self.next_sender() else {
@@ -219,12 +261,139 @@ impl Tracker {
                     sequence,
                     operation,
                 },
+                presigned: None,
             });
         }
-        for item in &planned {
+        self.mark_in_request(&planned);
+        planned
+    }
+
+    fn mark_in_request(&mut self, planned: &[Planned]) {
+        for item in planned {
             self.accounts[item.account as usize].in_request = true;
         }
+    }
+
+    /// [`Tracker::plan`] in a pre-signed run: each account's next sequence number picks its
+    /// pre-signed transaction (a refused one is sent again: see [`SequenceWindow::refused`]).
+    fn plan_presigned(&mut self, count: u64) -> Vec<Planned> {
+        let mut planned = Vec::with_capacity(count as usize);
+        for attempt in 0..count {
+            let Some(index) = self.next_presigned_sender() else {
+                self.count_skipped_presigned(count - attempt);
+                break;
+            };
+            let sequence = self.accounts[index].window.take();
+            let chains = self.presigned.as_ref().expect("a pre-signed run");
+            let (transaction, presigned) = *chains[index]
+                .get(sequence)
+                .expect("next_presigned_sender checked it");
+            planned.push(Planned {
+                account: index as u32,
+                transaction,
+                presigned: Some(presigned),
+            });
+        }
+        self.mark_in_request(&planned);
         planned
+    }
+
+    /// Whether account `index` may send its pre-signed transaction for its next sequence.
+    fn presigned_ready(&self, index: usize) -> bool {
+        let account = &self.accounts[index];
+        let chains = self.presigned.as_deref().unwrap_or_default();
+        !account.in_request
+            && account.window.has_room()
+            && chains
+                .get(index)
+                .is_some_and(|chain| chain.get(account.window.peek()).is_some())
+    }
+
+    fn next_presigned_sender(&mut self) -> Option<usize> {
+        for _ in 0..self.accounts.len() {
+            let index = self.cursor;
+            self.cursor = (self.cursor + 1) % self.accounts.len();
+            if self.presigned_ready(index) {
+                return Some(index);
+            }
+        }
+        None
+    }
+
+    fn count_skipped_presigned(&mut self, count: u64) {
+        let chains = self.presigned.as_deref().unwrap_or_default();
+        let signed_left = self.accounts.iter().zip(chains).any(|(account, chain)| {
+            account.window.has_room() && chain.get(account.window.peek()).is_some()
+        });
+        let counter = if signed_left {
+            &mut self.counters.skipped_busy
+        } else if self.accounts.iter().any(|a| a.window.has_room()) {
+            &mut self.counters.skipped_unsigned
+        } else {
+            &mut self.counters.skipped_window
+        };
+        *counter += count;
+    }
+
+    /// Plans, before the run, up to `per_account` transactions of every account, with the
+    /// sequence numbers that follow its window's next one, to be signed and handed back to
+    /// [`Tracker::install_presigned`]. Debits the balance estimates as sending would. No
+    /// cancels: which offers rest is learnt from blocks, after the signing (cancelling offers
+    /// planned earlier in the chain was tried: most had traded, and 8% of what committed was
+    /// dropped `unknown_offer`), so the trading mix is offers and payments here.
+    pub fn plan_ahead(&mut self, per_account: u64) -> Vec<Planned> {
+        let mut planned = Vec::new();
+        for index in 0..self.accounts.len() {
+            let first = self.accounts[index].window.peek();
+            for sequence in first..first + per_account {
+                let account = &mut self.accounts[index];
+                let Some(operation) =
+                    plan_operation(&mut self.rng, self.mix, account, &self.payees, &self.market)
+                else {
+                    break; // nothing left to spend: the chain ends (it has no gaps)
+                };
+                let transaction = Transaction {
+                    source: AccountId(account.id),
+                    sequence,
+                    operation,
+                };
+                planned.push(Planned {
+                    account: index as u32,
+                    transaction,
+                    presigned: None,
+                });
+            }
+        }
+        planned
+    }
+
+    /// Takes what [`Tracker::plan_ahead`] planned, now signed: from here on [`Tracker::plan`]
+    /// sends only these.
+    pub fn install_presigned(&mut self, planned: Vec<Planned>) {
+        let mut chains = vec![PresignedChain::default(); self.accounts.len()];
+        for item in planned {
+            let Some(presigned) = item.presigned else {
+                continue;
+            };
+            let chain = &mut chains[item.account as usize];
+            if chain.items.is_empty() {
+                chain.first_sequence = item.transaction.sequence;
+            }
+            debug_assert_eq!(
+                chain.first_sequence + chain.items.len() as u64,
+                item.transaction.sequence,
+                "a chain has no gaps"
+            );
+            chain.items.push((item.transaction, presigned));
+        }
+        self.presigned = Some(chains);
+    }
+
+    /// Transactions pre-signed for the run.
+    pub fn presigned_count(&self) -> usize {
+        self.presigned.as_deref().map_or(0, |chains| {
+            chains.iter().map(|chain| chain.items.len()).sum()
+        })
     }
 
     /// The node answered the request carrying `planned` (or it failed): their accounts may
@@ -289,19 +458,21 @@ impl Tracker {
         response: &BatchSubmitResponse,
     ) {
         self.answered(planned);
-        for (hash, result) in hashes.iter().zip(&response.results) {
+        // Highest sequence numbers first, so a refused tail rewinds (`SequenceWindow::refused`).
+        for (hash, result) in hashes.iter().zip(&response.results).rev() {
             match &result.error {
                 None => self.counters.admitted += 1,
-                Some(error) => self.rejected(hash, &error.code),
+                Some(error) => self.rejected(hash, &error.code, result.status),
             }
         }
     }
 
-    /// The node refused the whole request with an API error (`rate_limited`, `too_large`...).
-    pub fn batch_refused(&mut self, planned: &[Planned], hashes: &[Hash], code: &str) {
+    /// The node refused the whole request with an API error (`rate_limited`, `mempool_full`,
+    /// `too_large`...), with HTTP status `status`.
+    pub fn batch_refused(&mut self, planned: &[Planned], hashes: &[Hash], code: &str, status: u16) {
         self.answered(planned);
-        for hash in hashes {
-            self.rejected(hash, code);
+        for hash in hashes.iter().rev() {
+            self.rejected(hash, code, Some(status));
         }
     }
 
@@ -321,23 +492,62 @@ impl Tracker {
         }
     }
 
-    fn rejected(&mut self, hash: &Hash, code: &str) {
+    fn rejected(&mut self, hash: &Hash, code: &str, status: Option<u16>) {
         self.counters.rejected += 1;
         *self
             .counters
             .rejected_by_code
             .entry(code.to_string())
             .or_default() += 1;
+        let reason = match status {
+            Some(status) => format!("{status} {code}"),
+            None => code.to_string(),
+        };
+        *self.counters.rejected_by_reason.entry(reason).or_default() += 1;
         let Some(entry) = self.outstanding.remove(hash) else {
             return;
         };
         let window = &mut self.accounts[entry.account as usize].window;
         match code {
-            "replayed" => window.committed(entry.sequence),
-            "duplicate" => window.unavailable(entry.sequence),
-            _ => {}
+            "replayed" => {
+                window.committed(entry.sequence);
+                window.resolved();
+            }
+            "duplicate" => {
+                window.unavailable(entry.sequence);
+                window.resolved();
+            }
+            // Any other refusal: the node did not use the number.
+            _ => window.refused(entry.sequence),
         }
-        window.resolved();
+    }
+
+    /// Gives up on what was sent before `sent_before` and is still not in a block (the node
+    /// sheds what it cannot commit within its bound): each is counted `expired` and resolved,
+    /// so its sequence number is handed out again once the account's other transactions are
+    /// resolved (the node forgot it; in the rare case it commits after all, the next use of
+    /// the number is answered `replayed`, which moves the window past it). Marking it
+    /// unavailable instead would strand the account: only its own commits move its window.
+    /// Returns how many expired.
+    pub fn expire(&mut self, sent_before: Instant) -> u64 {
+        let old: Vec<Hash> = self
+            .outstanding
+            .iter()
+            .filter(|(_, entry)| entry.submitted < sent_before)
+            .map(|(hash, _)| *hash)
+            .collect();
+        for hash in &old {
+            let Some(mut entry) = self.outstanding.remove(hash) else {
+                continue;
+            };
+            if entry.in_window {
+                self.accounts[entry.account as usize].window.resolved();
+                entry.in_window = false;
+            }
+            self.expired.insert(*hash, entry);
+        }
+        self.counters.expired += old.len() as u64;
+        old.len() as u64
     }
 
     /// A committed block: matches its transactions against the outstanding ones, at the
@@ -352,7 +562,12 @@ impl Tracker {
                     .window
                     .committed(transaction.sequence);
             }
-            if let Some(entry) = self.outstanding.remove(&item.hash) {
+            let late = || {
+                let entry = self.expired.remove(&item.hash)?;
+                self.counters.expired -= 1;
+                Some(entry)
+            };
+            if let Some(entry) = self.outstanding.remove(&item.hash).or_else(late) {
                 let dropped = item.dropped.as_deref();
                 self.commit(entry, transaction, dropped, &block.valuations, committed_at);
             }
@@ -537,6 +752,7 @@ mod tests {
                 .enumerate()
                 .map(|(index, hash)| BatchItemResult {
                     hash: hash.to_string(),
+                    status: (index == 0).then_some(429),
                     error: (index == 0).then(|| ErrorBody {
                         code: "rate_limited".to_string(),
                         message: String::new(),
@@ -548,6 +764,7 @@ mod tests {
         assert!(tracker.plan(1).is_empty(), "the window is full");
         assert_eq!(tracker.counters.skipped_window, 1);
         assert_eq!(tracker.counters.rejected_by_code["rate_limited"], 1);
+        assert_eq!(tracker.counters.rejected_by_reason["429 rate_limited"], 1);
         assert_eq!(tracker.outstanding(), WINDOW_USE as usize - 1);
         // The block holds the rest; one of them is dropped.
         let (block, summary) = block(5, signed[1..].to_vec(), &[(hashes[1], "account_overdraft")]);
@@ -600,6 +817,93 @@ mod tests {
         let (block, summary) = block(1, signed.clone(), &[]);
         tracker.block(&CommittedBlock::new(block, &summary), Instant::now());
         assert_eq!(tracker.counters.accepted, 3);
+    }
+
+    /// Signs what `plan_ahead` planned (zero signatures: the tracker never checks them) and
+    /// installs it.
+    fn presigned_tracker(accounts: u64, per_account: u64) -> Tracker {
+        let mut tracker = tracker(accounts);
+        let mut planned = tracker.plan_ahead(per_account);
+        for item in &mut planned {
+            let (_, hashes) = signed(std::slice::from_ref(item));
+            item.presigned = Some(Presigned {
+                signature: [0; 64],
+                hash: hashes[0],
+            });
+        }
+        tracker.install_presigned(planned);
+        tracker
+    }
+
+    /// Under overload most of a request is refused; in a pre-signed run the refused tail of an
+    /// account is sent again, the same transactions with the same sequence numbers, so the
+    /// run neither runs out of pre-signed transactions nor strands the account's window.
+    #[test]
+    fn a_presigned_run_sends_refused_transactions_again() {
+        let mut tracker = presigned_tracker(2, 10);
+        assert_eq!(tracker.presigned_count(), 20);
+        let first = tracker.plan(6);
+        assert!(first.iter().all(|item| item.presigned.is_some()));
+        let (_, hashes) = signed(&first);
+        tracker.register(&first, &hashes, Instant::now());
+        // Everything but the first transaction of each account is refused, the whole request
+        // at once (503 mempool_full before any item was looked at).
+        let response = BatchSubmitResponse {
+            admitted: 2,
+            rejected: 4,
+            results: hashes
+                .iter()
+                .enumerate()
+                .map(|(index, hash)| BatchItemResult {
+                    hash: hash.to_string(),
+                    status: (index >= 2).then_some(503),
+                    error: (index >= 2).then(|| ErrorBody {
+                        code: "mempool_full".to_string(),
+                        message: String::new(),
+                    }),
+                })
+                .collect(),
+        };
+        tracker.admission_results(&first, &hashes, &response);
+        assert_eq!(tracker.counters.rejected_by_reason["503 mempool_full"], 4);
+        let again = tracker.plan(4);
+        let sequences: Vec<(u64, u64)> = again
+            .iter()
+            .map(|item| (item.transaction.source.0, item.transaction.sequence))
+            .collect();
+        assert_eq!(sequences, vec![(0, 2), (1, 2), (0, 3), (1, 3)]);
+        let (_, again_hashes) = signed(&again);
+        assert_eq!(&again_hashes[..], &hashes[2..], "the same transactions");
+        // Past the pre-signed chains nothing more is sent, and that is counted.
+        tracker.answered(&again);
+        let _ = tracker.plan(100);
+        assert!(tracker.counters.skipped_unsigned > 0 || tracker.counters.skipped_window > 0);
+    }
+
+    /// The node drops what it could not commit within its bound; the load generator counts
+    /// such transactions `expired` (a failure, not a refusal) and frees their accounts.
+    #[test]
+    fn transactions_outstanding_past_the_bound_expire_and_free_their_window() {
+        let mut tracker = tracker(1);
+        let planned = tracker.plan(WINDOW_USE);
+        let (_, hashes) = signed(&planned);
+        let sent_at = Instant::now();
+        tracker.register(&planned, &hashes, sent_at);
+        tracker.answered(&planned);
+        assert!(tracker.plan(1).is_empty(), "the window is full");
+        let later = sent_at + std::time::Duration::from_millis(1);
+        assert_eq!(tracker.expire(sent_at), 0, "nothing sent before");
+        assert_eq!(tracker.expire(later), WINDOW_USE);
+        assert_eq!(tracker.counters.expired, WINDOW_USE);
+        assert_eq!(tracker.outstanding(), 0);
+        let next = tracker.plan(1);
+        assert_eq!(next[0].transaction.sequence, 1, "the node forgot them");
+        // One of them is seen in a block after all (the watcher was behind): committed.
+        let (signed, _) = signed(&planned[..1]);
+        let (block, summary) = block(1, signed, &[]);
+        tracker.block(&CommittedBlock::new(block, &summary), Instant::now());
+        assert_eq!(tracker.counters.expired, WINDOW_USE - 1);
+        assert_eq!(tracker.counters.committed, 1);
     }
 
     #[test]

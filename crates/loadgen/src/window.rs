@@ -49,6 +49,11 @@ impl SequenceWindow {
         self.outstanding
     }
 
+    /// What [`SequenceWindow::take`] would hand out next.
+    pub fn peek(&self) -> u64 {
+        self.next
+    }
+
     /// Hands out the next sequence number; the caller checked [`SequenceWindow::has_room`].
     pub fn take(&mut self) -> u64 {
         assert!(self.has_room(), "sequence window exhausted");
@@ -70,6 +75,20 @@ impl SequenceWindow {
     pub fn unavailable(&mut self, sequence: u64) {
         self.unavailable = self.unavailable.max(sequence);
         self.next = self.next.max(self.unavailable + 1);
+    }
+
+    /// `sequence` was refused at admission for want of room (`mempool_full`, `rate_limited`):
+    /// the node did not use it. When it is the last number handed out, the next transaction
+    /// gets it again, so refusals leave no gap that holds the window until everything else
+    /// resolves (under overload most of what is sent is refused, and the gaps would otherwise
+    /// fill the window and stop the account sending). Callers pass a request's refusals
+    /// highest first, so a refused tail of several rewinds entirely.
+    pub fn refused(&mut self, sequence: u64) {
+        let unused_above = self.committed.max(self.unavailable);
+        if sequence + 1 == self.next && sequence > unused_above {
+            self.next = sequence;
+        }
+        self.resolved();
     }
 
     /// One of our transactions is resolved: in a block, or refused at admission.
@@ -123,6 +142,25 @@ mod tests {
         window.resolved();
         assert!(window.has_room());
         assert_eq!(window.take(), 1);
+    }
+
+    #[test]
+    fn a_refused_tail_is_handed_out_again_and_a_refused_middle_is_not() {
+        let mut window = SequenceWindow::new(0, 1);
+        let taken: Vec<u64> = (0..5).map(|_| window.take()).collect();
+        assert_eq!(taken, vec![1, 2, 3, 4, 5]);
+        // 2 and 4 are admitted; 5 is refused (the tail), then 3 (a middle: 4 is above it).
+        window.refused(5);
+        window.refused(3);
+        assert_eq!(window.peek(), 5, "the tail rewinds, the middle does not");
+        assert_eq!(window.take(), 5);
+        // 5 refused again: back to it once more.
+        window.refused(5);
+        assert_eq!(window.take(), 5);
+        // A number someone else may hold is never rewound to.
+        window.unavailable(5);
+        window.refused(5);
+        assert_eq!(window.peek(), 6);
     }
 
     #[test]

@@ -25,7 +25,8 @@ async fn loadgen_commits_and_reports_latency() {
             + counts.not_sent
             + counts.skipped_window
             + counts.skipped_busy
-            + counts.skipped_no_funds,
+            + counts.skipped_no_funds
+            + counts.skipped_unsigned,
         counts.offered,
         "every offered transaction is sent or counted as not sent: {counts:?}"
     );

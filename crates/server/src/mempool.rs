@@ -7,8 +7,13 @@
 //! being built, and capacity (back-pressure). The mempool keeps no account facts of its own,
 //! only what its pending transactions debit ([`Mempool::pending_debit`]), which admission's
 //! funds check subtracts from the account view's balance.
+//!
+//! Each waiting transaction keeps the instant it was admitted (passed in by the caller), so the
+//! producer can drop, oldest first, what waited too long to commit within the node's bound
+//! ([`Mempool::shed_admitted_before`]; see [`crate::overload`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Instant;
 use walras_crypto::Hash;
 use walras_engine::admission::debit;
 use walras_types::transaction::SEQUENCE_WINDOW;
@@ -27,7 +32,8 @@ pub enum AdmitError {
 /// built, which still count for duplicates and capacity until [`Mempool::committed`].
 pub struct Mempool {
     capacity: usize,
-    waiting: VecDeque<(Hash, SignedTransaction)>,
+    /// In admission order, each with its admission instant.
+    waiting: VecDeque<(Hash, SignedTransaction, Instant)>,
     /// Hashes of waiting and in-flight transactions.
     pending: HashSet<Hash>,
     /// (source, sequence) of waiting and in-flight transactions.
@@ -119,10 +125,10 @@ impl Mempool {
         if !self.slots.contains(&(account, sequence)) {
             return None;
         }
-        match self.waiting.iter().find(|(_, signed)| {
+        match self.waiting.iter().find(|(_, signed, _)| {
             signed.transaction.source == account && signed.transaction.sequence == sequence
         }) {
-            Some((_, signed)) => signed.transaction.new_offer().map(Some),
+            Some((_, signed, _)) => signed.transaction.new_offer().map(Some),
             None => Some(None),
         }
     }
@@ -131,15 +137,20 @@ impl Mempool {
     pub fn offer_sources(&self, sequence: u64) -> Vec<AccountId> {
         self.waiting
             .iter()
-            .filter(|(_, signed)| {
+            .filter(|(_, signed, _)| {
                 signed.transaction.sequence == sequence && signed.transaction.new_offer().is_some()
             })
-            .map(|(_, signed)| signed.transaction.source)
+            .map(|(_, signed, _)| signed.transaction.source)
             .collect()
     }
 
-    /// Admits a transaction the admission rule accepted.
-    pub fn admit(&mut self, hash: Hash, signed: SignedTransaction) -> Result<(), AdmitError> {
+    /// Admits a transaction the admission rule accepted, at `now`.
+    pub fn admit(
+        &mut self,
+        hash: Hash,
+        signed: SignedTransaction,
+        now: Instant,
+    ) -> Result<(), AdmitError> {
         let transaction = &signed.transaction;
         let slot = (transaction.source, transaction.sequence);
         if self.slots.contains(&slot) || self.pending.contains(&hash) {
@@ -153,7 +164,7 @@ impl Mempool {
         self.slots.insert(slot);
         self.pending.insert(hash);
         self.add_debit(&signed);
-        self.waiting.push_back((hash, signed));
+        self.waiting.push_back((hash, signed, now));
         Ok(())
     }
 
@@ -161,7 +172,35 @@ impl Mempool {
     /// pending until [`Mempool::committed`].
     pub fn take(&mut self, max: usize) -> Vec<(Hash, SignedTransaction)> {
         let count = max.min(self.waiting.len());
-        self.waiting.drain(..count).collect()
+        self.waiting
+            .drain(..count)
+            .map(|(hash, signed, _)| (hash, signed))
+            .collect()
+    }
+
+    /// When the oldest waiting transaction was admitted.
+    pub fn oldest_admitted_at(&self) -> Option<Instant> {
+        self.waiting.front().map(|(_, _, admitted_at)| *admitted_at)
+    }
+
+    /// Drops the waiting transactions admitted before `cutoff` (the oldest, at the front) and
+    /// forgets them, so their sources may use the sequence numbers again; returns them.
+    /// Transactions taken into a block are never dropped here.
+    pub fn shed_admitted_before(&mut self, cutoff: Instant) -> Vec<(Hash, SignedTransaction)> {
+        let count = self
+            .waiting
+            .iter()
+            .take_while(|(_, _, admitted_at)| *admitted_at < cutoff)
+            .count();
+        let shed: Vec<(Hash, SignedTransaction)> = self
+            .waiting
+            .drain(..count)
+            .map(|(hash, signed, _)| (hash, signed))
+            .collect();
+        for (hash, signed) in &shed {
+            self.forget(hash, signed);
+        }
+        shed
     }
 
     /// Forgets a transaction that was taken but will never commit here (in replicated mode:
@@ -215,7 +254,7 @@ mod tests {
 
     fn admit(mempool: &mut Mempool, source: u64, sequence: u64) -> Result<(), AdmitError> {
         let (hash, signed) = payment(source, sequence);
-        mempool.admit(hash, signed)
+        mempool.admit(hash, signed, Instant::now())
     }
 
     #[test]
@@ -258,6 +297,29 @@ mod tests {
     }
 
     #[test]
+    fn shedding_drops_the_oldest_waiting_and_frees_their_slots_but_never_the_block_in_flight() {
+        let mut mempool = Mempool::new(100);
+        let start = Instant::now();
+        let at = |ms: u64| start + std::time::Duration::from_millis(ms);
+        for sequence in 1..=5u64 {
+            let (hash, signed) = payment(1, sequence);
+            mempool.admit(hash, signed, at(sequence * 10)).unwrap();
+        }
+        let in_flight = mempool.take(1);
+        assert_eq!(mempool.oldest_admitted_at(), Some(at(20)));
+        // Everything admitted before 40 ms goes, the one in flight (10 ms) excepted.
+        let shed = mempool.shed_admitted_before(at(40));
+        let sequences: Vec<u64> = shed.iter().map(|(_, s)| s.transaction.sequence).collect();
+        assert_eq!(sequences, vec![2, 3]);
+        assert_eq!((mempool.waiting(), mempool.len()), (2, 3));
+        assert_eq!(mempool.oldest_admitted_at(), Some(at(40)));
+        assert_eq!(admit(&mut mempool, 1, 2), Ok(()), "its slot is free again");
+        assert_eq!(admit(&mut mempool, 1, 1), Err(AdmitError::Duplicate));
+        mempool.committed(&in_flight);
+        assert_eq!(mempool.len(), 3);
+    }
+
+    #[test]
     fn a_waiting_offer_is_pending_and_a_payment_of_that_sequence_is_not() {
         let mut mempool = Mempool::new(100);
         admit(&mut mempool, 1, 1).unwrap();
@@ -275,7 +337,7 @@ mod tests {
             signature: [0; 64],
         };
         let hash = walras_engine::block::transaction_hash(&offer);
-        mempool.admit(hash, offer).unwrap();
+        mempool.admit(hash, offer, Instant::now()).unwrap();
         let pending = mempool.pending_offer(AccountId(1), 2);
         assert_eq!(pending, Some(offer.transaction.new_offer()));
         assert_eq!(mempool.pending_offer(AccountId(1), 1), None, "a payment");

@@ -33,6 +33,13 @@ pub struct Metrics {
     pub proposals_rejected_total: IntCounter,
     pub proposal_check_micros_total: IntCounter,
     pub forward_refused_total: IntCounter,
+    /// Admission under overload ([`crate::overload`]): the commit-rate estimate, the largest
+    /// age at commit of a block's oldest transaction, blocks that committed one later than the
+    /// bound, and admitted transactions dropped unproposed, by reason.
+    pub commit_rate_tx_per_s: IntGauge,
+    pub commit_age_max_ms: IntGauge,
+    pub blocks_committed_late_total: IntCounter,
+    shed_total: IntCounterVec,
     /// Blocks whose clearing this node computed, how many converged, their iterations and
     /// clearing time, and the last one's unrealized/realized utility ratio.
     clearing_blocks_total: IntCounter,
@@ -132,6 +139,23 @@ impl Metrics {
                 "walras_forward_refused_total",
                 "Admitted transactions CometBFT refused or that never committed (replicated mode).",
             )?,
+            commit_rate_tx_per_s: gauge(
+                "walras_commit_rate_tx_per_s",
+                "Commit rate admission goes by: moving average over recent blocks, per second.",
+            )?,
+            commit_age_max_ms: gauge(
+                "walras_commit_age_max_ms",
+                "Largest age at commit of an admitted transaction (the oldest of each block), in milliseconds.",
+            )?,
+            blocks_committed_late_total: counter(
+                "walras_blocks_committed_late_total",
+                "Blocks that committed a transaction admitted longer than the commit bound ago.",
+            )?,
+            shed_total: labelled(
+                "walras_transactions_shed_total",
+                "Admitted transactions dropped before any block proposed them, by reason.",
+                &["reason"],
+            )?,
             block_execute_seconds_total: seconds(
                 "walras_block_execute_seconds_total",
                 "Time spent executing blocks (signatures to state root).",
@@ -188,7 +212,7 @@ impl Metrics {
     }
 
     /// The metrics in exposition order (the order of the text before this crate was used).
-    fn collectors(&self) -> [&dyn Collector; 30] {
+    fn collectors(&self) -> [&dyn Collector; 34] {
         [
             &self.height,
             &self.blocks_total,
@@ -220,6 +244,10 @@ impl Metrics {
             &self.recent_index_transactions,
             &self.store_file_bytes,
             &self.checkpoint_height,
+            &self.commit_rate_tx_per_s,
+            &self.commit_age_max_ms,
+            &self.blocks_committed_late_total,
+            &self.shed_total,
         ]
     }
 
@@ -229,6 +257,12 @@ impl Metrics {
 
     pub fn count_warm_start(&self, start: &'static str) {
         self.warm_start_total.with_label_values(&[start]).inc();
+    }
+
+    pub fn count_shed(&self, reason: &'static str, count: usize) {
+        self.shed_total
+            .with_label_values(&[reason])
+            .inc_by(count as u64);
     }
 
     pub fn count_rejected(&self, code: &'static str) {
@@ -420,6 +454,15 @@ walras_store_file_bytes 0
 # HELP walras_checkpoint_height Height of the newest checkpoint this process wrote in the background.
 # TYPE walras_checkpoint_height gauge
 walras_checkpoint_height 0
+# HELP walras_commit_rate_tx_per_s Commit rate admission goes by: moving average over recent blocks, per second.
+# TYPE walras_commit_rate_tx_per_s gauge
+walras_commit_rate_tx_per_s 0
+# HELP walras_commit_age_max_ms Largest age at commit of an admitted transaction (the oldest of each block), in milliseconds.
+# TYPE walras_commit_age_max_ms gauge
+walras_commit_age_max_ms 0
+# HELP walras_blocks_committed_late_total Blocks that committed a transaction admitted longer than the commit bound ago.
+# TYPE walras_blocks_committed_late_total counter
+walras_blocks_committed_late_total 0
 ";
         let text = metrics.render((4, 100));
         for (line, (got, want)) in text.lines().zip(expected.lines()).enumerate() {

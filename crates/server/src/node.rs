@@ -14,6 +14,7 @@
 
 use super::mempool::Mempool;
 use super::metrics::{add_seconds, gauge_value, Metrics};
+use super::overload::Overload;
 use super::recent::RecentTransactions;
 use arc_swap::ArcSwap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -60,6 +61,9 @@ pub struct Shared {
     /// Written only by the producer, for the length of one block.
     pub state: tokio::sync::RwLock<ExchangeState>,
     pub mempool: Mutex<Mempool>,
+    /// The commit bound and the measured commit rate: how much the mempool may hold
+    /// ([`super::overload`]). Locked briefly, never while waiting for anything else.
+    pub overload: Mutex<Overload>,
     /// What admission reads of every account (key, last committed sequence number), as of the
     /// last committed block: one immutable view per block, read without locking the state.
     /// Replaced only by [`Shared::committed`], while it holds the mempool lock, so a submission
@@ -93,6 +97,10 @@ pub struct Shared {
     pub accepted_signatures: Arc<AcceptedSignatures>,
     /// The last background checkpoint failure logged (each is logged once).
     pub checkpoint_failure_reported: Mutex<Option<String>>,
+    /// Transactions submissions have room reserved for while their signatures are checked
+    /// (between the room check and the mempool lock): counted as pending by the overload rule,
+    /// so the verification queue is bounded too.
+    pub verifying: std::sync::atomic::AtomicUsize,
 }
 
 /// Why the producer stopped the node.
@@ -136,6 +144,23 @@ impl Shared {
         self.accounts.store(view);
     }
 
+    /// The overload state (a copy is cheap; the lock is held only to read or record).
+    pub fn overload(&self) -> MutexGuard<'_, Overload> {
+        self.overload
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records a committed block of `transactions` that took `busy` in the commit-rate
+    /// estimate, and reports the estimate in the metrics.
+    pub fn record_drain(&self, transactions: usize, busy: Duration) {
+        let mut overload = self.overload();
+        overload.drain.record_block(transactions, busy);
+        if let Some(rate) = overload.drain.tx_per_s() {
+            self.metrics.commit_rate_tx_per_s.set(rate as i64);
+        }
+    }
+
     pub fn recent(&self) -> MutexGuard<'_, RecentTransactions> {
         self.recent
             .lock()
@@ -169,23 +194,51 @@ impl Shared {
     }
 }
 
-/// Produces blocks until shutdown; an error stops the node.
+/// Produces blocks until shutdown; an error stops the node. Each block's work feeds the
+/// commit-rate estimate admission goes by, and the age of its oldest transaction at commit is
+/// checked against the commit bound ([`record_commit_age`]).
 pub fn run_producer(shared: &Shared, config: &ProducerConfig) -> Result<(), ProducerError> {
     let mut last_cut = Instant::now();
-    while let Some(batch) = wait_for_batch(shared, config, &mut last_cut) {
+    while let Some((batch, oldest)) = wait_for_batch(shared, config, &mut last_cut) {
+        let started = Instant::now();
+        let transactions = batch.len();
         produce_block(shared, config, batch)?;
+        let committed_at = Instant::now();
+        shared.record_drain(transactions, committed_at - started);
+        if let Some(oldest) = oldest {
+            record_commit_age(shared, committed_at.saturating_duration_since(oldest));
+        }
     }
     Ok(())
 }
 
+/// The age at commit of a block's oldest transaction: the largest so far is a gauge, and a
+/// block that committed one later than the bound is counted (the rule is meant to make that
+/// count stay zero; see [`super::overload`]).
+fn record_commit_age(shared: &Shared, age: Duration) {
+    let metrics = &shared.metrics;
+    let age_ms = gauge_value(age.as_millis());
+    if age_ms > metrics.commit_age_max_ms.get() {
+        metrics.commit_age_max_ms.set(age_ms);
+    }
+    if age > shared.overload().commit_bound {
+        metrics.blocks_committed_late_total.inc();
+    }
+}
+
+/// A batch for the next block, and when its oldest transaction was admitted.
+pub(crate) type Batch = (Vec<(Hash, SignedTransaction)>, Option<Instant>);
+
 /// Waits until a block is due: `max_block_txs` waiting, or the interval since the last cut
-/// has passed and something is waiting. `None` on shutdown (what is waiting is dropped: the
+/// has passed and something is waiting. (Under overload the first comes first: the overload
+/// rule always admits a full block.) Before taking the block, drops (oldest first) what its
+/// block would commit after the bound. `None` on shutdown (what is waiting is dropped: the
 /// mempool is not durable).
-fn wait_for_batch(
+pub(crate) fn wait_for_batch(
     shared: &Shared,
     config: &ProducerConfig,
     last_cut: &mut Instant,
-) -> Option<Vec<(Hash, SignedTransaction)>> {
+) -> Option<Batch> {
     let mut mempool = shared.mempool();
     loop {
         if shared.is_shutting_down() {
@@ -195,8 +248,18 @@ fn wait_for_batch(
         let due = *last_cut + config.block_interval;
         let waiting = mempool.waiting();
         if waiting >= config.max_block_txs || (waiting > 0 && now >= due) {
+            let block_transactions = waiting.min(config.max_block_txs);
+            let cutoff = shared.overload().expiry_cutoff(now, block_transactions);
+            if let Some(cutoff) = cutoff {
+                let shed = mempool.shed_admitted_before(cutoff);
+                if !shed.is_empty() {
+                    shared.metrics.count_shed("expired", shed.len());
+                    continue; // what is left may no longer make a block
+                }
+            }
             *last_cut = now;
-            return Some(mempool.take(config.max_block_txs));
+            let oldest = mempool.oldest_admitted_at();
+            return Some((mempool.take(config.max_block_txs), oldest));
         }
         let timeout = if waiting > 0 {
             due - now

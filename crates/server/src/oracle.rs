@@ -820,6 +820,7 @@ mod node_tests {
             serve: crate::ServeLimits::default(),
             oracle: oracle.then(|| OracleSettings::feed(dir.join("unused-feed.jsonl"))),
             warm_start: WarmStart::default(),
+            commit_bound: crate::overload::COMMIT_BOUND_DEFAULT,
         }
     }
 

@@ -2,7 +2,7 @@
 //! `#[utoipa::path]`: the document served at `/v1/openapi.json` is derived from them
 //! (`openapi.rs`).
 
-use super::admission::admit;
+use super::admission::{admit, refuse_if_full};
 use super::failure::{body_failure, Failure};
 use super::gateway_seal::refuse_if_gateway_only;
 use super::limits::{ClientSlot, ClientSlots, SlotRefusal};
@@ -55,7 +55,7 @@ pub const SSE_SUBSCRIBERS_MAX: usize = 256;
         (status = 413, description = "too_large: the body is over 16 KiB", body = walras_api::wire::ApiError),
         (status = 415, description = "unsupported_media_type: neither JSON nor octet-stream", body = walras_api::wire::ApiError),
         (status = 422, description = "refused by the admission rule: unknown source account, sequence outside the window, payments certificate or escrow; or insufficient_balance: the source has less of the asset available than the transaction takes", body = walras_api::wire::ApiError),
-        (status = 503, description = "mempool_full: retry later", body = walras_api::wire::ApiError)
+        (status = 503, description = "mempool_full: the mempool holds its capacity, or what the node commits within its commit bound; retry after Retry-After", body = walras_api::wire::ApiError)
     )
 )]
 pub async fn submit(
@@ -65,6 +65,7 @@ pub async fn submit(
 ) -> Result<(StatusCode, Json<SubmitResponse>), Failure> {
     refuse_if_gateway_only(&shared, "POST /v1/transactions")?;
     let body = body.map_err(|rejection| body_failure(rejection, SUBMIT_BODY_MAX_BYTES))?;
+    refuse_if_full(&shared)?;
     let signed = decode_submission(&headers, &body)?;
     let (hash, result) = admit(&shared, vec![signed])
         .await
@@ -118,7 +119,8 @@ fn content_type(headers: &HeaderMap) -> Option<String> {
         (status = 400, description = "malformed: the body is not a transaction list, or it is empty", body = walras_api::wire::ApiError),
         (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError),
         (status = 413, description = "too_large: over 4 MiB or 10,000 transactions", body = walras_api::wire::ApiError),
-        (status = 415, description = "unsupported_media_type: a batch is application/octet-stream", body = walras_api::wire::ApiError)
+        (status = 415, description = "unsupported_media_type: a batch is application/octet-stream", body = walras_api::wire::ApiError),
+        (status = 503, description = "mempool_full: the mempool has no room for any transaction (its capacity, or what it commits within the commit bound); nothing was decoded; retry after Retry-After", body = walras_api::wire::ApiError)
     )
 )]
 pub async fn submit_batch(
@@ -135,6 +137,8 @@ pub async fn submit_batch(
             "a batch is application/octet-stream: a u16 count then the encoded transactions",
         ));
     }
+    // Under overload the whole request is refused before its body is decoded.
+    refuse_if_full(&shared)?;
     let transactions = SignedTransaction::decode_list(&body)
         .map_err(|error| Failure::malformed(format!("transaction list: {error}")))?;
     if transactions.is_empty() {
@@ -154,9 +158,13 @@ pub async fn submit_batch(
     let admitted = results.iter().filter(|(_, result)| result.is_ok()).count() as u32;
     let results: Vec<BatchItemResult> = results
         .into_iter()
-        .map(|(hash, result)| BatchItemResult {
-            hash: hash.to_string(),
-            error: result.err().map(|failure| failure.body()),
+        .map(|(hash, result)| {
+            let failure = result.err();
+            BatchItemResult {
+                hash: hash.to_string(),
+                status: failure.as_ref().map(|failure| failure.status.as_u16()),
+                error: failure.map(|failure| failure.body()),
+            }
         })
         .collect();
     Ok(Json(BatchSubmitResponse {
@@ -757,6 +765,7 @@ pub async fn status(State(shared): State<AppState>) -> Json<StatusJson> {
         open_offers,
         mempool_transactions,
         mempool_capacity,
+        commit_bound_ms: Some(shared.overload().commit_bound.as_millis() as u64),
         dev_genesis: shared.dev_genesis,
     })
 }

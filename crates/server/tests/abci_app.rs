@@ -341,3 +341,54 @@ fn check_tx_accepts_an_order_2_signature_and_refuses_a_non_canonical_s() {
     assert_eq!(check_tx(&app, crafted.encode()), code::OK);
     assert_eq!(check_tx(&app, honest.encode()), code::OK);
 }
+
+fn recheck_tx(app: &impl Application, tx: Vec<u8>) -> u32 {
+    app.check_tx(RequestCheckTx {
+        tx: Bytes::from(tx),
+        r#type: CheckTxType::Recheck as i32,
+    })
+    .code
+}
+
+fn payment(source: u64, sequence: u64) -> SignedTransaction {
+    sign(
+        source,
+        sequence,
+        Operation::Payment {
+            to: AccountId(source + 1),
+            asset: AssetId(0),
+            amount: 1,
+        },
+    )
+}
+
+/// Trigger (issue 31): in CometBFT mode, 200,000 transactions were admitted and never
+/// committed within the run: CheckTx admitted whatever CometBFT's 200,000-slot mempool would
+/// hold, whatever the network could commit, and nothing left it but a block. Now CheckTx holds
+/// CometBFT's pending set to what commits within the commit bound (here the capacity, 3: no
+/// rate is measured yet) and refuses the rest `OVERLOADED` before looking at the signature (a
+/// forged transaction over the limit is not answered `BAD_SIGNATURE`); a recheck after a block
+/// drops what has pended longer than the bound allows (`EXPIRED`), which makes room again.
+#[test]
+fn check_tx_refuses_what_cannot_commit_in_time_before_its_signature_and_rechecks_expire_the_old() {
+    let dir = TempDir::new("abci-overload");
+    let mut config = config(dir.path());
+    config.mempool_capacity = 3;
+    config.max_block_txs = 3;
+    config.commit_bound = std::time::Duration::from_millis(200);
+    let app = abci_app(&config).unwrap();
+    let admitted: Vec<SignedTransaction> = (1..=3).map(|source| payment(source, 1)).collect();
+    for signed in &admitted {
+        assert_eq!(check_tx(&app, signed.encode()), code::OK);
+    }
+    let mut forged = payment(10, 1);
+    forged.signature[0] ^= 1;
+    assert_eq!(check_tx(&app, forged.encode()), code::OVERLOADED);
+    // A transaction CheckTx already holds is not refused for the load it is part of.
+    assert_eq!(recheck_tx(&app, admitted[0].encode()), code::OK);
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    assert_eq!(recheck_tx(&app, admitted[0].encode()), code::EXPIRED);
+    // Its slot is free: the forged transaction is now looked at, and refused for its signature.
+    assert_eq!(check_tx(&app, forged.encode()), code::BAD_SIGNATURE);
+    assert_eq!(check_tx(&app, payment(11, 1).encode()), code::OK);
+}

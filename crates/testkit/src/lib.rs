@@ -340,5 +340,6 @@ pub fn dev_node_config(
         serve: Default::default(),
         oracle: None,
         warm_start: Default::default(),
+        commit_bound: walras_server::overload::COMMIT_BOUND_DEFAULT,
     }
 }

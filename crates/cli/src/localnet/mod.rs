@@ -64,6 +64,11 @@ struct UpArgs {
     /// CometBFT's pause after each commit, in milliseconds (its block cadence).
     #[arg(long, default_value_t = 500)]
     timeout_commit_ms: u64,
+    /// Each node's --commit-bound-ms: an admitted transaction commits within it or is dropped.
+    /// Longer than a solo node's 2,000 by default: on one machine, four validators take about
+    /// a second to commit even an idle network's transactions (BENCHMARKS.md).
+    #[arg(long, default_value_t = 4_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    commit_bound_ms: u64,
     /// How long to wait for every node to serve, in seconds.
     #[arg(long, default_value_t = 120)]
     wait_s: u64,
@@ -166,6 +171,7 @@ fn create(args: &UpArgs, validators: usize, dir: &Path) -> anyhow::Result<Layout
         dev_seed: args.dev_seed,
         threads: args.threads.max(1),
         timeout_commit_ms: args.timeout_commit_ms.max(1),
+        commit_bound_ms: args.commit_bound_ms,
     });
     if created.is_err() {
         // The directory was empty or missing: leave it so, and the command can be run again.
@@ -224,7 +230,11 @@ fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> anyhow::Resul
         .arg(layout.threads.to_string())
         // All validators share one machine and one client address.
         .arg("--rate-limit-rps")
-        .arg("0")
+        .arg("0");
+    if let Some(bound_ms) = layout.commit_bound_ms {
+        command.arg("--commit-bound-ms").arg(bound_ms.to_string());
+    }
+    command
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("log file")?)
         .stderr(log);

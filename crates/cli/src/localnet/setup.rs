@@ -20,6 +20,10 @@ pub struct Layout {
     pub dev_assets: usize,
     pub dev_seed: u64,
     pub threads: usize,
+    /// Each node's `--commit-bound-ms` (absent from networks created before it: the node's
+    /// default then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_bound_ms: Option<u64>,
     pub nodes: Vec<NodeLayout>,
 }
 
@@ -58,6 +62,7 @@ pub struct Plan<'a> {
     pub dev_seed: u64,
     pub threads: usize,
     pub timeout_commit_ms: u64,
+    pub commit_bound_ms: u64,
 }
 
 /// Creates every validator's files and `localnet.json`.
@@ -102,6 +107,7 @@ pub fn create(plan: &Plan<'_>) -> anyhow::Result<Layout> {
         dev_assets: plan.dev_assets,
         dev_seed: plan.dev_seed,
         threads: plan.threads,
+        commit_bound_ms: Some(plan.commit_bound_ms),
         nodes,
     };
     let json = serde_json::to_string_pretty(&layout).context("encoding localnet.json")?;
@@ -182,13 +188,16 @@ fn shared_genesis(nodes: &[NodeLayout]) -> anyhow::Result<String> {
     serde_json::to_string_pretty(&genesis).context("encoding genesis.json")
 }
 
+/// Most transactions each CometBFT mempool holds.
+pub const MEMPOOL_SIZE: usize = 10_000;
+
 /// Sets a node's addresses, peers and limits in its `config.toml`.
 fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> anyhow::Result<()> {
     let path = node.home().join("config/config.toml");
     let mut text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let rpc = node.rpc.trim_start_matches("http://");
-    let settings: [(&str, &str, String); 14] = [
+    let settings: [(&str, &str, String); 15] = [
         ("", "moniker", format!("\"node{}\"", node.index)),
         ("rpc", "laddr", format!("\"tcp://{rpc}\"")),
         // The node forwards admitted transactions in JSON-RPC batches.
@@ -203,7 +212,15 @@ fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> anyhow::
         // Every validator is on 127.0.0.1.
         ("p2p", "addr_book_strict", "false".into()),
         ("p2p", "allow_duplicate_ip", "true".into()),
-        ("mempool", "size", "200000".into()),
+        // Bounded so that it drains within the nodes' commit bound: four validators on one
+        // 2-core machine commit about 3,000 tx/s (BENCHMARKS.md), so 10,000 is about 3 s of
+        // commits (it was 200,000: over a minute, and under overload a backlog that never
+        // committed). The application's CheckTx holds the pending set tighter, to what the
+        // measured commit rate drains within the bound; this is the backstop.
+        ("mempool", "size", MEMPOOL_SIZE.to_string()),
+        // After each block every pending transaction is checked again, against the new state
+        // and the bound (stale sequence numbers and what can no longer commit in time leave).
+        ("mempool", "recheck", "true".into()),
         ("mempool", "cache_size", "400000".into()),
         (
             "consensus",
@@ -261,6 +278,7 @@ mod tests {
             dev_assets: 0,
             dev_seed: 0,
             threads: 1,
+            commit_bound_ms: None,
             nodes: ports
                 .iter()
                 .enumerate()

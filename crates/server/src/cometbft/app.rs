@@ -2,7 +2,7 @@
 //!
 //! | call | what it does here |
 //! |---|---|
-//! | `CheckTx` | the mempool's admission checks against the committed state: decodes, known source, sequence window, signature (skipped on a recheck, since keys never change, and for what this node's API admitted, since admission verified it) |
+//! | `CheckTx` | the mempool's admission checks against the committed state, cheapest first: decodes, CometBFT's pending set within what commits in the commit bound (the node's overload rule, [`crate::overload`]: refused `OVERLOADED` before any signature is checked), known source, sequence window, signature (skipped on a recheck, since keys never change, and for what this node's API admitted, since admission verified it); a recheck after each block also drops what has pended too long to commit within the bound (`EXPIRED`) |
 //! | `PrepareProposal` | takes CometBFT's transactions up to the byte and count limits, runs clearing (tâtonnement and LP) on them without changing the state, and puts the clearing header in front ([`walras_api::proposal`]) |
 //! | `ProcessProposal` | checks the proposal exactly, as a follower checks a block (conservation, limit prices, the last offers, height, previous header, transactions root, signatures), without running tâtonnement and without changing the state; rejects what fails |
 //! | `FinalizeBlock` | executes the decided block, reusing ProcessProposal's check of it when it is the block this node accepted last; the app hash is the new state root |
@@ -56,9 +56,15 @@ pub mod code {
     pub const SEQUENCE_OUT_OF_WINDOW: u32 = 5;
     /// A payments deposit or withdrawal the bridge refuses (the log names why).
     pub const PAYMENTS: u32 = 6;
+    /// CometBFT's pending transactions already take the commit bound at the measured commit
+    /// rate (the node's `mempool_full` rule): retry later. Answered before any signature check.
+    pub const OVERLOADED: u32 = 7;
+    /// On a recheck: the transaction has pended so long that its block would commit it after
+    /// the commit bound; it is dropped from the mempool rather than committed late.
+    pub const EXPIRED: u32 = 8;
     /// Admission's advisory funds check: the transaction debits more than its source holds
     /// at the last committed block (the log says how much of which asset).
-    pub const INSUFFICIENT_BALANCE: u32 = 7;
+    pub const INSUFFICIENT_BALANCE: u32 = 9;
     /// In a block: the transaction was dropped by the block filter (the log names why).
     pub const DROPPED: u32 = 20;
 
@@ -98,6 +104,42 @@ pub struct WalrasApp {
     checked: Arc<Mutex<Option<(Bytes, CheckedBlock)>>>,
     /// The block FinalizeBlock executed, waiting for Commit to store it.
     decided: Arc<Mutex<Option<Decided>>>,
+    /// What CometBFT's mempool holds, as far as CheckTx saw it: kept so that its size obeys
+    /// the overload rule and what ages past the bound is dropped on recheck.
+    pending: Arc<Mutex<PendingSet>>,
+}
+
+/// The transactions CheckTx admitted (first seen) and no block has committed yet, with when
+/// each was first admitted, and the interval between the last two commits.
+#[derive(Default)]
+struct PendingSet {
+    since: std::collections::HashMap<Hash, Instant>,
+    last_commit: Option<Instant>,
+    block_interval: Duration,
+}
+
+impl PendingSet {
+    /// Forgets the block's transactions and what has pended longer than `forget_after`
+    /// (CometBFT dropped it without telling: its own size limit, or a peer's block); records
+    /// the commit instant.
+    fn committed(&mut self, hashes: &[Hash], now: Instant, forget_after: Duration) {
+        for hash in hashes {
+            self.since.remove(hash);
+        }
+        self.since
+            .retain(|_, since| now.saturating_duration_since(*since) <= forget_after);
+        if let Some(last) = self.last_commit {
+            self.block_interval = now.saturating_duration_since(last);
+        }
+        self.last_commit = Some(now);
+    }
+
+    /// Whether a transaction first admitted at `since` would commit after `bound` if it waits
+    /// for the next block (the last interval between commits, with half again as margin).
+    fn too_old(&self, since: Instant, now: Instant, bound: Duration) -> bool {
+        let next_block = self.block_interval.mul_f64(1.5);
+        now.saturating_duration_since(since) + next_block > bound
+    }
 }
 
 struct Decided {
@@ -114,7 +156,53 @@ impl WalrasApp {
             config: Arc::new(config),
             checked: Arc::new(Mutex::new(None)),
             decided: Arc::new(Mutex::new(None)),
+            pending: Arc::new(Mutex::new(PendingSet::default())),
         }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, PendingSet> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The overload rule of CheckTx, before anything costly: a recheck of what has pended too
+    /// long is `EXPIRED` (and forgotten); a new transaction when CometBFT's pending set holds
+    /// what commits within the bound is `OVERLOADED`. Otherwise the admission checks follow.
+    fn admit_in_time(&self, hash: &Hash, recheck: bool) -> Result<(), (u32, String)> {
+        let now = Instant::now();
+        let overload = self.shared.overload().clone();
+        // This node's API admitted it under the same rule (its own mempool's count): not
+        // refused a second time for the same load.
+        let forwarded = !recheck && self.shared.mempool().contains(hash);
+        let mut pending = self.pending();
+        if recheck {
+            let since = pending.since.get(hash).copied();
+            if let Some(since) =
+                since.filter(|since| pending.too_old(*since, now, overload.commit_bound))
+            {
+                pending.since.remove(hash);
+                self.shared.metrics.count_shed("expired", 1);
+                return Err((
+                    code::EXPIRED,
+                    format!(
+                        "expired: pending for {} ms, its block would commit it after the                          commit bound of {} ms",
+                        now.saturating_duration_since(since).as_millis(),
+                        overload.commit_bound.as_millis()
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        if pending.since.contains_key(hash) || forwarded {
+            return Ok(());
+        }
+        if let (0, Some(full)) = overload.room(pending.since.len(), 1) {
+            self.shared.metrics.count_rejected("mempool_full");
+            return Err((
+                code::OVERLOADED,
+                format!("mempool_full: {}", full.message()),
+            ));
+        }
+        Ok(())
     }
 
     /// Stops the process: a decided block this node cannot execute or store leaves it no
@@ -148,16 +236,39 @@ impl WalrasApp {
         self.shared.state.blocking_read()
     }
 
-    /// The admission checks of CheckTx; `Err((code, message))` when refused.
+    /// The admission checks of CheckTx; `Err((code, message))` when refused. What passes is
+    /// in the pending set; what a recheck refuses leaves it.
     fn admit(&self, tx: &[u8], recheck: bool) -> Result<(), (u32, String)> {
         let signed = SignedTransaction::decode(tx)
             .map_err(|error| (code::MALFORMED, format!("transaction: {error}")))?;
+        let hash = transaction_hash(&signed);
+        self.admit_in_time(&hash, recheck)?;
+        let verdict = self.admit_decoded(&signed, &hash, recheck);
+        let mut pending = self.pending();
+        match verdict {
+            Ok(()) => {
+                pending.since.entry(hash).or_insert_with(Instant::now);
+            }
+            Err(_) => {
+                pending.since.remove(&hash);
+            }
+        }
+        verdict
+    }
+
+    /// The admission rule for a decoded transaction.
+    fn admit_decoded(
+        &self,
+        signed: &SignedTransaction,
+        hash: &Hash,
+        recheck: bool,
+    ) -> Result<(), (u32, String)> {
         // The account view of the last committed block, as the HTTP API reads it.
         let view = self.shared.accounts.load();
         let source = view.source(signed.transaction.source);
         // A recheck: keys never change, so a signature once verified stays valid. A
         // transaction this node's API admitted: admission verified its signature.
-        let verified_before = recheck || self.shared.mempool().contains(&transaction_hash(&signed));
+        let verified_before = recheck || self.shared.mempool().contains(hash);
         // Only a deposit or withdrawal reads the state: the bridge's checks (escrow, withdrawn
         // set, committee).
         let state = signed
@@ -168,8 +279,8 @@ impl WalrasApp {
         let payments = state.as_ref().and_then(|state| state.payments());
         // The funds check against the view's balance alone: a transaction this node's API
         // admitted is in its mempool, and must not count against itself.
-        let verdict = admission::admit(&signed, source, payments, |key| {
-            verified_before || signature_verifies(&signed, key)
+        let verdict = admission::admit(signed, source, payments, |key| {
+            verified_before || signature_verifies(signed, key)
         })
         .and_then(|()| {
             let source = signed.transaction.source;
@@ -489,6 +600,7 @@ impl Application for WalrasApp {
             ));
         }
         let persist = started.elapsed();
+        self.record_commit(&decided.hashes);
         let batch: Vec<(Hash, SignedTransaction)> = decided
             .hashes
             .iter()
@@ -509,6 +621,25 @@ impl Application for WalrasApp {
             &timings,
         );
         ResponseCommit::default()
+    }
+}
+
+impl WalrasApp {
+    /// A block of `hashes` committed: they leave the pending set (with what CometBFT dropped
+    /// silently, pending past twice the bound), and the block feeds the commit-rate estimate
+    /// (its transactions over the time since the previous commit: in replicated mode the
+    /// cadence is CometBFT's, not this node's work).
+    fn record_commit(&self, hashes: &[Hash]) {
+        let now = Instant::now();
+        let bound = self.shared.overload().commit_bound;
+        let mut pending = self.pending();
+        let previous = pending.last_commit;
+        pending.committed(hashes, now, bound * 2);
+        drop(pending);
+        if let Some(previous) = previous {
+            self.shared
+                .record_drain(hashes.len(), now.saturating_duration_since(previous));
+        }
     }
 }
 

@@ -9,7 +9,8 @@
 //! took over 10 s. CheckTx repeats the admission checks this node just made against the same
 //! committed state, so little is lost by not waiting for its verdict.) A transaction
 //! stays pending here until its block commits; one that CometBFT refuses, or that has not
-//! committed after [`IN_FLIGHT_MAX`], is forgotten (counted in
+//! committed within the commit bound (plus [`IN_FLIGHT_GRACE`]: CometBFT's recheck drops it
+//! from its own mempool once it cannot make the bound, see `app`), is forgotten (counted in
 //! `walras_forward_refused_total`), so its source may use the sequence number again.
 
 use crate::node::Shared;
@@ -20,8 +21,11 @@ use std::time::{Duration, Instant};
 use walras_crypto::Hash;
 use walras_types::SignedTransaction;
 
-/// How long a forwarded transaction may stay uncommitted before it is forgotten.
-pub const IN_FLIGHT_MAX: Duration = Duration::from_secs(30);
+/// Beyond the commit bound, how long a forwarded transaction may stay uncommitted before it is
+/// forgotten (a block being decided when the bound passed may still commit it). It was 30 s
+/// flat: under overload, forwarded transactions CometBFT never committed held the mempool's
+/// room for 30 s each.
+pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(1);
 /// How often an idle forwarder looks at the mempool.
 const IDLE_POLL: Duration = Duration::from_millis(5);
 /// Pause after CometBFT's RPC failed, before trying again.
@@ -81,9 +85,10 @@ fn refuse(shared: &Shared, hash: &Hash, signed: &SignedTransaction) {
 /// Drops committed transactions from the front of `in_flight` and forgets those too old.
 fn expire(shared: &Shared, in_flight: &mut VecDeque<(Instant, Hash, SignedTransaction)>) {
     let now = Instant::now();
+    let in_flight_max = shared.overload().commit_bound + IN_FLIGHT_GRACE;
     while let Some((sent, hash, signed)) = in_flight.front() {
         let pending = shared.mempool().contains(hash);
-        if pending && now.duration_since(*sent) < IN_FLIGHT_MAX {
+        if pending && now.duration_since(*sent) < in_flight_max {
             break;
         }
         if pending {
