@@ -530,43 +530,32 @@ impl BlockStore {
 
     /// The transactions that block `height` dropped, with why; `None` if no such block.
     pub fn dropped(&self, height: u64) -> Result<Option<Vec<(u32, DropReason)>>, StoreError> {
+        Ok(self.results(height)?.map(|results| results.dropped))
+    }
+
+    /// Block `height`'s stored results, decoded; `None` if no such block.
+    fn results(&self, height: u64) -> Result<Option<BlockResults>, StoreError> {
         let txn = self.read_txn()?;
         let stored = self
             .results
             .get(&txn, &height.to_be_bytes())
             .map_err(StoreError::lmdb("reading block results"))?;
         stored
-            .map(|bytes| decode_results(height, bytes).map(|results| results.dropped))
+            .map(|bytes| decode_results(height, bytes))
             .transpose()
     }
 
     /// The proposer's clearing quality of block `height`, if this node proposed it (and
     /// stored it: blocks written before this was kept have none).
     pub fn clearing_report(&self, height: u64) -> Result<Option<ClearingReport>, StoreError> {
-        let txn = self.read_txn()?;
-        let stored = self
-            .results
-            .get(&txn, &height.to_be_bytes())
-            .map_err(StoreError::lmdb("reading block results"))?;
-        match stored {
-            Some(bytes) => Ok(decode_results(height, bytes)?.clearing),
-            None => Ok(None),
-        }
+        Ok(self.results(height)?.and_then(|results| results.clearing))
     }
 
     /// What each offer sold and received in block `height`; `None` if there is no such block
     /// or it was stored without them (before they were kept, or through
     /// [`BlockStore::append`]).
     pub fn fills(&self, height: u64) -> Result<Option<Vec<OfferFill>>, StoreError> {
-        let txn = self.read_txn()?;
-        let stored = self
-            .results
-            .get(&txn, &height.to_be_bytes())
-            .map_err(StoreError::lmdb("reading block results"))?;
-        match stored {
-            Some(bytes) => Ok(decode_results(height, bytes)?.fills),
-            None => Ok(None),
-        }
+        Ok(self.results(height)?.and_then(|results| results.fills))
     }
 
     /// Stores an application value under `key` in `meta`, apart from the store's own keys.
