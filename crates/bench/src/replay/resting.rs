@@ -32,37 +32,24 @@ pub fn offers(genesis: &Genesis, count: u64) -> Result<Vec<Offer>, ToolError> {
     let capacity = usize::try_from(count)
         .map_err(|_| ToolError::Input(format!("{count} resting offers do not fit in memory")))?;
     let mut offers = Vec::with_capacity(capacity);
-    let mut random = SplitMix(0x5eed_0f0f_fe25);
+    let mut random = walras_sim::Rng::new(0x5eed_0f0f_fe25);
     for i in 0..count {
         let pair = i % pairs;
         let sell = pair / (assets - 1);
         let other = pair % (assets - 1);
         let buy = if other >= sell { other + 1 } else { other };
-        let unit = (random.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let unit = (random.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         let log10 = LIMIT_LOG10_LOW + unit * (LIMIT_LOG10_HIGH - LIMIT_LOG10_LOW);
         offers.push(Offer {
             id: OfferId(ID_BASE + i),
             account: genesis.accounts[(i % accounts) as usize].id,
             sell: AssetId(sell as u16),
             buy: AssetId(buy as u16),
-            amount: 1 + random.next() % 1_000,
+            amount: 1 + random.next_u64() % 1_000,
             min_price: Price::from_f64(10f64.powf(log10)),
         });
     }
     Ok(offers)
-}
-
-/// SplitMix64: a small reproducible generator (input only; nothing in state uses floats).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 #[cfg(test)]
