@@ -100,18 +100,6 @@ impl Drop for Running {
     }
 }
 
-/// An asset `account` holds at least `amount` of, other than `not`.
-fn held(url: &str, account: u64, amount: u64, not: u16) -> u16 {
-    runtime().block_on(async {
-        balances(&reqwest::Client::new(), url, account)
-            .await
-            .into_iter()
-            .find(|(asset, held)| *held >= amount && *asset != not)
-            .map(|(asset, _)| asset)
-            .expect("dev accounts hold assets")
-    })
-}
-
 /// Checks: participant 0 (orders on stdin) has an overdrawing offer refused by the gateway with
 /// `InsufficientBalance`, then an offer that rests; participant 1 (its offer from `--offer`)
 /// crosses it. Both see their offer accepted in a block and their own account's fill (read from

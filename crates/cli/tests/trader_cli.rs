@@ -22,18 +22,6 @@ fn walras(args: &[&str]) -> String {
     stdout
 }
 
-/// An asset `account` holds at least `amount` of, other than `not`.
-fn held(url: &str, account: u64, amount: u64, not: u16) -> u16 {
-    runtime().block_on(async {
-        balances(&reqwest::Client::new(), url, account)
-            .await
-            .into_iter()
-            .find(|(asset, held)| *held >= amount && *asset != not)
-            .map(|(asset, _)| asset)
-            .expect("dev accounts hold assets")
-    })
-}
-
 fn tip(url: &str) -> u64 {
     let status = walras(&["query", "status", "--json", "--node", url]);
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();

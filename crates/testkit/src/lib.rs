@@ -221,6 +221,19 @@ pub async fn balances(client: &reqwest::Client, url: &str, account: u64) -> Vec<
         .collect()
 }
 
+/// An asset `account` holds at least `amount` of, other than `not` (blocking: for tests
+/// outside a runtime).
+pub fn held(url: &str, account: u64, amount: u64, not: u16) -> u16 {
+    runtime().block_on(async {
+        balances(&reqwest::Client::new(), url, account)
+            .await
+            .into_iter()
+            .find(|(asset, held)| *held >= amount && *asset != not)
+            .map(|(asset, _)| asset)
+            .expect("dev accounts hold assets")
+    })
+}
+
 /// Polls the transaction's status until it is not pending (10 s at most).
 pub async fn wait_committed(client: &reqwest::Client, url: &str, hash: &str) -> serde_json::Value {
     for _ in 0..200 {
