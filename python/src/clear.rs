@@ -339,9 +339,13 @@ fn report<'py>(
     let settlement = &clearing.settlement;
     let quality = &clearing.quality;
     let dict = PyDict::new(py);
-    // The CLI's function, so the floats are bit for bit the CLI's: units of asset 0, `None`
-    // (NaN in the array) for an asset that did not trade in one group with asset 0.
-    let prices = walras_bench::clear::prices_in_asset0(settlement);
+    // The CLI's function, so the prices are the CLI's (which prints them as 12-digit decimal
+    // strings): units of asset 0, `None` (NaN in the array) for an asset that did not trade in
+    // one group with asset 0; each the double nearest the exact Q48.80 rate.
+    let prices: Vec<Option<f64>> = walras_bench::clear::prices_in_asset0(settlement)
+        .iter()
+        .map(|price| price.map(|price| price.to_f64()))
+        .collect();
     let valuations: Vec<u128> = settlement.valuations().iter().map(|v| v.0).collect();
     dict.set_item("assets", request.assets)?;
     dict.set_item("offers", outcome.offers)?;

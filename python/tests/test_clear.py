@@ -1,4 +1,4 @@
-"""walras.clear against `walras clear --json` on the same input: prices bit for bit, the exact
+"""walras.clear against `walras clear --json` on the same input: prices to their 12 printed digits, the exact
 valuations, trades and per-offer fills, through every input form (CSV path, DataFrame with
 exact decimals or floats, dict of numpy arrays, generated offers); and bad input refused with
 ValueError naming the column and row."""
@@ -58,14 +58,21 @@ def market(walras_bin: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def _cli_prices(cli: dict) -> np.ndarray:
-    """The CLI's prices as the package gives them: ``null`` (an asset not priced against
-    asset 0) becomes NaN."""
-    return np.array([np.nan if p is None else p for p in cli["prices"]], dtype=np.float64)
+    """The CLI's prices (12-digit decimal strings) as the package gives them: ``null`` (an
+    asset not priced against asset 0) becomes NaN."""
+    return np.array([np.nan if p is None else float(p) for p in cli["prices"]], dtype=np.float64)
+
+
+def assert_same_prices(prices: np.ndarray, cli: dict) -> None:
+    """The package's float64 prices are the CLI's decimal strings to their 12 significant
+    digits, with NaN exactly where the CLI says ``null``."""
+    assert all(p is None or isinstance(p, str) for p in cli["prices"]), cli["prices"]
+    np.testing.assert_allclose(prices, _cli_prices(cli), rtol=1e-11, equal_nan=True)
 
 
 def assert_same_as_cli(result: walras.ClearResult, cli: dict, fills: pd.DataFrame) -> None:
     assert result.prices.dtype == np.float64
-    np.testing.assert_array_equal(result.prices, _cli_prices(cli))  # exact, not approximate
+    assert_same_prices(result.prices, cli)
     assert result.valuations == cli["valuations"]
     assert all(isinstance(value, int) for value in result.valuations)
     assert result.converged == cli["converged"]
@@ -116,7 +123,7 @@ def test_float_limits_clear_as_the_cli_clears_the_csv_pandas_writes(
         run_cli(walras_bin, ["clear", "--offers", str(path), "--assets", "4", "--json"])
     )
     result = walras.clear(frame, 4)
-    np.testing.assert_array_equal(result.prices, _cli_prices(cli))
+    assert_same_prices(result.prices, cli)
     assert result.valuations == cli["valuations"]
 
 
@@ -143,7 +150,7 @@ def test_parameters_reach_clearing_as_the_cli_options_do(market: dict, walras_bi
     result = walras.clear(market["offers"], ASSETS, epsilon=0.001, mu="2^-8", threads=2)
     assert result.report["epsilon"] == cli["epsilon"] == 0.001
     assert result.report["mu"] == cli["mu"]
-    np.testing.assert_array_equal(result.prices, _cli_prices(cli))
+    assert_same_prices(result.prices, cli)
 
 
 def small_batch() -> pd.DataFrame:

@@ -32,7 +32,8 @@ class ClearResult:
     Attributes:
         prices: one float64 per asset, its price in units of asset 0 (``prices[0]`` is 1.0),
             NaN for an asset that did not trade in one group with asset 0 (the CLI's ``null``):
-            equal, bit for bit, to the CLI's ``prices``.
+            each the double nearest the exact rate, which the CLI's ``prices`` give as decimal
+            strings of 12 significant digits.
         valuations: the exact integer valuations the trades were computed with (Python ints).
         fills: one row per offer that traded: ``offer_id``, ``sold``, ``bought`` (uint64),
             the CLI's ``--fills`` file.

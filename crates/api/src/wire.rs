@@ -4,7 +4,8 @@
 //! Conventions: hashes, keys and signatures are lowercase hex; amounts are integers; limit prices
 //! are decimal strings (exact: parsing rounds up, printing gives the shortest decimal that parses
 //! back to the same price); valuations are the raw `u128` of the block header, with `prices` beside
-//! them as floats for display only. Every error is [`ApiError`] with a 4xx/5xx status.
+//! them as decimal strings (units of asset 0, 12 significant digits; the exact price is the ratio of
+//! two valuations). Every error is [`ApiError`] with a 4xx/5xx status.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -233,7 +234,7 @@ pub struct BlockJson {
     pub valuations: Vec<u128>,
     /// As in [`BlockEventJson::prices`].
     #[schema(required = true)]
-    pub prices: Vec<Option<f64>>,
+    pub prices: Vec<Option<String>>,
     pub trades: Vec<TradeJson>,
     /// The proposer's clearing quality (not consensus data): present when this node proposed
     /// the block; absent on a follower and for blocks stored before it was kept.
@@ -304,7 +305,7 @@ pub struct PricesJson {
     pub valuations: Vec<u128>,
     /// Per asset, as in [`BlockEventJson::prices`], for the latest block.
     #[schema(required = true)]
-    pub prices: Vec<Option<f64>>,
+    pub prices: Vec<Option<String>>,
     /// Per asset: whether an offer sold or bought it in the latest block.
     pub traded: Vec<bool>,
     /// Last traded prices, carried forward across blocks without trades.
@@ -489,9 +490,11 @@ pub struct BlockEventJson {
     pub trades: u32,
     /// Per asset: its price in units of asset 0 in this block, when it traded in this block in
     /// one connected group of traded pairs with asset 0; `null` otherwise (its valuation is
-    /// where the price search started, not a price). Floats, for display.
+    /// where the price search started, not a price). Decimal strings, 12 significant digits
+    /// (JSON doubles would lose digits in some readers); the exact price is `valuations[i] /
+    /// valuations[0]` of the block.
     #[schema(required = true)]
-    pub prices: Vec<Option<f64>>,
+    pub prices: Vec<Option<String>>,
     /// Execution (signatures to state root) in milliseconds.
     pub execute_ms: f64,
     /// Durable commit to the store in milliseconds.

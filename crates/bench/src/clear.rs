@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use walras_clearing::{Clearing, OrderBooks, SupplyGrid};
 use walras_types::offers_csv;
+use walras_types::Price;
 
 #[derive(clap::Args, Debug)]
 pub struct ClearArgs {
@@ -43,8 +44,9 @@ struct ClearReport {
     offers: usize,
     /// Per asset, its price in units of asset 0 (the node's unit: `prices[0]` is 1), for the
     /// assets that traded in one connected group of traded pairs with asset 0; `null` for the
-    /// others (their valuations are where the price search started, not prices).
-    prices: Vec<Option<f64>>,
+    /// others (their valuations are where the price search started, not prices). Decimal
+    /// strings of 12 significant digits, as the node serves them.
+    prices: Vec<Option<String>>,
     /// The exact integer valuations the trades were computed with.
     valuations: Vec<u128>,
     trades: Vec<TradeReport>,
@@ -191,9 +193,9 @@ fn write_fills(
         .map_err(ToolError::io(format!("writing {}", path.display())))
 }
 
-/// The batch's prices by the node's rule (`engine::market`): units of asset 0, `None` for an
-/// asset not priced against it by this clearing.
-pub fn prices_in_asset0(settlement: &walras_clearing::Settlement) -> Vec<Option<f64>> {
+/// The batch's prices by the node's rule (`engine::market`): units of asset 0 (Q48.80, exact),
+/// `None` for an asset not priced against it by this clearing.
+pub fn prices_in_asset0(settlement: &walras_clearing::Settlement) -> Vec<Option<Price>> {
     let valuations: Vec<u128> = settlement.valuations().iter().map(|v| v.0).collect();
     let traded = settlement
         .pairs()
@@ -205,7 +207,7 @@ pub fn prices_in_asset0(settlement: &walras_clearing::Settlement) -> Vec<Option<
     market
         .assets()
         .iter()
-        .map(|asset| asset.price_in_asset0.map(|price| price.rate.to_f64()))
+        .map(|asset| asset.price_in_asset0.map(|price| price.rate))
         .collect()
 }
 
@@ -221,7 +223,10 @@ fn report(
     ClearReport {
         assets: args.assets,
         offers,
-        prices: prices_in_asset0(settlement),
+        prices: prices_in_asset0(settlement)
+            .iter()
+            .map(|price| price.map(|price| price.to_string()))
+            .collect(),
         valuations: settlement
             .valuations()
             .iter()

@@ -21,6 +21,7 @@ mod query;
 mod remote;
 #[cfg(feature = "dev-tools")]
 mod sim;
+mod symbols;
 mod tx;
 mod watch;
 

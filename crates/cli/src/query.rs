@@ -2,6 +2,7 @@
 //! own JSON.
 
 use super::remote::{block_on, DEFAULT_NODE};
+use super::symbols::Symbols;
 use anyhow::{anyhow, Context};
 use serde::Serialize;
 use walras_api::wire::{
@@ -76,14 +77,16 @@ pub(crate) async fn answer<C: NodeApi>(
         QueryCommand::Account { id } => show(client.account(*id).await?, json, account_text),
         QueryCommand::Offers { id } => show(client.account_offers(*id).await?, json, offers_text),
         QueryCommand::Book { sell, buy, levels } => {
-            show(client.book(*sell, *buy, *levels).await?, json, book_text)
+            let book = client.book(*sell, *buy, *levels).await?;
+            named(client, book, json, book_text).await
         }
-        QueryCommand::Block { height } => show(client.block(*height).await?, json, block_text),
-        QueryCommand::Fills { height, account } => show(
-            client.block_fills(*height, *account).await?,
-            json,
-            fills_text,
-        ),
+        QueryCommand::Block { height } => {
+            named(client, client.block(*height).await?, json, block_text).await
+        }
+        QueryCommand::Fills { height, account } => {
+            let fills = client.block_fills(*height, *account).await?;
+            named(client, fills, json, fills_text).await
+        }
         QueryCommand::Prices if json => show(client.prices().await?, json, |_| String::new()),
         QueryCommand::Prices => {
             let (prices, assets) = (client.prices().await?, client.assets().await?);
@@ -196,6 +199,21 @@ fn show<T: Serialize>(value: T, json: bool, text: fn(&T) -> String) -> anyhow::R
     }
 }
 
+/// As [`show`], the text naming assets by the node's symbols (`GET /v1/assets`, asked only
+/// for text).
+async fn named<C: NodeApi, T: Serialize>(
+    client: &C,
+    value: T,
+    json: bool,
+    text: fn(&T, &Symbols) -> String,
+) -> anyhow::Result<String> {
+    if json {
+        return show(value, json, |_| String::new());
+    }
+    let symbols = Symbols::fetch(client).await?;
+    Ok(text(&value, &symbols))
+}
+
 /// A hash as the API wants it (64 lowercase hex digits), or a clear error.
 fn checked_hash(text: &str) -> anyhow::Result<String> {
     let hash: walras_crypto::Hash = text
@@ -277,10 +295,14 @@ fn offers_text(offers: &AccountOffersJson) -> String {
     out
 }
 
-fn book_text(book: &BookJson) -> String {
+fn book_text(book: &BookJson, symbols: &Symbols) -> String {
     let mut out = format!(
-        "book selling {} for {}: {} offers, {} units of {} offered\n",
-        book.sell, book.buy, book.offers, book.amount, book.sell
+        "book selling {} for {}: {} offers, {} base units of {} offered\n",
+        symbols.label(book.sell),
+        symbols.label(book.buy),
+        book.offers,
+        book.amount,
+        symbols.of(book.sell)
     );
     if !book.levels.is_empty() {
         out.push_str("  min price                              amount  offers\n");
@@ -294,7 +316,7 @@ fn book_text(book: &BookJson) -> String {
     out
 }
 
-fn block_text(block: &BlockJson) -> String {
+fn block_text(block: &BlockJson, symbols: &Symbols) -> String {
     let mut out = format!(
         "block        {}\nhash         {}\nprevious     {}\ntx root      {}\nstate root   {}\n\
          transactions {} ({} accepted, {} dropped)\n",
@@ -311,15 +333,16 @@ fn block_text(block: &BlockJson) -> String {
         out.push_str("prices       none: nothing traded in this block\n");
     } else {
         out.push_str(&format!(
-            "prices       {} (asset i in units of asset 0; - : not priced by this block)\n",
-            price_list(&block.prices)
+            "prices       {} (base units of {} per base unit; - : not priced by this block)\n",
+            price_list(&block.prices, symbols),
+            symbols.of(0)
         ));
     }
     for trade in &block.trades {
         out.push_str(&format!(
             "  trade {} -> {}: sold {} (last offer: account {}, id {}, min price {})\n",
-            trade.sell,
-            trade.buy,
+            symbols.of(trade.sell),
+            symbols.of(trade.buy),
             trade.sold,
             trade.last_offer_account,
             trade.last_offer_id,
@@ -335,19 +358,20 @@ fn block_text(block: &BlockJson) -> String {
     out
 }
 
-fn fills_text(fills: &BlockFillsJson) -> String {
+fn fills_text(fills: &BlockFillsJson, symbols: &Symbols) -> String {
     if fills.fills.is_empty() {
         return format!("block {}: no fills\n", fills.height);
     }
     let mut out = format!(
-        "block {}: {} fills\n  account     offer  pair           sold        bought  rate (buy per sell)\n",
+        "block {}: {} fills (amounts in base units)\n  account     offer  pair                        sold        bought  rate (buy per sell)\n",
         fills.height,
         fills.fills.len()
     );
     for fill in &fills.fills {
+        let pair = format!("{} -> {}", symbols.of(fill.sell), symbols.of(fill.buy));
         out.push_str(&format!(
-            "  {:>7}  {:>8}  {:>4} -> {:<4}  {:>12}  {:>12}  {}\n",
-            fill.account, fill.offer_id, fill.sell, fill.buy, fill.sold, fill.bought, fill.rate
+            "  {:>7}  {:>8}  {:<24}  {:>12}  {:>12}  {}\n",
+            fill.account, fill.offer_id, pair, fill.sold, fill.bought, fill.rate
         ));
     }
     out
@@ -460,11 +484,12 @@ fn transaction_text(status: &TransactionStatusJson) -> String {
     out
 }
 
-fn price_list(prices: &[Option<f64>]) -> String {
+fn price_list(prices: &[Option<String>], symbols: &Symbols) -> String {
     let shown: Vec<String> = prices
         .iter()
+        .zip(0u16..)
         .take(12)
-        .map(|price| price.map_or_else(|| "-".to_string(), |price| format!("{price:.6}")))
+        .map(|(price, asset)| format!("{} {}", symbols.of(asset), price.as_deref().unwrap_or("-")))
         .collect();
     let more = prices.len().saturating_sub(12);
     if more > 0 {
@@ -488,11 +513,34 @@ mod tests {
             .contains("not a transaction hash"));
     }
 
+    fn symbols() -> Symbols {
+        Symbols::named(&["USD", "BTC", "ETH"])
+    }
+
     #[test]
     fn assets_a_block_did_not_price_are_shown_as_a_dash() {
-        assert_eq!(
-            price_list(&[Some(1.0), None, Some(0.5)]),
-            "1.000000 - 0.500000"
-        );
+        let prices = [Some("1".to_string()), None, Some("0.5".to_string())];
+        assert_eq!(price_list(&prices, &symbols()), "USD 1 BTC - ETH 0.5");
+    }
+
+    /// Trigger: `walras query fills` printed `0 -> 1` on a chain whose genesis names USD and
+    /// BTC (issue 28, point 3).
+    #[test]
+    fn fills_name_their_assets_by_the_genesis_symbols() {
+        let fills = BlockFillsJson {
+            height: 2,
+            fills: vec![walras_api::wire::FillJson {
+                account: 2,
+                offer_id: 1,
+                sell: 0,
+                buy: 1,
+                sold: 1000,
+                bought: 999,
+                rate: "0.999".to_string(),
+            }],
+        };
+        let text = fills_text(&fills, &symbols());
+        assert!(text.contains("USD -> BTC"), "{text}");
+        assert!(!text.contains("0 -> 1"), "{text}");
     }
 }

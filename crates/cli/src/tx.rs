@@ -4,6 +4,7 @@
 //! node's `next_sequence` for the account) and `--wait`.
 
 use super::remote::{block_on, dev_secret_seed, NodeArgs};
+use super::symbols::Symbols;
 use anyhow::{anyhow, Context};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -421,10 +422,15 @@ async fn offer_outcome<C: NodeApi>(client: &C, signed: &SignedTransaction, heigh
             sell, buy, amount, ..
         } => {
             let id = transaction.sequence;
-            match client.block_fills(height, Some(account)).await {
-                Ok(fills) => {
+            let read = async {
+                let fills = client.block_fills(height, Some(account)).await?;
+                anyhow::Ok((fills, Symbols::fetch(client).await?))
+            };
+            match read.await {
+                Ok((fills, symbols)) => {
                     let fill = fills.fills.iter().find(|fill| fill.offer_id == id);
-                    fill_text(id, account, (sell.0, buy.0, amount), height, fill)
+                    let offer = (sell.0, buy.0, amount);
+                    fill_text(id, account, offer, height, fill, &symbols)
                 }
                 Err(error) => format!(
                     "offer {id}: its fill in block {height} could not be read ({error}); see \
@@ -434,8 +440,12 @@ async fn offer_outcome<C: NodeApi>(client: &C, signed: &SignedTransaction, heigh
         }
         Operation::CancelOffer { offer_id, sell, .. } => format!(
             "offer {} cancelled in block {height}: what rested of it came back to account \
-             {account} (asset {})\n",
-            offer_id.0, sell.0
+             {account} ({})\n",
+            offer_id.0,
+            match Symbols::fetch(client).await {
+                Ok(symbols) => symbols.label(sell.0),
+                Err(_) => format!("asset {}", sell.0),
+            }
         ),
         _ => String::new(),
     }
@@ -449,10 +459,12 @@ fn fill_text(
     (sell, buy, amount): (u16, u16, u64),
     height: u64,
     fill: Option<&walras_api::wire::FillJson>,
+    symbols: &Symbols,
 ) -> String {
+    let (sold_asset, bought_asset) = (symbols.label(sell), symbols.label(buy));
     let Some(fill) = fill else {
         return format!(
-            "offer {id} did not trade in block {height}: all {amount} of asset {sell} rest on \
+            "offer {id} did not trade in block {height}: all {amount} of {sold_asset} rest on \
              the book (why: walras offer explain {id} --account {account})\n"
         );
     };
@@ -460,11 +472,11 @@ fn fill_text(
     let resting = if rest == 0 {
         "it traded in full".to_string()
     } else {
-        format!("{rest} of asset {sell} rest on the book")
+        format!("{rest} of {sold_asset} rest on the book")
     };
     format!(
-        "offer {id} sold {} of asset {sell} for {} of asset {buy} in block {height} (rate {}, \
-         after commission); {resting}\n",
+        "offer {id} sold {} of {sold_asset} for {} of {bought_asset} in block {height} (rate \
+         {}, after commission); {resting}\n",
         fill.sold, fill.bought, fill.rate
     )
 }
@@ -533,16 +545,18 @@ mod tests {
             bought: 330,
             rate: "0.55".to_string(),
         };
+        let symbols = Symbols::named(&["USD", "BTC"]);
         assert_eq!(
-            fill_text(2, 5, (0, 1, 1000), 9, Some(&fill)),
-            "offer 2 sold 600 of asset 0 for 330 of asset 1 in block 9 (rate 0.55, after \
-             commission); 400 of asset 0 rest on the book\n"
+            fill_text(2, 5, (0, 1, 1000), 9, Some(&fill), &symbols),
+            "offer 2 sold 600 of USD (asset 0) for 330 of BTC (asset 1) in block 9 (rate 0.55, \
+             after commission); 400 of USD (asset 0) rest on the book\n"
         );
         let full = walras_api::wire::FillJson { sold: 1000, ..fill };
-        assert!(fill_text(2, 5, (0, 1, 1000), 9, Some(&full)).ends_with("it traded in full\n"));
+        let text = fill_text(2, 5, (0, 1, 1000), 9, Some(&full), &symbols);
+        assert!(text.ends_with("it traded in full\n"));
         assert_eq!(
-            fill_text(2, 5, (0, 1, 1000), 9, None),
-            "offer 2 did not trade in block 9: all 1000 of asset 0 rest on the book (why: \
+            fill_text(2, 5, (0, 1, 1000), 9, None, &symbols),
+            "offer 2 did not trade in block 9: all 1000 of USD (asset 0) rest on the book (why: \
              walras offer explain 2 --account 5)\n"
         );
     }

@@ -49,7 +49,7 @@ pub(crate) enum WatchLine<'a> {
         transactions: u32,
         accepted: u32,
         dropped: &'a [DroppedJson],
-        prices: &'a [Option<f64>],
+        prices: &'a [Option<String>],
         trades: &'a [TradeJson],
     },
     /// One of the account's offers traded in block `height`.

@@ -192,8 +192,11 @@ fn generated_offers_clear_to_the_json_contract() {
     assert_eq!(prices.len(), 6);
     // Units of asset 0, as the node quotes them: asset 0 is 1 and every asset of this liquid
     // batch trades in one group with it.
-    assert_eq!(prices[0].as_f64(), Some(1.0), "{prices:?}");
-    assert!(prices.iter().all(|price| price.as_f64().unwrap() > 0.0));
+    assert_eq!(prices[0], "1", "{prices:?}");
+    assert!(
+        prices.iter().all(|price| decimal(price) > 0.0),
+        "{prices:?}"
+    );
     // Conservation from the JSON alone: per asset, sold to the auctioneer covers bought from it.
     let mut balance = [0i128; 6];
     for trade in result["trades"].as_array().unwrap() {
@@ -301,8 +304,18 @@ fn clear_quotes_units_of_asset_zero_and_no_price_for_an_asset_nobody_traded() {
     assert!(output.status.success(), "{stderr}");
     let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let prices = result["prices"].as_array().unwrap();
-    assert_eq!(prices[0].as_f64(), Some(1.0), "{result}");
-    let price = prices[1].as_f64().expect("asset 1 traded with asset 0");
+    assert_eq!(prices[0], "1", "{result}");
+    let price = decimal(&prices[1]);
     assert!((0.5..=2.0).contains(&price), "both limits at 0.5: {result}");
     assert!(prices[2].is_null(), "nobody offered asset 2: {result}");
+}
+
+/// A price as `walras clear --json` gives it: a decimal string (issue 28, point 3: no price as
+/// a JSON number).
+fn decimal(price: &serde_json::Value) -> f64 {
+    let text = price
+        .as_str()
+        .unwrap_or_else(|| panic!("{price} is not a decimal string"));
+    text.parse()
+        .unwrap_or_else(|_| panic!("{text} is not a decimal"))
 }

@@ -684,11 +684,11 @@ fn a_block_of_payments_only_leaves_the_last_traded_prices_in_place() {
                 .all(|p| p.is_null()),
             "{block}"
         );
+        // A block's prices are decimal strings (issue 28, point 3): the same text as the
+        // reference price the block set.
         let (_, block) = get(&client, &format!("{url}/v1/blocks/{traded_at}")).await;
-        assert!(
-            block["prices"][asset as usize].as_f64().is_some(),
-            "{block}"
-        );
+        assert_eq!(block["prices"][asset as usize], priced["price"], "{block}");
+        assert_eq!(block["prices"][0], "1", "{block}");
         (traded_at, after["reference"].clone())
     });
     assert!(node.terminate(), "the node stops on SIGTERM");

@@ -103,7 +103,7 @@ fn walras_watch_resumes_after_a_node_restart_without_gaps_or_duplicates() {
     assert!(rested.contains("did not trade in block"), "{rested}");
     let crossed = offer_wait(&url, b, y, x);
     assert!(
-        crossed.contains("offer 2 sold") && crossed.contains(&format!("of asset {y} for")),
+        crossed.contains("offer 2 sold") && crossed.contains(&format!("(asset {y}) for")),
         "{crossed}"
     );
     let last = tip(&url);

@@ -220,13 +220,7 @@ pub async fn run_with<C: NodeApi>(
     let mut market = Market::flat(dev.assets);
     let prices = client.prices().await?;
     if prices.height > 0 {
-        let last_traded: Vec<Option<f64>> = prices
-            .reference
-            .assets
-            .iter()
-            .map(|asset| asset.price.as_deref().and_then(|text| text.parse().ok()))
-            .collect();
-        market.update(&last_traded);
+        market.update_from_decimals(prices.reference.assets.iter().map(|a| a.price.as_deref()));
     }
     let used = config.accounts.min(dev.accounts as usize);
     let (accounts, keys) = load_accounts(client, &dev, used, config.progress).await?;

@@ -114,6 +114,16 @@ impl Market {
         }
     }
 
+    /// As [`Market::update`], from the API's decimal strings (`None` where an asset was not
+    /// priced); a string that does not parse counts as not priced.
+    pub fn update_from_decimals<'a>(&mut self, texts: impl IntoIterator<Item = Option<&'a str>>) {
+        let prices: Vec<Option<f64>> = texts
+            .into_iter()
+            .map(|text| text.and_then(|text| text.parse().ok()))
+            .collect();
+        self.update(&prices);
+    }
+
     /// Units of `buy` per unit of `sell` at the current prices.
     pub fn ratio(&self, sell: u16, buy: u16) -> f64 {
         self.prices[usize::from(sell)] / self.prices[usize::from(buy)]

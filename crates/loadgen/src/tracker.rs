@@ -210,8 +210,10 @@ impl Tracker {
         &self.market
     }
 
-    pub fn update_prices(&mut self, prices: &[Option<f64>]) {
-        self.market.update(prices);
+    /// Takes a block's display prices (decimal strings, `None` where not priced).
+    pub fn update_prices(&mut self, prices: &[Option<String>]) {
+        self.market
+            .update_from_decimals(prices.iter().map(Option::as_deref));
     }
 
     /// Counts the clearing quality a block event reports (blocks the node cleared itself); an

@@ -50,7 +50,7 @@ pub struct Tip {
     /// The last block's clearing valuations (meaningful only for the assets it traded).
     pub valuations: Vec<u128>,
     /// The last block's display prices ([`block_prices`]).
-    pub prices: Vec<Option<f64>>,
+    pub prices: Vec<Option<String>>,
     /// Last traded prices carried forward to this block (the state's record, kept beside it
     /// so that readers need not lock the state).
     pub market: Arc<MarketPrices>,
@@ -464,13 +464,14 @@ fn record_metrics(
 /// Display prices of one block: asset i in units of asset 0 where the block priced it (it
 /// traded in one group of traded pairs with asset 0), `None` elsewhere — by the rule of
 /// [`MarketPrices::record`], applied to this block alone.
-pub fn block_prices(header: &BlockHeader) -> Vec<Option<f64>> {
+/// Decimal strings of 12 significant digits, as every other price the API serves.
+pub fn block_prices(header: &BlockHeader) -> Vec<Option<String>> {
     let mut market = MarketPrices::new(header.valuations.len(), header.height.saturating_sub(1));
     market.record(header);
     market
         .assets()
         .iter()
-        .map(|asset| asset.price_in_asset0.map(|price| price.rate.to_f64()))
+        .map(|asset| asset.price_in_asset0.map(|price| price.rate.to_string()))
         .collect()
 }
 
@@ -519,7 +520,7 @@ pub fn clearing_quality_json(report: &ClearingReport) -> ClearingQualityJson {
 
 fn block_event(
     outcome: &BlockOutcome,
-    prices: Vec<Option<f64>>,
+    prices: Vec<Option<String>>,
     transactions: usize,
     timings: &BlockTimings,
     oracle_band: Option<walras_api::wire::OracleBandJson>,

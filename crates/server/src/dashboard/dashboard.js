@@ -131,7 +131,7 @@ function recordFromEvent(event) {
     converged: event.converged,
     clearing: event.clearing,
     trades: event.trades,
-    prices: event.prices || [],
+    prices: displayPrices(event.prices),
     executeMs: event.execute_ms,
     persistMs: event.persist_ms,
     phases: event.phases || null,
@@ -139,6 +139,14 @@ function recordFromEvent(event) {
     band: event.oracle_band || null,
     seenAt: true,       // committedMs is the node's commit time
   };
+}
+
+/**
+ * A block's prices as numbers for the charts: the API sends decimal strings (exact to 12
+ * digits), `null` for assets the block did not price (kept as null).
+ */
+function displayPrices(prices) {
+  return (prices || []).map((price) => (price === null ? null : Number(price)));
 }
 
 /** A block record from `GET /v1/blocks/{h}` (the fallback when no event stream is open). */
@@ -154,7 +162,7 @@ function recordFromBlock(block) {
     converged: null,
     clearing: block.clearing || null,
     trades: block.trades.length,
-    prices: block.prices || [],   // null for assets the block did not price
+    prices: displayPrices(block.prices),
     executeMs: null,
     persistMs: null,
     phases: null,
