@@ -151,11 +151,14 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records a committed block of `transactions` that took `busy` in the commit-rate
-    /// estimate, and reports the estimate in the metrics.
-    pub fn record_drain(&self, transactions: usize, busy: Duration) {
+    /// Records a committed block of `transactions` that took `busy`, after which
+    /// `left_waiting` were pending, in the commit-rate estimate, and reports the estimate in
+    /// the metrics.
+    pub fn record_drain(&self, transactions: usize, busy: Duration, left_waiting: usize) {
         let mut overload = self.overload();
-        overload.drain.record_block(transactions, busy);
+        overload
+            .drain
+            .record_block(transactions, busy, left_waiting);
         if let Some(rate) = overload.drain.tx_per_s() {
             self.metrics.commit_rate_tx_per_s.set(rate as i64);
         }
@@ -204,7 +207,8 @@ pub fn run_producer(shared: &Shared, config: &ProducerConfig) -> Result<(), Prod
         let transactions = batch.len();
         produce_block(shared, config, batch)?;
         let committed_at = Instant::now();
-        shared.record_drain(transactions, committed_at - started);
+        let left_waiting = shared.mempool().len();
+        shared.record_drain(transactions, committed_at - started, left_waiting);
         if let Some(oldest) = oldest {
             record_commit_age(shared, committed_at.saturating_duration_since(oldest));
         }

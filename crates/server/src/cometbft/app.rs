@@ -635,10 +635,12 @@ impl WalrasApp {
         let mut pending = self.pending();
         let previous = pending.last_commit;
         pending.committed(hashes, now, bound * 2);
+        let left_waiting = pending.since.len();
         drop(pending);
         if let Some(previous) = previous {
+            let cadence = now.saturating_duration_since(previous);
             self.shared
-                .record_drain(hashes.len(), now.saturating_duration_since(previous));
+                .record_drain(hashes.len(), cadence, left_waiting);
         }
     }
 }
