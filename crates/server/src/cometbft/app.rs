@@ -639,6 +639,7 @@ impl WalrasApp {
         drop(pending);
         if let Some(previous) = previous {
             let cadence = now.saturating_duration_since(previous);
+            self.shared.overload().pipeline = cadence;
             self.shared
                 .record_drain(hashes.len(), cadence, left_waiting);
         }
