@@ -251,20 +251,20 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigError
     })
 }
 
-/// Writes `value` as pretty JSON (through a temporary file and a rename, so a reader never sees
-/// half a file).
+/// Writes `value` as pretty JSON, durably and readable by the owner only (validator files
+/// hold secret keys): [`crate::wallet::write_private_durable`], the one atomic write, so a
+/// reader never sees half a file and a crash leaves the old file or the new one.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), ConfigError> {
-    let write = |source| ConfigError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
     let text = serde_json::to_string_pretty(value).map_err(|source| ConfigError::Json {
         path: path.to_path_buf(),
         source,
     })?;
-    let temporary = path.with_extension("tmp");
-    std::fs::write(&temporary, text).map_err(write)?;
-    std::fs::rename(&temporary, path).map_err(write)
+    crate::wallet::write_private_durable(path, text.as_bytes()).map_err(|source| {
+        ConfigError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 impl CommitteeFile {
