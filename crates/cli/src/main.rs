@@ -21,6 +21,7 @@ mod query;
 mod remote;
 #[cfg(feature = "dev-tools")]
 mod sim;
+mod supervise;
 mod symbols;
 mod tx;
 mod watch;

@@ -9,8 +9,8 @@
 
 mod setup;
 
+use crate::supervise::Supervised;
 use anyhow::{anyhow, Context};
-use nix::sys::signal::Signal;
 use setup::{Layout, NodeLayout};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,7 +21,6 @@ use walras_devnet::DEV_ACCOUNTS_MAX;
 use walras_server::cometbft::{binary_or_find, COMETBFT_VERSION};
 
 /// How long `down` waits for a node to stop before killing it.
-const STOP_GRACE: Duration = Duration::from_secs(15);
 /// How long a restart waits for a validator's ports to be released.
 const PORTS_WAIT: Duration = Duration::from_secs(20);
 
@@ -238,23 +237,11 @@ fn start(executable: &Path, layout: &Layout, node: &NodeLayout) -> anyhow::Resul
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("log file")?)
         .stderr(log);
-    // Its own session: the node outlives this command and ignores its terminal's signals.
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-            nix::unistd::setsid()?;
-            Ok(())
-        });
-    }
-    let child = command
-        .spawn()
-        .with_context(|| format!("starting node{}", node.index))?;
-    std::fs::write(node.pid_file(), child.id().to_string())
-        .with_context(|| format!("writing {}", node.pid_file().display()))?;
+    let pid = supervised(node).spawn(&mut command)?;
     eprintln!(
         "walras localnet: started node{} (pid {}, API {}, log {})",
         node.index,
-        child.id(),
+        pid,
         node.api,
         node.log().display()
     );
@@ -284,23 +271,19 @@ fn wait_ports_free(node: &NodeLayout) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The pid of the node's process if it is alive and is a walras node.
-fn signal(pid: i32, signal: Signal) -> nix::Result<()> {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
+/// The validator as a supervised process: its pid file, and its data directory in its
+/// command line.
+fn supervised(node: &NodeLayout) -> Supervised {
+    Supervised {
+        name: format!("walras localnet: node{}", node.index),
+        pid_file: node.pid_file(),
+        marker: node.data(),
+    }
 }
 
+/// The pid of the node's process if it is alive and is a walras node.
 fn running_pid(node: &NodeLayout) -> Option<i32> {
-    let pid: i32 = std::fs::read_to_string(node.pid_file())
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    // The pid may have been reused: check what runs under it, and that it is not a zombie.
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let state = stat.rsplit(')').next()?.split_whitespace().next()?;
-    let ours = String::from_utf8_lossy(&cmdline).contains(&*node.data().to_string_lossy());
-    (ours && state != "Z").then_some(pid)
+    supervised(node).running_pid()
 }
 
 fn wait_until_serving(layout: &Layout, limit: Duration) -> anyhow::Result<()> {
@@ -367,30 +350,11 @@ fn print_summary(dir: &Path, layout: &Layout) {
 fn stop_all(dir: &Path) -> anyhow::Result<()> {
     let layout =
         setup::read(dir)?.ok_or_else(|| anyhow!("{} holds no localnet.json", dir.display()))?;
-    let running: Vec<(usize, i32)> = layout
-        .nodes
-        .iter()
-        .filter_map(|node| running_pid(node).map(|pid| (node.index, pid)))
-        .collect();
-    for (_, pid) in &running {
-        // A process we started (running_pid checked its command line).
-        let _ = signal(*pid, Signal::SIGTERM);
-    }
-    let deadline = Instant::now() + STOP_GRACE;
-    for (index, pid) in &running {
-        let node = &layout.nodes[*index];
-        while running_pid(node).is_some() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if running_pid(node).is_some() {
-            eprintln!("walras localnet: node{index} did not stop in time; killing it");
-            let _ = signal(*pid, Signal::SIGKILL);
-        }
-        let _ = std::fs::remove_file(node.pid_file());
-    }
+    let processes: Vec<Supervised> = layout.nodes.iter().map(supervised).collect();
+    let stopped = crate::supervise::stop_all(&processes);
     println!(
         "walras localnet: stopped {} of {} validators in {}",
-        running.len(),
+        stopped,
         layout.nodes.len(),
         dir.display()
     );

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
+use crate::supervise::Supervised;
 use walras_crypto::Keypair;
 use walras_payments::ChainId;
 use walras_payments_net::config::{
@@ -27,7 +27,6 @@ use walras_payments_net::config::{
 use walras_payments_net::wallet::{write_private_durable, Wallet};
 
 /// How long `down` waits after SIGTERM before SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How long `up` waits for every validator to listen.
 const START_WAIT: Duration = Duration::from_secs(30);
 
@@ -231,20 +230,19 @@ fn validator_homes(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         .collect())
 }
 
+/// Validator `index` (running from `home`) as a supervised process: its pid file, and its
+/// config in its command line.
+fn supervised(index: usize, home: &Path) -> Supervised {
+    Supervised {
+        name: format!("payments validator {index}"),
+        pid_file: home.join("pid"),
+        marker: home.join("config.json"),
+    }
+}
+
 /// The pid of the validator running from `home`, if it is alive and is ours.
 pub fn running_pid(home: &Path) -> Option<i32> {
-    let pid: i32 = std::fs::read_to_string(home.join("pid"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    // The pid may have been reused: check what runs under it, and that it is not a zombie.
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let state = stat.rsplit(')').next()?.split_whitespace().next()?;
-    let config = home.join("config.json");
-    let ours = String::from_utf8_lossy(&cmdline).contains(&*config.to_string_lossy());
-    (ours && state != "Z").then_some(pid)
+    crate::supervise::running_pid(&home.join("pid"), &home.join("config.json"))
 }
 
 /// Starts every validator of `dir` that is not running and waits until all listen, each on
@@ -296,16 +294,7 @@ fn start_members(dir: &Path, exchange: Option<&str>) -> anyhow::Result<()> {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        // Its own session: the validator outlives this command.
-        // SAFETY: setsid is async-signal-safe.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-                nix::unistd::setsid()?;
-                Ok(())
-            });
-        }
-        let child = command.spawn()?;
-        std::fs::write(home.join("pid"), child.id().to_string())?;
+        supervised(index, home).spawn(&mut command)?;
         started[index] = true;
     }
     let deadline = Instant::now() + START_WAIT;
@@ -395,26 +384,13 @@ fn exited(index: usize, home: &Path) -> anyhow::Error {
     )
 }
 
-fn signal(pid: i32, signal: Signal) {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
-}
-
-/// Stops every validator of `dir`: SIGTERM, then SIGKILL after a grace period.
+/// Stops every validator of `dir`: SIGTERM, then SIGKILL after the grace period.
 pub fn stop_all(dir: &Path) -> anyhow::Result<()> {
-    let homes = validator_homes(dir)?;
-    for home in &homes {
-        if let Some(pid) = running_pid(home) {
-            signal(pid, Signal::SIGTERM);
-        }
-    }
-    let deadline = Instant::now() + STOP_GRACE;
-    for home in &homes {
-        while running_pid(home).is_some() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if let Some(pid) = running_pid(home) {
-            signal(pid, Signal::SIGKILL);
-        }
-    }
+    let processes: Vec<Supervised> = validator_homes(dir)?
+        .iter()
+        .enumerate()
+        .map(|(index, home)| supervised(index, home))
+        .collect();
+    crate::supervise::stop_all(&processes);
     Ok(())
 }
