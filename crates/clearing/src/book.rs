@@ -11,7 +11,7 @@
 //! independent compares, and reads one running sum of each kind. Exact `u64` prefix sums of amounts sit beside all
 //! this for settlement.
 
-use walras_types::{Offer, Price, MAX_AMOUNT};
+use walras_types::{Offer, OfferKey, Price, MAX_AMOUNT};
 
 /// Offers per [`Block`].
 pub const BLOCK_OFFERS: usize = 16;
@@ -97,10 +97,48 @@ pub enum BookError {
     /// [`OrderBooks::from_sorted_pairs`] got another number of pair lists than `assets²`.
     #[error("{lists} pair lists for {assets} assets: expected one per ordered pair")]
     PairLists { lists: usize, assets: usize },
+    /// [`OrderBooks::edited`] got edits out of (pair, key) order, an edit of an offer the
+    /// books do not hold, or a new offer whose key they already hold.
+    #[error("edit of offer {offer_id} does not apply: edits must be in (pair, key) order, remove or change an offer the books hold, and insert only new keys")]
+    Edit { offer_id: u64 },
+}
+
+/// One change to the open offers between two batches, for [`OrderBooks::edited`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OfferEdit {
+    /// The offer leaves its book (cancelled, or filled in full).
+    Remove(OfferKey),
+    /// The offer stays with this remaining amount (filled in part).
+    SetAmount(OfferKey, u64),
+    /// A new offer.
+    Insert(Offer),
+}
+
+impl OfferEdit {
+    /// The key of the offer edited: edits are applied in (pair, key) order.
+    pub fn key(&self) -> OfferKey {
+        match self {
+            OfferEdit::Remove(key) | OfferEdit::SetAmount(key, _) => *key,
+            OfferEdit::Insert(offer) => offer.key(),
+        }
+    }
+}
+
+/// The allocations of an [`OrderBooks`] no longer needed, kept to build the next books in
+/// ([`OrderBooks::into_buffers`], [`OrderBooks::edited`]): at a million offers, fresh arrays
+/// each batch cost more in page faults than filling them.
+#[derive(Debug, Default)]
+pub struct BookBuffers {
+    offers: Vec<Offer>,
+    blocks: Vec<Block>,
+    pivot_limits: Vec<f32>,
+    pivot_sums: Vec<PrefixSums>,
+    pair_totals: Vec<PrefixSums>,
+    exact_cum_amount: Vec<u64>,
 }
 
 /// All offers of one batch, indexed for clearing.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OrderBooks {
     assets: usize,
     offers: Vec<Offer>,
@@ -205,6 +243,118 @@ impl OrderBooks {
             pair_totals: curves.pair_totals,
             exact_cum_amount: curves.exact_cum_amount,
         })
+    }
+
+    /// The books of `previous`'s offers with `edits` applied, built in `buffers` (see
+    /// [`Self::into_buffers`]): equal, field for field, to [`Self::from_sorted_pairs`] of the
+    /// edited lists, so every float a demand query reads is the same as a build from scratch
+    /// (the curves are recomputed in the same order from the same offers) and the result
+    /// depends on the open offers alone, not on the history of edits that led to them.
+    ///
+    /// `edits` hold `(sell * assets + buy, edit)` in (pair, key) order, at most one per key.
+    /// Offers carried over from `previous` were checked when booked; inserted ones are checked
+    /// as [`Self::build`] checks them, and every asset's total against the issuance cap.
+    ///
+    /// Cost: one pass over the offers (a copy and the curves), no sort, no tree walk. It is
+    /// still linear in the open offers, not in the edits: the curves' running float sums are
+    /// sequential from each pair's first offer, so an edit moves every sum after it.
+    pub fn edited(
+        previous: &OrderBooks,
+        edits: &[(usize, OfferEdit)],
+        buffers: BookBuffers,
+    ) -> Result<OrderBooks, BookError> {
+        let assets = previous.assets;
+        let mut by_index: Vec<Option<&PairBook>> = vec![None; assets * assets];
+        for pair in &previous.pairs {
+            by_index[pair.sell as usize * assets + pair.buy as usize] = Some(pair);
+        }
+        let mut out = buffers;
+        out.offers.clear();
+        let mut bounds = Vec::with_capacity(assets * assets + 1);
+        bounds.push(0usize);
+        let mut rest = edits;
+        let mut previous_edit: Option<(usize, OfferKey)> = None;
+        for (index, pair) in by_index.iter().enumerate() {
+            let count = rest.partition_point(|(edit_pair, _)| *edit_pair <= index);
+            let (pair_edits, tail) = rest.split_at(count);
+            rest = tail;
+            if let Some(&(edit_pair, edit)) = pair_edits.first() {
+                if edit_pair < index {
+                    return Err(BookError::Edit {
+                        offer_id: edit.key().id.0,
+                    });
+                }
+            }
+            let carried = pair.map_or(&[][..], |pair| previous.offers(pair));
+            merge_pair(
+                index,
+                assets,
+                carried,
+                pair_edits,
+                &mut previous_edit,
+                &mut out.offers,
+            )?;
+            bounds.push(out.offers.len());
+        }
+        if let Some((_, edit)) = rest.first() {
+            return Err(BookError::Edit {
+                offer_id: edit.key().id.0,
+            });
+        }
+        if out.offers.len() > i32::MAX as usize {
+            return Err(BookError::TooManyOffers {
+                offers: out.offers.len(),
+            });
+        }
+        let pairs = pair_books(&bounds, assets);
+        let mut curves = Curves {
+            blocks: std::mem::take(&mut out.blocks),
+            pivot_limits: std::mem::take(&mut out.pivot_limits),
+            pivot_sums: std::mem::take(&mut out.pivot_sums),
+            pair_totals: std::mem::take(&mut out.pair_totals),
+            exact_cum_amount: std::mem::take(&mut out.exact_cum_amount),
+        };
+        curves.clear();
+        let mut totals = vec![0u64; assets];
+        for pair in &pairs {
+            let offers = &out.offers[pair.offers_start as usize..pair.offers_end as usize];
+            curves.add_pair(offers);
+            let total = *curves.exact_cum_amount.last().unwrap_or(&0);
+            let sell = pair.sell as usize;
+            totals[sell] = totals[sell]
+                .checked_add(total)
+                .filter(|sum| *sum <= MAX_AMOUNT)
+                .ok_or(BookError::AssetTotalTooLarge { asset: pair.sell })?;
+        }
+        Ok(OrderBooks {
+            assets,
+            offers: out.offers,
+            pairs,
+            blocks: curves.blocks,
+            pivot_limits: curves.pivot_limits,
+            pivot_sums: curves.pivot_sums,
+            pair_totals: curves.pair_totals,
+            exact_cum_amount: curves.exact_cum_amount,
+        })
+    }
+
+    /// These books' allocations, emptied, for [`Self::edited`] to build the next books in.
+    pub fn into_buffers(self) -> BookBuffers {
+        let mut buffers = BookBuffers {
+            offers: self.offers,
+            blocks: self.blocks,
+            pivot_limits: self.pivot_limits,
+            pivot_sums: self.pivot_sums,
+            pair_totals: self.pair_totals,
+            exact_cum_amount: self.exact_cum_amount,
+        };
+        buffers.offers.clear();
+        buffers.blocks.clear();
+        buffers.pivot_limits.clear();
+        buffers.pivot_sums.clear();
+        buffers.pair_totals.clear();
+        buffers.exact_cum_amount.clear();
+        buffers
     }
 
     pub fn assets(&self) -> usize {
@@ -340,6 +490,59 @@ fn check_pair(index: usize, offers: &[Offer], assets: usize) -> Result<u64, Book
     Ok(offers.iter().map(|offer| offer.amount).sum())
 }
 
+/// Appends pair `index`'s edited offers to `out`: `carried` (canonical, checked when
+/// booked) merged with `edits` (this pair's, ascending keys). `last_edit` is the previous
+/// edit seen across pairs, to refuse edits out of order.
+fn merge_pair(
+    index: usize,
+    assets: usize,
+    carried: &[Offer],
+    edits: &[(usize, OfferEdit)],
+    last_edit: &mut Option<(usize, OfferKey)>,
+    out: &mut Vec<Offer>,
+) -> Result<(), BookError> {
+    let mut carried = carried.iter().peekable();
+    for (_, edit) in edits {
+        let key = edit.key();
+        let refuse = BookError::Edit { offer_id: key.id.0 };
+        if last_edit.is_some_and(|last| last >= (index, key)) {
+            return Err(refuse);
+        }
+        *last_edit = Some((index, key));
+        while let Some(offer) = carried.next_if(|offer| offer.key() < key) {
+            out.push(*offer);
+        }
+        let held = carried.next_if(|offer| offer.key() == key);
+        match (edit, held) {
+            (OfferEdit::Remove(_), Some(_)) => {}
+            (OfferEdit::SetAmount(_, amount), Some(offer)) => {
+                if *amount == 0 || *amount > MAX_AMOUNT {
+                    return Err(BookError::Amount {
+                        offer_id: key.id.0,
+                        amount: *amount,
+                    });
+                }
+                out.push(Offer {
+                    amount: *amount,
+                    ..*offer
+                });
+            }
+            (OfferEdit::Insert(offer), None) => {
+                validate(std::slice::from_ref(offer), assets)?;
+                if pair_index(offer, assets) != index {
+                    return Err(BookError::NotCanonical {
+                        offer_id: offer.id.0,
+                    });
+                }
+                out.push(*offer);
+            }
+            _ => return Err(refuse),
+        }
+    }
+    out.extend(carried);
+    Ok(())
+}
+
 fn pair_index(offer: &Offer, assets: usize) -> usize {
     offer.sell.0 as usize * assets + offer.buy.0 as usize
 }
@@ -461,6 +664,14 @@ impl Curves {
         curves
     }
 
+    fn clear(&mut self) {
+        self.blocks.clear();
+        self.pivot_limits.clear();
+        self.pivot_sums.clear();
+        self.pair_totals.clear();
+        self.exact_cum_amount.clear();
+    }
+
     fn add_pair(&mut self, offers: &[Offer]) {
         let mut sums = PrefixSums::default();
         let mut exact = 0u64;
@@ -498,6 +709,7 @@ impl Curves {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use walras_types::{AccountId, AssetId, OfferId};
 
     fn offer(id: u64, sell: u16, buy: u16, amount: u64, price: f64) -> Offer {
@@ -583,6 +795,146 @@ mod tests {
         assert!(matches!(error, BookError::NotCanonical { .. }), "{error}");
         let error = OrderBooks::from_sorted_pairs(lists[..8].to_vec(), 3, 1).unwrap_err();
         assert!(matches!(error, BookError::PairLists { .. }), "{error}");
+    }
+
+    /// A random limit: often the extremes of the accepted range, else anywhere in it.
+    fn limit_strategy() -> impl Strategy<Value = Price> {
+        prop_oneof![
+            Just(Price::MIN_LIMIT),
+            Just(Price::MAX_LIMIT),
+            (-12.0f64..12.0).prop_map(|exponent| Price::nearest_limit(10f64.powf(exponent))),
+            (0.9f64..1.1).prop_map(Price::nearest_limit),
+        ]
+    }
+
+    /// Dust (1), small and huge amounts.
+    fn amount_strategy() -> impl Strategy<Value = u64> {
+        prop_oneof![Just(1u64), 1u64..1_000, 1u64..(1u64 << 40)]
+    }
+
+    /// Per pair index, the lists `from_sorted_pairs` takes.
+    fn lists_of(offers: &[Offer], assets: usize) -> Vec<Vec<Offer>> {
+        let mut lists = vec![Vec::new(); assets * assets];
+        for offer in offers {
+            lists[pair_index(offer, assets)].push(*offer);
+        }
+        for list in &mut lists {
+            list.sort_unstable_by_key(Offer::key);
+        }
+        lists
+    }
+
+    /// One batch's changes: per open offer a choice (keep, cancel, fill in part, fill in
+    /// full) and some new offers; returns the edits in (pair, key) order and the offers open
+    /// after them.
+    fn apply_choices(
+        open: &[Offer],
+        choices: &[(u8, u64)],
+        created: &[(u16, u16, u64, Price)],
+        next_id: &mut u64,
+        assets: usize,
+    ) -> (Vec<(usize, OfferEdit)>, Vec<Offer>) {
+        let mut edits = Vec::new();
+        let mut after = Vec::new();
+        for (offer, (choice, part)) in open.iter().zip(choices.iter().cycle()) {
+            let index = pair_index(offer, assets);
+            match choice % 4 {
+                0 => after.push(*offer),
+                1 | 2 => edits.push((index, OfferEdit::Remove(offer.key()))),
+                _ => {
+                    let remaining = 1 + part % offer.amount;
+                    edits.push((index, OfferEdit::SetAmount(offer.key(), remaining)));
+                    after.push(Offer {
+                        amount: remaining,
+                        ..*offer
+                    });
+                }
+            }
+        }
+        for (sell, buy, amount, limit) in created {
+            let (sell, buy) = (sell % assets as u16, buy % assets as u16);
+            if sell == buy {
+                continue;
+            }
+            *next_id += 1;
+            let offer = Offer {
+                id: OfferId(*next_id),
+                account: AccountId(*next_id % 5),
+                sell: AssetId(sell),
+                buy: AssetId(buy),
+                amount: *amount,
+                min_price: *limit,
+            };
+            edits.push((pair_index(&offer, assets), OfferEdit::Insert(offer)));
+            after.push(offer);
+        }
+        edits.sort_unstable_by_key(|(index, edit)| (*index, edit.key()));
+        (edits, after)
+    }
+
+    proptest! {
+        /// Books edited in place, batch after batch (reusing the previous books' buffers),
+        /// are the books a build from scratch makes of the same open offers: the same offers,
+        /// the same float curves bit for bit, the same exact prefix sums. Covers cancels,
+        /// partial and full fills, new offers, dust amounts and the extreme limits.
+        #[test]
+        fn edited_books_equal_books_built_from_scratch(
+            start in proptest::collection::vec(
+                (0u16..3, 0u16..3, amount_strategy(), limit_strategy()), 0..120),
+            batches in proptest::collection::vec((
+                proptest::collection::vec((0u8..8, any::<u64>()), 1..40),
+                proptest::collection::vec(
+                    (0u16..3, 0u16..3, amount_strategy(), limit_strategy()), 0..60),
+            ), 1..4),
+        ) {
+            let assets = 3;
+            let mut next_id = 0u64;
+            let (_, mut open) = apply_choices(&[], &[(0, 0)], &start, &mut next_id, assets);
+            let mut books = OrderBooks::from_sorted_pairs(lists_of(&open, assets), assets, 1)
+                .unwrap();
+            for (choices, created) in &batches {
+                let (edits, after) =
+                    apply_choices(&open, choices, created, &mut next_id, assets);
+                let spare = books.clone().into_buffers();
+                let edited = OrderBooks::edited(&books, &edits, spare).unwrap();
+                let scratch =
+                    OrderBooks::from_sorted_pairs(lists_of(&after, assets), assets, 2).unwrap();
+                prop_assert_eq!(&edited, &scratch);
+                books = edited;
+                open = after;
+            }
+        }
+    }
+
+    /// Edits out of order, of an offer the books do not hold, or inserting a key they hold
+    /// are refused with the offer named; nothing is booked from them.
+    #[test]
+    fn edits_that_do_not_apply_are_refused() {
+        let offers = vec![offer(1, 0, 1, 5, 2.0), offer(2, 0, 1, 7, 1.5)];
+        let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
+        let stranger = offer(9, 0, 1, 3, 1.0);
+        let cases = [
+            vec![(1, OfferEdit::Remove(stranger.key()))],
+            vec![(1, OfferEdit::Insert(offers[0]))],
+            vec![
+                (1, OfferEdit::Remove(offers[0].key())),
+                (1, OfferEdit::Remove(offers[1].key())),
+            ],
+            vec![(2, OfferEdit::Remove(offers[0].key()))],
+        ];
+        for edits in cases {
+            let error = OrderBooks::edited(&books, &edits, BookBuffers::default()).unwrap_err();
+            assert!(
+                matches!(error, BookError::Edit { .. }),
+                "{edits:?}: {error}"
+            );
+        }
+        let zero = [(1, OfferEdit::SetAmount(offers[1].key(), 0))];
+        let error = OrderBooks::edited(&books, &zero, BookBuffers::default()).unwrap_err();
+        assert!(matches!(error, BookError::Amount { .. }), "{error}");
+        let misplaced = [(2, OfferEdit::Insert(stranger))];
+        let error = OrderBooks::edited(&books, &misplaced, BookBuffers::default()).unwrap_err();
+        assert!(matches!(error, BookError::NotCanonical { .. }), "{error}");
     }
 
     #[test]
