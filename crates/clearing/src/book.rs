@@ -135,6 +135,7 @@ pub struct BookBuffers {
     pivot_sums: Vec<PrefixSums>,
     pair_totals: Vec<PrefixSums>,
     exact_cum_amount: Vec<u64>,
+    limits: Vec<f64>,
 }
 
 /// All offers of one batch, indexed for clearing.
@@ -151,6 +152,9 @@ pub struct OrderBooks {
     /// Per pair: total amount and amount × limit (the prefix sums after its last offer).
     pair_totals: Vec<PrefixSums>,
     exact_cum_amount: Vec<u64>,
+    /// Per offer (as `offers`): its limit price as `f64`, converted once per booking and
+    /// carried by [`OrderBooks::edited`] (the supply table reads them every batch).
+    limits: Vec<f64>,
 }
 
 impl OrderBooks {
@@ -175,6 +179,7 @@ impl OrderBooks {
             pivot_sums: curves.pivot_sums,
             pair_totals: curves.pair_totals,
             exact_cum_amount: curves.exact_cum_amount,
+            limits: curves.limits,
         })
     }
 
@@ -242,6 +247,7 @@ impl OrderBooks {
             pivot_sums: curves.pivot_sums,
             pair_totals: curves.pair_totals,
             exact_cum_amount: curves.exact_cum_amount,
+            limits: curves.limits,
         })
     }
 
@@ -270,6 +276,7 @@ impl OrderBooks {
         }
         let mut out = buffers;
         out.offers.clear();
+        out.limits.clear();
         let mut bounds = Vec::with_capacity(assets * assets + 1);
         bounds.push(0usize);
         let mut rest = edits;
@@ -285,14 +292,16 @@ impl OrderBooks {
                     });
                 }
             }
-            let carried = pair.map_or(&[][..], |pair| previous.offers(pair));
+            let (carried, carried_limits) = pair.map_or((&[][..], &[][..]), |pair| {
+                (previous.offers(pair), previous.limits(pair))
+            });
             merge_pair(
                 index,
                 assets,
-                carried,
+                (carried, carried_limits),
                 pair_edits,
                 &mut previous_edit,
-                &mut out.offers,
+                (&mut out.offers, &mut out.limits),
             )?;
             bounds.push(out.offers.len());
         }
@@ -313,12 +322,13 @@ impl OrderBooks {
             pivot_sums: std::mem::take(&mut out.pivot_sums),
             pair_totals: std::mem::take(&mut out.pair_totals),
             exact_cum_amount: std::mem::take(&mut out.exact_cum_amount),
+            limits: Vec::new(),
         };
         curves.clear();
         let mut totals = vec![0u64; assets];
         for pair in &pairs {
-            let offers = &out.offers[pair.offers_start as usize..pair.offers_end as usize];
-            curves.add_pair(offers);
+            let range = pair.offers_start as usize..pair.offers_end as usize;
+            curves.add_pair_with_limits(&out.offers[range.clone()], &out.limits[range]);
             let total = *curves.exact_cum_amount.last().unwrap_or(&0);
             let sell = pair.sell as usize;
             totals[sell] = totals[sell]
@@ -326,6 +336,7 @@ impl OrderBooks {
                 .filter(|sum| *sum <= MAX_AMOUNT)
                 .ok_or(BookError::AssetTotalTooLarge { asset: pair.sell })?;
         }
+        curves.limits = out.limits;
         Ok(OrderBooks {
             assets,
             offers: out.offers,
@@ -335,6 +346,7 @@ impl OrderBooks {
             pivot_sums: curves.pivot_sums,
             pair_totals: curves.pair_totals,
             exact_cum_amount: curves.exact_cum_amount,
+            limits: curves.limits,
         })
     }
 
@@ -347,6 +359,7 @@ impl OrderBooks {
             pivot_sums: self.pivot_sums,
             pair_totals: self.pair_totals,
             exact_cum_amount: self.exact_cum_amount,
+            limits: self.limits,
         };
         buffers.offers.clear();
         buffers.blocks.clear();
@@ -354,6 +367,7 @@ impl OrderBooks {
         buffers.pivot_sums.clear();
         buffers.pair_totals.clear();
         buffers.exact_cum_amount.clear();
+        buffers.limits.clear();
         buffers
     }
 
@@ -400,6 +414,12 @@ impl OrderBooks {
     #[inline]
     pub fn pair_totals(&self, pair_index: usize) -> PrefixSums {
         self.pair_totals[pair_index]
+    }
+
+    /// The pair's limit prices as `f64`, in canonical order (`to_f64` of each `min_price`).
+    #[inline]
+    pub fn limits(&self, pair: &PairBook) -> &[f64] {
+        &self.limits[pair.offers_start as usize..pair.offers_end as usize]
     }
 
     /// Exact prefix sums of the pair's amounts: entry j is the amount of its first j offers.
@@ -496,12 +516,12 @@ fn check_pair(index: usize, offers: &[Offer], assets: usize) -> Result<u64, Book
 fn merge_pair(
     index: usize,
     assets: usize,
-    carried: &[Offer],
+    (carried, carried_limits): (&[Offer], &[f64]),
     edits: &[(usize, OfferEdit)],
     last_edit: &mut Option<(usize, OfferKey)>,
-    out: &mut Vec<Offer>,
+    (out, out_limits): (&mut Vec<Offer>, &mut Vec<f64>),
 ) -> Result<(), BookError> {
-    let mut carried = carried.iter().peekable();
+    let mut carried = carried.iter().zip(carried_limits).peekable();
     for (_, edit) in edits {
         let key = edit.key();
         let refuse = BookError::Edit { offer_id: key.id.0 };
@@ -509,13 +529,14 @@ fn merge_pair(
             return Err(refuse);
         }
         *last_edit = Some((index, key));
-        while let Some(offer) = carried.next_if(|offer| offer.key() < key) {
+        while let Some((offer, limit)) = carried.next_if(|(offer, _)| offer.key() < key) {
             out.push(*offer);
+            out_limits.push(*limit);
         }
-        let held = carried.next_if(|offer| offer.key() == key);
+        let held = carried.next_if(|(offer, _)| offer.key() == key);
         match (edit, held) {
             (OfferEdit::Remove(_), Some(_)) => {}
-            (OfferEdit::SetAmount(_, amount), Some(offer)) => {
+            (OfferEdit::SetAmount(_, amount), Some((offer, limit))) => {
                 if *amount == 0 || *amount > MAX_AMOUNT {
                     return Err(BookError::Amount {
                         offer_id: key.id.0,
@@ -526,6 +547,7 @@ fn merge_pair(
                     amount: *amount,
                     ..*offer
                 });
+                out_limits.push(*limit);
             }
             (OfferEdit::Insert(offer), None) => {
                 validate(std::slice::from_ref(offer), assets)?;
@@ -535,11 +557,15 @@ fn merge_pair(
                     });
                 }
                 out.push(*offer);
+                out_limits.push(offer.min_price.to_f64());
             }
             _ => return Err(refuse),
         }
     }
-    out.extend(carried);
+    for (offer, limit) in carried {
+        out.push(*offer);
+        out_limits.push(*limit);
+    }
     Ok(())
 }
 
@@ -611,6 +637,7 @@ struct Curves {
     pivot_sums: Vec<PrefixSums>,
     pair_totals: Vec<PrefixSums>,
     exact_cum_amount: Vec<u64>,
+    limits: Vec<f64>,
 }
 
 impl Curves {
@@ -622,6 +649,7 @@ impl Curves {
             pivot_sums: Vec::with_capacity(block_total),
             pair_totals: Vec::with_capacity(pairs.len()),
             exact_cum_amount: Vec::with_capacity(offers.len() + pairs.len()),
+            limits: Vec::with_capacity(offers.len()),
         };
         for pair in pairs {
             curves.add_pair(&offers[pair.offers_start as usize..pair.offers_end as usize]);
@@ -638,6 +666,7 @@ impl Curves {
             pivot_sums: Vec::with_capacity(blocks),
             pair_totals: Vec::with_capacity(1),
             exact_cum_amount: Vec::with_capacity(offers.len() + 1),
+            limits: Vec::with_capacity(offers.len()),
         };
         curves.add_pair(offers);
         curves
@@ -653,6 +682,7 @@ impl Curves {
             pivot_sums: Vec::with_capacity(blocks),
             pair_totals: Vec::with_capacity(parts.len()),
             exact_cum_amount: Vec::with_capacity(exact),
+            limits: Vec::with_capacity(exact),
         };
         for part in parts {
             curves.blocks.extend(part.blocks);
@@ -660,6 +690,7 @@ impl Curves {
             curves.pivot_sums.extend(part.pivot_sums);
             curves.pair_totals.extend(part.pair_totals);
             curves.exact_cum_amount.extend(part.exact_cum_amount);
+            curves.limits.extend(part.limits);
         }
         curves
     }
@@ -670,12 +701,24 @@ impl Curves {
         self.pivot_sums.clear();
         self.pair_totals.clear();
         self.exact_cum_amount.clear();
+        self.limits.clear();
     }
 
+    /// One pair's curves, converting its limits (kept in `limits`).
     fn add_pair(&mut self, offers: &[Offer]) {
+        let start = self.limits.len();
+        self.limits
+            .extend(offers.iter().map(|offer| offer.min_price.to_f64()));
+        let limits = std::mem::take(&mut self.limits);
+        self.add_pair_with_limits(offers, &limits[start..]);
+        self.limits = limits;
+    }
+
+    /// One pair's curves from its offers and their limits as `f64` (not kept here).
+    fn add_pair_with_limits(&mut self, offers: &[Offer], limits: &[f64]) {
         let mut sums = PrefixSums::default();
         let mut exact = 0u64;
-        for chunk in offers.chunks(BLOCK_OFFERS) {
+        for (chunk, chunk_limits) in offers.chunks(BLOCK_OFFERS).zip(limits.chunks(BLOCK_OFFERS)) {
             let mut block = Block {
                 limits: [f32::INFINITY; BLOCK_OFFERS],
                 through: [PrefixSums::default(); BLOCK_OFFERS],
@@ -683,8 +726,7 @@ impl Curves {
             self.pivot_sums.push(sums);
             let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
             for slot in 0..BLOCK_OFFERS {
-                if let Some(offer) = chunk.get(slot) {
-                    let limit = offer.min_price.to_f64();
+                if let (Some(offer), Some(&limit)) = (chunk.get(slot), chunk_limits.get(slot)) {
                     block.limits[slot] = limit as f32;
                     amount += offer.amount as f64;
                     amount_limit += offer.amount as f64 * limit;
