@@ -459,28 +459,7 @@ fn validate(offers: &[Offer], assets: usize) -> Result<(), BookError> {
     }
     let mut totals = vec![0u64; assets];
     for offer in offers {
-        let offer_id = offer.id.0;
-        for asset in [offer.sell.0, offer.buy.0] {
-            if asset as usize >= assets {
-                return Err(BookError::UnknownAsset {
-                    offer_id,
-                    asset,
-                    assets,
-                });
-            }
-        }
-        if offer.sell == offer.buy {
-            return Err(BookError::SameAsset { offer_id });
-        }
-        if offer.amount == 0 || offer.amount > MAX_AMOUNT {
-            return Err(BookError::Amount {
-                offer_id,
-                amount: offer.amount,
-            });
-        }
-        if !offer.min_price.is_valid_limit() {
-            return Err(BookError::LimitPrice { offer_id });
-        }
+        check_offer(offer, assets)?;
         let total = &mut totals[offer.sell.0 as usize];
         *total = total
             .checked_add(offer.amount)
@@ -488,6 +467,33 @@ fn validate(offers: &[Offer], assets: usize) -> Result<(), BookError> {
             .ok_or(BookError::AssetTotalTooLarge {
                 asset: offer.sell.0,
             })?;
+    }
+    Ok(())
+}
+
+/// One offer alone: known and distinct assets, an amount in 1..=2^63-1, a limit in range.
+fn check_offer(offer: &Offer, assets: usize) -> Result<(), BookError> {
+    let offer_id = offer.id.0;
+    for asset in [offer.sell.0, offer.buy.0] {
+        if asset as usize >= assets {
+            return Err(BookError::UnknownAsset {
+                offer_id,
+                asset,
+                assets,
+            });
+        }
+    }
+    if offer.sell == offer.buy {
+        return Err(BookError::SameAsset { offer_id });
+    }
+    if offer.amount == 0 || offer.amount > MAX_AMOUNT {
+        return Err(BookError::Amount {
+            offer_id,
+            amount: offer.amount,
+        });
+    }
+    if !offer.min_price.is_valid_limit() {
+        return Err(BookError::LimitPrice { offer_id });
     }
     Ok(())
 }
@@ -550,7 +556,8 @@ fn merge_pair(
                 out_limits.push(*limit);
             }
             (OfferEdit::Insert(offer), None) => {
-                validate(std::slice::from_ref(offer), assets)?;
+                // The per-asset totals are checked once the books are built.
+                check_offer(offer, assets)?;
                 if pair_index(offer, assets) != index {
                     return Err(BookError::NotCanonical {
                         offer_id: offer.id.0,
