@@ -87,27 +87,25 @@ impl CarriedBooks {
 
 /// The edits from the carried books to the block's: the last block's fills, then this
 /// block's cancels and new offers, in (pair, key) order; an offer both filled in part and
-/// cancelled is removed.
+/// cancelled is removed. The three lists are each in (pair, key) order already: merged, not
+/// sorted (a new offer's key is never an open offer's: its id is its account's sequence).
 fn edits(
     fills: &[(usize, OfferKey, u64)],
     cancelled: &[(usize, OfferKey)],
     created: &[(usize, OfferKey, u64)],
     assets: usize,
 ) -> Vec<(usize, OfferEdit)> {
-    let mut edits = Vec::with_capacity(fills.len() + cancelled.len() + created.len());
-    edits.extend(fills.iter().map(|(pair, key, remaining)| {
+    let fills = fills.iter().map(|(pair, key, remaining)| {
         let edit = match remaining {
             0 => OfferEdit::Remove(*key),
             amount => OfferEdit::SetAmount(*key, *amount),
         };
         (*pair, edit)
-    }));
-    edits.extend(
-        cancelled
-            .iter()
-            .map(|(pair, key)| (*pair, OfferEdit::Remove(*key))),
-    );
-    edits.extend(created.iter().map(|(pair, key, amount)| {
+    });
+    let cancels = cancelled
+        .iter()
+        .map(|(pair, key)| (*pair, OfferEdit::Remove(*key)));
+    let creations = created.iter().map(|(pair, key, amount)| {
         let offer = Offer {
             id: key.id,
             account: key.account,
@@ -117,11 +115,42 @@ fn edits(
             min_price: key.min_price,
         };
         (*pair, OfferEdit::Insert(offer))
-    }));
-    // A removal sorts first among edits of one key, and the dedup keeps it.
-    edits.sort_by_key(|(pair, edit)| (*pair, edit.key(), !matches!(edit, OfferEdit::Remove(_))));
-    edits.dedup_by_key(|(pair, edit)| (*pair, edit.key()));
-    edits
+    });
+    let mut edits = Vec::with_capacity(fills.len() + cancelled.len() + created.len());
+    let order = |(pair, edit): &(usize, OfferEdit)| (*pair, edit.key());
+    let mut removals = merge_by(fills, cancels, order).into_iter().peekable();
+    // A key both filled and cancelled comes twice in a row: the cancel (second) wins.
+    while let Some(edit) = removals.next() {
+        match removals.peek() {
+            Some(next) if order(next) == order(&edit) => {}
+            _ => edits.push(edit),
+        }
+    }
+    merge_by(edits, creations, order)
+}
+
+/// The items of `first` and `second` (each in `order`) in `order`; of equal items, `first`'s
+/// come first.
+fn merge_by<T, K: Ord>(
+    first: impl IntoIterator<Item = T>,
+    second: impl IntoIterator<Item = T>,
+    order: impl Fn(&T) -> K,
+) -> Vec<T> {
+    let (mut first, mut second) = (first.into_iter().peekable(), second.into_iter().peekable());
+    let mut merged = Vec::new();
+    loop {
+        let take_first = match (first.peek(), second.peek()) {
+            (Some(a), Some(b)) => order(a) <= order(b),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return merged,
+        };
+        merged.extend(if take_first {
+            first.next()
+        } else {
+            second.next()
+        });
+    }
 }
 
 #[cfg(test)]
@@ -144,7 +173,7 @@ mod tests {
     fn an_offer_filled_in_part_then_cancelled_is_removed() {
         let (filled, cancelled, full, new) = (key(1, 1.0), key(2, 2.0), key(3, 0.5), key(4, 1.5));
         let edits = edits(
-            &[(1, filled, 5), (1, full, 0), (2, cancelled, 9)],
+            &[(1, full, 0), (1, filled, 5), (2, cancelled, 9)],
             &[(1, filled), (2, cancelled)],
             &[(1, new, 7)],
             2,
