@@ -20,7 +20,7 @@
 //! structures.
 
 use crate::book::OrderBooks;
-use walras_types::Fraction;
+use walras_types::{Fraction, Offer};
 
 /// Grid points per relative width μ. Coarser tables cover wider windows in the same memory; the
 /// interpolation error, at most about an eighth of one offer's amount per kink in a cell, only
@@ -93,14 +93,10 @@ impl SupplyGrid {
             tables: Vec::new(),
             values: Vec::new(),
         };
+        // The books keep each limit as f64 (no conversion, no copy per batch); amounts are
+        // converted as the sweep reads them: the same values, summed in the same order.
         let tables = walras_par::map_in_order(books.pairs(), threads, 2, |pair| {
-            let limits: Vec<f64> = books
-                .offers(pair)
-                .iter()
-                .map(|o| o.min_price.to_f64())
-                .collect();
-            let amounts: Vec<f64> = books.offers(pair).iter().map(|o| o.amount as f64).collect();
-            grid.pair_table(&limits, &amounts)
+            grid.pair_table(books.limits(pair), books.offers(pair))
         });
         let points = tables.iter().map(|(_, values)| values.len()).sum();
         grid.values.reserve_exact(points);
@@ -163,7 +159,7 @@ impl SupplyGrid {
     }
 
     /// One pair's table and its values (`values_start` is set where the values are placed).
-    fn pair_table(&self, limits: &[f64], amounts: &[f64]) -> (PairTable, Vec<f32>) {
+    fn pair_table(&self, limits: &[f64], offers: &[Offer]) -> (PairTable, Vec<f32>) {
         let median = limits[limits.len() / 2];
         let lowest = limits[0];
         let highest = limits[limits.len() - 1] / (1.0 - self.mu);
@@ -177,12 +173,12 @@ impl SupplyGrid {
             // Grid point key(highest) + 1 exceeds highest = l_max / (1 − μ), and so does any
             // rate with a larger key: every offer is below (1 − μ) · rate.
             everything_from_key: key(highest) + 1,
-            total: amounts.iter().sum(),
+            total: offers.iter().map(|offer| offer.amount as f64).sum(),
             first_key,
             points: points as u32,
             values_start: 0,
         };
-        let mut sweep = SupplySweep::new(limits, amounts, self.mu);
+        let mut sweep = SupplySweep::new(limits, offers, self.mu);
         let values = (first_key..=last_key)
             .map(|grid_key| sweep.supply_at(f64::from_bits(grid_key << self.shift)) as f32)
             .collect();
@@ -193,7 +189,7 @@ impl SupplyGrid {
 /// Smoothed supply at increasing rates, by two cursors over the sorted limits.
 struct SupplySweep<'a> {
     limits: &'a [f64],
-    amounts: &'a [f64],
+    offers: &'a [Offer],
     mu: f64,
     high: usize,
     low: usize,
@@ -203,10 +199,10 @@ struct SupplySweep<'a> {
 }
 
 impl<'a> SupplySweep<'a> {
-    fn new(limits: &'a [f64], amounts: &'a [f64], mu: f64) -> SupplySweep<'a> {
+    fn new(limits: &'a [f64], offers: &'a [Offer], mu: f64) -> SupplySweep<'a> {
         SupplySweep {
             limits,
-            amounts,
+            offers,
             mu,
             high: 0,
             low: 0,
@@ -219,12 +215,12 @@ impl<'a> SupplySweep<'a> {
     fn supply_at(&mut self, rate: f64) -> f64 {
         let threshold = rate * (1.0 - self.mu);
         while self.high < self.limits.len() && self.limits[self.high] <= rate {
-            let (amount, limit) = (self.amounts[self.high], self.limits[self.high]);
+            let (amount, limit) = (self.offers[self.high].amount as f64, self.limits[self.high]);
             self.high_sums = (self.high_sums.0 + amount, self.high_sums.1 + amount * limit);
             self.high += 1;
         }
         while self.low < self.limits.len() && self.limits[self.low] < threshold {
-            let (amount, limit) = (self.amounts[self.low], self.limits[self.low]);
+            let (amount, limit) = (self.offers[self.low].amount as f64, self.limits[self.low]);
             self.low_sums = (self.low_sums.0 + amount, self.low_sums.1 + amount * limit);
             self.low += 1;
         }

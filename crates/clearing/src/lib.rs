@@ -34,7 +34,7 @@ pub mod quality;
 pub mod settle;
 pub mod tatonnement;
 
-pub use book::{BookError, OrderBooks};
+pub use book::{BookBuffers, BookError, OfferEdit, OrderBooks};
 pub use fill::{FillWalk, PayoutTerms, Sale};
 pub use grid::SupplyGrid;
 pub use quality::Quality;

@@ -229,6 +229,7 @@ fn read_state(reader: &mut Reader<'_>) -> Result<ExchangeState, CheckpointError>
         offer_tries,
         payments: None,
         market: MarketPrices::new(assets, height),
+        carried: Default::default(),
     })
 }
 

@@ -518,7 +518,22 @@ impl ExchangeState {
         new_offers.sort_unstable();
         cancelled.sort_unstable();
         new_accounts.sort_unstable();
-        let books = self.clearing_books(&cancelled, &new_offers, threads);
+        let books = match self
+            .carried
+            .next_books(self.height, self.assets, &cancelled, &new_offers)
+        {
+            Some(books) => {
+                // Postcondition (debug and test builds, O(open offers)): the carried books
+                // are those a build from the state's books gives (see `crate::carried`).
+                debug_assert!(
+                    books == self.clearing_books(&cancelled, &new_offers, threads),
+                    "carried clearing books differ from the state's at height {}",
+                    self.height
+                );
+                books
+            }
+            None => self.clearing_books(&cancelled, &new_offers, threads),
+        };
         timings.plan = elapsed_ms(started);
         Plan {
             filtered,
@@ -677,6 +692,8 @@ impl ExchangeState {
         );
         self.commit_accounts(&touched, threads);
         self.height += 1;
+        let fills = carried_fills(&plan.books, settlement, self.assets);
+        self.carried.keep(self.height, plan.books, fills);
         let root = self.state_root(threads);
         timings.commit = elapsed_ms(started);
         (root, touched)
@@ -940,6 +957,23 @@ pub struct OfferFill {
     pub sold: u64,
     /// Amount of `buy` it received.
     pub bought: u64,
+}
+
+/// What the block's fills did to the books it was cleared on, as [`PairRange::trade`] does it
+/// to the state's books: (pair index, key, remaining amount, 0 when filled in full).
+fn carried_fills(
+    books: &OrderBooks,
+    settlement: &Settlement,
+    assets: usize,
+) -> Vec<(usize, OfferKey, u64)> {
+    settlement
+        .traded(books)
+        .flat_map(|pair| {
+            let index = pair.sell().0 as usize * assets + pair.buy().0 as usize;
+            pair.offer_fills()
+                .map(move |(offer, fill)| (index, offer.key(), offer.amount - fill.sold))
+        })
+        .collect()
 }
 
 /// Every offer that traded, by the same fill rule as [`PairRange::trade`] applies.

@@ -16,6 +16,7 @@ pub mod account_view;
 pub mod admission;
 pub mod block;
 pub mod bridge;
+mod carried;
 pub mod checkpoint;
 pub mod drop_reason;
 pub mod execute;

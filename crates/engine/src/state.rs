@@ -13,6 +13,7 @@
 
 use crate::account::Account;
 use crate::bridge::PaymentsBridge;
+use crate::carried::CarriedBooks;
 use crate::market::MarketPrices;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -115,6 +116,9 @@ pub struct ExchangeState {
     pub(crate) payments: Option<PaymentsBridge>,
     /// Last traded prices carried forward (not part of the state root: derived from headers).
     pub(crate) market: MarketPrices,
+    /// The last block's clearing books, for the next block's to be edited from (not part of
+    /// the state: a function of `books`; see `crate::carried`).
+    pub(crate) carried: CarriedBooks,
 }
 
 impl ExchangeState {
@@ -157,6 +161,7 @@ impl ExchangeState {
         let mut state = ExchangeState {
             payments,
             market: MarketPrices::new(assets, 0),
+            carried: CarriedBooks::default(),
             assets,
             accounts,
             account_ids,

@@ -1,0 +1,206 @@
+//! The clearing books carried from one block to the next.
+//!
+//! Planning used to rebuild every block's clearing books from the per-pair `BTreeMap` books
+//! (a tree walk and several copies of every open offer, in fresh arrays). Instead the books the
+//! last block was cleared on are kept, with what that block's fills changed, and the next
+//! block's books are [`OrderBooks::edited`] from them: the fills (removals and partial
+//! amounts), the block's cancels and its new offers, in the previous books' buffers.
+//!
+//! # What must be reproducible, and what only the proposer sees
+//!
+//! - **Bit-identical on every node and after a restart**: everything a block commits — the
+//!   header's valuations and per-pair trades, checked exactly by a follower
+//!   (`ExchangeState::check`, `apply`: `settle::settle_given` on integers, no tâtonnement) —
+//!   and the state root. Recovery replays stored blocks with `apply`, i.e. it checks and
+//!   applies the stored header; it never re-runs tâtonnement. So the exact structures
+//!   (offers in canonical order, exact `u64` prefix sums) must equal a build from scratch.
+//! - **The proposer's heuristic**: tâtonnement's float curves and the supply table, and the
+//!   time budget `clearing_timeout` that stops it. With a time budget the proposed prices
+//!   already depend on the machine; no node re-derives them. Only `walras replay` (and tests)
+//!   re-run tâtonnement, with an iteration budget, and compare state roots with a manifest:
+//!   for those to keep matching, the floats must be a function of the open offers alone.
+//!
+//! [`OrderBooks::edited`] gives both: its books are equal, field for field, to a build from
+//! scratch of the same open offers (the float curves included), so a restarted node (which
+//! starts from the `BTreeMap` books) proposes what a node that never stopped proposes, and
+//! the state roots are those of a build that rebuilds every block. Debug builds assert it.
+
+use std::sync::Mutex;
+use walras_clearing::{BookBuffers, OfferEdit, OrderBooks};
+use walras_types::{AssetId, Offer, OfferKey};
+
+/// The last block's clearing books and the changes its fills made to them.
+#[derive(Debug, Default)]
+pub struct CarriedBooks {
+    base: Option<Base>,
+    /// The buffers of the books before `base`, for the next books to be built in.
+    spare: Mutex<Option<BookBuffers>>,
+}
+
+#[derive(Debug)]
+struct Base {
+    /// The state height whose open offers are `books` with `fills` applied.
+    height: u64,
+    books: OrderBooks,
+    /// (pair index, key, remaining amount: 0 when filled in full), in (pair, key) order.
+    fills: Vec<(usize, OfferKey, u64)>,
+}
+
+impl CarriedBooks {
+    /// The clearing books at `height` with the block's `cancelled` and `created` offers
+    /// (both sorted by (pair, key)), or `None` when nothing is carried for this height (the
+    /// first block after genesis or a restart): then build them from the state's books.
+    pub fn next_books(
+        &self,
+        height: u64,
+        assets: usize,
+        cancelled: &[(usize, OfferKey)],
+        created: &[(usize, OfferKey, u64)],
+    ) -> Option<OrderBooks> {
+        let base = self.base.as_ref().filter(|base| base.height == height)?;
+        let edits = edits(&base.fills, cancelled, created, assets);
+        let buffers = self
+            .spare
+            .lock()
+            .map(|mut spare| spare.take())
+            .unwrap_or_default()
+            .unwrap_or_default();
+        let books = OrderBooks::edited(&base.books, &edits, buffers)
+            .unwrap_or_else(|error| panic!("carried books do not take the block: {error}"));
+        Some(books)
+    }
+
+    /// Keeps `books`, the books block `height` was cleared on, and `fills`, what it did to
+    /// them (any order); the books carried before are kept as spare buffers.
+    pub fn keep(&mut self, height: u64, books: OrderBooks, mut fills: Vec<(usize, OfferKey, u64)>) {
+        fills.sort_unstable_by_key(|(pair, key, _)| (*pair, *key));
+        let previous = self.base.replace(Base {
+            height,
+            books,
+            fills,
+        });
+        if let (Some(previous), Ok(spare)) = (previous, self.spare.get_mut()) {
+            *spare = Some(previous.books.into_buffers());
+        }
+    }
+}
+
+/// The edits from the carried books to the block's: the last block's fills, then this
+/// block's cancels and new offers, in (pair, key) order; an offer both filled in part and
+/// cancelled is removed. The three lists are each in (pair, key) order already: merged, not
+/// sorted (a new offer's key is never an open offer's: its id is its account's sequence).
+fn edits(
+    fills: &[(usize, OfferKey, u64)],
+    cancelled: &[(usize, OfferKey)],
+    created: &[(usize, OfferKey, u64)],
+    assets: usize,
+) -> Vec<(usize, OfferEdit)> {
+    let fills = fills.iter().map(|(pair, key, remaining)| {
+        let edit = match remaining {
+            0 => OfferEdit::Remove(*key),
+            amount => OfferEdit::SetAmount(*key, *amount),
+        };
+        (*pair, edit)
+    });
+    let cancels = cancelled
+        .iter()
+        .map(|(pair, key)| (*pair, OfferEdit::Remove(*key)));
+    let creations = created.iter().map(|(pair, key, amount)| {
+        let offer = Offer {
+            id: key.id,
+            account: key.account,
+            sell: AssetId((pair / assets) as u16),
+            buy: AssetId((pair % assets) as u16),
+            amount: *amount,
+            min_price: key.min_price,
+        };
+        (*pair, OfferEdit::Insert(offer))
+    });
+    let mut edits = Vec::with_capacity(fills.len() + cancelled.len() + created.len());
+    let order = |(pair, edit): &(usize, OfferEdit)| (*pair, edit.key());
+    let mut removals = merge_by(fills, cancels, order).into_iter().peekable();
+    // A key both filled and cancelled comes twice in a row: the cancel (second) wins.
+    while let Some(edit) = removals.next() {
+        match removals.peek() {
+            Some(next) if order(next) == order(&edit) => {}
+            _ => edits.push(edit),
+        }
+    }
+    merge_by(edits, creations, order)
+}
+
+/// The items of `first` and `second` (each in `order`) in `order`; of equal items, `first`'s
+/// come first.
+fn merge_by<T, K: Ord>(
+    first: impl IntoIterator<Item = T>,
+    second: impl IntoIterator<Item = T>,
+    order: impl Fn(&T) -> K,
+) -> Vec<T> {
+    let (mut first, mut second) = (first.into_iter().peekable(), second.into_iter().peekable());
+    let mut merged = Vec::new();
+    loop {
+        let take_first = match (first.peek(), second.peek()) {
+            (Some(a), Some(b)) => order(a) <= order(b),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return merged,
+        };
+        merged.extend(if take_first {
+            first.next()
+        } else {
+            second.next()
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use walras_types::{AccountId, OfferId, Price};
+
+    fn key(id: u64, limit: f64) -> OfferKey {
+        OfferKey {
+            min_price: Price::from_f64(limit),
+            account: AccountId(id),
+            id: OfferId(id),
+        }
+    }
+
+    /// An offer filled in part by the last block and cancelled in this one leaves the book:
+    /// the removal wins over the remaining amount, and each key is edited once, in (pair,
+    /// key) order across fills, cancels and new offers.
+    #[test]
+    fn an_offer_filled_in_part_then_cancelled_is_removed() {
+        let (filled, cancelled, full, new) = (key(1, 1.0), key(2, 2.0), key(3, 0.5), key(4, 1.5));
+        let edits = edits(
+            &[(1, full, 0), (1, filled, 5), (2, cancelled, 9)],
+            &[(1, filled), (2, cancelled)],
+            &[(1, new, 7)],
+            2,
+        );
+        let summary: Vec<(usize, OfferKey, Option<u64>)> = edits
+            .iter()
+            .map(|(pair, edit)| {
+                let amount = match edit {
+                    OfferEdit::Remove(_) => None,
+                    OfferEdit::SetAmount(_, amount) => Some(*amount),
+                    OfferEdit::Insert(offer) => Some(offer.amount),
+                };
+                (*pair, edit.key(), amount)
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (1, full, None),
+                (1, filled, None),
+                (1, new, Some(7)),
+                (2, cancelled, None)
+            ]
+        );
+        let OfferEdit::Insert(offer) = edits[2].1 else {
+            panic!("a new offer is inserted: {:?}", edits[2]);
+        };
+        assert_eq!((offer.sell, offer.buy), (AssetId(0), AssetId(1)));
+    }
+}
