@@ -172,8 +172,6 @@ impl ExchangeState {
         let all = all_slots(state.accounts.len());
         state.commit_accounts(&all, threads);
         timings.account_trie_ms = lap(&mut clock);
-        crate::state::decode_keys(&state.accounts, threads);
-        timings.keys_ms = lap(&mut clock);
         Ok((state, timings))
     }
 }
@@ -192,8 +190,6 @@ pub struct LoadTimings {
     pub offer_tries_ms: f64,
     /// Building the account trie (encoding each account; structure only).
     pub account_trie_ms: f64,
-    /// Decoding every account's public key.
-    pub keys_ms: f64,
 }
 
 /// Milliseconds since `clock`, which restarts.
