@@ -301,12 +301,11 @@ fn time_checkpoint(state: &mut ExchangeState, threads: usize) -> Result<(), Tool
         load_ms
     );
     eprintln!(
-        "load by part, ms: checksum {:.0}, decode accounts {:.0}, decode offers {:.0}, \
-         offer tries {:.0}, account trie {:.0}, state root (hashing) {:.0}",
+        "load by part, ms: checksum {:.0}, decode accounts {:.0}, decode offers and their tries {:.0}, \
+         account trie {:.0}, state root (hashing) {:.0}",
         parts.checksum_ms,
         parts.decode_accounts_ms,
         parts.decode_offers_ms,
-        parts.offer_tries_ms,
         parts.account_trie_ms,
         root_ms
     );

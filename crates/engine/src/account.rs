@@ -127,6 +127,12 @@ impl Account {
     /// `public_key[32] last_sequence:u64 count:u16 (asset:u16 amount:u64)*`.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(42 + 10 * self.balances.len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// [`Self::encode`], appended to `out` (a checkpoint writes millions: no buffer each).
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.put_bytes(&self.public_key);
         out.put_u64(self.last_sequence);
         out.put_u16(self.balances.len() as u16);
@@ -134,7 +140,6 @@ impl Account {
             out.put_u16(asset.0);
             out.put_u64(amount);
         }
-        out
     }
 }
 
