@@ -54,6 +54,12 @@ impl Account {
             .as_deref()
     }
 
+    /// The decoded key if [`Self::verifying_key`] has decoded it already (`Some(None)`: not a
+    /// valid key); `None` if not yet. Never decodes.
+    pub fn decoded_key(&self) -> Option<Option<&PublicKey>> {
+        self.verifying_key.get().map(Option::as_deref)
+    }
+
     /// Whether [`Self::verifying_key`] has decoded the key yet (for tests of when keys are
     /// decoded: a loaded state decodes none).
     #[doc(hidden)]
