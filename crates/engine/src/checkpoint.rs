@@ -556,10 +556,8 @@ fn slot_map(account_ids: &[AccountId]) -> Result<SlotMap, CheckpointError> {
     Ok(slots)
 }
 
-type Books = (
-    Vec<BTreeMap<OfferKey, u64>>,
-    Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>>,
-);
+type OfferTrie = Trie<OFFER_KEY_BYTES, [u8; 8]>;
+type Books = (Vec<BTreeMap<OfferKey, u64>>, Vec<OfferTrie>);
 
 /// The books section: pair headers read in turn (an offer is [`OFFER_BYTES`], so each pair's
 /// bytes are found from its count), then the pairs decoded on `threads` threads.
@@ -588,7 +586,7 @@ fn read_books(
         read_book(*index, bytes, slots)
     });
     let mut books = vec![BTreeMap::new(); pairs];
-    let mut tries: Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>> = (0..pairs).map(|_| Trie::new()).collect();
+    let mut tries: Vec<OfferTrie> = (0..pairs).map(|_| Trie::new()).collect();
     for ((index, _), book) in open.iter().zip(decoded) {
         (books[*index], tries[*index]) = book?;
     }
@@ -601,7 +599,7 @@ fn read_book(
     index: usize,
     bytes: &[u8],
     slots: &SlotMap,
-) -> Result<(BTreeMap<OfferKey, u64>, Trie<OFFER_KEY_BYTES, [u8; 8]>), CheckpointError> {
+) -> Result<(BTreeMap<OfferKey, u64>, OfferTrie), CheckpointError> {
     let mut reader = Reader::new(bytes);
     let mut entries: Vec<(OfferKey, u64)> = Vec::with_capacity(bytes.len() / OFFER_BYTES);
     while !reader.is_empty() {
