@@ -279,9 +279,11 @@ fn time_checkpoint(state: &mut ExchangeState, threads: usize) -> Result<(), Tool
     walras_engine::checkpoint::seal_checkpoint(&mut bytes);
     let seal_ms = started.elapsed().as_secs_f64() * 1e3;
     let started = Instant::now();
-    let mut loaded = ExchangeState::decode_checkpoint(&bytes, threads)
+    let (mut loaded, parts) = ExchangeState::decode_checkpoint_timed(&bytes, threads)
         .map_err(|error| ToolError::Verification(format!("checkpoint does not load: {error}")))?;
+    let rooting = Instant::now();
     let root = loaded.state_root(threads);
+    let root_ms = rooting.elapsed().as_secs_f64() * 1e3;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     if root != state.state_root(threads) {
         return Err(ToolError::Verification(
@@ -297,6 +299,15 @@ fn time_checkpoint(state: &mut ExchangeState, threads: usize) -> Result<(), Tool
         copy_ms,
         seal_ms,
         load_ms
+    );
+    eprintln!(
+        "load by part, ms: checksum {:.0}, decode accounts {:.0}, decode offers and their tries {:.0}, \
+         account trie {:.0}, state root (hashing) {:.0}",
+        parts.checksum_ms,
+        parts.decode_accounts_ms,
+        parts.decode_offers_ms,
+        parts.account_trie_ms,
+        root_ms
     );
     Ok(())
 }

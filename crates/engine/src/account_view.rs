@@ -16,7 +16,8 @@
 use crate::admission::SourceView;
 use crate::state::{ExchangeState, SlotMap};
 use crate::Account;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use walras_crypto::PublicKey;
 use walras_types::{AccountId, AssetId};
 
 /// Accounts per shared chunk: small enough that a block touching one account copies little,
@@ -24,18 +25,59 @@ use walras_types::{AccountId, AssetId};
 pub const CHUNK_ACCOUNTS: usize = 256;
 
 /// What admission reads of one account.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 struct Facts {
-    source: SourceView,
+    public_key: [u8; 32],
+    /// The key decoded on the account's first admission check, not when the view is built:
+    /// a node builds its first view of every account at start-up, and decoding 10M keys there
+    /// cost ~100 s of CPU before it served (issue 32). Taken from the state's account when it
+    /// has already decoded it. Shared by the views that share the chunk. Boxed: the ~190-byte
+    /// point only for accounts admission has read (inline, ~2 GB of view at 10M accounts).
+    key: OnceLock<Option<Box<PublicKey>>>,
+    last_sequence: u64,
     /// Sorted by asset, as in the account (only positive balances).
     balances: Arc<[(AssetId, u64)]>,
 }
 
+/// Equal when what admission reads is: whether the key is decoded yet is not a fact.
+impl PartialEq for Facts {
+    fn eq(&self, other: &Facts) -> bool {
+        self.public_key == other.public_key
+            && self.last_sequence == other.last_sequence
+            && self.balances == other.balances
+    }
+}
+
+impl Eq for Facts {}
+
 impl Facts {
-    fn of(account: &Account) -> Facts {
+    /// `account`'s facts, with the key decoded if `account` or `previous` (the same account's
+    /// facts in the view before: keys never change) has decoded it.
+    fn of(account: &Account, previous: Option<&Facts>) -> Facts {
+        let key = OnceLock::new();
+        let decoded = account
+            .decoded_key()
+            .map(|decoded| decoded.map(|key| Box::new(*key)))
+            .or_else(|| previous.and_then(|previous| previous.key.get().cloned()));
+        if let Some(decoded) = decoded {
+            let _ = key.set(decoded);
+        }
         Facts {
-            source: account.admission_view(),
+            public_key: account.public_key,
+            key,
+            last_sequence: account.last_sequence,
             balances: account.balances().into(),
+        }
+    }
+
+    fn source(&self) -> SourceView {
+        SourceView {
+            key: self
+                .key
+                .get_or_init(|| PublicKey::from_bytes(&self.public_key).ok().map(Box::new))
+                .as_deref()
+                .copied(),
+            last_sequence: self.last_sequence,
         }
     }
 }
@@ -85,10 +127,11 @@ impl AccountView {
             let account = &state.accounts[slot];
             let chunk = &mut view.chunks[slot / CHUNK_ACCOUNTS];
             let facts = &chunk[slot % CHUNK_ACCOUNTS];
-            if facts.source.last_sequence != account.last_sequence
+            if facts.last_sequence != account.last_sequence
                 || *facts.balances != *account.balances()
             {
-                Arc::make_mut(chunk)[slot % CHUNK_ACCOUNTS] = Facts::of(account);
+                let changed = Facts::of(account, Some(facts));
+                Arc::make_mut(chunk)[slot % CHUNK_ACCOUNTS] = changed;
             }
         }
         if state.accounts.len() > view.len {
@@ -114,7 +157,7 @@ impl AccountView {
                     .push(Arc::new(Vec::with_capacity(CHUNK_ACCOUNTS)));
             }
             let last = self.chunks.len() - 1;
-            Arc::make_mut(&mut self.chunks[last]).push(Facts::of(account));
+            Arc::make_mut(&mut self.chunks[last]).push(Facts::of(account, None));
             self.len += 1;
         }
     }
@@ -135,7 +178,7 @@ impl AccountView {
 
     /// What the admission rule reads of `id`; `None` when the account does not exist.
     pub fn source(&self, id: AccountId) -> Option<SourceView> {
-        self.facts(id).map(|facts| facts.source)
+        self.facts(id).map(Facts::source)
     }
 
     /// `id`'s balance of `asset` (0 when it holds none or does not exist).
@@ -210,6 +253,44 @@ mod tests {
             .unwrap()
             .1
             .touched_accounts
+    }
+
+    /// Trigger: building a node's first view decoded every account's key (through
+    /// `admission_view`): at 10M accounts ~100 s of CPU before a restarted node served
+    /// (issue 32). A view now decodes a key when admission first reads it, with the verdict
+    /// the state's account gives; and a view after a block keeps the keys already decoded.
+    #[test]
+    fn a_view_decodes_a_key_only_when_admission_reads_it() {
+        let accounts = 10u64;
+        let mut state = state(accounts);
+        let view = AccountView::of(&state);
+        let decoded = |view: &AccountView, id: u64| {
+            view.facts(AccountId(id))
+                .is_some_and(|facts| facts.key.get().is_some())
+        };
+        assert!((0..accounts).all(|id| !decoded(&view, id)));
+        let source = view.source(AccountId(4)).expect("account 4");
+        let account_key = state
+            .account(AccountId(4))
+            .and_then(|a| a.verifying_key().copied());
+        assert_eq!(source.key, account_key);
+        assert!(source.key.is_some());
+        assert!(decoded(&view, 4) && !decoded(&view, 5));
+
+        // Account 4 receives a payment (so its facts are rebuilt) but signs nothing.
+        let payment = Operation::Payment {
+            to: AccountId(4),
+            asset: AssetId(0),
+            amount: 5,
+        };
+        let touched = execute(&mut state, vec![signed(3, 1, payment)]);
+        let next = view.after_block(&state, touched);
+        assert!(decoded(&next, 4), "kept from the view before");
+        assert!(
+            decoded(&next, 3),
+            "taken from the state, which checked its signature"
+        );
+        assert!(!decoded(&next, 5));
     }
 
     /// The view after any sequence of blocks equals the view read afresh from the state, and

@@ -4,21 +4,30 @@
 //! The tries are not stored: decoding rebuilds them from the accounts and offers (O(state)), and
 //! whoever loads a checkpoint must compare the rebuilt state root with the root its block header
 //! committed to ([`ExchangeState::state_root`]). A checksum over the body catches torn or
-//! flipped bytes before anything is decoded.
+//! flipped bytes before anything is decoded. Public keys are not decoded at load: each account
+//! decodes its own on its first signature check ([`Account::verifying_key`]).
 //!
-//! Format, big-endian:
-//! `magic "walras-checkpoint/2" ‖ checksum[32] ‖ body`, where the checksum is
-//! `H_ckpt(body)` (domain `walras/ckpt`) and the body is
-//! `height:u64 last_header_hash[32] assets:u16 (issued:u64 burned:u64)*assets
-//! account_count:u32 (id:u64 account)*` (each account as [`Account::encode`], in slot order)
+//! Format `/3` (written), big-endian:
+//! `magic "walras-checkpoint/3" ‖ checksum[32] ‖ body`, where the checksum is
+//! `H_ckpt(body_len:u64 ‖ H_ckpt_piece(piece)*)` over the body cut into pieces of
+//! [`CHECKSUM_PIECE_BYTES`] (the last one shorter), so that it is checked on every thread, and
+//! the body is `height:u64 last_header_hash[32] assets:u16 (issued:u64 burned:u64)*assets
+//! account_count:u32 chunk_count:u32 (chunk_bytes:u64)*chunk_count` then the chunks, chunk `i`
+//! holding slots `i·ACCOUNT_CHUNK ..` (at most [`ACCOUNT_CHUNK`] of them) as `(id:u64 account)*`
+//! (each account as [`Account::encode`]), so that accounts decode in parallel; then
 //! `pair_count:u32 (pair_index:u32 offer_count:u32 (min_price:u128 account:u64 id:u64
-//! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order), then
-//! the market record of last traded prices ([`MarketPrices::encode`]; absent in format `/1`,
-//! which is still read, the record then starting empty at the checkpoint's height),
-//! followed, only on an exchange bridged to a payments lane, by `0x01 chain_id:u64 epoch:u64
-//! shards:u32 validator_count:u16 (key[32] bls_key[48] bls_proof[96])* (escrow:u64)*assets
-//! withdrawn_count:u64 (output_id[32] height:u64)*` (withdrawn ids ascending). The committee's
-//! proofs of possession are checked again when the section is decoded.
+//! amount:u64)*)*` (pairs with open offers, in pair order; offers in canonical order, strictly
+//! ascending: an offer takes 40 bytes, so each pair's place is known from the counts and pairs
+//! decode in parallel), then the market record of last traded prices
+//! ([`MarketPrices::encode`]), followed, only on an exchange bridged to a payments lane, by
+//! `0x01 chain_id:u64 epoch:u64 shards:u32 validator_count:u16 (key[32] bls_key[48]
+//! bls_proof[96])* (escrow:u64)*assets withdrawn_count:u64 (output_id[32] height:u64)*`
+//! (withdrawn ids ascending). The committee's proofs of possession are checked again when the
+//! section is decoded.
+//!
+//! Older formats are still read: `/2` is `/3` with the checksum `H_ckpt(body)` and the accounts
+//! as `account_count:u32 (id:u64 account)*` (no chunk table); `/1` is `/2` without the market
+//! record, which then starts empty at the checkpoint's height.
 
 use crate::account::Account;
 use crate::bridge::PaymentsBridge;
@@ -27,7 +36,8 @@ use crate::state::{
     all_slots, new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
 };
 use std::collections::BTreeMap;
-use walras_crypto::{hash_in, Domain, Hash};
+use std::time::Instant;
+use walras_crypto::{hash_in, Domain, Hash, Hasher};
 use walras_trie::Trie;
 use walras_types::codec::{self, Reader, Writer};
 use walras_types::{
@@ -37,9 +47,28 @@ use walras_types::{
 
 /// Hash domain of the checkpoint checksum.
 pub const CHECKPOINT_DOMAIN: Domain = Domain::new("walras/ckpt");
-const MAGIC: &[u8] = b"walras-checkpoint/2";
+/// Hash domain of one piece of a `/3` checkpoint's body, under its checksum.
+pub const CHECKPOINT_PIECE_DOMAIN: Domain = Domain::new("walras/ckpt-part");
+/// Bytes of a checksum piece: large enough that the piece hashes cost nothing beside the
+/// body's, small enough to spread a 1 GB body over any thread count.
+pub const CHECKSUM_PIECE_BYTES: usize = 1 << 23;
+/// Accounts in a chunk of a `/3` checkpoint (the unit of parallel decoding).
+pub const ACCOUNT_CHUNK: usize = 1 << 16;
+const MAGIC: &[u8] = b"walras-checkpoint/3";
+/// The format before chunked accounts and the piecewise checksum: still read.
+const MAGIC_V2: &[u8] = b"walras-checkpoint/2";
 /// The format before the market record: still read, with an empty record from its height.
 const MAGIC_V1: &[u8] = b"walras-checkpoint/1";
+/// Bytes of an offer in a checkpoint: price, account, id, amount.
+const OFFER_BYTES: usize = 16 + 8 + 8 + 8;
+
+/// The checkpoint formats read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    V1,
+    V2,
+    V3,
+}
 
 /// Why checkpoint bytes were refused. Never a panic: the bytes come from disk.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,8 +108,27 @@ impl ExchangeState {
     /// state. [`seal_checkpoint`] (hashing the whole body) can then run on another thread,
     /// off the block path.
     pub fn encode_checkpoint_unsealed(&self) -> Vec<u8> {
+        self.encode_body(Format::V3)
+    }
+
+    /// The state in format `/2`, sealed: what nodes wrote before `/3`. Kept so that tests can
+    /// show such checkpoints still load; nothing else writes it.
+    #[doc(hidden)]
+    pub fn encode_checkpoint_v2(&self) -> Vec<u8> {
+        let mut bytes = self.encode_body(Format::V2);
+        let (head, body) = bytes.split_at_mut(MAGIC_V2.len() + 32);
+        head[MAGIC_V2.len()..].copy_from_slice(hash_in(CHECKPOINT_DOMAIN, body).as_bytes());
+        bytes
+    }
+
+    /// Magic, zero checksum and body in `format` (`/2` or `/3`).
+    fn encode_body(&self, format: Format) -> Vec<u8> {
         let mut body = Vec::with_capacity(MAGIC.len() + 32 + 64 + 60 * self.accounts.len());
-        body.put_bytes(MAGIC);
+        body.put_bytes(if format == Format::V3 {
+            MAGIC
+        } else {
+            MAGIC_V2
+        });
         body.put_bytes(&[0; 32]);
         body.put_u64(self.height);
         body.put_bytes(self.last_header_hash.as_bytes());
@@ -90,9 +138,10 @@ impl ExchangeState {
             body.put_u64(self.burned[asset]);
         }
         body.put_u32(count_u32(self.accounts.len(), ACCOUNTS_MAX, "accounts"));
-        for (id, account) in self.account_ids.iter().zip(&self.accounts) {
-            body.put_u64(id.0);
-            body.put_bytes(&account.encode());
+        if format == Format::V3 {
+            self.encode_account_chunks(&mut body);
+        } else {
+            self.encode_accounts(0..self.accounts.len(), &mut body);
         }
         let open: Vec<(usize, &BTreeMap<OfferKey, u64>)> = self
             .books
@@ -118,6 +167,30 @@ impl ExchangeState {
         body
     }
 
+    /// `chunk_count:u32 (chunk_bytes:u64)* chunk*` (see the module documentation).
+    fn encode_account_chunks(&self, body: &mut Vec<u8>) {
+        let chunks = self.accounts.len().div_ceil(ACCOUNT_CHUNK);
+        body.put_u32(count_u32(chunks, ACCOUNTS_MAX, "account chunks"));
+        let table = body.len();
+        body.resize(table + 8 * chunks, 0);
+        for chunk in 0..chunks {
+            let first = chunk * ACCOUNT_CHUNK;
+            let slots = first..(first + ACCOUNT_CHUNK).min(self.accounts.len());
+            let start = body.len();
+            self.encode_accounts(slots, body);
+            let length = (body.len() - start) as u64;
+            body[table + 8 * chunk..table + 8 * chunk + 8].copy_from_slice(&length.to_be_bytes());
+        }
+    }
+
+    /// `(id:u64 account)*` for the accounts in `slots`.
+    fn encode_accounts(&self, slots: std::ops::Range<usize>, body: &mut Vec<u8>) {
+        for slot in slots {
+            body.put_u64(self.account_ids[slot].0);
+            self.accounts[slot].encode_into(body);
+        }
+    }
+
     /// Rebuilds a state from [`Self::encode_checkpoint`]'s bytes, tries included (on
     /// `threads` threads). The caller must still compare [`Self::state_root`] and
     /// [`Self::last_header_hash`] with the stored header of [`Self::height`].
@@ -125,22 +198,40 @@ impl ExchangeState {
         bytes: &[u8],
         threads: usize,
     ) -> Result<ExchangeState, CheckpointError> {
-        let (rest, with_market) = match bytes.strip_prefix(MAGIC) {
-            Some(rest) => (rest, true),
-            None => (
-                bytes.strip_prefix(MAGIC_V1).ok_or(CheckpointError::Magic)?,
-                false,
-            ),
+        Self::decode_checkpoint_timed(bytes, threads).map(|(state, _)| state)
+    }
+
+    /// As [`Self::decode_checkpoint`], with the time each part of the load took (what a
+    /// restart pays: `walras replay --time-checkpoint` prints it).
+    pub fn decode_checkpoint_timed(
+        bytes: &[u8],
+        threads: usize,
+    ) -> Result<(ExchangeState, LoadTimings), CheckpointError> {
+        let mut timings = LoadTimings::default();
+        let mut clock = Instant::now();
+        let (format, rest) = if let Some(rest) = bytes.strip_prefix(MAGIC) {
+            (Format::V3, rest)
+        } else if let Some(rest) = bytes.strip_prefix(MAGIC_V2) {
+            (Format::V2, rest)
+        } else if let Some(rest) = bytes.strip_prefix(MAGIC_V1) {
+            (Format::V1, rest)
+        } else {
+            return Err(CheckpointError::Magic);
         };
         let (checksum, body) = rest
             .split_first_chunk::<32>()
             .ok_or_else(|| malformed("shorter than its checksum"))?;
-        if hash_in(CHECKPOINT_DOMAIN, body).as_bytes() != checksum {
+        let computed = match format {
+            Format::V3 => piecewise_checksum(body, threads),
+            Format::V1 | Format::V2 => hash_in(CHECKPOINT_DOMAIN, body),
+        };
+        if computed.as_bytes() != checksum {
             return Err(CheckpointError::Checksum);
         }
+        timings.checksum_ms = lap(&mut clock);
         let mut reader = Reader::new(body);
-        let mut state = read_state(&mut reader)?;
-        if with_market {
+        let mut state = read_state(&mut reader, format, threads, &mut timings, &mut clock)?;
+        if format != Format::V1 {
             state.market = MarketPrices::decode(&mut reader, state.assets, state.height)
                 .map_err(|error| malformed(&error.to_string()))?;
         }
@@ -148,18 +239,40 @@ impl ExchangeState {
             state.payments = Some(read_bridge(&mut reader, state.assets)?);
         }
         reader.finish()?;
-        let accounted = state.accounted();
-        let issued = state.issued.iter().map(|issued| *issued as u128);
-        if !accounted.iter().copied().eq(issued) {
+        if !state.conserves() {
             return Err(malformed(
                 "balances, offers and burns do not add up to issuance",
             ));
         }
+        timings.decode_offers_ms += lap(&mut clock);
         let all = all_slots(state.accounts.len());
         state.commit_accounts(&all, threads);
-        crate::state::decode_keys(&state.accounts, threads);
-        Ok(state)
+        timings.account_trie_ms = lap(&mut clock);
+        Ok((state, timings))
     }
+}
+
+/// Milliseconds spent in each part of [`ExchangeState::decode_checkpoint_timed`]. The state
+/// root (hashing every trie node not yet hashed) is the caller's next step and not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LoadTimings {
+    /// Checking the checksum over the whole body.
+    pub checksum_ms: f64,
+    /// Decoding accounts, their slot map included.
+    pub decode_accounts_ms: f64,
+    /// Decoding the books and building the offer tries (structure only: hashing waits for
+    /// the state root), the market record, bridge and conservation check.
+    pub decode_offers_ms: f64,
+    /// Building the account trie (encoding each account; structure only).
+    pub account_trie_ms: f64,
+}
+
+/// Milliseconds since `clock`, which restarts.
+fn lap(clock: &mut Instant) -> f64 {
+    let now = Instant::now();
+    let elapsed = now.duration_since(*clock).as_secs_f64() * 1e3;
+    *clock = now;
+    elapsed
 }
 
 /// Writes the checksum of [`ExchangeState::encode_checkpoint_unsealed`]'s bytes into them.
@@ -172,7 +285,22 @@ pub fn seal_checkpoint(bytes: &mut [u8]) {
         "not unsealed checkpoint bytes"
     );
     let (head, body) = bytes.split_at_mut(MAGIC.len() + 32);
-    head[MAGIC.len()..].copy_from_slice(hash_in(CHECKPOINT_DOMAIN, body).as_bytes());
+    head[MAGIC.len()..].copy_from_slice(piecewise_checksum(body, 1).as_bytes());
+}
+
+/// The `/3` checksum: `H_ckpt(body_len ‖ H_ckpt_piece(piece)*)`, the pieces hashed on
+/// `threads` threads. The same for any thread count.
+fn piecewise_checksum(body: &[u8], threads: usize) -> Hash {
+    let pieces: Vec<&[u8]> = body.chunks(CHECKSUM_PIECE_BYTES).collect();
+    let piece_hashes = walras_par::map_in_order(&pieces, threads, 2, |piece| {
+        hash_in(CHECKPOINT_PIECE_DOMAIN, piece)
+    });
+    let mut hasher = Hasher::new(CHECKPOINT_DOMAIN);
+    hasher.update(&(body.len() as u64).to_be_bytes());
+    for piece_hash in &piece_hashes {
+        hasher.update(piece_hash.as_bytes());
+    }
+    hasher.finalize()
 }
 
 /// Pair books a state has: one per ordered pair of assets (`sell * assets + buy`).
@@ -200,7 +328,13 @@ fn malformed(reason: &str) -> CheckpointError {
     CheckpointError::Malformed(reason.to_string())
 }
 
-fn read_state(reader: &mut Reader<'_>) -> Result<ExchangeState, CheckpointError> {
+fn read_state(
+    reader: &mut Reader<'_>,
+    format: Format,
+    threads: usize,
+    timings: &mut LoadTimings,
+    clock: &mut Instant,
+) -> Result<ExchangeState, CheckpointError> {
     let height = reader.u64()?;
     let last_header_hash = Hash(reader.array::<32>()?);
     let assets = reader.u16()? as usize;
@@ -213,8 +347,14 @@ fn read_state(reader: &mut Reader<'_>) -> Result<ExchangeState, CheckpointError>
         issued.push(reader.u64()?);
         burned.push(reader.u64()?);
     }
-    let (accounts, account_ids, slots) = read_accounts(reader, assets)?;
-    let (books, offer_tries) = read_books(reader, assets, &slots)?;
+    let (accounts, account_ids) = match format {
+        Format::V3 => read_account_chunks(reader, assets, threads)?,
+        Format::V1 | Format::V2 => read_accounts(reader, assets)?,
+    };
+    let slots = slot_map(&account_ids)?;
+    timings.decode_accounts_ms = lap(clock);
+    let (books, offer_tries) = read_books(reader, assets, &slots, threads)?;
+    timings.decode_offers_ms = lap(clock);
     Ok(ExchangeState {
         assets,
         accounts,
@@ -308,62 +448,130 @@ fn read_bridge(reader: &mut Reader<'_>, assets: usize) -> Result<PaymentsBridge,
     Ok(bridge)
 }
 
-type Accounts = (Vec<Account>, Vec<AccountId>, SlotMap);
+type Accounts = (Vec<Account>, Vec<AccountId>);
 
+/// `/1` and `/2`: `account_count:u32 (id:u64 account)*`.
 fn read_accounts(reader: &mut Reader<'_>, assets: usize) -> Result<Accounts, CheckpointError> {
     let count = reader.u32()? as usize;
+    read_account_run(reader, count, assets)
+}
+
+/// `count` accounts of `(id:u64 account)*`.
+fn read_account_run(
+    reader: &mut Reader<'_>,
+    count: usize,
+    assets: usize,
+) -> Result<Accounts, CheckpointError> {
     // Each account takes at least 50 bytes: never reserve more than the input can hold.
     let capacity = reader.capacity(count as u64, 50);
     let mut accounts = Vec::with_capacity(capacity);
     let mut account_ids = Vec::with_capacity(capacity);
-    let mut slots = SlotMap::default();
-    slots.reserve(capacity);
-    for slot in 0..count {
+    for _ in 0..count {
         let id = AccountId(reader.u64()?);
-        let public_key = reader.array::<32>()?;
-        let last_sequence = reader.u64()?;
-        let balance_count = reader.u16()? as usize;
-        let mut balances = Vec::with_capacity(balance_count.min(assets));
-        for _ in 0..balance_count {
-            let asset = reader.u16()?;
-            let amount = reader.u64()?;
-            let ascending = balances
-                .last()
-                .is_none_or(|(last, _): &(AssetId, u64)| last.0 < asset);
-            if asset as usize >= assets || amount == 0 || !ascending {
-                return Err(malformed(&format!("account {} balances", id.0)));
-            }
-            balances.push((AssetId(asset), amount));
+        accounts.push(read_account(reader, id, assets)?);
+        account_ids.push(id);
+    }
+    Ok((accounts, account_ids))
+}
+
+/// `/3`: `account_count:u32 chunk_count:u32 (chunk_bytes:u64)* chunk*`, the chunks decoded
+/// on `threads` threads.
+fn read_account_chunks(
+    reader: &mut Reader<'_>,
+    assets: usize,
+    threads: usize,
+) -> Result<Accounts, CheckpointError> {
+    let count = reader.u32()? as usize;
+    let chunk_count = reader.u32()? as usize;
+    if chunk_count != count.div_ceil(ACCOUNT_CHUNK) {
+        return Err(malformed(&format!(
+            "{chunk_count} account chunks for {count} accounts"
+        )));
+    }
+    reader.ensure_items(chunk_count, 8)?;
+    let mut lengths = Vec::with_capacity(chunk_count);
+    for _ in 0..chunk_count {
+        lengths.push(reader.u64()?);
+    }
+    let mut chunks: Vec<(usize, &[u8])> = Vec::with_capacity(chunk_count);
+    for (chunk, length) in lengths.into_iter().enumerate() {
+        let length = usize::try_from(length).map_err(|_| malformed("account chunk length"))?;
+        let accounts = (count - chunk * ACCOUNT_CHUNK).min(ACCOUNT_CHUNK);
+        chunks.push((accounts, reader.take(length)?));
+    }
+    let decoded = walras_par::map_in_order(&chunks, threads, 2, |(accounts, bytes)| {
+        let mut chunk_reader = Reader::new(bytes);
+        let run = read_account_run(&mut chunk_reader, *accounts, assets)?;
+        chunk_reader.finish()?;
+        Ok::<_, CheckpointError>(run)
+    });
+    let mut accounts = Vec::with_capacity(count);
+    let mut account_ids = Vec::with_capacity(count);
+    for run in decoded {
+        let (chunk_accounts, chunk_ids) = run?;
+        accounts.extend(chunk_accounts);
+        account_ids.extend(chunk_ids);
+    }
+    Ok((accounts, account_ids))
+}
+
+/// One account after its id: `public_key[32] last_sequence:u64 count:u16 (asset:u16
+/// amount:u64)*`, balances ascending by asset and non-zero.
+fn read_account(
+    reader: &mut Reader<'_>,
+    id: AccountId,
+    assets: usize,
+) -> Result<Account, CheckpointError> {
+    let public_key = reader.array::<32>()?;
+    let last_sequence = reader.u64()?;
+    let balance_count = reader.u16()? as usize;
+    let mut balances = Vec::with_capacity(balance_count.min(assets));
+    for _ in 0..balance_count {
+        let asset = reader.u16()?;
+        let amount = reader.u64()?;
+        let ascending = balances
+            .last()
+            .is_none_or(|(last, _): &(AssetId, u64)| last.0 < asset);
+        if asset as usize >= assets || amount == 0 || !ascending {
+            return Err(malformed(&format!("account {} balances", id.0)));
         }
+        balances.push((AssetId(asset), amount));
+    }
+    let mut account = Account::new(public_key, balances);
+    account.last_sequence = last_sequence;
+    Ok(account)
+}
+
+/// Each account's slot by id (its position), refusing an id given twice or a slot past the cap.
+fn slot_map(account_ids: &[AccountId]) -> Result<SlotMap, CheckpointError> {
+    let mut slots = SlotMap::default();
+    slots.reserve(account_ids.len());
+    for (slot, id) in account_ids.iter().enumerate() {
         let Some(slot) = new_slot(slot, ACCOUNTS_MAX) else {
             return Err(malformed(&format!("more than {ACCOUNTS_MAX} accounts")));
         };
-        if slots.insert(id, slot).is_some() {
+        if slots.insert(*id, slot).is_some() {
             return Err(malformed(&format!("account {} twice", id.0)));
         }
-        let mut account = Account::new(public_key, balances);
-        account.last_sequence = last_sequence;
-        accounts.push(account);
-        account_ids.push(id);
     }
-    Ok((accounts, account_ids, slots))
+    Ok(slots)
 }
 
-type Books = (
-    Vec<BTreeMap<OfferKey, u64>>,
-    Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>>,
-);
+type OfferTrie = Trie<OFFER_KEY_BYTES, [u8; 8]>;
+type Books = (Vec<BTreeMap<OfferKey, u64>>, Vec<OfferTrie>);
 
+/// The books section: pair headers read in turn (an offer is [`OFFER_BYTES`], so each pair's
+/// bytes are found from its count), then the pairs decoded on `threads` threads.
 fn read_books(
     reader: &mut Reader<'_>,
     assets: usize,
     slots: &SlotMap,
+    threads: usize,
 ) -> Result<Books, CheckpointError> {
     let pairs = assets * assets;
-    let mut books = vec![BTreeMap::new(); pairs];
-    let mut tries: Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>> = (0..pairs).map(|_| Trie::new()).collect();
     let pair_count = reader.u32()?;
     let mut previous: Option<usize> = None;
+    let mut open: Vec<(usize, &[u8])> = Vec::with_capacity(reader.capacity(pair_count.into(), 8));
     for _ in 0..pair_count {
         let index = reader.u32()? as usize;
         let (sell, buy) = (index / assets, index % assets);
@@ -371,24 +579,54 @@ fn read_books(
             return Err(malformed(&format!("pair index {index}")));
         }
         previous = Some(index);
-        let offer_count = reader.u32()?;
-        let mut batch = Vec::with_capacity(reader.capacity(offer_count.into(), 48));
-        for _ in 0..offer_count {
-            let key = OfferKey {
-                min_price: Price(reader.u128()?),
-                account: AccountId(reader.u64()?),
-                id: OfferId(reader.u64()?),
-            };
-            let amount = reader.u64()?;
-            if amount == 0 || !slots.contains_key(&key.account) {
-                return Err(malformed(&format!("offer {} of pair {index}", key.id.0)));
-            }
-            if books[index].insert(key, amount).is_some() {
-                return Err(malformed(&format!("offer {} twice", key.id.0)));
-            }
-            batch.push((offer_trie_key(&key), amount.to_be_bytes()));
-        }
-        tries[index].insert_batch(batch, 1);
+        let offer_count = reader.u32()? as usize;
+        reader.ensure_items(offer_count, OFFER_BYTES)?;
+        open.push((index, reader.take(offer_count * OFFER_BYTES)?));
+    }
+    let decoded = walras_par::map_in_order(&open, threads, 2, |(index, bytes)| {
+        read_book(*index, bytes, slots)
+    });
+    let mut books = vec![BTreeMap::new(); pairs];
+    let mut tries: Vec<OfferTrie> = (0..pairs).map(|_| Trie::new()).collect();
+    for ((index, _), book) in open.iter().zip(decoded) {
+        (books[*index], tries[*index]) = book?;
     }
     Ok((books, tries))
+}
+
+/// One pair's offers, strictly ascending in canonical order (as written), each of a known
+/// account and a non-zero amount: its book and its offer trie.
+fn read_book(
+    index: usize,
+    bytes: &[u8],
+    slots: &SlotMap,
+) -> Result<(BTreeMap<OfferKey, u64>, OfferTrie), CheckpointError> {
+    let mut reader = Reader::new(bytes);
+    let mut entries: Vec<(OfferKey, u64)> = Vec::with_capacity(bytes.len() / OFFER_BYTES);
+    while !reader.is_empty() {
+        let key = OfferKey {
+            min_price: Price(reader.u128()?),
+            account: AccountId(reader.u64()?),
+            id: OfferId(reader.u64()?),
+        };
+        let amount = reader.u64()?;
+        if amount == 0 || !slots.contains_key(&key.account) {
+            return Err(malformed(&format!("offer {} of pair {index}", key.id.0)));
+        }
+        if entries.last().is_some_and(|(last, _)| *last >= key) {
+            return Err(malformed(&format!(
+                "offer {} of pair {index} out of order or twice",
+                key.id.0
+            )));
+        }
+        entries.push((key, amount));
+    }
+    let batch = entries
+        .iter()
+        .map(|(key, amount)| (offer_trie_key(key), amount.to_be_bytes()))
+        .collect();
+    let mut trie = Trie::new();
+    trie.insert_batch(batch, 1);
+    // Ascending input: the map is built in bulk, without a search per offer.
+    Ok((entries.into_iter().collect(), trie))
 }

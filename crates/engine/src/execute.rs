@@ -674,7 +674,6 @@ impl ExchangeState {
             self.slots.insert(*id, slot);
             self.account_ids.push(*id);
             let account = Account::new(*public_key, Vec::new());
-            let _ = account.verifying_key(); // decoded once, here, as at genesis
             self.accounts.push(account);
         }
         timings.apply = elapsed_ms(started);

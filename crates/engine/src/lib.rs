@@ -32,7 +32,7 @@ pub use account::Account;
 pub use account_view::AccountView;
 pub use block::{Block, BlockHeader, PairTrade};
 pub use bridge::{BridgeError, PaymentsBridge};
-pub use checkpoint::CheckpointError;
+pub use checkpoint::{CheckpointError, LoadTimings};
 pub use execute::{
     BlockOutcome, CheckedBlock, ClearingReport, EngineConfig, EngineError, OfferFill, PhaseTimings,
 };

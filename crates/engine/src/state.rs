@@ -176,7 +176,6 @@ impl ExchangeState {
         };
         let all = all_slots(state.accounts.len());
         state.commit_accounts(&all, threads);
-        decode_keys(&state.accounts, threads);
         Ok(state)
     }
 
@@ -300,21 +299,6 @@ impl ExchangeState {
     pub(crate) fn pair_index(&self, sell: AssetId, buy: AssetId) -> usize {
         sell.0 as usize * self.assets + buy.0 as usize
     }
-}
-
-/// Decodes every account's public key now, on `threads` threads. Decoding a key costs a field
-/// square root (about 10 µs) — as much as a third of verifying a signature in a batch — so a
-/// node pays it once per account when it loads its state, not on the block path when the account
-/// first signs. Memory: about 200 bytes per account for the decoded point.
-pub(crate) fn decode_keys(accounts: &[Account], threads: usize) {
-    let decode = |piece: &[Account]| {
-        for account in piece {
-            let _ = account.verifying_key();
-        }
-    };
-    let chunk = accounts.len().div_ceil(threads.max(1) * 4).max(1);
-    let pieces: Vec<&[Account]> = accounts.chunks(chunk).collect();
-    walras_par::run_each(pieces, threads, decode);
 }
 
 /// The offer trie key of an offer: its canonical order as bytes.

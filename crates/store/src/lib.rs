@@ -53,6 +53,14 @@
 //! recovery with an error naming its height. Recovery never truncates the log, which is kept
 //! whole for audit and for CometBFT's replay.
 //!
+//! What loading a checkpoint costs (issue 32; figures in BENCHMARKS.md): checking its checksum,
+//! decoding every account and offer, rebuilding the tries and hashing them, all on the node's
+//! threads (format `/3` cuts the body into pieces and chunks for that). Public keys are not
+//! decoded: each account decodes its own on its first signature check. The tries' hashes are
+//! not stored: each is recomputed from the decoded accounts and offers and only the state
+//! root they give is compared with the stored header, so a checkpoint is never trusted beyond
+//! its checksum.
+//!
 //! # Full disk
 //!
 //! A write that fails because the disk is full (ENOSPC, or LMDB's EIO for a short write with

@@ -80,12 +80,13 @@ fn recovery_replays_only_the_blocks_after_the_newest_checkpoint() {
     assert_eq!(recovery.state.open_offer_count(), live.open_offer_count());
 }
 
-/// Trigger: one byte of the newest checkpoint flipped on disk.
+/// Trigger: one byte of the newest checkpoint (format `/3`, as written now) flipped on disk.
 #[test]
 fn a_corrupted_newest_checkpoint_is_refused_loudly_and_the_previous_one_used() {
     let dir = TempDir::new("checkpoint-flipped");
     let mut live = chain(dir.path());
     rewrite_checkpoint(dir.path(), 30, |bytes| {
+        assert!(bytes.starts_with(b"walras-checkpoint/3"));
         let middle = bytes.len() / 2;
         bytes[middle] ^= 1;
     });
@@ -99,6 +100,29 @@ fn a_corrupted_newest_checkpoint_is_refused_loudly_and_the_previous_one_used() {
     );
     assert_eq!(recovery.checkpoint_height, 20);
     assert_eq!(replayed, 15);
+    assert_eq!(recovery.state.state_root(1), live.state_root(1));
+}
+
+/// Trigger: format `/3` replaced `/2`; a store written before holds `/2` checkpoints, which
+/// recovery must still start from (not refuse and replay everything).
+#[test]
+fn a_v2_checkpoint_written_before_format_3_is_still_recovered_from() {
+    let dir = TempDir::new("checkpoint-v2");
+    let (store, mut live) = fresh_store_with(dir.path(), &options());
+    for _ in 0..3 * INTERVAL_BLOCKS {
+        propose_and_append_with_state(&store, &mut live);
+    }
+    drop(store);
+    let v2 = live.encode_checkpoint_v2();
+    rewrite_checkpoint(dir.path(), 3 * INTERVAL_BLOCKS, |bytes| *bytes = v2);
+    let (mut recovery, replayed) = recover_counting(dir.path());
+    assert!(
+        recovery.refused_checkpoints.is_empty(),
+        "{:?}",
+        recovery.refused_checkpoints
+    );
+    assert_eq!(recovery.checkpoint_height, 3 * INTERVAL_BLOCKS);
+    assert_eq!(replayed, 0);
     assert_eq!(recovery.state.state_root(1), live.state_root(1));
 }
 
