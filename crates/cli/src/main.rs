@@ -21,6 +21,7 @@ mod query;
 mod remote;
 #[cfg(feature = "dev-tools")]
 mod sim;
+#[cfg(feature = "dev-tools")]
 mod supervise;
 mod symbols;
 mod tx;
