@@ -252,18 +252,16 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigError
 }
 
 /// Writes `value` as pretty JSON, durably and readable by the owner only (validator files
-/// hold secret keys): [`crate::wallet::write_private_durable`], the one atomic write, so a
+/// hold secret keys): [`crate::file::write_private_durable`], the one atomic write, so a
 /// reader never sees half a file and a crash leaves the old file or the new one.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), ConfigError> {
     let text = serde_json::to_string_pretty(value).map_err(|source| ConfigError::Json {
         path: path.to_path_buf(),
         source,
     })?;
-    crate::wallet::write_private_durable(path, text.as_bytes()).map_err(|source| {
-        ConfigError::Write {
-            path: path.to_path_buf(),
-            source,
-        }
+    crate::file::write_private_durable(path, text.as_bytes()).map_err(|source| ConfigError::Write {
+        path: path.to_path_buf(),
+        source,
     })
 }
 

@@ -16,6 +16,7 @@
 
 pub mod client;
 pub mod config;
+pub mod file;
 pub mod frame;
 pub mod validator;
 pub mod wallet;

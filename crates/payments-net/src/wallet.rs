@@ -14,7 +14,6 @@
 //! busy), and two payments from one wallet never pick the same coin.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -251,31 +250,6 @@ fn hex32(text: &str) -> Result<[u8; 32], String> {
         .ok_or_else(|| format!("{text:?} is not 32 bytes of hex"))
 }
 
-/// Writes `bytes` to `path` durably and readable by the owner only: a temporary file, fsync,
-/// rename, fsync of the directory. A crash leaves the old file or the new one, never half.
-pub fn write_private_durable(path: &Path, bytes: &[u8]) -> Result<(), std::io::Error> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let temporary = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)?;
-    if let Some(parent) = path.parent() {
-        std::fs::File::open(if parent.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            parent
-        })?
-        .sync_all()?;
-    }
-    Ok(())
-}
-
 /// How long to wait before resending a payment refused for overload for the `attempts`-th time:
 /// the hint times the attempts (at most 8), plus up to one hint more picked by the payment id
 /// and the attempt, so that wallets refused together do not all come back together.
@@ -315,7 +289,7 @@ impl Wallet {
 
     fn write(path: &Path, file: &WalletFile) -> Result<(), WalletError> {
         let text = serde_json::to_vec_pretty(file).map_err(|error| invalid(path, error))?;
-        write_private_durable(path, &text).map_err(|source| WalletError::Write {
+        crate::file::write_private_durable(path, &text).map_err(|source| WalletError::Write {
             path: path.to_path_buf(),
             source,
         })

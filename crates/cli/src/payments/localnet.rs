@@ -24,7 +24,8 @@ use walras_payments_net::config::{
     key_hex, member_with_bls, write_json, CommitteeFile, Fault, GenesisFile, GenesisOutputFile,
     ValidatorFile, MERKLE_BATCH_LEAVES_DEFAULT,
 };
-use walras_payments_net::wallet::{write_private_durable, Wallet};
+use walras_payments_net::file::write_private_durable;
+use walras_payments_net::wallet::Wallet;
 
 /// How long `down` waits after SIGTERM before SIGKILL.
 /// How long `up` waits for every validator to listen.

@@ -177,7 +177,7 @@ pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
             let validator =
                 walras_payments_net::validator::start_from_file(&args.config, faults).await?;
             if let Some(path) = &args.address_file {
-                walras_payments_net::wallet::write_private_durable(
+                walras_payments_net::file::write_private_durable(
                     path,
                     validator.address.to_string().as_bytes(),
                 )
