@@ -374,15 +374,9 @@ fn summarize(args: &ReplayArgs, accounts: usize, per_block: Vec<BlockReport>) ->
     }
 }
 
-/// Fisher–Yates with a xorshift generator: reproducible for a seed.
+/// Fisher–Yates with `walras_sim`'s generator (xoshiro256**): reproducible for a seed.
 fn shuffle<T>(items: &mut [T], seed: u64) {
-    let mut state = seed | 1;
-    for index in (1..items.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        items.swap(index, (state % (index as u64 + 1)) as usize);
-    }
+    walras_sim::Rng::new(seed).shuffle(items);
 }
 
 /// Compares the state roots with the manifest's, where they are comparable: the manifest's were
@@ -452,4 +446,24 @@ fn read_blocks(dir: &Path, manifest: &Manifest) -> Result<Vec<Vec<SignedTransact
             Ok(transactions)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shuffle;
+
+    #[test]
+    fn a_shuffle_is_a_permutation_fixed_by_its_seed() {
+        let original: Vec<u32> = (0..1_000).collect();
+        let (mut one, mut again, mut other) =
+            (original.clone(), original.clone(), original.clone());
+        shuffle(&mut one, 7);
+        shuffle(&mut again, 7);
+        shuffle(&mut other, 8);
+        assert_eq!(one, again, "the same seed, the same order");
+        assert_ne!(one, other, "another seed, another order");
+        assert_ne!(one, original, "it moves something");
+        one.sort_unstable();
+        assert_eq!(one, original, "nothing lost or repeated");
+    }
 }
