@@ -170,17 +170,7 @@ impl OrderBooks {
         sort_pairs(&mut offers, &pair_bounds, threads.max(1));
         let pairs = pair_books(&pair_bounds, assets);
         let curves = Curves::build(&offers, &pairs);
-        Ok(OrderBooks {
-            assets,
-            offers,
-            pairs,
-            blocks: curves.blocks,
-            pivot_limits: curves.pivot_limits,
-            pivot_sums: curves.pivot_sums,
-            pair_totals: curves.pair_totals,
-            exact_cum_amount: curves.exact_cum_amount,
-            limits: curves.limits,
-        })
+        Ok(OrderBooks::from_parts(assets, offers, pairs, curves))
     }
 
     /// Books from offers already grouped by pair and in canonical order within each pair, as
@@ -238,17 +228,7 @@ impl OrderBooks {
         for pair in pairs {
             offers.extend(pair);
         }
-        Ok(OrderBooks {
-            assets,
-            offers,
-            pairs: pair_list,
-            blocks: curves.blocks,
-            pivot_limits: curves.pivot_limits,
-            pivot_sums: curves.pivot_sums,
-            pair_totals: curves.pair_totals,
-            exact_cum_amount: curves.exact_cum_amount,
-            limits: curves.limits,
-        })
+        Ok(OrderBooks::from_parts(assets, offers, pair_list, curves))
     }
 
     /// The books of `previous`'s offers with `edits` applied, built in `buffers` (see
@@ -337,17 +317,7 @@ impl OrderBooks {
                 .ok_or(BookError::AssetTotalTooLarge { asset: pair.sell })?;
         }
         curves.limits = out.limits;
-        Ok(OrderBooks {
-            assets,
-            offers: out.offers,
-            pairs,
-            blocks: curves.blocks,
-            pivot_limits: curves.pivot_limits,
-            pivot_sums: curves.pivot_sums,
-            pair_totals: curves.pair_totals,
-            exact_cum_amount: curves.exact_cum_amount,
-            limits: curves.limits,
-        })
+        Ok(OrderBooks::from_parts(assets, out.offers, pairs, curves))
     }
 
     /// These books' allocations, emptied, for [`Self::edited`] to build the next books in.
@@ -645,6 +615,29 @@ struct Curves {
     pair_totals: Vec<PrefixSums>,
     exact_cum_amount: Vec<u64>,
     limits: Vec<f64>,
+}
+
+impl OrderBooks {
+    /// The books of `offers` (grouped by pair, canonical within each) with their `pairs` and
+    /// the `curves` indexed over them: the one assembly every constructor ends with.
+    fn from_parts(
+        assets: usize,
+        offers: Vec<Offer>,
+        pairs: Vec<PairBook>,
+        curves: Curves,
+    ) -> OrderBooks {
+        OrderBooks {
+            assets,
+            offers,
+            pairs,
+            blocks: curves.blocks,
+            pivot_limits: curves.pivot_limits,
+            pivot_sums: curves.pivot_sums,
+            pair_totals: curves.pair_totals,
+            exact_cum_amount: curves.exact_cum_amount,
+            limits: curves.limits,
+        }
+    }
 }
 
 impl Curves {
