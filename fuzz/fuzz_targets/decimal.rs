@@ -7,14 +7,9 @@ use libfuzzer_sys::fuzz_target;
 use walras_types::{Fraction, Price};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
+    let Ok(text) = std::str::from_utf8(data) else { return };
     let _ = Fraction::parse(text);
     if let Ok(price) = Price::parse_limit(text) {
-        assert_eq!(
-            Price::parse_limit(&price.to_exact_decimal()).ok(),
-            Some(price)
-        );
+        assert_eq!(Price::parse_limit(&price.to_exact_decimal()).ok(), Some(price));
     }
 });

@@ -7,15 +7,11 @@ use walras_clearing::{clear, Budget, ClearingParams, OrderBooks, Resources, Supp
 use walras_types::offers_csv::read_offers;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&asset_byte, body)) = data.split_first() else {
-        return;
-    };
+    let Some((&asset_byte, body)) = data.split_first() else { return };
     let assets = 2 + (asset_byte % 8) as usize;
     let mut input = b"offer_id,account,sell,buy,amount,min_price\n".to_vec();
     input.extend_from_slice(body);
-    let Ok(offers) = read_offers(input.as_slice(), assets) else {
-        return;
-    };
+    let Ok(offers) = read_offers(input.as_slice(), assets) else { return };
     let books = OrderBooks::build(offers, assets, 1).expect("offers the reader accepted must book");
     let params = ClearingParams::default();
     let grid = SupplyGrid::for_mu(&books, params.mu);

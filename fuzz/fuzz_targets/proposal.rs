@@ -6,8 +6,8 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use walras_api::proposal;
 use walras_engine::BlockHeader;
+use walras_api::proposal;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 8 {
