@@ -410,7 +410,7 @@ impl WorkloadGenerator {
         for &index in &plan.bad_signatures {
             flip_signature_bit(&mut transactions[index], &mut self.block_rng);
         }
-        self.ledger.commit(&plan);
+        self.ledger.commit(plan.surviving());
         self.forget_filled_offers();
         self.count(&plan, &transactions);
         let block = GeneratedBlock {

@@ -85,6 +85,17 @@ enum Regular {
     CreateAccount,
 }
 
+impl BlockPlan {
+    /// The transactions the exchange is expected to accept, in block order: what the ledger
+    /// applies (`Ledger::commit`).
+    pub fn surviving(&self) -> impl Iterator<Item = &Transaction> {
+        self.transactions
+            .iter()
+            .zip(&self.survives)
+            .filter_map(|(transaction, &survives)| survives.then_some(transaction))
+    }
+}
+
 pub struct BlockPlanner<'a> {
     number: usize,
     params: &'a WorkloadParams,

@@ -1,7 +1,6 @@
 //! What the generator knows about accounts between blocks: who is busy, what each account holds
 //! (a lower bound), its last sequence number, its open offers; and the genesis built from it.
 
-use super::block::BlockPlan;
 use super::keys::KeyPool;
 use super::WorkloadParams;
 use crate::offers::choose_distinct;
@@ -188,12 +187,10 @@ impl Ledger {
         holding.assets[..self.held].iter().position(|&a| a == asset)
     }
 
-    /// Applies the surviving transactions of a planned block.
-    pub fn commit(&mut self, plan: &BlockPlan) {
-        for (transaction, &survives) in plan.transactions.iter().zip(&plan.survives) {
-            if survives {
-                self.apply(transaction);
-            }
+    /// Applies a planned block's surviving transactions (`BlockPlan::surviving`), in order.
+    pub fn commit<'t>(&mut self, surviving: impl IntoIterator<Item = &'t Transaction>) {
+        for transaction in surviving {
+            self.apply(transaction);
         }
     }
 

@@ -1,17 +1,21 @@
-//! One admission rule on every path: the same transactions go through the HTTP API of a real
-//! `walras node`, CometBFT's `CheckTx` of the ABCI application, and the engine's block filter,
+//! One admission rule on every path: the same transactions go through the node's HTTP API (its
+//! router, mempool and admission, driven in process: the same routes, codecs and error bodies
+//! as over a socket), CometBFT's `CheckTx` of the ABCI application, and the engine's block filter,
 //! all over the same development genesis, and each path must give the same verdict with the
 //! same code. The transactions each trip a different check of `walras_engine::admission`,
 //! including two that trip two checks at once (the cheaper check must decide everywhere).
 //! Admission's advisory funds check (`insufficient_balance`) applies on the admission paths;
 //! the block filter's verdict on the same overdraft is its own rule's, `account_overdraft`.
 
+use std::time::Duration;
 use tendermint_abci::Application;
 use tendermint_proto::v0_38::abci::{CheckTxType, RequestCheckTx};
 use walras_api::wire::DevGenesisJson;
+use walras_client::{ApiMethod, ApiRequest, NodeApi};
 use walras_engine::filter::filter;
 use walras_engine::ExchangeState;
 use walras_server::abci_app;
+use walras_testkit::in_process::process_like_config;
 use walras_testkit::*;
 use walras_types::{Genesis, SignedTransaction};
 
@@ -126,21 +130,24 @@ fn cases(genesis: &Genesis) -> Vec<(&'static str, SignedTransaction, &'static st
 
 fn http_verdicts(cases: &[(&str, SignedTransaction, &str)]) -> Vec<String> {
     let dir = TempDir::new("admission-http");
-    let node = NodeProcess::start(dir.path(), &["--block-interval-ms", "600000"]);
-    let runtime = runtime();
-    runtime.block_on(async {
-        let client = reqwest::Client::new();
-        let submit = format!("{}/v1/transactions", node.url);
+    let mut config = process_like_config(dir.path());
+    // No block while the verdicts are taken: each case is judged against the genesis alone.
+    config.block_interval = Duration::from_secs(600);
+    let node = InProcessNode::start_with(&config, Some(dir)).expect("the in-process node starts");
+    runtime().block_on(async {
         let mut verdicts = Vec::new();
         for (_, signed, _) in cases {
-            let (status, body) = post(
-                &client,
-                &submit,
-                "application/octet-stream",
-                signed.encode(),
-            )
-            .await;
-            verdicts.push(if status == 202 {
+            let request = ApiRequest {
+                method: ApiMethod::Post,
+                path: "/v1/transactions".into(),
+                content_type: Some("application/octet-stream"),
+                body: signed.encode().into(),
+                what: "the transaction".into(),
+            };
+            let answer = node.exchange(request).await.expect("the node answers");
+            let body: serde_json::Value =
+                serde_json::from_slice(&answer.body).unwrap_or(serde_json::Value::Null);
+            verdicts.push(if answer.status == 202 {
                 "accepted".to_string()
             } else {
                 body["error"]["code"].as_str().unwrap_or("?").to_string()

@@ -1,13 +1,16 @@
 //! A signature whose R carries the point of order 2 (`walras_crypto::testing`) through every
-//! way a client submits to a solo node: accepted and committed each time (ZIP-215), a copy
+//! way a client submits to a solo node (its router driven in process: the same routes, codecs,
+//! admission and producer as over a socket): accepted and committed each time (ZIP-215), a copy
 //! with a non-canonical `s` refused with `bad_signature` each time, the valid transactions
-//! beside them committed, and the node restarted on its data directory comes up at the same
-//! height and state root.
+//! beside them committed, and the node restarted on its data directory (its store recovered in
+//! a fresh node) comes up at the same height and state root.
 
+use std::time::Duration;
+use walras_client::{ApiMethod, ApiRequest, NodeApi};
 use walras_crypto::testing::{sign_with_order_2_nonce, with_s_plus_group_order};
 use walras_crypto::Signature;
-use walras_testkit::{balances, dev_key, get, payment, post, runtime, wait_committed};
-use walras_testkit::{NodeProcess, TempDir};
+use walras_testkit::in_process::process_like_config;
+use walras_testkit::{dev_key, payment, runtime, InProcessNode, TempDir};
 use walras_types::{AccountId, AssetId, Operation, SignedTransaction, Transaction};
 
 /// Valid payments in each batch beside the crafted one: one past the old 128-signature chunk.
@@ -47,9 +50,65 @@ fn payment_json(signed: &SignedTransaction) -> serde_json::Value {
     })
 }
 
+/// (status, JSON body) of one request to the node.
+async fn call(
+    node: &InProcessNode,
+    path: &str,
+    content_type: Option<&'static str>,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value) {
+    let request = ApiRequest {
+        method: if content_type.is_some() {
+            ApiMethod::Post
+        } else {
+            ApiMethod::Get
+        },
+        path: path.to_string(),
+        content_type,
+        body: body.into(),
+        what: path.to_string(),
+    };
+    let answer = node.exchange(request).await.expect("the node answers");
+    let json = serde_json::from_slice(&answer.body).unwrap_or(serde_json::Value::Null);
+    (answer.status, json)
+}
+
+async fn get(node: &InProcessNode, path: &str) -> (u16, serde_json::Value) {
+    call(node, path, None, Vec::new()).await
+}
+
+async fn post(
+    node: &InProcessNode,
+    path: &str,
+    content_type: &'static str,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value) {
+    call(node, path, Some(content_type), body).await
+}
+
+/// The first asset `account` holds.
+async fn first_held_asset(node: &InProcessNode, account: u64) -> u16 {
+    let (status, body) = get(node, &format!("/v1/accounts/{account}")).await;
+    assert_eq!(status, 200, "{body}");
+    body["balances"][0]["asset"].as_u64().expect("a held asset") as u16
+}
+
+/// The transaction's status once it is no longer pending (10 s at most).
+async fn wait_committed(node: &InProcessNode, hash: &str) -> serde_json::Value {
+    for _ in 0..200 {
+        let (status, body) = get(node, &format!("/v1/transactions/{hash}")).await;
+        assert_eq!(status, 200, "{body}");
+        if body["status"] != "pending" {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("transaction {hash} still pending after 10 s");
+}
+
 /// (height, state root) as `/v1/status` reports them.
-async fn tip(client: &reqwest::Client, url: &str) -> (u64, String) {
-    let (_, status) = get(client, &format!("{url}/v1/status")).await;
+async fn tip(node: &InProcessNode) -> (u64, String) {
+    let (_, status) = get(node, "/v1/status").await;
     (
         status["height"].as_u64().unwrap(),
         status["state_root"].as_str().unwrap().to_string(),
@@ -69,17 +128,16 @@ async fn tip(client: &reqwest::Client, url: &str) -> (u64, String) {
 fn an_order_2_signature_gets_one_verdict_on_every_submission_path_and_the_node_restarts_at_the_same_root(
 ) {
     let dir = TempDir::new("order-2-signature");
-    let node = NodeProcess::start(dir.path(), &[]);
-    let url = node.url.clone();
+    let config = process_like_config(dir.path());
+    let node = InProcessNode::start_with(&config, None).expect("the in-process node starts");
     let before_restart = runtime().block_on(async {
-        let client = reqwest::Client::new();
         let mut assets = Vec::new();
         for account in 0..=BATCH_VALID {
-            assets.push(balances(&client, &url, account).await[0].0);
+            assets.push(first_held_asset(&node, account).await);
         }
         let crafted_source = BATCH_VALID;
         let crafted_asset = assets[crafted_source as usize];
-        let submit = format!("{url}/v1/transactions");
+        let submit = "/v1/transactions";
         let mut committed_hashes = Vec::new();
         // Sequences 1 and 2 alone: as JSON, then as binary; each refused with `s + ℓ` first.
         for (sequence, content_type) in [(1, "application/json"), (2, "application/octet-stream")] {
@@ -88,19 +146,14 @@ fn an_order_2_signature_gets_one_verdict_on_every_submission_path_and_the_node_r
                 "application/json" => serde_json::to_vec(&payment_json(signed)).unwrap(),
                 _ => signed.encode(),
             };
-            let (status, answer) = post(
-                &client,
-                &submit,
-                content_type,
-                body(&non_canonical_s(&single)),
-            )
-            .await;
+            let (status, answer) =
+                post(&node, submit, content_type, body(&non_canonical_s(&single))).await;
             assert_eq!(
                 (status, answer["error"]["code"].as_str()),
                 (400, Some("bad_signature")),
                 "{answer}"
             );
-            let (status, answer) = post(&client, &submit, content_type, body(&single)).await;
+            let (status, answer) = post(&node, submit, content_type, body(&single)).await;
             assert_eq!(status, 202, "{answer}");
             committed_hashes.push(answer["hash"].clone());
         }
@@ -118,8 +171,8 @@ fn an_order_2_signature_gets_one_verdict_on_every_submission_path_and_the_node_r
             batch.insert(position, crafted);
             batch.insert(position + 1, non_canonical_s(&crafted));
             let (status, answer) = post(
-                &client,
-                &format!("{url}/v1/transactions/batch"),
+                &node,
+                "/v1/transactions/batch",
                 "application/octet-stream",
                 SignedTransaction::encode_list(&batch),
             )
@@ -138,17 +191,15 @@ fn an_order_2_signature_gets_one_verdict_on_every_submission_path_and_the_node_r
             committed_hashes.push(results[(position + 2) % results.len()]["hash"].clone());
         }
         for hash in committed_hashes {
-            let committed = wait_committed(&client, &url, hash.as_str().unwrap()).await;
+            let committed = wait_committed(&node, hash.as_str().unwrap()).await;
             assert_eq!(committed["status"], "accepted", "{committed}");
         }
-        tip(&client, &url).await
+        tip(&node).await
     });
-    assert!(node.terminate(), "the node stops cleanly");
-    let restarted = NodeProcess::start(dir.path(), &[]);
-    let after_restart = runtime().block_on(async {
-        let client = reqwest::Client::new();
-        tip(&client, &restarted.url).await
-    });
+    // Dropping the last handle stops the producer and closes the store.
+    drop(node);
+    let restarted = InProcessNode::start_with(&config, Some(dir)).expect("the node restarts");
+    let after_restart = runtime().block_on(tip(&restarted));
     assert_eq!(after_restart, before_restart);
 }
 
