@@ -4,7 +4,7 @@ use super::clearing_args::ClearingArgs;
 use super::{args, market_args, ToolError};
 use serde::Serialize;
 use std::time::Instant;
-use walras_clearing::demand::{self, DemandWorkspace};
+use walras_clearing::{query_demand, query_demand_on_grid, DemandWorkspace};
 use walras_clearing::{ClearingParams, OrderBooks, SupplyGrid};
 use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice};
 
@@ -311,11 +311,11 @@ fn time_queries(
         moved(prices, &mut trial);
         if let Some(grid) = grid {
             times[0].push(timed(&mut || {
-                demand::query_grid(books, grid, &trial, &mut workspace)
+                query_demand_on_grid(books, grid, &trial, &mut workspace)
             }));
         }
         times[2].push(timed(&mut || {
-            demand::query(books, &trial, mu, &mut workspace)
+            query_demand(books, &trial, mu, &mut workspace)
         }));
         if query % 10 == 0 {
             let mut fresh = DemandWorkspace::new(books);
@@ -326,11 +326,12 @@ fn time_queries(
                 std::hint::black_box(&evictor);
                 match (kind, grid) {
                     (true, Some(grid)) => times[slot].push(timed(&mut || {
-                        demand::query_grid(books, grid, &trial, &mut fresh)
+                        query_demand_on_grid(books, grid, &trial, &mut fresh)
                     })),
                     (true, None) => {}
-                    (false, _) => times[slot]
-                        .push(timed(&mut || demand::query(books, &trial, mu, &mut fresh))),
+                    (false, _) => {
+                        times[slot].push(timed(&mut || query_demand(books, &trial, mu, &mut fresh)))
+                    }
                 }
             }
         }

@@ -14,7 +14,7 @@
 use walras_types::{Offer, OfferKey, Price, MAX_AMOUNT};
 
 /// Offers per [`Block`].
-pub const BLOCK_OFFERS: usize = 16;
+pub(crate) const BLOCK_OFFERS: usize = 16;
 
 /// Up to [`BLOCK_OFFERS`] consecutive offers of one pair (floats: heuristics only): five cache
 /// lines, of which a search reads two — the limits, and the line holding its running sums.

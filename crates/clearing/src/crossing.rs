@@ -12,13 +12,13 @@
 use crate::book::OrderBooks;
 
 /// Relative margin by which every rate stays below every limit at the valuations returned.
-pub const IDLE_MARGIN: f64 = 1e-6;
+pub(crate) const IDLE_MARGIN: f64 = 1e-6;
 /// Bellman–Ford costs assets × pairs; above this the check is skipped (such books trade anyway).
 const WORK_MAX: usize = 20_000_000;
 
 /// Valuations (geometric mean 1) at which no offer's limit is at or below its rate, when such
 /// valuations exist; `None` when some cycle of offers can trade (or the check is too large to run).
-pub fn idle_valuations(books: &OrderBooks) -> Option<Vec<f64>> {
+pub(crate) fn idle_valuations(books: &OrderBooks) -> Option<Vec<f64>> {
     let assets = books.assets();
     let pairs = books.pairs();
     if assets.saturating_mul(pairs.len()) > WORK_MAX {

@@ -30,7 +30,7 @@ use crate::tatonnement::normalize;
 use crate::{Budget, Clock};
 
 /// Cut steps at most per repair.
-pub const CUT_STEPS_MAX: u32 = 400;
+pub(crate) const CUT_STEPS_MAX: u32 = 400;
 /// Bisection on `ln t` stops once the bracket is narrower than this fraction of μ: finer than
 /// the smoothing resolves, coarse enough to take about a dozen halvings.
 const BRACKET_MU_FRACTION: f64 = 1.0 / 64.0;
@@ -39,7 +39,7 @@ const FACTOR_LOG_MAX: f64 = 30.0;
 
 /// What one repair did.
 #[derive(Clone, Debug)]
-pub struct Repair {
+pub(crate) struct Repair {
     /// Valuations at the end (geometric mean 1).
     pub prices: Vec<f64>,
     /// Whether the LP with lower bounds is feasible there (convergence).
@@ -52,7 +52,7 @@ pub struct Repair {
 
 /// Repairs cuts from `prices` until the LP with μ's lower bounds is feasible, no cut can be
 /// moved, [`CUT_STEPS_MAX`] steps were taken or the budget's deadline passed on `clock`.
-pub fn repair(
+pub(crate) fn repair(
     books: &OrderBooks,
     prices: &[f64],
     mu: f64,

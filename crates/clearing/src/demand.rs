@@ -233,14 +233,14 @@ fn exact_pair_supply(
 
 /// Amount of the pair's offers whose limit is at most `rate` (floats, for slope estimates): a
 /// binary search of the pivots and a count inside one block, without hints.
-pub fn amount_at_or_below(books: &OrderBooks, pair: &PairBook, rate: f64) -> f64 {
+pub(crate) fn amount_at_or_below(books: &OrderBooks, pair: &PairBook, rate: f64) -> f64 {
     let rate = rate as f32;
     sums_passing(books, pair, |limit| limit <= rate).amount
 }
 
 /// Smoothed amount sold on one pair at `rate` (the same rule as [`query`]), searched without
 /// hints: for the few pairs a cut crosses (see [`crate::cut`]).
-pub fn pair_smoothed_amount(books: &OrderBooks, pair: &PairBook, rate: f64, mu: f64) -> f64 {
+pub(crate) fn pair_smoothed_amount(books: &OrderBooks, pair: &PairBook, rate: f64, mu: f64) -> f64 {
     let (rate_f32, threshold_f32) = search_thresholds(rate, 1.0 - mu);
     let high = sums_passing(books, pair, |limit| limit <= rate_f32);
     if mu <= 0.0 {

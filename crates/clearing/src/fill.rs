@@ -32,7 +32,7 @@ use walras_types::{Fraction, Price};
 
 /// Payout levels (or amounts, when the payout rate is at least 1) searched below the whole
 /// amount before falling back to multiples of the smallest amount that meets the limit.
-pub const SEARCH_STEPS: u64 = 64;
+pub(crate) const SEARCH_STEPS: u64 = 64;
 
 /// The terms every offer of one pair trades on in one settlement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use crate::lp::PairFlowBounds;
 const SCALE: f64 = (1u64 << 40) as f64;
 
 /// Whether the LP with these bounds is (up to rounding) feasible.
-pub fn circulation_feasible(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> bool {
+pub(crate) fn circulation_feasible(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> bool {
     infeasible_cut(assets, pairs, epsilon).is_none()
 }
 
@@ -25,7 +25,11 @@ pub fn circulation_feasible(assets: usize, pairs: &[PairFlowBounds], epsilon: f6
 /// buying an asset of `S` with one outside it) exceed what it can receive (upper bounds of pairs
 /// selling `S` for the rest, plus commission). `S` is over-demanded at these valuations: raising
 /// its valuations together is what repairs the cut (see [`crate::cut`]).
-pub fn infeasible_cut(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> Option<Vec<bool>> {
+pub(crate) fn infeasible_cut(
+    assets: usize,
+    pairs: &[PairFlowBounds],
+    epsilon: f64,
+) -> Option<Vec<bool>> {
     let largest = pairs.iter().map(|pair| pair.upper).fold(0.0f64, f64::max);
     if largest <= 0.0 {
         return None; // nothing can trade: zero flow is feasible

@@ -25,9 +25,9 @@ use walras_types::{Fraction, Offer};
 /// Grid points per relative width μ. Coarser tables cover wider windows in the same memory; the
 /// interpolation error, at most about an eighth of one offer's amount per kink in a cell, only
 /// perturbs tâtonnement's steps (convergence is judged on exact demand).
-pub const GRID_POINTS_PER_MU: f64 = 2.0;
+pub(crate) const GRID_POINTS_PER_MU: f64 = 2.0;
 /// Table entries per pair at most: a window of about ±2× around the median limit at μ = 2^-10.
-pub const MAX_POINTS_PER_PAIR: u64 = 4096;
+pub(crate) const MAX_POINTS_PER_PAIR: u64 = 4096;
 
 /// Per non-empty pair: the window of grid indices covered and where its values start.
 #[derive(Clone, Copy, Debug)]

@@ -20,25 +20,30 @@
 //! the same for any pool size and on every run (see `tests/determinism.rs`).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(unreachable_pub)]
 
-pub mod book;
-pub mod crossing;
-pub mod cut;
-pub mod demand;
-pub mod fill;
-pub mod flow;
-pub mod grid;
-pub mod lp;
-pub mod newton;
-pub mod quality;
-pub mod settle;
-pub mod tatonnement;
+mod book;
+mod crossing;
+mod cut;
+mod demand;
+mod fill;
+mod flow;
+mod grid;
+mod lp;
+mod newton;
+mod quality;
+mod settle;
+mod tatonnement;
 
 pub use book::{BookBuffers, BookError, OfferEdit, OrderBooks};
+pub use demand::{query as query_demand, query_grid as query_demand_on_grid, DemandWorkspace};
 pub use fill::{FillWalk, PayoutTerms, Sale};
 pub use grid::SupplyGrid;
 pub use quality::Quality;
-pub use settle::{Fill, PairClearing, SettleError, Settlement, ShortFill, TradedPair};
+pub use settle::{
+    quantize, settle, settle_given, Fill, PairClearing, SettleError, Settlement, ShortFill,
+    TradedPair,
+};
 
 use std::time::{Duration, Instant};
 use walras_par::ThreadPool;

@@ -14,7 +14,7 @@ use microlp::{ComparisonOp, OptimizationDirection, Problem};
 
 /// Bounds on one pair's value flow.
 #[derive(Clone, Copy, Debug)]
-pub struct PairFlowBounds {
+pub(crate) struct PairFlowBounds {
     pub sell: usize,
     pub buy: usize,
     pub lower: f64,
@@ -34,7 +34,7 @@ pub enum LpError {
 /// A relative imbalance (per asset, of its volume) the exact settlement absorbs without cutting
 /// anything: far below the gap between the commission charged and the one the LP plans with
 /// (2^-16 of volume with the defaults), far above the solver's rounding on a well-scaled problem.
-pub const BALANCE_TOLERANCE_RELATIVE: f64 = 1e-12;
+pub(crate) const BALANCE_TOLERANCE_RELATIVE: f64 = 1e-12;
 
 /// How the LP's numbers are scaled for the solver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +57,11 @@ enum Formulation {
 /// plain one is solved first and its answer kept only when every asset balances to
 /// [`BALANCE_TOLERANCE_RELATIVE`] of its volume; otherwise (or when it finds no solution) the
 /// per-asset one decides.
-pub fn solve(assets: usize, pairs: &[PairFlowBounds], epsilon: f64) -> Result<Vec<f64>, LpError> {
+pub(crate) fn solve(
+    assets: usize,
+    pairs: &[PairFlowBounds],
+    epsilon: f64,
+) -> Result<Vec<f64>, LpError> {
     let volume = volumes(assets, pairs);
     if let Ok(flows) = solve_as(Formulation::Plain, &volume, pairs, epsilon) {
         if balanced(&volume, pairs, &flows, epsilon) {

@@ -35,7 +35,7 @@ use crate::book::OrderBooks;
 use crate::demand::{self, DemandWorkspace};
 
 /// Widest slope window (relative): wider averages hide the curvature near equilibrium.
-pub const WINDOW_MAX: f64 = 0.05;
+pub(crate) const WINDOW_MAX: f64 = 0.05;
 /// Largest step of one log-valuation in one iteration.
 const STEP_LOG_MAX: f64 = 0.5;
 const DAMPING_INITIAL: f64 = 1.0;
@@ -44,14 +44,14 @@ const DAMPING_MAX: f64 = 1e9;
 const DAMPING_SHRINK: f64 = 0.3;
 const DAMPING_GROW: f64 = 10.0;
 /// Above this many assets the step is solved by Gauss–Seidel sweeps instead of a dense LU.
-pub const DENSE_SOLVE_ASSETS_MAX: usize = 160;
+pub(crate) const DENSE_SOLVE_ASSETS_MAX: usize = 160;
 const GAUSS_SEIDEL_SWEEPS: usize = 30;
 /// Smallest merit scale of an asset, as a fraction of the value of everything offered of it.
-pub const MERIT_SCALE_FLOOR: f64 = 1e-3;
+pub(crate) const MERIT_SCALE_FLOOR: f64 = 1e-3;
 
 /// The damped Newton stepper's state between iterations.
 #[derive(Clone, Debug)]
-pub struct NewtonStepper {
+pub(crate) struct NewtonStepper {
     damping: f64,
     window: f64,
     /// Per pair: `G = p_S · dx / d ln r` at the current prices (value per unit of log rate).
@@ -67,7 +67,7 @@ pub struct NewtonStepper {
 }
 
 impl NewtonStepper {
-    pub fn new(books: &OrderBooks, mu: f64) -> NewtonStepper {
+    pub(crate) fn new(books: &OrderBooks, mu: f64) -> NewtonStepper {
         let assets = books.assets();
         let mut offered = vec![0.0; assets];
         for (index, pair) in books.pairs().iter().enumerate() {
@@ -87,7 +87,7 @@ impl NewtonStepper {
 
     /// Writes the proposed valuations into `trial` (not normalised), from `prices` and the exact
     /// smoothed demand `current` at them.
-    pub fn propose(
+    pub(crate) fn propose(
         &mut self,
         books: &OrderBooks,
         prices: &[f64],
@@ -110,7 +110,7 @@ impl NewtonStepper {
     /// [`MERIT_SCALE_FLOOR`] of the value offered), so that the merit weighs a cheap or thin
     /// asset's imbalance like a deep one's. The scale stays fixed while steps from one point are
     /// compared, so the Newton direction remains a descent direction for the merit.
-    pub fn rescale(&mut self, prices: &[f64], current: &DemandWorkspace) {
+    pub(crate) fn rescale(&mut self, prices: &[f64], current: &DemandWorkspace) {
         for (asset, price) in prices.iter().enumerate() {
             let volume = current.sold_value[asset].max(current.bought_value[asset]);
             let floor = MERIT_SCALE_FLOOR * price * self.offered[asset];
@@ -119,7 +119,7 @@ impl NewtonStepper {
     }
 
     /// Sum over assets of (net demand / scale)².
-    pub fn merit(&self, workspace: &DemandWorkspace) -> f64 {
+    pub(crate) fn merit(&self, workspace: &DemandWorkspace) -> f64 {
         workspace
             .sold_value
             .iter()
@@ -133,7 +133,7 @@ impl NewtonStepper {
     }
 
     /// The proposed step was taken: trust the model more, and look at the scale it moved.
-    pub fn accepted(&mut self, mu: f64) {
+    pub(crate) fn accepted(&mut self, mu: f64) {
         let moved = self
             .solution
             .iter()
@@ -145,12 +145,12 @@ impl NewtonStepper {
     }
 
     /// The proposed step was refused: damp more (the prices, and so the slopes, are unchanged).
-    pub fn refused(&mut self) {
+    pub(crate) fn refused(&mut self) {
         self.damping = (self.damping * DAMPING_GROW).min(DAMPING_MAX);
     }
 
     /// Whether damping has grown so large that steps no longer move the prices.
-    pub fn exhausted(&self) -> bool {
+    pub(crate) fn exhausted(&self) -> bool {
         self.damping >= DAMPING_MAX
     }
 

@@ -21,7 +21,7 @@ pub struct Quality {
     pub achieved_epsilon: f64,
 }
 
-pub fn measure(books: &OrderBooks, settlement: &Settlement) -> Quality {
+pub(crate) fn measure(books: &OrderBooks, settlement: &Settlement) -> Quality {
     let valuations: Vec<f64> = settlement.valuations().iter().map(|v| v.0 as f64).collect();
     let mut quality = Quality::default();
     let assets = books.assets();

@@ -71,7 +71,7 @@ pub struct Control {
 }
 
 /// The instances raced by default, most generally useful first.
-pub fn default_controls() -> Vec<Control> {
+pub(crate) fn default_controls() -> Vec<Control> {
     use VolumeNormalization::*;
     vec![
         Control {
@@ -114,7 +114,7 @@ pub fn default_controls() -> Vec<Control> {
 
 /// What every instance of one race shares.
 #[derive(Clone, Copy, Debug)]
-pub struct RaceParams {
+pub(crate) struct RaceParams {
     pub epsilon: f64,
     pub mu: f64,
     /// Iterations between max-flow feasibility checks.
@@ -125,8 +125,7 @@ pub struct RaceParams {
 
 /// One instance's final state.
 #[derive(Clone, Debug)]
-pub struct InstanceResult {
-    pub control: Control,
+pub(crate) struct InstanceResult {
     /// Valuations, geometric mean 1.
     pub prices: Vec<f64>,
     pub iterations: u64,
@@ -136,7 +135,7 @@ pub struct InstanceResult {
 
 /// Demand queries made and the time spent in them (measurements, not decisions).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueryCounts {
+pub(crate) struct QueryCounts {
     /// Queries for steps, and the time spent in them.
     pub queries: u64,
     pub query_nanos: u64,
@@ -156,7 +155,7 @@ impl std::ops::AddAssign for QueryCounts {
 
 /// Every instance's result and which one converged first, if any.
 #[derive(Clone, Debug)]
-pub struct RaceOutcome {
+pub(crate) struct RaceOutcome {
     pub winner: Option<usize>,
     pub results: Vec<InstanceResult>,
 }
@@ -164,11 +163,10 @@ pub struct RaceOutcome {
 impl RaceOutcome {
     /// No race was needed: every instance "converged" at `prices` without iterating (a batch in
     /// which nothing can trade, see [`crate::crossing`]).
-    pub fn settled_at(controls: &[Control], prices: Vec<f64>) -> RaceOutcome {
+    pub(crate) fn settled_at(controls: &[Control], prices: Vec<f64>) -> RaceOutcome {
         let results = controls
             .iter()
-            .map(|control| InstanceResult {
-                control: *control,
+            .map(|_| InstanceResult {
                 prices: prices.clone(),
                 iterations: 0,
                 converged: true,
@@ -192,7 +190,7 @@ const GRID_ITERATIONS_MAX: u64 = 256;
 /// set stays in cache (instances sharing a core otherwise evict each other's lines) and that a
 /// round's fork-join costs little against its work, short enough that a stuck instance soon
 /// yields the core. Part of the deterministic result: the race ends with a round.
-pub const SLICE_ITERATIONS: u32 = 32;
+pub(crate) const SLICE_ITERATIONS: u32 = 32;
 const STEP_MIN: f64 = 1e-9;
 /// An instance whose best heuristic has not improved by [`PROGRESS_MIN`] (relative) for this many
 /// iterations has stalled and stops: tiny or degenerate books must not spin until the deadline.
@@ -201,12 +199,12 @@ const PROGRESS_MIN: f64 = 1e-3;
 /// Iterations of one instance at most, whatever the deadline: on books where Newton steps
 /// converge they take tens; an instance still going after this many (slow progress on a tiny or
 /// degenerate book) would only burn the block's budget.
-pub const INSTANCE_ITERATIONS_MAX: u64 = 600;
+pub(crate) const INSTANCE_ITERATIONS_MAX: u64 = 600;
 // A stall must be detectable before the cap stops an instance anyway.
 const _: () = assert!(STALL_ITERATIONS < INSTANCE_ITERATIONS_MAX);
 
 /// Damped Newton steps taken after convergence, at most.
-pub const POLISH_ITERATIONS_MAX: u64 = 8;
+pub(crate) const POLISH_ITERATIONS_MAX: u64 = 8;
 /// The smoothing width polishing balances, as a fraction of μ.
 const POLISH_MU_FRACTION: f64 = 0.25;
 
@@ -217,7 +215,7 @@ const POLISH_MU_FRACTION: f64 = 0.25;
 /// of ε of its volume); the result is kept only if it is still converged. Returns the new prices
 /// and the queries made, or `None` when nothing better was found.
 /// The deadline of `budget` is read on `clock` before each step.
-pub fn polish(
+pub(crate) fn polish(
     books: &OrderBooks,
     prices: &[f64],
     params: RaceParams,
@@ -268,7 +266,7 @@ fn balanced(workspace: &DemandWorkspace, tolerance: f64) -> bool {
 
 /// Races one instance per control from `start` prices, in lockstep rounds on `resources`'
 /// pool, until one converges, every instance has stopped, or the budget's deadline passes.
-pub fn race(
+pub(crate) fn race(
     books: &OrderBooks,
     grid: Option<&SupplyGrid>,
     controls: &[Control],
@@ -638,7 +636,6 @@ impl<'b> Instance<'b> {
 
     fn into_result(self) -> InstanceResult {
         InstanceResult {
-            control: self.control,
             prices: self.prices,
             iterations: self.iterations,
             converged: self.converged,
@@ -667,7 +664,7 @@ fn heuristic(workspace: &DemandWorkspace) -> f64 {
 }
 
 /// Rescales to geometric mean 1.
-pub fn normalize(prices: &mut [f64]) {
+pub(crate) fn normalize(prices: &mut [f64]) {
     let mean_log = prices.iter().map(|price| price.ln()).sum::<f64>() / prices.len() as f64;
     let factor = (-mean_log).exp();
     for price in prices.iter_mut() {
@@ -678,7 +675,7 @@ pub fn normalize(prices: &mut [f64]) {
 /// A starting point from the books alone: valuations whose ratios best fit (least squares in
 /// log space, weighted by offer count) each pair's median limit price. Cheap — a few sweeps over
 /// the pairs — and usually within a few percent of the clearing valuations.
-pub fn initial_guess(books: &OrderBooks) -> Vec<f64> {
+pub(crate) fn initial_guess(books: &OrderBooks) -> Vec<f64> {
     let assets = books.assets();
     let edges: Vec<(usize, usize, f64, f64)> = books
         .pairs()

@@ -11,8 +11,8 @@ mod common;
 
 use common::{assert_meets_limit, meets_limit_exactly};
 use proptest::prelude::*;
-use walras_clearing::settle::{quantize, settle};
 use walras_clearing::{clear, Budget, ClearingParams, OrderBooks, Resources, Settlement};
+use walras_clearing::{quantize, settle};
 use walras_types::{AccountId, AssetId, Fraction, Offer, OfferId, Price, Valuation};
 
 const EPSILON: Fraction = Fraction(1 << 49); // 2^-15, the default commission

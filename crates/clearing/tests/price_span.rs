@@ -2,8 +2,8 @@
 //! 1e11 one way and 1e-11 the other), settled exactly at given valuations (tâtonnement is not
 //! involved, so the test checks only the integer arithmetic of prices, rates and payouts).
 
-use walras_clearing::settle::{quantize, settle};
 use walras_clearing::OrderBooks;
+use walras_clearing::{quantize, settle};
 use walras_types::{AccountId, AssetId, Fraction, Offer, OfferId, Price, Valuation};
 
 /// Valuations spanning 23 decades; neighbours are 1e11, 1e6 and 1e6 apart.

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use walras_clearing::{
-    clear, settle, Budget, ClearingError, ClearingParams, Clock, OrderBooks, Resources,
+    clear, settle_given, Budget, ClearingError, ClearingParams, Clock, OrderBooks, Resources,
     SettleError, Settlement, SupplyGrid, SystemClock,
 };
 use walras_crypto::{verify_each_parallel, AcceptedSignatures, Hash, PublicKey, Signature};
@@ -390,7 +390,7 @@ impl ExchangeState {
             .iter()
             .map(|trade| (trade.sell.0, trade.buy.0, trade.sold))
             .collect();
-        let settlement = settle::settle_given(
+        let settlement = settle_given(
             &plan.books,
             &valuations,
             config.clearing.epsilon,
