@@ -3,6 +3,8 @@
 //! blocks (`replay`) and the clearing and execution benchmarks (`bench`). None of them talks to
 //! a node; the production build of `walras` leaves this crate out.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod bench;
 pub mod clear;
 pub mod clearing_args;

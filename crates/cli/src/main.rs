@@ -1,5 +1,7 @@
 //! `walras`: the command-line interface to the Walras exchange.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 use std::process::ExitCode;
 
 mod args;

@@ -3,6 +3,8 @@
 //! networking of the command-line client and the load generator lives here; the `cli`
 //! commands only parse arguments and print.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod api;
 pub mod keyfile;
 pub mod sse;

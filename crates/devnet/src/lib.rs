@@ -3,6 +3,8 @@
 //! For tests, demos and localnets only; a production build of `walras` does not link this
 //! crate (nor the workload generator behind it).
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 use walras_api::wire::DevGenesisJson;
 use walras_crypto::Keypair;
 use walras_sim::workload::keys::{key_pool_size, key_seed};

@@ -15,6 +15,8 @@
 //! against the outstanding transactions ([`tracker`]). A transaction's commit instant is when
 //! its block's event arrived; its submit instant is when the schedule made it due.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod mix;
 pub mod schedule;
 pub mod stats;

@@ -4,6 +4,8 @@
 //! by a solo producer thread that cuts, executes and durably commits them ([`Consensus::Solo`],
 //! the embedded default) or by CometBFT through the ABCI++ app ([`cometbft`]).
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod admission;
 pub mod cometbft;
 mod dashboard;

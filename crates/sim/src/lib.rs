@@ -42,6 +42,8 @@
 //! gives bit-identical offers for a given build on a given platform; a different libm could, in
 //! rare cases, round a value differently.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod generate;
 pub mod market;
 pub mod offers;
