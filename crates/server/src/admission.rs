@@ -361,11 +361,11 @@ mod tests {
             warm_start: Default::default(),
             commit_bound: crate::overload::COMMIT_BOUND_DEFAULT,
         };
-        let shared = crate::open_and_recover(&config).unwrap();
+        let shared = crate::recovery::open_and_recover(&config).unwrap();
         let producer = ProducerConfig {
             block_interval: config.block_interval,
             max_block_txs: config.max_block_txs,
-            engine: crate::proposer_engine_config(&config),
+            engine: crate::config::proposer_engine_config(&config),
             warm_start: config.warm_start,
         };
         (shared, producer)

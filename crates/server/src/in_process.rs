@@ -10,9 +10,12 @@
 //! an HTTP caller does; only the connection loop (`listen`: header timeout, connection cap,
 //! graceful shutdown) is left out, and its tests stay process-level.
 
+use crate::config::{Consensus, NodeConfig};
 use crate::limits::{ClientSlots, RateLimiter};
 use crate::node::{ProducerError, Shared};
-use crate::{open_and_recover, router, routes, spawn_producer, Consensus, NodeConfig, NodeError};
+use crate::recovery::open_and_recover;
+use crate::router::router;
+use crate::{routes, spawn_producer, NodeError};
 use axum::Router;
 use std::sync::Arc;
 use std::thread::JoinHandle;

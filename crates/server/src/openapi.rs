@@ -120,13 +120,13 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    /// Every (method, path) the router in `lib.rs` serves, read from its source: axum offers no
+    /// Every (method, path) the router in `router.rs` serves, read from its source: axum offers no
     /// list of a router's routes. The scan is held to the router by the process test
     /// `every_route_in_the_openapi_document_is_served` (each documented route answers) and by
     /// the routes it must find below.
     fn served_routes() -> BTreeSet<(String, String)> {
-        let source = include_str!("lib.rs");
-        let router = &source[source.find("pub fn router(").expect("router() in lib.rs")..];
+        let source = include_str!("router.rs");
+        let router = &source[source.find("pub fn router(").expect("router() in router.rs")..];
         let mut routes = BTreeSet::new();
         let mut rest = router;
         while let Some(at) = rest.find(".route(") {

@@ -785,8 +785,9 @@ mod tests {
 #[cfg(test)]
 mod node_tests {
     use super::*;
+    use crate::config::{proposer_engine_config, NodeConfig};
     use crate::node::{produce_block, ProducerConfig, Shared};
-    use crate::{open_and_recover, proposer_engine_config, NodeConfig};
+    use crate::recovery::open_and_recover;
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
     use tower::ServiceExt;
