@@ -64,10 +64,21 @@ pub fn recover_store_with(
     for block in store.blocks_from(checkpoint_height + 1) {
         let block = block?;
         let height = block.header.height;
+        // The log is consecutive; a gap is a damaged store, not a bug here.
+        if height != state.height() + 1 {
+            return Err(StoreError::MissingBlock {
+                height: state.height() + 1,
+            });
+        }
         check_header_entry(store, height, HeaderEntry::of(&block.header))?;
         let outcome = state
             .apply(&block, config)
             .map_err(|error| StoreError::Replay { height, error })?;
+        assert_eq!(
+            state.height(),
+            height,
+            "applying block {height} leaves the state at the block's height"
+        );
         if store.dropped(height)?.as_deref() != Some(outcome.dropped.as_slice()) {
             return Err(StoreError::CorruptBlock {
                 height,
@@ -84,6 +95,12 @@ pub fn recover_store_with(
             height: state.height() + 1,
         });
     }
+    assert_eq!(
+        state.height(),
+        last_height,
+        "recovery replays no block beyond the log's last"
+    );
+    assert!(checkpoint_height <= state.height());
     Ok(Recovery {
         replayed_blocks: state.height() - checkpoint_height,
         state,

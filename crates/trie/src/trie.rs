@@ -83,15 +83,21 @@ impl<const KEY_BYTES: usize, V> Trie<KEY_BYTES, V> {
     /// Marks `key` deleted; true if it was live. Takes `&self`: threads may delete
     /// concurrently. The root hash ignores the key from now on; memory is reclaimed by `clean`.
     pub fn mark_deleted(&self, key: &[u8; KEY_BYTES]) -> bool {
-        self.root
+        let was_live = self
+            .root
             .as_ref()
-            .is_some_and(|root| delete::mark_deleted(root, key))
+            .is_some_and(|root| delete::mark_deleted(root, key));
+        debug_assert!(self.get(key).is_none(), "a deleted key is not live");
+        was_live
     }
 
     /// Removes every key marked deleted, visiting only subtrees that hold some. Leaves the
     /// root hash and cached hashes unchanged.
     pub fn clean(&mut self) {
+        let live_before = self.len();
         self.root = self.root.take().and_then(delete::clean);
+        assert_eq!(self.deleted_len(), 0, "clean leaves no deleted key behind");
+        assert_eq!(self.len(), live_before, "clean removes no live key");
     }
 
     /// Panics, saying what is wrong, if a structural invariant is broken. For tests.
@@ -113,8 +119,22 @@ impl<const KEY_BYTES: usize, V: AsRef<[u8]> + Send> Trie<KEY_BYTES, V> {
     /// later entry wins. Uses up to `threads` threads; the resulting trie is the same for any
     /// thread count and equals inserting the entries one by one.
     pub fn insert_batch(&mut self, batch: Vec<([u8; KEY_BYTES], V)>, threads: usize) {
+        let live_before = self.len();
+        let batch_len = batch.len();
+        #[cfg(debug_assertions)]
+        let keys: Vec<[u8; KEY_BYTES]> = batch.iter().map(|(key, _)| *key).collect();
         let mut pending = sort_batch(batch, threads);
         self.root = merge(self.root.take(), &mut pending, threads.max(1));
+        // Every entry is live afterwards; no other key changed liveness.
+        assert!(
+            (live_before..=live_before + batch_len).contains(&self.len()),
+            "a batch of {batch_len} took the live keys from {live_before} to {}",
+            self.len()
+        );
+        #[cfg(debug_assertions)]
+        for key in &keys {
+            debug_assert!(self.get(key).is_some(), "an inserted key is live");
+        }
     }
 
     /// Inserts one entry; prefer [`Trie::insert_batch`] for many.
