@@ -126,7 +126,9 @@ mod tests {
     /// the routes it must find below.
     fn served_routes() -> BTreeSet<(String, String)> {
         let source = include_str!("router.rs");
-        let router = &source[source.find("pub fn router(").expect("router() in router.rs")..];
+        let router = &source[source
+            .find("pub fn router(")
+            .expect("router() in router.rs")..];
         let mut routes = BTreeSet::new();
         let mut rest = router;
         while let Some(at) = rest.find(".route(") {

@@ -1,23 +1,18 @@
-//! A small deterministic PRNG and the samplers the generators need.
+//! A deterministic PRNG and the samplers the generators need.
 //!
-//! [`Rng`] is xoshiro256** (Blackman & Vigna) seeded through SplitMix64. It is implemented here,
-//! not taken from a crate, so that a seed keeps its meaning forever: the integer stream of a seed
-//! never changes. Float samplers ([`Rng::normal`], [`Rng::log_uniform`], [`PowerLaw`]) go through
-//! the platform's `ln`/`exp`/`powf`, so their bits are fixed for a given build and platform.
+//! [`Rng`] is xoshiro256** (Blackman & Vigna) seeded through SplitMix64, both from the
+//! `rand_xoshiro` crate: named reference algorithms, so a seed keeps its meaning across versions
+//! (the tests pin the first outputs of fixed seeds; a crate whose stream changed would fail
+//! them). Float samplers ([`Rng::normal`], [`Rng::log_uniform`], [`PowerLaw`]) go through the
+//! platform's `ln`/`exp`/`powf`, so their bits are fixed for a given build and platform.
 
-/// SplitMix64 step: advances `state` and returns the next output. Used only for seeding.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::{SplitMix64, Xoshiro256StarStar};
 
 /// xoshiro256** seeded through SplitMix64.
 #[derive(Clone, Debug)]
 pub struct Rng {
-    state: [u64; 4],
+    core: Xoshiro256StarStar,
     /// The second output of the last Box–Muller pair, not yet returned.
     spare_normal: Option<f64>,
 }
@@ -26,15 +21,8 @@ impl Rng {
     /// The generator for `seed`: four SplitMix64 outputs of `seed` form the state (never all zero,
     /// since SplitMix64 is a bijection of a counter that takes four distinct values).
     pub fn new(seed: u64) -> Rng {
-        let mut sm = seed;
-        let state = [
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-        ];
         Rng {
-            state,
+            core: Xoshiro256StarStar::seed_from_u64(seed),
             spare_normal: None,
         }
     }
@@ -42,23 +30,14 @@ impl Rng {
     /// An independent-looking generator for sub-stream `stream` of `seed`, so that separate
     /// concerns (valuations, pairs, accounts, ...) draw from separate streams.
     pub fn with_stream(seed: u64, stream: u64) -> Rng {
-        let mut sm = stream ^ 0x6a09_e667_f3bc_c908;
-        Rng::new(seed ^ splitmix64(&mut sm))
+        let mut mix = SplitMix64::seed_from_u64(stream ^ 0x6a09_e667_f3bc_c908);
+        Rng::new(seed ^ mix.next_u64())
     }
 
     /// The next 64 random bits.
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        let s = &mut self.state;
-        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
+        self.core.next_u64()
     }
 
     /// Uniform in [0, 1), with 53 random bits.
@@ -283,8 +262,12 @@ mod tests {
     #[test]
     fn xoshiro_reference_values() {
         // Reference: xoshiro256** with state [1, 2, 3, 4] (from the authors' C code).
+        let mut seed = [0u8; 32];
+        for (word, value) in seed.chunks_exact_mut(8).zip([1u64, 2, 3, 4]) {
+            word.copy_from_slice(&value.to_le_bytes());
+        }
         let mut rng = Rng {
-            state: [1, 2, 3, 4],
+            core: Xoshiro256StarStar::from_seed(seed),
             spare_normal: None,
         };
         let expected = [11520u64, 0, 1509978240, 1215971899390074240];
@@ -296,8 +279,10 @@ mod tests {
     #[test]
     fn splitmix_reference_value() {
         // SplitMix64 of seed 0 starts 0xe220a8397b1dcdaf.
-        let mut state = 0u64;
-        assert_eq!(splitmix64(&mut state), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(
+            SplitMix64::seed_from_u64(0).next_u64(),
+            0xe220_a839_7b1d_cdaf
+        );
     }
 
     #[test]
