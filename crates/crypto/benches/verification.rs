@@ -8,7 +8,9 @@
 //! `PublicKey` kept them), the new rule (ZIP-215) checking each signature alone,
 //! the new rule's batches of 64 and 256 ([`verify_chunk`]), the acceptance rule as blocks call
 //! it ([`verify_each_parallel`]) on 1 and 2 threads, and, for comparison only, dalek's
-//! cofactorless batch of 256 (never an acceptance rule: see `walras_crypto::accept`). One
+//! cofactorless batch of 256 (never an acceptance rule: see `walras_crypto::accept`) and
+//! ed25519-zebra's batch of 256 (the same rule, each key decompressed again per batch, as the
+//! acceptance rule ran before it kept keys decoded). One
 //! iteration verifies all 10 000 signatures, so criterion's `time` is the time for 10 000 (µs
 //! per signature = time in ms / 10) and its `thrpt` is verifications per second. Every
 //! iteration asserts that everything verified.
@@ -114,6 +116,16 @@ fn verification_throughput(c: &mut Criterion) {
     }
     group.bench_with_input(
         BenchmarkId::new(
+            "ed25519-zebra batch (comparison: same rule, keys re-decoded), 1 thread, batch size",
+            256,
+        ),
+        &256,
+        |b, &batch_items| {
+            b.iter(|| assert!(black_box(&triples).chunks(batch_items).all(zebra_batch)))
+        },
+    );
+    group.bench_with_input(
+        BenchmarkId::new(
             "dalek batch (comparison, inconsistent), 1 thread, batch size",
             256,
         ),
@@ -123,6 +135,20 @@ fn verification_throughput(c: &mut Criterion) {
         },
     );
     group.finish();
+}
+
+/// ed25519-zebra's batch of a chunk: the acceptance rule's equation with the keys taken as
+/// bytes (each decompressed again), as the node verified before the rule kept them decoded.
+fn zebra_batch(chunk: &[(Vec<u8>, PublicKey, Signature)]) -> bool {
+    let mut verifier = ed25519_zebra::batch::Verifier::new();
+    for (message, key, signature) in chunk {
+        verifier.queue((
+            ed25519_zebra::VerificationKeyBytes::from(*key.as_bytes()),
+            ed25519_zebra::Signature::from_bytes(signature.as_bytes()),
+            message,
+        ));
+    }
+    verifier.verify(rand::rng()).is_ok()
 }
 
 criterion_group!(benches, verification_throughput);

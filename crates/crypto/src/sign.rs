@@ -1,16 +1,27 @@
-//! ed25519 keys, signing (over `ed25519-dalek`) and single verification under ZIP-215 (over
-//! `ed25519-zebra`).
+//! ed25519 keys, signing (over `ed25519-dalek`) and single verification under ZIP-215 (its
+//! equation written here over `curve25519-dalek`, see below).
 //!
 //! Verification is ZIP-215's (see [`crate::accept`] for why): `A` and `R` must decode to curve
 //! points, non-canonical encodings accepted; `s` must be canonical (`s < ℓ`); the cofactored
 //! equation `[8][s]B = [8]R + [8][k]A`, `k = SHA-512(R_bytes ‖ A_bytes ‖ M)`, must hold.
 //! Small-order keys are refused when a [`PublicKey`] is decoded (ZIP-215 itself would accept
 //! them), so an account can never be created with a key whose signatures anyone could forge.
-//! Decoding a key is the same curve-point decompression in both crates (`curve25519-dalek`'s),
-//! so a key that decodes here always verifies under ZIP-215.
+//!
+//! Why the equation is written here rather than called from `ed25519-zebra` (Zcash's crate, whose
+//! rule this is): zebra's batch verifier takes each item's key as bytes and decompresses it again
+//! for every batch (a field square root, about a tenth of a loaded node's CPU), although a node
+//! keeps every account's key decoded. So [`PublicKey`] keeps `−A` as a curve point and both the
+//! single check ([`verify`]) and the batch check (`accept::batch_accepts`) use it. The equations,
+//! the decompression (`curve25519-dalek`'s, which zebra also calls), the canonical-`s` check and
+//! the challenge hash are zebra's, line for line; `tests/signatures.rs` holds the two to the same
+//! verdict on valid, torsioned, re-encoded, malleated and garbage signatures, alone and in
+//! batches.
 
-use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
-use ed25519_zebra::VerificationKey;
+use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsPoint};
+use curve25519_dalek::scalar::Scalar;
+use curve25519_dalek::traits::IsIdentity;
+use ed25519_dalek::{Signer, SigningKey};
+use sha2::{Digest, Sha512};
 use std::fmt;
 use std::str::FromStr;
 
@@ -101,7 +112,8 @@ impl fmt::Debug for Keypair {
 #[derive(Clone, Copy)]
 pub struct PublicKey {
     bytes: [u8; PUBLIC_KEY_BYTES],
-    point: VerificationKey,
+    /// `−A`: the equations add `[k](−A)` (as zebra's `minus_A`).
+    minus_a: EdwardsPoint,
 }
 
 impl PartialEq for PublicKey {
@@ -139,15 +151,15 @@ impl PublicKey {
                 expected: PUBLIC_KEY_BYTES,
                 actual: bytes.len(),
             })?;
-        let dalek = VerifyingKey::from_bytes(&array).map_err(|_| DecodeError::NotACurvePoint)?;
-        if dalek.is_weak() {
+        let point = CompressedEdwardsY(array)
+            .decompress()
+            .ok_or(DecodeError::NotACurvePoint)?;
+        if point.is_small_order() {
             return Err(DecodeError::WeakPublicKey);
         }
-        // The same decompression as dalek's just now: it cannot fail here.
-        let point = VerificationKey::try_from(array).map_err(|_| DecodeError::NotACurvePoint)?;
         Ok(PublicKey {
             bytes: array,
-            point,
+            minus_a: -point,
         })
     }
 
@@ -156,9 +168,9 @@ impl PublicKey {
         &self.bytes
     }
 
-    /// The ZIP-215 verification key (decompressed and checked at construction).
-    pub(crate) fn verification_key(&self) -> &VerificationKey {
-        &self.point
+    /// `−A`, decompressed and checked at construction.
+    pub(crate) fn minus_point(&self) -> &EdwardsPoint {
+        &self.minus_a
     }
 }
 
@@ -205,9 +217,24 @@ impl Signature {
         &self.0
     }
 
-    /// The signature as `ed25519-zebra` takes it (no check: that is verification's job).
-    pub(crate) fn to_zebra(self) -> ed25519_zebra::Signature {
-        ed25519_zebra::Signature::from_bytes(&self.0)
+    /// `R`'s encoding.
+    pub(crate) fn r_bytes(&self) -> &[u8; 32] {
+        self.0[..32]
+            .try_into()
+            .expect("a signature is R (32 bytes) then s (32 bytes)")
+    }
+
+    /// `R` as a curve point (non-canonical encodings accepted, as ZIP-215 says), or `None`.
+    pub(crate) fn r_point(&self) -> Option<EdwardsPoint> {
+        CompressedEdwardsY(*self.r_bytes()).decompress()
+    }
+
+    /// `s` when canonical (`s < ℓ`), or `None`.
+    pub(crate) fn s_scalar(&self) -> Option<Scalar> {
+        let s: [u8; 32] = self.0[32..]
+            .try_into()
+            .expect("a signature is R (32 bytes) then s (32 bytes)");
+        Option::from(Scalar::from_canonical_bytes(s))
     }
 }
 
@@ -236,14 +263,33 @@ pub fn sign(keypair: &Keypair, message: &[u8]) -> Signature {
     keypair.sign(message)
 }
 
+/// The challenge `k = SHA-512(R_bytes ‖ A_bytes ‖ M) mod ℓ`.
+pub(crate) fn challenge(signature: &Signature, public_key: &PublicKey, message: &[u8]) -> Scalar {
+    let digest = Sha512::new()
+        .chain_update(signature.r_bytes())
+        .chain_update(public_key.as_bytes())
+        .chain_update(message)
+        .finalize();
+    let mut wide = [0u8; 64];
+    wide.copy_from_slice(&digest);
+    Scalar::from_bytes_mod_order_wide(&wide)
+}
+
 /// Checks one signature under ZIP-215 (see the module docs): the acceptance rule.
+/// `[8](R − ([s]B − [k]A)) = 0`, as zebra's `verify_prehashed`.
 pub fn verify(
     public_key: &PublicKey,
     message: &[u8],
     signature: &Signature,
 ) -> Result<(), VerifyError> {
-    public_key
-        .verification_key()
-        .verify(&signature.to_zebra(), message)
-        .map_err(|_| VerifyError::BadSignature)
+    let s = signature.s_scalar().ok_or(VerifyError::BadSignature)?;
+    let r = signature.r_point().ok_or(VerifyError::BadSignature)?;
+    let k = challenge(signature, public_key, message);
+    let r_expected =
+        EdwardsPoint::vartime_double_scalar_mul_basepoint(&k, public_key.minus_point(), &s);
+    if (r - r_expected).mul_by_cofactor().is_identity() {
+        Ok(())
+    } else {
+        Err(VerifyError::BadSignature)
+    }
 }

@@ -493,3 +493,101 @@ fn accepted_signatures_remember_only_accepted_verdicts_of_the_exact_bytes() {
         "the refused one is checked again, the others are not"
     );
 }
+
+/// `ed25519-zebra`'s verdict on one signature: the reference implementation of ZIP-215 that the
+/// acceptance rule's equations were written after (`sign.rs`, `accept.rs`).
+fn zebra_accepts(key: &PublicKey, message: &[u8], signature: &Signature) -> bool {
+    let Ok(key) = ed25519_zebra::VerificationKey::try_from(*key.as_bytes()) else {
+        return false;
+    };
+    key.verify(
+        &ed25519_zebra::Signature::from_bytes(signature.as_bytes()),
+        message,
+    )
+    .is_ok()
+}
+
+/// `ed25519-zebra`'s batch verdict on a chunk (its own equation, keys from bytes).
+fn zebra_batch_accepts(items: &[(Vec<u8>, PublicKey, Signature)]) -> bool {
+    let mut verifier = ed25519_zebra::batch::Verifier::new();
+    for (message, key, signature) in items {
+        verifier.queue((
+            ed25519_zebra::VerificationKeyBytes::from(*key.as_bytes()),
+            ed25519_zebra::Signature::from_bytes(signature.as_bytes()),
+            message,
+        ));
+    }
+    verifier.verify(rand::rng()).is_ok()
+}
+
+/// What a signature in the agreement test is made into.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    Valid,
+    OrderTwoNonce,
+    TorsionNonce(usize),
+    NonCanonicalIdentityNonce,
+    TorsionAddedToR(usize),
+    SPlusGroupOrder,
+    FlippedBit(usize),
+    Garbage(u8),
+}
+
+fn shape_strategy() -> impl Strategy<Value = Shape> {
+    prop_oneof![
+        4 => Just(Shape::Valid),
+        1 => Just(Shape::OrderTwoNonce),
+        1 => (1usize..8).prop_map(Shape::TorsionNonce),
+        1 => Just(Shape::NonCanonicalIdentityNonce),
+        1 => (1usize..8).prop_map(Shape::TorsionAddedToR),
+        1 => Just(Shape::SPlusGroupOrder),
+        1 => (0usize..512).prop_map(Shape::FlippedBit),
+        1 => any::<u8>().prop_map(Shape::Garbage),
+    ]
+}
+
+fn shaped(index: usize, shape: Shape) -> (Vec<u8>, PublicKey, Signature) {
+    let pair = keypair(index as u32 % 13);
+    let message = format!("agreement {index}").into_bytes();
+    let valid = sign(&pair, &message);
+    let signature = match shape {
+        Shape::Valid => valid,
+        Shape::OrderTwoNonce => sign_with_order_2_nonce(&pair, &message),
+        Shape::TorsionNonce(torsion) => sign_with_torsion_nonce(&pair, &message, torsion),
+        Shape::NonCanonicalIdentityNonce => sign_with_non_canonical_identity_nonce(&pair, &message),
+        Shape::TorsionAddedToR(torsion) => with_torsion_added_to_r(&valid, torsion),
+        Shape::SPlusGroupOrder => with_s_plus_group_order(&valid),
+        Shape::FlippedBit(bit) => flip_bit(&valid, bit),
+        Shape::Garbage(byte) => Signature::from_bytes(&[byte; 64]).expect("64 bytes"),
+    };
+    (message, pair.public_key(), signature)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The acceptance rule, written over decoded keys, gives ed25519-zebra's verdict on every
+    /// signature (valid, torsioned nonces, torsion added to R, R re-encoded, s + ℓ, flipped
+    /// bits, garbage), alone and through batches of any size; and a batch passes exactly when
+    /// zebra's own batch passes.
+    #[test]
+    fn the_acceptance_rule_agrees_with_ed25519_zebra_alone_and_in_batches(
+        shapes in proptest::collection::vec(shape_strategy(), 1..80),
+        chunk_len in 1usize..40,
+    ) {
+        let triples: Vec<_> = shapes.iter().enumerate().map(|(i, s)| shaped(i, *s)).collect();
+        let reference: Vec<bool> = triples
+            .iter()
+            .map(|(message, key, signature)| zebra_accepts(key, message, signature))
+            .collect();
+        let items = as_items(&triples);
+        prop_assert_eq!(&verify_each(&items), &reference);
+        for (chunk, expected) in items.chunks(chunk_len).zip(reference.chunks(chunk_len)) {
+            prop_assert_eq!(&verify_chunk(chunk), expected);
+        }
+        prop_assert_eq!(&verify_each_parallel(&items, 3), &reference);
+        for (chunk, expected) in triples.chunks(chunk_len).zip(reference.chunks(chunk_len)) {
+            prop_assert_eq!(zebra_batch_accepts(chunk), expected.iter().all(|&ok| ok));
+        }
+    }
+}
