@@ -18,7 +18,7 @@ use walras_bench::clearing_args::ClearingArgs;
 use walras_clearing::{Clearing, OrderBooks, SupplyGrid};
 use walras_types::{offers_csv, AccountId, AssetId, Fraction, Offer, OfferId, Price, MAX_AMOUNT};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(clear_columns, m)?)?;
     m.add_function(wrap_pyfunction!(clear_csv, m)?)?;
     Ok(())

@@ -13,7 +13,7 @@ use walras_types::SignedTransaction;
 /// The most transactions one batch request may carry (the node's own cap).
 const BATCH_MAX: usize = 10_000;
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Node>()?;
     m.add_class::<EventStream>()?;
     Ok(())

@@ -11,7 +11,7 @@ use walras_crypto::{Keypair, PublicKey};
 use walras_engine::block::transaction_hash;
 use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Signer>()?;
     m.add_function(wrap_pyfunction!(hash_transaction, m)?)?;
     m.add_function(wrap_pyfunction!(transaction_json, m)?)?;

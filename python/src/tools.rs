@@ -19,7 +19,7 @@ const GENERATED_OFFERS_MAX: usize = 100_000_000;
 /// The oracle replay's thread range (the CLI's).
 const REPLAY_THREADS_MAX: usize = 64;
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gen_offers, m)?)?;
     m.add_function(wrap_pyfunction!(sim_dbo, m)?)?;
     m.add_function(wrap_pyfunction!(oracle_value, m)?)?;

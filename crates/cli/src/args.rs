@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use walras_api::wire::DevGenesisJson;
 use walras_api::wire::DEV_ACCOUNTS_MAX;
 use walras_server::GenesisSource;
-pub use walras_types::parse::{asset_count, thread_count};
+pub(crate) use walras_types::parse::{asset_count, thread_count};
 
 /// Which genesis a command names: `--genesis FILE`, `--dev` (with its parameters), or none.
 #[derive(clap::Args, Debug, Clone)]
-pub struct GenesisArgs {
+pub(crate) struct GenesisArgs {
     /// Genesis file: starts a new store in a directory without one; an existing store must
     /// hold this genesis, or the command refuses.
     #[arg(long, conflicts_with = "dev")]
@@ -29,7 +29,7 @@ pub struct GenesisArgs {
 
 impl GenesisArgs {
     /// The genesis source these arguments name; refuses out-of-range development parameters.
-    pub fn source(&self) -> anyhow::Result<GenesisSource> {
+    pub(crate) fn source(&self) -> anyhow::Result<GenesisSource> {
         if let Some(path) = &self.genesis {
             return Ok(GenesisSource::File(path.clone()));
         }

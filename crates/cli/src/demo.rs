@@ -34,7 +34,7 @@ const OUTPUT_TAIL_LINES: usize = 40;
 const LISTENING_PREFIX: &str = "walras node listening on ";
 
 #[derive(clap::Args, Debug)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Data directory for the node [default: a new directory under the system temp dir]; an
     /// existing one must be empty
     #[arg(long, value_name = "DIR")]
@@ -59,7 +59,7 @@ const DEFAULT_LOAD_SECONDS: f64 = 15.0;
 /// How often a demo keeping its node up checks that the node is still running.
 const NODE_WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
-pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
     let data = prepare_data_dir(args.data.as_deref())?;
     let keep_up = args.seconds.is_none();
     let seconds = args.seconds.unwrap_or(DEFAULT_LOAD_SECONDS);

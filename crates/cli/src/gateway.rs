@@ -10,7 +10,7 @@ use walras_gateway_net::{parse_participant_keys, CutMode, GatewayConfig, PARTICI
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub struct GatewayArgs {
+pub(crate) struct GatewayArgs {
     #[command(subcommand)]
     command: Option<GatewayCommand>,
     /// The node's base URL (on this host: the link is served to loopback peers only).
@@ -72,7 +72,7 @@ enum Cut {
     Timer,
 }
 
-pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(GatewayCommand::Participant(participant)) = args.command {
         return super::participant::run(*participant);
     }

@@ -7,7 +7,7 @@ use walras_server::{create_store, GenesisSource};
 use walras_store::StoreOptions;
 
 #[derive(clap::Args, Debug)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// Data directory: missing or empty. A directory that has a store is refused.
     #[arg(long)]
     data: PathBuf,
@@ -18,7 +18,7 @@ pub struct InitArgs {
     threads: Option<usize>,
 }
 
-pub fn run(args: InitArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: InitArgs) -> anyhow::Result<()> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use walras_client::keyfile;
 
 #[derive(clap::Args, Debug)]
-pub struct KeygenArgs {
+pub(crate) struct KeygenArgs {
     /// Write the key to FILE (readable by you only) instead of printing it; never overwrites
     #[arg(long)]
     out: Option<PathBuf>,
@@ -21,7 +21,7 @@ pub struct KeygenArgs {
     node: NodeArgs,
 }
 
-pub fn run(args: KeygenArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: KeygenArgs) -> anyhow::Result<()> {
     let seed = match args.dev_account {
         Some(account) => block_on(async { dev_secret_seed(&args.node.client()?, account).await })??,
         None => keyfile::random_seed()?,

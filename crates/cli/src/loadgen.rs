@@ -7,7 +7,7 @@ use std::time::Duration;
 use walras_loadgen::{mix::Mix, LoadgenConfig, LoadgenReport};
 
 #[derive(clap::Args, Debug)]
-pub struct LoadgenArgs {
+pub(crate) struct LoadgenArgs {
     #[command(flatten)]
     node: NodeArgs,
     /// Transactions offered per second, whatever the node does
@@ -48,14 +48,14 @@ pub struct LoadgenArgs {
     json: bool,
 }
 
-pub fn positive_number(text: &str) -> Result<f64, String> {
+pub(crate) fn positive_number(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(value) if value.is_finite() && value > 0.0 => Ok(value),
         _ => Err(format!("'{text}' is not a positive number")),
     }
 }
 
-pub fn run(args: LoadgenArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: LoadgenArgs) -> anyhow::Result<()> {
     let config = LoadgenConfig {
         accounts: args.accounts,
         batch_interval: Duration::from_millis(args.batch_ms),
@@ -83,7 +83,7 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<()> {
 }
 
 /// A run in which nothing committed measured nothing: say so with a failing exit.
-pub fn check_committed(report: &LoadgenReport) -> anyhow::Result<()> {
+pub(crate) fn check_committed(report: &LoadgenReport) -> anyhow::Result<()> {
     if report.counts.committed == 0 {
         return Err(anyhow!(
             "none of the {} transactions sent was seen in a block ({} blocks seen): is the \

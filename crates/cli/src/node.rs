@@ -10,7 +10,7 @@ use walras_server::{
 };
 
 #[derive(clap::Args, Debug)]
-pub struct NodeArgs {
+pub(crate) struct NodeArgs {
     /// Data directory. A directory with a store (data.mdb) is reopened, never re-initialised;
     /// one without (missing or empty) gets a new store only from --genesis FILE or --dev.
     #[arg(long)]
@@ -133,7 +133,7 @@ enum ConsensusKind {
     Cometbft,
 }
 
-pub fn run(args: NodeArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: NodeArgs) -> anyhow::Result<()> {
     if args.max_block_txs == 0 || args.mempool_capacity == 0 {
         return Err(anyhow!(
             "--max-block-txs and --mempool-capacity must be positive"

@@ -17,7 +17,7 @@ const VENUES_MAX: usize = 64;
 const ASSETS_MAX: usize = 512;
 
 #[derive(clap::Args, Debug)]
-pub struct FeedArgs {
+pub(crate) struct FeedArgs {
     /// Venues (cycling through Binance, Coinbase, Kraken, OKX and Bitstamp wire formats).
     #[arg(long, default_value_t = 5)]
     venues: usize,
@@ -52,7 +52,7 @@ fn positive_price(text: &str) -> Result<f64, String> {
     }
 }
 
-pub fn gen_feed(args: FeedArgs) -> anyhow::Result<()> {
+pub(crate) fn gen_feed(args: FeedArgs) -> anyhow::Result<()> {
     if !(1..=VENUES_MAX).contains(&args.venues) || !(1..=ASSETS_MAX).contains(&args.assets) {
         return Err(anyhow!(
             "use 1..={VENUES_MAX} venues and 1..={ASSETS_MAX} assets"
@@ -95,7 +95,7 @@ pub fn gen_feed(args: FeedArgs) -> anyhow::Result<()> {
 }
 
 #[derive(clap::Subcommand, Debug)]
-pub enum OracleCommand {
+pub(crate) enum OracleCommand {
     /// Replay a recorded feed through the pipeline: per-asset prices, a digest, throughput.
     Replay(ReplayArgs),
     /// Value one order book given on the command line.
@@ -108,7 +108,7 @@ pub enum OracleCommand {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct LiveArgs {
+pub(crate) struct LiveArgs {
     /// NAME=WS_URL[,REST_BASE] (repeatable); NAME is binance, coinbase, kraken, okx or
     /// bitstamp, optionally with a suffix. wss:// and https:// are checked against Mozilla's
     /// roots (built in) and any --ca.
@@ -132,7 +132,7 @@ pub struct LiveArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct MockVenueArgs {
+pub(crate) struct MockVenueArgs {
     /// A recorded feed (from `walras gen feed`).
     #[arg(long)]
     feed: PathBuf,
@@ -142,7 +142,7 @@ pub struct MockVenueArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// A recorded feed (from `walras gen feed`).
     file: PathBuf,
     #[arg(long, default_value_t = 1)]
@@ -156,7 +156,7 @@ pub struct ReplayArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ValueArgs {
+pub(crate) struct ValueArgs {
     /// Bids as PRICE:QUANTITY,... (best first or in any order).
     #[arg(long)]
     bids: String,
@@ -174,7 +174,7 @@ pub struct ValueArgs {
     step: Option<f64>,
 }
 
-pub fn run(command: OracleCommand) -> anyhow::Result<()> {
+pub(crate) fn run(command: OracleCommand) -> anyhow::Result<()> {
     match command {
         OracleCommand::Replay(args) => replay_command(args),
         OracleCommand::Value(args) => value_command(args),

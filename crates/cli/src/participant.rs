@@ -40,7 +40,7 @@ const RECONNECT_PAUSE_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 #[derive(clap::Args, Debug)]
-pub struct ParticipantArgs {
+pub(crate) struct ParticipantArgs {
     /// The gateway: HOST:PORT (TCP), or ws://HOST:PORT (its --listen-ws)
     #[arg(long, default_value = "127.0.0.1:9090")]
     gateway: String,
@@ -84,7 +84,7 @@ pub struct ParticipantArgs {
 /// Exactly one of them.
 #[derive(clap::Args, Debug)]
 #[group(required = true, multiple = false)]
-pub struct AccountKeyArgs {
+pub(crate) struct AccountKeyArgs {
     /// The account's key file
     #[arg(long, value_name = "FILE")]
     account_key: Option<PathBuf>,
@@ -98,7 +98,7 @@ pub struct AccountKeyArgs {
 /// `min_price`; otherwise they are those of this session's offer, or read from the node).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Order {
+pub(crate) enum Order {
     Offer {
         sell: u16,
         buy: u16,
@@ -136,7 +136,7 @@ fn parse_offer_flag(text: &str) -> Result<Order, String> {
     })
 }
 
-pub fn run(args: ParticipantArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: ParticipantArgs) -> anyhow::Result<()> {
     let participant_key = keyfile::read(&args.key)?;
     let node = NodeClient::new(&args.node)?;
     let stdout = std::io::stdout();

@@ -12,7 +12,7 @@ use walras_api::wire::{
 use walras_client::{ClientError, NodeApi, NodeClient};
 
 #[derive(clap::Args, Debug)]
-pub struct QueryArgs {
+pub(crate) struct QueryArgs {
     #[command(subcommand)]
     what: QueryCommand,
     /// Print the node's JSON answer instead of text
@@ -58,7 +58,7 @@ pub(crate) enum QueryCommand {
     Metrics,
 }
 
-pub fn run(args: QueryArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: QueryArgs) -> anyhow::Result<()> {
     let client = NodeClient::new(&args.node)?;
     let text = block_on(async move { answer(&client, &args.what, args.json).await })??;
     print!("{text}");
@@ -110,7 +110,7 @@ pub(crate) async fn answer<C: NodeApi>(
 
 /// `walras offer explain ID`.
 #[derive(clap::Args, Debug)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// The offer's id: the sequence number of the transaction that created it
     id: u64,
     /// The offer's account (offer ids are per account; needed when several used the id)
@@ -124,7 +124,7 @@ pub struct ExplainArgs {
     node: String,
 }
 
-pub fn explain(args: ExplainArgs) -> anyhow::Result<()> {
+pub(crate) fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     let client = NodeClient::new(&args.node)?;
     let id = args.id;
     let text = block_on(async move {

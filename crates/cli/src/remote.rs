@@ -8,23 +8,23 @@ use walras_api::wire::DevGenesisJson;
 use walras_client::{NodeApi, NodeClient};
 
 /// The default node address: what `walras node --listen` is usually given.
-pub const DEFAULT_NODE: &str = "http://127.0.0.1:8080";
+pub(crate) const DEFAULT_NODE: &str = "http://127.0.0.1:8080";
 
 #[derive(clap::Args, Debug, Clone)]
-pub struct NodeArgs {
+pub(crate) struct NodeArgs {
     /// Base URL of the node's HTTP API
     #[arg(long, default_value = DEFAULT_NODE)]
     pub node: String,
 }
 
 impl NodeArgs {
-    pub fn client(&self) -> anyhow::Result<NodeClient> {
+    pub(crate) fn client(&self) -> anyhow::Result<NodeClient> {
         Ok(NodeClient::new(&self.node)?)
     }
 }
 
 /// Runs `future` to completion on a fresh multi-threaded runtime.
-pub fn block_on<F: Future>(future: F) -> anyhow::Result<F::Output> {
+pub(crate) fn block_on<F: Future>(future: F) -> anyhow::Result<F::Output> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -34,7 +34,7 @@ pub fn block_on<F: Future>(future: F) -> anyhow::Result<F::Output> {
 
 /// The node's development genesis parameters, or an error saying there are none.
 #[cfg(feature = "dev-tools")]
-pub async fn dev_genesis<C: NodeApi>(client: &C) -> anyhow::Result<DevGenesisJson> {
+pub(crate) async fn dev_genesis<C: NodeApi>(client: &C) -> anyhow::Result<DevGenesisJson> {
     let status = client.status().await?;
     status.dev_genesis.ok_or_else(|| {
         anyhow!(
@@ -47,7 +47,10 @@ pub async fn dev_genesis<C: NodeApi>(client: &C) -> anyhow::Result<DevGenesisJso
 
 /// The secret seed of development account `account` on the node's development genesis.
 #[cfg(feature = "dev-tools")]
-pub async fn dev_secret_seed<C: NodeApi>(client: &C, account: u64) -> anyhow::Result<[u8; 32]> {
+pub(crate) async fn dev_secret_seed<C: NodeApi>(
+    client: &C,
+    account: u64,
+) -> anyhow::Result<[u8; 32]> {
     let dev = dev_genesis(client).await?;
     if account >= dev.accounts {
         return Err(anyhow!(

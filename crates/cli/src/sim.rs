@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use walras_gateway::sim::{parse_trace_csv, run, LatencyModel, Scheme, SimConfig};
 
 #[derive(clap::Subcommand, Debug)]
-pub enum SimCommand {
+pub(crate) enum SimCommand {
     /// Simulate delivery-based ordering against direct delivery, the max-RTT bound and CloudEx.
     Dbo(DboArgs),
 }
 
 #[derive(clap::Args, Debug)]
-pub struct DboArgs {
+pub(crate) struct DboArgs {
     /// direct | dbo | max-rtt | cloudex
     #[arg(long)]
     scheme: String,
@@ -46,7 +46,7 @@ pub struct DboArgs {
     json: bool,
 }
 
-pub fn run_command(command: SimCommand) -> anyhow::Result<()> {
+pub(crate) fn run_command(command: SimCommand) -> anyhow::Result<()> {
     match command {
         SimCommand::Dbo(args) => dbo(args),
     }

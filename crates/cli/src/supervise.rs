@@ -12,11 +12,11 @@ use nix::sys::signal::Signal;
 
 /// How long a process has to stop on SIGTERM before it is killed: a node finishes its block
 /// and closes its store (and a CometBFT child) within it on a loaded machine.
-pub const STOP_GRACE: Duration = Duration::from_secs(15);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// A background process this command started: its pid file, and a path that appears in its
 /// command line (its data directory or config), by which a live pid is known to be ours.
-pub struct Supervised {
+pub(crate) struct Supervised {
     pub name: String,
     pub pid_file: PathBuf,
     pub marker: PathBuf,
@@ -25,13 +25,13 @@ pub struct Supervised {
 impl Supervised {
     /// Its pid, if the pid file names a live, non-zombie process whose command line holds the
     /// marker (a pid may have been reused).
-    pub fn running_pid(&self) -> Option<i32> {
+    pub(crate) fn running_pid(&self) -> Option<i32> {
         running_pid(&self.pid_file, &self.marker)
     }
 
     /// Starts `command` in its own session (it outlives this command and ignores its
     /// terminal's signals) and writes its pid file.
-    pub fn spawn(&self, command: &mut Command) -> anyhow::Result<u32> {
+    pub(crate) fn spawn(&self, command: &mut Command) -> anyhow::Result<u32> {
         // SAFETY: setsid is async-signal-safe.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(command, || {
@@ -50,7 +50,7 @@ impl Supervised {
 
 /// The pid in `pid_file` if it is alive, not a zombie, and runs with `marker` in its
 /// command line.
-pub fn running_pid(pid_file: &Path, marker: &Path) -> Option<i32> {
+pub(crate) fn running_pid(pid_file: &Path, marker: &Path) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(pid_file)
         .ok()?
         .trim()
@@ -66,7 +66,7 @@ pub fn running_pid(pid_file: &Path, marker: &Path) -> Option<i32> {
 /// Stops every process of `processes` that runs: SIGTERM to all, then, per process, waits up
 /// to [`STOP_GRACE`] from the signal and kills what is left. Removes their pid files. Returns
 /// how many were running.
-pub fn stop_all(processes: &[Supervised]) -> usize {
+pub(crate) fn stop_all(processes: &[Supervised]) -> usize {
     let running: Vec<(&Supervised, i32)> = processes
         .iter()
         .filter_map(|process| process.running_pid().map(|pid| (process, pid)))

@@ -19,7 +19,7 @@ const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 const WAIT_POLL: Duration = Duration::from_millis(100);
 
 #[derive(clap::Args, Debug)]
-pub struct SignerArgs {
+pub(crate) struct SignerArgs {
     /// The account that signs and pays for the transaction
     #[arg(long, value_name = "ID")]
     source: u64,
@@ -42,7 +42,7 @@ pub struct SignerArgs {
 /// Exactly one of them.
 #[derive(clap::Args, Debug)]
 #[group(required = true, multiple = false)]
-pub struct SigningKeyArgs {
+pub(crate) struct SigningKeyArgs {
     /// Key file of the source account (as written by `walras keygen`)
     #[arg(long, value_name = "FILE")]
     key: Option<PathBuf>,
@@ -52,13 +52,13 @@ pub struct SigningKeyArgs {
 }
 
 #[derive(clap::Subcommand, Debug)]
-pub enum AccountCommand {
+pub(crate) enum AccountCommand {
     /// Create an account controlled by a public key
     Create(CreateAccountArgs),
 }
 
 #[derive(clap::Args, Debug)]
-pub struct CreateAccountArgs {
+pub(crate) struct CreateAccountArgs {
     /// Id of the account to create
     #[arg(long, value_name = "ID")]
     new_account: u64,
@@ -71,7 +71,7 @@ pub struct CreateAccountArgs {
 /// Exactly one of them.
 #[derive(clap::Args, Debug)]
 #[group(required = true, multiple = false)]
-pub struct NewAccountKeyArgs {
+pub(crate) struct NewAccountKeyArgs {
     /// The new account's public key, hex
     #[arg(long, value_name = "HEX", value_parser = parse_public_key)]
     public_key: Option<PublicKey>,
@@ -81,7 +81,7 @@ pub struct NewAccountKeyArgs {
 }
 
 #[derive(clap::Subcommand, Debug)]
-pub enum OfferCommand {
+pub(crate) enum OfferCommand {
     /// Offer to sell AMOUNT of asset SELL for asset BUY at no less than MIN-PRICE
     Create(CreateOfferArgs),
     /// Cancel one of the source's open offers (the rest of its amount comes back)
@@ -92,7 +92,7 @@ pub enum OfferCommand {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct CreateOfferArgs {
+pub(crate) struct CreateOfferArgs {
     /// Asset sold
     #[arg(long)]
     sell: u16,
@@ -110,7 +110,7 @@ pub struct CreateOfferArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct CancelOfferArgs {
+pub(crate) struct CancelOfferArgs {
     /// Asset the offer sells (optional: looked up from the source's open offers when
     /// --sell, --buy and --min-price are all left out)
     #[arg(long, requires_all = ["buy", "min_price"])]
@@ -129,7 +129,7 @@ pub struct CancelOfferArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct PayArgs {
+pub(crate) struct PayArgs {
     /// Receiving account
     #[arg(long, value_name = "ID")]
     to: u64,
@@ -152,7 +152,7 @@ fn parse_public_key(text: &str) -> Result<PublicKey, String> {
         .map_err(|error: walras_crypto::DecodeError| error.to_string())
 }
 
-pub fn run_account(command: AccountCommand) -> anyhow::Result<()> {
+pub(crate) fn run_account(command: AccountCommand) -> anyhow::Result<()> {
     let AccountCommand::Create(args) = command;
     let public_key = match (&args.new_key.public_key, &args.new_key.new_key) {
         (Some(key), _) => *key,
@@ -177,7 +177,7 @@ pub fn run_account(command: AccountCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run_offer(command: OfferCommand) -> anyhow::Result<()> {
+pub(crate) fn run_offer(command: OfferCommand) -> anyhow::Result<()> {
     match command {
         OfferCommand::Create(args) => {
             let operation = Operation::CreateOffer {
@@ -240,7 +240,7 @@ pub(crate) async fn open_offer<C: NodeApi>(
     Ok((offer.sell, offer.buy, min_price))
 }
 
-pub fn run_pay(args: PayArgs) -> anyhow::Result<()> {
+pub(crate) fn run_pay(args: PayArgs) -> anyhow::Result<()> {
     let operation = Operation::Payment {
         to: AccountId(args.to),
         asset: AssetId(args.asset),

@@ -22,7 +22,7 @@ const RETRY_PAUSE_MIN: Duration = Duration::from_millis(100);
 const RETRY_PAUSE_MAX: Duration = Duration::from_secs(5);
 
 #[derive(clap::Args, Debug)]
-pub struct WatchArgs {
+pub(crate) struct WatchArgs {
     /// Also print this account's fills (what each of its offers sold and received)
     #[arg(long, value_name = "ID")]
     account: Option<u64>,
@@ -60,7 +60,7 @@ pub(crate) enum WatchLine<'a> {
     },
 }
 
-pub fn run(args: WatchArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: WatchArgs) -> anyhow::Result<()> {
     let client = args.node.client()?;
     let stdout = std::io::stdout();
     block_on(async move {

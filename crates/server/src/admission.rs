@@ -48,7 +48,7 @@ const INLINE_VERIFY_MAX: usize = 8;
 /// measured rate (the same rule decides again under the mempool lock, after verification, for
 /// the rest). A duplicate of a pending transaction that arrives while the mempool is full is
 /// therefore answered `mempool_full`, not `duplicate`.
-pub async fn admit(
+pub(crate) async fn admit(
     shared: &Shared,
     mut transactions: Vec<SignedTransaction>,
 ) -> Vec<(Hash, Result<(), Failure>)> {
@@ -92,7 +92,7 @@ impl Drop for Reservation<'_> {
 /// The whole submission's refusal when the mempool has no room at all: checked before the
 /// body is decoded, so that under overload a request costs the node next to nothing. Counted
 /// as `transactions` refusals.
-pub fn refuse_if_full(shared: &Shared) -> Result<(), Failure> {
+pub(crate) fn refuse_if_full(shared: &Shared) -> Result<(), Failure> {
     let (room, full) = {
         let mempool = shared.mempool();
         let pending = mempool.len() + shared.verifying.load(Ordering::Relaxed);
@@ -108,7 +108,7 @@ pub fn refuse_if_full(shared: &Shared) -> Result<(), Failure> {
 }
 
 /// The refusal of a transaction the mempool has no room for (one code for either limit).
-pub fn full_failure(full: Full) -> Failure {
+pub(crate) fn full_failure(full: Full) -> Failure {
     Failure::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "mempool_full",
@@ -278,7 +278,7 @@ fn count_results(shared: &Shared, results: &[(Hash, Result<(), Failure>)]) {
 }
 
 /// The HTTP answer to a refusal by the admission rule: its code, its message.
-pub fn rejection_failure(rejection: Rejection) -> Failure {
+pub(crate) fn rejection_failure(rejection: Rejection) -> Failure {
     let status = match rejection {
         Rejection::Malformed | Rejection::BadSignature => StatusCode::BAD_REQUEST,
         Rejection::UnknownSource | Rejection::SequenceOutOfWindow { .. } => {

@@ -33,11 +33,11 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data:"
         (status = 200, description = "the page", content(("text/html")))
     )
 )]
-pub async fn index() -> Response {
+pub(crate) async fn index() -> Response {
     page("text/html; charset=utf-8", INDEX_HTML)
 }
 
-pub async fn asset(Path(file): Path<String>) -> Response {
+pub(crate) async fn asset(Path(file): Path<String>) -> Response {
     match ASSETS.iter().find(|(name, _, _)| *name == file) {
         Some((_, media_type, content)) => page(media_type, content),
         None => super::routes::not_found().await.into_response(),

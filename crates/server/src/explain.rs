@@ -44,7 +44,7 @@ const AMBIGUOUS_LISTED_MAX: usize = 10;
         (status = 503, description = "explain_busy: this client's previous explanation is still waiting or running, or too many wait", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn offer_explain(
+pub(crate) async fn offer_explain(
     State(shared): State<Arc<Shared>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,

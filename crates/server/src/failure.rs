@@ -8,7 +8,7 @@ use axum::Json;
 use walras_api::wire::{ApiError, ErrorBody};
 
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
@@ -17,7 +17,11 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Failure {
+    pub(crate) fn new(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Failure {
         Failure {
             status,
             code,
@@ -26,24 +30,24 @@ impl Failure {
         }
     }
 
-    pub fn malformed(message: impl Into<String>) -> Failure {
+    pub(crate) fn malformed(message: impl Into<String>) -> Failure {
         Failure::new(StatusCode::BAD_REQUEST, "malformed", message)
     }
 
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> Failure {
+    pub(crate) fn not_found(code: &'static str, message: impl Into<String>) -> Failure {
         Failure::new(StatusCode::NOT_FOUND, code, message)
     }
 
-    pub fn internal(message: impl Into<String>) -> Failure {
+    pub(crate) fn internal(message: impl Into<String>) -> Failure {
         Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
-    pub fn retry_after(mut self, seconds: f64) -> Failure {
+    pub(crate) fn retry_after(mut self, seconds: f64) -> Failure {
         self.retry_after_s = Some(seconds);
         self
     }
 
-    pub fn body(&self) -> ErrorBody {
+    pub(crate) fn body(&self) -> ErrorBody {
         ErrorBody {
             code: self.code.to_string(),
             message: self.message.clone(),
@@ -65,7 +69,7 @@ impl IntoResponse for Failure {
 }
 
 /// A body that could not be read: too large (413) or broken (400).
-pub fn body_failure(rejection: BytesRejection, limit_bytes: usize) -> Failure {
+pub(crate) fn body_failure(rejection: BytesRejection, limit_bytes: usize) -> Failure {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,

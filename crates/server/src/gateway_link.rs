@@ -36,7 +36,7 @@ use walras_types::SignedTransaction;
 use walras_types::{AssetId, PairId};
 
 /// Largest sealed-batch body (50,000 transactions of a few hundred bytes fit many times over).
-pub const SEAL_BODY_MAX_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const SEAL_BODY_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// The gateway link's configuration.
 #[derive(Clone, Debug)]
@@ -105,7 +105,7 @@ pub(crate) fn gateway_only(what: &str) -> Failure {
 /// the event stream, and everything that shows a block's contents or the books before the
 /// participants' release buffers deliver the block (an offer's explanation says how it fared
 /// in the newest block).
-pub fn closed_to_participants(path: &str) -> bool {
+pub(crate) fn closed_to_participants(path: &str) -> bool {
     path == "/v1/transactions"
         || path == "/v1/transactions/batch"
         || path == "/v1/events"

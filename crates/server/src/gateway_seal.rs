@@ -49,7 +49,7 @@ pub(super) fn refuse_if_gateway_only(shared: &Shared, what: &str) -> Result<(), 
         (status = 200, description = "every counter null in timer mode", body = GatewayStatusJson)
     )
 )]
-pub async fn status(State(shared): State<Arc<Shared>>) -> Json<GatewayStatusJson> {
+pub(crate) async fn status(State(shared): State<Arc<Shared>>) -> Json<GatewayStatusJson> {
     let Some(link) = &shared.gateway else {
         return Json(GatewayStatusJson {
             block_source: "timer".into(),
@@ -272,7 +272,7 @@ fn stored_reply(shared: &Shared, job: &SealJob) -> Result<Option<SealReply>, Pro
         (status = 413, description = "too_large", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn seal(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+pub(crate) async fn seal(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     match seal_inner(&shared, request).await {
         Ok(bytes) => (
             StatusCode::OK,

@@ -229,7 +229,7 @@ impl Drop for ClientSlot {
 }
 
 /// Explanations waiting for their turn, at most; one more is answered `explain_busy`.
-pub const EXPLAIN_WAITING_MAX: usize = 64;
+pub(crate) const EXPLAIN_WAITING_MAX: usize = 64;
 
 /// The commission explanations pay out at, and the fair queue that runs them one at a time.
 ///

@@ -36,15 +36,15 @@ use tower::ServiceExt;
 pub const CONNECTIONS_MAX_DEFAULT: usize = 1024;
 /// Descriptors kept for everything but connections: the store, standard streams, the runtime's
 /// own, CometBFT's sockets and child, and files opened while serving.
-pub const DESCRIPTORS_RESERVED: u64 = 64;
+pub(crate) const DESCRIPTORS_RESERVED: u64 = 64;
 /// How long a stopping node waits for open requests before dropping their connections.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Pause after a failed `accept` (descriptors exhausted by something else): no busy loop.
 const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// The limits the server applies to connections.
 #[derive(Clone, Debug)]
-pub struct ConnectionLimits {
+pub(crate) struct ConnectionLimits {
     pub connections_max: usize,
     pub header_timeout: Duration,
     pub shutdown_grace: Duration,
@@ -52,7 +52,7 @@ pub struct ConnectionLimits {
 
 /// Raises the soft limit on open descriptors to the hard limit (a default soft limit of 1024
 /// is far below what a busy server needs); returns the soft limit now in force.
-pub fn raise_descriptor_limit() -> Result<u64, NodeError> {
+pub(crate) fn raise_descriptor_limit() -> Result<u64, NodeError> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) =
         getrlimit(Resource::RLIMIT_NOFILE).map_err(|errno| descriptor_error("reading", errno))?;
@@ -70,7 +70,10 @@ fn descriptor_error(doing: &'static str, source: nix::errno::Errno) -> NodeError
 
 /// The connection cap: `requested`, or the default, checked against `descriptors` (the soft
 /// descriptor limit) so that connections can never take the descriptors the node needs.
-pub fn connections_max(requested: Option<usize>, descriptors: u64) -> Result<usize, NodeError> {
+pub(crate) fn connections_max(
+    requested: Option<usize>,
+    descriptors: u64,
+) -> Result<usize, NodeError> {
     let available = descriptors.saturating_sub(DESCRIPTORS_RESERVED);
     if available == 0 {
         return Err(NodeError::Config(format!(
@@ -94,7 +97,7 @@ pub fn connections_max(requested: Option<usize>, descriptors: u64) -> Result<usi
 }
 
 /// Serves `app` on `listener` until `stop` resolves, then shuts down within the grace period.
-pub async fn serve_connections(
+pub(crate) async fn serve_connections(
     listener: TcpListener,
     app: Router,
     limits: &ConnectionLimits,

@@ -65,12 +65,12 @@ pub struct Metrics {
 }
 
 /// Adds a duration as seconds.
-pub fn add_seconds(counter: &prometheus::Counter, duration: std::time::Duration) {
+pub(crate) fn add_seconds(counter: &prometheus::Counter, duration: std::time::Duration) {
     counter.inc_by(duration.as_secs_f64());
 }
 
 /// A count or size as a gauge value (saturating: gauges are `i64`).
-pub fn gauge_value(value: impl TryInto<i64>) -> i64 {
+pub(crate) fn gauge_value(value: impl TryInto<i64>) -> i64 {
     value.try_into().unwrap_or(i64::MAX)
 }
 

@@ -34,7 +34,7 @@ use walras_types::SignedTransaction;
 
 /// How blocks are cut and executed.
 #[derive(Clone, Debug)]
-pub struct ProducerConfig {
+pub(crate) struct ProducerConfig {
     pub block_interval: Duration,
     pub max_block_txs: usize,
     pub engine: EngineConfig,
@@ -200,7 +200,7 @@ impl Shared {
 /// Produces blocks until shutdown; an error stops the node. Each block's work feeds the
 /// commit-rate estimate admission goes by, and the age of its oldest transaction at commit is
 /// checked against the commit bound ([`record_commit_age`]).
-pub fn run_producer(shared: &Shared, config: &ProducerConfig) -> Result<(), ProducerError> {
+pub(crate) fn run_producer(shared: &Shared, config: &ProducerConfig) -> Result<(), ProducerError> {
     let mut last_cut = Instant::now();
     while let Some((batch, oldest)) = wait_for_batch(shared, config, &mut last_cut) {
         let started = Instant::now();
@@ -469,7 +469,7 @@ fn record_metrics(
 /// traded in one group of traded pairs with asset 0), `None` elsewhere — by the rule of
 /// [`MarketPrices::record`], applied to this block alone.
 /// Decimal strings of 12 significant digits, as every other price the API serves.
-pub fn block_prices(header: &BlockHeader) -> Vec<Option<String>> {
+pub(crate) fn block_prices(header: &BlockHeader) -> Vec<Option<String>> {
     let mut market = MarketPrices::new(header.valuations.len(), header.height.saturating_sub(1));
     market.record(header);
     market
@@ -480,7 +480,7 @@ pub fn block_prices(header: &BlockHeader) -> Vec<Option<String>> {
 }
 
 /// The reference prices of `market` as JSON (decimal strings, exact beside rounded).
-pub fn reference_prices_json(market: &MarketPrices) -> ReferencePricesJson {
+pub(crate) fn reference_prices_json(market: &MarketPrices) -> ReferencePricesJson {
     ReferencePricesJson {
         since_height: market.since_height(),
         assets: market
@@ -511,7 +511,7 @@ pub fn reference_prices_json(market: &MarketPrices) -> ReferencePricesJson {
 }
 
 /// The JSON form of a block's clearing quality (events and `GET /v1/blocks/{height}`).
-pub fn clearing_quality_json(report: &ClearingReport) -> ClearingQualityJson {
+pub(crate) fn clearing_quality_json(report: &ClearingReport) -> ClearingQualityJson {
     ClearingQualityJson {
         iterations: report.iterations,
         achieved_epsilon: report.achieved_epsilon,

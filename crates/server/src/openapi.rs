@@ -53,7 +53,7 @@ use walras_api::wire::{ApiError, BlockEventJson, OracleBandJson, OraclePricesJso
 struct ApiDoc;
 
 /// The document (built on each request: it is small, and this keeps no global).
-pub fn document() -> utoipa::openapi::OpenApi {
+pub(crate) fn document() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
@@ -65,7 +65,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
         (status = 200, description = "OpenAPI 3.1", content(("application/json")))
     )
 )]
-pub async fn openapi_document() -> axum::Json<utoipa::openapi::OpenApi> {
+pub(crate) async fn openapi_document() -> axum::Json<utoipa::openapi::OpenApi> {
     axum::Json(document())
 }
 

@@ -11,7 +11,7 @@ use walras_crypto::Hash;
 use walras_engine::DropReason;
 
 /// The index keeps whole blocks until it holds at least this many transactions.
-pub const RECENT_TRANSACTIONS_MIN: usize = 1_000_000;
+pub(crate) const RECENT_TRANSACTIONS_MIN: usize = 1_000_000;
 
 /// Where a committed transaction is and what it did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -29,18 +29,18 @@ use walras_crypto::Hash;
 use walras_engine::block::transaction_hash;
 use walras_types::{AccountId, AssetId, PairId, SignedTransaction};
 
-pub type AppState = Arc<Shared>;
+pub(crate) type AppState = Arc<Shared>;
 
 /// Body limit of a single submission: the largest transaction is well under 1 KiB.
-pub const SUBMIT_BODY_MAX_BYTES: usize = 16 * 1024;
+pub(crate) const SUBMIT_BODY_MAX_BYTES: usize = 16 * 1024;
 /// Body limit of a batch submission.
-pub const BATCH_BODY_MAX_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const BATCH_BODY_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Most transactions in one batch submission.
-pub const BATCH_TRANSACTIONS_MAX: usize = 10_000;
+pub(crate) const BATCH_TRANSACTIONS_MAX: usize = 10_000;
 /// Most price levels in a book answer.
-pub const BOOK_LEVELS_MAX: usize = 1_000;
+pub(crate) const BOOK_LEVELS_MAX: usize = 1_000;
 /// Most open event streams, all clients together (each client: `--event-streams-per-client`).
-pub const SSE_SUBSCRIBERS_MAX: usize = 256;
+pub(crate) const SSE_SUBSCRIBERS_MAX: usize = 256;
 
 #[utoipa::path(
     post,
@@ -58,7 +58,7 @@ pub const SSE_SUBSCRIBERS_MAX: usize = 256;
         (status = 503, description = "mempool_full: the mempool holds its capacity, or what the node commits within its commit bound; retry after Retry-After", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn submit(
+pub(crate) async fn submit(
     State(shared): State<AppState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -123,7 +123,7 @@ fn content_type(headers: &HeaderMap) -> Option<String> {
         (status = 503, description = "mempool_full: the mempool has no room for any transaction (its capacity, or what it commits within the commit bound); nothing was decoded; retry after Retry-After", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn submit_batch(
+pub(crate) async fn submit_batch(
     State(shared): State<AppState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -187,7 +187,7 @@ pub async fn submit_batch(
         (status = 404, description = "unknown_transaction: neither pending nor recently committed", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn transaction_status(
+pub(crate) async fn transaction_status(
     State(shared): State<AppState>,
     Path(hash): Path<String>,
 ) -> Result<Json<TransactionStatusJson>, Failure> {
@@ -253,7 +253,7 @@ fn unknown_account(id: AccountId) -> Failure {
         (status = 404, description = "unknown_account", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn account(
+pub(crate) async fn account(
     State(shared): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<AccountJson>, Failure> {
@@ -303,7 +303,7 @@ pub async fn account(
         (status = 404, description = "unknown_account", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn account_offers(
+pub(crate) async fn account_offers(
     State(shared): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<AccountOffersJson>, Failure> {
@@ -352,7 +352,7 @@ pub async fn account_offers(
         (status = 404, description = "unknown_asset", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn book(
+pub(crate) async fn book(
     State(shared): State<AppState>,
     Path((sell, buy)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
@@ -455,7 +455,7 @@ fn load_block(shared: &Shared, height: u64) -> Result<walras_engine::Block, Fail
         (status = 404, description = "unknown_block", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn block(
+pub(crate) async fn block(
     State(shared): State<AppState>,
     Path(height): Path<String>,
 ) -> Result<Json<BlockJson>, Failure> {
@@ -520,7 +520,9 @@ pub async fn block(
         (status = 404, description = "payments_disabled: the genesis names no payments committee", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn payments_escrow(State(shared): State<AppState>) -> Result<Json<EscrowJson>, Failure> {
+pub(crate) async fn payments_escrow(
+    State(shared): State<AppState>,
+) -> Result<Json<EscrowJson>, Failure> {
     let state = shared.state.read().await;
     let payments = state.payments().ok_or_else(|| {
         Failure::new(
@@ -539,7 +541,7 @@ pub async fn payments_escrow(State(shared): State<AppState>) -> Result<Json<Escr
 }
 
 /// Most blocks one `GET /v1/payments/deposits` reads (the answer says how far it got).
-pub const DEPOSIT_SCAN_BLOCKS_MAX: u64 = 256;
+pub(crate) const DEPOSIT_SCAN_BLOCKS_MAX: u64 = 256;
 
 /// `GET /v1/payments/deposits?after_height=H`: the deposits of committed blocks after `H`,
 /// for the payments validators, which admit a deposit's output only once its block is here.
@@ -555,7 +557,7 @@ pub const DEPOSIT_SCAN_BLOCKS_MAX: u64 = 256;
         (status = 400, description = "malformed: after_height is not a height", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn payments_deposits(
+pub(crate) async fn payments_deposits(
     State(shared): State<AppState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<DepositsJson>, Failure> {
@@ -621,7 +623,7 @@ pub async fn payments_deposits(
         (status = 404, description = "unknown_block", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn block_raw(
+pub(crate) async fn block_raw(
     State(shared): State<AppState>,
     Path(height): Path<String>,
 ) -> Result<Response, Failure> {
@@ -649,7 +651,7 @@ pub async fn block_raw(
         (status = 404, description = "unknown_block, or fills_unknown: the block was stored before fills were kept", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn block_fills(
+pub(crate) async fn block_fills(
     State(shared): State<AppState>,
     Path(height): Path<String>,
     Query(query): Query<HashMap<String, String>>,
@@ -706,7 +708,7 @@ fn fill_json(fill: &walras_engine::OfferFill) -> FillJson {
         (status = 403, description = "gateway_only: with --block-source gateway, read this on --operator-listen", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn prices(State(shared): State<AppState>) -> Json<PricesJson> {
+pub(crate) async fn prices(State(shared): State<AppState>) -> Json<PricesJson> {
     let tip = shared.tip();
     let latest = |height: Option<u64>| tip.height > 0 && height == Some(tip.height);
     let assets = tip.market.assets();
@@ -730,7 +732,7 @@ pub async fn prices(State(shared): State<AppState>) -> Json<PricesJson> {
         (status = 200, description = "one entry per asset, in asset order", body = AssetsJson)
     )
 )]
-pub async fn assets(State(shared): State<AppState>) -> Json<AssetsJson> {
+pub(crate) async fn assets(State(shared): State<AppState>) -> Json<AssetsJson> {
     Json(shared.asset_names.clone())
 }
 
@@ -742,7 +744,7 @@ pub async fn assets(State(shared): State<AppState>) -> Json<AssetsJson> {
         (status = 200, description = "the node's committed tip", body = StatusJson)
     )
 )]
-pub async fn status(State(shared): State<AppState>) -> Json<StatusJson> {
+pub(crate) async fn status(State(shared): State<AppState>) -> Json<StatusJson> {
     let tip = shared.tip();
     let (mempool_transactions, mempool_capacity) = {
         let mempool = shared.mempool();
@@ -796,7 +798,7 @@ impl Drop for Subscriber {
         (status = 503, description = "too_many_subscribers: 256 streams are open", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn events(
+pub(crate) async fn events(
     State(shared): State<AppState>,
     Extension(slots): Extension<Arc<ClientSlots>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
@@ -865,7 +867,7 @@ fn oracle_event(event: &OracleEvent) -> Event {
         (status = 503, description = "oracle_no_price: no asset has a healthy price yet", body = walras_api::wire::ApiError)
     )
 )]
-pub async fn oracle_prices(
+pub(crate) async fn oracle_prices(
     State(shared): State<AppState>,
 ) -> Result<Json<OraclePricesJson>, Failure> {
     let oracle = shared.oracle.as_ref().ok_or_else(|| {
@@ -928,7 +930,7 @@ fn stream_refused(refusal: SlotRefusal, client: IpAddr) -> Failure {
         (status = 200, description = "Prometheus text format 0.0.4", content(("text/plain")))
     )
 )]
-pub async fn metrics(State(shared): State<AppState>) -> Response {
+pub(crate) async fn metrics(State(shared): State<AppState>) -> Response {
     let mempool = {
         let mempool = shared.mempool();
         (mempool.len(), mempool.capacity())
@@ -941,14 +943,14 @@ pub async fn metrics(State(shared): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
-pub async fn not_found() -> Failure {
+pub(crate) async fn not_found() -> Failure {
     Failure::not_found(
         "no_such_endpoint",
         "no such endpoint: the API is described at /v1/openapi.json",
     )
 }
 
-pub async fn method_not_allowed() -> Failure {
+pub(crate) async fn method_not_allowed() -> Failure {
     Failure::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
@@ -970,7 +972,7 @@ const COMETBFT_RPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
         (status = 200, description = "configuration and health", body = NodeJson)
     )
 )]
-pub async fn node(State(shared): State<AppState>) -> Json<NodeJson> {
+pub(crate) async fn node(State(shared): State<AppState>) -> Json<NodeJson> {
     let tip = shared.tip();
     let (mempool_transactions, mempool_capacity) = {
         let mempool = shared.mempool();

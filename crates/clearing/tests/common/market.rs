@@ -5,7 +5,7 @@ use crate::common::Market;
 use proptest::prelude::*;
 use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice};
 
-pub fn market_books(
+pub(crate) fn market_books(
     assets: usize,
     offers: usize,
     seed: u64,
@@ -30,6 +30,6 @@ pub fn market_books(
     }
 }
 
-pub fn pair_choice() -> impl Strategy<Value = PairChoice> {
+pub(crate) fn pair_choice() -> impl Strategy<Value = PairChoice> {
     prop_oneof![Just(PairChoice::Uniform), Just(PairChoice::PowerLaw)]
 }

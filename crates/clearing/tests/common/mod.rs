@@ -8,7 +8,11 @@ use walras_types::{Fraction, Offer, Price};
 
 /// Clears `books` on the calling thread with the supply table, under an iteration budget only
 /// (no clock decides anything, so every case is deterministic).
-pub fn clear_within(books: &OrderBooks, params: &ClearingParams, iterations_max: u64) -> Clearing {
+pub(crate) fn clear_within(
+    books: &OrderBooks,
+    params: &ClearingParams,
+    iterations_max: u64,
+) -> Clearing {
     let grid = SupplyGrid::for_mu(books, params.mu);
     clear(
         books,
@@ -20,7 +24,7 @@ pub fn clear_within(books: &OrderBooks, params: &ClearingParams, iterations_max:
 }
 
 #[derive(Clone, Debug)]
-pub struct Market {
+pub(crate) struct Market {
     pub assets: usize,
     pub offers: Vec<Offer>,
 }
@@ -28,7 +32,12 @@ pub struct Market {
 /// The limit promise on the integer amounts, computed here independently of clearing:
 /// `received · 2^64 · 2^80 ≥ sold · limit_raw · (2^64 − ε_raw)` (ε = ε_raw / 2^64, limit =
 /// limit_raw / 2^80), exactly in 256 bits.
-pub fn meets_limit_exactly(limit: Price, sold: u64, received: u64, epsilon: Fraction) -> bool {
+pub(crate) fn meets_limit_exactly(
+    limit: Price,
+    sold: u64,
+    received: u64,
+    epsilon: Fraction,
+) -> bool {
     let den = U256::ONE << 64u32;
     let lhs = U256::from(received) * den * (U256::ONE << 80u32);
     let rhs = U256::from(sold) * U256::from(limit.0) * (den - U256::from(epsilon.0));
@@ -36,7 +45,7 @@ pub fn meets_limit_exactly(limit: Price, sold: u64, received: u64, epsilon: Frac
 }
 
 /// Panics unless `offer` selling `sold` for `received` meets its limit exactly.
-pub fn assert_meets_limit(offer: &Offer, sold: u64, received: u64, epsilon: Fraction) {
+pub(crate) fn assert_meets_limit(offer: &Offer, sold: u64, received: u64, epsilon: Fraction) {
     assert!(
         meets_limit_exactly(offer.min_price, sold, received, epsilon),
         "offer {} sold {sold} for {received}: below its limit {} after ε",
@@ -46,7 +55,7 @@ pub fn assert_meets_limit(offer: &Offer, sold: u64, received: u64, epsilon: Frac
 }
 
 /// Checks every invariant of one clearing against the per-offer fills.
-pub fn check_invariants(
+pub(crate) fn check_invariants(
     market: &Market,
     books: &OrderBooks,
     clearing: &Clearing,

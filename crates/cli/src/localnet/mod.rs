@@ -26,7 +26,7 @@ const PORTS_WAIT: Duration = Duration::from_secs(20);
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub struct LocalnetArgs {
+pub(crate) struct LocalnetArgs {
     #[command(subcommand)]
     action: Option<LocalnetAction>,
     #[command(flatten)]
@@ -80,7 +80,7 @@ struct DownArgs {
     dir: PathBuf,
 }
 
-pub fn run(args: LocalnetArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: LocalnetArgs) -> anyhow::Result<()> {
     match args.action {
         Some(LocalnetAction::Down(down)) => stop_all(&down.dir),
         None => up(args.up),

@@ -10,11 +10,11 @@ use std::process::Command;
 use walras_server::cometbft::toml;
 
 /// The chain id of every localnet.
-pub const CHAIN_ID: &str = "walras-localnet";
+pub(super) const CHAIN_ID: &str = "walras-localnet";
 
 /// `DIR/localnet.json`: what `walras localnet` created, read again by later calls.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Layout {
+pub(super) struct Layout {
     pub cometbft_bin: PathBuf,
     pub dev_accounts: u64,
     pub dev_assets: usize,
@@ -28,7 +28,7 @@ pub struct Layout {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct NodeLayout {
+pub(super) struct NodeLayout {
     pub index: usize,
     /// The node's own directory: `walras/` (its store), `cometbft/` (CometBFT's home), logs.
     pub dir: PathBuf,
@@ -38,22 +38,22 @@ pub struct NodeLayout {
 }
 
 impl NodeLayout {
-    pub fn data(&self) -> PathBuf {
+    pub(super) fn data(&self) -> PathBuf {
         self.dir.join("walras")
     }
-    pub fn home(&self) -> PathBuf {
+    pub(super) fn home(&self) -> PathBuf {
         self.dir.join("cometbft")
     }
-    pub fn pid_file(&self) -> PathBuf {
+    pub(super) fn pid_file(&self) -> PathBuf {
         self.dir.join("node.pid")
     }
-    pub fn log(&self) -> PathBuf {
+    pub(super) fn log(&self) -> PathBuf {
         self.dir.join("node.log")
     }
 }
 
 /// What the network is made of.
-pub struct Plan<'a> {
+pub(super) struct Plan<'a> {
     pub dir: &'a Path,
     pub validators: usize,
     pub cometbft_bin: PathBuf,
@@ -66,7 +66,7 @@ pub struct Plan<'a> {
 }
 
 /// Creates every validator's files and `localnet.json`.
-pub fn create(plan: &Plan<'_>) -> anyhow::Result<Layout> {
+pub(super) fn create(plan: &Plan<'_>) -> anyhow::Result<Layout> {
     let ports = free_ports(plan.validators * 3)?;
     let nodes: Vec<NodeLayout> = (0..plan.validators)
         .map(|index| NodeLayout {
@@ -116,7 +116,7 @@ pub fn create(plan: &Plan<'_>) -> anyhow::Result<Layout> {
 }
 
 /// The first two nodes of `layout` that share a port (API, RPC or P2P), if any.
-pub fn shared_port(layout: &Layout) -> Option<(usize, usize)> {
+pub(super) fn shared_port(layout: &Layout) -> Option<(usize, usize)> {
     let mut seen = std::collections::HashMap::new();
     for node in &layout.nodes {
         let port = |url: &str| {
@@ -137,7 +137,7 @@ pub fn shared_port(layout: &Layout) -> Option<(usize, usize)> {
 }
 
 /// Reads `DIR/localnet.json`; `None` if there is none.
-pub fn read(dir: &Path) -> anyhow::Result<Option<Layout>> {
+pub(super) fn read(dir: &Path) -> anyhow::Result<Option<Layout>> {
     let path = dir.join("localnet.json");
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -189,7 +189,7 @@ fn shared_genesis(nodes: &[NodeLayout]) -> anyhow::Result<String> {
 }
 
 /// Most transactions each CometBFT mempool holds.
-pub const MEMPOOL_SIZE: usize = 10_000;
+pub(super) const MEMPOOL_SIZE: usize = 10_000;
 
 /// Sets a node's addresses, peers and limits in its `config.toml`.
 fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> anyhow::Result<()> {
@@ -255,7 +255,7 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 /// the same; another program could still take one before the network binds it: CometBFT binds
 /// its own ports, so no listener can be handed over, and `up` then reports the node that did
 /// not come up and stops the rest).
-pub fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
+pub(super) fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
     let listeners = (0..count)
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<Vec<_>, _>>()

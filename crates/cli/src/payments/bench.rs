@@ -38,7 +38,7 @@ const CHAIN_ID: u64 = 7;
 const SEED_DOMAIN: Domain = Domain::new("walras/pay/bench");
 
 #[derive(clap::Args, Debug)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 4)]
     validators: usize,
     #[arg(long, default_value_t = 1)]
@@ -142,7 +142,7 @@ fn percentile(sorted: &[u64], fraction: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1000.0
 }
 
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
     let fault = Fault::parse(&args.fault)?;
     if args.rate == 0 || args.seconds == 0 || args.keys == 0 || args.validators == 0 {
         return Err(anyhow::Error::msg(

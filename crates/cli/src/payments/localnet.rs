@@ -33,7 +33,7 @@ const START_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub struct LocalnetArgs {
+pub(crate) struct LocalnetArgs {
     #[command(subcommand)]
     action: Option<LocalnetAction>,
     #[command(flatten)]
@@ -83,7 +83,7 @@ struct UpArgs {
     exchange: Option<String>,
 }
 
-pub fn run(args: LocalnetArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: LocalnetArgs) -> anyhow::Result<()> {
     if let Some(LocalnetAction::Down(down)) = args.action {
         stop_all(&down.dir)?;
         println!("payments localnet down: {}", down.dir.display());
@@ -155,7 +155,7 @@ pub fn run(args: LocalnetArgs) -> anyhow::Result<()> {
 }
 
 /// A committee to create.
-pub struct Spec {
+pub(super) struct Spec {
     pub validators: usize,
     pub shards: u32,
     pub scheme: String,
@@ -165,12 +165,12 @@ pub struct Spec {
 }
 
 /// A member's address before its validator first started: it binds port 0 and reports.
-pub const UNASSIGNED: &str = "127.0.0.1:0";
+pub(super) const UNASSIGNED: &str = "127.0.0.1:0";
 /// The file a validator writes its listening address to (`validatorI/address`).
 const ADDRESS_FILE: &str = "address";
 
 /// Writes a committee's files into `dir` (keys from `seed_of(validator)`).
-pub fn create(
+pub(super) fn create(
     dir: &Path,
     spec: &Spec,
     outputs: Vec<GenesisOutputFile>,
@@ -242,7 +242,7 @@ fn supervised(index: usize, home: &Path) -> Supervised {
 }
 
 /// The pid of the validator running from `home`, if it is alive and is ours.
-pub fn running_pid(home: &Path) -> Option<i32> {
+pub(super) fn running_pid(home: &Path) -> Option<i32> {
     crate::supervise::running_pid(&home.join("pid"), &home.join("config.json"))
 }
 
@@ -250,7 +250,7 @@ pub fn running_pid(home: &Path) -> Option<i32> {
 /// its own port (recorded in `committee.json`). If one does not come up, every validator of
 /// `dir` is stopped and the error names the member and why: never half a committee.
 /// With `exchange`, each validator admits the deposits of that node's committed blocks.
-pub fn start_all(dir: &Path, exchange: Option<&str>) -> anyhow::Result<()> {
+pub(super) fn start_all(dir: &Path, exchange: Option<&str>) -> anyhow::Result<()> {
     start_members(dir, exchange).map_err(|error| {
         let stopped = stop_all(dir);
         anyhow::anyhow!(
@@ -344,7 +344,7 @@ fn start_members(dir: &Path, exchange: Option<&str>) -> anyhow::Result<()> {
 }
 
 /// The first two members that list the same address, if any.
-pub fn shared_address(addresses: &[String]) -> Option<(usize, usize)> {
+pub(super) fn shared_address(addresses: &[String]) -> Option<(usize, usize)> {
     let mut seen = std::collections::HashMap::new();
     for (index, address) in addresses.iter().enumerate() {
         if let Some(first) = seen.insert(address.as_str(), index) {
@@ -386,7 +386,7 @@ fn exited(index: usize, home: &Path) -> anyhow::Error {
 }
 
 /// Stops every validator of `dir`: SIGTERM, then SIGKILL after the grace period.
-pub fn stop_all(dir: &Path) -> anyhow::Result<()> {
+pub(super) fn stop_all(dir: &Path) -> anyhow::Result<()> {
     let processes: Vec<Supervised> = validator_homes(dir)?
         .iter()
         .enumerate()

@@ -8,7 +8,7 @@
 //! - `localnet` / `localnet down` and `bench` (development tools only).
 
 #[cfg(feature = "dev-tools")]
-pub mod bench;
+pub(crate) mod bench;
 #[cfg(feature = "dev-tools")]
 mod localnet;
 
@@ -23,10 +23,10 @@ use walras_payments_net::wallet::Wallet;
 use walras_payments_net::wire::{Request, Response};
 use walras_types::AssetId;
 
-pub use super::remote::block_on;
+pub(crate) use super::remote::block_on;
 
 #[derive(clap::Subcommand, Debug)]
-pub enum PaymentsCommand {
+pub(crate) enum PaymentsCommand {
     /// Run one validator (every shard of it) from its configuration file.
     Validator(ValidatorArgs),
     #[cfg(feature = "dev-tools")]
@@ -59,7 +59,7 @@ pub enum PaymentsCommand {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ValidatorArgs {
+pub(crate) struct ValidatorArgs {
     /// The validator's configuration (JSON: committee, genesis, index, key, data)
     #[arg(long)]
     config: PathBuf,
@@ -73,7 +73,7 @@ pub struct ValidatorArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct WithdrawArgs {
+pub(crate) struct WithdrawArgs {
     #[command(flatten)]
     wallet: WalletArgs,
     /// The coin whose value to redeem (its output id, hex, as `balance` lists it): that value
@@ -88,7 +88,7 @@ pub struct WithdrawArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct DepositArgs {
+pub(crate) struct DepositArgs {
     #[command(flatten)]
     wallet: WalletArgs,
     /// Asset number
@@ -102,14 +102,14 @@ pub struct DepositArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct CommitteeArgs {
+pub(crate) struct CommitteeArgs {
     /// The committee file (`committee.json`)
     #[arg(long)]
     committee: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ExchangeGenesisArgs {
+pub(crate) struct ExchangeGenesisArgs {
     /// The payments committee file (`committee.json`, with every member's BLS key and proof)
     #[arg(long)]
     committee: PathBuf,
@@ -123,7 +123,7 @@ pub struct ExchangeGenesisArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct WalletArgs {
+pub(crate) struct WalletArgs {
     /// The wallet file
     #[arg(long)]
     wallet: PathBuf,
@@ -133,7 +133,7 @@ pub struct WalletArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct PayArgs {
+pub(crate) struct PayArgs {
     #[command(flatten)]
     wallet: WalletArgs,
     /// The payee: a public key (hex), or a wallet file, which then receives the certificate
@@ -148,7 +148,7 @@ pub struct PayArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct DeliverArgs {
+pub(crate) struct DeliverArgs {
     #[command(flatten)]
     wallet: WalletArgs,
     /// The payee's wallet file, which receives every certificate kept for its key
@@ -157,7 +157,7 @@ pub struct DeliverArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ReceiveArgs {
+pub(crate) struct ReceiveArgs {
     #[command(flatten)]
     wallet: WalletArgs,
     /// The certificate (hex, as `pay` prints it)
@@ -165,7 +165,7 @@ pub struct ReceiveArgs {
     certificate: String,
 }
 
-pub fn run(command: PaymentsCommand) -> anyhow::Result<()> {
+pub(crate) fn run(command: PaymentsCommand) -> anyhow::Result<()> {
     match command {
         PaymentsCommand::Validator(args) => block_on(async move {
             // Deliberate faults are for benchmarks: a production build refuses them.

@@ -29,7 +29,7 @@ const MESSAGE_BYTES_MAX: u64 = 256 << 20;
 const VARINT_BYTES_MAX: usize = 10;
 
 /// A bound ABCI socket, not yet serving.
-pub struct AbciSocket {
+pub(super) struct AbciSocket {
     listener: UnixListener,
     path: PathBuf,
 }
@@ -37,7 +37,7 @@ pub struct AbciSocket {
 impl AbciSocket {
     /// Binds `home/abci.sock` (replacing a stale socket a killed node left behind) with mode
     /// 0600.
-    pub fn bind(home: &Path) -> Result<AbciSocket, NodeError> {
+    pub(super) fn bind(home: &Path) -> Result<AbciSocket, NodeError> {
         let path = home.join(SOCKET_NAME);
         remove_stale(&path)?;
         let listener = UnixListener::bind(&path).map_err(|error| NodeError::Abci {
@@ -58,12 +58,12 @@ impl AbciSocket {
     }
 
     /// The address CometBFT's `--proxy_app` takes.
-    pub fn proxy_app(&self) -> String {
+    pub(super) fn proxy_app(&self) -> String {
         format!("unix://{}", self.path.display())
     }
 
     /// Serves `app` on a thread of its own, one thread per connection, until the process ends.
-    pub fn serve(self, app: WalrasApp) -> Result<(), NodeError> {
+    pub(super) fn serve(self, app: WalrasApp) -> Result<(), NodeError> {
         std::thread::Builder::new()
             .name("abci".into())
             .spawn(move || accept_forever(self.listener, app))

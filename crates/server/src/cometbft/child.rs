@@ -16,7 +16,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Starts `binary start --home home --proxy_app proxy_app` (`unix://…`), its output appended to
 /// `home/cometbft.log`.
-pub fn spawn(binary: &Path, home: &Path, proxy_app: &str) -> std::io::Result<Child> {
+pub(super) fn spawn(binary: &Path, home: &Path, proxy_app: &str) -> std::io::Result<Child> {
     let log_path = home.join("cometbft.log");
     let log = OpenOptions::new()
         .create(true)
@@ -50,7 +50,7 @@ pub fn spawn(binary: &Path, home: &Path, proxy_app: &str) -> std::io::Result<Chi
 }
 
 /// Asks the child to stop (SIGTERM), and kills it if it has not within the grace period.
-pub fn stop(child: &mut Child) {
+pub(super) fn stop(child: &mut Child) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }

@@ -25,7 +25,7 @@ use walras_types::SignedTransaction;
 /// forgotten (a block being decided when the bound passed may still commit it). It was 30 s
 /// flat: under overload, forwarded transactions CometBFT never committed held the mempool's
 /// room for 30 s each.
-pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(1);
+pub(super) const IN_FLIGHT_GRACE: Duration = Duration::from_secs(1);
 /// How often an idle forwarder looks at the mempool.
 const IDLE_POLL: Duration = Duration::from_millis(5);
 /// Pause after CometBFT's RPC failed, before trying again.
@@ -33,7 +33,7 @@ const RPC_RETRY: Duration = Duration::from_millis(200);
 
 /// Where and how to forward.
 #[derive(Clone, Debug)]
-pub struct ForwardConfig {
+pub(super) struct ForwardConfig {
     /// `http://host:port` of CometBFT's RPC.
     pub rpc_url: String,
     /// Requests in one JSON-RPC batch (CometBFT's `rpc.max_request_batch_size`).
@@ -41,7 +41,7 @@ pub struct ForwardConfig {
 }
 
 /// Forwards until the node shuts down.
-pub async fn run(shared: Arc<Shared>, config: ForwardConfig) {
+pub(super) async fn run(shared: Arc<Shared>, config: ForwardConfig) {
     let client = reqwest::Client::new();
     let mut in_flight: VecDeque<(Instant, Hash, SignedTransaction)> = VecDeque::new();
     while !shared.is_shutting_down() {

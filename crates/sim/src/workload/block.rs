@@ -33,7 +33,7 @@ const SOURCE_DRAWS: usize = 32;
 const PARTNER_PICKS: usize = 8;
 
 /// A planned block, before signing.
-pub struct BlockPlan {
+pub(super) struct BlockPlan {
     pub transactions: Vec<Transaction>,
     /// Per transaction: whether the exchange is expected to accept it through filtering.
     pub survives: Vec<bool>,
@@ -88,7 +88,7 @@ enum Regular {
 impl BlockPlan {
     /// The transactions the exchange is expected to accept, in block order: what the ledger
     /// applies (`Ledger::commit`).
-    pub fn surviving(&self) -> impl Iterator<Item = &Transaction> {
+    pub(super) fn surviving(&self) -> impl Iterator<Item = &Transaction> {
         self.transactions
             .iter()
             .zip(&self.survives)
@@ -96,7 +96,7 @@ impl BlockPlan {
     }
 }
 
-pub struct BlockPlanner<'a> {
+pub(super) struct BlockPlanner<'a> {
     number: usize,
     params: &'a WorkloadParams,
     ledger: &'a mut Ledger,
@@ -117,7 +117,7 @@ pub struct BlockPlanner<'a> {
 }
 
 impl<'a> BlockPlanner<'a> {
-    pub fn new(
+    pub(super) fn new(
         number: usize,
         params: &'a WorkloadParams,
         ledger: &'a mut Ledger,
@@ -144,7 +144,7 @@ impl<'a> BlockPlanner<'a> {
     }
 
     /// Fills the block with exactly `txs_per_block` transactions.
-    pub fn plan(mut self) -> BlockPlan {
+    pub(super) fn plan(mut self) -> BlockPlan {
         while self.transactions.len() < self.params.txs_per_block {
             let slots_left = self.params.txs_per_block - self.transactions.len();
             if self.rng.uniform_f64() < FAULT_RATE && self.params.faults {

@@ -11,7 +11,7 @@ use walras_types::{
 };
 
 /// Assets each genesis account holds (fewer when there are fewer assets).
-pub const HELD_ASSETS_MAX: usize = 4;
+pub(super) const HELD_ASSETS_MAX: usize = 4;
 
 /// Activity is Zipf-like: the account of activity rank `r` is drawn with probability about
 /// `1 / (r + 1)` (normalised), so the busiest hundred of a million accounts send a third of the
@@ -26,8 +26,8 @@ const SUPPLY_BUDGET_USE: f64 = 0.999;
 const NOMINAL_VALUE_SCALE: f64 = 1e9;
 
 /// Transaction values (in value units) are log-uniform over [VALUE_LO, VALUE_HI).
-pub const VALUE_LO: f64 = 0.1;
-pub const VALUE_HI: f64 = 10.0;
+pub(super) const VALUE_LO: f64 = 0.1;
+pub(super) const VALUE_HI: f64 = 10.0;
 /// The mean of that distribution: (hi − lo) / ln(hi / lo).
 const MEAN_TRANSACTION_VALUE: f64 = (VALUE_HI - VALUE_LO) / 4.605_170_185_988_092;
 /// Genesis wealth per held asset, in mean transaction values: a floor for quiet accounts, plus
@@ -37,7 +37,7 @@ const WEALTH_HEADROOM: f64 = 2.0;
 
 /// A bijection between activity ranks and account ids, `id = (multiplier · rank + offset) mod n`,
 /// so that busy accounts are spread over the id space.
-pub struct AccountRanks {
+pub(super) struct AccountRanks {
     accounts: u64,
     multiplier: u64,
     inverse: u64,
@@ -46,7 +46,7 @@ pub struct AccountRanks {
 
 impl AccountRanks {
     /// A random bijection over `0..accounts` (`accounts` ≥ 1).
-    pub fn new(accounts: u64, rng: &mut Rng) -> AccountRanks {
+    pub(super) fn new(accounts: u64, rng: &mut Rng) -> AccountRanks {
         let mut multiplier = 1 + rng.below(accounts.max(2) - 1);
         while gcd(multiplier, accounts) != 1 {
             multiplier = multiplier % (accounts - 1).max(1) + 1;
@@ -59,12 +59,12 @@ impl AccountRanks {
         }
     }
 
-    pub fn id_of(&self, rank: usize) -> AccountId {
+    pub(super) fn id_of(&self, rank: usize) -> AccountId {
         let product = u128::from(self.multiplier) * rank as u128 + u128::from(self.offset);
         AccountId((product % u128::from(self.accounts)) as u64)
     }
 
-    pub fn rank_of(&self, id: AccountId) -> usize {
+    pub(super) fn rank_of(&self, id: AccountId) -> usize {
         let n = u128::from(self.accounts);
         let shifted = (u128::from(id.0) + n - u128::from(self.offset)) % n;
         ((shifted * u128::from(self.inverse)) % n) as usize
@@ -95,7 +95,7 @@ fn inverse_mod(a: u64, n: u64) -> u64 {
 
 /// The assets a genesis account holds and a lower bound on its balance of each.
 #[derive(Clone, Copy, Debug)]
-pub struct Holdings {
+pub(super) struct Holdings {
     /// Sorted; only the first `Ledger::held` entries mean anything.
     pub assets: [AssetId; HELD_ASSETS_MAX],
     pub known: [u64; HELD_ASSETS_MAX],
@@ -107,7 +107,7 @@ pub struct Holdings {
 
 /// An offer the generator created, not yet cancelled by it (it may have been filled).
 #[derive(Clone, Copy, Debug)]
-pub struct OpenOffer {
+pub(super) struct OpenOffer {
     pub owner: AccountId,
     pub sell: AssetId,
     pub buy: AssetId,
@@ -116,7 +116,7 @@ pub struct OpenOffer {
 }
 
 /// The generator's knowledge of the exchange state between blocks.
-pub struct Ledger {
+pub(super) struct Ledger {
     /// Genesis accounts: ids `0..accounts`.
     pub accounts: u64,
     pub ranks: AccountRanks,
@@ -140,7 +140,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// Builds the genesis and the ledger that tracks it. `valuations` are those at genesis.
-    pub fn genesis(
+    pub(super) fn genesis(
         params: &WorkloadParams,
         valuations: &[f64],
         keys: &KeyPool,
@@ -182,13 +182,13 @@ impl Ledger {
     }
 
     /// The slot of `asset` among the account's holdings.
-    pub fn slot_of(&self, account: AccountId, asset: AssetId) -> Option<usize> {
+    pub(super) fn slot_of(&self, account: AccountId, asset: AssetId) -> Option<usize> {
         let holding = self.holdings.get(account.0 as usize)?;
         holding.assets[..self.held].iter().position(|&a| a == asset)
     }
 
     /// Applies a planned block's surviving transactions (`BlockPlan::surviving`), in order.
-    pub fn commit<'t>(&mut self, surviving: impl IntoIterator<Item = &'t Transaction>) {
+    pub(super) fn commit<'t>(&mut self, surviving: impl IntoIterator<Item = &'t Transaction>) {
         for transaction in surviving {
             self.apply(transaction);
         }

@@ -12,17 +12,17 @@ use walras_store::{BlockStore, StoreOptions};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{AccountId, AssetId, Operation, Price, SignedTransaction, Transaction};
 
-pub const ASSETS: u16 = 4;
-pub const ACCOUNTS: u64 = 8;
+pub(crate) const ASSETS: u16 = 4;
+pub(crate) const ACCOUNTS: u64 = 8;
 const BALANCE_START: u64 = 1_000_000_000;
 /// Valuation of each asset the offers are priced around, so some of them trade.
 const VALUATIONS: [f64; ASSETS as usize] = [1.0, 2.0, 0.5, 4.0];
 
 /// A directory under the system temp dir, removed when dropped.
-pub struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    pub fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let unique = COUNTER.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!(
@@ -33,7 +33,7 @@ impl TempDir {
         TempDir(path)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -50,7 +50,7 @@ fn keypair(account: u64) -> Keypair {
     Keypair::from_seed(seed)
 }
 
-pub fn genesis() -> Genesis {
+pub(crate) fn genesis() -> Genesis {
     Genesis {
         asset_info: Vec::new(),
         payments: None,
@@ -67,7 +67,7 @@ pub fn genesis() -> Genesis {
     }
 }
 
-pub fn config() -> EngineConfig {
+pub(crate) fn config() -> EngineConfig {
     EngineConfig::default()
 }
 
@@ -86,7 +86,7 @@ fn sign(source: u64, sequence: u64, operation: Operation) -> SignedTransaction {
 
 /// The transactions of the block at `height`: every account sends one, with sequence number
 /// `height` (one more than its previous one), a payment or an offer near the valuations.
-pub fn transactions(height: u64) -> Vec<SignedTransaction> {
+pub(crate) fn transactions(height: u64) -> Vec<SignedTransaction> {
     (0..ACCOUNTS)
         .map(|account| {
             let mix = height.wrapping_mul(31).wrapping_add(account * 17);
@@ -116,7 +116,7 @@ fn operation(account: u64, mix: u64) -> Operation {
 }
 
 /// Proposes the next block on `state` and appends it to `store`.
-pub fn propose_and_append(store: &BlockStore, state: &mut ExchangeState) -> Block {
+pub(crate) fn propose_and_append(store: &BlockStore, state: &mut ExchangeState) -> Block {
     let height = state.height() + 1;
     let (block, outcome) = state
         .propose(transactions(height), &config())
@@ -128,12 +128,12 @@ pub fn propose_and_append(store: &BlockStore, state: &mut ExchangeState) -> Bloc
 }
 
 /// A store created with [`genesis`] and the live state beside it.
-pub fn fresh_store(dir: &Path) -> (BlockStore, ExchangeState) {
+pub(crate) fn fresh_store(dir: &Path) -> (BlockStore, ExchangeState) {
     fresh_store_with(dir, &StoreOptions::default())
 }
 
 /// [`fresh_store`] with `options` (a checkpoint interval, say).
-pub fn fresh_store_with(dir: &Path, options: &StoreOptions) -> (BlockStore, ExchangeState) {
+pub(crate) fn fresh_store_with(dir: &Path, options: &StoreOptions) -> (BlockStore, ExchangeState) {
     let store = BlockStore::create_with(dir, &genesis(), &[], options)
         .expect("a new directory takes a genesis");
     let state = ExchangeState::from_genesis(&genesis(), 1).expect("the genesis is valid");
@@ -142,7 +142,10 @@ pub fn fresh_store_with(dir: &Path, options: &StoreOptions) -> (BlockStore, Exch
 
 /// Proposes the next block on `state` and appends it with the state (so checkpoints are
 /// written at the store's interval).
-pub fn propose_and_append_with_state(store: &BlockStore, state: &mut ExchangeState) -> Block {
+pub(crate) fn propose_and_append_with_state(
+    store: &BlockStore,
+    state: &mut ExchangeState,
+) -> Block {
     let height = state.height() + 1;
     let (block, outcome) = state
         .propose(transactions(height), &config())

@@ -7,12 +7,12 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use walras_trie::Trie;
 
-pub type Key = [u8; 8];
-pub type Model = BTreeMap<Key, Vec<u8>>;
+pub(crate) type Key = [u8; 8];
+pub(crate) type Model = BTreeMap<Key, Vec<u8>>;
 
 /// Keys that exercise every trie shape: uniform (wide, shallow), dense low ranges (long shared
 /// prefixes, full branches), and clusters under a few high prefixes (deep compressed paths).
-pub fn key() -> impl Strategy<Value = Key> {
+pub(crate) fn key() -> impl Strategy<Value = Key> {
     prop_oneof![
         any::<u64>().prop_map(u64::to_be_bytes),
         (0u64..600).prop_map(u64::to_be_bytes),
@@ -20,30 +20,30 @@ pub fn key() -> impl Strategy<Value = Key> {
     ]
 }
 
-pub fn value() -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn value() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(any::<u8>(), 0..6)
 }
 
-pub fn batch(max_len: usize) -> impl Strategy<Value = Vec<(Key, Vec<u8>)>> {
+pub(crate) fn batch(max_len: usize) -> impl Strategy<Value = Vec<(Key, Vec<u8>)>> {
     proptest::collection::vec((key(), value()), 0..max_len)
 }
 
 /// A trie holding exactly `model`, built in one sequential batch.
-pub fn fresh_trie(model: &Model) -> Trie<8> {
+pub(crate) fn fresh_trie(model: &Model) -> Trie<8> {
     let mut trie = Trie::new();
     trie.insert_batch(model.iter().map(|(k, v)| (*k, v.clone())).collect(), 1);
     trie
 }
 
 /// Applies a batch to the model the way the trie must: in order, later entries win.
-pub fn apply_batch(model: &mut Model, batch: &[(Key, Vec<u8>)]) {
+pub(crate) fn apply_batch(model: &mut Model, batch: &[(Key, Vec<u8>)]) {
     for (key, value) in batch {
         model.insert(*key, value.clone());
     }
 }
 
 /// Deterministic pseudo-random 64-bit values (splitmix64), for large non-proptest inputs.
-pub fn splitmix64(state: &mut u64) -> u64 {
+pub(crate) fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
