@@ -270,16 +270,13 @@ pub trait NodeApi: Clone + Send + Sync + 'static {
     }
 
     /// Submits transactions as one batch (`SignedTransaction::encode_list`); the answer says
-    /// per item whether it was admitted. At most 65,535 items fit the encoding; the node takes
-    /// at most 10,000.
+    /// per item whether it was admitted. The node takes at most 10,000 items in a body of at
+    /// most 4 MiB; a larger batch is sent as is and refused by the node (`ClientError::Api`,
+    /// `413 too_large` or `400`), so the limit lives in one place.
     fn submit_batch(
         &self,
         batch: &[SignedTransaction],
     ) -> impl Future<Output = Result<BatchSubmitResponse, ClientError>> + Send {
-        assert!(
-            batch.len() <= usize::from(u16::MAX),
-            "a batch holds at most 65535 transactions"
-        );
         let request = ApiRequest::post(
             "/v1/transactions/batch",
             "application/octet-stream",
