@@ -9,7 +9,7 @@
 //!   fed by a channel; effects of a group of requests committed in one LMDB transaction before
 //!   any of their replies leaves;
 //! - [`client`]: the committee client: one multiplexed connection per validator, broadcast, and
-//!   an [`client::Aggregator`] that verifies every vote and stops at the quorum.
+//!   and `certify`, which counts votes by the core's one quorum rule (`QuorumCollector`).
 //!
 //! The invariant: no reply leaves a validator before the effects it depends on are durable, and
 //! no shard thread ever sends anything to another shard (counted in [`wire::ShardStats`]).

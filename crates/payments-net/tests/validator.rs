@@ -1,6 +1,6 @@
 //! Validators in-process over real TCP: payments certify through the client, which verifies every
 //! vote; typed refusals; malformed frames answered and the connection closed; a garbage-signing
-//! validator named by the aggregator; votes durable across a restart of the process state.
+//! validator named by the quorum round; votes durable across a restart of the process state.
 
 use std::sync::{Arc, Mutex};
 
@@ -8,9 +8,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use walras_crypto::Keypair;
 use walras_payments::{
     genesis_output_id, verify_certificate, ChainId, Committee, Epoch, Input, Output, OutputId,
-    Payment, PaymentRequest, RootCache, Scheme, SignedPayment, VoteFault,
+    Payment, PaymentRequest, RootCache, Scheme, SignedPayment, Verdict, VoteFault,
 };
-use walras_payments_net::client::{certify, Aggregator, CertifyError, CommitteeClient, NetError};
+use walras_payments_net::client::{certify, CertifyError, CommitteeClient, NetError, QuorumRound};
 use walras_payments_net::config::Fault;
 use walras_payments_net::frame::read_frame;
 use walras_payments_net::validator::{ConnectionPolicy, LoadProbe, Validator, ValidatorSetup};
@@ -270,12 +270,12 @@ async fn a_garbage_signing_validator_is_named_and_honest_votes_still_certify() {
     let cache = Mutex::new(RootCache::default());
     let request = spend(&net, 3, 4);
     let mut replies = client.broadcast(0, &request);
-    let mut aggregator = Aggregator::new(&net.committee, &request);
+    let mut round = QuorumRound::new(&net.committee, &request);
     let mut certified = None;
     let mut seen = 0;
     while let Some(reply) = replies.recv().await {
         seen += 1;
-        if let Some(certificates) = aggregator.add(reply, &cache) {
+        if let Verdict::Certified(certificates) = round.take(reply, &cache) {
             certified.get_or_insert(certificates);
         }
         if seen == 4 {
@@ -283,7 +283,7 @@ async fn a_garbage_signing_validator_is_named_and_honest_votes_still_certify() {
         }
     }
     assert!(certified.is_some(), "three honest votes certify");
-    assert_eq!(aggregator.faults, vec![(2, VoteFault::BadSignature)]);
+    assert_eq!(round.faults, vec![(2, VoteFault::BadSignature)]);
 }
 
 /// Scheme bls over TCP: four validator processes' BLS votes certify every payment, each
@@ -348,7 +348,7 @@ async fn a_garbage_signing_bls_validator_is_named_when_its_vote_spoils_the_aggre
     assert_eq!(checks, 2, "the suspect alone, then one aggregate");
 }
 
-/// Broadcasts `request`, waits for all four replies, and feeds them to a fresh aggregator with
+/// Broadcasts `request`, waits for all four replies, and feeds them to a fresh quorum round with
 /// validator `first`'s reply first: the faults it recorded and, for each reply that completed
 /// a quorum, its position and the certificates.
 async fn feed_first(
@@ -368,14 +368,14 @@ async fn feed_first(
     }
     assert_eq!(all.len(), 4);
     all.sort_by_key(|reply| reply.validator != first);
-    let mut aggregator = Aggregator::new(&net.committee, request);
+    let mut round = QuorumRound::new(&net.committee, request);
     let mut certified = Vec::new();
     for (position, reply) in all.into_iter().enumerate() {
-        if let Some(certificates) = aggregator.add(reply, cache) {
+        if let Verdict::Certified(certificates) = round.take(reply, cache) {
             certified.push((position, certificates));
         }
     }
-    (aggregator.faults, certified)
+    (round.faults, certified)
 }
 
 /// Two of four validators silent: no quorum, and the error counts the two valid votes it got

@@ -56,8 +56,8 @@ fn round(
                     .iter()
                     .find(|(_, request)| request.signed.payment.id() == votes.payment)
                 {
-                    if let Ok(effects) = wallets[*payer].on_votes(&votes) {
-                        for effect in effects {
+                    {
+                        for effect in wallets[*payer].on_votes(&votes) {
                             if let ClientEffect::Certified { certificates, .. } = effect {
                                 for certificate in certificates {
                                     let owner = certificate.output.owner;

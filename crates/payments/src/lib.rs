@@ -10,6 +10,8 @@
 //!   verified Merkle roots and BLS keys, certificate checks and the exchange's
 //!   [`verify_withdrawal`];
 //! - [`validator`]: one shard of one validator ([`ValidatorShard`]);
+//! - [`quorum`]: the one quorum rule for a payment's votes ([`QuorumCollector`]), used by the
+//!   wallet and the network client alike;
 //! - [`client`]: the wallet state machine ([`Client`]);
 //! - [`codec`]: canonical bytes of the durable effects;
 //! - `durable` (feature `lmdb`): the effect log in LMDB, the only disk I/O here;
@@ -26,6 +28,7 @@ pub mod durable;
 pub mod error;
 pub mod ids;
 pub mod model;
+pub mod quorum;
 pub mod validator;
 
 pub use cert::{
@@ -41,6 +44,7 @@ pub use model::{
     Committee, DepositOutput, Epoch, Input, Output, OutputId, Payment, PaymentId, SignedPayment,
     ValidatorIndex, PAYMENT_INPUTS_MAX, PAYMENT_OUTPUTS_MAX,
 };
+pub use quorum::{Absence, QuorumCollector, QuorumFailure, Step, Verdict};
 pub use validator::{
     Conflict, Effect, Outcome, PaymentRequest, PaymentVotes, Reply, ValidatorShard,
 };
