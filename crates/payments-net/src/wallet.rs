@@ -21,9 +21,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use walras_crypto::PublicKey;
-use walras_payments::codec::{
-    certificate_bytes, decode_certificate, decode_request, request_bytes,
-};
+use walras_payments::{certificate_bytes, decode_certificate, decode_request, request_bytes};
 use walras_payments::{
     Certificate, Client, ClientEffect, ClientError, Committee, Output, OutputId, PaymentId,
     PaymentRequest, QuorumFailure,
@@ -36,7 +34,7 @@ use crate::wire::Response;
 
 /// How long a wallet keeps resending a payment that validators refused for overload (after each
 /// refusal's retry hint) before it reports no quorum; the request stays pending either way.
-pub const OVERLOAD_RETRY_FOR: Duration = Duration::from_secs(10);
+pub(crate) const OVERLOAD_RETRY_FOR: Duration = Duration::from_secs(10);
 
 /// Why a wallet operation failed.
 #[derive(Debug, Error)]
@@ -147,18 +145,18 @@ pub struct WalletFile {
 }
 
 /// How long a command waits for another command to release a wallet.
-pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// How often a waiting command tries the lock again.
 const LOCK_RETRY: Duration = Duration::from_millis(20);
 
 /// An exclusive lock on a wallet (an flock on `<file>.lock`, released when dropped or when
 /// the process dies). A separate file because the wallet itself is replaced by rename.
-pub struct WalletLock {
+pub(crate) struct WalletLock {
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
 /// The lock file of the wallet at `path`.
-pub fn lock_path(path: &Path) -> PathBuf {
+pub(crate) fn lock_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".lock");
     path.with_file_name(name)
@@ -166,7 +164,7 @@ pub fn lock_path(path: &Path) -> PathBuf {
 
 impl WalletLock {
     /// Takes the lock of the wallet at `path`, waiting at most `wait` for another holder.
-    pub fn acquire(path: &Path, wait: Duration) -> Result<WalletLock, WalletError> {
+    pub(crate) fn acquire(path: &Path, wait: Duration) -> Result<WalletLock, WalletError> {
         use nix::fcntl::{Flock, FlockArg};
         use std::os::unix::fs::OpenOptionsExt;
         let lock = lock_path(path);

@@ -10,11 +10,11 @@ use walras_payments::{
     genesis_output_id, verify_certificate, ChainId, Committee, Epoch, Input, Output, OutputId,
     Payment, PaymentRequest, RootCache, Scheme, SignedPayment, Verdict, VoteFault,
 };
-use walras_payments_net::client::{certify, CertifyError, CommitteeClient, NetError, QuorumRound};
-use walras_payments_net::config::Fault;
-use walras_payments_net::frame::read_frame;
-use walras_payments_net::validator::{ConnectionPolicy, LoadProbe, Validator, ValidatorSetup};
-use walras_payments_net::wire::{decode_response_message, ErrorCode, Request, Response};
+use walras_payments_net::read_frame;
+use walras_payments_net::Fault;
+use walras_payments_net::{certify, CertifyError, CommitteeClient, NetError, QuorumRound};
+use walras_payments_net::{decode_response_message, ErrorCode, Request, Response};
+use walras_payments_net::{ConnectionPolicy, LoadProbe, Validator, ValidatorSetup};
 use walras_types::AssetId;
 
 const CHAIN: ChainId = ChainId(5);
@@ -418,7 +418,7 @@ async fn under_bls_a_missing_quorum_still_counts_the_valid_votes_it_got() {
 /// Before, a production validator started from such a file played the fault, with a warning.
 #[tokio::test]
 async fn a_production_validator_refuses_a_configuration_with_a_deliberate_fault() {
-    use walras_payments_net::validator::{start_from_file, Faults};
+    use walras_payments_net::{start_from_file, Faults};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("validator0.json");
     std::fs::write(
@@ -431,9 +431,9 @@ async fn a_production_validator_refuses_a_configuration_with_a_deliberate_fault(
     assert!(
         matches!(
             refused,
-            walras_payments_net::validator::ValidatorError::FaultRefused {
+            walras_payments_net::ValidatorError::FaultRefused {
                 index: 0,
-                fault: walras_payments_net::config::Fault::Equivocate,
+                fault: walras_payments_net::Fault::Equivocate,
                 ..
             }
         ),
@@ -520,9 +520,9 @@ async fn one_address_cannot_take_a_validators_connections_and_idle_ones_are_clos
         .expect("binds 127.0.0.2");
     let other = socket.connect(address).await.expect("connects");
     let (mut reader, mut writer) = other.into_split();
-    walras_payments_net::frame::write_frame(
+    walras_payments_net::write_frame(
         &mut writer,
-        &walras_payments_net::wire::encode_request_message(7, &Request::Stats),
+        &walras_payments_net::encode_request_message(7, &Request::Stats),
     )
     .await
     .expect("writes");
@@ -544,7 +544,7 @@ async fn one_address_cannot_take_a_validators_connections_and_idle_ones_are_clos
         .expect("connects");
     again
         .write_all(&{
-            let body = walras_payments_net::wire::encode_request_message(8, &Request::Stats);
+            let body = walras_payments_net::encode_request_message(8, &Request::Stats);
             let mut framed = (body.len() as u32).to_be_bytes().to_vec();
             framed.extend_from_slice(&body);
             framed

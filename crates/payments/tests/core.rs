@@ -64,7 +64,7 @@ proptest! {
 
 #[test]
 fn payment_domains_differ_from_each_other_and_from_the_crypto_crates() {
-    let all: Vec<_> = walras_payments::model::domain::ALL
+    let all: Vec<_> = walras_payments::domain::ALL
         .iter()
         .chain(walras_crypto::domain::ALL.iter())
         .collect();
