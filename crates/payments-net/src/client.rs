@@ -587,15 +587,20 @@ impl<'a> QuorumRound<'a> {
         self.collector.valid()
     }
 
-    /// The error to report when no quorum formed: `Overloaded` when overload refusals (no
-    /// fault, no conflict) are what kept the quorum away.
+    /// The error to report when no quorum formed: `Overloaded` when overload refusals are what
+    /// kept the quorum away (no conflict, and no fault or the valid votes and the overloaded
+    /// validators together make a quorum: resending can still certify, nothing is lost).
     pub fn no_quorum(&self) -> CertifyError {
         let overloaded = self
             .errors
             .iter()
             .filter(|error| error.retry_after().is_some())
             .count();
-        if overloaded > 0 && self.faults.is_empty() && self.conflicts.is_empty() {
+        let overload_kept_the_quorum = self.valid() + overloaded >= self.committee.quorum();
+        if overloaded > 0
+            && self.conflicts.is_empty()
+            && (self.faults.is_empty() || overload_kept_the_quorum)
+        {
             let refused_by_validators = self
                 .errors
                 .iter()

@@ -843,3 +843,27 @@ async fn a_payment_that_waited_past_its_age_limit_is_refused_unhandled() {
     assert_eq!((shards[0].requests, shards[0].spent), (0, 0));
     assert_eq!(probes[0].loads()[0].shed_stale, 1);
 }
+
+/// Trigger (found measuring `bench --scheme bls --byzantine 1 --fault garbage`, where 15 of
+/// 1,500 payments counted as `failed` with no refusal counted): validator 0 signs garbage and
+/// validator 1 refuses for overload. The two honest votes and the overloaded validator would make
+/// the quorum, so nothing is lost: the payment is `Overloaded` (resend it), not `NoQuorum`.
+/// Before the fix any fault turned an overload refusal into a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overload_refusal_beside_a_garbage_vote_is_reported_as_overload_not_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policies = [(1, always_overloaded())];
+    let faults = [(0, Fault::Garbage)];
+    let (net, _) = start_with_policies(dir.path(), &faults, 1, Scheme::Bls, &policies, 8).await;
+    let client = CommitteeClient::new(net.committee.clone(), net.addresses.clone());
+    let cache = Mutex::new(RootCache::default());
+    match certify(&client, &spend(&net, 0, 1), &cache).await {
+        Err(CertifyError::Overloaded {
+            valid,
+            overloaded,
+            refused_by_validators,
+            ..
+        }) => assert_eq!((valid, overloaded, refused_by_validators), (2, 1, 1)),
+        other => panic!("expected an overload refusal, got {other:?}"),
+    }
+}
