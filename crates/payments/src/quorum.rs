@@ -140,7 +140,12 @@ impl QuorumCollector {
         }
         let mut refused = Vec::new();
         let validator = votes.validator;
-        if self.verified.contains_key(&validator) || self.waiting.contains_key(&validator) {
+        // The sender is checked before the duplicate test: votes of a validator already
+        // counted, relayed by another member's address, are that member's fault, not a
+        // duplicate to ignore (which would leave the member unheard).
+        let counted =
+            self.verified.contains_key(&validator) || self.waiting.contains_key(&validator);
+        if counted && validator == sender {
             return Step {
                 refused,
                 verdict: Verdict::NeedMore,

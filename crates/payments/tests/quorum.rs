@@ -210,6 +210,42 @@ fn votes_from_outside_the_committee_or_in_another_name_are_refused_and_never_cou
     }
 }
 
+/// Trigger: a committee file listing one validator's address for every member. Its votes,
+/// counted once from its own connection, arrive again on the other members' connections; each
+/// of those is that member's fault. Before the fix they were ignored as duplicates, the members
+/// stayed unheard, and the wallet's error lost "answered with validator 0's votes" whenever
+/// validator 0's own reply came first (payments-net's wallet test was flaky).
+#[test]
+fn votes_counted_once_and_relayed_by_other_members_are_their_fault_not_a_duplicate() {
+    let setup = setup(4);
+    let committee = &setup.committee;
+    for scheme in SCHEMES {
+        let payment = payment(committee, 0);
+        let mut collector = QuorumCollector::new(&payment);
+        let mut cache = RootCache::default();
+        let votes = honest(&setup, 0, &payment, scheme);
+        let step = collector.add_votes(committee, &mut cache, 0, &votes);
+        assert!(step.refused.is_empty());
+        let mut refused = Vec::new();
+        let mut last = Verdict::NeedMore;
+        for sender in 1..4u16 {
+            let step = collector.add_votes(committee, &mut cache, sender, &votes);
+            refused.extend(step.refused);
+            last = step.verdict;
+        }
+        let relayed = VoteFault::OtherValidatorsVotes { signer: 0 };
+        assert_eq!(
+            refused,
+            vec![(1, relayed), (2, relayed), (3, relayed)],
+            "{scheme:?}"
+        );
+        let Verdict::Failed(failure) = last else {
+            panic!("{scheme:?}: every member answered: {last:?}")
+        };
+        assert_eq!((failure.valid, failure.unheard.len()), (1, 0), "{scheme:?}");
+    }
+}
+
 /// Under bls the forged vote waits unchecked with the honest ones; the aggregate of the first
 /// quorum fails, each waiting vote is checked alone, and only the forger is named.
 #[test]
