@@ -1,11 +1,11 @@
-//! The payments wire values (`walras_payments::codec`, which `walras-payments-net` frames):
+//! The payments wire values (`walras_payments`' codec, which `walras-payments-net` frames):
 //! arbitrary bytes never panic, and whatever decodes re-encodes to the same bytes. The framing
 //! and message tags of `walras-payments-net` are property-tested there (`tests/wire.rs`); this
 //! target stays free of tokio, as the fuzz crate must.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use walras_payments::codec::{
+use walras_payments::{
     certificate_bytes, decode_certificate, decode_conflict_prefix, decode_effect, decode_request,
     decode_votes_prefix, encode_conflict, encode_effect, encode_votes, request_bytes,
 };

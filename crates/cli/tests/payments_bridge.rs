@@ -23,10 +23,10 @@ use walras_crypto::{Keypair, PublicKey};
 use walras_engine::bridge::deposit_output;
 use walras_payments::bls::aggregate_certificate;
 use walras_payments::{withdrawal_owner, Certificate, ChainId};
-use walras_payments_net::client::CommitteeClient;
-use walras_payments_net::config::{CommitteeConfig, CommitteeFile};
-use walras_payments_net::wallet::Wallet;
-use walras_payments_net::wire::{Request, Response};
+use walras_payments_net::CommitteeClient;
+use walras_payments_net::Wallet;
+use walras_payments_net::{CommitteeConfig, CommitteeFile};
+use walras_payments_net::{Request, Response};
 use walras_testkit::{walras_bin, TempDir};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{

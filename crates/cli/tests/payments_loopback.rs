@@ -10,10 +10,10 @@ use std::sync::Arc;
 use walras_payments::{
     genesis_output_id, ChainId, Input, Output, Payment, PaymentRequest, SignedPayment,
 };
-use walras_payments_net::client::CommitteeClient;
-use walras_payments_net::config::{parse_seed, CommitteeConfig, CommitteeFile, GenesisFile};
-use walras_payments_net::wallet::Wallet;
-use walras_payments_net::wire::{Request, Response};
+use walras_payments_net::CommitteeClient;
+use walras_payments_net::Wallet;
+use walras_payments_net::{parse_seed, CommitteeConfig, CommitteeFile, GenesisFile};
+use walras_payments_net::{Request, Response};
 use walras_testkit::{walras_bin, TempDir};
 use walras_types::AssetId;
 
@@ -67,7 +67,7 @@ fn runtime() -> tokio::runtime::Runtime {
 async fn stats(
     client: &CommitteeClient,
     validators: usize,
-) -> Vec<Vec<walras_payments_net::wire::ShardStats>> {
+) -> Vec<Vec<walras_payments_net::ShardStats>> {
     let mut all = Vec::new();
     for validator in 0..validators {
         match client.call(validator as u16, &Request::Stats).await {
@@ -168,7 +168,7 @@ fn a_thousand_payments_among_a_hundred_keys_certify_over_four_validators_of_two_
     // a payment for overload (issue 31; 100 payments arrive at once here) and the quorum forms
     // without it. The client stops waiting at the quorum, so wait for the validators' counts.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let handled = |shards: &Vec<walras_payments_net::wire::ShardStats>| {
+    let handled = |shards: &Vec<walras_payments_net::ShardStats>| {
         shards.iter().map(|shard| shard.requests).sum::<u64>()
     };
     let all = loop {

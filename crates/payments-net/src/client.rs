@@ -1,9 +1,12 @@
 //! The committee client: one multiplexed TCP connection per validator (requests tagged with an
 //! id, replies matched as they come, in any order), broadcast of a payment request to every
-//! validator's shard, and an [`Aggregator`] that verifies every vote before counting it.
+//! validator's shard, and [`certify`], which feeds the replies to the core's quorum rule
+//! (`walras_payments::QuorumCollector`) through a [`QuorumRound`].
 //!
-//! Wallets use `walras_payments::Client` (persist before send, resend identical bytes) and feed
-//! it the replies of [`CommitteeClient::broadcast`]; the benchmark uses [`Aggregator`] directly.
+//! Wallets use `walras_payments::Client` (persist before send, resend identical bytes), whose
+//! pending payments each hold a `QuorumCollector`, and feed it the replies of
+//! [`CommitteeClient::broadcast`]; the benchmark calls [`certify`]. Both count votes by the one
+//! rule; this module only sends, waits and reports.
 //!
 //! Overload (issue 31): the client holds back what a validator could not take, without sending
 //! it: more than [`CLIENT_IN_FLIGHT_MAX`] requests in flight on one connection, or a validator
@@ -12,7 +15,7 @@
 //! that can certify), and [`certify`] answers [`CertifyError::Overloaded`]. Nothing is lost: a
 //! refused request is resent unchanged later (the wallet keeps it pending).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,8 +24,8 @@ use thiserror::Error;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use walras_payments::{
-    verify_payment_votes, Certificate, Committee, Conflict, PaymentRequest, PaymentVotes,
-    RootCache, ValidatorIndex, VoteFault, VoteSignature,
+    Absence, Certificate, Committee, Conflict, PaymentRequest, QuorumCollector, RootCache,
+    ValidatorIndex, Verdict, VoteFault,
 };
 
 use crate::frame::{push_frame, read_frame, write_framed};
@@ -499,20 +502,13 @@ pub enum CertifyError {
     },
 }
 
-/// Collects one payment's votes: each verified against the committee key of the validator that
-/// sent it, one per validator, until the quorum; bad votes are recorded naming the validator.
-///
-/// BLS votes are checked aggregate first (§3.4): they wait unchecked until, with the verified
-/// ones, they reach the quorum; then each output's certificate is checked as one aggregate (one
-/// pairing check instead of one per vote). Only if an aggregate fails is each waiting vote
-/// checked alone, which names the bad validator and drops its votes.
-pub struct Aggregator<'a> {
+/// One round of one payment's replies, for callers without a wallet (the benchmark, tests):
+/// the votes go to the core's [`QuorumCollector`] (the quorum rule wallets use too); this keeps
+/// only what the network adds, the errors and conflict replies, to report them.
+pub struct QuorumRound<'a> {
     committee: &'a Committee,
-    request: &'a PaymentRequest,
-    votes: BTreeMap<ValidatorIndex, PaymentVotes>,
-    /// BLS votes not checked yet (shape checked), waiting for the aggregate check.
-    unchecked: BTreeMap<ValidatorIndex, PaymentVotes>,
-    /// Bad replies, naming the validator.
+    collector: QuorumCollector,
+    /// Refused votes, naming the validator, in the order they were found.
     pub faults: Vec<(ValidatorIndex, VoteFault)>,
     /// Conflict replies (the signed payment that holds an input).
     pub conflicts: Vec<Conflict>,
@@ -520,114 +516,91 @@ pub struct Aggregator<'a> {
     pub errors: Vec<NetError>,
 }
 
-impl<'a> Aggregator<'a> {
-    /// An aggregator for `request` under `committee`.
-    pub fn new(committee: &'a Committee, request: &'a PaymentRequest) -> Aggregator<'a> {
-        Aggregator {
+impl<'a> QuorumRound<'a> {
+    /// A round for `request` under `committee`.
+    pub fn new(committee: &'a Committee, request: &PaymentRequest) -> QuorumRound<'a> {
+        QuorumRound {
             committee,
-            request,
-            votes: BTreeMap::new(),
-            unchecked: BTreeMap::new(),
+            collector: QuorumCollector::new(&request.signed.payment),
             faults: Vec::new(),
             conflicts: Vec::new(),
             errors: Vec::new(),
         }
     }
 
-    /// Takes one validator's reply; returns the certificates once the quorum is reached.
-    pub fn add(
-        &mut self,
-        reply: ValidatorReply,
-        cache: &Mutex<RootCache>,
-    ) -> Option<Vec<Certificate>> {
-        match reply.result {
-            Ok(Response::Votes(votes)) => {
-                if votes.validator != reply.validator {
-                    self.faults
-                        .push((reply.validator, VoteFault::UnknownValidator));
-                    return None;
-                }
-                if self.votes.contains_key(&votes.validator)
-                    || self.unchecked.contains_key(&votes.validator)
-                {
-                    return None;
-                }
-                if is_bls(&votes) && !self.suspect(votes.validator, cache) {
-                    match self.check_shape(&votes) {
-                        Ok(()) => {
-                            self.unchecked.insert(votes.validator, votes);
-                            return self.settle_bls(cache);
-                        }
-                        Err(fault) => self.faults.push((reply.validator, fault)),
-                    }
-                    return None;
-                }
-                let bls = is_bls(&votes);
-                let result = self.check(&votes, cache);
-                if bls {
-                    if let Ok(mut cache) = cache.lock() {
-                        cache.record_bls_check(self.committee, votes.validator, result.is_ok());
-                    }
-                }
-                match result {
-                    Ok(()) => {
-                        self.votes.entry(votes.validator).or_insert(votes);
-                        if !self.unchecked.is_empty() {
-                            return self.settle_bls(cache);
-                        }
-                    }
-                    Err(fault) => self.faults.push((reply.validator, fault)),
-                }
-            }
-            Ok(Response::Conflict(conflict)) => self.conflicts.push(conflict),
-            Ok(_) => self.errors.push(NetError::Unexpected {
+    /// Takes one validator's reply: [`Verdict::Certified`] once, at the quorum;
+    /// [`Verdict::Failed`] once every validator answered without a quorum.
+    pub fn take(&mut self, reply: ValidatorReply, cache: &Mutex<RootCache>) -> Verdict {
+        let Ok(mut cache) = cache.lock() else {
+            // A thread panicked holding the cache: count nothing rather than trust it.
+            self.errors.push(NetError::Unexpected {
                 validator: reply.validator,
-            }),
-            Err(error) => self.errors.push(error),
-        }
-        (self.votes.len() >= self.committee.quorum()).then(|| self.certificates())
+            });
+            return Verdict::NeedMore;
+        };
+        let validator = reply.validator;
+        let step = match reply.result {
+            Ok(Response::Votes(votes)) => {
+                self.collector
+                    .add_votes(self.committee, &mut cache, validator, &votes)
+            }
+            Ok(Response::Conflict(conflict)) => {
+                self.conflicts.push(conflict);
+                self.collector
+                    .add_absent(self.committee, &mut cache, validator, Absence::Conflict)
+            }
+            Ok(_) => {
+                self.errors.push(NetError::Unexpected { validator });
+                self.collector.add_absent(
+                    self.committee,
+                    &mut cache,
+                    validator,
+                    Absence::Unavailable,
+                )
+            }
+            Err(error) => {
+                self.errors.push(error);
+                self.collector.add_absent(
+                    self.committee,
+                    &mut cache,
+                    validator,
+                    Absence::Unavailable,
+                )
+            }
+        };
+        self.faults.extend(step.refused);
+        step.verdict
     }
 
-    /// Valid votes so far.
+    /// No more replies are coming: the certificates, or why not.
+    pub fn finish(&mut self, cache: &Mutex<RootCache>) -> Verdict {
+        let Ok(mut cache) = cache.lock() else {
+            return Verdict::NeedMore;
+        };
+        let step = self.collector.finish(self.committee, &mut cache);
+        self.faults.extend(step.refused);
+        step.verdict
+    }
+
+    /// Distinct validators whose votes verified so far.
     pub fn valid(&self) -> usize {
-        self.votes.len()
+        self.collector.valid()
     }
 
-    /// Whether `validator`'s last BLS vote checked alone (in any payment) was bad: its votes are
-    /// then checked alone on arrival, so a Byzantine validator cannot make every aggregate fail.
-    fn suspect(&self, validator: ValidatorIndex, cache: &Mutex<RootCache>) -> bool {
-        cache
-            .lock()
-            .is_ok_and(|cache| cache.is_bls_suspect(self.committee, validator))
-    }
-
-    /// Checks each BLS vote still waiting for the aggregate check alone (when every validator
-    /// has answered and no quorum formed), so [`Aggregator::no_quorum`] counts the valid ones
-    /// and names the bad ones.
-    pub fn check_waiting(&mut self, cache: &Mutex<RootCache>) {
-        for (validator, votes) in std::mem::take(&mut self.unchecked) {
-            let result = self.check(&votes, cache);
-            if let Ok(mut cache) = cache.lock() {
-                cache.record_bls_check(self.committee, validator, result.is_ok());
-            }
-            match result {
-                Ok(()) => {
-                    self.votes.insert(validator, votes);
-                }
-                Err(fault) => self.faults.push((validator, fault)),
-            }
-        }
-    }
-
-    /// The error to report when every validator answered and no quorum formed: `Overloaded`
-    /// when overload refusals (no fault, no conflict) are what kept the quorum away.
+    /// The error to report when no quorum formed: `Overloaded` when overload refusals are what
+    /// kept the quorum away (no conflict, and no fault or the valid votes and the overloaded
+    /// validators together make a quorum: resending can still certify, nothing is lost).
     pub fn no_quorum(&self) -> CertifyError {
         let overloaded = self
             .errors
             .iter()
             .filter(|error| error.retry_after().is_some())
             .count();
-        if overloaded > 0 && self.faults.is_empty() && self.conflicts.is_empty() {
+        let overload_kept_the_quorum = self.valid() + overloaded >= self.committee.quorum();
+        if overloaded > 0
+            && self.conflicts.is_empty()
+            && (self.faults.is_empty() || overload_kept_the_quorum)
+        {
             let refused_by_validators = self
                 .errors
                 .iter()
@@ -640,7 +613,7 @@ impl<'a> Aggregator<'a> {
                 .max()
                 .unwrap_or_default();
             return CertifyError::Overloaded {
-                valid: self.votes.len(),
+                valid: self.valid(),
                 quorum: self.committee.quorum(),
                 overloaded,
                 refused_by_validators,
@@ -648,7 +621,7 @@ impl<'a> Aggregator<'a> {
             };
         }
         CertifyError::NoQuorum {
-            valid: self.votes.len(),
+            valid: self.valid(),
             quorum: self.committee.quorum(),
             faults: self
                 .faults
@@ -665,98 +638,10 @@ impl<'a> Aggregator<'a> {
                 .collect(),
         }
     }
-
-    fn check(&self, votes: &PaymentVotes, cache: &Mutex<RootCache>) -> Result<(), VoteFault> {
-        self.check_shape(votes)?;
-        let payment = &self.request.signed.payment;
-        let mut cache = cache.lock().map_err(|_| VoteFault::BadSignature)?;
-        verify_payment_votes(
-            self.committee,
-            votes.validator,
-            payment,
-            votes.payment,
-            &votes.signatures,
-            &mut cache,
-        )
-    }
-
-    /// What needs no signature check: a committee member, this payment, one vote per output.
-    fn check_shape(&self, votes: &PaymentVotes) -> Result<(), VoteFault> {
-        if self.committee.validator(votes.validator).is_none() {
-            return Err(VoteFault::UnknownValidator);
-        }
-        if votes.payment != self.request.signed.payment.id() {
-            return Err(VoteFault::WrongPayment);
-        }
-        if votes.signatures.len() != self.request.signed.payment.outputs.len() {
-            return Err(VoteFault::WrongVoteCount);
-        }
-        Ok(())
-    }
-
-    /// Once verified and waiting BLS votes reach the quorum: the quorum's certificates if each
-    /// verifies as an aggregate; otherwise each waiting vote is checked alone (bad ones are
-    /// recorded and dropped) and the certificates come only if a verified quorum remains.
-    fn settle_bls(&mut self, cache: &Mutex<RootCache>) -> Option<Vec<Certificate>> {
-        let quorum = self.committee.quorum();
-        if self.votes.len() + self.unchecked.len() < quorum {
-            return None;
-        }
-        let certificates = Certificate::for_payment(
-            &self.request.signed.payment,
-            self.votes
-                .values()
-                .chain(self.unchecked.values())
-                .take(quorum)
-                .map(|votes| (votes.validator, votes.signatures.as_slice())),
-        );
-        let all_verify = {
-            let Ok(mut cache) = cache.lock() else {
-                return None;
-            };
-            certificates.iter().all(|certificate| {
-                let message = walras_payments::vote_message(
-                    certificate.chain_id,
-                    certificate.epoch,
-                    &certificate.id,
-                    &certificate.output,
-                );
-                walras_payments::bls_aggregate_verifies(
-                    certificate,
-                    self.committee,
-                    &message,
-                    &mut cache,
-                )
-            })
-        };
-        if all_verify {
-            let used: Vec<ValidatorIndex> = certificates[0]
-                .votes
-                .iter()
-                .map(|vote| vote.validator)
-                .collect();
-            for validator in used {
-                if let Some(votes) = self.unchecked.remove(&validator) {
-                    self.votes.insert(validator, votes);
-                }
-            }
-            return Some(certificates);
-        }
-        self.check_waiting(cache);
-        (self.votes.len() >= quorum).then(|| self.certificates())
-    }
-
-    fn certificates(&self) -> Vec<Certificate> {
-        let voters = self
-            .votes
-            .values()
-            .take(self.committee.quorum())
-            .map(|votes| (votes.validator, votes.signatures.as_slice()));
-        Certificate::for_payment(&self.request.signed.payment, voters)
-    }
 }
 
-/// Sends `request` to its shard of every validator and waits for a verified quorum.
+/// Sends `request` to its shard of every validator and waits for a verified quorum (or until
+/// every validator answered without one).
 pub async fn certify(
     client: &Arc<CommitteeClient>,
     request: &PaymentRequest,
@@ -770,23 +655,18 @@ pub async fn certify(
         .map(|input| input.output.owner);
     let shard = owner.map_or(0, |owner| client.committee().shard_of(&owner));
     let mut replies = client.broadcast(shard, request);
-    let committee = client.committee().clone();
-    let mut aggregator = Aggregator::new(&committee, request);
+    let mut round = QuorumRound::new(client.committee(), request);
     while let Some(reply) = replies.recv().await {
-        if let Some(certificates) = aggregator.add(reply, cache) {
-            return Ok(certificates);
+        match round.take(reply, cache) {
+            Verdict::Certified(certificates) => return Ok(certificates),
+            Verdict::Failed(_) => return Err(round.no_quorum()),
+            Verdict::NeedMore | Verdict::Finished => {}
         }
     }
-    aggregator.check_waiting(cache);
-    Err(aggregator.no_quorum())
-}
-
-fn is_bls(votes: &PaymentVotes) -> bool {
-    !votes.signatures.is_empty()
-        && votes
-            .signatures
-            .iter()
-            .all(|signature| matches!(signature, VoteSignature::Bls(_)))
+    match round.finish(cache) {
+        Verdict::Certified(certificates) => Ok(certificates),
+        _ => Err(round.no_quorum()),
+    }
 }
 
 fn hex_short(bytes: &[u8]) -> String {

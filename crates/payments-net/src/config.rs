@@ -104,8 +104,6 @@ pub struct MemberFile {
     pub bls_proof: Option<String>,
 }
 
-pub use walras_payments::bls::bls_seed;
-
 /// A member entry with its BLS key and proof, from its ed25519 seed.
 pub fn member_with_bls(seed: &[u8; 32], address: String) -> MemberFile {
     let keypair = Keypair::from_seed(*seed);
@@ -136,7 +134,7 @@ fn default_batch() -> usize {
 }
 
 /// Each validator's BLS key and proof of possession, in committee order.
-pub type BlsKeys = Vec<([u8; 48], [u8; 96])>;
+pub(crate) type BlsKeys = Vec<([u8; 48], [u8; 96])>;
 
 /// A committee as the processes use it.
 #[derive(Clone, Debug)]

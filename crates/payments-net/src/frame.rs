@@ -13,9 +13,9 @@ use walras_types::codec::{Reader, Writer};
 /// hundred votes each; 4 MiB leaves room for committees of a few hundred validators.
 pub const FRAME_BYTES_MAX: usize = 4 << 20;
 /// How long the rest of a frame may take once its first byte has arrived.
-pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long writing one frame may take (a peer that does not read is dropped).
-pub const FRAME_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const FRAME_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a frame could not be read or written.
 #[derive(Debug, Error)]
@@ -34,7 +34,7 @@ pub enum FrameError {
 
 /// The body length a frame's 4-byte prefix announces (read through the exchange's one codec),
 /// refused above [`FRAME_BYTES_MAX`] before anything is allocated for it.
-pub fn frame_length(prefix: &[u8; 4]) -> Result<usize, FrameError> {
+pub(crate) fn frame_length(prefix: &[u8; 4]) -> Result<usize, FrameError> {
     let length = Reader::new(prefix)
         .u32()
         .map_err(|error| FrameError::Io(io::Error::new(io::ErrorKind::InvalidData, error)))?;
@@ -89,7 +89,7 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(
 }
 
 /// Appends `body` as one frame to `out` (for writers that send several frames in one write).
-pub fn push_frame(out: &mut Vec<u8>, body: &[u8]) -> Result<(), FrameError> {
+pub(crate) fn push_frame(out: &mut Vec<u8>, body: &[u8]) -> Result<(), FrameError> {
     if body.len() > FRAME_BYTES_MAX {
         return Err(FrameError::TooLarge { bytes: body.len() });
     }
@@ -99,7 +99,7 @@ pub fn push_frame(out: &mut Vec<u8>, body: &[u8]) -> Result<(), FrameError> {
 }
 
 /// Writes bytes already framed by [`push_frame`] within `FRAME_WRITE_TIMEOUT`.
-pub async fn write_framed<W: AsyncWrite + Unpin>(
+pub(crate) async fn write_framed<W: AsyncWrite + Unpin>(
     writer: &mut W,
     framed: &[u8],
 ) -> Result<(), FrameError> {

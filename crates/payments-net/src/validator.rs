@@ -28,11 +28,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use walras_crypto::{Keypair, PublicKey};
-use walras_payments::durable::{DurableError, EffectLog};
 use walras_payments::{
     sign_votes, Committee, Output, OutputId, PaymentId, PaymentRequest, PaymentVotes, Reply,
     Scheme, ValidatorIndex, ValidatorShard, VoteSigner,
 };
+use walras_payments::{DurableError, EffectLog};
 
 use crate::config::Fault;
 use crate::frame::{push_frame, read_frame, write_frame, write_framed, FrameError};
@@ -42,17 +42,17 @@ use crate::wire::{
 };
 
 /// Most requests one group commit takes (bounds reply latency under a long queue).
-pub const GROUP_REQUESTS_MAX: usize = 1024;
+pub(crate) const GROUP_REQUESTS_MAX: usize = 1024;
 /// Jobs a shard's channel holds; payments are refused well before ([`SHARD_PAYMENTS_QUEUED_MAX`]),
 /// so deposits and holder queries still find room.
-pub const SHARD_QUEUE_MAX: usize = 8192;
+pub(crate) const SHARD_QUEUE_MAX: usize = 8192;
 /// Payments waiting per shard before more are refused ([`ErrorCode::Overloaded`]).
-pub const SHARD_PAYMENTS_QUEUED_MAX: usize = 4096;
+pub(crate) const SHARD_PAYMENTS_QUEUED_MAX: usize = 4096;
 /// Longest a newly admitted payment is expected to wait in its shard's queue: one more is
 /// refused at once. Keeps the latency of served payments near the unloaded latency.
-pub const SHARD_QUEUE_WAIT_MAX: Duration = Duration::from_millis(50);
+pub(crate) const SHARD_QUEUE_WAIT_MAX: Duration = Duration::from_millis(50);
 /// A payment that has waited this long in its shard's queue is refused without being handled.
-pub const SHARD_JOB_AGE_MAX: Duration = Duration::from_millis(1000);
+pub(crate) const SHARD_JOB_AGE_MAX: Duration = Duration::from_millis(1000);
 /// The shard's time per payment assumed before it has measured one.
 const REQUEST_NS_INITIAL: u64 = 100_000;
 /// The retry hint of a refusal for a connection's in-flight share.
@@ -60,14 +60,14 @@ const CONNECTION_RETRY_AFTER_MS: u32 = 20;
 /// Requests per connection whose reply is not yet written to the socket before its reader
 /// waits: the permit is held until the reply is written, so a client that sends and never reads
 /// makes the validator stop reading it, not buffer replies (about 1 KiB each) without bound.
-pub const CONNECTION_IN_FLIGHT_MAX: usize = 512;
+pub(crate) const CONNECTION_IN_FLIGHT_MAX: usize = 512;
 /// A connection with no request for this long is closed (clients reconnect on their next
 /// request): idle sockets cannot hold the connection cap for long.
-pub const CONNECTION_IDLE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const CONNECTION_IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Connections one validator serves at once; one more is refused (typed) and closed.
-pub const CONNECTIONS_MAX: usize = 1024;
+pub(crate) const CONNECTIONS_MAX: usize = 1024;
 /// Connections one client address may hold at once (its share of [`CONNECTIONS_MAX`]).
-pub const CONNECTIONS_PER_ADDRESS_MAX: usize = 128;
+pub(crate) const CONNECTIONS_PER_ADDRESS_MAX: usize = 128;
 /// The connection limits a validator serves under ([`Validator::with_policy`]; the defaults
 /// are the constants above).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -596,7 +596,7 @@ impl LoadProbe {
 
 /// Why a connection is refused at accept.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
-pub enum ConnectionRefusal {
+pub(crate) enum ConnectionRefusal {
     #[error("the validator serves its cap of {max} connections; retry later")]
     Total { max: usize },
     #[error(
@@ -607,7 +607,7 @@ pub enum ConnectionRefusal {
 
 /// The connection cap, pure: how many connections are open overall and per client address.
 #[derive(Debug)]
-pub struct ConnectionLimits {
+pub(crate) struct ConnectionLimits {
     max: usize,
     per_address_max: usize,
     open: usize,
@@ -616,7 +616,7 @@ pub struct ConnectionLimits {
 
 impl ConnectionLimits {
     /// At most `max` connections, at most `per_address_max` from one address.
-    pub fn new(max: usize, per_address_max: usize) -> ConnectionLimits {
+    pub(crate) fn new(max: usize, per_address_max: usize) -> ConnectionLimits {
         ConnectionLimits {
             max,
             per_address_max,
@@ -626,7 +626,7 @@ impl ConnectionLimits {
     }
 
     /// Counts a new connection from `address`, or says why it is refused (nothing counted).
-    pub fn admit(&mut self, address: IpAddr) -> Result<(), ConnectionRefusal> {
+    pub(crate) fn admit(&mut self, address: IpAddr) -> Result<(), ConnectionRefusal> {
         if self.open >= self.max {
             return Err(ConnectionRefusal::Total { max: self.max });
         }
@@ -643,7 +643,7 @@ impl ConnectionLimits {
     }
 
     /// A connection from `address` closed.
-    pub fn release(&mut self, address: IpAddr) {
+    pub(crate) fn release(&mut self, address: IpAddr) {
         if let Some(held) = self.by_address.get_mut(&address) {
             *held = held.saturating_sub(1);
             if *held == 0 {
@@ -654,7 +654,8 @@ impl ConnectionLimits {
     }
 
     /// Connections open now.
-    pub fn open(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn open(&self) -> usize {
         self.open
     }
 }
@@ -1128,12 +1129,6 @@ impl ShardWorker {
             ..votes
         }
     }
-}
-
-/// Starts a validator from its configuration file and serves until the process ends.
-pub async fn run_from_file(path: &Path, faults: Faults) -> Result<(), ValidatorError> {
-    start_from_file(path, faults).await?.serve().await;
-    Ok(())
 }
 
 /// Whether a validator configuration may carry a deliberate fault (`"fault": ...`).

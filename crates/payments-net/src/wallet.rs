@@ -21,22 +21,20 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use walras_crypto::PublicKey;
-use walras_payments::codec::{
-    certificate_bytes, decode_certificate, decode_request, request_bytes,
-};
+use walras_payments::{certificate_bytes, decode_certificate, decode_request, request_bytes};
 use walras_payments::{
     Certificate, Client, ClientEffect, ClientError, Committee, Output, OutputId, PaymentId,
-    PaymentRequest, ValidatorIndex,
+    PaymentRequest, QuorumFailure,
 };
 use walras_types::AssetId;
 
-use crate::client::{CommitteeClient, NetError};
+use crate::client::{CommitteeClient, NetError, ValidatorReply};
 use crate::config::{key_hex, parse_seed};
 use crate::wire::Response;
 
 /// How long a wallet keeps resending a payment that validators refused for overload (after each
 /// refusal's retry hint) before it reports no quorum; the request stays pending either way.
-pub const OVERLOAD_RETRY_FOR: Duration = Duration::from_secs(10);
+pub(crate) const OVERLOAD_RETRY_FOR: Duration = Duration::from_secs(10);
 
 /// Why a wallet operation failed.
 #[derive(Debug, Error)]
@@ -147,18 +145,18 @@ pub struct WalletFile {
 }
 
 /// How long a command waits for another command to release a wallet.
-pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// How often a waiting command tries the lock again.
 const LOCK_RETRY: Duration = Duration::from_millis(20);
 
 /// An exclusive lock on a wallet (an flock on `<file>.lock`, released when dropped or when
 /// the process dies). A separate file because the wallet itself is replaced by rename.
-pub struct WalletLock {
+pub(crate) struct WalletLock {
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
 /// The lock file of the wallet at `path`.
-pub fn lock_path(path: &Path) -> PathBuf {
+pub(crate) fn lock_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".lock");
     path.with_file_name(name)
@@ -166,7 +164,7 @@ pub fn lock_path(path: &Path) -> PathBuf {
 
 impl WalletLock {
     /// Takes the lock of the wallet at `path`, waiting at most `wait` for another holder.
-    pub fn acquire(path: &Path, wait: Duration) -> Result<WalletLock, WalletError> {
+    pub(crate) fn acquire(path: &Path, wait: Duration) -> Result<WalletLock, WalletError> {
         use nix::fcntl::{Flock, FlockArg};
         use std::os::unix::fs::OpenOptionsExt;
         let lock = lock_path(path);
@@ -601,12 +599,18 @@ impl Wallet {
                 ClientEffect::Broadcast { shard, request } => {
                     result = Some(self.broadcast(client, shard, request).await?);
                 }
-                ClientEffect::Certified { .. } => {}
+                // `pay` only persists and broadcasts; votes come through `broadcast`.
+                ClientEffect::Certified { .. }
+                | ClientEffect::VoteRefused { .. }
+                | ClientEffect::NoQuorum { .. } => {}
             }
         }
         result.ok_or_else(|| invalid(&self.path, "the client produced no broadcast"))
     }
 
+    /// Sends `request` to every validator and feeds each reply to the client's quorum
+    /// collector until it certifies or says no quorum can form in this round; a round that
+    /// validators refused for overload is resent unchanged after the hint, for a while.
     async fn broadcast(
         &mut self,
         client: &Arc<CommitteeClient>,
@@ -617,102 +621,28 @@ impl Wallet {
         let started = Instant::now();
         let mut attempts = 0u32;
         let mut problems = Vec::new();
-        // Distinct validators whose votes verified: one validator answering on several
-        // members' addresses (a committee file listing one port twice) counts once.
-        let mut valid: BTreeSet<ValidatorIndex> = BTreeSet::new();
         loop {
             problems.clear();
             // The longest retry hint of an overload refusal in this round, if there was one.
             let mut overloaded: Option<Duration> = None;
+            let mut failure = None;
             let mut replies = client.broadcast(shard, &request);
             while let Some(reply) = replies.recv().await {
-                let validator = reply.validator;
-                let effects = match reply.result {
-                    Ok(Response::Votes(votes)) if votes.validator != validator => {
-                        problems.push(format!(
-                            "the address of validator {validator} answered with validator {}'s \
-                         votes (does the committee file list one address twice?)",
-                            votes.validator
-                        ));
-                        continue;
-                    }
-                    Ok(Response::Votes(votes)) => match self.client.on_votes(&votes) {
-                        Ok(effects) => {
-                            valid.insert(votes.validator);
-                            effects
-                        }
-                        Err(error) => {
-                            problems.push(error.to_string());
-                            continue;
-                        }
-                    },
-                    Ok(Response::Conflict(conflict)) => {
-                        if let Err(error) = self.client.on_conflict(&conflict) {
-                            problems.push(error.to_string());
-                        } else {
-                            problems.push(format!(
-                            "validator {validator}: an input is held by another payment this key signed"
-                        ));
-                        }
-                        continue;
-                    }
-                    Ok(_) => {
-                        problems.push(NetError::Unexpected { validator }.to_string());
-                        continue;
-                    }
-                    Err(error) => {
-                        if let Some(after) = error.retry_after() {
-                            overloaded = Some(overloaded.unwrap_or_default().max(after));
-                        }
-                        problems.push(error.to_string());
-                        continue;
-                    }
-                };
-                for effect in effects {
-                    if let ClientEffect::Certified {
-                        payment,
-                        certificates,
-                    } = effect
-                    {
-                        let text = hex::encode(request_bytes(&request));
-                        self.file.pending.retain(|pending| *pending != text);
-                        let me = self.client.public_key();
-                        // The payees' certificates are kept in the same write that drops the
-                        // pending request: from here on nothing but delivery removes them.
-                        for certificate in &certificates {
-                            let id = hex::encode(certificate.id.0.as_bytes());
-                            if certificate.output.owner == me
-                                || self.file.undelivered.iter().any(|entry| entry.id == id)
-                            {
-                                continue;
-                            }
-                            self.file.undelivered.push(UndeliveredFile {
-                                payee: key_hex(&certificate.output.owner),
-                                id,
-                                asset: certificate.output.asset.0,
-                                amount: certificate.output.amount.to_string(),
-                                certificate: hex::encode(certificate_bytes(certificate)),
-                            });
-                        }
-                        if let Some(first) = certificates.first() {
-                            self.file.history.push(HistoryEntry {
-                                direction: "sent".into(),
-                                payment: hex::encode(payment.0.as_bytes()),
-                                asset: first.output.asset.0,
-                                amount: first.output.amount.to_string(),
-                                counterparty: key_hex(&first.output.owner),
-                                inputs: request
-                                    .signed
-                                    .payment
-                                    .inputs
-                                    .iter()
-                                    .map(|input| hex::encode(input.id.0.as_bytes()))
-                                    .collect(),
-                            });
-                        }
-                        self.save()?;
-                        return Ok((payment, certificates));
-                    }
+                if let Some(after) = reply.result.as_ref().err().and_then(NetError::retry_after) {
+                    overloaded = Some(overloaded.unwrap_or_default().max(after));
+                }
+                let effects = self.take_reply(&id, reply, &mut problems);
+                if let Some(done) = self.apply(&request, effects, &mut problems, &mut failure)? {
+                    return Ok(done);
+                }
+                if failure.is_some() {
+                    break;
+                }
+            }
+            if failure.is_none() {
+                let effects = self.client.end_round(&id);
+                if let Some(done) = self.apply(&request, effects, &mut problems, &mut failure)? {
+                    return Ok(done);
                 }
             }
             // Refused for overload: nothing changed, so the same request is resent after the hint
@@ -721,15 +651,126 @@ impl Wallet {
             match overloaded {
                 Some(after) if started.elapsed() + after < OVERLOAD_RETRY_FOR => {
                     tokio::time::sleep(overload_backoff(after, attempts, &id)).await;
+                    self.client.resend(&id)?;
                 }
-                _ => break,
+                _ => {
+                    return Err(WalletError::NoQuorum {
+                        payment: hex::encode(id.0.as_bytes()),
+                        valid: failure.map_or(0, |failure| failure.valid),
+                        quorum: client.committee().quorum(),
+                        problems: problems.join("; "),
+                    })
+                }
             }
         }
-        Err(WalletError::NoQuorum {
-            payment: hex::encode(id.0.as_bytes()),
-            valid: valid.len(),
-            quorum: client.committee().quorum(),
-            problems: problems.join("; "),
-        })
+    }
+
+    /// Feeds one validator's reply to the client; what the client cannot take (errors,
+    /// unexpected replies, conflicts) is described in `problems`.
+    fn take_reply(
+        &mut self,
+        payment: &PaymentId,
+        reply: ValidatorReply,
+        problems: &mut Vec<String>,
+    ) -> Vec<ClientEffect> {
+        let validator = reply.validator;
+        match reply.result {
+            Ok(Response::Votes(votes)) => self.client.on_votes_from(validator, &votes),
+            Ok(Response::Conflict(conflict)) => match self.client.on_conflict(&conflict) {
+                Ok(effects) => {
+                    problems.push(format!(
+                        "validator {validator}: an input is held by another payment this key signed"
+                    ));
+                    effects
+                }
+                Err(error) => {
+                    problems.push(error.to_string());
+                    self.client.on_unavailable(payment, validator)
+                }
+            },
+            Ok(_) => {
+                problems.push(NetError::Unexpected { validator }.to_string());
+                self.client.on_unavailable(payment, validator)
+            }
+            Err(error) => {
+                problems.push(error.to_string());
+                self.client.on_unavailable(payment, validator)
+            }
+        }
+    }
+
+    /// Carries out the client's effects for one reply: refused votes become problems, a
+    /// failed round is kept in `failure`, and a certification is saved and returned.
+    fn apply(
+        &mut self,
+        request: &PaymentRequest,
+        effects: Vec<ClientEffect>,
+        problems: &mut Vec<String>,
+        failure: &mut Option<QuorumFailure>,
+    ) -> Result<Option<(PaymentId, Vec<Certificate>)>, WalletError> {
+        for effect in effects {
+            match effect {
+                ClientEffect::VoteRefused {
+                    validator, fault, ..
+                } => problems.push(format!("validator {validator}: {fault}")),
+                ClientEffect::NoQuorum { failure: found, .. } => *failure = Some(found),
+                ClientEffect::Certified {
+                    payment,
+                    certificates,
+                } => {
+                    self.save_certified(request, payment, &certificates)?;
+                    return Ok(Some((payment, certificates)));
+                }
+                ClientEffect::Persist(_) | ClientEffect::Broadcast { .. } => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Drops the pending request, keeps the payees' certificates until delivered and the
+    /// history line, in one durable write.
+    fn save_certified(
+        &mut self,
+        request: &PaymentRequest,
+        payment: PaymentId,
+        certificates: &[Certificate],
+    ) -> Result<(), WalletError> {
+        let text = hex::encode(request_bytes(request));
+        self.file.pending.retain(|pending| *pending != text);
+        let me = self.client.public_key();
+        // The payees' certificates are kept in the same write that drops the pending request:
+        // from here on nothing but delivery removes them.
+        for certificate in certificates {
+            let id = hex::encode(certificate.id.0.as_bytes());
+            if certificate.output.owner == me
+                || self.file.undelivered.iter().any(|entry| entry.id == id)
+            {
+                continue;
+            }
+            self.file.undelivered.push(UndeliveredFile {
+                payee: key_hex(&certificate.output.owner),
+                id,
+                asset: certificate.output.asset.0,
+                amount: certificate.output.amount.to_string(),
+                certificate: hex::encode(certificate_bytes(certificate)),
+            });
+        }
+        if let Some(first) = certificates.first() {
+            self.file.history.push(HistoryEntry {
+                direction: "sent".into(),
+                payment: hex::encode(payment.0.as_bytes()),
+                asset: first.output.asset.0,
+                amount: first.output.amount.to_string(),
+                counterparty: key_hex(&first.output.owner),
+                inputs: request
+                    .signed
+                    .payment
+                    .inputs
+                    .iter()
+                    .map(|input| hex::encode(input.id.0.as_bytes()))
+                    .collect(),
+            });
+        }
+        self.save()
     }
 }

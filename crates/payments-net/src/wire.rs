@@ -1,14 +1,14 @@
 //! The wire messages between clients and validators, one per frame.
 //!
 //! Request: `id: u64`, `tag: u8`, then
-//! - `0` pay: `shard: u32`, a payment request (`walras_payments::codec::encode_request`);
+//! - `0` pay: `shard: u32`, a payment request (`walras_payments::encode_request`);
 //! - `1` holder-of: `shard: u32`, `input: [u8; 32]`: which signed payment holds this input;
 //! - `2` stats: the validator's per-shard counters;
-//! - `3` withdrawal vote: a certificate (`codec::encode_certificate`): the validator checks it
+//! - `3` withdrawal vote: a certificate (`walras_payments::encode_certificate`): the validator checks it
 //!   and signs the output's vote message with its BLS key, for the exchange bridge.
 //!
 //! Response: the request's `id: u64`, `tag: u8`, then
-//! - `0` votes (`codec::encode_votes`); `1` conflict (`codec::encode_conflict`);
+//! - `0` votes (`walras_payments::encode_votes`); `1` conflict (`encode_conflict`);
 //! - `2` error: `code: u16`, `message: u32 length + UTF-8` (at most `ERROR_MESSAGE_BYTES_MAX`),
 //!   and for code `6` (overloaded) one more field, `retry_after_ms: u32`;
 //! - `3` holder: `0` or `1` then a signed payment; `4` stats: `count: u32`, then per shard seven
@@ -19,10 +19,10 @@
 
 use thiserror::Error;
 use walras_crypto::Hash;
-use walras_payments::codec::{
-    self, decode_conflict_prefix, decode_request_prefix, decode_signed_payment_prefix,
-    decode_votes_prefix, encode_conflict, encode_request, encode_signed_payment, encode_votes,
-    CodecError,
+use walras_payments::{
+    decode_certificate, decode_conflict_prefix, decode_request_prefix,
+    decode_signed_payment_prefix, decode_votes_prefix, encode_certificate, encode_conflict,
+    encode_request, encode_signed_payment, encode_votes, CodecError,
 };
 use walras_payments::{
     Certificate, Conflict, OutputId, PaymentRequest, PaymentVotes, RequestError, SignedPayment,
@@ -30,9 +30,9 @@ use walras_payments::{
 use walras_types::codec::DecodeError;
 
 /// Longest error message carried in a reply.
-pub const ERROR_MESSAGE_BYTES_MAX: usize = 4096;
+pub(crate) const ERROR_MESSAGE_BYTES_MAX: usize = 4096;
 /// Most shards a stats reply may list.
-pub const STATS_SHARDS_MAX: usize = 1024;
+pub(crate) const STATS_SHARDS_MAX: usize = 1024;
 
 /// Why bytes are not a wire message.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -243,7 +243,7 @@ pub fn encode_request_message(id: u64, request: &Request) -> Vec<u8> {
         Request::Stats => bytes.push(2),
         Request::WithdrawalVote { certificate } => {
             bytes.push(3);
-            codec::encode_certificate(certificate, &mut bytes);
+            encode_certificate(certificate, &mut bytes);
         }
     }
     bytes
@@ -251,7 +251,7 @@ pub fn encode_request_message(id: u64, request: &Request) -> Vec<u8> {
 
 /// The request id at the front of `bytes`, if there are 8 bytes (to answer a malformed request
 /// with its own id).
-pub fn request_id_of(bytes: &[u8]) -> Option<u64> {
+pub(crate) fn request_id_of(bytes: &[u8]) -> Option<u64> {
     let head: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
     Some(u64::from_be_bytes(head))
 }
@@ -277,7 +277,7 @@ pub fn decode_request_message(bytes: &[u8]) -> Result<(u64, Request), WireError>
         }
         2 => Request::Stats,
         3 => {
-            let certificate = codec::decode_certificate(reader.0.rest())?;
+            let certificate = decode_certificate(reader.0.rest())?;
             Request::WithdrawalVote { certificate }
         }
         tag => {
@@ -442,6 +442,3 @@ pub fn decode_response_message(bytes: &[u8]) -> Result<(u64, Response), WireErro
     reader.finish()?;
     Ok((id, response))
 }
-
-/// The canonical bytes of a certificate (re-exported for wallets and the bench).
-pub use codec::{certificate_bytes, decode_certificate};

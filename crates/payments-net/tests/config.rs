@@ -2,7 +2,7 @@
 //! exchange-genesis`): keys carried in committee order, every refusal typed.
 
 use walras_crypto::Keypair;
-use walras_payments_net::config::{
+use walras_payments_net::{
     key_hex, member_with_bls, CommitteeFile, ExchangeGenesisError, MemberFile,
 };
 use walras_types::{AccountId, AssetId, Genesis, GenesisAccount};
@@ -118,7 +118,7 @@ fn more_validators_than_the_signer_bitmap_are_refused() {
 /// caller can tell them apart and the message names the field (before: one `String`).
 #[test]
 fn a_wrong_committee_or_genesis_field_is_a_typed_error_naming_it() {
-    use walras_payments_net::config::{
+    use walras_payments_net::{
         parse_scheme, parse_seed, FieldError, GenesisFile, GenesisOutputFile,
     };
     let mut file = committee_file(4);

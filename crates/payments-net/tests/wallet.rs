@@ -9,9 +9,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use walras_crypto::{Keypair, PublicKey};
 use walras_payments::{genesis_output_id, ChainId, Committee, Epoch, Output, OutputId, Scheme};
-use walras_payments_net::client::CommitteeClient;
-use walras_payments_net::validator::{ConnectionPolicy, LoadProbe, Validator, ValidatorSetup};
-use walras_payments_net::wallet::{Wallet, WalletError};
+use walras_payments_net::CommitteeClient;
+use walras_payments_net::{ConnectionPolicy, LoadProbe, Validator, ValidatorSetup};
+use walras_payments_net::{Wallet, WalletError};
 use walras_types::AssetId;
 
 const CHAIN: ChainId = ChainId(9);

@@ -6,11 +6,11 @@ use walras_crypto::Keypair;
 use walras_payments::{
     genesis_output_id, ChainId, Epoch, Input, Output, Payment, PaymentRequest, SignedPayment,
 };
-use walras_payments_net::frame::{read_frame, write_frame, FrameError, FRAME_BYTES_MAX};
-use walras_payments_net::wire::{
+use walras_payments_net::{
     decode_request_message, decode_response_message, encode_request_message,
     encode_response_message, ErrorCode, ErrorReply, Request, Response, ShardStats,
 };
+use walras_payments_net::{read_frame, write_frame, FrameError, FRAME_BYTES_MAX};
 use walras_types::AssetId;
 
 fn request(seed: u8, amount: u128) -> PaymentRequest {

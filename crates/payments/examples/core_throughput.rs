@@ -56,17 +56,15 @@ fn round(
                     .iter()
                     .find(|(_, request)| request.signed.payment.id() == votes.payment)
                 {
-                    if let Ok(effects) = wallets[*payer].on_votes(&votes) {
-                        for effect in effects {
-                            if let ClientEffect::Certified { certificates, .. } = effect {
-                                for certificate in certificates {
-                                    let owner = certificate.output.owner;
-                                    if let Some(wallet) =
-                                        wallets.iter_mut().find(|w| w.public_key() == owner)
-                                    {
-                                        if owner != wallets_key(*payer) {
-                                            let _ = wallet.receive(certificate);
-                                        }
+                    for effect in wallets[*payer].on_votes(&votes) {
+                        if let ClientEffect::Certified { certificates, .. } = effect {
+                            for certificate in certificates {
+                                let owner = certificate.output.owner;
+                                if let Some(wallet) =
+                                    wallets.iter_mut().find(|w| w.public_key() == owner)
+                                {
+                                    if owner != wallets_key(*payer) {
+                                        let _ = wallet.receive(certificate);
                                     }
                                 }
                             }

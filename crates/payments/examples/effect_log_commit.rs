@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use walras_crypto::Keypair;
-use walras_payments::durable::EffectLog;
+use walras_payments::EffectLog;
 use walras_payments::{
     genesis_output_id, ChainId, Effect, Epoch, Input, Output, Payment, SignedPayment,
 };

@@ -79,7 +79,7 @@ fn main() {
         "naive   per-output cost s+q·v (q={quorum})    {:>9.0}  (certificate {} bytes)",
         s + quorum as f64 * v,
         102 + quorum
-            * (walras_payments::cert::VOTE_OVERHEAD_BYTES
+            * (walras_payments::VOTE_OVERHEAD_BYTES
                 + VoteSignature::Naive(signatures[0]).wire_bytes())
     );
     println!();
@@ -141,7 +141,7 @@ fn main() {
             .map(|(_, vote)| vote.wire_bytes())
             .max()
             .unwrap_or(0);
-        let cert_bytes = 102 + quorum * (walras_payments::cert::VOTE_OVERHEAD_BYTES + vote_bytes);
+        let cert_bytes = 102 + quorum * (walras_payments::VOTE_OVERHEAD_BYTES + vote_bytes);
         println!(
             "{leaves:>6}  {sign:>9.0}  {uncached:>20.0}  {cached:>18.0}  {cost:>18.0}  {model:>5.0}  {cert_bytes:>16}"
         );

@@ -19,7 +19,7 @@ use crate::bls::{
     BlsKeypair,
 };
 use crate::error::{CertError, VoteFault};
-pub use crate::model::vote_message;
+use crate::model::vote_message;
 use crate::model::{
     output_id, BlsMember, ChainId, Committee, Epoch, Output, OutputId, PaymentId, ValidatorIndex,
     BLS_SIGNATURE_BYTES,

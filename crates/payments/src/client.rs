@@ -1,6 +1,8 @@
 //! The client state machine (§3 steps 1 and 4), pure: it builds payments, says what to persist
-//! before anything is sent, aggregates votes (distinct validators, each verified, stop at the
-//! quorum), resends the identical request after a crash, and reports inputs that are stuck.
+//! before anything is sent, collects votes through the one quorum rule
+//! ([`crate::quorum::QuorumCollector`]: distinct validators, every counted vote verified, stop
+//! at the quorum), resends the identical request after a crash, and reports inputs that are
+//! stuck.
 //!
 //! The SDK makes equivocation hard: a coin in a pending payment is never chosen again, and the
 //! only way to retry is [`Client::resend`], which returns the persisted request unchanged.
@@ -10,12 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use walras_crypto::{Keypair, PublicKey};
 use walras_types::AssetId;
 
-use crate::cert::{verify_certificate, verify_payment_votes, Certificate, RootCache};
+use crate::cert::{verify_certificate, Certificate, RootCache};
 use crate::error::{ClientError, VoteFault};
 use crate::model::{
     ChainId, Committee, Input, Output, OutputId, Payment, PaymentId, SignedPayment, ValidatorIndex,
     PAYMENT_INPUTS_MAX,
 };
+use crate::quorum::{Absence, QuorumCollector, QuorumFailure, Step, Verdict};
 use crate::validator::{Conflict, PaymentRequest, PaymentVotes};
 
 /// What the I/O layer must do, in order.
@@ -29,6 +32,18 @@ pub enum ClientEffect {
     Certified {
         payment: PaymentId,
         certificates: Vec<Certificate>,
+    },
+    /// A validator's votes on `payment` were refused (nothing counted for it).
+    VoteRefused {
+        payment: PaymentId,
+        validator: ValidatorIndex,
+        fault: VoteFault,
+    },
+    /// Every validator answered in this round and no quorum formed; the request stays pending and
+    /// may be resent unchanged ([`Client::resend`]).
+    NoQuorum {
+        payment: PaymentId,
+        failure: QuorumFailure,
     },
 }
 
@@ -55,7 +70,14 @@ pub struct Coin {
 #[derive(Clone, Debug)]
 struct Pending {
     request: PaymentRequest,
-    votes: BTreeMap<ValidatorIndex, Vec<crate::cert::VoteSignature>>,
+    collector: QuorumCollector,
+}
+
+impl Pending {
+    fn new(request: PaymentRequest) -> Pending {
+        let collector = QuorumCollector::new(&request.signed.payment);
+        Pending { request, collector }
+    }
 }
 
 /// One key's wallet.
@@ -224,13 +246,7 @@ impl Client {
                 .filter_map(|coin| coin.certificate)
                 .collect(),
         };
-        self.pending.insert(
-            id,
-            Pending {
-                request: request.clone(),
-                votes: BTreeMap::new(),
-            },
-        );
+        self.pending.insert(id, Pending::new(request.clone()));
         Ok((id, self.effects_for(&request)))
     }
 
@@ -253,26 +269,23 @@ impl Client {
                 shard: self.committee.shard_of(&self.public_key()),
                 request: request.clone(),
             });
-            self.pending.insert(
-                id,
-                Pending {
-                    request,
-                    votes: BTreeMap::new(),
-                },
-            );
+            self.pending.insert(id, Pending::new(request));
         }
         effects
     }
 
-    /// The identical request again (retry after a timeout).
-    pub fn resend(&self, payment: &PaymentId) -> Result<ClientEffect, ClientError> {
+    /// The identical request again (retry after a timeout or a failed round): a new round of
+    /// the quorum collector (votes already verified still count).
+    pub fn resend(&mut self, payment: &PaymentId) -> Result<ClientEffect, ClientError> {
         let pending = self
             .pending
-            .get(payment)
+            .get_mut(payment)
             .ok_or(ClientError::UnknownPayment(*payment))?;
+        pending.collector.new_round();
+        let request = pending.request.clone();
         Ok(ClientEffect::Broadcast {
             shard: self.committee.shard_of(&self.public_key()),
-            request: pending.request.clone(),
+            request,
         })
     }
 
@@ -281,57 +294,94 @@ impl Client {
         self.pending.keys().copied().collect()
     }
 
-    /// Takes one validator's votes. Each vote is verified; a bad one is refused naming the
-    /// validator and changes nothing. At the quorum the certificates are built (once).
-    pub fn on_votes(&mut self, votes: &PaymentVotes) -> Result<Vec<ClientEffect>, ClientError> {
-        let bad = |fault| ClientError::BadVote {
-            validator: votes.validator,
-            fault,
+    /// Takes the votes validator `votes.validator` sent ([`Client::on_votes_from`] with that
+    /// sender).
+    pub fn on_votes(&mut self, votes: &PaymentVotes) -> Vec<ClientEffect> {
+        self.on_votes_from(votes.validator, votes)
+    }
+
+    /// Takes the votes that validator `sender`'s connection delivered, through the payment's
+    /// [`QuorumCollector`] (the one quorum rule). Returns a [`ClientEffect::VoteRefused`] for
+    /// each vote refused (this one, or waiting ones an aggregate check found bad), then at the
+    /// quorum [`ClientEffect::Certified`] (once), or [`ClientEffect::NoQuorum`] when every
+    /// validator has answered in this round without a quorum. Votes for a payment not pending (certified already,
+    /// or never ours) change nothing.
+    pub fn on_votes_from(
+        &mut self,
+        sender: ValidatorIndex,
+        votes: &PaymentVotes,
+    ) -> Vec<ClientEffect> {
+        let Some(pending) = self.pending.get_mut(&votes.payment) else {
+            return Vec::new();
         };
-        if self.committee.validator(votes.validator).is_none() {
-            return Err(bad(VoteFault::UnknownValidator));
+        let step = pending
+            .collector
+            .add_votes(&self.committee, &mut self.cache, sender, votes);
+        self.after(votes.payment, step)
+    }
+
+    /// Records that validator `validator` gave no votes for `payment` in this round (timed
+    /// out, overloaded, unreachable).
+    pub fn on_unavailable(
+        &mut self,
+        payment: &PaymentId,
+        validator: ValidatorIndex,
+    ) -> Vec<ClientEffect> {
+        self.absent(payment, validator, Absence::Unavailable)
+    }
+
+    /// Ends the round of `payment` early (no more answers are coming): the certificates or why
+    /// not, never nothing (unless the payment is not pending).
+    pub fn end_round(&mut self, payment: &PaymentId) -> Vec<ClientEffect> {
+        let Some(pending) = self.pending.get_mut(payment) else {
+            return Vec::new();
+        };
+        let step = pending.collector.finish(&self.committee, &mut self.cache);
+        self.after(*payment, step)
+    }
+
+    fn absent(
+        &mut self,
+        payment: &PaymentId,
+        validator: ValidatorIndex,
+        absence: Absence,
+    ) -> Vec<ClientEffect> {
+        let Some(pending) = self.pending.get_mut(payment) else {
+            return Vec::new();
+        };
+        let step =
+            pending
+                .collector
+                .add_absent(&self.committee, &mut self.cache, validator, absence);
+        self.after(*payment, step)
+    }
+
+    /// The effects of one collector step.
+    fn after(&mut self, payment: PaymentId, step: Step) -> Vec<ClientEffect> {
+        let mut effects: Vec<ClientEffect> = step
+            .refused
+            .into_iter()
+            .map(|(validator, fault)| ClientEffect::VoteRefused {
+                payment,
+                validator,
+                fault,
+            })
+            .collect();
+        match step.verdict {
+            Verdict::Certified(certificates) => effects.push(self.certified(payment, certificates)),
+            Verdict::Failed(failure) => effects.push(ClientEffect::NoQuorum { payment, failure }),
+            Verdict::NeedMore | Verdict::Finished => {}
         }
-        let Some(pending) = self.pending.get(&votes.payment) else {
-            // Already certified (stop at quorum) or never ours: nothing to do.
-            return Ok(Vec::new());
-        };
-        if pending.votes.contains_key(&votes.validator) {
-            return Ok(Vec::new());
-        }
-        let payment = &pending.request.signed.payment;
-        let id = votes.payment;
-        verify_payment_votes(
-            &self.committee,
-            votes.validator,
-            payment,
-            id,
-            &votes.signatures,
-            &mut self.cache,
-        )
-        .map_err(bad)?;
-        let quorum = self.committee.quorum();
-        let Some(pending) = self.pending.get_mut(&id) else {
-            return Ok(Vec::new());
-        };
-        pending
-            .votes
-            .insert(votes.validator, votes.signatures.clone());
-        if pending.votes.len() < quorum {
-            return Ok(Vec::new());
-        }
-        let Some(pending) = self.pending.remove(&id) else {
-            return Ok(Vec::new());
-        };
-        let payment = &pending.request.signed.payment;
-        let voters = pending
-            .votes
-            .iter()
-            .take(quorum)
-            .map(|(validator, signatures)| (*validator, signatures.as_slice()));
-        let certificates = Certificate::for_payment(payment, voters);
-        for input in &payment.inputs {
-            self.coins.remove(&input.id);
-            self.stuck.remove(&input.id);
+        effects
+    }
+
+    /// The payment certified: its inputs are spent, its change is a coin, the request may go.
+    fn certified(&mut self, payment: PaymentId, certificates: Vec<Certificate>) -> ClientEffect {
+        if let Some(pending) = self.pending.remove(&payment) {
+            for input in &pending.request.signed.payment.inputs {
+                self.coins.remove(&input.id);
+                self.stuck.remove(&input.id);
+            }
         }
         let me = self.public_key();
         for certificate in &certificates {
@@ -346,16 +396,18 @@ impl Client {
                 );
             }
         }
-        Ok(vec![ClientEffect::Certified {
-            payment: id,
+        ClientEffect::Certified {
+            payment,
             certificates,
-        }])
+        }
     }
 
     /// Takes a validator's conflict reply. A holder signed by this key that is not the pending
-    /// payment marks the input stuck (shown by [`Client::stuck_inputs`]). Holders not signed by
-    /// this key are refused, naming the validator.
-    pub fn on_conflict(&mut self, conflict: &Conflict) -> Result<(), ClientError> {
+    /// payment marks the input stuck (shown by [`Client::stuck_inputs`]) and counts the
+    /// validator as giving no vote to the pending payment that spends the input (the effects
+    /// say if that leaves too few for a quorum). Holders not signed by this key are refused,
+    /// naming the validator.
+    pub fn on_conflict(&mut self, conflict: &Conflict) -> Result<Vec<ClientEffect>, ClientError> {
         let me = self.public_key();
         let holder = &conflict.holder;
         let spends_input = holder
@@ -370,7 +422,7 @@ impl Client {
             });
         }
         if self.pending.contains_key(&holder.payment.id()) {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let entry = self
             .stuck
@@ -381,7 +433,24 @@ impl Client {
             });
         let StuckReason::HeldByOther { validators, .. } = entry;
         validators.insert(conflict.validator);
-        Ok(())
+        let blocked: Vec<PaymentId> = self
+            .pending
+            .iter()
+            .filter(|(_, pending)| {
+                pending
+                    .request
+                    .signed
+                    .payment
+                    .inputs
+                    .iter()
+                    .any(|input| input.id == conflict.input)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        Ok(blocked
+            .iter()
+            .flat_map(|payment| self.absent(payment, conflict.validator, Absence::Conflict))
+            .collect())
     }
 
     /// Inputs that cannot be spent now, with the reason.
@@ -409,13 +478,7 @@ impl Client {
             certificates,
         };
         let id = request.signed.payment.id();
-        self.pending.insert(
-            id,
-            Pending {
-                request: request.clone(),
-                votes: BTreeMap::new(),
-            },
-        );
+        self.pending.insert(id, Pending::new(request.clone()));
         Ok(self.effects_for(&request))
     }
 }

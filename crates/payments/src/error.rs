@@ -20,6 +20,11 @@ pub enum VoteFault {
     WrongVoteCount,
     #[error("the reply is for another payment")]
     WrongPayment,
+    #[error(
+        "its address answered with validator {signer}'s votes (does the committee file list one \
+         address twice?)"
+    )]
+    OtherValidatorsVotes { signer: ValidatorIndex },
     #[error("a BLS vote, but the committee lists no BLS key for this validator")]
     NoBlsKey,
     #[error("the committee's BLS key for this validator does not decode or its proof of possession does not verify")]

@@ -13,7 +13,9 @@ use crate::cert::{
     VoteSigner,
 };
 use crate::error::RequestError;
-use crate::model::{Committee, Output, OutputId, PaymentId, SignedPayment, ValidatorIndex};
+use crate::model::{
+    Committee, Output, OutputId, Payment, PaymentId, SignedPayment, ValidatorIndex,
+};
 
 /// What a client sends to each validator's shard: the signed payment and a certificate for every
 /// input that is not a committed root entry (genesis or exchange deposit).
@@ -174,7 +176,18 @@ impl ValidatorShard {
             Effect::RecordPayment { signed, signatures } => {
                 let id = signed.payment.id();
                 for input in &signed.payment.inputs {
-                    self.spent.insert(input.id, id);
+                    // The spent set's invariant at its one point of mutation: an input holds at
+                    // most one payment. `handle` refuses a conflicting payment before this, and
+                    // a durable log only replays what `handle` recorded; a second holder here
+                    // would let this validator vote for two spends of one input.
+                    let previous = self.spent.insert(input.id, id);
+                    assert!(
+                        previous.is_none_or(|holder| holder == id),
+                        "input {:?} already holds payment {:?}; recording payment {id:?} over it \
+                         would vote for a double spend",
+                        input.id,
+                        previous
+                    );
                 }
                 if signatures.is_none() && !self.pool.contains(&id) {
                     self.pool.push(id);
@@ -311,10 +324,8 @@ impl ValidatorShard {
             signatures,
         };
         self.apply(&effect);
-        debug_assert!(payment
-            .inputs
-            .iter()
-            .all(|input| self.spent.get(&input.id) == Some(&id)));
+        // Postcondition of the effect, before any vote on it leaves: every input holds it.
+        self.assert_holds(payment, id);
         let mut outcome = Outcome {
             effects: vec![effect],
             replies: vec![reply],
@@ -347,6 +358,8 @@ impl ValidatorShard {
         let mut spans = Vec::new();
         for payment in &pooled {
             if let Some(held) = self.held.get(payment) {
+                // A vote is issued only for the payment its inputs hold.
+                self.assert_holds(&held.signed.payment, *payment);
                 let start = messages.len();
                 messages.extend(self.output_messages(*payment, &held.signed.payment.outputs));
                 spans.push((*payment, start, messages.len()));
@@ -368,6 +381,20 @@ impl ValidatorShard {
             }));
         }
         outcome
+    }
+
+    /// Panics unless every input of `payment` (whose id is `id`) is recorded as spent by it:
+    /// checked before this shard's votes on `payment` leave (cheap: at most
+    /// [`crate::PAYMENT_INPUTS_MAX`] lookups).
+    fn assert_holds(&self, payment: &Payment, id: PaymentId) {
+        for input in &payment.inputs {
+            let holder = self.spent.get(&input.id);
+            assert!(
+                holder == Some(&id),
+                "a vote on payment {id:?} while its input {:?} holds {holder:?}",
+                input.id
+            );
+        }
     }
 
     fn messages_of(&self, request: &PaymentRequest) -> Vec<walras_crypto::Hash> {

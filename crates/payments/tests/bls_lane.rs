@@ -137,7 +137,7 @@ fn the_compact_form_of_a_lane_certificate_verifies_against_the_same_committee_an
         let compact = certificate.compact().expect("all votes are BLS");
         verify_bls_certificate(&compact, &committee).expect("the aggregate verifies");
         assert_eq!(compact.signers.len(), net.committee.quorum());
-        let full = walras_payments::codec::certificate_bytes(certificate).len();
+        let full = walras_payments::certificate_bytes(certificate).len();
         assert!(
             compact.wire_bytes() * 2 < full,
             "compact {} bytes, full {full}",

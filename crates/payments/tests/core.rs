@@ -64,7 +64,7 @@ proptest! {
 
 #[test]
 fn payment_domains_differ_from_each_other_and_from_the_crypto_crates() {
-    let all: Vec<_> = walras_payments::model::domain::ALL
+    let all: Vec<_> = walras_payments::domain::ALL
         .iter()
         .chain(walras_crypto::domain::ALL.iter())
         .collect();
@@ -410,4 +410,52 @@ fn the_exchange_withdrawal_check_accepts_a_quorum_and_refuses_short_foreign_and_
         walras_payments::deposit_output_id(&tx, 0),
         walras_payments::output_id(&walras_payments::PaymentId(tx), 0)
     );
+}
+
+/// Two payments signed over one input by one owner.
+fn two_spends_of_one_input() -> (walras_payments::Committee, [SignedPayment; 2]) {
+    let validator = keypair(9, 0);
+    let committee = committee_of(&validator);
+    let owner = keypair(9, 1);
+    let input = Input {
+        id: walras_payments::genesis_output_id(CHAIN, 0),
+        output: Output {
+            asset: AssetId(0),
+            amount: 10,
+            owner: owner.public_key(),
+        },
+    };
+    let spend = |payee: u32| {
+        let payment = Payment {
+            chain_id: CHAIN,
+            epoch: EPOCH,
+            inputs: vec![input],
+            outputs: vec![Output {
+                asset: AssetId(0),
+                amount: 10,
+                owner: keypair(9, payee).public_key(),
+            }],
+        };
+        SignedPayment::sign(payment, &owner)
+    };
+    (committee, [spend(2), spend(3)])
+}
+
+/// Trigger (issue 30 item 7): an effect recording a second payment over an input already
+/// spent (a corrupted or forged effect log; `handle` never produces one) must stop the shard
+/// at the point of mutation, before it could vote for the double spend. Replaying the same
+/// payment's effect is fine.
+#[test]
+#[should_panic(expected = "would vote for a double spend")]
+fn recording_a_second_payment_over_a_spent_input_panics_before_any_vote() {
+    let (committee, [first, second]) = two_spends_of_one_input();
+    let mut shard = ValidatorShard::new(committee, 0, 0, keypair(9, 0), Scheme::Naive);
+    let record = |signed: &SignedPayment| walras_payments::Effect::RecordPayment {
+        signed: signed.clone(),
+        signatures: None,
+    };
+    shard.apply(&record(&first));
+    shard.apply(&record(&first));
+    assert_eq!(shard.spent_count(), 1);
+    shard.apply(&record(&second));
 }

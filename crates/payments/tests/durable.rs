@@ -13,8 +13,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::{keypair, CHAIN, EPOCH};
-use walras_payments::codec::{decode_effect, encode_effect};
-use walras_payments::durable::EffectLog;
+use walras_payments::EffectLog;
+use walras_payments::{decode_effect, encode_effect};
 use walras_payments::{
     genesis_output_id, Committee, Input, Output, Payment, PaymentRequest, Reply, Scheme,
     SignedPayment, ValidatorShard,

@@ -123,7 +123,7 @@ proptest! {
                         if let Some(reply) = deliver_checked(&mut net, v, shard, &request) {
                             match reply {
                                 Reply::Votes(votes) => {
-                                    let effects = wallets[payer].on_votes(&votes).unwrap_or_default();
+                                    let effects = wallets[payer].on_votes(&votes);
                                     let me = wallets[payer].public_key();
                                     for certificate in collect(&mut certified, &mut outputs, &request, effects) {
                                         if certificate.output.owner != me {
@@ -157,7 +157,7 @@ proptest! {
                     for (position, v) in order.into_iter().enumerate() {
                         if position >= split { break; }
                         if let Some(Reply::Votes(votes)) = deliver_checked(&mut net, v, shard, &request) {
-                            let effects = evil.on_votes(&votes).unwrap_or_default();
+                            let effects = evil.on_votes(&votes);
                             let _ = collect(&mut certified, &mut outputs, &request, effects);
                         }
                     }

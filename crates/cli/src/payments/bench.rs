@@ -20,14 +20,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use walras_crypto::{hash_in, Domain, Keypair};
-use walras_payments::codec::certificate_bytes;
+use walras_payments::certificate_bytes;
 use walras_payments::{
     genesis_output_id, Committee, Input, Output, OutputId, Payment, PaymentRequest, RootCache,
     SignedPayment,
 };
-use walras_payments_net::client::{certify, CertifyError, CommitteeClient};
-use walras_payments_net::config::{key_hex, CommitteeFile, Fault, GenesisOutputFile};
-use walras_payments_net::wire::Request;
+use walras_payments_net::Request;
+use walras_payments_net::{certify, CertifyError, CommitteeClient};
+use walras_payments_net::{key_hex, CommitteeFile, Fault, GenesisOutputFile};
 use walras_types::AssetId;
 
 use super::localnet::{create, start_all, stop_all, Spec};

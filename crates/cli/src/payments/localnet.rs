@@ -20,12 +20,12 @@ use std::time::{Duration, Instant};
 use crate::supervise::Supervised;
 use walras_crypto::Keypair;
 use walras_payments::ChainId;
-use walras_payments_net::config::{
+use walras_payments_net::write_private_durable;
+use walras_payments_net::Wallet;
+use walras_payments_net::{
     key_hex, member_with_bls, write_json, CommitteeFile, Fault, GenesisFile, GenesisOutputFile,
     ValidatorFile, MERKLE_BATCH_LEAVES_DEFAULT,
 };
-use walras_payments_net::file::write_private_durable;
-use walras_payments_net::wallet::Wallet;
 
 /// How long `down` waits after SIGTERM before SIGKILL.
 /// How long `up` waits for every validator to listen.

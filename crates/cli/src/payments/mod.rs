@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use walras_client::NodeApi;
 
-use walras_payments::codec::{certificate_bytes, decode_certificate};
-use walras_payments_net::client::CommitteeClient;
-use walras_payments_net::config::{key_hex, parse_key, CommitteeConfig, CommitteeFile};
-use walras_payments_net::wallet::Wallet;
-use walras_payments_net::wire::{Request, Response};
+use walras_payments::{certificate_bytes, decode_certificate};
+use walras_payments_net::CommitteeClient;
+use walras_payments_net::Wallet;
+use walras_payments_net::{key_hex, parse_key, CommitteeConfig, CommitteeFile};
+use walras_payments_net::{Request, Response};
 use walras_types::AssetId;
 
 pub(crate) use super::remote::block_on;
@@ -170,14 +170,13 @@ pub(crate) fn run(command: PaymentsCommand) -> anyhow::Result<()> {
         PaymentsCommand::Validator(args) => block_on(async move {
             // Deliberate faults are for benchmarks: a production build refuses them.
             let faults = if cfg!(feature = "dev-tools") {
-                walras_payments_net::validator::Faults::Allowed
+                walras_payments_net::Faults::Allowed
             } else {
-                walras_payments_net::validator::Faults::Refused
+                walras_payments_net::Faults::Refused
             };
-            let validator =
-                walras_payments_net::validator::start_from_file(&args.config, faults).await?;
+            let validator = walras_payments_net::start_from_file(&args.config, faults).await?;
             if let Some(path) = &args.address_file {
-                walras_payments_net::file::write_private_durable(
+                walras_payments_net::write_private_durable(
                     path,
                     validator.address.to_string().as_bytes(),
                 )
@@ -216,7 +215,7 @@ const DEPOSIT_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 /// every start (admitting an output twice changes nothing), so nothing is lost to a crash.
 async fn follow_exchange(
     client: walras_client::NodeClient,
-    deposits: walras_payments_net::validator::DepositAdmitter,
+    deposits: walras_payments_net::DepositAdmitter,
 ) {
     let mut after = 0u64;
     loop {
@@ -323,7 +322,7 @@ fn withdraw(args: WithdrawArgs) -> anyhow::Result<()> {
         committee.committee.clone(),
         committee.addresses.clone(),
     ));
-    let keypair = walras_payments_net::config::parse_seed(&wallet.file().secret_seed)?;
+    let keypair = walras_payments_net::parse_seed(&wallet.file().secret_seed)?;
     let node = args.node.client()?;
     // First the coin's value leaves the lane for good: paid (a certified payment like any
     // other) to the account's withdrawal address, which no key can spend. Only that output's

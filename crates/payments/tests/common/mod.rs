@@ -271,20 +271,14 @@ impl Net {
         let mut outcome = Outcome::default();
         for v in order {
             match self.deliver(v, shard, request) {
-                Answer::Reply(Reply::Votes(votes)) => match client.on_votes(&votes) {
-                    Ok(effects) => {
-                        for effect in effects {
-                            if let ClientEffect::Certified { certificates, .. } = effect {
-                                outcome.certificates = Some(certificates);
-                            }
-                        }
-                    }
-                    Err(error) => outcome.client_errors.push(error),
-                },
+                Answer::Reply(Reply::Votes(votes)) => {
+                    outcome.take(client.on_votes(&votes));
+                }
                 Answer::Reply(Reply::Conflict(conflict)) => {
                     outcome.conflicts += 1;
-                    if let Err(error) = client.on_conflict(&conflict) {
-                        outcome.client_errors.push(error);
+                    match client.on_conflict(&conflict) {
+                        Ok(effects) => outcome.take(effects),
+                        Err(error) => outcome.client_errors.push(error),
                     }
                 }
                 Answer::Reply(Reply::Pending { .. }) | Answer::Nothing => {}
@@ -301,6 +295,26 @@ pub struct Outcome {
     pub client_errors: Vec<ClientError>,
     pub refusals: Vec<RequestError>,
     pub conflicts: usize,
+}
+
+impl Outcome {
+    /// Records a client step: its certificates, and each refused vote as the error naming the
+    /// validator.
+    fn take(&mut self, effects: Vec<ClientEffect>) {
+        for effect in effects {
+            match effect {
+                ClientEffect::Certified { certificates, .. } => {
+                    self.certificates = Some(certificates);
+                }
+                ClientEffect::VoteRefused {
+                    validator, fault, ..
+                } => self
+                    .client_errors
+                    .push(ClientError::BadVote { validator, fault }),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Honest handling; with the Merkle scheme the pool is sealed at once so a reply comes back.
