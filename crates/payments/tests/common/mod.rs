@@ -17,7 +17,7 @@ use walras_types::AssetId;
 
 /// How a validator misbehaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
+pub(crate) enum Fault {
     Honest,
     /// Never replies.
     Silent,
@@ -37,7 +37,7 @@ pub enum Fault {
     Replaying,
 }
 
-pub const FAULTS_GARBAGE: [Fault; 4] = [
+pub(crate) const FAULTS_GARBAGE: [Fault; 4] = [
     Fault::WrongKey,
     Fault::WrongMessage,
     Fault::BadMerklePath,
@@ -45,7 +45,7 @@ pub const FAULTS_GARBAGE: [Fault; 4] = [
 ];
 
 /// One validator: its honest shards, a root-only template (for equivocation), a rogue key.
-pub struct Validator {
+pub(crate) struct Validator {
     pub fault: Fault,
     pub shards: Vec<ValidatorShard>,
     pub fresh: Vec<ValidatorShard>,
@@ -56,13 +56,13 @@ pub struct Validator {
 
 /// A request's fate at one validator.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     Reply(Reply),
     Refused(RequestError),
     Nothing,
 }
 
-pub struct Net {
+pub(crate) struct Net {
     pub committee: Committee,
     pub scheme: Scheme,
     pub validators: Vec<Validator>,
@@ -70,10 +70,10 @@ pub struct Net {
     pub messages: BTreeMap<(String, String), u64>,
 }
 
-pub const CHAIN: ChainId = ChainId(7);
-pub const EPOCH: Epoch = Epoch(1);
+pub(crate) const CHAIN: ChainId = ChainId(7);
+pub(crate) const EPOCH: Epoch = Epoch(1);
 
-pub fn keypair(tag: u8, index: u32) -> Keypair {
+pub(crate) fn keypair(tag: u8, index: u32) -> Keypair {
     let mut seed = [0u8; 32];
     seed[0] = tag;
     seed[1..5].copy_from_slice(&index.to_be_bytes());
@@ -82,7 +82,7 @@ pub fn keypair(tag: u8, index: u32) -> Keypair {
 
 impl Net {
     /// `faults[i]` is validator i's behaviour; `faults.len()` is n.
-    pub fn new(faults: &[Fault], shards: u32, scheme: Scheme) -> Net {
+    pub(crate) fn new(faults: &[Fault], shards: u32, scheme: Scheme) -> Net {
         let keys: Vec<Keypair> = (0..faults.len() as u32).map(|i| keypair(1, i)).collect();
         let committee = Committee {
             chain_id: CHAIN,
@@ -130,13 +130,13 @@ impl Net {
         }
     }
 
-    pub fn n(&self) -> usize {
+    pub(crate) fn n(&self) -> usize {
         self.validators.len()
     }
 
     /// Genesis: gives `amount` of `asset` to `owner` as genesis entry `index`, at every
     /// validator (the shard of the owner admits it).
-    pub fn genesis(
+    pub(crate) fn genesis(
         &mut self,
         index: u32,
         owner: PublicKey,
@@ -168,7 +168,7 @@ impl Net {
     }
 
     /// Messages sent from one validator shard to another shard (of any validator).
-    pub fn cross_shard_messages(&self) -> u64 {
+    pub(crate) fn cross_shard_messages(&self) -> u64 {
         self.messages
             .iter()
             .filter(|((from, to), _)| from.starts_with('v') && to.starts_with('v'))
@@ -177,7 +177,7 @@ impl Net {
     }
 
     /// Delivers `request` to shard `shard` of validator `v` and returns what comes back.
-    pub fn deliver(&mut self, v: usize, shard: u32, request: &PaymentRequest) -> Answer {
+    pub(crate) fn deliver(&mut self, v: usize, shard: u32, request: &PaymentRequest) -> Answer {
         let name = format!("v{v}s{shard}");
         self.count("client".into(), name.clone());
         let scheme = self.scheme;
@@ -262,7 +262,7 @@ impl Net {
 
     /// Sends `request` to every validator (slow ones last) and feeds `client` the answers until
     /// it certifies. Returns the certificates (if any) and every error the client raised.
-    pub fn pay(&mut self, client: &mut Client, request: &PaymentRequest) -> Outcome {
+    pub(crate) fn pay(&mut self, client: &mut Client, request: &PaymentRequest) -> Outcome {
         let shard = self.committee.shard_of(&client.public_key());
         let mut order: Vec<usize> = (0..self.n())
             .filter(|&v| self.validators[v].fault != Fault::Slow)
@@ -290,7 +290,7 @@ impl Net {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub certificates: Option<Vec<walras_payments::Certificate>>,
     pub client_errors: Vec<ClientError>,
     pub refusals: Vec<RequestError>,
@@ -318,7 +318,11 @@ impl Outcome {
 }
 
 /// Honest handling; with the Merkle scheme the pool is sealed at once so a reply comes back.
-pub fn honest(shard: &mut ValidatorShard, request: &PaymentRequest, scheme: Scheme) -> Answer {
+pub(crate) fn honest(
+    shard: &mut ValidatorShard,
+    request: &PaymentRequest,
+    scheme: Scheme,
+) -> Answer {
     match shard.handle(request) {
         Err(error) => Answer::Refused(error),
         Ok(outcome) => {
@@ -376,7 +380,7 @@ fn forge_votes(
 }
 
 /// `count` clients each with `per_client` units of assets 0 and 1 at genesis.
-pub fn clients(net: &mut Net, count: u32, per_client: u128) -> Vec<Client> {
+pub(crate) fn clients(net: &mut Net, count: u32, per_client: u128) -> Vec<Client> {
     let mut clients = Vec::new();
     let mut index = 0;
     for c in 0..count {
@@ -395,7 +399,7 @@ pub fn clients(net: &mut Net, count: u32, per_client: u128) -> Vec<Client> {
 }
 
 /// The request a client's pay effects carry.
-pub fn request_of(effects: &[ClientEffect]) -> PaymentRequest {
+pub(crate) fn request_of(effects: &[ClientEffect]) -> PaymentRequest {
     effects
         .iter()
         .find_map(|effect| match effect {
