@@ -89,7 +89,7 @@ pub fn deposit_output(signed: &SignedTransaction) -> OutputId {
 }
 
 /// Hash domain of the bridge's part of the state root.
-pub const BRIDGE_DOMAIN: Domain = Domain::new("walras/bridge");
+pub(crate) const BRIDGE_DOMAIN: Domain = Domain::new("walras/bridge");
 
 /// Why a genesis's payments committee is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -47,7 +47,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use walras_api::wire::DevGenesisJson;
 use walras_crypto::Hash;
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_engine::{EngineConfig, ExchangeState};
 use walras_store::{recover_store_with, BlockStore, Recovery, StoreOptions};
 use walras_types::Genesis;

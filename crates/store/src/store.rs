@@ -1,5 +1,6 @@
 //! The block log and its checkpoints: one LMDB environment (see the crate documentation).
 
+use crate::offer_index::{self, OfferTouch};
 use crate::StoreError;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, DatabaseOpener, Env, EnvOpenOptions, RoTxn, RwTxn, WithTls};
@@ -22,8 +23,10 @@ const FORMAT_KEY: &[u8] = b"format";
 const GENESIS_KEY: &[u8] = b"genesis";
 /// Prefix of the keys that applications store in `meta` ([`BlockStore::put_app_meta`]).
 const APP_META_PREFIX: &[u8] = b"app/";
-/// `meta`, `blocks`, `headers`, `results`, `checkpoints`.
-const DATABASE_COUNT_MAX: u32 = 5;
+/// Present in `meta` once `offers` indexes every stored block (see [`crate::offer_index`]).
+const OFFER_INDEX_KEY: &[u8] = b"offer_index";
+/// `meta`, `blocks`, `headers`, `results`, `checkpoints`, `offers`.
+const DATABASE_COUNT_MAX: u32 = 6;
 /// Checkpoints kept: the newest, and the one before it to fall back on if the newest is damaged.
 const CHECKPOINTS_KEPT: usize = 2;
 /// Default [`StoreOptions::checkpoint_interval_blocks`].
@@ -123,6 +126,8 @@ pub struct BlockStore {
     headers: Table,
     results: Table,
     checkpoints: Table,
+    /// The per-offer index ([`crate::offer_index`]).
+    offers: Table,
     /// `Some` with [`StoreOptions::checkpoint_in_background`].
     writer: Option<CheckpointWriter>,
 }
@@ -151,7 +156,7 @@ impl CheckpointWriter {
                 .name("walras-checkpoint".into())
                 .spawn(move || {
                     for (height, mut bytes) in jobs {
-                        walras_engine::checkpoint::seal_checkpoint(&mut bytes);
+                        walras_engine::seal_checkpoint(&mut bytes);
                         match write_checkpoint(&env, checkpoints, height, &bytes) {
                             Ok(()) => written.store(height, Ordering::Release),
                             Err(error) => {
@@ -237,7 +242,7 @@ fn heights_in(checkpoints: Table, txn: &RoTxn) -> Result<Vec<u64>, StoreError> {
 }
 
 /// The databases of a store, in this order: `meta`, `blocks`, `headers`, `results`,
-/// `checkpoints` (an array: heed turns an array of databases into `'static` ones on commit).
+/// `checkpoints`, `offers` (an array: heed turns an array of databases into `'static` ones on commit).
 type Tables<'e> = [Database<'e, Bytes, Bytes>; DATABASE_COUNT_MAX as usize];
 
 /// A database of the store, usable for the environment's whole life.
@@ -280,7 +285,9 @@ impl BlockStore {
             {
                 return Ok(CommitOrAbort::Abort(StoreError::NotInitialized));
             }
-            Ok(CommitOrAbort::Commit(create_tables(opener, txn, meta)?))
+            let tables = create_tables(opener, txn, meta)?;
+            index_unindexed_blocks(&tables, txn)?;
+            Ok(CommitOrAbort::Commit(tables))
         })?;
         let tables = match opened {
             CommitOrAbort::Commit(tables) => tables,
@@ -314,6 +321,8 @@ impl BlockStore {
                     .map_err(StoreError::lmdb("storing application metadata"))?;
             }
             let tables = create_tables(opener, txn, meta)?;
+            meta.put(txn, OFFER_INDEX_KEY, &[])
+                .map_err(StoreError::lmdb("stamping the offer index"))?;
             Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit(tables))
         })?;
         let CommitOrAbort::Commit(tables) = created;
@@ -326,7 +335,7 @@ impl BlockStore {
     }
 
     fn new(env: Env, dir: &Path, options: &StoreOptions, tables: Tables<'static>) -> BlockStore {
-        let [meta, blocks, headers, results, checkpoints] = tables;
+        let [meta, blocks, headers, results, checkpoints, offers] = tables;
         let writer = options
             .checkpoint_in_background
             .then(|| CheckpointWriter::start(env.clone(), checkpoints));
@@ -343,6 +352,7 @@ impl BlockStore {
             headers,
             results,
             checkpoints,
+            offers,
         }
     }
 
@@ -525,7 +535,62 @@ impl BlockStore {
         self.results
             .put(txn, &key, &encode_results(dropped, clearing, fills))
             .map_err(self.write_error("writing block results"))?;
+        put_offer_entries(self.offers, txn, block, dropped, fills)
+            .map_err(self.write_error("writing the offer index"))?;
         Ok(())
+    }
+
+    /// The blocks that touched offer `id` of `account`, in height order, with what each did
+    /// to it ([`crate::offer_index`]): one B-tree descent and a scan of its entries.
+    pub fn offer_touches(
+        &self,
+        account: AccountId,
+        id: OfferId,
+    ) -> Result<Vec<(u64, OfferTouch)>, StoreError> {
+        let txn = self.read_txn()?;
+        let prefix = offer_index::offer_prefix(id, Some(account));
+        let entries = self
+            .offers
+            .prefix_iter(&txn, &prefix)
+            .map_err(StoreError::lmdb("reading the offer index"))?;
+        let mut touches = Vec::new();
+        for entry in entries {
+            let (key, value) = entry.map_err(StoreError::lmdb("reading the offer index"))?;
+            let (_, height) = decode_offer_entry(key)?;
+            touches.push((height, OfferTouch(value.first().copied().unwrap_or(0))));
+        }
+        Ok(touches)
+    }
+
+    /// The accounts (ascending, at most `accounts_max`) with a transaction of sequence number
+    /// `id` creating an offer, accepted or dropped, in a stored block at or below
+    /// `through_height`.
+    pub fn offer_creators(
+        &self,
+        id: OfferId,
+        through_height: u64,
+        accounts_max: usize,
+    ) -> Result<Vec<AccountId>, StoreError> {
+        let txn = self.read_txn()?;
+        let prefix = offer_index::offer_prefix(id, None);
+        let entries = self
+            .offers
+            .prefix_iter(&txn, &prefix)
+            .map_err(StoreError::lmdb("reading the offer index"))?;
+        let mut accounts: Vec<AccountId> = Vec::new();
+        for entry in entries {
+            let (key, value) = entry.map_err(StoreError::lmdb("reading the offer index"))?;
+            let (account, height) = decode_offer_entry(key)?;
+            let creates = height <= through_height
+                && OfferTouch(value.first().copied().unwrap_or(0)).contains(OfferTouch::CREATES);
+            if creates && accounts.last() != Some(&account) {
+                if accounts.len() == accounts_max {
+                    break;
+                }
+                accounts.push(account);
+            }
+        }
+        Ok(accounts)
     }
 
     /// The transactions that block `height` dropped, with why; `None` if no such block.
@@ -877,6 +942,70 @@ fn read_fills(reader: &mut Reader<'_>) -> Result<Vec<OfferFill>, codec::DecodeEr
         .collect()
 }
 
+/// Writes block's [`crate::offer_index`] entries into `txn`.
+fn put_offer_entries(
+    offers: OpeningTable<'_>,
+    txn: &mut RwTxn,
+    block: &Block,
+    dropped: &[(u32, DropReason)],
+    fills: Option<&[OfferFill]>,
+) -> Result<(), heed::Error> {
+    for (key, touch) in offer_index::entries_of(block, dropped, fills) {
+        offers.put(txn, &key, &[touch])?;
+    }
+    Ok(())
+}
+
+fn decode_offer_entry(key: &[u8]) -> Result<(AccountId, u64), StoreError> {
+    offer_index::decode_offer_key(key).ok_or_else(|| StoreError::CorruptOfferIndex {
+        reason: format!(
+            "a key of {} bytes, expected {}",
+            key.len(),
+            offer_index::OFFER_KEY_BYTES
+        ),
+    })
+}
+
+/// A store written before the offer index existed (no stamp in `meta`): indexes every stored
+/// block, with its stored results, in the opening transaction, then stamps it. A crash
+/// before that transaction commits leaves the store as it was, to be indexed on the next open.
+fn index_unindexed_blocks<'e>(tables: &Tables<'e>, txn: &mut RwTxn<'e>) -> Result<(), StoreError> {
+    let [meta, blocks, _, results, _, offers] = *tables;
+    let indexed = meta
+        .get(txn, OFFER_INDEX_KEY)
+        .map_err(StoreError::lmdb("reading the offer index stamp"))?
+        .is_some();
+    if indexed {
+        return Ok(());
+    }
+    offers
+        .clear(txn)
+        .map_err(StoreError::lmdb("clearing the offer index"))?;
+    let mut height = 1u64;
+    loop {
+        let key = height.to_be_bytes();
+        let Some(bytes) = blocks
+            .get(txn, &key)
+            .map_err(StoreError::lmdb("reading a block to index"))?
+        else {
+            break;
+        };
+        let block = decode_block(height, bytes)?;
+        let stored = results
+            .get(txn, &key)
+            .map_err(StoreError::lmdb("reading block results to index"))?;
+        let results = stored
+            .map(|bytes| decode_results(height, bytes))
+            .transpose()?;
+        let (dropped, fills) = results.map_or((Vec::new(), None), |r| (r.dropped, r.fills));
+        put_offer_entries(offers, txn, &block, &dropped, fills.as_deref())
+            .map_err(StoreError::lmdb("writing the offer index"))?;
+        height += 1;
+    }
+    meta.put(txn, OFFER_INDEX_KEY, &[])
+        .map_err(StoreError::lmdb("stamping the offer index"))
+}
+
 fn decode_height(key: &[u8]) -> Result<u64, StoreError> {
     let bytes: [u8; 8] = key.try_into().map_err(|_| StoreError::CorruptHeaderEntry {
         height: 0,
@@ -1005,6 +1134,7 @@ fn create_tables<'e>(
         create_database(opener, txn, "headers")?,
         create_database(opener, txn, "results")?,
         create_database(opener, txn, "checkpoints")?,
+        create_database(opener, txn, "offers")?,
     ])
 }
 

@@ -24,13 +24,12 @@
 //! Cost: one pass over the blocks up to the tip (they are decoded, not executed: no signature,
 //! no clearing); the books of every pair are kept until the offer is found, then only its pair.
 
-use crate::block::{transaction_hash, Block};
-use crate::filter::DropReason;
 use ethnum::U256;
 use std::collections::BTreeMap;
 use std::fmt;
 use walras_clearing::{FillWalk, PayoutTerms};
 use walras_crypto::Hash;
+use walras_engine::{transaction_hash, Block, DropReason};
 use walras_types::transaction::NewOffer;
 use walras_types::{
     AccountId, AssetId, Fraction, OfferId, OfferKey, Price, SignedTransaction, Valuation,

@@ -19,8 +19,8 @@ use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use walras_clearing::PayoutTerms;
 use walras_crypto::Keypair;
-use walras_engine::explain::{explain_offer, BlockReason, OfferRef, OfferStatus, OfferTracer};
 use walras_engine::{Block, DropReason, EngineConfig, ExchangeState};
+use walras_explain::{explain_offer, BlockReason, OfferRef, OfferStatus, OfferTracer};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{
     AccountId, AssetId, OfferId, OfferKey, Operation, PairId, Price, SignedTransaction,
