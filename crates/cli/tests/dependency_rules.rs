@@ -281,3 +281,45 @@ fn the_module_circle_check_sees_circles_and_ignores_tests_and_comments() {
     modules.insert("feed".into(), module(&["pub fn run() {}\n"]));
     assert!(module_circles(&modules).is_empty());
 }
+
+/// Issue 30's rule "engine depends on payments only through a narrow certificate-checking
+/// interface": every `walras_payments::` path in the engine's sources (comments aside) goes
+/// through `walras_payments::bridge`, never into the lane's state machines. Trigger: an engine
+/// module importing `walras_payments::bls` or `walras_payments::ValidatorShard` directly.
+#[test]
+fn the_engine_reaches_payments_only_through_its_bridge_module() {
+    let src = workspace_root().join("crates").join("engine").join("src");
+    let mut found = Vec::new();
+    for files in crate_modules(&src).values() {
+        for source in files {
+            found.extend(payments_paths_outside_the_bridge(source));
+        }
+    }
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("engine's lib.rs is readable");
+    found.extend(payments_paths_outside_the_bridge(&lib));
+    assert!(
+        found.is_empty(),
+        "the engine uses walras-payments outside walras_payments::bridge: {found:?}"
+    );
+}
+
+/// The `walras_payments::…` paths of `source`'s code lines (not comments) that do not start
+/// with `walras_payments::bridge::`.
+fn payments_paths_outside_the_bridge(source: &str) -> Vec<String> {
+    source
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .flat_map(|line| line.match_indices("walras_payments::").map(move |(at, _)| &line[at..]))
+        .filter(|path| !path.starts_with("walras_payments::bridge::"))
+        .map(|path| path.chars().take(60).collect())
+        .collect()
+}
+
+#[test]
+fn the_payments_path_check_sees_a_path_outside_the_bridge() {
+    let source = "use walras_payments::bridge::{ChainId};\n// walras_payments::bls in words\n\
+                  use walras_payments::bls::BlsError;\nfn f() { walras_payments::deposit_output_id(); }\n";
+    let found = payments_paths_outside_the_bridge(source);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("walras_payments::bls::BlsError"));
+}

@@ -13,11 +13,14 @@
 //! - [`client`]: the wallet state machine ([`Client`]);
 //! - [`codec`]: canonical bytes of the durable effects;
 //! - `durable` (feature `lmdb`): the effect log in LMDB, the only disk I/O here;
-//! - [`bls`]: BLS12-381 keys, votes and aggregate certificates with proof of possession.
+//! - [`bls`]: BLS12-381 keys, votes and aggregate certificates with proof of possession;
+//! - [`bridge`]: the exchange bridge's certificate-checking interface, the only part of this
+//!   crate `walras-engine` uses.
 //!
 //! See `docs/payments.md` for the mapping to the paper and to FastPay.
 
 pub mod bls;
+pub mod bridge;
 pub mod cert;
 pub mod client;
 pub mod codec;

@@ -152,3 +152,13 @@ pub fn propose_and_append_with_state(store: &BlockStore, state: &mut ExchangeSta
         .expect("the next block is appended");
     block
 }
+
+/// The accounts whose transaction in block `height` of the workload creates an offer (its id
+/// is `height`: every account uses sequence number `height` there), ascending.
+pub fn offer_creators_of(height: u64) -> Vec<AccountId> {
+    transactions(height)
+        .iter()
+        .filter(|signed| signed.transaction.new_offer().is_some())
+        .map(|signed| signed.transaction.source)
+        .collect()
+}
