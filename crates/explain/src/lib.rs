@@ -2,13 +2,36 @@
 //! A read model above the store: the engine decides state, this crate only reads what the
 //! store committed.
 //!
-//! - [`OfferTracer`] follows one offer through the committed blocks in height order, keeping
-//!   the books clearing saw, and decides exactly what happened to it in each block (see
-//!   [`tracer`'s documentation](OfferTracer)).
-//! - [`explain_committed`] and [`offer_accounts`] read the store for it, through its per-offer
-//!   index ([`walras_store::BlockStore::offer_touches`],
-//!   [`walras_store::BlockStore::offer_creators`], written in each block's own transaction).
-//! - `From<&OfferExplanation> for OfferExplanationJson`: the wire form of an explanation.
+//! An offer is named by its account and id (the sequence number of the transaction that created
+//! it: ids are per account). Everything here is recomputed from the stored blocks and the
+//! transactions each block dropped — nothing that a restart loses — by [`OfferTracer`], which
+//! walks the blocks in height order and keeps the books clearing saw:
+//!
+//! 1. In each block, the accepted cancels leave their books and the accepted creations join
+//!    them: the books are then exactly those the block's clearing ran on (the engine builds
+//!    them the same way: open offers, less the cancelled, plus the new).
+//! 2. If the offer is in its book, [`explain_in_block`] decides what happened to it from the
+//!    header alone — the pair's rate from the header's valuations, the amount the pair sold and
+//!    its last traded offer — and the offer's place in the canonical order.
+//! 3. The header's trades are applied the way execution applies them: offers in canonical order
+//!    fill until the pair's amount is sold, each selling what clearing's one fill rule
+//!    ([`walras_clearing::FillWalk`], [`walras_clearing::PayoutTerms::sale`]) allows it at its
+//!    limit; an offer selling less than its amount keeps the rest.
+//!
+//! The decision is exact (integers and Q48.80 prices); the distance of a limit from the rate is
+//! in hundredths of a basis point, rounded down. The tracer checks the committed data against
+//! itself (a cancel names an open offer, a header's last offer is where its amount ends) and
+//! reports an inconsistency as an error instead of guessing.
+//!
+//! Cost: one pass over the blocks up to the tip (they are decoded, not executed: no signature,
+//! no clearing); the books of every pair are kept until the offer is found, then only its pair.
+//!
+//! # Reading the store
+//!
+//! [`explain_committed`] and [`offer_accounts`] read the store for the tracer through its
+//! per-offer index ([`walras_store::BlockStore::offer_touches`],
+//! [`walras_store::BlockStore::offer_creators`], written in each block's own transaction), and
+//! `From<&OfferExplanation> for OfferExplanationJson` gives an explanation's wire form.
 //!
 //! What the index bounds and what it does not: which accounts used an offer id, and whether
 //! any block created offer (account, id), take one B-tree descent (`O(log n)` of the chain)

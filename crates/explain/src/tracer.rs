@@ -1,28 +1,5 @@
-//! Why an offer traded, or did not: "why did my order not fill?" answered from committed data.
-//!
-//! An offer is named by its account and id (the sequence number of the transaction that created
-//! it: ids are per account). Everything here is recomputed from the stored blocks and the
-//! transactions each block dropped — nothing that a restart loses — by [`OfferTracer`], which
-//! walks the blocks in height order and keeps the books clearing saw:
-//!
-//! 1. In each block, the accepted cancels leave their books and the accepted creations join
-//!    them: the books are then exactly those the block's clearing ran on (the engine builds
-//!    them the same way: open offers, less the cancelled, plus the new).
-//! 2. If the offer is in its book, [`explain_in_block`] decides what happened to it from the
-//!    header alone — the pair's rate from the header's valuations, the amount the pair sold and
-//!    its last traded offer — and the offer's place in the canonical order.
-//! 3. The header's trades are applied the way execution applies them: offers in canonical order
-//!    fill until the pair's amount is sold, each selling what clearing's one fill rule
-//!    ([`walras_clearing::FillWalk`], [`walras_clearing::PayoutTerms::sale`]) allows it at its
-//!    limit; an offer selling less than its amount keeps the rest.
-//!
-//! The decision is exact (integers and Q48.80 prices); the distance of a limit from the rate is
-//! in hundredths of a basis point, rounded down. The tracer checks the committed data against
-//! itself (a cancel names an open offer, a header's last offer is where its amount ends) and
-//! reports an inconsistency as an error instead of guessing.
-//!
-//! Cost: one pass over the blocks up to the tip (they are decoded, not executed: no signature,
-//! no clearing); the books of every pair are kept until the offer is found, then only its pair.
+//! The offer tracer: one offer followed through the committed blocks (see the crate
+//! documentation for how it decides).
 
 use ethnum::U256;
 use std::collections::BTreeMap;
@@ -486,7 +463,7 @@ pub fn explain_offer<'a>(
     Ok(tracer.finish(pending))
 }
 
-/// Walks committed blocks in height order and follows one offer (see the module docs).
+/// Walks committed blocks in height order and follows one offer (see the crate documentation).
 pub struct OfferTracer {
     target: OfferRef,
     assets: usize,
