@@ -23,8 +23,9 @@
 //! itself (a cancel names an open offer, a header's last offer is where its amount ends) and
 //! reports an inconsistency as an error instead of guessing.
 //!
-//! Cost: one pass over the blocks up to the tip (they are decoded, not executed: no signature,
-//! no clearing); the books of every pair are kept until the offer is found, then only its pair.
+//! Cost of [`explain_offer`] and of a tracer from block 1: one pass over the blocks up to the
+//! offer's end (they are decoded, not executed: no signature, no clearing); the books of every
+//! pair are kept until the offer is found, then only its pair.
 //!
 //! # Reading the store
 //!
@@ -33,14 +34,17 @@
 //! [`walras_store::BlockStore::offer_creators`], written in each block's own transaction), and
 //! `From<&OfferExplanation> for OfferExplanationJson` gives an explanation's wire form.
 //!
-//! What the index bounds and what it does not: which accounts used an offer id, and whether
-//! any block created offer (account, id), take one B-tree descent (`O(log n)` of the chain)
-//! instead of a pass over the whole log; an unknown offer is answered without reading a block.
-//! An offer that a block did create is still explained by replaying the log from block 1 up to
-//! the offer's end (the tip while it is open): what it met in each block's clearing (the
-//! volume ahead of it in the canonical order, what the fill rule left it) depends on every
-//! offer of its pair, so the tracer needs the pair's whole book, and no stored data gives the
-//! book at a past height short of replaying (the state checkpoints keep only the newest two).
+//! What is read: which accounts used an offer id, and whether any block created offer
+//! (account, id), take one B-tree descent in the index (`O(log n)` of the chain); an offer no
+//! block created is answered from the few blocks that used its sequence number. An offer that
+//! block `c` created is replayed for its pair only, from the newest book snapshot below `c`
+//! ([`walras_store::BlockStore::pair_book_before`], every
+//! [`walras_store::DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS`] blocks) to its end: what it met in
+//! each block's clearing (the volume ahead of it in the canonical order, what the fill rule
+//! left it) depends on every offer of its pair, so the tracer needs the pair's book, and the
+//! snapshot gives it without replaying the log before. The cost is the offer's life plus at
+//! most one snapshot interval, whatever the length of the log before it; an offer open for
+//! most of the chain still costs most of the chain.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(unreachable_pub)]

@@ -508,6 +508,41 @@ impl OfferTracer {
         }
     }
 
+    /// A tracer that starts at block `next_height` with the target's pair known and its book
+    /// as it stood after block `next_height - 1` (a stored snapshot; empty for height 1),
+    /// following only that pair. Give it the blocks before `next_height` that hold a
+    /// transaction of the target's account and sequence number through
+    /// [`OfferTracer::note_earlier`] first: it then reaches the explanation the tracer from
+    /// block 1 reaches, provided the offer is created at `next_height` or later.
+    pub fn resume(
+        target: OfferRef,
+        (assets, epsilon): (usize, Fraction),
+        next_height: u64,
+        (sell, buy): (AssetId, AssetId),
+        book: BTreeMap<OfferKey, u64>,
+    ) -> OfferTracer {
+        let mut tracer = OfferTracer::new(target, assets, epsilon);
+        let pair = tracer.pair_index(sell, buy);
+        tracer.next_height = next_height;
+        tracer.pair = Some(pair);
+        tracer.books.insert(pair, book);
+        tracer
+    }
+
+    /// Notes the target's transactions in `block`, a block before the one [`OfferTracer::resume`]
+    /// started at (blocks in height order): a dropped creation, or what used its sequence
+    /// number. Nothing else of the block matters before the offer exists.
+    pub fn note_earlier(&mut self, block: &Block, dropped: &[(u32, DropReason)]) {
+        let height = block.header.height;
+        for (index, signed) in block.transactions.iter().enumerate() {
+            let transaction = &signed.transaction;
+            if transaction.source == self.target.account && transaction.sequence == self.target.id.0
+            {
+                self.note_target_transaction(height, block, index, dropped);
+            }
+        }
+    }
+
     /// Whether later blocks can change the explanation: once the offer is closed (filled or
     /// cancelled) they cannot.
     pub fn finished(&self) -> bool {
@@ -613,8 +648,9 @@ impl OfferTracer {
             self.pair = Some(pair);
             self.books.retain(|index, _| *index == pair);
         }
-        // 2. The target in this block's clearing.
-        if let (Some(details), Some(pair)) = (self.details, self.pair) {
+        // 2. The target in this block's clearing (a resumed tracer knows the pair before the
+        // offer exists: until then, a dropped creation's details name no book).
+        if let (Some(details), Some(pair), Some(_)) = (self.details, self.pair, self.created) {
             let assets = self.assets;
             if usize::from(details.sell.0) >= assets || usize::from(details.buy.0) >= assets {
                 return Err(ExplainError::UnknownAsset { height });

@@ -569,15 +569,27 @@ proptest! {
 /// list too few accounts.
 #[test]
 fn the_store_and_its_offer_index_explain_every_offer_as_the_full_pass_does() {
+    // Book snapshots never, after every block, and every third block: the replay starts at
+    // block 1, at the block before the creation, or up to two blocks before that.
+    for interval in [0, 1, 3] {
+        store_path_agrees_with_the_full_pass(interval);
+    }
+}
+
+fn store_path_agrees_with_the_full_pass(book_snapshot_interval_blocks: u64) {
     let dir = tempfile::tempdir().unwrap();
     let genesis = genesis(16);
-    let store = walras_store::BlockStore::create(dir.path(), &genesis).unwrap();
+    let options = walras_store::StoreOptions {
+        book_snapshot_interval_blocks,
+        ..walras_store::StoreOptions::default()
+    };
+    let store = walras_store::BlockStore::create_with(dir.path(), &genesis, &[], &options).unwrap();
     let mut state = ExchangeState::from_genesis(&genesis, 1).unwrap();
     let config = EngineConfig::default();
     let epsilon = config.clearing.epsilon;
     let mut generator = Generator::new(7, Model::Straddle, 16);
     let mut history: Vec<(Block, Vec<(u32, DropReason)>)> = Vec::new();
-    for _ in 0..8 {
+    for _ in 0..10 {
         let (block, outcome) = state.propose(generator.block(80), &config).unwrap();
         store
             .append_with_results(&block, &outcome.dropped, None, Some(&outcome.fills), &state)
@@ -628,7 +640,11 @@ fn the_store_and_its_offer_index_explain_every_offer_as_the_full_pass_does() {
                 || true,
             )
             .unwrap();
-            assert_eq!(indexed, full, "offer {id} of account {}", account.0);
+            assert_eq!(
+                indexed, full,
+                "offer {id} of account {}, snapshots every {book_snapshot_interval_blocks} blocks",
+                account.0
+            );
             statuses.insert(full.status.name());
         }
     }

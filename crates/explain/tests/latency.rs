@@ -8,9 +8,10 @@
 //! blocks over two assets: block `h` creates offer `h` of account `h % 64`, out of the money,
 //! and cancels offer `h - 10`, except offer 2, which stays open to the tip. The explanations are
 //! checked equal on both paths before any figure is printed, so this cannot pass with the index
-//! answering something else than the full pass.
+//! answering something else than the full pass. Book snapshots every
+//! [`walras_store::DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS`] blocks, as a node writes them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use walras_crypto::Hash;
 use walras_engine::{Block, BlockHeader};
@@ -18,7 +19,8 @@ use walras_explain::{explain_committed, offer_accounts, OfferExplanation, OfferR
 use walras_store::BlockStore;
 use walras_types::genesis::Genesis;
 use walras_types::{
-    AccountId, AssetId, Fraction, OfferId, Operation, Price, SignedTransaction, Transaction,
+    AccountId, AssetId, Fraction, OfferId, OfferKey, Operation, PairId, Price, SignedTransaction,
+    Transaction,
 };
 
 const ASSETS: usize = 2;
@@ -92,16 +94,34 @@ fn genesis() -> Genesis {
     }
 }
 
-/// A store of `blocks` blocks, built once per process run.
+/// A store of `blocks` blocks with book snapshots at the default interval, built once per
+/// process run. The books are followed here as the blocks change them (creations in, cancels
+/// out; nothing trades), for the snapshots.
 fn store(blocks: u64, root: &std::path::Path) -> BlockStore {
     let dir = root.join(format!("explain-latency-{blocks}"));
     let _ = std::fs::remove_dir_all(&dir);
     let store = BlockStore::create(&dir, &genesis()).unwrap();
     let mut previous = Hash([0; 32]);
+    let mut book: BTreeMap<OfferKey, u64> = BTreeMap::new();
+    let empty = BTreeMap::new();
     let started = Instant::now();
     for height in 1..=blocks {
         let block = block(height, previous);
-        store.append(&block, &[]).unwrap();
+        for signed in &block.transactions {
+            if let Some(offer) = signed.transaction.new_offer() {
+                book.insert(offer.key, offer.amount);
+            } else if let Some(cancel) = signed.transaction.cancelled_offer() {
+                book.remove(&cancel.key);
+            }
+        }
+        let books = |pair: PairId| {
+            if pair.sell == AssetId(0) && pair.buy == AssetId(1) {
+                &book
+            } else {
+                &empty
+            }
+        };
+        store.append_with_books(&block, &[], ASSETS, books).unwrap();
         previous = block.header.hash();
     }
     eprintln!("{blocks} blocks stored in {:.1?}", started.elapsed());
@@ -179,7 +199,14 @@ fn explanation_latency_against_the_length_of_the_log() {
         let middle = blocks / 2;
         let cases = [
             (
-                "open offer (account given)",
+                "offer created 5 blocks before the tip (account given)",
+                OfferRef {
+                    account: AccountId((blocks - 5) % ACCOUNTS),
+                    id: OfferId(blocks - 5),
+                },
+            ),
+            (
+                "offer open since block 2 (account given)",
                 OfferRef {
                     account: AccountId(OPEN_OFFER % ACCOUNTS),
                     id: OfferId(OPEN_OFFER),

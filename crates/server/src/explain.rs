@@ -6,9 +6,10 @@
 //! account: `?account=A` names the account; without it the id must belong to one account only
 //! (409 `ambiguous_offer` lists the accounts otherwise). The store's per-offer index answers
 //! which accounts used an id, and whether any block created the offer, in one B-tree descent;
-//! an offer a block did create still costs one pass over the blocks up to its end (the tip
-//! while it is open: see `walras_explain`'s documentation for why the tracer needs its pair's
-//! whole book). So explanations still run one at a time in the blocking pool, in a fair queue
+//! a created offer is replayed from the newest book snapshot before its creation to its end
+//! (see `walras_explain`), so its cost is its life plus at most one snapshot interval, not
+//! the length of the log. That is still unbounded for an offer open since early in the chain,
+//! so explanations still run one at a time in the blocking pool, in a fair queue
 //! ([`super::limits::ExplainGate`]): each client address may have one waiting or running (a
 //! second is answered 503 `explain_busy` at once), and the others wait their turn first come,
 //! first served, up to `EXPLAIN_WAITING_MAX` of them.
