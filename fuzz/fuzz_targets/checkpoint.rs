@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use walras_engine::checkpoint::seal_checkpoint;
+use walras_engine::seal_checkpoint;
 use walras_engine::ExchangeState;
 
 const MAGIC: &[u8] = b"walras-checkpoint/3";

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use walras_api::wire::DevGenesisJson;
 use walras_crypto::{Keypair, PublicKey};
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

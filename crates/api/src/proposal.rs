@@ -13,8 +13,8 @@
 //! transactions.
 
 use bytes::Bytes;
-use walras_engine::block::{BlockDecodeError, TRADE_BYTES};
 use walras_engine::{Block, BlockHeader};
+use walras_engine::{BlockDecodeError, TRADE_BYTES};
 use walras_types::{DecodeError, SignedTransaction};
 
 /// Marks the header entry of a proposal.

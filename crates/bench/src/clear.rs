@@ -202,7 +202,7 @@ pub fn prices_in_asset0(settlement: &walras_clearing::Settlement) -> Vec<Option<
         .iter()
         .filter(|pair| pair.sold > 0)
         .map(|pair| (pair.sell, pair.buy));
-    let mut market = walras_engine::market::MarketPrices::new(valuations.len(), 0);
+    let mut market = walras_engine::MarketPrices::new(valuations.len(), 0);
     market.record_clearing(1, &valuations, traded);
     market
         .assets()

@@ -1,6 +1,7 @@
 //! Offline tools of the `walras` command line, with their arguments: clearing an offers CSV
 //! (`clear`, `demo-batch`), generating offers and workloads (`gen`), replaying a workload's
-//! blocks (`replay`) and the clearing and execution benchmarks (`bench`). None of them talks to
+//! blocks (`replay`, with the serial order-book baseline [`orderbook`] it compares against) and
+//! the clearing and execution benchmarks (`bench`). None of them talks to
 //! a node; the production build of `walras` leaves this crate out.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
@@ -11,12 +12,13 @@ pub mod clearing_args;
 pub mod demo_batch;
 pub mod gen;
 pub mod market_args;
+pub mod orderbook;
 pub mod replay;
 pub mod warm_start;
 
 /// The argument parsers the commands share.
 mod args {
-    pub use walras_types::parse::{asset_count, fraction, thread_count};
+    pub(crate) use walras_types::parse::{asset_count, fraction, thread_count};
 }
 
 /// Why an offline tool stopped: printed as `error: <message>` with a non-zero exit by the
@@ -58,7 +60,7 @@ pub enum ToolError {
     Clearing(#[from] walras_clearing::ClearingError),
     /// The engine could not start from the genesis.
     #[error(transparent)]
-    State(#[from] walras_engine::state::StateError),
+    State(#[from] walras_engine::StateError),
     /// The engine refused a block of the workload.
     #[error("{block}: {source}")]
     Block {

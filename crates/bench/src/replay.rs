@@ -12,11 +12,11 @@ pub mod manifest;
 pub mod resting;
 
 use super::{args, ToolError};
+use crate::orderbook::OrderbookExchange;
 use manifest::Manifest;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use walras_engine::orderbook::OrderbookExchange;
 use walras_engine::{EngineConfig, ExchangeState};
 use walras_types::genesis::Genesis;
 use walras_types::SignedTransaction;
@@ -276,7 +276,7 @@ fn time_checkpoint(state: &mut ExchangeState, threads: usize) -> Result<(), Tool
     let mut bytes = state.encode_checkpoint_unsealed();
     let copy_ms = started.elapsed().as_secs_f64() * 1e3;
     let started = Instant::now();
-    walras_engine::checkpoint::seal_checkpoint(&mut bytes);
+    walras_engine::seal_checkpoint(&mut bytes);
     let seal_ms = started.elapsed().as_secs_f64() * 1e3;
     let started = Instant::now();
     let (mut loaded, parts) = ExchangeState::decode_checkpoint_timed(&bytes, threads)

@@ -30,7 +30,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use walras_client::{keyfile, NodeApi, NodeClient};
 use walras_crypto::{Keypair, PublicKey};
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_gateway_net::frame::{BlockData, NoticeCode};
 use walras_gateway_net::{ClientConfig, ClientEvent, Participant};
 use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};

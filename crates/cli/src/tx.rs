@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use walras_api::wire::TransactionStatusJson;
 use walras_client::{keyfile, NodeApi};
 use walras_crypto::{Keypair, PublicKey};
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};
 
 /// How long `--wait` waits for the transaction's block.

@@ -620,7 +620,7 @@ async fn cross_with_asset0(
     assert_eq!(status, 200, "{answer}");
     let mut height = 0;
     for signed in &crossing {
-        let hash = walras_engine::block::transaction_hash(signed).to_string();
+        let hash = walras_engine::transaction_hash(signed).to_string();
         height = wait_committed(client, url, &hash).await["height"]
             .as_u64()
             .unwrap();

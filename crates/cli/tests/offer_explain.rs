@@ -46,7 +46,7 @@ fn offer(sell: u16, buy: u16, amount: u64, min_price: &str) -> Operation {
 }
 
 fn hash_of(signed: &SignedTransaction) -> String {
-    walras_engine::block::transaction_hash(signed).to_string()
+    walras_engine::transaction_hash(signed).to_string()
 }
 
 async fn explain(client: &reqwest::Client, url: &str, path: &str) -> (u16, serde_json::Value) {

@@ -20,7 +20,7 @@ use walras_client::NodeApi;
 
 use walras_client::{keyfile, NodeClient};
 use walras_crypto::{Keypair, PublicKey};
-use walras_engine::bridge::deposit_output;
+use walras_engine::deposit_output;
 use walras_payments::bls::aggregate_certificate;
 use walras_payments::{withdrawal_owner, Certificate, ChainId};
 use walras_payments_net::CommitteeClient;
@@ -180,7 +180,7 @@ async fn exchange_totals(node: &NodeClient, accounts: &[u64]) -> (Vec<u128>, Vec
 
 /// Waits until the transaction is in a committed block; returns its status.
 async fn committed(node: &NodeClient, signed: &SignedTransaction) -> String {
-    let hash = walras_engine::block::transaction_hash(signed).to_string();
+    let hash = walras_engine::transaction_hash(signed).to_string();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(status) = node.transaction(&hash).await {

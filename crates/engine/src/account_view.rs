@@ -22,7 +22,7 @@ use walras_types::{AccountId, AssetId};
 
 /// Accounts per shared chunk: small enough that a block touching one account copies little,
 /// large enough that the chunk list of a million accounts stays a few thousand pointers.
-pub const CHUNK_ACCOUNTS: usize = 256;
+pub(crate) const CHUNK_ACCOUNTS: usize = 256;
 
 /// What admission reads of one account.
 #[derive(Clone, Debug)]

@@ -1,7 +1,7 @@
 //! The one admission rule: whether a signed transaction, taken alone, may take effect against
 //! the state at the start of a block. Every path applies this function and no other: the HTTP
 //! API's admission, CometBFT's `CheckTx`, the block filter of the proposer, follower and
-//! replay ([`crate::filter`]), and the serial order-book baseline ([`crate::orderbook`]).
+//! replay ([`crate::filter`]), and the serial order-book baseline (`walras_bench::orderbook`).
 //!
 //! The checks run cheapest first, and the first that fails decides:
 //!
@@ -35,7 +35,7 @@
 //! alone ([`crate::filter`], `account_overdraft`), which sums the same [`debit`]s.
 
 use crate::bridge::PaymentsBridge;
-pub use crate::bridge::PaymentsRejection;
+use crate::bridge::PaymentsRejection;
 use crate::drop_reason::DropReason;
 use walras_crypto::PublicKey;
 use walras_types::transaction::SEQUENCE_WINDOW;
@@ -205,7 +205,7 @@ fn admit_payments(
 }
 
 /// What decoding guarantees, checked again for transactions that were never encoded.
-pub fn well_formed(operation: &Operation) -> bool {
+pub(crate) fn well_formed(operation: &Operation) -> bool {
     let amount_ok = |amount: u64| (1..=MAX_AMOUNT).contains(&amount);
     let price_ok = |price: Price| (Price::MIN_LIMIT..=Price::MAX_LIMIT).contains(&price);
     match *operation {

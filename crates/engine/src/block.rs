@@ -24,11 +24,11 @@ pub const TRADE_BYTES: usize = 2 + 2 + 8 + 16 + 8 + 8;
 
 /// The most trades a header carries: one per ordered pair of distinct assets (the decoder
 /// requires strict pair order). Encoded as a `u32` count.
-pub const HEADER_TRADES_MAX: usize = MAX_ASSETS * (MAX_ASSETS - 1);
+pub(crate) const HEADER_TRADES_MAX: usize = MAX_ASSETS * (MAX_ASSETS - 1);
 const _: () = assert!(HEADER_TRADES_MAX <= u32::MAX as usize);
 
-pub const HEADER_DOMAIN: Domain = Domain::new("walras/header");
-pub use walras_crypto::domain::TRANSACTION as TRANSACTION_DOMAIN;
+pub(crate) const HEADER_DOMAIN: Domain = Domain::new("walras/header");
+pub(crate) use walras_crypto::domain::TRANSACTION as TRANSACTION_DOMAIN;
 
 /// What one pair traded in a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,13 +144,8 @@ pub fn transaction_hash(transaction: &SignedTransaction) -> Hash {
     hash_in(TRANSACTION_DOMAIN, &transaction.encode())
 }
 
-/// Merkle root over the sorted transaction hashes: a block is a set.
-pub fn transactions_root(transactions: &[SignedTransaction]) -> Hash {
-    root_of_hashes(transactions.iter().map(transaction_hash).collect())
-}
-
 /// Merkle root over transaction hashes, sorted first.
-pub fn root_of_hashes(mut hashes: Vec<Hash>) -> Hash {
+pub(crate) fn root_of_hashes(mut hashes: Vec<Hash>) -> Hash {
     hashes.sort_unstable();
     match MerkleTree::new(&hashes) {
         Ok(tree) => tree.root(),

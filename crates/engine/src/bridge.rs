@@ -20,9 +20,10 @@
 
 use crate::drop_reason::DropReason;
 use walras_crypto::{Domain, Hash, Hasher, PublicKey};
-use walras_payments::bls::{verify_bls_certificate, BlsCertificate, BlsCommittee, BlsError};
-use walras_payments::{
-    withdrawal_owner, ChainId, Committee, Epoch, Output, OutputId, ValidatorIndex,
+// The payments lane's certificate-checking interface, and nothing else of the lane.
+use walras_payments::bridge::{
+    deposit_output_id, withdrawal_owner, BlsError, BridgeValidator, CertificateChecker, ChainId,
+    Epoch, OutputId, WithdrawalCertificate,
 };
 use walras_trie::Trie;
 use walras_types::{
@@ -85,11 +86,11 @@ impl PaymentsRejection {
 /// The payments output id a deposit transaction creates: `deposit_output_id(transaction hash,
 /// 0)` (the payments lane's domain for deposits, so it never collides with a payment's output).
 pub fn deposit_output(signed: &SignedTransaction) -> OutputId {
-    walras_payments::deposit_output_id(&crate::block::transaction_hash(signed), 0)
+    deposit_output_id(&crate::block::transaction_hash(signed), 0)
 }
 
 /// Hash domain of the bridge's part of the state root.
-pub const BRIDGE_DOMAIN: Domain = Domain::new("walras/bridge");
+pub(crate) const BRIDGE_DOMAIN: Domain = Domain::new("walras/bridge");
 
 /// Why a genesis's payments committee is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,7 +104,7 @@ pub enum BridgeError {
 /// The bridge's state: the committee, the escrow per asset, the withdrawn output ids.
 pub struct PaymentsBridge {
     genesis: PaymentsGenesis,
-    committee: BlsCommittee,
+    committee: CertificateChecker,
     /// Per asset: what deposits put in and withdrawals have not taken out.
     pub(crate) escrow: Vec<u64>,
     /// Withdrawn output ids; the value is the height of the block that withdrew it.
@@ -118,37 +119,25 @@ impl PaymentsBridge {
         for (index, validator) in genesis.validators.iter().enumerate() {
             let key = PublicKey::from_bytes(&validator.key)
                 .map_err(|_| BridgeError::BadValidatorKey { validator: index })?;
-            validators.push(key);
+            validators.push(BridgeValidator {
+                key,
+                bls_key: validator.bls_key,
+                bls_proof: validator.bls_proof,
+            });
         }
-        let committee = Committee {
-            chain_id: ChainId(genesis.chain_id),
-            epoch: Epoch(genesis.epoch),
-            validators,
-            shards: genesis.shards,
-            bls: genesis
-                .validators
-                .iter()
-                .map(|validator| walras_payments::BlsMember {
-                    key: validator.bls_key,
-                    proof: validator.bls_proof,
-                })
-                .collect(),
-        };
-        let keys: Vec<([u8; 48], [u8; 96])> = genesis
-            .validators
-            .iter()
-            .map(|validator| (validator.bls_key, validator.bls_proof))
-            .collect();
-        let committee = BlsCommittee::new(committee, &keys).map_err(|error| {
-            let validator = match error {
-                BlsError::BadKey { validator }
-                | BlsError::BadProofOfPossession { validator }
-                | BlsError::BadVote { validator }
-                | BlsError::BadSigner { validator } => usize::from(validator),
-                _ => 0,
-            };
-            BridgeError::Bls { validator, error }
-        })?;
+        let chain = ChainId(genesis.chain_id);
+        let epoch = Epoch(genesis.epoch);
+        let committee = CertificateChecker::new(chain, epoch, genesis.shards, &validators)
+            .map_err(|error| {
+                let validator = match error {
+                    BlsError::BadKey { validator }
+                    | BlsError::BadProofOfPossession { validator }
+                    | BlsError::BadVote { validator }
+                    | BlsError::BadSigner { validator } => usize::from(validator),
+                    _ => 0,
+                };
+                BridgeError::Bls { validator, error }
+            })?;
         Ok(PaymentsBridge {
             genesis: genesis.clone(),
             committee,
@@ -172,7 +161,7 @@ impl PaymentsBridge {
 
     /// Distinct signers a withdrawal certificate needs.
     pub fn quorum(&self) -> usize {
-        self.committee.committee.quorum()
+        self.committee.quorum()
     }
 
     /// The escrow of each asset.
@@ -243,31 +232,28 @@ impl PaymentsBridge {
                 quorum: self.quorum(),
             });
         }
-        let bls = BlsCertificate {
+        let withdrawal = WithdrawalCertificate {
             chain_id: ChainId(certificate.chain_id),
             epoch: Epoch(certificate.epoch),
-            id: OutputId(Hash(output.id)),
-            output: Output {
-                asset: output.asset,
-                amount: u128::from(output.amount),
-                owner,
-            },
-            signers: (0..members)
-                .filter(|bit| certificate.signers >> bit & 1 == 1)
-                .filter_map(|bit| ValidatorIndex::try_from(bit).ok())
-                .collect(),
+            output_id: OutputId(Hash(output.id)),
+            asset: output.asset,
+            amount: output.amount,
+            owner,
+            signers: certificate.signers,
             aggregate: certificate.aggregate,
         };
-        verify_bls_certificate(&bls, &self.committee).map_err(|error| match error {
-            BlsError::TooFewSigners { signers, quorum } => {
-                PaymentsRejection::ShortCertificate { signers, quorum }
-            }
-            BlsError::WrongCommittee => PaymentsRejection::WrongEpoch {
-                expected: self.genesis.epoch,
-                found: certificate.epoch,
-            },
-            _ => PaymentsRejection::BadCertificate,
-        })
+        self.committee
+            .check(&withdrawal)
+            .map_err(|error| match error {
+                BlsError::TooFewSigners { signers, quorum } => {
+                    PaymentsRejection::ShortCertificate { signers, quorum }
+                }
+                BlsError::WrongCommittee => PaymentsRejection::WrongEpoch {
+                    expected: self.genesis.epoch,
+                    found: certificate.epoch,
+                },
+                _ => PaymentsRejection::BadCertificate,
+            })
     }
 
     /// The bridge's commitment: `H_bridge(chain ‖ epoch ‖ shards ‖ validators ‖ escrow per

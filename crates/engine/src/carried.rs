@@ -31,7 +31,7 @@ use walras_types::{AssetId, Offer, OfferKey};
 
 /// The last block's clearing books and the changes its fills made to them.
 #[derive(Debug, Default)]
-pub struct CarriedBooks {
+pub(crate) struct CarriedBooks {
     base: Option<Base>,
     /// The buffers of the books before `base`, for the next books to be built in.
     spare: Mutex<Option<BookBuffers>>,
@@ -50,7 +50,7 @@ impl CarriedBooks {
     /// The clearing books at `height` with the block's `cancelled` and `created` offers
     /// (both sorted by (pair, key)), or `None` when nothing is carried for this height (the
     /// first block after genesis or a restart): then build them from the state's books.
-    pub fn next_books(
+    pub(crate) fn next_books(
         &self,
         height: u64,
         assets: usize,
@@ -72,7 +72,12 @@ impl CarriedBooks {
 
     /// Keeps `books`, the books block `height` was cleared on, and `fills`, what it did to
     /// them (any order); the books carried before are kept as spare buffers.
-    pub fn keep(&mut self, height: u64, books: OrderBooks, mut fills: Vec<(usize, OfferKey, u64)>) {
+    pub(crate) fn keep(
+        &mut self,
+        height: u64,
+        books: OrderBooks,
+        mut fills: Vec<(usize, OfferKey, u64)>,
+    ) {
         fills.sort_unstable_by_key(|(pair, key, _)| (*pair, *key));
         let previous = self.base.replace(Base {
             height,

@@ -48,10 +48,10 @@ use walras_types::{
 /// Hash domain of the checkpoint checksum.
 pub const CHECKPOINT_DOMAIN: Domain = Domain::new("walras/ckpt");
 /// Hash domain of one piece of a `/3` checkpoint's body, under its checksum.
-pub const CHECKPOINT_PIECE_DOMAIN: Domain = Domain::new("walras/ckpt-part");
+pub(crate) const CHECKPOINT_PIECE_DOMAIN: Domain = Domain::new("walras/ckpt-part");
 /// Bytes of a checksum piece: large enough that the piece hashes cost nothing beside the
 /// body's, small enough to spread a 1 GB body over any thread count.
-pub const CHECKSUM_PIECE_BYTES: usize = 1 << 23;
+pub(crate) const CHECKSUM_PIECE_BYTES: usize = 1 << 23;
 /// Accounts in a chunk of a `/3` checkpoint (the unit of parallel decoding).
 pub const ACCOUNT_CHUNK: usize = 1 << 16;
 const MAGIC: &[u8] = b"walras-checkpoint/3";

@@ -26,10 +26,10 @@ use crate::state::{ExchangeState, ACCOUNTS_MAX};
 use std::collections::HashSet;
 use walras_types::{AccountId, AssetId, OfferKey, Operation, SignedTransaction};
 
-pub use crate::drop_reason::DropReason;
+pub(crate) use crate::drop_reason::DropReason;
 
 /// An accepted transaction: (index in the block, source slot).
-pub type Admitted = (u32, u32);
+pub(crate) type Admitted = (u32, u32);
 
 /// One shard's verdicts: accepted, and dropped with reasons.
 type ShardVerdict = (Vec<Admitted>, Vec<(u32, DropReason)>);
@@ -51,7 +51,7 @@ impl Filtered {
 }
 
 /// The contiguous slot ranges of `threads` shards over `accounts` accounts.
-pub fn shard_width(accounts: usize, threads: usize) -> usize {
+pub(crate) fn shard_width(accounts: usize, threads: usize) -> usize {
     accounts.div_ceil(threads.max(1)).max(1)
 }
 

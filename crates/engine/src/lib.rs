@@ -1,42 +1,52 @@
 //! The exchange: state, transactions' effects, deterministic filtering, parallel block
-//! execution, block headers and the follower's exact check of a proposer's clearing.
+//! execution, block headers and the follower's exact check of a proposer's clearing. The
+//! engine decides state and nothing else: explanations of offers are a read model in
+//! `walras-explain`, the serial order-book baseline lives in `walras-bench`.
 //!
-//! - [`state::ExchangeState`]: accounts, open offers, burns, and the state root.
-//! - [`admission`]: the one rule deciding whether a transaction alone may take effect.
+//! - [`ExchangeState`]: accounts, open offers, burns, and the state root.
+//! - The admission rule ([`admit`], [`admit_source`], [`check_funds`]): whether a transaction
+//!   alone may take effect.
 //! - [`filter`]: which transactions of a block take effect (SPEEDEX §8, appendix I).
-//! - [`execute`]: proposing ([`ExchangeState::propose`]) and applying
-//!   ([`ExchangeState::apply`]) blocks, in phases sharded over threads.
-//! - [`block`]: blocks, headers, their encodings and hashes.
-//! - [`orderbook`]: the serial price-time-priority exchange SPEEDEX is compared against.
+//! - Proposing ([`ExchangeState::propose`]) and applying ([`ExchangeState::apply`]) blocks, in
+//!   phases sharded over threads.
+//! - [`Block`] and [`BlockHeader`]: blocks, headers, their encodings and hashes.
+//! - [`PaymentsBridge`]: deposits to and withdrawals from the fast-payments lane. Of
+//!   `walras-payments` the engine uses only `walras_payments::bridge`, the certificate-checking
+//!   interface (the committee built from the genesis, `check_certificate`, the withdrawal
+//!   owner and deposit output ids): never the lane's validator or client state machines.
+//!
+//! The modules are private; every item callers need is re-exported here, once.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(unreachable_pub)]
 
-pub mod account;
-pub mod account_view;
-pub mod admission;
-pub mod block;
-pub mod bridge;
+mod account;
+mod account_view;
+mod admission;
+mod block;
+mod bridge;
 mod carried;
-pub mod checkpoint;
-pub mod drop_reason;
-pub mod execute;
-pub mod explain;
-pub mod filter;
-pub mod market;
-pub mod orderbook;
+mod checkpoint;
+mod drop_reason;
+mod execute;
+mod filter;
+mod market;
 mod parallel;
-pub mod resting;
-pub mod state;
+mod resting;
+mod state;
 
 pub use account::Account;
 pub use account_view::AccountView;
-pub use block::{Block, BlockHeader, PairTrade};
-pub use bridge::{BridgeError, PaymentsBridge};
-pub use checkpoint::{CheckpointError, LoadTimings};
+pub use admission::{admit, admit_source, check_funds, debit, Rejection, SourceView};
+pub use block::{transaction_hash, Block, BlockDecodeError, BlockHeader, PairTrade, TRADE_BYTES};
+pub use bridge::{deposit_output, BridgeError, PaymentsBridge, PaymentsRejection};
+pub use checkpoint::{
+    seal_checkpoint, CheckpointError, LoadTimings, ACCOUNT_CHUNK, CHECKPOINT_DOMAIN,
+};
+pub use drop_reason::DropReason;
 pub use execute::{
     BlockOutcome, CheckedBlock, ClearingReport, EngineConfig, EngineError, OfferFill, PhaseTimings,
 };
-pub use filter::DropReason;
-pub use market::{AssetMarket, LastTrade, MarketPrices};
-pub use orderbook::{Fill, OrderbookBlockStats, OrderbookExchange};
-pub use state::ExchangeState;
+pub use filter::filter;
+pub use market::{AssetMarket, LastTrade, MarketDecodeError, MarketPrices};
+pub use state::{check_genesis, new_slot, ExchangeState, SlotMap, StateError, ACCOUNTS_MAX};

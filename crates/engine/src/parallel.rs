@@ -2,10 +2,10 @@
 //! in input order.
 
 /// `work` on each item, spread over up to `threads` threads; results in item order.
-pub use walras_par::run_each;
+pub(crate) use walras_par::run_each;
 
 /// `map` over `items` in order on up to `threads` threads (serial below 1,024 items).
-pub fn map_in_order<T: Sync, R: Send>(
+pub(crate) fn map_in_order<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
     map: impl Fn(&T) -> R + Sync + Send,

@@ -23,10 +23,10 @@ use walras_types::genesis::Genesis;
 use walras_types::{AccountId, AssetId, OfferKey, PairId, MAX_AMOUNT};
 
 /// Hash domain of the state root.
-pub const STATE_DOMAIN: Domain = Domain::new("walras/state");
+pub(crate) const STATE_DOMAIN: Domain = Domain::new("walras/state");
 
 /// Bytes of an offer trie key: limit price (16) ‖ account (8) ‖ offer id (8).
-pub const OFFER_KEY_BYTES: usize = 32;
+pub(crate) const OFFER_KEY_BYTES: usize = 32;
 
 /// A fast hasher for account ids (already well distributed). Only for lookups: nothing iterates
 /// this map in an order that matters.
@@ -57,7 +57,7 @@ pub const ACCOUNTS_MAX: usize = u32::MAX as usize;
 
 /// The genesis rules ([`Genesis::validate`]) and the account cap: what both exchanges (this one
 /// and the order-book baseline) require of a genesis.
-pub(crate) fn check_genesis(genesis: &Genesis) -> Result<(), StateError> {
+pub fn check_genesis(genesis: &Genesis) -> Result<(), StateError> {
     genesis
         .validate()
         .map_err(|error| StateError::Genesis(error.to_string()))?;
@@ -302,7 +302,7 @@ impl ExchangeState {
 }
 
 /// The offer trie key of an offer: its canonical order as bytes.
-pub fn offer_trie_key(key: &OfferKey) -> [u8; OFFER_KEY_BYTES] {
+pub(crate) fn offer_trie_key(key: &OfferKey) -> [u8; OFFER_KEY_BYTES] {
     let mut bytes = [0u8; OFFER_KEY_BYTES];
     bytes[..16].copy_from_slice(&key.min_price.0.to_be_bytes());
     bytes[16..24].copy_from_slice(&key.account.0.to_be_bytes());

@@ -589,7 +589,7 @@ fn a_header_with_trades_and_no_transactions_round_trips() {
     };
     assert_eq!(
         header.encode().len(),
-        110 + 16 * 4 + 3 * walras_engine::block::TRADE_BYTES
+        110 + 16 * 4 + 3 * walras_engine::TRADE_BYTES
     );
     assert_eq!(BlockHeader::decode(&header.encode()), Ok(header.clone()));
     let block = Block {
@@ -604,7 +604,7 @@ fn a_header_with_trades_and_no_transactions_round_trips() {
 /// loads, its record starting empty at the checkpoint's height (issue 28, item 2).
 #[test]
 fn last_traded_prices_carry_forward_and_through_checkpoints() {
-    use walras_engine::checkpoint::CHECKPOINT_DOMAIN;
+    use walras_engine::CHECKPOINT_DOMAIN;
     let genesis = genesis(3);
     let mut state = ExchangeState::from_genesis(&genesis, 1).unwrap();
     let offer = |source: u64, sell: u16, buy: u16| {

@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use walras_crypto::testing::{sign_with_torsion_nonce, with_s_plus_group_order};
 use walras_crypto::Keypair;
-use walras_engine::checkpoint::{seal_checkpoint, ACCOUNT_CHUNK};
+use walras_engine::{seal_checkpoint, ACCOUNT_CHUNK};
 use walras_engine::{CheckpointError, ExchangeState};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{

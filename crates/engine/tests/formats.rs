@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use walras_crypto::Keypair;
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_engine::DropReason;
 use walras_types::offers_csv::OFFERS_HEADER;
 use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};

@@ -6,7 +6,7 @@
 //! ([`walras_crypto::signature_accepted`]).
 //!
 //! In the core task, against what the gateway has buffered ([`admit`]): the node's admission
-//! rule itself, [`walras_engine::admission::admit_source`] (well-formed, known source,
+//! rule itself, [`walras_engine::admit_source`] (well-formed, known source,
 //! sequence number above the account's committed one and within the window, the signature
 //! verdict), with the account's committed view as of the last published block, then the
 //! mempool's rule for what waits: one transaction per (source, sequence) in the buffer and in
@@ -15,7 +15,7 @@
 //! with the node's block filter, whose verdicts reach the participant as drops.
 //!
 //! Balances: the connection task also applies admission's advisory funds check
-//! ([`walras_engine::admission::check_funds`], the node's `insufficient_balance`) to a trade
+//! ([`walras_engine::check_funds`], the node's `insufficient_balance`) to a trade
 //! the rule would admit, against the balance the gateway last read from the node. That read
 //! may be older than the last published block (fills and payments credit accounts without the
 //! gateway seeing how much), so a trade it does not cover is checked again on a fresh read
@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use walras_crypto::{PublicKey, Signature};
-use walras_engine::admission::{self, Rejection, SourceView};
+use walras_engine::{self as engine, Rejection, SourceView};
 use walras_types::AssetId;
 use walras_types::SignedTransaction;
 
@@ -355,7 +355,7 @@ impl TradeChecker {
         participant: u32,
         signed: &SignedTransaction,
     ) -> Result<(), Refusal> {
-        let Some((asset, asked)) = admission::debit(&signed.transaction.operation) else {
+        let Some((asset, asked)) = engine::debit(&signed.transaction.operation) else {
             return Ok(());
         };
         let account = signed.transaction.source.0;
@@ -373,7 +373,7 @@ impl TradeChecker {
         }
         match (covered(balance), balance) {
             (Some(false), Some((available, _))) => {
-                admission::check_funds(&signed.transaction.operation, |_| available)
+                engine::check_funds(&signed.transaction.operation, |_| available)
                     .map_err(|rejection| rejection_notice(rejection, account))
             }
             _ => Ok(()),
@@ -392,7 +392,7 @@ impl TradeChecker {
         };
         // The funds check follows the rule, as at the node: only for what the rule admits
         // (the core applies the rule again, against the view at that moment).
-        if admission::admit_source(&signed, view, |_| signature_ok).is_ok() {
+        if engine::admit_source(&signed, view, |_| signature_ok).is_ok() {
             self.check_funds(participant, &signed).await?;
         }
         Ok(Checked {
@@ -453,7 +453,7 @@ pub fn admit(
             ))
         }
     };
-    admission::admit_source(&checked.signed, view, |_| checked.signature_ok)
+    engine::admit_source(&checked.signed, view, |_| checked.signature_ok)
         .map_err(|rejection| rejection_notice(rejection, account))?;
     let slot = (account, checked.signed.transaction.sequence);
     if waiting.contains(&slot) {

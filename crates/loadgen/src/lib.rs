@@ -40,7 +40,7 @@ use walras_api::wire::{AccountJson, BlockEventJson, DevGenesisJson};
 use walras_client::{BlockEvents, ClientError, NodeApi, NodeClient};
 use walras_crypto::{Hash, Keypair};
 use walras_devnet::dev_keypair;
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_types::{AccountId, SignedTransaction};
 use window::SequenceWindow;
 

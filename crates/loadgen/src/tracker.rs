@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 use walras_api::wire::{BatchSubmitResponse, BlockJson};
 use walras_crypto::Hash;
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_engine::Block;
 use walras_sim::Rng;
 use walras_types::{AccountId, Operation, Transaction};

@@ -5,8 +5,8 @@
 //! here is pure: no sockets, no disk, no clock, no threads. Handlers return the effects to make
 //! durable and the replies to send (FastPay's authority style); the I/O layer carries them out.
 //!
-//! Modules are private; what callers need is re-exported here, one path per item. The one
-//! public module is [`bls`] (the exchange's bridge names its items by that path).
+//! Modules are private; what callers need is re-exported here, one path per item. The public
+//! modules are [`bls`] and [`bridge`] (the exchange's bridge names their items by those paths).
 //!
 //! - `model`: outputs, payments, ids, limits, the committee and shard assignment;
 //! - `cert`: vote messages, the `naive`, `merkle` and `bls` signature schemes, the cache of
@@ -18,7 +18,9 @@
 //! - `client`: the wallet state machine ([`Client`]);
 //! - `codec`: canonical bytes of the durable effects and wire values ([`encode_effect`], ...);
 //! - `durable` (feature `lmdb`): the effect log in LMDB ([`EffectLog`]), the only disk I/O here;
-//! - [`bls`]: BLS12-381 keys, votes and aggregate certificates with proof of possession.
+//! - [`bls`]: BLS12-381 keys, votes and aggregate certificates with proof of possession;
+//! - [`bridge`]: the exchange bridge's certificate-checking interface, the only part of this
+//!   crate `walras-engine` uses.
 //!
 //! See `docs/payments.md` for the mapping to the paper and to FastPay.
 
@@ -26,6 +28,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod bls;
+pub mod bridge;
 mod cert;
 mod client;
 mod codec;

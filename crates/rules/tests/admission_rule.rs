@@ -12,7 +12,7 @@ use tendermint_abci::Application;
 use tendermint_proto::v0_38::abci::{CheckTxType, RequestCheckTx};
 use walras_api::wire::DevGenesisJson;
 use walras_client::{ApiMethod, ApiRequest, NodeApi};
-use walras_engine::filter::filter;
+use walras_engine::filter;
 use walras_engine::ExchangeState;
 use walras_server::abci_app;
 use walras_testkit::in_process::process_like_config;

@@ -31,8 +31,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use walras_crypto::{AcceptedSignatures, Hash, PublicKey, Signature, SignedItem};
-use walras_engine::admission::{self, Rejection, SourceView};
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
+use walras_engine::{self as engine, Rejection, SourceView};
 use walras_engine::{AccountView, PaymentsBridge};
 use walras_types::SignedTransaction;
 
@@ -190,7 +190,7 @@ fn decide(
     submission
         .map(|(hash, signed, first, signature_ok)| {
             let source = first.and(view.source(signed.transaction.source));
-            let result = match admission::admit(&signed, source, payments, |_| signature_ok)
+            let result = match engine::admit(&signed, source, payments, |_| signature_ok)
                 .and_then(|()| check_funds(mempool, view, &signed))
             {
                 Err(rejection) => Err(rejection_failure(rejection)),
@@ -212,7 +212,7 @@ fn check_funds(
     signed: &SignedTransaction,
 ) -> Result<(), Rejection> {
     let source = signed.transaction.source;
-    admission::check_funds(&signed.transaction.operation, |asset| {
+    engine::check_funds(&signed.transaction.operation, |asset| {
         view.balance(source, asset)
             .saturating_sub(mempool.pending_debit(source, asset))
     })

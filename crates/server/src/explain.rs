@@ -1,14 +1,18 @@
 //! `GET /v1/offers/{id}/explain`: why an offer traded or not, recomputed from the committed
-//! block log by [`walras_engine::explain::OfferTracer`] (so it survives restarts), formatted
+//! block log by [`walras_explain::explain_committed`] (so it survives restarts), formatted
 //! as [`OfferExplanationJson`].
 //!
 //! An offer id is the sequence number of the transaction that created it, so ids are per
 //! account: `?account=A` names the account; without it the id must belong to one account only
-//! (409 `ambiguous_offer` lists the accounts otherwise). Reading the log costs one pass over the
-//! blocks up to the offer's end (the tip while it is open), so explanations run one at a time in
-//! the blocking pool, in a fair queue ([`super::limits::ExplainGate`]): each client address may
-//! have one waiting or running (a second is answered 503 `explain_busy` at once), and the others
-//! wait their turn first come, first served, up to `EXPLAIN_WAITING_MAX` of them.
+//! (409 `ambiguous_offer` lists the accounts otherwise). The store's per-offer index answers
+//! which accounts used an id, and whether any block created the offer, in one B-tree descent;
+//! a created offer is replayed from the newest book snapshot before its creation to its end
+//! (see `walras_explain`), so its cost is its life plus at most one snapshot interval, not
+//! the length of the log. That is still unbounded for an offer open since early in the chain,
+//! so explanations still run one at a time in the blocking pool, in a fair queue
+//! ([`super::limits::ExplainGate`]): each client address may have one waiting or running (a
+//! second is answered 503 `explain_busy` at once), and the others wait their turn first come,
+//! first served, up to `EXPLAIN_WAITING_MAX` of them.
 
 use super::failure::Failure;
 use super::limits::ExplainRefusal;
@@ -20,7 +24,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use walras_api::wire::OfferExplanationJson;
-use walras_engine::explain::{OfferRef, OfferStatus, OfferTracer};
+use walras_explain::{explain_committed, offer_accounts, OfferRef, OfferStatus, ReadError};
 use walras_types::{AccountId, OfferId};
 
 /// Most accounts an `ambiguous_offer` answer lists.
@@ -109,50 +113,27 @@ fn explain(
     // log (a creation found there outranks "pending"), never missed by both.
     let pending = shared.mempool().pending_offer(account, id);
     let tip = shared.tip().height;
-    let mut tracer = OfferTracer::new(target, usize::from(shared.assets), shared.explain.epsilon());
-    for height in 1..=tip {
-        let block = stored_block(shared, height)?;
-        let dropped = shared
-            .store
-            .dropped(height)
-            .map_err(|error| {
-                Failure::internal(format!("reading block {height}'s results: {error}"))
-            })?
-            .unwrap_or_default();
-        tracer.block(&block, &dropped).map_err(|error| {
-            Failure::internal(format!("the block log cannot explain this offer: {error}"))
-        })?;
-        if tracer.finished() {
-            break;
-        }
-        stop_if_shutting_down(shared)?;
-    }
-    let explanation = tracer.finish(pending);
+    let chain = (usize::from(shared.assets), shared.explain.epsilon());
+    let explanation = explain_committed(&shared.store, target, chain, tip, pending, || {
+        !shared.is_shutting_down()
+    })
+    .map_err(read_failure)?;
     if explanation.status == OfferStatus::Unknown {
         return Err(unknown(account, id));
     }
     Ok(OfferExplanationJson::from(&explanation))
 }
 
-/// Block `height` from the log, which must hold every block up to the tip.
-fn stored_block(shared: &Shared, height: u64) -> Result<walras_engine::block::Block, Failure> {
-    shared
-        .store
-        .block(height)
-        .map_err(|error| Failure::internal(format!("reading block {height}: {error}")))?
-        .ok_or_else(|| Failure::internal(format!("block {height} is missing from the log")))
-}
-
-/// A node that is stopping ends a long read with an error, not a partial answer.
-fn stop_if_shutting_down(shared: &Shared) -> Result<(), Failure> {
-    if shared.is_shutting_down() {
-        return Err(Failure::new(
+/// A log that cannot be read is the node's fault (500), a stopping node's 503 aside.
+fn read_failure(error: ReadError) -> Failure {
+    match error {
+        ReadError::Stopped => Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting_down",
             "the node is stopping; ask again once it is back",
-        ));
+        ),
+        error => Failure::internal(error.to_string()),
     }
-    Ok(())
 }
 
 fn unknown(account: AccountId, id: u64) -> Failure {
@@ -171,23 +152,10 @@ fn only_account(shared: &Shared, id: u64) -> Result<AccountId, Failure> {
     let mut accounts: BTreeSet<AccountId> =
         shared.mempool().offer_sources(id).into_iter().collect();
     let tip = shared.tip().height;
-    for height in 1..=tip {
-        let block = stored_block(shared, height)?;
-        accounts.extend(
-            block
-                .transactions
-                .iter()
-                .map(|signed| &signed.transaction)
-                .filter(|transaction| {
-                    transaction.sequence == id && transaction.new_offer().is_some()
-                })
-                .map(|transaction| transaction.source),
-        );
-        if accounts.len() > AMBIGUOUS_LISTED_MAX {
-            break;
-        }
-        stop_if_shutting_down(shared)?;
-    }
+    // One more than are listed: enough to say "..." after them.
+    let committed = offer_accounts(&shared.store, OfferId(id), tip, AMBIGUOUS_LISTED_MAX + 1)
+        .map_err(read_failure)?;
+    accounts.extend(committed);
     let total = accounts.len();
     let mut found = accounts.into_iter();
     match (found.next(), found.next()) {

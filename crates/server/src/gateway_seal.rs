@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use walras_api::wire::GatewayStatusJson;
 use walras_crypto::Signature;
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_gateway::link::{seal_signing_message, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER};
 use walras_types::SignedTransaction;
 
@@ -211,7 +211,7 @@ pub(super) fn run_gateway_producer(
 /// so the books read now are the books at this height.
 fn committed_reply(
     shared: &Shared,
-    header: &walras_engine::block::BlockHeader,
+    header: &walras_engine::BlockHeader,
     transactions: usize,
     dropped: Vec<(u32, String)>,
 ) -> SealReply {

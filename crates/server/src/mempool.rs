@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 use walras_crypto::Hash;
-use walras_engine::admission::debit;
+use walras_engine::debit;
 use walras_types::transaction::SEQUENCE_WINDOW;
 use walras_types::{AccountId, AssetId, SignedTransaction};
 
@@ -249,7 +249,7 @@ mod tests {
             },
             signature: [0; 64],
         };
-        (walras_engine::block::transaction_hash(&signed), signed)
+        (walras_engine::transaction_hash(&signed), signed)
     }
 
     fn admit(mempool: &mut Mempool, source: u64, sequence: u64) -> Result<(), AdmitError> {
@@ -336,7 +336,7 @@ mod tests {
             },
             signature: [0; 64],
         };
-        let hash = walras_engine::block::transaction_hash(&offer);
+        let hash = walras_engine::transaction_hash(&offer);
         mempool.admit(hash, offer, Instant::now()).unwrap();
         let pending = mempool.pending_offer(AccountId(1), 2);
         assert_eq!(pending, Some(offer.transaction.new_offer()));

@@ -886,7 +886,7 @@ mod node_tests {
                                 min_price: Price::parse_limit(limit).unwrap(),
                             },
                         );
-                        (walras_engine::block::transaction_hash(&signed), signed)
+                        (walras_engine::transaction_hash(&signed), signed)
                     })
                     .collect()
             })

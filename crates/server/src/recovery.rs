@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
 use walras_crypto::Hash;
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_engine::ExchangeState;
 use walras_store::{recover_store_with, BlockStore, Recovery};
 

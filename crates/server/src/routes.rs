@@ -26,7 +26,7 @@ use tokio_stream::wrappers::BroadcastStream;
 use walras_api::transaction_from_json;
 use walras_api::wire::*;
 use walras_crypto::Hash;
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
 use walras_types::{AccountId, AssetId, PairId, SignedTransaction};
 
 pub(crate) type AppState = Arc<Shared>;
@@ -596,7 +596,7 @@ pub(crate) async fn payments_deposits(
             deposits.push(DepositJson {
                 height,
                 transaction: hash.to_string(),
-                output_id: walras_engine::bridge::deposit_output(signed).0.to_string(),
+                output_id: walras_engine::deposit_output(signed).0.to_string(),
                 asset: asset.0,
                 amount,
                 owner: walras_api::hex(&owner),

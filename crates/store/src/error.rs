@@ -56,6 +56,12 @@ pub enum StoreError {
     /// A stored header entry is malformed or disagrees with its block.
     #[error("stored header of block {height} is corrupt ({reason}); {damaged}", damaged = DAMAGED)]
     CorruptHeaderEntry { height: u64, reason: String },
+    /// A stored book snapshot is malformed.
+    #[error("the stored book snapshot after block {height} is corrupt ({reason}); {damaged}", damaged = DAMAGED)]
+    CorruptBookSnapshot { height: u64, reason: String },
+    /// An entry of the per-offer index is malformed.
+    #[error("the stored offer index is corrupt ({reason}); {damaged}", damaged = DAMAGED)]
+    CorruptOfferIndex { reason: String },
     /// The header index names a block that the block log lacks.
     #[error("stored block {height} is missing; {damaged}", damaged = DAMAGED)]
     MissingBlock { height: u64 },

@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //!
-//! One LMDB environment in one directory (`data.mdb`, `lock.mdb`), holding five databases:
+//! One LMDB environment in one directory (`data.mdb`, `lock.mdb`), holding seven databases:
 //!
 //! | database  | key                   | value                                        |
 //! |-----------|-----------------------|----------------------------------------------|
@@ -13,10 +13,16 @@
 //! | `headers` | height, u64 big-endian | header hash (32 bytes) then state root (32)  |
 //! | `results` | height, u64 big-endian | the block's dropped transactions: index and reason |
 //! | `meta`    | `b"app/"` + name      | application values ([`BlockStore::put_app_meta`]) |
-//! | `checkpoints` | height, u64 big-endian | the state after that block ([`walras_engine::checkpoint`]) |
+//! | `checkpoints` | height, u64 big-endian | the state after that block ([`walras_engine::ExchangeState::encode_checkpoint`]) |
+//! | `offers`  | offer id, account, height (u64 big-endian each) | what that block did to that offer ([`OfferTouch`] flags) |
+//! | `meta`    | `b"offer_index"`      | present once `offers` indexes every stored block |
+//! | `books`   | height, u64 big-endian; pair (`sell << 16 | buy`), u32 | that pair's book after the block (offers in key order: limit, account, id, amount left); pair `u32::MAX` marks the snapshot whole ([`StoreOptions::book_snapshot_interval_blocks`]) |
 //!
 //! Keys are big-endian so LMDB's byte order is height order: the last entry is the last block.
 //! `headers` lets the store check a new block's height and `previous` without decoding blocks.
+//! `offers` is the per-offer index ([`BlockStore::offer_touches`], [`BlockStore::offer_creators`]),
+//! written in each block's own write transaction; a store written before it existed is indexed
+//! when it is opened (once, in the opening transaction).
 //!
 //! # Durability (invariant 5)
 //!
@@ -78,12 +84,15 @@
 
 mod error;
 mod file_check;
+mod offer_index;
 mod recover;
 mod store;
 
 pub use error::StoreError;
+pub use offer_index::OfferTouch;
 pub use recover::{recover, recover_store, recover_store_with, Recovery, RefusedCheckpoint};
 pub use store::{
-    BlockStore, Blocks, HeaderEntry, StoreOptions, DEFAULT_CHECKPOINT_INTERVAL_BLOCKS,
-    DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS, DEFAULT_MAP_SIZE_BYTES, FORMAT,
+    BlockStore, Blocks, HeaderEntry, StoreOptions, DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS,
+    DEFAULT_CHECKPOINT_INTERVAL_BLOCKS, DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,
+    DEFAULT_MAP_SIZE_BYTES, FORMAT,
 };

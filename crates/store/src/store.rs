@@ -1,9 +1,12 @@
 //! The block log and its checkpoints: one LMDB environment (see the crate documentation).
 
+use crate::offer_index::{self, OfferTouch};
 use crate::StoreError;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, DatabaseOpener, Env, EnvOpenOptions, RoTxn, RwTxn, WithTls};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,7 +14,7 @@ use walras_crypto::Hash;
 use walras_engine::{Block, BlockHeader, ClearingReport, DropReason, ExchangeState, OfferFill};
 use walras_types::codec::{self, Reader, Writer};
 use walras_types::genesis::Genesis;
-use walras_types::{AccountId, AssetId, OfferId};
+use walras_types::{AccountId, AssetId, OfferId, OfferKey, PairId, Price};
 
 /// The on-disk format and its version, stored under `meta/format`.
 pub const FORMAT: &[u8] = b"walras-store/2";
@@ -22,8 +25,16 @@ const FORMAT_KEY: &[u8] = b"format";
 const GENESIS_KEY: &[u8] = b"genesis";
 /// Prefix of the keys that applications store in `meta` ([`BlockStore::put_app_meta`]).
 const APP_META_PREFIX: &[u8] = b"app/";
-/// `meta`, `blocks`, `headers`, `results`, `checkpoints`.
-const DATABASE_COUNT_MAX: u32 = 5;
+/// Present in `meta` once `offers` indexes every stored block (see [`crate::offer_index`]).
+const OFFER_INDEX_KEY: &[u8] = b"offer_index";
+/// `meta`, `blocks`, `headers`, `results`, `checkpoints`, `offers`, `books`.
+const DATABASE_COUNT_MAX: u32 = 7;
+/// Default [`StoreOptions::book_snapshot_interval_blocks`].
+pub const DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS: u64 = 1_024;
+/// The `books` key of the entry that marks a snapshot whole (after every pair's entry).
+const BOOK_SNAPSHOT_DONE: u32 = u32::MAX;
+/// One stored offer of a book snapshot: limit (u128), account, id, remaining amount.
+const BOOK_OFFER_BYTES: usize = 16 + 8 + 8 + 8;
 /// Checkpoints kept: the newest, and the one before it to fall back on if the newest is damaged.
 const CHECKPOINTS_KEPT: usize = 2;
 /// Default [`StoreOptions::checkpoint_interval_blocks`].
@@ -58,6 +69,12 @@ pub struct StoreOptions {
     /// checkpoint's transaction commits leaves the previous checkpoint to recover from. Off:
     /// the checkpoint is in the block's own transaction.
     pub checkpoint_in_background: bool,
+    /// [`BlockStore::append_with_state`] also stores, with every block whose height is a
+    /// multiple of this, every pair's book after it (`books`; 0: never): an explanation then
+    /// replays at most this many blocks before the offer's creation instead of every block
+    /// from 1 ([`BlockStore::pair_book_before`]). A read model's cache: O(open offers) bytes
+    /// written in the block's transaction every this many blocks.
+    pub book_snapshot_interval_blocks: u64,
 }
 
 impl Default for StoreOptions {
@@ -67,6 +84,7 @@ impl Default for StoreOptions {
             checkpoint_interval_blocks: DEFAULT_CHECKPOINT_INTERVAL_BLOCKS,
             checkpoint_interval_transactions: DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,
             checkpoint_in_background: false,
+            book_snapshot_interval_blocks: DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS,
         }
     }
 }
@@ -123,6 +141,11 @@ pub struct BlockStore {
     headers: Table,
     results: Table,
     checkpoints: Table,
+    /// The per-offer index ([`crate::offer_index`]).
+    offers: Table,
+    /// Books after every [`StoreOptions::book_snapshot_interval_blocks`]th block.
+    books: Table,
+    book_snapshot_interval_blocks: u64,
     /// `Some` with [`StoreOptions::checkpoint_in_background`].
     writer: Option<CheckpointWriter>,
 }
@@ -151,7 +174,7 @@ impl CheckpointWriter {
                 .name("walras-checkpoint".into())
                 .spawn(move || {
                     for (height, mut bytes) in jobs {
-                        walras_engine::checkpoint::seal_checkpoint(&mut bytes);
+                        walras_engine::seal_checkpoint(&mut bytes);
                         match write_checkpoint(&env, checkpoints, height, &bytes) {
                             Ok(()) => written.store(height, Ordering::Release),
                             Err(error) => {
@@ -237,7 +260,7 @@ fn heights_in(checkpoints: Table, txn: &RoTxn) -> Result<Vec<u64>, StoreError> {
 }
 
 /// The databases of a store, in this order: `meta`, `blocks`, `headers`, `results`,
-/// `checkpoints` (an array: heed turns an array of databases into `'static` ones on commit).
+/// `checkpoints`, `offers`, `books` (an array: heed turns an array of databases into `'static` ones on commit).
 type Tables<'e> = [Database<'e, Bytes, Bytes>; DATABASE_COUNT_MAX as usize];
 
 /// A database of the store, usable for the environment's whole life.
@@ -280,7 +303,9 @@ impl BlockStore {
             {
                 return Ok(CommitOrAbort::Abort(StoreError::NotInitialized));
             }
-            Ok(CommitOrAbort::Commit(create_tables(opener, txn, meta)?))
+            let tables = create_tables(opener, txn, meta)?;
+            index_unindexed_blocks(&tables, txn)?;
+            Ok(CommitOrAbort::Commit(tables))
         })?;
         let tables = match opened {
             CommitOrAbort::Commit(tables) => tables,
@@ -314,6 +339,8 @@ impl BlockStore {
                     .map_err(StoreError::lmdb("storing application metadata"))?;
             }
             let tables = create_tables(opener, txn, meta)?;
+            meta.put(txn, OFFER_INDEX_KEY, &[])
+                .map_err(StoreError::lmdb("stamping the offer index"))?;
             Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit(tables))
         })?;
         let CommitOrAbort::Commit(tables) = created;
@@ -326,7 +353,7 @@ impl BlockStore {
     }
 
     fn new(env: Env, dir: &Path, options: &StoreOptions, tables: Tables<'static>) -> BlockStore {
-        let [meta, blocks, headers, results, checkpoints] = tables;
+        let [meta, blocks, headers, results, checkpoints, offers, books] = tables;
         let writer = options
             .checkpoint_in_background
             .then(|| CheckpointWriter::start(env.clone(), checkpoints));
@@ -343,6 +370,9 @@ impl BlockStore {
             headers,
             results,
             checkpoints,
+            offers,
+            books,
+            book_snapshot_interval_blocks: options.book_snapshot_interval_blocks,
         }
     }
 
@@ -413,6 +443,9 @@ impl BlockStore {
         if checkpointed && self.writer.is_none() {
             self.put_checkpoint(&mut txn, height, &state.encode_checkpoint())?;
         }
+        if self.book_snapshot_due(height) {
+            self.put_book_snapshot(&mut txn, height, state.assets(), |pair| state.book(pair))?;
+        }
         self.commit(txn)?;
         // The block is durable: its checkpoint may follow on the writer thread.
         let checkpointed = match &self.writer {
@@ -447,6 +480,106 @@ impl BlockStore {
                 .map_err(self.write_error("deleting an old checkpoint"))?;
         }
         Ok(())
+    }
+
+    /// [`BlockStore::append`], with every pair's book after the block as `books` gives it
+    /// when a book snapshot is due ([`StoreOptions::book_snapshot_interval_blocks`]), in the
+    /// same transaction. For tools and tests that build a log without executing it (the
+    /// explanation benchmark); a node uses [`BlockStore::append_with_results`], which takes the
+    /// books from the state itself. `books` must be the books after `block`, or explanations
+    /// read from this store are wrong.
+    pub fn append_with_books<'b>(
+        &self,
+        block: &Block,
+        dropped: &[(u32, DropReason)],
+        assets: usize,
+        books: impl Fn(PairId) -> &'b BTreeMap<OfferKey, u64>,
+    ) -> Result<(), StoreError> {
+        let mut txn = self.write_txn()?;
+        self.put_block(&mut txn, block, dropped, None, None)?;
+        let height = block.header.height;
+        if self.book_snapshot_due(height) {
+            self.put_book_snapshot(&mut txn, height, assets, books)?;
+        }
+        self.commit(txn)
+    }
+
+    fn book_snapshot_due(&self, height: u64) -> bool {
+        let interval = self.book_snapshot_interval_blocks;
+        interval > 0 && height.is_multiple_of(interval)
+    }
+
+    /// Every pair's book after block `height`, then the entry that marks the snapshot whole,
+    /// all in `txn`.
+    fn put_book_snapshot<'b>(
+        &self,
+        txn: &mut RwTxn,
+        height: u64,
+        assets: usize,
+        books: impl Fn(PairId) -> &'b BTreeMap<OfferKey, u64>,
+    ) -> Result<(), StoreError> {
+        let assets = u16::try_from(assets).unwrap_or(u16::MAX);
+        for sell in 0..assets {
+            for buy in (0..assets).filter(|buy| *buy != sell) {
+                let pair = PairId {
+                    sell: AssetId(sell),
+                    buy: AssetId(buy),
+                };
+                let book = books(pair);
+                if book.is_empty() {
+                    continue;
+                }
+                self.books
+                    .put(txn, &book_key(height, pair_code(pair)), &encode_book(book))
+                    .map_err(self.write_error("writing a book snapshot"))?;
+            }
+        }
+        self.books
+            .put(txn, &book_key(height, BOOK_SNAPSHOT_DONE), &[])
+            .map_err(self.write_error("writing a book snapshot"))
+    }
+
+    /// The newest whole book snapshot taken after a block below `height`: its height and the
+    /// book of `pair` then (offer key → amount left). `(0, empty)` when there is none: the
+    /// books before block 1 are empty, so that answer is exact too, only further back.
+    pub fn pair_book_before(
+        &self,
+        height: u64,
+        pair: PairId,
+    ) -> Result<(u64, BTreeMap<OfferKey, u64>), StoreError> {
+        let txn = self.read_txn()?;
+        let read = StoreError::lmdb("reading a book snapshot");
+        let end = book_key(height, 0);
+        let below: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Unbounded, Bound::Excluded(&end));
+        let mut newest = self.books.rev_range(&txn, &below).map_err(read)?;
+        let snapshot = match newest.next() {
+            Some(entry) => {
+                let (key, _) = entry.map_err(StoreError::lmdb("reading a book snapshot"))?;
+                decode_book_key(key)?
+            }
+            None => return Ok((0, BTreeMap::new())),
+        };
+        drop(newest);
+        let (snapshot_height, code) = snapshot;
+        if code != BOOK_SNAPSHOT_DONE {
+            // Written in one transaction with its marker: a snapshot without one is damage.
+            return Err(StoreError::CorruptBookSnapshot {
+                height: snapshot_height,
+                reason: "it has no end marker".into(),
+            });
+        }
+        let stored = self
+            .books
+            .get(&txn, &book_key(snapshot_height, pair_code(pair)))
+            .map_err(StoreError::lmdb("reading a book snapshot"))?;
+        let book = match stored {
+            Some(bytes) => decode_book(bytes).ok_or_else(|| StoreError::CorruptBookSnapshot {
+                height: snapshot_height,
+                reason: format!("a book of {} bytes", bytes.len()),
+            })?,
+            None => BTreeMap::new(),
+        };
+        Ok((snapshot_height, book))
     }
 
     /// Heights of the stored checkpoints, newest first.
@@ -525,7 +658,62 @@ impl BlockStore {
         self.results
             .put(txn, &key, &encode_results(dropped, clearing, fills))
             .map_err(self.write_error("writing block results"))?;
+        put_offer_entries(self.offers, txn, block, dropped, fills)
+            .map_err(self.write_error("writing the offer index"))?;
         Ok(())
+    }
+
+    /// The blocks that touched offer `id` of `account`, in height order, with what each did
+    /// to it ([`crate::offer_index`]): one B-tree descent and a scan of its entries.
+    pub fn offer_touches(
+        &self,
+        account: AccountId,
+        id: OfferId,
+    ) -> Result<Vec<(u64, OfferTouch)>, StoreError> {
+        let txn = self.read_txn()?;
+        let prefix = offer_index::offer_prefix(id, Some(account));
+        let entries = self
+            .offers
+            .prefix_iter(&txn, &prefix)
+            .map_err(StoreError::lmdb("reading the offer index"))?;
+        let mut touches = Vec::new();
+        for entry in entries {
+            let (key, value) = entry.map_err(StoreError::lmdb("reading the offer index"))?;
+            let (_, height) = decode_offer_entry(key)?;
+            touches.push((height, OfferTouch(value.first().copied().unwrap_or(0))));
+        }
+        Ok(touches)
+    }
+
+    /// The accounts (ascending, at most `accounts_max`) with a transaction of sequence number
+    /// `id` creating an offer, accepted or dropped, in a stored block at or below
+    /// `through_height`.
+    pub fn offer_creators(
+        &self,
+        id: OfferId,
+        through_height: u64,
+        accounts_max: usize,
+    ) -> Result<Vec<AccountId>, StoreError> {
+        let txn = self.read_txn()?;
+        let prefix = offer_index::offer_prefix(id, None);
+        let entries = self
+            .offers
+            .prefix_iter(&txn, &prefix)
+            .map_err(StoreError::lmdb("reading the offer index"))?;
+        let mut accounts: Vec<AccountId> = Vec::new();
+        for entry in entries {
+            let (key, value) = entry.map_err(StoreError::lmdb("reading the offer index"))?;
+            let (account, height) = decode_offer_entry(key)?;
+            let creates = height <= through_height
+                && OfferTouch(value.first().copied().unwrap_or(0)).contains(OfferTouch::CREATES);
+            if creates && accounts.last() != Some(&account) {
+                if accounts.len() == accounts_max {
+                    break;
+                }
+                accounts.push(account);
+            }
+        }
+        Ok(accounts)
     }
 
     /// The transactions that block `height` dropped, with why; `None` if no such block.
@@ -877,6 +1065,125 @@ fn read_fills(reader: &mut Reader<'_>) -> Result<Vec<OfferFill>, codec::DecodeEr
         .collect()
 }
 
+/// Writes block's [`crate::offer_index`] entries into `txn`.
+fn put_offer_entries(
+    offers: OpeningTable<'_>,
+    txn: &mut RwTxn,
+    block: &Block,
+    dropped: &[(u32, DropReason)],
+    fills: Option<&[OfferFill]>,
+) -> Result<(), heed::Error> {
+    for (key, touch) in offer_index::entries_of(block, dropped, fills) {
+        offers.put(txn, &key, &[touch])?;
+    }
+    Ok(())
+}
+
+/// `books` key: height, then the pair (`sell << 16 | buy`) or [`BOOK_SNAPSHOT_DONE`].
+fn book_key(height: u64, code: u32) -> [u8; 12] {
+    let mut key = [0; 12];
+    key[..8].copy_from_slice(&height.to_be_bytes());
+    key[8..].copy_from_slice(&code.to_be_bytes());
+    key
+}
+
+fn pair_code(pair: PairId) -> u32 {
+    u32::from(pair.sell.0) << 16 | u32::from(pair.buy.0)
+}
+
+fn decode_book_key(key: &[u8]) -> Result<(u64, u32), StoreError> {
+    let corrupt = || StoreError::CorruptBookSnapshot {
+        height: 0,
+        reason: format!("a key of {} bytes, expected 12", key.len()),
+    };
+    let key: &[u8; 12] = key.try_into().map_err(|_| corrupt())?;
+    let mut height = [0; 8];
+    height.copy_from_slice(&key[..8]);
+    let mut code = [0; 4];
+    code.copy_from_slice(&key[8..]);
+    Ok((u64::from_be_bytes(height), u32::from_be_bytes(code)))
+}
+
+/// A book as stored: per offer in key order, limit (u128), account, id, amount left.
+fn encode_book(book: &BTreeMap<OfferKey, u64>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(BOOK_OFFER_BYTES * book.len());
+    for (key, amount) in book {
+        out.extend_from_slice(&key.min_price.0.to_be_bytes());
+        out.put_u64(key.account.0);
+        out.put_u64(key.id.0);
+        out.put_u64(*amount);
+    }
+    out
+}
+
+fn decode_book(bytes: &[u8]) -> Option<BTreeMap<OfferKey, u64>> {
+    if !bytes.len().is_multiple_of(BOOK_OFFER_BYTES) {
+        return None;
+    }
+    let mut reader = Reader::new(bytes);
+    let mut book = BTreeMap::new();
+    while !reader.is_empty() {
+        let limit: [u8; 16] = reader.array().ok()?;
+        let key = OfferKey {
+            min_price: Price(u128::from_be_bytes(limit)),
+            account: AccountId(reader.u64().ok()?),
+            id: OfferId(reader.u64().ok()?),
+        };
+        book.insert(key, reader.u64().ok()?);
+    }
+    Some(book)
+}
+
+fn decode_offer_entry(key: &[u8]) -> Result<(AccountId, u64), StoreError> {
+    offer_index::decode_offer_key(key).ok_or_else(|| StoreError::CorruptOfferIndex {
+        reason: format!(
+            "a key of {} bytes, expected {}",
+            key.len(),
+            offer_index::OFFER_KEY_BYTES
+        ),
+    })
+}
+
+/// A store written before the offer index existed (no stamp in `meta`): indexes every stored
+/// block, with its stored results, in the opening transaction, then stamps it. A crash
+/// before that transaction commits leaves the store as it was, to be indexed on the next open.
+fn index_unindexed_blocks<'e>(tables: &Tables<'e>, txn: &mut RwTxn<'e>) -> Result<(), StoreError> {
+    let [meta, blocks, _, results, _, offers, _] = *tables;
+    let indexed = meta
+        .get(txn, OFFER_INDEX_KEY)
+        .map_err(StoreError::lmdb("reading the offer index stamp"))?
+        .is_some();
+    if indexed {
+        return Ok(());
+    }
+    offers
+        .clear(txn)
+        .map_err(StoreError::lmdb("clearing the offer index"))?;
+    let mut height = 1u64;
+    loop {
+        let key = height.to_be_bytes();
+        let Some(bytes) = blocks
+            .get(txn, &key)
+            .map_err(StoreError::lmdb("reading a block to index"))?
+        else {
+            break;
+        };
+        let block = decode_block(height, bytes)?;
+        let stored = results
+            .get(txn, &key)
+            .map_err(StoreError::lmdb("reading block results to index"))?;
+        let results = stored
+            .map(|bytes| decode_results(height, bytes))
+            .transpose()?;
+        let (dropped, fills) = results.map_or((Vec::new(), None), |r| (r.dropped, r.fills));
+        put_offer_entries(offers, txn, &block, &dropped, fills.as_deref())
+            .map_err(StoreError::lmdb("writing the offer index"))?;
+        height += 1;
+    }
+    meta.put(txn, OFFER_INDEX_KEY, &[])
+        .map_err(StoreError::lmdb("stamping the offer index"))
+}
+
 fn decode_height(key: &[u8]) -> Result<u64, StoreError> {
     let bytes: [u8; 8] = key.try_into().map_err(|_| StoreError::CorruptHeaderEntry {
         height: 0,
@@ -1005,6 +1312,8 @@ fn create_tables<'e>(
         create_database(opener, txn, "headers")?,
         create_database(opener, txn, "results")?,
         create_database(opener, txn, "checkpoints")?,
+        create_database(opener, txn, "offers")?,
+        create_database(opener, txn, "books")?,
     ])
 }
 

@@ -238,6 +238,19 @@ fn check_recovery(dir: &Path, committed: &[(u64, String)], mode: Mode) {
             assert_eq!(&state.state_root(1).to_string(), root);
         }
     }
+    // The offer index commits with its block: after any kill it indexes exactly the stored
+    // blocks (offer id h is used by block h alone in this workload).
+    for height in 1..=stored_height + 1 {
+        let expected = if height <= stored_height {
+            common::offer_creators_of(height)
+        } else {
+            Vec::new()
+        };
+        let indexed = store
+            .offer_creators(walras_types::OfferId(height), u64::MAX, usize::MAX)
+            .unwrap();
+        assert_eq!(indexed, expected, "block {height}'s offers in the index");
+    }
     drop(store);
     BlockStore::open(dir).expect("the store reopens cleanly");
 }

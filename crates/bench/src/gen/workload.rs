@@ -98,7 +98,7 @@ fn asset_name(text: &str) -> Result<AssetInfo, String> {
 /// The directory for block files inside `--out`.
 const BLOCKS_DIR: &str = "blocks";
 
-pub fn run(args: GenWorkloadArgs) -> Result<(), ToolError> {
+pub(super) fn run(args: GenWorkloadArgs) -> Result<(), ToolError> {
     let params = WorkloadParams {
         accounts: args.accounts,
         assets: args.assets,

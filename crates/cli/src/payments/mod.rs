@@ -280,7 +280,7 @@ fn deposit(args: DepositArgs) -> anyhow::Result<()> {
         owner: *wallet.public_key().as_bytes(),
     };
     let signed = super::tx::submit_signed(&args.signer, operation, true)?;
-    let id = walras_engine::bridge::deposit_output(&signed);
+    let id = walras_engine::deposit_output(&signed);
     wallet.add_deposit(id, AssetId(args.asset), u128::from(args.amount))?;
     println!(
         "deposit output {} ({} of asset {}) kept in {}; spendable once the validators have \
@@ -411,7 +411,7 @@ fn withdraw(args: WithdrawArgs) -> anyhow::Result<()> {
             transaction,
         };
         node.submit(&signed).await?;
-        let hash = walras_engine::block::transaction_hash(&signed).to_string();
+        let hash = walras_engine::transaction_hash(&signed).to_string();
         let deadline = std::time::Instant::now() + WITHDRAW_WAIT;
         loop {
             match node.transaction(&hash).await {

@@ -38,8 +38,8 @@ use tendermint_proto::v0_38::abci::{
 };
 use walras_api::proposal;
 use walras_crypto::{signature_accepted, Hash, Signature};
-use walras_engine::admission::{self, Rejection};
-use walras_engine::block::transaction_hash;
+use walras_engine::transaction_hash;
+use walras_engine::{self as engine, Rejection};
 use walras_engine::{Block, BlockOutcome, CheckedBlock, EngineConfig, EngineError, ExchangeState};
 use walras_types::{AccountId, SignedTransaction};
 
@@ -279,12 +279,12 @@ impl WalrasApp {
         let payments = state.as_ref().and_then(|state| state.payments());
         // The funds check against the view's balance alone: a transaction this node's API
         // admitted is in its mempool, and must not count against itself.
-        let verdict = admission::admit(signed, source, payments, |key| {
+        let verdict = engine::admit(signed, source, payments, |key| {
             verified_before || signature_verifies(signed, key)
         })
         .and_then(|()| {
             let source = signed.transaction.source;
-            admission::check_funds(&signed.transaction.operation, |asset| {
+            engine::check_funds(&signed.transaction.operation, |asset| {
                 view.balance(source, asset)
             })
         });

@@ -155,3 +155,13 @@ pub(crate) fn propose_and_append_with_state(
         .expect("the next block is appended");
     block
 }
+
+/// The accounts whose transaction in block `height` of the workload creates an offer (its id
+/// is `height`: every account uses sequence number `height` there), ascending.
+pub(crate) fn offer_creators_of(height: u64) -> Vec<AccountId> {
+    transactions(height)
+        .iter()
+        .filter(|signed| signed.transaction.new_offer().is_some())
+        .map(|signed| signed.transaction.source)
+        .collect()
+}

@@ -36,12 +36,12 @@
 //! its own book at its own limit. There is no commission. An account may trade with its own
 //! resting offers (nothing is created by it, and preventing it is policy, not matching).
 
-use crate::account::Account;
-use crate::admission::{self, Rejection};
-use crate::filter::DropReason;
-use crate::state::{check_genesis, new_slot, SlotMap, StateError, ACCOUNTS_MAX};
 use std::collections::{BTreeMap, HashMap};
 use walras_crypto::{verify, PublicKey, Signature};
+use walras_engine::{
+    admit, check_genesis, new_slot, Account, DropReason, Rejection, SlotMap, StateError,
+    ACCOUNTS_MAX,
+};
 use walras_types::genesis::Genesis;
 use walras_types::{
     AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction, MAX_AMOUNT,
@@ -289,7 +289,7 @@ impl OrderbookExchange {
     ) -> Result<u32, DropReason> {
         let slot = self.slots.get(&signed.transaction.source).copied();
         let source = slot.map(|slot| self.accounts[slot as usize].admission_view());
-        admission::admit(signed, source, None, |key| {
+        admit(signed, source, None, |key| {
             !verify_signatures || signature_valid(key, signed)
         })
         .map_err(Rejection::drop_reason)?;

@@ -17,11 +17,12 @@
 //! end, that `execute_block` on the same list reaches the same state and counts.
 //!
 //! The timing of one block of 100k transactions over 100k accounts is a benchmark:
-//! `cargo bench -p walras-engine --bench orderbook_block`.
+//! `cargo bench -p walras-bench --bench orderbook_block`.
 
 use proptest::prelude::*;
+use walras_bench::orderbook::{Fill, OrderbookExchange};
 use walras_crypto::Keypair;
-use walras_engine::{DropReason, Fill, OrderbookExchange};
+use walras_engine::DropReason;
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{
     AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction, MAX_AMOUNT,

@@ -1,8 +1,8 @@
 //! The serial order-book baseline on one large block (criterion; was the ignored test
 //! `timing_one_block_of_100k_transactions_over_100k_accounts` in `tests/orderbook.rs`):
 //!
-//! `cargo bench -p walras-engine --bench orderbook_block`
-//! (a quick look: `cargo bench -p walras-engine --bench orderbook_block -- --quick`)
+//! `cargo bench -p walras-bench --bench orderbook_block`
+//! (a quick look: `cargo bench -p walras-bench --bench orderbook_block -- --quick`)
 //!
 //! One block of 100,000 transactions over 100,000 accounts holding two assets: 80% offers of
 //! 100..10,000 units either way at limits within 1% of 1, 10% cancels of an offer made earlier in
@@ -14,8 +14,9 @@
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use walras_bench::orderbook::OrderbookExchange;
 use walras_crypto::Keypair;
-use walras_engine::{DropReason, OrderbookExchange};
+use walras_engine::DropReason;
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};
 

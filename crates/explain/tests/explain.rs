@@ -19,8 +19,8 @@ use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use walras_clearing::PayoutTerms;
 use walras_crypto::Keypair;
-use walras_engine::explain::{explain_offer, BlockReason, OfferRef, OfferStatus, OfferTracer};
 use walras_engine::{Block, DropReason, EngineConfig, ExchangeState};
+use walras_explain::{explain_offer, BlockReason, OfferRef, OfferStatus, OfferTracer};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{
     AccountId, AssetId, OfferId, OfferKey, Operation, PairId, Price, SignedTransaction,
@@ -558,5 +558,100 @@ proptest! {
             let _ = tracer.block(&block, &dropped);
         }
         let _ = tracer.finish(None).summary();
+    }
+}
+
+/// The node's path (the store, its per-offer index, `explain_committed` and `offer_accounts`)
+/// answers exactly what the tracer answers over every block, for every offer id any
+/// transaction used (filled, partly filled, rested, cancelled, dropped, a payment's sequence
+/// number) and for ids no transaction used. Trigger: an index that misses a block touching an
+/// offer (a dropped creation, a cancel) would make `explain_committed` answer `unknown`, or
+/// list too few accounts.
+#[test]
+fn the_store_and_its_offer_index_explain_every_offer_as_the_full_pass_does() {
+    // Book snapshots never, after every block, and every third block: the replay starts at
+    // block 1, at the block before the creation, or up to two blocks before that.
+    for interval in [0, 1, 3] {
+        store_path_agrees_with_the_full_pass(interval);
+    }
+}
+
+fn store_path_agrees_with_the_full_pass(book_snapshot_interval_blocks: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let genesis = genesis(16);
+    let options = walras_store::StoreOptions {
+        book_snapshot_interval_blocks,
+        ..walras_store::StoreOptions::default()
+    };
+    let store = walras_store::BlockStore::create_with(dir.path(), &genesis, &[], &options).unwrap();
+    let mut state = ExchangeState::from_genesis(&genesis, 1).unwrap();
+    let config = EngineConfig::default();
+    let epsilon = config.clearing.epsilon;
+    let mut generator = Generator::new(7, Model::Straddle, 16);
+    let mut history: Vec<(Block, Vec<(u32, DropReason)>)> = Vec::new();
+    for _ in 0..10 {
+        let (block, outcome) = state.propose(generator.block(80), &config).unwrap();
+        store
+            .append_with_results(&block, &outcome.dropped, None, Some(&outcome.fills), &state)
+            .unwrap();
+        history.push((block, outcome.dropped));
+    }
+    let tip = history.len() as u64;
+    let mut used: BTreeMap<u64, BTreeSet<AccountId>> = BTreeMap::new();
+    let mut creators: BTreeMap<u64, BTreeSet<AccountId>> = BTreeMap::new();
+    for (block, _) in &history {
+        for signed in &block.transactions {
+            let transaction = &signed.transaction;
+            used.entry(transaction.sequence)
+                .or_default()
+                .insert(transaction.source);
+            if transaction.new_offer().is_some() {
+                creators
+                    .entry(transaction.sequence)
+                    .or_default()
+                    .insert(transaction.source);
+            }
+        }
+    }
+    let mut statuses = BTreeSet::new();
+    for (&id, accounts) in &used {
+        let listed = walras_explain::offer_accounts(&store, OfferId(id), tip, 100).unwrap();
+        let expected: Vec<AccountId> = creators
+            .get(&id)
+            .map(|set| set.iter().copied().collect())
+            .unwrap_or_default();
+        assert_eq!(listed, expected, "accounts of offer id {id}");
+        // Every account that used the id, and one that never did.
+        for account in accounts.iter().copied().chain([AccountId(999)]) {
+            let target = OfferRef {
+                account,
+                id: OfferId(id),
+            };
+            let blocks = history
+                .iter()
+                .map(|(block, dropped)| (block, dropped.as_slice()));
+            let full = explain_offer(target, ASSETS as usize, epsilon, blocks, None).unwrap();
+            let indexed = walras_explain::explain_committed(
+                &store,
+                target,
+                (ASSETS as usize, epsilon),
+                tip,
+                None,
+                || true,
+            )
+            .unwrap();
+            assert_eq!(
+                indexed, full,
+                "offer {id} of account {}, snapshots every {book_snapshot_interval_blocks} blocks",
+                account.0
+            );
+            statuses.insert(full.status.name());
+        }
+    }
+    for status in ["traded", "not_traded", "cancelled", "dropped", "unknown"] {
+        assert!(
+            statuses.contains(status),
+            "{status} not covered: {statuses:?}"
+        );
     }
 }

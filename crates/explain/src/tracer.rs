@@ -1,36 +1,12 @@
-//! Why an offer traded, or did not: "why did my order not fill?" answered from committed data.
-//!
-//! An offer is named by its account and id (the sequence number of the transaction that created
-//! it: ids are per account). Everything here is recomputed from the stored blocks and the
-//! transactions each block dropped — nothing that a restart loses — by [`OfferTracer`], which
-//! walks the blocks in height order and keeps the books clearing saw:
-//!
-//! 1. In each block, the accepted cancels leave their books and the accepted creations join
-//!    them: the books are then exactly those the block's clearing ran on (the engine builds
-//!    them the same way: open offers, less the cancelled, plus the new).
-//! 2. If the offer is in its book, [`explain_in_block`] decides what happened to it from the
-//!    header alone — the pair's rate from the header's valuations, the amount the pair sold and
-//!    its last traded offer — and the offer's place in the canonical order.
-//! 3. The header's trades are applied the way execution applies them: offers in canonical order
-//!    fill until the pair's amount is sold, each selling what clearing's one fill rule
-//!    ([`walras_clearing::FillWalk`], [`walras_clearing::PayoutTerms::sale`]) allows it at its
-//!    limit; an offer selling less than its amount keeps the rest.
-//!
-//! The decision is exact (integers and Q48.80 prices); the distance of a limit from the rate is
-//! in hundredths of a basis point, rounded down. The tracer checks the committed data against
-//! itself (a cancel names an open offer, a header's last offer is where its amount ends) and
-//! reports an inconsistency as an error instead of guessing.
-//!
-//! Cost: one pass over the blocks up to the tip (they are decoded, not executed: no signature,
-//! no clearing); the books of every pair are kept until the offer is found, then only its pair.
+//! The offer tracer: one offer followed through the committed blocks (see the crate
+//! documentation for how it decides).
 
-use crate::block::{transaction_hash, Block};
-use crate::filter::DropReason;
 use ethnum::U256;
 use std::collections::BTreeMap;
 use std::fmt;
 use walras_clearing::{FillWalk, PayoutTerms};
 use walras_crypto::Hash;
+use walras_engine::{transaction_hash, Block, DropReason};
 use walras_types::transaction::NewOffer;
 use walras_types::{
     AccountId, AssetId, Fraction, OfferId, OfferKey, Price, SignedTransaction, Valuation,
@@ -487,7 +463,7 @@ pub fn explain_offer<'a>(
     Ok(tracer.finish(pending))
 }
 
-/// Walks committed blocks in height order and follows one offer (see the module docs).
+/// Walks committed blocks in height order and follows one offer (see the crate documentation).
 pub struct OfferTracer {
     target: OfferRef,
     assets: usize,
@@ -529,6 +505,41 @@ impl OfferTracer {
             blocks_live: 0,
             sold_total: 0,
             received_total: 0,
+        }
+    }
+
+    /// A tracer that starts at block `next_height` with the target's pair known and its book
+    /// as it stood after block `next_height - 1` (a stored snapshot; empty for height 1),
+    /// following only that pair. Give it the blocks before `next_height` that hold a
+    /// transaction of the target's account and sequence number through
+    /// [`OfferTracer::note_earlier`] first: it then reaches the explanation the tracer from
+    /// block 1 reaches, provided the offer is created at `next_height` or later.
+    pub fn resume(
+        target: OfferRef,
+        (assets, epsilon): (usize, Fraction),
+        next_height: u64,
+        (sell, buy): (AssetId, AssetId),
+        book: BTreeMap<OfferKey, u64>,
+    ) -> OfferTracer {
+        let mut tracer = OfferTracer::new(target, assets, epsilon);
+        let pair = tracer.pair_index(sell, buy);
+        tracer.next_height = next_height;
+        tracer.pair = Some(pair);
+        tracer.books.insert(pair, book);
+        tracer
+    }
+
+    /// Notes the target's transactions in `block`, a block before the one [`OfferTracer::resume`]
+    /// started at (blocks in height order): a dropped creation, or what used its sequence
+    /// number. Nothing else of the block matters before the offer exists.
+    pub fn note_earlier(&mut self, block: &Block, dropped: &[(u32, DropReason)]) {
+        let height = block.header.height;
+        for (index, signed) in block.transactions.iter().enumerate() {
+            let transaction = &signed.transaction;
+            if transaction.source == self.target.account && transaction.sequence == self.target.id.0
+            {
+                self.note_target_transaction(height, block, index, dropped);
+            }
         }
     }
 
@@ -637,8 +648,9 @@ impl OfferTracer {
             self.pair = Some(pair);
             self.books.retain(|index, _| *index == pair);
         }
-        // 2. The target in this block's clearing.
-        if let (Some(details), Some(pair)) = (self.details, self.pair) {
+        // 2. The target in this block's clearing (a resumed tracer knows the pair before the
+        // offer exists: until then, a dropped creation's details name no book).
+        if let (Some(details), Some(pair), Some(_)) = (self.details, self.pair, self.created) {
             let assets = self.assets;
             if usize::from(details.sell.0) >= assets || usize::from(details.buy.0) >= assets {
                 return Err(ExplainError::UnknownAsset { height });
