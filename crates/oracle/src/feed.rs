@@ -1,11 +1,14 @@
 //! Recorded feeds: the record format (one JSON object per line) and a deterministic generator that
 //! writes each venue's real wire format with injected faults, plus the venue's true book for tests.
 //!
-//! The pseudo-random generator is a hand-written SplitMix64: a generated feed must be the same
-//! bytes for the same seed forever, which a crate's unspecified algorithm does not promise.
+//! The pseudo-random generator is `rand_xoshiro::SplitMix64`, a named algorithm whose output is
+//! fixed: a generated feed must be the same bytes for the same seed forever, which a crate's
+//! unspecified algorithm (such as `rand`'s `StdRng`) does not promise.
 
 use crate::decimal::Dec;
 use crate::event::Protocol;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -220,24 +223,20 @@ pub struct GeneratedFeed {
     pub faults: FaultCounts,
 }
 
-pub struct SplitMix64(u64);
+/// The generator's draws from the seeded SplitMix64 stream (`rand_xoshiro`'s, the same algorithm
+/// the feed format was first written with, so a seed's feed keeps its bytes).
+pub(crate) trait Draws {
+    /// Uniform in [0, 1): the top 53 bits of one draw.
+    fn unit(&mut self) -> f64;
+    /// One draw modulo `n` (0 when `n` is 0); the small modulo bias is part of the format.
+    fn below(&mut self, n: u64) -> u64;
+}
 
-impl SplitMix64 {
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
+impl Draws for SplitMix64 {
+    fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
-    pub fn below(&mut self, n: u64) -> u64 {
+    fn below(&mut self, n: u64) -> u64 {
         if n == 0 {
             0
         } else {
@@ -452,7 +451,7 @@ fn iso_time(t_ns: u64) -> String {
 
 /// Generates the feed. Deterministic in `cfg`.
 pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
-    let mut rng = SplitMix64::new(cfg.seed);
+    let mut rng = SplitMix64::seed_from_u64(cfg.seed);
     let mut venues: Vec<SimVenue> = cfg
         .venues
         .iter()
