@@ -9,7 +9,7 @@
 //! refused before it is buffered (the WebSocket layer is configured with the same limit, so an
 //! oversized message never reaches memory whole), and reading never panics on outside bytes.
 
-use crate::frame::{framed, read_frame};
+use crate::frame::{framed, FrameDecoder};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use std::io;
@@ -19,6 +19,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
+use tokio_util::codec::FramedRead;
 
 type Ws = WebSocketStream<TcpStream>;
 
@@ -32,7 +33,7 @@ pub fn ws_config(max: usize) -> WebSocketConfig {
 
 /// The reading half of a participant connection.
 pub enum FrameReader {
-    Tcp(OwnedReadHalf),
+    Tcp(FramedRead<OwnedReadHalf, FrameDecoder>),
     Ws(SplitStream<Ws>),
 }
 
@@ -45,7 +46,9 @@ pub enum FrameWriter {
 /// Splits a TCP stream into frame halves.
 pub fn tcp(stream: TcpStream) -> (FrameReader, FrameWriter) {
     let (reader, writer) = stream.into_split();
-    (FrameReader::Tcp(reader), FrameWriter::Tcp(writer))
+    // The limit is set again by each `FrameReader::next`; this one only has to be valid.
+    let frames = FramedRead::new(reader, FrameDecoder::new(crate::frame::UPLINK_FRAME_MAX));
+    (FrameReader::Tcp(frames), FrameWriter::Tcp(writer))
 }
 
 /// Splits an accepted (or connected) WebSocket into frame halves.
@@ -63,7 +66,15 @@ impl FrameReader {
     /// connection cleanly; an error for anything that is not a frame (then close).
     pub async fn next(&mut self, max: usize) -> io::Result<Option<Vec<u8>>> {
         match self {
-            FrameReader::Tcp(reader) => read_frame(reader, max).await,
+            FrameReader::Tcp(frames) => {
+                frames.decoder_mut().set_max(max);
+                // FramedRead keeps a partly read frame across calls, so a caller may time this
+                // out and call again without losing bytes.
+                match frames.next().await {
+                    None => Ok(None),
+                    Some(frame) => frame.map(|payload| Some(payload.to_vec())),
+                }
+            }
             FrameReader::Ws(reader) => loop {
                 let message = match reader.next().await {
                     None => return Ok(None),
