@@ -19,7 +19,7 @@
 //! line, and a map that silently skipped an asset would leave that asset's band check and warm
 //! start without a reference.
 
-use crate::feed::{default_assets, default_venues, symbol_for, venue_protocol, venue_quote};
+use crate::venues::{default_assets, default_venues, symbol_for, venue_protocol, venue_quote};
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
 use std::collections::BTreeMap;

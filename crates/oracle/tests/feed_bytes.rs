@@ -5,7 +5,7 @@
 //! `rand_xoshiro::SplitMix64`.
 
 use sha2::{Digest, Sha256};
-use walras_oracle::feed::{generate_feed_with_truth, write_jsonl, FeedConfig};
+use walras_oracle::{generate_feed_with_truth, write_jsonl, FeedConfig};
 
 fn feed_sha256_hex(cfg: &FeedConfig) -> String {
     let generated = generate_feed_with_truth(cfg);

@@ -1,5 +1,6 @@
-//! Recorded feeds: the record format (one JSON object per line) and a deterministic generator that
-//! writes each venue's real wire format with injected faults, plus the venue's true book for tests.
+//! A deterministic feed generator: each venue's real wire format with injected faults (gaps,
+//! duplicates, reorders, crossed books, bad checksums, disconnects), plus the venue's true book
+//! for tests.
 //!
 //! The pseudo-random generator is `rand_xoshiro::SplitMix64`, a named algorithm whose output is
 //! fixed: a generated feed must be the same bytes for the same seed forever, which a crate's
@@ -7,155 +8,17 @@
 
 use crate::decimal::Dec;
 use crate::event::Protocol;
+use crate::record::{Record, RecordKind};
+use crate::venues::{
+    default_assets, default_venues, symbol_for, venue_protocol, venue_quote, KRAKEN_DEPTH,
+};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
 
-/// Kraken book subscription depth the generator and the replay both use.
-pub const KRAKEN_DEPTH: usize = 10;
 /// Levels of the true book kept in a `TruthPoint` per side.
 pub const TRUTH_LEVELS: usize = 5;
-/// Longest line accepted when reading a recorded feed.
-pub const RECORD_BYTES_MAX: usize = 8 << 20;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecordKind {
-    /// A WebSocket message.
-    Ws,
-    /// A REST response; `path` is the request path.
-    Rest,
-    /// The connection dropped; later messages on `conn` belong to a new connection.
-    Disconnect,
-}
-
-/// One received message: receive time, venue, connection, raw payload.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    pub recv_ns: u64,
-    pub venue: String,
-    pub conn: u32,
-    pub kind: RecordKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    pub payload: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum FeedError {
-    #[error("io: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("line {line}: {detail}")]
-    Line { line: usize, detail: String },
-}
-
-pub fn write_jsonl(records: &[Record], mut out: impl Write) -> Result<(), FeedError> {
-    for r in records {
-        let line = serde_json::to_string(r).map_err(|e| FeedError::Line {
-            line: 0,
-            detail: e.to_string(),
-        })?;
-        out.write_all(line.as_bytes())?;
-        out.write_all(b"\n")?;
-    }
-    Ok(())
-}
-
-pub fn read_jsonl(input: impl BufRead) -> Result<Vec<Record>, FeedError> {
-    let mut records = Vec::new();
-    for (i, line) in input.lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        if line.len() > RECORD_BYTES_MAX {
-            return Err(FeedError::Line {
-                line: i + 1,
-                detail: format!("longer than {RECORD_BYTES_MAX} bytes"),
-            });
-        }
-        records.push(serde_json::from_str(&line).map_err(|e| FeedError::Line {
-            line: i + 1,
-            detail: e.to_string(),
-        })?);
-    }
-    Ok(records)
-}
-
-/// Venue name to wire format: by name prefix (`binance`, `binance-2`, `okx-eu`, ...).
-pub fn venue_protocol(venue: &str) -> Option<Protocol> {
-    Protocol::ALL
-        .into_iter()
-        .find(|p| venue.starts_with(p.name()))
-}
-
-/// `n` venue names cycling through the five protocols: binance, coinbase, kraken, okx, bitstamp, binance-2, ...
-pub fn default_venues(n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            let p = Protocol::ALL[i % 5].name();
-            if i < 5 {
-                p.to_string()
-            } else {
-                format!("{p}-{}", i / 5 + 1)
-            }
-        })
-        .collect()
-}
-
-/// The paper's 40 assets (less its stablecoins, which the oracle prices itself), then `A41`, `A42`...
-pub fn default_assets(n: usize) -> Vec<String> {
-    const PAPER: [&str; 36] = [
-        "BTC", "ETH", "LINK", "SOL", "XRP", "DOT", "DOGE", "ADA", "BNB", "LUNA", "SHIB", "WBTC",
-        "NEAR", "TRX", "CRO", "MATIC", "LTC", "APE", "FTT", "LEO", "ATOM", "XLM", "ALGO", "XMR",
-        "ETC", "UNI", "VET", "FIL", "ICP", "HBAR", "EGLD", "XTZ", "THETA", "SAND", "GRT", "AXS",
-    ];
-    (0..n)
-        .map(|i| {
-            PAPER
-                .get(i)
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| format!("A{}", i + 1))
-        })
-        .collect()
-}
-
-/// The quote currency a protocol's generated books use for ordinary assets.
-pub fn venue_quote(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::Binance | Protocol::Okx => "USDT",
-        Protocol::Coinbase | Protocol::Kraken | Protocol::Bitstamp => "USD",
-    }
-}
-
-pub fn symbol_for(protocol: Protocol, base: &str, quote: &str) -> String {
-    match protocol {
-        Protocol::Binance => format!("{base}{quote}"),
-        Protocol::Coinbase | Protocol::Okx => format!("{base}-{quote}"),
-        Protocol::Kraken => format!("{base}/{quote}"),
-        Protocol::Bitstamp => format!("{base}{quote}").to_ascii_lowercase(),
-    }
-}
-
-/// Quote currencies recognised at the end of a separator-less symbol (Binance, Bitstamp), longest
-/// first. A suffix split is ambiguous in general: with `BUSD` in this list, Bitstamp's `bnbusd` split
-/// as BN/BUSD (found by the 40-asset replay), so it is left out; a live deployment should register
-/// each instrument from venue metadata with `Router::register`.
-pub const KNOWN_QUOTES: [&str; 5] = ["USDT", "USDC", "USD", "EUR", "BTC"];
-
-/// `(base, quote)` of a venue symbol: split at `-`, `/` or `_`, else by a known quote suffix.
-pub fn parse_symbol(symbol: &str) -> Option<(String, String)> {
-    let upper = symbol.to_ascii_uppercase();
-    if let Some((b, q)) = upper.split_once(['-', '/', '_']) {
-        return (!b.is_empty() && !q.is_empty()).then(|| (b.to_string(), q.to_string()));
-    }
-    KNOWN_QUOTES
-        .iter()
-        .find(|q| upper.len() > q.len() && upper.ends_with(*q))
-        .map(|q| (upper[..upper.len() - q.len()].to_string(), q.to_string()))
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FeedConfig {
