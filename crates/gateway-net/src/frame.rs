@@ -1,11 +1,14 @@
-//! The participant protocol's frames on sockets: the codec itself is [`walras_gateway::frame`]
+//! The participant protocol's frames on sockets: the codec itself is `walras_gateway`'s
 //! (pure, fuzzed); this module adds the TCP framing, a `u32` big-endian length then the payload,
 //! read by `tokio_util`'s [`LengthDelimitedCodec`] behind a check that names an oversized frame.
 
 use bytes::{Bytes, BytesMut};
 use std::io;
 use tokio_util::codec::{Decoder, LengthDelimitedCodec, LengthDelimitedCodecError};
-pub use walras_gateway::frame::*;
+pub(crate) use walras_gateway::{
+    framed, hello_signing_message, BlockData, Downlink, FrameError, NoticeCode, OwnResult,
+    RefusalCode, SignedHello, Uplink, DOWNLINK_FRAME_MAX, PROTOCOL_VERSION, UPLINK_FRAME_MAX,
+};
 
 /// Bytes of the length prefix.
 const PREFIX_BYTES: usize = 4;
@@ -16,13 +19,13 @@ const PREFIX_BYTES: usize = 4;
 /// alone, before the payload is buffered) is `InvalidData` carrying [`FrameError::TooLarge`];
 /// a stream that ends inside a frame is `UnexpectedEof`. A stream that ends between frames is a
 /// clean end (`None`).
-pub struct FrameDecoder {
+pub(crate) struct FrameDecoder {
     inner: LengthDelimitedCodec,
     max: usize,
 }
 
 impl FrameDecoder {
-    pub fn new(max: usize) -> FrameDecoder {
+    pub(crate) fn new(max: usize) -> FrameDecoder {
         let inner = LengthDelimitedCodec::builder()
             .length_field_length(PREFIX_BYTES)
             .big_endian()
@@ -32,7 +35,7 @@ impl FrameDecoder {
     }
 
     /// Changes the limit for the frames not yet started.
-    pub fn set_max(&mut self, max: usize) {
+    pub(crate) fn set_max(&mut self, max: usize) {
         self.max = max;
         self.inner.set_max_frame_length(max);
     }

@@ -1,9 +1,6 @@
-//! The gateway process: participant connections, the ordering buffer in cut mode, the node link.
-//!
-//! One core task owns every piece of state (the [`OrderingBuffer`], the queued transactions, the
-//! connections' downlink senders, the tip); connection tasks only read and write frames and hand
-//! decoded messages to it, stamped with their arrival time. Time is nanoseconds since the gateway
-//! started (a monotonic clock), passed into the pure core as a value.
+//! The gateway's core task: one actor owns every piece of state (the [`OrderingBuffer`], the
+//! queued transactions, the connections' downlink senders, the tip); connection tasks only read
+//! and write frames and hand decoded messages to it, stamped with their arrival time.
 //!
 //! The cycle, for block N published at `t_N`: the core tries `seal(now, N, W, block_trades_max)`
 //! on every message and every millisecond; once it seals, it sends block N+1's transactions to the
@@ -11,227 +8,24 @@
 //! every connected participant (header facts, valuations, and each participant's own results) in
 //! one frame each, and notes `t_{N+1}` for round-trip estimates.
 
-use crate::frame::{
-    hello_signing_message, BlockData, Downlink, NoticeCode, OwnResult, RefusalCode, Uplink,
-    PROTOCOL_VERSION, UPLINK_FRAME_MAX,
-};
+use crate::config::{CutMode, GatewayConfig};
+use crate::error::GatewayNetError;
+use crate::frame::{BlockData, Downlink, NoticeCode, OwnResult, Uplink};
+use crate::journal::{Journal, ParticipantEvent, SealRecord};
 use crate::metrics::GatewayMetrics;
 use crate::node_link::{NodeLink, NodeLinkError};
-use crate::transport::{self, FrameReader, FrameWriter};
-use crate::verify::{self, AccountCache, Checked, Refusal, TradeChecker};
-use rand_core::RngCore;
+use crate::verify::{self, AccountCache, Checked, Refusal};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
-use walras_gateway::link::{GatewayStats, SealReply};
 use walras_gateway::{
     GatewayError, OrderingBuffer, OrderingConfig, OrderingEvent, SealOutcome, UplinkKind,
     UplinkMessage,
 };
+use walras_gateway::{GatewayStats, SealReply};
 
-/// Most participants one gateway serves (each holds an ordering-buffer watermark).
-pub const PARTICIPANTS_MAX: usize = 100_000;
-
-/// How the gateway cuts blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CutMode {
-    /// DBO: block N+1 holds the trades whose delivery clock is below ⟨N, W⟩.
-    Dbo,
-    /// The node's timer cut, reproduced here for comparison: block N+1 holds whatever arrived
-    /// within `interval` of block N's publication, in arrival order; clocks are ignored.
-    Timer { interval: Duration },
-}
-
-#[derive(Clone, Debug)]
-pub struct GatewayConfig {
-    /// Participants' TCP address.
-    pub listen: String,
-    /// Participants' WebSocket address (`None`: TCP only); same frames, one per binary message.
-    pub listen_ws: Option<String>,
-    /// `/metrics` over HTTP (`None`: not served).
-    pub metrics_listen: Option<String>,
-    /// The node's base URL (`http://127.0.0.1:8080`); it must run with `--block-source gateway`.
-    pub node_url: String,
-    /// Signs the sealed batches (the node holds its public key).
-    pub key: walras_crypto::Keypair,
-    /// Participant `i`'s Ed25519 public key is `participant_keys[i]`: a Hello claiming `i` must
-    /// carry `i`'s signature over the connection's Challenge.
-    pub participant_keys: Vec<walras_crypto::PublicKey>,
-    /// W: a trade answering block N within W goes into block N+1.
-    pub window: Duration,
-    /// A participant whose round trip or silence exceeds this stops holding seals back.
-    pub straggler_threshold: Duration,
-    /// Most trades in one block (give the node's `--max-block-txs`).
-    pub block_trades_max: usize,
-    /// Trades held in the ordering buffer; beyond it trades are refused (`QueueFull`).
-    pub queue_len_max: usize,
-    /// Trades one participant may hold in the ordering buffer (its share; beyond it only its
-    /// trades are refused, `ShareFull`). `None`: `queue_len_max / participants` (at least 1),
-    /// so that the shares together never exceed the buffer.
-    pub participant_queue_max: Option<usize>,
-    pub cut: CutMode,
-    /// A new connection must say Hello within this long.
-    pub handshake_timeout: Duration,
-    /// A connection that sends nothing for this long is closed (heartbeats keep it open).
-    pub idle_timeout: Duration,
-}
-
-impl GatewayConfig {
-    /// Participants are numbered `0..participants()`.
-    pub fn participants(&self) -> u32 {
-        self.participant_keys.len() as u32
-    }
-
-    /// Each participant's share of the ordering buffer.
-    pub fn share_max(&self) -> usize {
-        self.participant_queue_max
-            .unwrap_or_else(|| (self.queue_len_max / self.participant_keys.len().max(1)).max(1))
-    }
-
-    pub fn new(
-        node_url: &str,
-        key: walras_crypto::Keypair,
-        participant_keys: Vec<walras_crypto::PublicKey>,
-    ) -> GatewayConfig {
-        GatewayConfig {
-            listen: "127.0.0.1:0".into(),
-            listen_ws: None,
-            metrics_listen: None,
-            node_url: node_url.into(),
-            key,
-            participant_keys,
-            window: Duration::from_millis(50),
-            straggler_threshold: Duration::from_millis(500),
-            block_trades_max: 50_000,
-            queue_len_max: 1 << 20,
-            participant_queue_max: None,
-            cut: CutMode::Dbo,
-            handshake_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum GatewayNetError {
-    #[error("invalid gateway configuration: {0}")]
-    Config(String),
-    #[error("listening on {address}: {cause}")]
-    Listen {
-        address: String,
-        cause: std::io::Error,
-    },
-    #[error(transparent)]
-    Node(#[from] NodeLinkError),
-    #[error(transparent)]
-    Core(#[from] GatewayError),
-    #[error("the gateway stopped: {0}")]
-    Stopped(String),
-}
-
-/// One sealed block, as the gateway saw it (for tests and operators).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SealRecord {
-    /// The block sealed (N+1).
-    pub height: u64,
-    /// Nanoseconds (gateway time) when block N was published.
-    pub previous_published_ns: u64,
-    /// When block N+1 was sealed.
-    pub sealed_ns: u64,
-    pub trades: usize,
-    pub late: usize,
-    pub spilled: usize,
-}
-
-/// Straggler changes, as the gateway saw them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ParticipantEvent {
-    Straggler { participant: u32, at_ns: u64 },
-    Rejoined { participant: u32, at_ns: u64 },
-}
-
-#[derive(Default)]
-struct Journal {
-    seals: Vec<SealRecord>,
-    events: Vec<ParticipantEvent>,
-}
-
-/// A running gateway.
-pub struct Gateway {
-    pub address: SocketAddr,
-    /// Where participants connect over WebSocket (`ws://ADDRESS`), if configured.
-    pub ws_address: Option<SocketAddr>,
-    pub metrics_address: Option<SocketAddr>,
-    journal: Arc<Mutex<Journal>>,
-    metrics: Arc<GatewayMetrics>,
-    stop: Option<oneshot::Sender<()>>,
-    core: tokio::task::JoinHandle<Result<(), GatewayNetError>>,
-    accept: tokio::task::JoinHandle<()>,
-    accept_ws: Option<tokio::task::JoinHandle<()>>,
-    started: Instant,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        self.accept.abort();
-        if let Some(accept) = &self.accept_ws {
-            accept.abort();
-        }
-        self.core.abort();
-    }
-}
-
-impl Gateway {
-    pub fn seals(&self) -> Vec<SealRecord> {
-        self.journal().seals.clone()
-    }
-
-    pub fn participant_events(&self) -> Vec<ParticipantEvent> {
-        self.journal().events.clone()
-    }
-
-    pub fn metrics_text(&self) -> String {
-        self.metrics.render()
-    }
-
-    /// Nanoseconds since the gateway started (the time base of [`SealRecord`]).
-    pub fn now_ns(&self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
-    }
-
-    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
-        self.journal
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Stops the gateway; returns the core's result (an error if it had stopped on one).
-    pub async fn stop(mut self) -> Result<(), GatewayNetError> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.accept.abort();
-        if let Some(accept) = &self.accept_ws {
-            accept.abort();
-        }
-        (&mut self.core)
-            .await
-            .map_err(|e| GatewayNetError::Stopped(e.to_string()))?
-    }
-
-    /// Resolves when the gateway stops by itself (an error: the node refused a batch, or the link
-    /// failed for good).
-    pub async fn wait(mut self) -> Result<(), GatewayNetError> {
-        (&mut self.core)
-            .await
-            .map_err(|e| GatewayNetError::Stopped(e.to_string()))?
-    }
-}
-
-enum CoreInput {
+pub(crate) enum CoreInput {
     Connected {
         participant: u32,
         conn: u64,
@@ -255,163 +49,6 @@ enum CoreInput {
         trade: Option<Result<Box<Checked>, Refusal>>,
     },
     Committed(Result<SealReply, NodeLinkError>),
-}
-
-/// Starts the gateway: checks the configuration, reads the node's tip, binds the participants'
-/// listener (and `/metrics`), and runs until stopped.
-pub async fn start(config: GatewayConfig) -> Result<Gateway, GatewayNetError> {
-    if config.participant_keys.is_empty() {
-        return Err(GatewayNetError::Config("at least one participant".into()));
-    }
-    if config.participant_keys.len() > PARTICIPANTS_MAX {
-        return Err(GatewayNetError::Config(format!(
-            "{} participants: at most {PARTICIPANTS_MAX}",
-            config.participant_keys.len()
-        )));
-    }
-    if config.window.is_zero() || config.block_trades_max == 0 {
-        return Err(GatewayNetError::Config(
-            "the window and the block size must be positive".into(),
-        ));
-    }
-    let node = Arc::new(NodeLink::new(&config.node_url, config.key.clone())?);
-    let tip = node.status_height().await?;
-    let (listener, address) = bind(&config.listen).await?;
-    let ws = match &config.listen_ws {
-        Some(listen) => Some(bind(listen).await?),
-        None => None,
-    };
-    let accounts = Arc::new(AccountCache::new(
-        verify::ACCOUNTS_CACHED_MAX,
-        verify::UNKNOWN_CACHED_MAX,
-    ));
-    accounts.note_block(tip, &[], false);
-    let checker = Arc::new(TradeChecker::new(node.clone(), accounts.clone()));
-    let metrics = Arc::new(
-        GatewayMetrics::new().map_err(|e| GatewayNetError::Config(format!("metrics: {e}")))?,
-    );
-    let metrics_address = match &config.metrics_listen {
-        Some(listen) => Some(serve_metrics(listen, metrics.clone()).await?),
-        None => None,
-    };
-    let started = Instant::now();
-    let ordering = OrderingBuffer::new(
-        OrderingConfig {
-            straggler_threshold_ns: Some(config.straggler_threshold.as_nanos() as u64),
-            queue_len_max: config.queue_len_max,
-            participant_queue_max: config.share_max(),
-            // Points are block heights: nobody can have received a block above the tip.
-            clock_point_slack: Some(0),
-            ..OrderingConfig::default()
-        },
-        0..config.participants(),
-        0,
-    )?;
-    let journal = Arc::new(Mutex::new(Journal::default()));
-    let (inputs, receiver) = mpsc::channel(65_536);
-    let (stop, stopped) = oneshot::channel();
-    let mut core = Core {
-        ordering,
-        config: config.clone(),
-        node,
-        started,
-        queued: BTreeMap::new(),
-        queued_by: BTreeMap::new(),
-        waiting: BTreeSet::new(),
-        accounts,
-        arrival_order: Vec::new(),
-        next_trade_id: 0,
-        connections: BTreeMap::new(),
-        last_seq: BTreeMap::new(),
-        history: VecDeque::new(),
-        tip: BlockData {
-            height: tip,
-            block_hash: [0; 32],
-            state_root: [0; 32],
-            valuations: Vec::new(),
-            own: Vec::new(),
-            market: Arc::default(),
-        },
-        published_ns: 0,
-        in_flight: None,
-        metrics: metrics.clone(),
-        journal: journal.clone(),
-        inputs: inputs.clone(),
-    };
-    core.ordering.note_point_generated(tip, 0);
-    metrics.height.set(tip as i64);
-    let context = ConnectionContext {
-        inputs,
-        config: config.clone(),
-        started,
-        metrics: metrics.clone(),
-        checker,
-    };
-    let ws_address = ws.as_ref().map(|(_, address)| *address);
-    let accept_ws = ws.map(|(listener, _)| {
-        tokio::spawn(accept_loop(listener, Transport::WebSocket, context.clone()))
-    });
-    let accept = tokio::spawn(accept_loop(listener, Transport::Tcp, context));
-    let task = tokio::spawn(async move { core.run(receiver, stopped).await });
-    tracing::info!(
-        "walras gateway listening on {address}{} for {} participants, node {} at height {tip}",
-        ws_address.map_or(String::new(), |ws| format!(" (WebSocket: ws://{ws})")),
-        config.participants(),
-        config.node_url
-    );
-    Ok(Gateway {
-        address,
-        ws_address,
-        metrics_address,
-        journal,
-        metrics,
-        stop: Some(stop),
-        core: task,
-        accept,
-        accept_ws,
-        started,
-    })
-}
-
-async fn bind(listen: &str) -> Result<(TcpListener, SocketAddr), GatewayNetError> {
-    let error = |cause| GatewayNetError::Listen {
-        address: listen.into(),
-        cause,
-    };
-    let listener = TcpListener::bind(listen).await.map_err(error)?;
-    let address = listener.local_addr().map_err(error)?;
-    Ok((listener, address))
-}
-
-async fn serve_metrics(
-    listen: &str,
-    metrics: Arc<GatewayMetrics>,
-) -> Result<SocketAddr, GatewayNetError> {
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|cause| GatewayNetError::Listen {
-            address: listen.into(),
-            cause,
-        })?;
-    let address = listener
-        .local_addr()
-        .map_err(|cause| GatewayNetError::Listen {
-            address: listen.into(),
-            cause,
-        })?;
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let metrics = metrics.clone();
-            async move { metrics.render() }
-        }),
-    );
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, app).await {
-            tracing::warn!("the metrics server stopped: {error}");
-        }
-    });
-    Ok(address)
 }
 
 /// A sealed block on its way to the node.
@@ -460,7 +97,16 @@ fn forget_queued(queued_by: &mut BTreeMap<u32, usize>, participant: u32) {
     }
 }
 
-struct Core {
+/// What the core shares with the rest of the process.
+pub(crate) struct CoreLinks {
+    pub(crate) node: Arc<NodeLink>,
+    pub(crate) accounts: Arc<AccountCache>,
+    pub(crate) metrics: Arc<GatewayMetrics>,
+    pub(crate) journal: Arc<Mutex<Journal>>,
+    pub(crate) inputs: mpsc::Sender<CoreInput>,
+}
+
+pub(crate) struct Core {
     ordering: OrderingBuffer,
     config: GatewayConfig,
     node: Arc<NodeLink>,
@@ -493,7 +139,7 @@ struct Core {
 
 /// Downlink frames queued for one participant; a participant that falls this far behind is cut
 /// off (its connection closed, counted in `walras_gateway_participants_cut_off_total`).
-const DOWNLINK_QUEUE_MAX: usize = 65_536;
+pub(crate) const DOWNLINK_QUEUE_MAX: usize = 65_536;
 
 /// Blocks the gateway keeps for replay to participants that reconnect.
 pub const REPLAY_BLOCKS_MAX: usize = 256;
@@ -502,11 +148,69 @@ pub const REPLAY_BLOCKS_MAX: usize = 256;
 const TICK: Duration = Duration::from_millis(1);
 
 impl Core {
+    /// The core at the node's tip `tip`, its clock started at `started`.
+    pub(crate) fn new(
+        config: GatewayConfig,
+        tip: u64,
+        started: Instant,
+        links: CoreLinks,
+    ) -> Result<Core, GatewayError> {
+        let mut ordering = OrderingBuffer::new(
+            OrderingConfig {
+                straggler_threshold_ns: Some(config.straggler_threshold.as_nanos() as u64),
+                queue_len_max: config.queue_len_max,
+                participant_queue_max: config.share_max(),
+                // Points are block heights: nobody can have received a block above the tip.
+                clock_point_slack: Some(0),
+                ..OrderingConfig::default()
+            },
+            0..config.participants(),
+            0,
+        )?;
+        ordering.note_point_generated(tip, 0);
+        links.metrics.height.set(tip as i64);
+        let CoreLinks {
+            node,
+            accounts,
+            metrics,
+            journal,
+            inputs,
+        } = links;
+        Ok(Core {
+            ordering,
+            config,
+            node,
+            started,
+            queued: BTreeMap::new(),
+            queued_by: BTreeMap::new(),
+            waiting: BTreeSet::new(),
+            accounts,
+            arrival_order: Vec::new(),
+            next_trade_id: 0,
+            connections: BTreeMap::new(),
+            last_seq: BTreeMap::new(),
+            history: VecDeque::new(),
+            tip: BlockData {
+                height: tip,
+                block_hash: [0; 32],
+                state_root: [0; 32],
+                valuations: Vec::new(),
+                own: Vec::new(),
+                market: Arc::default(),
+            },
+            published_ns: 0,
+            in_flight: None,
+            metrics,
+            journal,
+            inputs,
+        })
+    }
+
     fn now_ns(&self) -> u64 {
         self.started.elapsed().as_nanos() as u64
     }
 
-    async fn run(
+    pub(crate) async fn run(
         &mut self,
         mut inputs: mpsc::Receiver<CoreInput>,
         mut stop: oneshot::Receiver<()>,
@@ -899,7 +603,7 @@ impl Core {
                         self.on_events(vec![OrderingEvent::StragglerDetected {
                             participant: p,
                             at_ns: now,
-                            reason: walras_gateway::ordering::StragglerReason::Silence {
+                            reason: walras_gateway::StragglerReason::Silence {
                                 silent_ns: self.config.straggler_threshold.as_nanos() as u64,
                             },
                         }]);
@@ -1145,265 +849,6 @@ impl Core {
             );
         }
     }
-}
-
-/// Which transport a listener speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Transport {
-    Tcp,
-    WebSocket,
-}
-
-/// What every connection task needs.
-#[derive(Clone)]
-struct ConnectionContext {
-    inputs: mpsc::Sender<CoreInput>,
-    config: GatewayConfig,
-    started: Instant,
-    metrics: Arc<GatewayMetrics>,
-    checker: Arc<TradeChecker>,
-}
-
-async fn accept_loop(listener: TcpListener, transport: Transport, context: ConnectionContext) {
-    let mut next_conn = 0u64;
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!("accepting a participant failed: {error}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        if context.inputs.is_closed() {
-            return;
-        }
-        next_conn += 1;
-        // Connection numbers of the two listeners must differ: odd for TCP, even for WebSocket.
-        let conn = next_conn * 2 + u64::from(transport == Transport::WebSocket);
-        let _ = stream.set_nodelay(true);
-        let context = context.clone();
-        tokio::spawn(async move {
-            let (reader, writer) = match transport {
-                Transport::Tcp => transport::tcp(stream),
-                Transport::WebSocket => {
-                    let upgrade = tokio_tungstenite::accept_async_with_config(
-                        stream,
-                        Some(transport::ws_config(UPLINK_FRAME_MAX)),
-                    );
-                    match tokio::time::timeout(context.config.handshake_timeout, upgrade).await {
-                        Ok(Ok(ws)) => transport::ws(ws),
-                        Ok(Err(error)) => {
-                            context.metrics.handshakes_refused_total.inc();
-                            tracing::info!("refused a WebSocket upgrade from {peer}: {error}");
-                            return;
-                        }
-                        Err(_) => {
-                            context.metrics.handshakes_refused_total.inc();
-                            tracing::info!("no WebSocket upgrade from {peer} in time");
-                            return;
-                        }
-                    }
-                }
-            };
-            serve_connection(reader, writer, peer, conn, context).await;
-        });
-    }
-}
-
-/// Sends a fresh Challenge and checks the Hello that answers it: the protocol version, a
-/// participant number this gateway serves, and that participant's signature over the challenge,
-/// the number and the last height. Returns the participant and the last block it says it
-/// received, or the refusal's code and text.
-async fn handshake(
-    reader: &mut FrameReader,
-    writer: &mut FrameWriter,
-    config: &GatewayConfig,
-) -> Result<(u32, Option<u64>), (RefusalCode, String)> {
-    let mut nonce = [0u8; 32];
-    rand_core::OsRng
-        .try_fill_bytes(&mut nonce)
-        .map_err(|error| {
-            (
-                RefusalCode::Unavailable,
-                format!("the gateway could not draw a challenge: {error}"),
-            )
-        })?;
-    let gateway_key = *config.key.public_key().as_bytes();
-    let challenge = Downlink::Challenge { gateway_key, nonce }.encode();
-    let timeout = |what: &str| (RefusalCode::Timeout, what.to_string());
-    tokio::time::timeout(config.handshake_timeout, writer.send(&challenge))
-        .await
-        .map_err(|_| timeout("the Challenge could not be sent within the handshake timeout"))?
-        .map_err(|error| {
-            (
-                RefusalCode::Unavailable,
-                format!("sending the Challenge: {error}"),
-            )
-        })?;
-    let hello = tokio::time::timeout(config.handshake_timeout, reader.next(UPLINK_FRAME_MAX)).await;
-    let (version, participant, signed) =
-        match hello.map(|r| r.map(|f| f.map(|p| Uplink::decode(&p)))) {
-            Ok(Ok(Some(Ok(Uplink::Hello {
-                version,
-                participant,
-                signed,
-            })))) => (version, participant, signed),
-            Err(_) => return Err(timeout("no Hello within the handshake timeout")),
-            _ => {
-                return Err((
-                    RefusalCode::NotAHello,
-                    "the first frame must be a Hello".into(),
-                ))
-            }
-        };
-    if version != PROTOCOL_VERSION {
-        return Err((
-            RefusalCode::Version,
-            format!(
-                "Hello refused: protocol version {version} (this gateway speaks \
-                 {PROTOCOL_VERSION}: the signature covers the last height received)"
-            ),
-        ));
-    }
-    let Some(key) = config.participant_keys.get(participant as usize) else {
-        return Err((
-            RefusalCode::UnknownParticipant,
-            format!(
-                "Hello refused: participant {participant} (this gateway serves 0..{})",
-                config.participants()
-            ),
-        ));
-    };
-    let bad_signature = |text: String| (RefusalCode::BadSignature, text);
-    let signed = signed.ok_or_else(|| {
-        bad_signature(format!(
-            "Hello refused: participant {participant} sent no signature"
-        ))
-    })?;
-    let signature = walras_crypto::Signature::from_bytes(&signed.signature).map_err(|_| {
-        bad_signature(format!(
-            "Hello refused: participant {participant}'s signature is malformed"
-        ))
-    })?;
-    let message = hello_signing_message(&gateway_key, &nonce, participant, signed.last_height);
-    walras_crypto::verify(key, &message, &signature).map_err(|_| {
-        bad_signature(format!(
-            "Hello refused: the signature (over the challenge, participant {participant} and \
-             the last height) does not verify against participant {participant}'s registered key"
-        ))
-    })?;
-    Ok((participant, signed.last_height))
-}
-
-async fn refuse(writer: &mut FrameWriter, code: RefusalCode, text: String) {
-    let frame = Downlink::Refused { code, text }.encode();
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = writer.send(&frame).await;
-        writer.close().await;
-    })
-    .await;
-}
-
-/// One participant connection: Challenge and signed Hello, then frames in both directions until
-/// either side ends. Each trade's transaction is checked here (decoding, source account,
-/// signature: [`TradeChecker`]) before it reaches the core, in the connection's order.
-async fn serve_connection(
-    mut reader: FrameReader,
-    mut writer: FrameWriter,
-    peer: SocketAddr,
-    conn: u64,
-    context: ConnectionContext,
-) {
-    let ConnectionContext {
-        inputs,
-        config,
-        started,
-        metrics,
-        checker,
-    } = context;
-    let (participant, last_height) = match handshake(&mut reader, &mut writer, &config).await {
-        Ok(accepted) => accepted,
-        Err((code, text)) => {
-            metrics.handshakes_refused_total.inc();
-            tracing::info!("refused a participant connection from {peer}: {text}");
-            refuse(&mut writer, code, text).await;
-            return;
-        }
-    };
-    let (downlink, mut outgoing) = mpsc::channel::<Downlink>(DOWNLINK_QUEUE_MAX);
-    let (answer, accepted) = oneshot::channel();
-    let connected = CoreInput::Connected {
-        participant,
-        conn,
-        last_height,
-        downlink,
-        answer,
-    };
-    if inputs.send(connected).await.is_err() || !accepted.await.unwrap_or(false) {
-        refuse(
-            &mut writer,
-            RefusalCode::AlreadyConnected,
-            format!("participant {participant} is already connected"),
-        )
-        .await;
-        return;
-    }
-    tracing::debug!("participant {participant} connected from {peer}");
-    let mut writer_task = tokio::spawn(async move {
-        while let Some(message) = outgoing.recv().await {
-            if writer.send(&message.encode()).await.is_err() {
-                return;
-            }
-        }
-    });
-    loop {
-        let frame = tokio::select! {
-            frame = tokio::time::timeout(config.idle_timeout, reader.next(UPLINK_FRAME_MAX)) => frame,
-            // The core cut this participant off (its downlink was full) or stopped: close the
-            // connection, so that the participant notices and can reconnect.
-            _ = &mut writer_task => break,
-        };
-        let payload = match frame {
-            Ok(Ok(Some(payload))) => payload,
-            Ok(Err(error)) if error.kind() == std::io::ErrorKind::InvalidData => {
-                // Oversized, or not a frame (a text WebSocket message): close.
-                metrics.refused_messages_total.inc();
-                tracing::debug!("participant {participant}: {error}");
-                break;
-            }
-            Ok(Ok(None)) | Ok(Err(_)) | Err(_) => break,
-        };
-        let at_ns = started.elapsed().as_nanos() as u64;
-        let message = match Uplink::decode(&payload) {
-            Ok(message) => message,
-            Err(error) => {
-                metrics.refused_messages_total.inc();
-                tracing::debug!("participant {participant}: undecodable frame: {error}");
-                break;
-            }
-        };
-        let trade = match &message {
-            Uplink::Trade { transaction, .. } => {
-                Some(checker.check(participant, transaction).await.map(Box::new))
-            }
-            _ => None,
-        };
-        let input = CoreInput::Message {
-            participant,
-            conn,
-            at_ns,
-            message,
-            trade,
-        };
-        if inputs.send(input).await.is_err() {
-            break;
-        }
-    }
-    writer_task.abort();
-    let _ = inputs
-        .send(CoreInput::Disconnected { participant, conn })
-        .await;
 }
 
 #[cfg(test)]
