@@ -313,10 +313,9 @@ fn iso_time(t_ns: u64) -> String {
 }
 
 /// Generates the feed. Deterministic in `cfg`.
-pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
-    let mut rng = SplitMix64::seed_from_u64(cfg.seed);
-    let mut venues: Vec<SimVenue> = cfg
-        .venues
+/// The venues of `cfg` whose names say their wire format (others are skipped).
+fn sim_venues(cfg: &FeedConfig) -> Vec<SimVenue> {
+    cfg.venues
         .iter()
         .filter_map(|v| {
             venue_protocol(v).map(|p| SimVenue {
@@ -327,8 +326,12 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
                 down_until: None,
             })
         })
-        .collect();
-    // True USD prices: assets log-uniform in [0.01, 50 000], stablecoins near 1.
+        .collect()
+}
+
+/// The true USD prices at the start: the given ones, else log-uniform in [0.01, 50 000];
+/// stablecoins near 1.
+fn true_usd_prices(cfg: &FeedConfig, rng: &mut SplitMix64) -> BTreeMap<String, f64> {
     let mut usd: BTreeMap<String, f64> = BTreeMap::new();
     for (index, a) in cfg.assets.iter().enumerate() {
         // Drawn even when given, so that a given price changes no other draw of the seed.
@@ -338,6 +341,16 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
     }
     usd.insert("USDT".into(), 1.0 + (rng.unit() - 0.5) * 0.002);
     usd.insert("USDC".into(), 1.0 + (rng.unit() - 0.5) * 0.002);
+    usd
+}
+
+/// Every venue's instruments: each asset against the venue's quote, and its stablecoin pairs.
+fn sim_instruments(
+    cfg: &FeedConfig,
+    venues: &[SimVenue],
+    usd: &BTreeMap<String, f64>,
+    rng: &mut SplitMix64,
+) -> Vec<SimInstrument> {
     let mut instruments: Vec<SimInstrument> = Vec::new();
     for (vi, v) in venues.iter().enumerate() {
         let quote = venue_quote(v.protocol);
@@ -372,13 +385,16 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
             });
         }
     }
-    let mut out = Out { items: Vec::new() };
-    let mut faults = FaultCounts::default();
-    let ups = cfg.updates_per_second.max(1) as u64;
-    let dt = 1_000_000_000 / ups;
-    let steps = cfg.seconds * ups;
-    let slot_ns = (dt / (instruments.len() as u64 + 1)).max(1);
-    // Kraken publishes pair precisions on its `instrument` channel; the replay reads them there.
+    instruments
+}
+
+/// Kraken publishes pair precisions on its `instrument` channel; the replay reads them there.
+fn push_kraken_instruments(
+    cfg: &FeedConfig,
+    venues: &[SimVenue],
+    instruments: &[SimInstrument],
+    out: &mut Out,
+) {
     for v in venues.iter().filter(|v| v.protocol == Protocol::Kraken) {
         let pairs: Vec<String> = instruments
             .iter()
@@ -404,6 +420,20 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
             None,
         );
     }
+}
+
+pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
+    let mut rng = SplitMix64::seed_from_u64(cfg.seed);
+    let mut venues = sim_venues(cfg);
+    let mut usd = true_usd_prices(cfg, &mut rng);
+    let mut instruments = sim_instruments(cfg, &venues, &usd, &mut rng);
+    let mut out = Out { items: Vec::new() };
+    let mut faults = FaultCounts::default();
+    let ups = cfg.updates_per_second.max(1) as u64;
+    let dt = 1_000_000_000 / ups;
+    let steps = cfg.seconds * ups;
+    let slot_ns = (dt / (instruments.len() as u64 + 1)).max(1);
+    push_kraken_instruments(cfg, &venues, &instruments, &mut out);
     let mut pending: Vec<(usize, u64)> = Vec::new();
     for step in 0..steps {
         // Prices move: a small random walk per asset.
