@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use walras_gateway::frame::{Downlink, Uplink};
-use walras_gateway::link::{SealReply, SealedBatch};
+use walras_gateway::{Downlink, Uplink};
+use walras_gateway::{SealReply, SealedBatch};
 
 fuzz_target!(|bytes: &[u8]| {
     if let Ok(message) = Uplink::decode(bytes) {

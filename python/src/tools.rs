@@ -9,9 +9,9 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 use walras_gateway::sim::{parse_trace_csv, LatencyModel, Scheme, SimConfig};
-use walras_oracle::feed::read_jsonl;
-use walras_oracle::pipeline::{replay, OracleConfig, ReplayOptions};
-use walras_oracle::value::{value_book_text, Method};
+use walras_oracle::read_jsonl;
+use walras_oracle::{replay, OracleConfig, ReplayOptions};
+use walras_oracle::{value_book_text, Method};
 use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice};
 
 /// The most offers one call generates (1.6 GB of columns): a larger ask is a typo.

@@ -6,11 +6,11 @@ use anyhow::{anyhow, Context};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::PathBuf;
-use walras_oracle::feed::{
+use walras_oracle::{
     default_assets, default_venues, generate_feed, read_jsonl, write_jsonl, FeedConfig,
 };
-use walras_oracle::pipeline::{replay, OracleConfig, ReplayOptions};
-use walras_oracle::value::{value_book_text, Method};
+use walras_oracle::{replay, OracleConfig, ReplayOptions};
+use walras_oracle::{value_book_text, Method};
 
 /// The most venues and assets a generated feed may name.
 const VENUES_MAX: usize = 64;
@@ -206,14 +206,14 @@ fn live_command(args: LiveArgs) -> anyhow::Result<()> {
         .iter()
         .map(|text| text.parse::<VenueUrl>().map_err(|e| anyhow!("--venue {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let options = walras_oracle_net::live::LiveOptions {
+    let options = walras_oracle_net::LiveOptions {
         endpoints: endpoints(&map, &venues),
-        connector: walras_oracle_net::connector::ConnectorConfig {
+        connector: walras_oracle_net::ConnectorConfig {
             tls: Some(
-                walras_oracle_net::tls::TlsClient::with_extra_cas(&args.ca_files)
+                walras_oracle_net::TlsClient::with_extra_cas(&args.ca_files)
                     .map_err(|e| anyhow!("--ca: {e}"))?,
             ),
-            ..walras_oracle_net::connector::ConnectorConfig::default()
+            ..walras_oracle_net::ConnectorConfig::default()
         },
         oracle: OracleConfig::default(),
         publish_every: std::time::Duration::from_secs(1),
@@ -234,7 +234,7 @@ fn live_command(args: LiveArgs) -> anyhow::Result<()> {
             }
             let _ = stop_tx.send(true);
         });
-        let summary = walras_oracle_net::live::run_live(
+        let summary = walras_oracle_net::run_live(
             options,
             |publication, _| {
                 let prices: Vec<serde_json::Value> = map
@@ -302,7 +302,7 @@ fn mock_venue_command(args: MockVenueArgs) -> anyhow::Result<()> {
     let venues: std::collections::BTreeSet<String> =
         records.iter().map(|r| r.venue.clone()).collect();
     runtime()?.block_on(async move {
-        let mock = walras_oracle_net::mock::MockVenue::start(records, args.speed).await?;
+        let mock = walras_oracle_net::MockVenue::start(records, args.speed).await?;
         for venue in &venues {
             let endpoint = mock.endpoint(venue, Vec::new());
             println!(

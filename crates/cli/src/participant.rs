@@ -1,6 +1,6 @@
 //! `walras gateway participant`: a gateway participant without writing Rust. It connects to a
 //! `walras gateway` (TCP or `ws://`), answers the Challenge with its key, runs its release
-//! buffer (the client library of `walras_gateway_net::client`), signs the orders it reads as
+//! buffer (the client library in `walras_gateway_net`), signs the orders it reads as
 //! JSON lines on stdin (and from `--offer` / `--cancel`) for its account, and prints what
 //! happens as JSON lines on stdout: what it sent, the gateway's notices, each block with the
 //! outcome of its own trades, and its account's fills.
@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use walras_client::{keyfile, NodeApi, NodeClient};
 use walras_crypto::{Keypair, PublicKey};
 use walras_engine::transaction_hash;
-use walras_gateway_net::frame::{BlockData, NoticeCode};
+use walras_gateway_net::{BlockData, NoticeCode};
 use walras_gateway_net::{ClientConfig, ClientEvent, Participant};
 use walras_types::{AccountId, AssetId, OfferId, Operation, Price, SignedTransaction, Transaction};
 

@@ -26,8 +26,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use walras_crypto::Keypair;
-use walras_gateway_net::frame::NoticeCode;
-use walras_gateway_net::server::ParticipantEvent;
+use walras_gateway_net::NoticeCode;
+use walras_gateway_net::ParticipantEvent;
 use walras_gateway_net::{ClientConfig, ClientEvent, CutMode, GatewayConfig, Participant};
 use walras_testkit::{payment, NodeProcess, TempDir};
 
@@ -347,20 +347,17 @@ async fn the_gateway_puts_every_answer_within_w_into_the_next_block_and_the_time
         let client = client.clone();
         let url = format!("{}/v1/gateway/seal", node.url);
         async move {
-            let body = walras_gateway::link::SealedBatch {
+            let body = walras_gateway::SealedBatch {
                 height,
-                stats: walras_gateway::link::GatewayStats::default(),
+                stats: walras_gateway::GatewayStats::default(),
                 transactions: vec![payment(1, 1, 2, 0, 1).encode()],
             }
             .encode()
             .unwrap();
-            let signature = key.sign(&walras_gateway::link::seal_signing_message(&body));
+            let signature = key.sign(&walras_gateway::seal_signing_message(&body));
             let response = client
                 .post(url)
-                .header(
-                    walras_gateway::link::SEAL_SIGNATURE_HEADER,
-                    signature.to_string(),
-                )
+                .header(walras_gateway::SEAL_SIGNATURE_HEADER, signature.to_string())
                 .body(body)
                 .send()
                 .await
@@ -691,8 +688,8 @@ async fn the_walras_gateway_process_serves_participants_and_metrics() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     use tokio_tungstenite::tungstenite::Message;
-    use walras_gateway_net::frame::{
-        framed, hello_signing_message, read_frame, Downlink, RefusalCode, SignedHello, Uplink,
+    use walras_gateway::{
+        framed, hello_signing_message, Downlink, RefusalCode, SignedHello, Uplink,
         PROTOCOL_VERSION, UPLINK_FRAME_MAX,
     };
 
@@ -1044,7 +1041,7 @@ async fn the_feed_carries_each_blocks_pair_amounts_and_the_book_depth_at_its_hei
         events: &mut mpsc::UnboundedReceiver<ClientEvent>,
         heights: &mut Vec<u64>,
         seqs: &[u64],
-    ) -> walras_gateway_net::frame::BlockData {
+    ) -> walras_gateway_net::BlockData {
         let mut left: Vec<u64> = seqs.to_vec();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -1220,23 +1217,20 @@ async fn node_height(url: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_killed_after_committing_a_batch_answers_it_again_after_restart() {
     let dir = TempDir::new("gateway-restart");
-    let body = walras_gateway::link::SealedBatch {
+    let body = walras_gateway::SealedBatch {
         height: 1,
-        stats: walras_gateway::link::GatewayStats::default(),
+        stats: walras_gateway::GatewayStats::default(),
         transactions: vec![payment(1, 1, 2, 0, 1).encode()],
     }
     .encode()
     .unwrap();
-    let signature = gateway_key().sign(&walras_gateway::link::seal_signing_message(&body));
+    let signature = gateway_key().sign(&walras_gateway::seal_signing_message(&body));
     let post = |url: String| {
         let body = body.clone();
         async move {
             let response = reqwest::Client::new()
                 .post(format!("{url}/v1/gateway/seal"))
-                .header(
-                    walras_gateway::link::SEAL_SIGNATURE_HEADER,
-                    signature.to_string(),
-                )
+                .header(walras_gateway::SEAL_SIGNATURE_HEADER, signature.to_string())
                 .body(body)
                 .send()
                 .await
@@ -1254,9 +1248,9 @@ async fn a_node_killed_after_committing_a_batch_answers_it_again_after_restart()
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&again));
     assert_eq!(again, first, "the same answer, rebuilt from the store");
     assert_eq!(node_height(&node.url).await, 1, "no second block");
-    let other = walras_gateway::link::SealedBatch {
+    let other = walras_gateway::SealedBatch {
         height: 1,
-        stats: walras_gateway::link::GatewayStats::default(),
+        stats: walras_gateway::GatewayStats::default(),
         transactions: vec![payment(1, 2, 2, 0, 1).encode()],
     }
     .encode()
@@ -1264,9 +1258,9 @@ async fn a_node_killed_after_committing_a_batch_answers_it_again_after_restart()
     let response = reqwest::Client::new()
         .post(format!("{}/v1/gateway/seal", node.url))
         .header(
-            walras_gateway::link::SEAL_SIGNATURE_HEADER,
+            walras_gateway::SEAL_SIGNATURE_HEADER,
             gateway_key()
-                .sign(&walras_gateway::link::seal_signing_message(&other))
+                .sign(&walras_gateway::seal_signing_message(&other))
                 .to_string(),
         )
         .body(other)
@@ -1278,4 +1272,28 @@ async fn a_node_killed_after_committing_a_batch_answers_it_again_after_restart()
         409,
         "another batch for a committed height is still refused"
     );
+}
+
+/// Reads one length-prefixed frame: the test's own reader, written from the protocol's
+/// description independently of the gateway's codec; `None` at a clean end of stream.
+async fn read_frame(
+    reader: &mut (impl tokio::io::AsyncRead + Unpin),
+    max: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    use tokio::io::AsyncReadExt;
+    let mut prefix = [0u8; 4];
+    match reader.read_exact(&mut prefix).await {
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(error) => return Err(error),
+    }
+    let len = u32::from_be_bytes(prefix) as usize;
+    if len > max {
+        return Err(std::io::Error::other(format!(
+            "a frame of {len} bytes (limit {max})"
+        )));
+    }
+    let mut payload = vec![0u8; len];
+    reader.read_exact(&mut payload).await?;
+    Ok(Some(payload))
 }

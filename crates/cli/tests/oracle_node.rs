@@ -213,7 +213,7 @@ fn a_malformed_asset_map_stops_the_node_naming_its_line() {
 
 #[test]
 fn a_node_with_live_venues_prices_every_asset_through_the_connectors() {
-    use walras_oracle::feed::{default_assets, default_venues, generate_feed, FeedConfig};
+    use walras_oracle::{default_assets, default_venues, generate_feed, FeedConfig};
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -229,7 +229,7 @@ fn a_node_with_live_venues_prices_every_asset_through_the_connectors() {
         ..FeedConfig::default()
     });
     let mock = runtime
-        .block_on(walras_oracle_net::mock::MockVenue::start(records, 1.0))
+        .block_on(walras_oracle_net::MockVenue::start(records, 1.0))
         .unwrap();
     let mut args: Vec<String> = Vec::new();
     for venue in default_venues(5) {

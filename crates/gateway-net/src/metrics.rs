@@ -4,7 +4,7 @@
 
 use prometheus::{Encoder, IntCounter, IntGauge, Opts, Registry, TextEncoder};
 
-pub struct GatewayMetrics {
+pub(crate) struct GatewayMetrics {
     registry: Registry,
     pub participants_connected: IntGauge,
     pub participants_cut_off_total: IntCounter,
@@ -36,7 +36,7 @@ pub struct GatewayMetrics {
 }
 
 impl GatewayMetrics {
-    pub fn new() -> Result<GatewayMetrics, prometheus::Error> {
+    pub(crate) fn new() -> Result<GatewayMetrics, prometheus::Error> {
         let registry = Registry::new();
         let counter = |name: &str, help: &str| -> Result<IntCounter, prometheus::Error> {
             let c = IntCounter::with_opts(Opts::new(name, help))?;
@@ -162,10 +162,30 @@ impl GatewayMetrics {
         })
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = Vec::new();
         // Encoding gauges and counters into a Vec cannot fail.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8_lossy(&out).into_owned()
     }
+}
+
+/// Serves `/metrics` on a bound listener, in its own task (a failure is logged: the gateway
+/// keeps running without it).
+pub(crate) fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    metrics: std::sync::Arc<GatewayMetrics>,
+) {
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move { metrics.render() }
+        }),
+    );
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::warn!("the metrics server stopped: {error}");
+        }
+    });
 }

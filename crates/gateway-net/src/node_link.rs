@@ -13,28 +13,28 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use walras_gateway::link::{
+use walras_gateway::{
     seal_signing_message, GatewayStats, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER,
 };
 
 /// A sealed block may wait for the block before it and for clearing: generous, but bounded.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The first pause before a sealed batch is sent again; it doubles up to [`RETRY_PAUSE_MAX`].
-pub const RETRY_PAUSE_MIN: Duration = Duration::from_millis(10);
-pub const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
+pub(crate) const RETRY_PAUSE_MIN: Duration = Duration::from_millis(10);
+pub(crate) const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 /// An account lookup holds one participant's uplink: short, and tried at most this often.
 const ACCOUNT_TIMEOUT: Duration = Duration::from_secs(2);
 const ACCOUNT_ATTEMPTS: u32 = 3;
 
 /// Whether an HTTP status is a refusal that can pass (the same request may succeed later).
-pub fn transient_status(status: u16) -> bool {
+pub(crate) fn transient_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 502 | 503 | 504)
 }
 
 /// The pause before retry number `attempt` (1: the first retry): doubling from
 /// [`RETRY_PAUSE_MIN`], at most [`RETRY_PAUSE_MAX`]; a `Retry-After` the node sent replaces it
 /// (capped the same).
-pub fn retry_pause(attempt: u32, retry_after: Option<Duration>) -> Duration {
+pub(crate) fn retry_pause(attempt: u32, retry_after: Option<Duration>) -> Duration {
     let doubling = RETRY_PAUSE_MIN.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
     retry_after.unwrap_or(doubling).min(RETRY_PAUSE_MAX)
 }
@@ -47,7 +47,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 
 /// What the node says of an account at its tip.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AccountFacts {
+pub(crate) struct AccountFacts {
     /// `None` when the stored key is not a valid Ed25519 key (nothing it signs verifies).
     pub key: Option<walras_crypto::PublicKey>,
     /// The highest sequence number of the account's committed transactions.
@@ -76,7 +76,7 @@ pub enum NodeLinkError {
     Busy { cause: String, attempts: u32 },
 }
 
-pub struct NodeLink {
+pub(crate) struct NodeLink {
     base: String,
     client: reqwest::Client,
     key: walras_crypto::Keypair,
@@ -85,7 +85,7 @@ pub struct NodeLink {
 }
 
 impl NodeLink {
-    pub fn new(base: &str, key: walras_crypto::Keypair) -> Result<NodeLink, NodeLinkError> {
+    pub(crate) fn new(base: &str, key: walras_crypto::Keypair) -> Result<NodeLink, NodeLinkError> {
         let base = base.trim_end_matches('/').to_string();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(NodeLinkError::Url {
@@ -110,12 +110,12 @@ impl NodeLink {
     }
 
     /// Sealed batches sent again after a transient refusal, since start.
-    pub fn seal_retries(&self) -> u64 {
+    pub(crate) fn seal_retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
     }
 
     /// The node's current height (`GET /v1/status`).
-    pub async fn status_height(&self) -> Result<u64, NodeLinkError> {
+    pub(crate) async fn status_height(&self) -> Result<u64, NodeLinkError> {
         let (_, body) = self.get(&format!("{}/v1/status", self.base), None).await?;
         let status: walras_api::wire::StatusJson = serde_json::from_slice(&body)
             .map_err(|e| NodeLinkError::BadAnswer(format!("status: {e}")))?;
@@ -125,7 +125,7 @@ impl NodeLink {
     /// Account `id` at the node's tip (`GET /v1/accounts/{id}`): `Ok(None)` when the account
     /// does not exist (404). A transient refusal or failure is tried again, at most
     /// [`ACCOUNT_ATTEMPTS`] times in all, then reported as [`NodeLinkError::Busy`].
-    pub async fn account(&self, id: u64) -> Result<Option<AccountFacts>, NodeLinkError> {
+    pub(crate) async fn account(&self, id: u64) -> Result<Option<AccountFacts>, NodeLinkError> {
         let url = format!("{}/v1/accounts/{id}", self.base);
         let mut attempt = 0;
         let (status, body) = loop {
@@ -202,7 +202,7 @@ impl NodeLink {
     /// Sends block `height`, with the gateway's counters, and waits until the node committed it.
     /// Transient refusals and failures are retried (see the module documentation) until the
     /// node answers; an error means a refusal that cannot pass.
-    pub async fn commit(
+    pub(crate) async fn commit(
         &self,
         height: u64,
         stats: GatewayStats,
@@ -292,7 +292,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
-    use walras_gateway::market::MarketData;
+    use walras_gateway::MarketData;
 
     /// A stand-in node on loopback whose `POST /v1/gateway/seal` answers `refusals` (status,
     /// body) in turn, then the committed block's reply; returns its URL and the request count.

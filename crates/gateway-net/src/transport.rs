@@ -9,7 +9,7 @@
 //! refused before it is buffered (the WebSocket layer is configured with the same limit, so an
 //! oversized message never reaches memory whole), and reading never panics on outside bytes.
 
-use crate::frame::{framed, read_frame};
+use crate::frame::{framed, FrameDecoder};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use std::io;
@@ -19,37 +19,40 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
+use tokio_util::codec::FramedRead;
 
 type Ws = WebSocketStream<TcpStream>;
 
 /// The WebSocket layer's limits for messages read with frame limit `max`: one frame per
 /// message, so no message (and no WebSocket frame of one) may exceed it.
-pub fn ws_config(max: usize) -> WebSocketConfig {
+pub(crate) fn ws_config(max: usize) -> WebSocketConfig {
     WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
 }
 
 /// The reading half of a participant connection.
-pub enum FrameReader {
-    Tcp(OwnedReadHalf),
+pub(crate) enum FrameReader {
+    Tcp(FramedRead<OwnedReadHalf, FrameDecoder>),
     Ws(SplitStream<Ws>),
 }
 
 /// The writing half of a participant connection.
-pub enum FrameWriter {
+pub(crate) enum FrameWriter {
     Tcp(OwnedWriteHalf),
     Ws(SplitSink<Ws, Message>),
 }
 
 /// Splits a TCP stream into frame halves.
-pub fn tcp(stream: TcpStream) -> (FrameReader, FrameWriter) {
+pub(crate) fn tcp(stream: TcpStream) -> (FrameReader, FrameWriter) {
     let (reader, writer) = stream.into_split();
-    (FrameReader::Tcp(reader), FrameWriter::Tcp(writer))
+    // The limit is set again by each `FrameReader::next`; this one only has to be valid.
+    let frames = FramedRead::new(reader, FrameDecoder::new(crate::frame::UPLINK_FRAME_MAX));
+    (FrameReader::Tcp(frames), FrameWriter::Tcp(writer))
 }
 
 /// Splits an accepted (or connected) WebSocket into frame halves.
-pub fn ws(stream: Ws) -> (FrameReader, FrameWriter) {
+pub(crate) fn ws(stream: Ws) -> (FrameReader, FrameWriter) {
     let (writer, reader) = stream.split();
     (FrameReader::Ws(reader), FrameWriter::Ws(writer))
 }
@@ -61,9 +64,17 @@ fn invalid(text: String) -> io::Error {
 impl FrameReader {
     /// The next frame's payload, at most `max` bytes; `Ok(None)` when the peer ended the
     /// connection cleanly; an error for anything that is not a frame (then close).
-    pub async fn next(&mut self, max: usize) -> io::Result<Option<Vec<u8>>> {
+    pub(crate) async fn next(&mut self, max: usize) -> io::Result<Option<Vec<u8>>> {
         match self {
-            FrameReader::Tcp(reader) => read_frame(reader, max).await,
+            FrameReader::Tcp(frames) => {
+                frames.decoder_mut().set_max(max);
+                // FramedRead keeps a partly read frame across calls, so a caller may time this
+                // out and call again without losing bytes.
+                match frames.next().await {
+                    None => Ok(None),
+                    Some(frame) => frame.map(|payload| Some(payload.to_vec())),
+                }
+            }
             FrameReader::Ws(reader) => loop {
                 let message = match reader.next().await {
                     None => return Ok(None),
@@ -101,7 +112,7 @@ impl FrameReader {
 
 impl FrameWriter {
     /// Sends one frame's payload (with its length prefix on TCP).
-    pub async fn send(&mut self, payload: &[u8]) -> io::Result<()> {
+    pub(crate) async fn send(&mut self, payload: &[u8]) -> io::Result<()> {
         match self {
             FrameWriter::Tcp(writer) => writer.write_all(&framed(payload)).await,
             FrameWriter::Ws(writer) => writer
@@ -112,7 +123,7 @@ impl FrameWriter {
     }
 
     /// Ends the connection (a TCP shutdown, or a WebSocket close).
-    pub async fn close(&mut self) {
+    pub(crate) async fn close(&mut self) {
         match self {
             FrameWriter::Tcp(writer) => {
                 let _ = writer.shutdown().await;

@@ -38,22 +38,22 @@ use walras_types::AssetId;
 use walras_types::SignedTransaction;
 
 /// Accounts whose view is remembered at most (least recently used forgotten first).
-pub const ACCOUNTS_CACHED_MAX: usize = 65_536;
+pub(crate) const ACCOUNTS_CACHED_MAX: usize = 65_536;
 /// Accounts remembered as unknown at most (all forgotten when full, and after every block that
 /// creates accounts).
-pub const UNKNOWN_CACHED_MAX: usize = 65_536;
+pub(crate) const UNKNOWN_CACHED_MAX: usize = 65_536;
 /// Node lookups one connection may cause: this many a second, in bursts of [`LOOKUP_BURST`].
-pub const LOOKUPS_PER_S: u32 = 100;
-pub const LOOKUP_BURST: u32 = 200;
+pub(crate) const LOOKUPS_PER_S: u32 = 100;
+pub(crate) const LOOKUP_BURST: u32 = 200;
 /// A lookup during which a block was published is read again, at most this often in all.
 const LOOKUP_ROUNDS: u32 = 3;
 
 /// Why a trade was refused: the Notice's code and its text.
-pub type Refusal = (NoticeCode, String);
+pub(crate) type Refusal = (NoticeCode, String);
 
 /// Whether `signed`'s signature is accepted with its source account's key (`None`: the stored
 /// key is not a valid Ed25519 key, so nothing verifies), by the engine's rule.
-pub fn signature_ok(signed: &SignedTransaction, key: Option<&PublicKey>) -> bool {
+pub(crate) fn signature_ok(signed: &SignedTransaction, key: Option<&PublicKey>) -> bool {
     let (Some(key), Ok(signature)) = (key, Signature::from_bytes(&signed.signature)) else {
         return false;
     };
@@ -64,7 +64,7 @@ pub fn signature_ok(signed: &SignedTransaction, key: Option<&PublicKey>) -> bool
 /// A trade that passed the connection task's part: decoded, its signature's verdict taken with
 /// the source's key (false when the account is unknown).
 #[derive(Clone, Debug)]
-pub struct Checked {
+pub(crate) struct Checked {
     pub signed: SignedTransaction,
     pub signature_ok: bool,
 }
@@ -74,7 +74,7 @@ pub struct Checked {
 // boxing the key would cost an allocation per trade for nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AccountState {
+pub(crate) enum AccountState {
     Known(SourceView),
     /// The node said it does not exist, and no block has created accounts since.
     Unknown,
@@ -87,7 +87,7 @@ pub enum AccountState {
 /// from the published blocks ([`AccountCache::note_block`]). A lookup during which a block was
 /// published is read again, so a view is never older than the last published block.
 #[derive(Debug)]
-pub struct AccountCache {
+pub(crate) struct AccountCache {
     inner: Mutex<CacheInner>,
     known_max: usize,
     unknown_max: usize,
@@ -129,7 +129,7 @@ impl CacheInner {
 }
 
 impl AccountCache {
-    pub fn new(known_max: usize, unknown_max: usize) -> AccountCache {
+    pub(crate) fn new(known_max: usize, unknown_max: usize) -> AccountCache {
         AccountCache {
             inner: Mutex::new(CacheInner::default()),
             known_max: known_max.max(1),
@@ -145,7 +145,7 @@ impl AccountCache {
     }
 
     /// The account's state (a known account counts as used).
-    pub fn state(&self, account: u64) -> AccountState {
+    pub(crate) fn state(&self, account: u64) -> AccountState {
         let mut inner = self.lock();
         if let Some(view) = inner.touch(account) {
             return AccountState::Known(view);
@@ -157,13 +157,13 @@ impl AccountCache {
     }
 
     /// The last published block the views are correct for.
-    pub fn height(&self) -> u64 {
+    pub(crate) fn height(&self) -> u64 {
         self.lock().height
     }
 
     /// A known account's balance of `asset` as last read from the node, and whether that read
     /// is of the last published block (`fresh`); `None` when the account is not known.
-    pub fn balance(&self, account: u64, asset: AssetId) -> Option<(u64, bool)> {
+    pub(crate) fn balance(&self, account: u64, asset: AssetId) -> Option<(u64, bool)> {
         let inner = self.lock();
         let cached = inner.known.get(&account)?;
         let balance = match cached
@@ -178,7 +178,7 @@ impl AccountCache {
 
     /// Records what a lookup started when the last published block was `read_at` found; `false`
     /// (nothing recorded) when a block was published since: the lookup may predate it.
-    pub fn record(&self, account: u64, read_at: u64, facts: Option<AccountFacts>) -> bool {
+    pub(crate) fn record(&self, account: u64, read_at: u64, facts: Option<AccountFacts>) -> bool {
         let mut inner = self.lock();
         if inner.height != read_at {
             return false;
@@ -226,7 +226,7 @@ impl AccountCache {
 
     /// Block `height` was published with `accepted` (source, sequence) transactions; when
     /// `creates_accounts`, accounts remembered as unknown may exist now and are forgotten.
-    pub fn note_block(&self, height: u64, accepted: &[(u64, u64)], creates_accounts: bool) {
+    pub(crate) fn note_block(&self, height: u64, accepted: &[(u64, u64)], creates_accounts: bool) {
         let mut inner = self.lock();
         for &(account, sequence) in accepted {
             if let Some(cached) = inner.known.get_mut(&account) {
@@ -239,8 +239,9 @@ impl AccountCache {
         inner.height = inner.height.max(height);
     }
 
-    /// Accounts remembered (known, unknown).
-    pub fn len(&self) -> (usize, usize) {
+    /// Accounts remembered (known, unknown); the tests check the bounds with it.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> (usize, usize) {
         let inner = self.lock();
         (inner.known.len(), inner.unknown.len())
     }
@@ -250,7 +251,7 @@ impl AccountCache {
 /// ever new accounts gets `Busy` refusals, and the node only its share of lookups. Kept per
 /// participant, not per connection, so that reconnecting does not refill it.
 #[derive(Debug)]
-pub struct LookupBudget {
+pub(crate) struct LookupBudget {
     interval: Duration,
     tolerance: Duration,
     /// When the bucket is full again (GCRA's theoretical arrival time).
@@ -258,7 +259,7 @@ pub struct LookupBudget {
 }
 
 impl LookupBudget {
-    pub fn new(per_s: u32, burst: u32) -> LookupBudget {
+    pub(crate) fn new(per_s: u32, burst: u32) -> LookupBudget {
         let interval = Duration::from_secs(1) / per_s.max(1);
         LookupBudget {
             interval,
@@ -268,7 +269,7 @@ impl LookupBudget {
     }
 
     /// Takes one lookup at `now`, or says none is left.
-    pub fn take(&mut self, now: Instant) -> bool {
+    pub(crate) fn take(&mut self, now: Instant) -> bool {
         let start = self.full_at.map_or(now, |at| at.max(now));
         let next = start + self.interval;
         if next.saturating_duration_since(now) > self.tolerance {
@@ -280,7 +281,7 @@ impl LookupBudget {
 }
 
 /// The connection tasks' part (shared by all of them).
-pub struct TradeChecker {
+pub(crate) struct TradeChecker {
     node: Arc<NodeLink>,
     accounts: Arc<AccountCache>,
     /// Each participant's lookup budget (at most one entry per configured participant).
@@ -288,7 +289,7 @@ pub struct TradeChecker {
 }
 
 impl TradeChecker {
-    pub fn new(node: Arc<NodeLink>, accounts: Arc<AccountCache>) -> TradeChecker {
+    pub(crate) fn new(node: Arc<NodeLink>, accounts: Arc<AccountCache>) -> TradeChecker {
         TradeChecker {
             node,
             accounts,
@@ -382,7 +383,11 @@ impl TradeChecker {
 
     /// The connection task's part: `Ok` with the signature's verdict when the trade decodes and
     /// its source's key could be read (the source may be unknown: the core's rule refuses it).
-    pub async fn check(&self, participant: u32, transaction: &[u8]) -> Result<Checked, Refusal> {
+    pub(crate) async fn check(
+        &self,
+        participant: u32,
+        transaction: &[u8],
+    ) -> Result<Checked, Refusal> {
         let signed = SignedTransaction::decode(transaction)
             .map_err(|error| (NoticeCode::Refused, format!("not a transaction: {error}")))?;
         let account = signed.transaction.source.0;
@@ -413,7 +418,7 @@ fn busy(account: u64, error: NodeLinkError) -> Refusal {
 }
 
 /// The Notice for a refusal by the admission rule.
-pub fn rejection_notice(rejection: Rejection, account: u64) -> Refusal {
+pub(crate) fn rejection_notice(rejection: Rejection, account: u64) -> Refusal {
     let code = match rejection {
         Rejection::UnknownSource => NoticeCode::UnknownSource,
         Rejection::BadSignature => NoticeCode::BadSignature,
@@ -435,7 +440,7 @@ pub fn rejection_notice(rejection: Rejection, account: u64) -> Refusal {
 /// The core's part: the admission rule against the account's view as of the last published
 /// block, then one transaction per (source, sequence) waiting (`waiting`: the buffer's and the
 /// in-flight block's). `Ok` when the trade may be buffered.
-pub fn admit(
+pub(crate) fn admit(
     checked: &Checked,
     state: AccountState,
     waiting: &BTreeSet<(u64, u64)>,

@@ -137,6 +137,8 @@ pub struct OrderingBuffer {
     queue: BTreeMap<OrderKey, (u64, bool)>,
     last_forwarded: Option<OrderKey>,
     sealed_boundary: Option<DeliveryClock>,
+    /// Cut mode: the largest key sealed so far (what a seal's postcondition checks against).
+    sealed_key_max: Option<OrderKey>,
     point_generated_ns: BTreeMap<PointId, u64>,
     /// The highest point noted (the published height in cut mode).
     latest_point: Option<PointId>,
@@ -175,6 +177,7 @@ impl OrderingBuffer {
             queue: BTreeMap::new(),
             last_forwarded: None,
             sealed_boundary: None,
+            sealed_key_max: None,
             point_generated_ns: BTreeMap::new(),
             latest_point: None,
             last_now_ns: start_ns,
@@ -310,6 +313,7 @@ impl OrderingBuffer {
             let (trade_id, late) = self.dequeue(key)?;
             Some((*key, trade_id, late))
         });
+        self.sealed_key_max = sealed_postcondition(&sealed, boundary, self.sealed_key_max);
         self.sealed_boundary = Some(boundary);
         Ok(sealed)
     }
@@ -471,14 +475,15 @@ impl OrderingBuffer {
     fn forward_ready(&mut self, now_ns: u64, events: &mut Vec<OrderingEvent>) {
         let horizon = self.horizon();
         for (key, trade_id) in self.take_admitted(horizon) {
-            debug_assert!(self.last_forwarded.is_none_or(|lf| key > lf));
-            self.last_forwarded = Some(key);
-            events.push(OrderingEvent::Forward(ForwardedTrade {
+            let trade = ForwardedTrade {
                 key,
                 trade_id,
                 late: false,
                 forwarded_ns: now_ns,
-            }));
+            };
+            assert_forward_order(self.last_forwarded, &trade);
+            self.last_forwarded = Some(key);
+            events.push(OrderingEvent::Forward(trade));
         }
     }
 }
@@ -500,6 +505,8 @@ pub struct ShardedOrderingBuffer {
     /// Cut mode: the last sealed boundary and the latest time seen, over all shards (one
     /// buffer's checks, so that the sharded cut refuses exactly what one buffer refuses).
     sealed_boundary: Option<DeliveryClock>,
+    /// The largest key sealed so far (what a seal's postcondition checks against).
+    sealed_key_max: Option<OrderKey>,
     last_now_ns: u64,
 }
 
@@ -537,6 +544,7 @@ impl ShardedOrderingBuffer {
             master_len_max: config.queue_len_max,
             last_forwarded: None,
             sealed_boundary: None,
+            sealed_key_max: None,
             last_now_ns: start_ns,
         })
     }
@@ -662,6 +670,7 @@ impl ShardedOrderingBuffer {
             let (trade_id, late) = self.shards[*s].dequeue(key)?;
             Some((*key, trade_id, late))
         });
+        self.sealed_key_max = sealed_postcondition(&sealed, boundary, self.sealed_key_max);
         self.sealed_boundary = Some(boundary);
         for shard in &mut self.shards {
             shard.sealed_boundary = Some(boundary);
@@ -683,14 +692,15 @@ impl ShardedOrderingBuffer {
                 break;
             }
             let (key, trade_id) = entry.remove_entry();
-            debug_assert!(self.last_forwarded.is_none_or(|lf| key > lf));
-            self.last_forwarded = Some(key);
-            events.push(OrderingEvent::Forward(ForwardedTrade {
+            let trade = ForwardedTrade {
                 key,
                 trade_id,
                 late: false,
                 forwarded_ns: now_ns,
-            }));
+            };
+            assert_forward_order(self.last_forwarded, &trade);
+            self.last_forwarded = Some(key);
+            events.push(OrderingEvent::Forward(trade));
         }
     }
 }
@@ -712,17 +722,60 @@ impl LateCheck {
         events: &mut Vec<OrderingEvent>,
     ) -> bool {
         if self.last_forwarded.is_some_and(|forwarded| key < forwarded) {
-            events.push(OrderingEvent::Forward(ForwardedTrade {
+            let trade = ForwardedTrade {
                 key,
                 trade_id,
                 late: true,
                 forwarded_ns: self.now_ns,
-            }));
+            };
+            assert_forward_order(self.last_forwarded, &trade);
+            events.push(OrderingEvent::Forward(trade));
             false
         } else {
             true
         }
     }
+}
+
+/// The forwarding invariant, checked where a key is forwarded (streaming mode): a trade forwarded
+/// in order is above every key forwarded before it, and one below is forwarded only flagged late.
+fn assert_forward_order(last_forwarded: Option<OrderKey>, trade: &ForwardedTrade) {
+    if trade.late {
+        debug_assert!(
+            last_forwarded.is_some_and(|lf| trade.key < lf),
+            "a trade flagged late must be below the last forwarded key: {:?} vs {last_forwarded:?}",
+            trade.key
+        );
+    } else {
+        debug_assert!(
+            last_forwarded.is_none_or(|lf| trade.key > lf),
+            "forwarded keys never decrease except trades flagged late: {:?} after {last_forwarded:?}",
+            trade.key
+        );
+    }
+}
+
+/// A seal's postcondition (cut mode): the block's keys rise, all lie below its boundary, and a
+/// trade not flagged late is above every key sealed into an earlier block (what is sealed is
+/// taken in key order, and a trade that arrives below a sealed boundary is flagged late).
+/// Returns the largest key sealed so far.
+fn sealed_postcondition(
+    outcome: &SealOutcome,
+    boundary: DeliveryClock,
+    sealed_key_max: Option<OrderKey>,
+) -> Option<OrderKey> {
+    let SealOutcome::Sealed { trades, .. } = outcome else {
+        return sealed_key_max;
+    };
+    debug_assert!(trades.windows(2).all(|w| w[0].key < w[1].key));
+    debug_assert!(trades.iter().all(|t| t.key.clock < boundary));
+    debug_assert!(
+        trades
+            .iter()
+            .all(|t| t.late || sealed_key_max.is_none_or(|max| t.key > max)),
+        "a sealed key not flagged late is at or below one sealed earlier ({sealed_key_max:?})"
+    );
+    sealed_key_max.max(trades.last().map(|t| t.key))
 }
 
 /// The boundary ⟨n, window_ns⟩ of the next cut, refused unless it is past the last sealed one.
@@ -761,7 +814,6 @@ fn take_sealed<T>(
             });
         }
     }
-    debug_assert!(trades.windows(2).all(|w| w[0].key < w[1].key));
     SealOutcome::Sealed {
         spilled: below.len() - trades.len(),
         trades,

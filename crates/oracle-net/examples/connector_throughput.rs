@@ -6,11 +6,11 @@
 
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use walras_oracle::feed::{default_assets, default_venues, generate_feed, FeedConfig};
-use walras_oracle::pipeline::OracleConfig;
-use walras_oracle_net::connector::ConnectorConfig;
-use walras_oracle_net::live::{run_live, LiveOptions};
-use walras_oracle_net::mock::MockVenue;
+use walras_oracle::OracleConfig;
+use walras_oracle::{default_assets, default_venues, generate_feed, FeedConfig};
+use walras_oracle_net::ConnectorConfig;
+use walras_oracle_net::MockVenue;
+use walras_oracle_net::{run_live, LiveOptions};
 
 fn main() {
     let args: Vec<u64> = std::env::args()
@@ -77,7 +77,7 @@ fn main() {
         let elapsed = last.1.as_secs_f64();
         let ws = records
             .iter()
-            .filter(|r| r.kind == walras_oracle::feed::RecordKind::Ws)
+            .filter(|r| r.kind == walras_oracle::RecordKind::Ws)
             .count();
         println!(
             "{venues} venues x {assets} assets, {seconds} s of feed at speed {speed}: {total} records in the feed ({ws} WebSocket frames); {} received and applied (frames + REST snapshots fetched) in {elapsed:.2} s = {:.0} records/s; parse errors {}, unhealthy books used {}",

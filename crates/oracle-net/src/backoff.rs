@@ -1,8 +1,9 @@
 //! Reconnect delays: exponential, capped, with seeded jitter so that many connectors
 //! restarting together (a network blip) do not reconnect in lockstep.
 
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use std::time::Duration;
-use walras_oracle::feed::SplitMix64;
 
 /// Exponential backoff with "equal jitter": attempt `k` waits a uniform time in
 /// `[d/2, d]` where `d = min(initial × 2^k, max)`.
@@ -19,7 +20,7 @@ impl Backoff {
             initial: initial.max(Duration::from_millis(1)),
             max: max.max(initial),
             attempt: 0,
-            rng: SplitMix64::new(seed),
+            rng: SplitMix64::seed_from_u64(seed),
         }
     }
 
@@ -31,9 +32,11 @@ impl Backoff {
             .min(self.max);
         self.attempt = self.attempt.saturating_add(1);
         let half = ceiling / 2;
-        let jitter_ns = self
-            .rng
-            .below(u64::try_from(half.as_nanos()).unwrap_or(u64::MAX) + 1);
+        // One draw modulo the span, as the first hand-written generator did: same delays per seed.
+        let span_ns = u64::try_from(half.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let jitter_ns = self.rng.next_u64() % span_ns;
         half + Duration::from_nanos(jitter_ns)
     }
 
@@ -77,5 +80,24 @@ mod tests {
         };
         assert_eq!(run(1), run(1));
         assert_ne!(run(1), run(2));
+    }
+
+    /// Trigger: a change to the jitter's random stream (the generator moved from a hand-written
+    /// SplitMix64 to `rand_xoshiro::SplitMix64`); these delays were printed before that move.
+    #[test]
+    fn a_seeded_backoff_gives_the_same_delays_as_before_the_move_to_rand_xoshiro() {
+        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5), 7);
+        let delays_ns: Vec<u128> = (0..6).map(|_| backoff.next_delay().as_nanos()).collect();
+        assert_eq!(
+            delays_ns,
+            [
+                48_801_958,
+                51_168_476,
+                154_593_540,
+                335_642_831,
+                635_524_113,
+                914_048_993
+            ]
+        );
     }
 }

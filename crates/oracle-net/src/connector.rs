@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
-use walras_oracle::event::Protocol;
-use walras_oracle::feed::{venue_protocol, Record, RecordKind};
+use walras_oracle::Protocol;
+use walras_oracle::{venue_protocol, Record, RecordKind};
 
 /// Where one venue is reached and what is read there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,7 +126,7 @@ impl Default for ConnectorConfig {
             backoff_initial: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
             seed: 1,
-            kraken_depth: walras_oracle::feed::KRAKEN_DEPTH,
+            kraken_depth: walras_oracle::KRAKEN_DEPTH,
             connect_timeout: Duration::from_secs(10),
             rest_timeout: Duration::from_secs(10),
             tls: None,

@@ -6,8 +6,8 @@ use crate::connector::{self, Clock, Connector, ConnectorConfig, Endpoint, Endpoi
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-use walras_oracle::live::{LiveOracle, Publication};
-use walras_oracle::pipeline::{InstrumentKey, OracleConfig};
+use walras_oracle::{InstrumentKey, OracleConfig};
+use walras_oracle::{LiveOracle, Publication};
 
 #[derive(Clone, Debug)]
 pub struct LiveOptions {

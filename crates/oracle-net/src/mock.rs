@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::Message;
-use walras_oracle::feed::{Record, RecordKind};
+use walras_oracle::{Record, RecordKind};
 
 #[derive(Default)]
 struct RestSlot {

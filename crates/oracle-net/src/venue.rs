@@ -17,7 +17,7 @@
 //!   `live_trades_btcusd`; `{"event":"bts:heartbeat"}`.
 
 use serde_json::json;
-use walras_oracle::event::Protocol;
+use walras_oracle::Protocol;
 
 /// The messages that subscribe a new connection to `symbols` (books and trades).
 pub fn subscribe_messages(

@@ -6,15 +6,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use walras_oracle::feed::{
+use walras_oracle::OracleConfig;
+use walras_oracle::Publication;
+use walras_oracle::{
     default_assets, default_venues, generate_feed, symbol_for, venue_protocol, venue_quote,
     FeedConfig, RecordKind,
 };
-use walras_oracle::live::Publication;
-use walras_oracle::pipeline::OracleConfig;
-use walras_oracle_net::connector::ConnectorConfig;
-use walras_oracle_net::live::{run_live, LiveOptions};
-use walras_oracle_net::mock::MockVenue;
+use walras_oracle_net::ConnectorConfig;
+use walras_oracle_net::MockVenue;
+use walras_oracle_net::{run_live, LiveOptions};
 
 #[test]
 fn connectors_recover_from_every_injected_fault_and_never_use_an_unhealthy_book() {

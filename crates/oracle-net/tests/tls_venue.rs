@@ -16,14 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use walras_oracle::feed::{
+use walras_oracle::OracleConfig;
+use walras_oracle::{
     default_assets, generate_feed, symbol_for, venue_protocol, venue_quote, FeedConfig,
 };
-use walras_oracle::pipeline::OracleConfig;
-use walras_oracle_net::connector::{ConnectorConfig, Endpoint, EndpointError};
-use walras_oracle_net::live::{run_live, LiveOptions, LiveSummary};
-use walras_oracle_net::mock::MockVenue;
-use walras_oracle_net::tls::{TlsClient, TlsError};
+use walras_oracle_net::MockVenue;
+use walras_oracle_net::{run_live, LiveOptions, LiveSummary};
+use walras_oracle_net::{ConnectorConfig, Endpoint, EndpointError};
+use walras_oracle_net::{TlsClient, TlsError};
 
 /// A test CA and a server certificate for `localhost` signed by it.
 struct TestPki {

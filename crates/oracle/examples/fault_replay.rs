@@ -1,8 +1,8 @@
 //! Replays a generated 12-venue × 40-asset feed with 1 % faults at 1 and 2 threads and prints the
 //! book summary, the injected faults and whether the digests agree.
 //! `cargo run --release -p walras-oracle --example fault_replay -- [seconds] [seed]`
-use walras_oracle::feed::{default_assets, default_venues, generate_feed_with_truth, FeedConfig};
-use walras_oracle::pipeline::{replay, OracleConfig, ReplayOptions};
+use walras_oracle::{default_assets, default_venues, generate_feed_with_truth, FeedConfig};
+use walras_oracle::{replay, OracleConfig, ReplayOptions};
 
 fn main() {
     let args: Vec<u64> = std::env::args()
@@ -47,7 +47,7 @@ fn main() {
     for p in one
         .prices
         .iter()
-        .filter(|p| p.status != walras_oracle::aggregate::PriceStatus::Ok)
+        .filter(|p| p.status != walras_oracle::PriceStatus::Ok)
     {
         println!(
             "not ok at the end: {} {:?} excluded {:?}",

@@ -6,9 +6,9 @@
 //! `cargo run --release -p walras-oracle --example oracle_bench -- [venues] [assets] [seconds]`
 
 use std::time::Instant;
-use walras_oracle::feed::{default_assets, default_venues, generate_feed, FeedConfig};
-use walras_oracle::pipeline::{replay, OracleConfig, ReplayOptions};
-use walras_oracle::value::{depth_vwap, depth_vwap_naive, Method};
+use walras_oracle::{default_assets, default_venues, generate_feed, FeedConfig};
+use walras_oracle::{depth_vwap, depth_vwap_naive, Method};
+use walras_oracle::{replay, OracleConfig, ReplayOptions};
 
 fn main() {
     let args: Vec<usize> = std::env::args()

@@ -19,8 +19,12 @@
 //! line, and a map that silently skipped an asset would leave that asset's band check and warm
 //! start without a reference.
 
-use crate::feed::{default_assets, default_venues, symbol_for, venue_protocol, venue_quote};
+use crate::venues::{default_assets, default_venues, symbol_for, venue_protocol, venue_quote};
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::ops::Range;
+use toml::Spanned;
 
 /// Most assets a map may name (the exchange's asset ids are `u16`).
 pub const ASSETS_MAX: usize = 1 << 16;
@@ -105,165 +109,49 @@ impl AssetMap {
         })
     }
 
-    /// Parses the TOML form (see the module documentation).
+    /// Parses the TOML form (see the module documentation): `toml` reads the file into the
+    /// typed tables below, which refuse unknown keys and wrong types with the offending span;
+    /// the checks that need more than one entry (unique ids and symbols) run after.
     pub fn parse(text: &str) -> Result<AssetMap, AssetMapError> {
-        let doc = toml_edit::ImDocument::parse(text).map_err(|e| AssetMapError::Syntax {
+        let deserializer = toml::Deserializer::parse(text).map_err(|e| AssetMapError::Syntax {
             line: e.span().map_or(1, |s| line_of(text, s.start)),
             message: e.message().trim().to_string(),
         })?;
-        let invalid =
-            |span: Option<std::ops::Range<usize>>, message: String| AssetMapError::Invalid {
-                line: span.map_or(1, |s| line_of(text, s.start)),
-                message,
-            };
-        let mut numeraire = "USD".to_string();
-        let mut tables = Vec::new();
-        for (key, item) in doc.iter() {
-            let span = doc.key(key).and_then(|k| k.span());
-            match key {
-                "numeraire" => {
-                    numeraire = item
-                        .as_str()
-                        .filter(|s| is_symbol(s))
-                        .ok_or_else(|| {
-                            invalid(
-                                item.span().or(span.clone()),
-                                "numeraire must be a currency symbol such as \"USD\"".into(),
-                            )
-                        })?
-                        .to_ascii_uppercase();
-                }
-                "asset" => {
-                    let array = item.as_array_of_tables().ok_or_else(|| {
-                        invalid(
-                            span.clone(),
-                            "`asset` must be an array of tables: write each as [[asset]]".into(),
-                        )
-                    })?;
-                    tables.extend(array.iter());
-                }
-                other => {
-                    return Err(invalid(
-                        span,
-                        format!("unknown key {other:?} (expected `numeraire` or [[asset]] tables)"),
-                    ))
-                }
-            }
-        }
-        let mut entries: Vec<(AssetEntry, Option<std::ops::Range<usize>>)> = Vec::new();
-        for table in tables {
+        let file = MapFile::deserialize(deserializer).map_err(|e| AssetMapError::Invalid {
+            line: e.span().map_or(1, |s| line_of(text, s.start)),
+            message: e.message().trim().to_string(),
+        })?;
+        let invalid = |span: Range<usize>, message: String| AssetMapError::Invalid {
+            line: line_of(text, span.start),
+            message,
+        };
+        let mut entries: Vec<(AssetEntry, Range<usize>)> = Vec::new();
+        for table in file.asset {
             let at = table.span();
-            let mut id = None;
-            let mut symbol = None;
-            let mut units = None;
-            let mut venues = BTreeMap::new();
-            for (key, item) in table.iter() {
-                let span = item
-                    .span()
-                    .or_else(|| table.key(key).and_then(|k| k.span()))
-                    .or(at.clone());
-                match key {
-                    "id" => {
-                        let value = item
-                            .as_integer()
-                            .and_then(|v| u16::try_from(v).ok())
-                            .ok_or_else(|| {
-                                invalid(span, "id must be an integer from 0 to 65535".into())
-                            })?;
-                        id = Some(value);
-                    }
-                    "symbol" => {
-                        let value = item.as_str().filter(|s| is_symbol(s)).ok_or_else(|| {
-                            invalid(
-                                span,
-                                "symbol must be 1 to 16 letters or digits, such as \"BTC\"".into(),
-                            )
-                        })?;
-                        symbol = Some(value.to_ascii_uppercase());
-                    }
-                    "units" => {
-                        let value = item.as_integer().filter(|v| *v >= 1).ok_or_else(|| {
-                            invalid(
-                                span,
-                                "units (exchange units per whole token) must be an integer of \
-                                 at least 1"
-                                    .into(),
-                            )
-                        })?;
-                        units = Some(value as u128);
-                    }
-                    "venues" => {
-                        let table = item.as_inline_table().ok_or_else(|| {
-                            invalid(
-                                span.clone(),
-                                "venues must be an inline table such as { binance = \"BTCUSDT\" }"
-                                    .into(),
-                            )
-                        })?;
-                        for (venue, value) in table.iter() {
-                            let vspan = value.span().or(span.clone());
-                            if venue_protocol(venue).is_none() {
-                                return Err(invalid(
-                                    vspan,
-                                    format!(
-                                        "venue {venue:?} is not binance, coinbase, kraken, okx or \
-                                         bitstamp (optionally with a suffix such as binance-2)"
-                                    ),
-                                ));
-                            }
-                            let symbol =
-                                value.as_str().filter(|s| !s.is_empty()).ok_or_else(|| {
-                                    invalid(
-                                        vspan,
-                                        format!(
-                                            "venue {venue}: the symbol must be a non-empty string"
-                                        ),
-                                    )
-                                })?;
-                            venues.insert(venue.to_string(), symbol.to_string());
-                        }
-                    }
-                    other => {
-                        return Err(invalid(
-                            span,
-                            format!(
-                                "unknown key {other:?} in [[asset]] (expected id, symbol, units, \
-                                 venues)"
-                            ),
-                        ))
-                    }
-                }
-            }
-            let missing = |field: &str| invalid(at.clone(), format!("[[asset]] without `{field}`"));
-            let entry = AssetEntry {
-                id: id.ok_or_else(|| missing("id"))?,
-                symbol: symbol.ok_or_else(|| missing("symbol"))?,
-                units: units.ok_or_else(|| missing("units"))?,
-                venues,
-            };
+            let entry = table.into_inner().into_entry(at.clone(), &invalid)?;
             if let Some((_, first)) = entries.iter().find(|(e, _)| e.id == entry.id) {
+                let first_line = line_of(text, first.start);
                 return Err(invalid(
                     at,
                     format!(
-                        "asset id {} appears twice (first at line {})",
-                        entry.id,
-                        first.clone().map_or(1, |s| line_of(text, s.start))
+                        "asset id {} appears twice (first at line {first_line})",
+                        entry.id
                     ),
                 ));
             }
             if let Some((e, first)) = entries.iter().find(|(e, _)| e.symbol == entry.symbol) {
+                let first_line = line_of(text, first.start);
                 return Err(invalid(
                     at,
                     format!(
-                        "symbol {} already names asset {} (line {})",
-                        entry.symbol,
-                        e.id,
-                        first.clone().map_or(1, |s| line_of(text, s.start))
+                        "symbol {} already names asset {} (line {first_line})",
+                        entry.symbol, e.id
                     ),
                 ));
             }
             entries.push((entry, at));
         }
+        let numeraire = file.numeraire.map_or_else(|| "USD".to_string(), |n| n.0);
         AssetMap::new(&numeraire, entries.into_iter().map(|(e, _)| e).collect())
     }
 
@@ -314,6 +202,137 @@ impl AssetMap {
     /// Whether every exchange asset `0..assets` has an entry (what a warm start needs).
     pub fn covers(&self, assets: u16) -> bool {
         (0..assets).all(|id| self.by_id(id).is_some())
+    }
+}
+
+/// The file's top level.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MapFile {
+    numeraire: Option<Numeraire>,
+    #[serde(default)]
+    asset: Vec<Spanned<AssetTable>>,
+}
+
+/// One `[[asset]]` table; its fields check themselves as they are read, so a wrong value is
+/// refused at its own line with a message that says what is expected.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AssetTable {
+    // Optional so that a missing one is reported as such (the checked types would call any
+    // failure to read them a wrong value).
+    id: Option<AssetId>,
+    symbol: Option<AssetSymbol>,
+    units: Option<Units>,
+    #[serde(default)]
+    venues: BTreeMap<String, Spanned<String>>,
+}
+
+impl AssetTable {
+    /// The entry, once each venue name is one the oracle can read and each instrument is named.
+    fn into_entry(
+        self,
+        at: Range<usize>,
+        invalid: &impl Fn(Range<usize>, String) -> AssetMapError,
+    ) -> Result<AssetEntry, AssetMapError> {
+        let missing = |field: &str| invalid(at.clone(), format!("[[asset]] without `{field}`"));
+        let id = self.id.ok_or_else(|| missing("id"))?.0;
+        let symbol = self.symbol.ok_or_else(|| missing("symbol"))?.0;
+        let units = self.units.ok_or_else(|| missing("units"))?.0;
+        let mut venues = BTreeMap::new();
+        for (venue, instrument) in self.venues {
+            let span = instrument.span();
+            if venue_protocol(&venue).is_none() {
+                return Err(invalid(
+                    span,
+                    format!(
+                        "venue {venue:?} is not binance, coinbase, kraken, okx or bitstamp \
+                         (optionally with a suffix such as binance-2)"
+                    ),
+                ));
+            }
+            let instrument = instrument.into_inner();
+            if instrument.is_empty() {
+                return Err(invalid(
+                    span,
+                    format!("venue {venue}: the symbol must be a non-empty string"),
+                ));
+            }
+            venues.insert(venue, instrument);
+        }
+        Ok(AssetEntry {
+            id,
+            symbol,
+            units,
+            venues,
+        })
+    }
+}
+
+/// Reads one value of type `T` and keeps it only if `accept` maps it; otherwise the error is
+/// `expected`, which `toml` places at the value's line.
+fn read_checked<'de, D, T, U>(
+    deserializer: D,
+    accept: impl FnOnce(T) -> Option<U>,
+    expected: &str,
+) -> Result<U, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let value = T::deserialize(deserializer).map_err(|_| D::Error::custom(expected))?;
+    accept(value).ok_or_else(|| D::Error::custom(expected))
+}
+
+/// `numeraire`: a currency symbol, stored upper case.
+struct Numeraire(String);
+
+impl<'de> Deserialize<'de> for Numeraire {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        read_checked(
+            deserializer,
+            |s: String| is_symbol(&s).then(|| Numeraire(s.to_ascii_uppercase())),
+            "numeraire must be a currency symbol such as \"USD\"",
+        )
+    }
+}
+
+/// `id`: the exchange's asset id.
+struct AssetId(u16);
+
+impl<'de> Deserialize<'de> for AssetId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        read_checked(
+            deserializer,
+            |v: i64| u16::try_from(v).ok().map(AssetId),
+            "id must be an integer from 0 to 65535",
+        )
+    }
+}
+
+/// `symbol`: the oracle's asset name, stored upper case.
+struct AssetSymbol(String);
+
+impl<'de> Deserialize<'de> for AssetSymbol {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        read_checked(
+            deserializer,
+            |s: String| is_symbol(&s).then(|| AssetSymbol(s.to_ascii_uppercase())),
+            "symbol must be 1 to 16 letters or digits, such as \"BTC\"",
+        )
+    }
+}
+
+/// `units`: exchange units per whole token.
+struct Units(u128);
+
+impl<'de> Deserialize<'de> for Units {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        read_checked(
+            deserializer,
+            |v: i64| u128::try_from(v).ok().filter(|u| *u >= 1).map(Units),
+            "units (exchange units per whole token) must be an integer of at least 1",
+        )
     }
 }
 
@@ -368,11 +387,11 @@ venues = { binance = "BTCUSDT", kraken = "BTC/USD" }
 
     #[test]
     fn each_mistake_names_its_line() {
-        let cases: [(&str, usize, &str); 9] = [
+        let cases: [(&str, usize, &str); 11] = [
             ("[[asset]]\nid = 0\nsymbol = \"BTC\"\nunits = 0\n", 4, "units"),
             ("[[asset]]\nid = 70000\nsymbol = \"BTC\"\nunits = 1\n", 2, "id must be"),
             ("[[asset]]\nid = 0\nsymbol = \"B-C\"\nunits = 1\n", 3, "symbol must"),
-            ("[[asset]]\nid = 0\nsymbol = \"BTC\"\nunits = 1\ncolour = 3\n", 5, "unknown key"),
+            ("[[asset]]\nid = 0\nsymbol = \"BTC\"\nunits = 1\ncolour = 3\n", 5, "unknown field `colour`, expected one of `id`"),
             ("[[asset]]\nid = 0\nunits = 1\n", 1, "without `symbol`"),
             (
                 "[[asset]]\nid = 0\nsymbol = \"BTC\"\nunits = 1\n\n[[asset]]\nid = 0\nsymbol = \"ETH\"\nunits = 1\n",
@@ -385,6 +404,12 @@ venues = { binance = "BTCUSDT", kraken = "BTC/USD" }
                 "not binance",
             ),
             ("[[asset]]\nid = 0\nsymbol = \"BTC\"\nunits = = 1\n", 4, "not valid TOML"),
+            ("numerair = \"USD\"\n[[asset]]\nid = 0\n", 1, "unknown field `numerair`"),
+            (
+                "[[asset]]\nid = 0\nsymbol = \"BTC\"\nunits = 1\nvenues = { okx = 7 }\n",
+                5,
+                "expected a string",
+            ),
             ("numeraire = 5\n[[asset]]\nid = 0\nsymbol = \"BTC\"\nunits = 1\n", 1, "numeraire"),
         ];
         for (text, line, needle) in cases {

@@ -3,15 +3,17 @@
 //! on demand. Single-threaded and pure: time comes in as `now_ns`, nothing here sleeps or does
 //! I/O. The node's oracle task owns one [`LiveOracle`] and one record source.
 //!
-//! [`pipeline::replay`](crate::pipeline::replay) is the parallel form for a whole recorded feed;
+//! The threaded `replay` is the parallel form for a whole recorded feed;
 //! a node values a few dozen assets at a publication interval of 100 ms or more, which one
 //! thread does with room to spare (see `docs/oracle.md`), so the node does not need worker
 //! threads and keeps the published sequence trivially deterministic.
 
 use crate::aggregate::{aggregate_all, PriceStatus, PublishedPrice};
 use crate::book::Health;
-use crate::feed::{Record, RecordKind};
-use crate::pipeline::{InstrumentKey, OracleConfig, Partition, RouteError, Router};
+use crate::config::OracleConfig;
+use crate::partition::Partition;
+use crate::record::{Record, RecordKind};
+use crate::router::{InstrumentKey, RouteError, Router};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Counts of books by health at one publication.
@@ -261,7 +263,8 @@ impl LoopedFeed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::{default_assets, default_venues, generate_feed, FeedConfig};
+    use crate::generator::{generate_feed, FeedConfig};
+    use crate::venues::{default_assets, default_venues};
 
     fn feed(seconds: u64, faults: f64) -> Vec<Record> {
         generate_feed(&FeedConfig {

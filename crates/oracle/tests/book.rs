@@ -5,13 +5,13 @@
 //! recovers on the next good snapshot.
 
 use proptest::prelude::*;
-use walras_oracle::book::{
+use walras_oracle::Dec;
+use walras_oracle::Record;
+use walras_oracle::{
     kraken_checksum, Book, BookAction, Health, HealthLimits, KrakenSpec, ResyncReason,
 };
-use walras_oracle::decimal::Dec;
-use walras_oracle::event::{BookKind, BookMessage, Level, Protocol, Sequencing};
-use walras_oracle::feed::Record;
-use walras_oracle::pipeline::{OracleConfig, Partition, Routed, Router};
+use walras_oracle::{BookKind, BookMessage, Level, Protocol, Sequencing};
+use walras_oracle::{OracleConfig, Partition, Routed, Router};
 
 fn d(n: i64) -> Dec {
     Dec::from_scaled(n, 2).unwrap()
@@ -175,7 +175,7 @@ fn record(venue: &str, payload: &str) -> Record {
         recv_ns: 1,
         venue: venue.into(),
         conn: 0,
-        kind: walras_oracle::feed::RecordKind::Ws,
+        kind: walras_oracle::RecordKind::Ws,
         path: None,
         payload: payload.into(),
     }
@@ -191,7 +191,7 @@ fn coinbase(seq: u64, kind: &str, price: &str) -> String {
 fn coinbase_connection_sequence_gap_resyncs_every_book_on_the_connection() {
     let mut router = Router::new(10);
     let mut part = Partition::new(OracleConfig::default());
-    let key = walras_oracle::pipeline::InstrumentKey {
+    let key = walras_oracle::InstrumentKey {
         venue: "coinbase".into(),
         symbol: "BTC-USD".into(),
     };
@@ -472,8 +472,8 @@ fn health_reports_crossed_stale_and_thin_books() {
 
 #[test]
 fn okx_checksum_is_verified_over_the_texts_as_sent() {
-    use walras_oracle::book::okx_checksum_text;
-    use walras_oracle::event::OkxChecksum;
+    use walras_oracle::okx_checksum_text;
+    use walras_oracle::OkxChecksum;
     let texts = (
         vec![("1.00".to_string(), "1".to_string())],
         vec![("1.01".to_string(), "1".to_string())],

@@ -2,10 +2,10 @@
 //! through the normaliser and must give exactly the expected typed events (exact decimals,
 //! sides, sequencing); non-data messages give no events, and malformed ones a typed error.
 
-use walras_oracle::book::{kraken_checksum, kraken_checksum_text};
-use walras_oracle::decimal::Dec;
-use walras_oracle::event::{BookKind, Event, Level, Protocol, Sequencing, Side};
-use walras_oracle::normalize::{normalize, NormError};
+use walras_oracle::Dec;
+use walras_oracle::{kraken_checksum, kraken_checksum_text};
+use walras_oracle::{normalize, NormError};
+use walras_oracle::{BookKind, Event, Level, Protocol, Sequencing, Side};
 
 fn d(s: &str) -> Dec {
     Dec::parse(s).unwrap()
@@ -16,7 +16,7 @@ fn l(p: &str, q: &str) -> Level {
         qty: d(q),
     }
 }
-fn book(ev: &Event) -> &walras_oracle::event::BookMessage {
+fn book(ev: &Event) -> &walras_oracle::BookMessage {
     match ev {
         Event::Book(b) => b,
         other => panic!("not a book message: {other:?}"),
@@ -250,7 +250,7 @@ fn malformed_payloads_are_typed_errors_not_panics() {
 
 #[test]
 fn okx_checksum_text_interleaves_bids_and_asks_as_sent() {
-    use walras_oracle::book::okx_checksum_text;
+    use walras_oracle::okx_checksum_text;
     let t = |v: &[(&str, &str)]| {
         v.iter()
             .map(|(p, q)| (p.to_string(), q.to_string()))

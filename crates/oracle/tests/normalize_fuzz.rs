@@ -3,8 +3,8 @@
 //! points without a case limit.)
 
 use proptest::prelude::*;
-use walras_oracle::event::Protocol;
-use walras_oracle::normalize::normalize;
+use walras_oracle::normalize;
+use walras_oracle::Protocol;
 
 const SAMPLES: [(Protocol, &str); 6] = [
     (

@@ -4,14 +4,14 @@
 //! rejected; a minimum venue count; a liquidity-weighted median).
 
 use std::collections::BTreeMap;
-use walras_oracle::aggregate::{
+use walras_oracle::Dec;
+use walras_oracle::{
     aggregate_all, aggregate_asset, weighted_median, AggregateConfig, InstrumentQuote, PriceStatus,
 };
-use walras_oracle::book::{Health, ResyncReason};
-use walras_oracle::decimal::Dec;
-use walras_oracle::event::{BookKind, BookMessage, Level, Protocol, Sequencing};
-use walras_oracle::pipeline::{InstrumentInfo, InstrumentKey, OracleConfig, Partition, Routed};
-use walras_oracle::value::{mid, Method};
+use walras_oracle::{mid, Method};
+use walras_oracle::{BookKind, BookMessage, Level, Protocol, Sequencing};
+use walras_oracle::{Health, ResyncReason};
+use walras_oracle::{InstrumentInfo, InstrumentKey, OracleConfig, Partition, Routed};
 
 fn info() -> InstrumentInfo {
     InstrumentInfo {
@@ -313,7 +313,7 @@ fn the_weighted_median_follows_the_weight() {
 #[test]
 fn every_generated_symbol_splits_back_into_its_base_and_quote() {
     // Regression: with BUSD among the known quotes, Bitstamp's `bnbusd` split as BN/BUSD.
-    use walras_oracle::feed::{default_assets, parse_symbol, symbol_for, venue_quote};
+    use walras_oracle::{default_assets, parse_symbol, symbol_for, venue_quote};
     for protocol in Protocol::ALL {
         let quote_ccy = venue_quote(protocol);
         for base in default_assets(40)
@@ -333,8 +333,8 @@ fn every_generated_symbol_splits_back_into_its_base_and_quote() {
 
 #[test]
 fn a_registered_instrument_overrides_the_symbol_split() {
-    use walras_oracle::feed::{Record, RecordKind};
-    use walras_oracle::pipeline::Router;
+    use walras_oracle::Router;
+    use walras_oracle::{Record, RecordKind};
     let mut router = Router::new(10);
     router
         .register("bitstamp", "bnbbusd", "BNB", "BUSD")

@@ -5,12 +5,10 @@
 //! pipeline's output digest is identical for 1 and 2 worker threads.
 
 use std::collections::BTreeMap;
-use walras_oracle::feed::{
+use walras_oracle::{
     default_assets, default_venues, generate_feed_with_truth, FeedConfig, TruthPoint,
 };
-use walras_oracle::pipeline::{
-    replay, InstrumentKey, OracleConfig, Partition, ReplayOptions, Router,
-};
+use walras_oracle::{replay, InstrumentKey, OracleConfig, Partition, ReplayOptions, Router};
 
 fn faulty_feed(seed: u64) -> FeedConfig {
     FeedConfig {
@@ -31,7 +29,7 @@ struct Audit {
 
 fn audit(cfg: &FeedConfig) -> Audit {
     let feed = generate_feed_with_truth(cfg);
-    let mut router = Router::new(walras_oracle::feed::KRAKEN_DEPTH);
+    let mut router = Router::new(walras_oracle::KRAKEN_DEPTH);
     let mut part = Partition::new(OracleConfig::default());
     let mut latest: BTreeMap<InstrumentKey, TruthPoint> = BTreeMap::new();
     let mut audit = Audit {
@@ -176,18 +174,16 @@ fn replay_output_is_identical_for_one_and_two_threads() {
 
 #[test]
 fn a_recorded_feed_round_trips_through_json_lines() {
-    let feed = walras_oracle::feed::generate_feed(&FeedConfig {
+    let feed = walras_oracle::generate_feed(&FeedConfig {
         seconds: 1,
         faults: 0.05,
         ..FeedConfig::default()
     });
     let mut bytes = Vec::new();
-    walras_oracle::feed::write_jsonl(&feed, &mut bytes).unwrap();
-    let back = walras_oracle::feed::read_jsonl(std::io::Cursor::new(bytes)).unwrap();
+    walras_oracle::write_jsonl(&feed, &mut bytes).unwrap();
+    let back = walras_oracle::read_jsonl(std::io::Cursor::new(bytes)).unwrap();
     assert_eq!(back, feed);
-    assert!(
-        walras_oracle::feed::read_jsonl(std::io::Cursor::new(b"{not json}\n".to_vec())).is_err()
-    );
+    assert!(walras_oracle::read_jsonl(std::io::Cursor::new(b"{not json}\n".to_vec())).is_err());
 }
 
 #[test]
@@ -198,16 +194,16 @@ fn the_same_seed_generates_the_same_feed() {
         ..FeedConfig::default()
     };
     assert_eq!(
-        walras_oracle::feed::generate_feed(&cfg),
-        walras_oracle::feed::generate_feed(&cfg)
+        walras_oracle::generate_feed(&cfg),
+        walras_oracle::generate_feed(&cfg)
     );
     let other = FeedConfig {
         seed: 2,
         ..cfg.clone()
     };
     assert_ne!(
-        walras_oracle::feed::generate_feed(&cfg),
-        walras_oracle::feed::generate_feed(&other)
+        walras_oracle::generate_feed(&cfg),
+        walras_oracle::generate_feed(&other)
     );
 }
 

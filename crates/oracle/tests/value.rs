@@ -3,7 +3,7 @@
 //! to 1e-12 (relative) on random books and steps; notional depth and trade VWAP by hand.
 
 use proptest::prelude::*;
-use walras_oracle::value::{
+use walras_oracle::{
     depth_vwap, depth_vwap_naive, mid, notional_depth, weighted_mid, TradeWindow, ValueError,
 };
 
@@ -106,7 +106,7 @@ proptest! {
 
 #[test]
 fn the_analyst_form_parses_exact_levels_and_values_the_worked_example() {
-    use walras_oracle::value::{parse_levels, value_book_text, Method};
+    use walras_oracle::{parse_levels, value_book_text, Method};
     let v = value_book_text(
         "10:1,9:4",
         "11:3,12:3",

@@ -28,10 +28,10 @@ use std::sync::Mutex;
 use walras_crypto::PublicKey;
 use walras_engine::BlockHeader;
 use walras_engine::ExchangeState;
-use walras_gateway::link::{GatewayStats, SealReply};
-use walras_gateway::market::{
+use walras_gateway::{
     DepthLevel, MarketData, PairAmount, PairDepth, DEPTH_LEVELS_MAX, MARKET_PAIRS_MAX,
 };
+use walras_gateway::{GatewayStats, SealReply};
 use walras_types::SignedTransaction;
 use walras_types::{AssetId, PairId};
 

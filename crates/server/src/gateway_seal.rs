@@ -25,7 +25,7 @@ use std::time::Duration;
 use walras_api::wire::GatewayStatusJson;
 use walras_crypto::Signature;
 use walras_engine::transaction_hash;
-use walras_gateway::link::{seal_signing_message, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER};
+use walras_gateway::{seal_signing_message, SealReply, SealedBatch, SEAL_SIGNATURE_HEADER};
 use walras_types::SignedTransaction;
 
 /// How often the producer looks at the shutdown flag while no batch comes.

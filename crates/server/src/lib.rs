@@ -92,7 +92,7 @@ pub fn run(config: NodeConfig) -> Result<(), NodeError> {
             if let (OracleSource::Venues(venues), Some(handle)) = (&settings.source, &shared.oracle)
             {
                 let endpoints = oracle::endpoints(&handle.map, venues);
-                let tls = walras_oracle_net::tls::TlsClient::with_extra_cas(&settings.tls_ca_files)
+                let tls = walras_oracle_net::TlsClient::with_extra_cas(&settings.tls_ca_files)
                     .map_err(|error| NodeError::Config(format!("--oracle-ca: {error}")))?;
                 for endpoint in &endpoints {
                     endpoint

@@ -20,11 +20,11 @@ use walras_api::wire::{
     OracleBandJson, OracleDeviationJson, OraclePriceJson, OraclePricesJson,
     OracleVenueExcludedJson, OracleVenueJson, OracleVenueUsedJson,
 };
-use walras_oracle::aggregate::PriceStatus;
-pub use walras_oracle::asset_map::{AssetMap, AssetMapError};
-use walras_oracle::feed::read_jsonl;
-use walras_oracle::live::{LiveOracle, LoopedFeed, Publication};
-use walras_oracle::pipeline::OracleConfig as CoreConfig;
+use walras_oracle::read_jsonl;
+use walras_oracle::OracleConfig as CoreConfig;
+use walras_oracle::PriceStatus;
+pub use walras_oracle::{AssetMap, AssetMapError};
+use walras_oracle::{LiveOracle, LoopedFeed, Publication};
 
 /// Where the tâtonnement of a new block starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -369,7 +369,7 @@ pub enum OracleFeedError {
     Read {
         path: std::path::PathBuf,
         #[source]
-        source: walras_oracle::feed::FeedError,
+        source: walras_oracle::FeedError,
     },
     #[error(
         "the oracle feed {} holds no records (write one with `walras gen feed`)",
@@ -487,10 +487,7 @@ impl std::str::FromStr for VenueUrl {
 
 /// The connectors' endpoints: each venue's symbols from the asset map, plus the stablecoin
 /// books (USDT, USDC in USD) on venues that quote in USD, which price the USDT-quoted venues.
-pub fn endpoints(
-    map: &AssetMap,
-    venues: &[VenueUrl],
-) -> Vec<walras_oracle_net::connector::Endpoint> {
+pub fn endpoints(map: &AssetMap, venues: &[VenueUrl]) -> Vec<walras_oracle_net::Endpoint> {
     venues
         .iter()
         .map(|v| {
@@ -499,14 +496,14 @@ pub fn endpoints(
                 .iter()
                 .filter_map(|e| e.venues.get(&v.venue).cloned())
                 .collect();
-            if let Some(protocol) = walras_oracle::feed::venue_protocol(&v.venue) {
-                if walras_oracle::feed::venue_quote(protocol) == "USD" {
+            if let Some(protocol) = walras_oracle::venue_protocol(&v.venue) {
+                if walras_oracle::venue_quote(protocol) == "USD" {
                     for stable in ["USDT", "USDC"] {
-                        symbols.push(walras_oracle::feed::symbol_for(protocol, stable, "USD"));
+                        symbols.push(walras_oracle::symbol_for(protocol, stable, "USD"));
                     }
                 }
             }
-            walras_oracle_net::connector::Endpoint {
+            walras_oracle_net::Endpoint {
                 venue: v.venue.clone(),
                 ws_url: v.ws_url.clone(),
                 rest_base: v.rest_base.clone(),
@@ -520,22 +517,22 @@ pub fn endpoints(
 pub async fn run_venues(
     handle: Arc<OracleHandle>,
     stop: tokio::sync::watch::Receiver<bool>,
-    endpoints: Vec<walras_oracle_net::connector::Endpoint>,
+    endpoints: Vec<walras_oracle_net::Endpoint>,
     interval: Duration,
-    tls: walras_oracle_net::tls::TlsClient,
+    tls: walras_oracle_net::TlsClient,
 ) {
-    let options = walras_oracle_net::live::LiveOptions {
+    let options = walras_oracle_net::LiveOptions {
         endpoints,
-        connector: walras_oracle_net::connector::ConnectorConfig {
+        connector: walras_oracle_net::ConnectorConfig {
             tls: Some(tls),
-            ..walras_oracle_net::connector::ConnectorConfig::default()
+            ..walras_oracle_net::ConnectorConfig::default()
         },
         oracle: CoreConfig::default(),
         publish_every: interval,
         resync_after: Duration::from_secs(1),
     };
     let mut publisher = Publisher::default();
-    let result = walras_oracle_net::live::run_live(
+    let result = walras_oracle_net::run_live(
         options,
         |publication, oracle| publisher.publish(&handle, publication, oracle),
         stop,
@@ -677,7 +674,7 @@ impl OracleMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use walras_oracle::asset_map::AssetEntry;
+    use walras_oracle::AssetEntry;
 
     fn map() -> AssetMap {
         let entry = |id: u16, symbol: &str, units: u128| AssetEntry {
@@ -793,8 +790,8 @@ mod node_tests {
     use tower::ServiceExt;
     use walras_api::wire::DevGenesisJson;
     use walras_crypto::Hash;
-    use walras_oracle::aggregate::PublishedPrice;
-    use walras_oracle::live::{HealthCounts, VenueHealth};
+    use walras_oracle::PublishedPrice;
+    use walras_oracle::{HealthCounts, VenueHealth};
     use walras_types::{AccountId, AssetId, Operation, Price, SignedTransaction, Transaction};
 
     const DEV: DevGenesisJson = DevGenesisJson {

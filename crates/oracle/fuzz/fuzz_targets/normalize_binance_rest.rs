@@ -1,8 +1,8 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use walras_oracle::event::Protocol;
+use walras_oracle::Protocol;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = walras_oracle::normalize::normalize(Protocol::Binance, data, Some("BTCUSDT"));
-    let _ = walras_oracle::normalize::normalize(Protocol::Bitstamp, data, Some("btcusd"));
+    let _ = walras_oracle::normalize(Protocol::Binance, data, Some("BTCUSDT"));
+    let _ = walras_oracle::normalize(Protocol::Bitstamp, data, Some("btcusd"));
 });

@@ -1,7 +1,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use walras_oracle::event::Protocol;
+use walras_oracle::Protocol;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = walras_oracle::normalize::normalize(Protocol::Coinbase, data, None);
+    let _ = walras_oracle::normalize(Protocol::Coinbase, data, None);
 });

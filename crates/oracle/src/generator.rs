@@ -1,158 +1,24 @@
-//! Recorded feeds: the record format (one JSON object per line) and a deterministic generator that
-//! writes each venue's real wire format with injected faults, plus the venue's true book for tests.
+//! A deterministic feed generator: each venue's real wire format with injected faults (gaps,
+//! duplicates, reorders, crossed books, bad checksums, disconnects), plus the venue's true book
+//! for tests.
 //!
-//! The pseudo-random generator is a hand-written SplitMix64: a generated feed must be the same
-//! bytes for the same seed forever, which a crate's unspecified algorithm does not promise.
+//! The pseudo-random generator is `rand_xoshiro::SplitMix64`, a named algorithm whose output is
+//! fixed: a generated feed must be the same bytes for the same seed forever, which a crate's
+//! unspecified algorithm (such as `rand`'s `StdRng`) does not promise.
 
 use crate::decimal::Dec;
 use crate::event::Protocol;
+use crate::record::{Record, RecordKind};
+use crate::venues::{
+    default_assets, default_venues, symbol_for, venue_protocol, venue_quote, KRAKEN_DEPTH,
+};
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
 
-/// Kraken book subscription depth the generator and the replay both use.
-pub const KRAKEN_DEPTH: usize = 10;
 /// Levels of the true book kept in a `TruthPoint` per side.
 pub const TRUTH_LEVELS: usize = 5;
-/// Longest line accepted when reading a recorded feed.
-pub const RECORD_BYTES_MAX: usize = 8 << 20;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecordKind {
-    /// A WebSocket message.
-    Ws,
-    /// A REST response; `path` is the request path.
-    Rest,
-    /// The connection dropped; later messages on `conn` belong to a new connection.
-    Disconnect,
-}
-
-/// One received message: receive time, venue, connection, raw payload.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    pub recv_ns: u64,
-    pub venue: String,
-    pub conn: u32,
-    pub kind: RecordKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    pub payload: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum FeedError {
-    #[error("io: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("line {line}: {detail}")]
-    Line { line: usize, detail: String },
-}
-
-pub fn write_jsonl(records: &[Record], mut out: impl Write) -> Result<(), FeedError> {
-    for r in records {
-        let line = serde_json::to_string(r).map_err(|e| FeedError::Line {
-            line: 0,
-            detail: e.to_string(),
-        })?;
-        out.write_all(line.as_bytes())?;
-        out.write_all(b"\n")?;
-    }
-    Ok(())
-}
-
-pub fn read_jsonl(input: impl BufRead) -> Result<Vec<Record>, FeedError> {
-    let mut records = Vec::new();
-    for (i, line) in input.lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        if line.len() > RECORD_BYTES_MAX {
-            return Err(FeedError::Line {
-                line: i + 1,
-                detail: format!("longer than {RECORD_BYTES_MAX} bytes"),
-            });
-        }
-        records.push(serde_json::from_str(&line).map_err(|e| FeedError::Line {
-            line: i + 1,
-            detail: e.to_string(),
-        })?);
-    }
-    Ok(records)
-}
-
-/// Venue name to wire format: by name prefix (`binance`, `binance-2`, `okx-eu`, ...).
-pub fn venue_protocol(venue: &str) -> Option<Protocol> {
-    Protocol::ALL
-        .into_iter()
-        .find(|p| venue.starts_with(p.name()))
-}
-
-/// `n` venue names cycling through the five protocols: binance, coinbase, kraken, okx, bitstamp, binance-2, ...
-pub fn default_venues(n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            let p = Protocol::ALL[i % 5].name();
-            if i < 5 {
-                p.to_string()
-            } else {
-                format!("{p}-{}", i / 5 + 1)
-            }
-        })
-        .collect()
-}
-
-/// The paper's 40 assets (less its stablecoins, which the oracle prices itself), then `A41`, `A42`...
-pub fn default_assets(n: usize) -> Vec<String> {
-    const PAPER: [&str; 36] = [
-        "BTC", "ETH", "LINK", "SOL", "XRP", "DOT", "DOGE", "ADA", "BNB", "LUNA", "SHIB", "WBTC",
-        "NEAR", "TRX", "CRO", "MATIC", "LTC", "APE", "FTT", "LEO", "ATOM", "XLM", "ALGO", "XMR",
-        "ETC", "UNI", "VET", "FIL", "ICP", "HBAR", "EGLD", "XTZ", "THETA", "SAND", "GRT", "AXS",
-    ];
-    (0..n)
-        .map(|i| {
-            PAPER
-                .get(i)
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| format!("A{}", i + 1))
-        })
-        .collect()
-}
-
-/// The quote currency a protocol's generated books use for ordinary assets.
-pub fn venue_quote(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::Binance | Protocol::Okx => "USDT",
-        Protocol::Coinbase | Protocol::Kraken | Protocol::Bitstamp => "USD",
-    }
-}
-
-pub fn symbol_for(protocol: Protocol, base: &str, quote: &str) -> String {
-    match protocol {
-        Protocol::Binance => format!("{base}{quote}"),
-        Protocol::Coinbase | Protocol::Okx => format!("{base}-{quote}"),
-        Protocol::Kraken => format!("{base}/{quote}"),
-        Protocol::Bitstamp => format!("{base}{quote}").to_ascii_lowercase(),
-    }
-}
-
-/// Quote currencies recognised at the end of a separator-less symbol (Binance, Bitstamp), longest
-/// first. A suffix split is ambiguous in general: with `BUSD` in this list, Bitstamp's `bnbusd` split
-/// as BN/BUSD (found by the 40-asset replay), so it is left out; a live deployment should register
-/// each instrument from venue metadata with `Router::register`.
-pub const KNOWN_QUOTES: [&str; 5] = ["USDT", "USDC", "USD", "EUR", "BTC"];
-
-/// `(base, quote)` of a venue symbol: split at `-`, `/` or `_`, else by a known quote suffix.
-pub fn parse_symbol(symbol: &str) -> Option<(String, String)> {
-    let upper = symbol.to_ascii_uppercase();
-    if let Some((b, q)) = upper.split_once(['-', '/', '_']) {
-        return (!b.is_empty() && !q.is_empty()).then(|| (b.to_string(), q.to_string()));
-    }
-    KNOWN_QUOTES
-        .iter()
-        .find(|q| upper.len() > q.len() && upper.ends_with(*q))
-        .map(|q| (upper[..upper.len() - q.len()].to_string(), q.to_string()))
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FeedConfig {
@@ -220,24 +86,20 @@ pub struct GeneratedFeed {
     pub faults: FaultCounts,
 }
 
-pub struct SplitMix64(u64);
+/// The generator's draws from the seeded SplitMix64 stream (`rand_xoshiro`'s, the same algorithm
+/// the feed format was first written with, so a seed's feed keeps its bytes).
+pub(crate) trait Draws {
+    /// Uniform in [0, 1): the top 53 bits of one draw.
+    fn unit(&mut self) -> f64;
+    /// One draw modulo `n` (0 when `n` is 0); the small modulo bias is part of the format.
+    fn below(&mut self, n: u64) -> u64;
+}
 
-impl SplitMix64 {
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
+impl Draws for SplitMix64 {
+    fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
-    pub fn below(&mut self, n: u64) -> u64 {
+    fn below(&mut self, n: u64) -> u64 {
         if n == 0 {
             0
         } else {
@@ -451,10 +313,9 @@ fn iso_time(t_ns: u64) -> String {
 }
 
 /// Generates the feed. Deterministic in `cfg`.
-pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
-    let mut rng = SplitMix64::new(cfg.seed);
-    let mut venues: Vec<SimVenue> = cfg
-        .venues
+/// The venues of `cfg` whose names say their wire format (others are skipped).
+fn sim_venues(cfg: &FeedConfig) -> Vec<SimVenue> {
+    cfg.venues
         .iter()
         .filter_map(|v| {
             venue_protocol(v).map(|p| SimVenue {
@@ -465,8 +326,12 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
                 down_until: None,
             })
         })
-        .collect();
-    // True USD prices: assets log-uniform in [0.01, 50 000], stablecoins near 1.
+        .collect()
+}
+
+/// The true USD prices at the start: the given ones, else log-uniform in [0.01, 50 000];
+/// stablecoins near 1.
+fn true_usd_prices(cfg: &FeedConfig, rng: &mut SplitMix64) -> BTreeMap<String, f64> {
     let mut usd: BTreeMap<String, f64> = BTreeMap::new();
     for (index, a) in cfg.assets.iter().enumerate() {
         // Drawn even when given, so that a given price changes no other draw of the seed.
@@ -476,6 +341,16 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
     }
     usd.insert("USDT".into(), 1.0 + (rng.unit() - 0.5) * 0.002);
     usd.insert("USDC".into(), 1.0 + (rng.unit() - 0.5) * 0.002);
+    usd
+}
+
+/// Every venue's instruments: each asset against the venue's quote, and its stablecoin pairs.
+fn sim_instruments(
+    cfg: &FeedConfig,
+    venues: &[SimVenue],
+    usd: &BTreeMap<String, f64>,
+    rng: &mut SplitMix64,
+) -> Vec<SimInstrument> {
     let mut instruments: Vec<SimInstrument> = Vec::new();
     for (vi, v) in venues.iter().enumerate() {
         let quote = venue_quote(v.protocol);
@@ -510,13 +385,16 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
             });
         }
     }
-    let mut out = Out { items: Vec::new() };
-    let mut faults = FaultCounts::default();
-    let ups = cfg.updates_per_second.max(1) as u64;
-    let dt = 1_000_000_000 / ups;
-    let steps = cfg.seconds * ups;
-    let slot_ns = (dt / (instruments.len() as u64 + 1)).max(1);
-    // Kraken publishes pair precisions on its `instrument` channel; the replay reads them there.
+    instruments
+}
+
+/// Kraken publishes pair precisions on its `instrument` channel; the replay reads them there.
+fn push_kraken_instruments(
+    cfg: &FeedConfig,
+    venues: &[SimVenue],
+    instruments: &[SimInstrument],
+    out: &mut Out,
+) {
     for v in venues.iter().filter(|v| v.protocol == Protocol::Kraken) {
         let pairs: Vec<String> = instruments
             .iter()
@@ -542,6 +420,20 @@ pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
             None,
         );
     }
+}
+
+pub fn generate_feed_with_truth(cfg: &FeedConfig) -> GeneratedFeed {
+    let mut rng = SplitMix64::seed_from_u64(cfg.seed);
+    let mut venues = sim_venues(cfg);
+    let mut usd = true_usd_prices(cfg, &mut rng);
+    let mut instruments = sim_instruments(cfg, &venues, &usd, &mut rng);
+    let mut out = Out { items: Vec::new() };
+    let mut faults = FaultCounts::default();
+    let ups = cfg.updates_per_second.max(1) as u64;
+    let dt = 1_000_000_000 / ups;
+    let steps = cfg.seconds * ups;
+    let slot_ns = (dt / (instruments.len() as u64 + 1)).max(1);
+    push_kraken_instruments(cfg, &venues, &instruments, &mut out);
     let mut pending: Vec<(usize, u64)> = Vec::new();
     for step in 0..steps {
         // Prices move: a small random walk per asset.
