@@ -66,7 +66,10 @@ pub(crate) async fn dev_secret_seed<C: NodeApi>(
 
 /// A production build has no development keys.
 #[cfg(not(feature = "dev-tools"))]
-pub async fn dev_secret_seed<C: NodeApi>(_client: &C, _account: u64) -> anyhow::Result<[u8; 32]> {
+pub(crate) async fn dev_secret_seed<C: NodeApi>(
+    _client: &C,
+    _account: u64,
+) -> anyhow::Result<[u8; 32]> {
     Err(anyhow!(
         "development keys need the development tools, which this build of walras leaves out: \
          use --key FILE"
