@@ -12,6 +12,8 @@
 //! the block's counts and the rejections by reason.
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use walras_bench::orderbook::OrderbookExchange;
@@ -25,16 +27,12 @@ const TRANSACTIONS: usize = 100_000;
 const A: AssetId = AssetId(0);
 const B: AssetId = AssetId(1);
 
-/// SplitMix64: a tiny deterministic generator for the workload.
-struct SplitMix(u64);
+/// SplitMix64 (`rand_xoshiro`'s): a tiny deterministic generator for the workload.
+struct SplitMix(SplitMix64);
 
 impl SplitMix {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, bound: u64) -> u64 {
@@ -65,7 +63,7 @@ fn genesis(keys: &[Keypair]) -> Genesis {
 
 /// The block described in the module documentation.
 fn block(keys: &[Keypair]) -> Vec<SignedTransaction> {
-    let mut rng = SplitMix(42);
+    let mut rng = SplitMix(SplitMix64::seed_from_u64(42));
     let mut next_sequence = vec![1u64; keys.len()];
     let mut offers: Vec<(u64, AssetId, AssetId, Price, u64)> = Vec::new();
     let mut block = Vec::with_capacity(TRANSACTIONS);

@@ -16,6 +16,8 @@
 
 use ethnum::U256;
 use proptest::prelude::*;
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use std::collections::{BTreeMap, BTreeSet};
 use walras_clearing::PayoutTerms;
 use walras_crypto::Keypair;
@@ -65,16 +67,13 @@ fn sign(source: u64, sequence: u64, operation: Operation) -> SignedTransaction {
     }
 }
 
-/// A small deterministic generator (SplitMix64): the test needs no workload crate.
-struct Rng(u64);
+/// A small deterministic generator (`rand_xoshiro`'s SplitMix64): the test needs no workload
+/// crate.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
@@ -108,7 +107,7 @@ struct Generator {
 impl Generator {
     fn new(seed: u64, model: Model, accounts: u64) -> Generator {
         Generator {
-            rng: Rng(seed),
+            rng: Rng(SplitMix64::seed_from_u64(seed)),
             model,
             accounts,
             next_sequence: vec![1; accounts as usize],

@@ -13,6 +13,8 @@
 mod common;
 
 use common::{config, propose_and_append_with_state, TempDir};
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -265,8 +267,9 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// xorshift64: delays only, so no dependency for it.
-struct Random(u64);
+/// The kill delays' generator (`rand_xoshiro`'s SplitMix64), seeded from the environment or
+/// the clock and printed, so a failing run can be repeated.
+struct Random(SplitMix64);
 
 impl Random {
     fn from_env() -> Random {
@@ -278,13 +281,10 @@ impl Random {
                 now.map_or(1, |since| since.as_nanos() as u64) | 1
             });
         eprintln!("{SEED_VAR}={seed}");
-        Random(seed)
+        Random(SplitMix64::seed_from_u64(seed))
     }
 
     fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
+        self.0.next_u64() % bound
     }
 }

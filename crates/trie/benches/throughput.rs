@@ -23,6 +23,8 @@
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use walras_crypto::Hash;
@@ -34,23 +36,10 @@ const BATCHES_1M: usize = 10;
 /// The roots every configuration reached, to check that they agree.
 static ROOTS: Mutex<Vec<(String, Hash)>> = Mutex::new(Vec::new());
 
-/// SplitMix64 (as in the tests' `common`): a fixed, fast key stream.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn random_batch<V>(state: &mut u64, make_value: impl Fn(u64) -> V) -> Vec<([u8; 8], V)> {
+/// A batch of keys from `rand_xoshiro`'s SplitMix64: a fixed, fast key stream.
+fn random_batch<V>(state: &mut SplitMix64, make_value: impl Fn(u64) -> V) -> Vec<([u8; 8], V)> {
     (0..BATCH_KEYS)
-        .map(|_| {
-            (
-                splitmix64(state).to_be_bytes(),
-                make_value(splitmix64(state)),
-            )
-        })
+        .map(|_| (state.next_u64().to_be_bytes(), make_value(state.next_u64())))
         .collect()
 }
 
@@ -102,7 +91,7 @@ fn run<V: AsRef<[u8]> + Send>(
     threads: usize,
     make_value: impl Fn(u64) -> V + Copy,
 ) -> (Trie<8, V>, Summary) {
-    let mut state = 42;
+    let mut state = SplitMix64::seed_from_u64(42);
     let mut trie = Trie::<8, V>::new();
     let mut summary = Summary {
         root: Hash::default(),

@@ -9,9 +9,11 @@
 
 mod common;
 
-use common::{apply_batch, batch, fresh_trie, splitmix64, Key, Model};
+use common::{apply_batch, batch, fresh_trie, Key, Model};
 use proptest::prelude::*;
 use proptest::sample::Index;
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use walras_trie::{empty_root_hash, Trie};
 
 #[derive(Clone, Debug)]
@@ -99,11 +101,12 @@ proptest! {
 }
 
 fn random_entries(count: usize, seed: u64, key_mask: u64) -> Vec<(Key, Vec<u8>)> {
-    let mut state = seed;
+    // Deterministic pseudo-random values, for inputs too large for proptest to shrink.
+    let mut rng = SplitMix64::seed_from_u64(seed);
     (0..count)
         .map(|_| {
-            let key = (splitmix64(&mut state) & key_mask).to_be_bytes();
-            (key, splitmix64(&mut state).to_le_bytes().to_vec())
+            let key = (rng.next_u64() & key_mask).to_be_bytes();
+            (key, rng.next_u64().to_le_bytes().to_vec())
         })
         .collect()
 }
