@@ -28,7 +28,7 @@ use walras_payments::{
     ValidatorIndex, Verdict, VoteFault,
 };
 
-use crate::frame::{push_frame, read_frame, write_framed};
+use crate::frame::{push_frame, write_framed, FrameReader};
 use crate::wire::{
     decode_response_message, encode_request_message, ErrorCode, ErrorReply, Request, Response,
 };
@@ -182,7 +182,7 @@ impl Endpoint {
             .map_err(|_| connect_error("timed out".into()))?
             .map_err(|error| connect_error(error.to_string()))?;
         let _ = stream.set_nodelay(true);
-        let (mut reader, mut writer) = stream.into_split();
+        let (reader, mut writer) = stream.into_split();
         let (requests, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
         let waiters: Waiters = Arc::default();
         tokio::spawn(async move {
@@ -206,7 +206,8 @@ impl Endpoint {
         let open = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let reader_open = open.clone();
         tokio::spawn(async move {
-            while let Ok(body) = read_frame(&mut reader).await {
+            let mut frames = FrameReader::new(reader);
+            while let Ok(body) = frames.next().await {
                 // A reply that does not decode is a broken peer: drop the connection.
                 let Ok((id, response)) = decode_response_message(&body) else {
                     break;

@@ -1,12 +1,16 @@
 //! Length-prefixed frames: a 4-byte big-endian length, then that many bytes. A length above the
-//! limit is refused before anything is allocated; a frame must arrive whole within a timeout once
-//! its first byte has; a write must finish within a timeout.
+//! limit is refused from its prefix, before the body is buffered; a frame, once begun, must
+//! arrive whole within a timeout; a write must finish within a timeout. Frames are read by
+//! `tokio_util`'s [`LengthDelimitedCodec`] ([`FrameReader`]), as the gateway's are.
 
 use std::io;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
 use thiserror::Error;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio_util::codec::{Decoder, FramedRead, LengthDelimitedCodec, LengthDelimitedCodecError};
 use walras_types::codec::{Reader, Writer};
 
 /// Largest frame accepted: a request carries at most 16 input certificates of at most a few
@@ -45,27 +49,84 @@ pub(crate) fn frame_length(prefix: &[u8; 4]) -> Result<usize, FrameError> {
     Ok(length)
 }
 
-/// Reads one frame. Waits without limit for its first byte (idle connections are allowed; the
-/// caller bounds idleness), then at most `FRAME_READ_TIMEOUT` for the rest.
-pub async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Vec<u8>, FrameError> {
-    let mut first = [0u8; 1];
-    if reader.read(&mut first).await? == 0 {
-        return Err(FrameError::Closed);
+/// The length-delimited codec, with an end inside a frame reported as `UnexpectedEof` (the
+/// codec's own is an untyped "bytes remaining on stream").
+struct FrameCodec(LengthDelimitedCodec);
+
+impl Decoder for FrameCodec {
+    type Item = BytesMut;
+    type Error = io::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> io::Result<Option<BytesMut>> {
+        self.0.decode(src)
     }
-    tokio::time::timeout(FRAME_READ_TIMEOUT, async {
-        let mut prefix = [first[0], 0, 0, 0];
-        reader.read_exact(&mut prefix[1..]).await?;
-        let length = frame_length(&prefix)?;
-        let mut body = vec![0u8; length];
-        reader.read_exact(&mut body).await?;
-        Ok(body)
-    })
-    .await
-    .map_err(|_| FrameError::ReadTimeout(FRAME_READ_TIMEOUT))?
-    .map_err(|error| match error {
-        FrameError::Io(io) if io.kind() == io::ErrorKind::UnexpectedEof => FrameError::Closed,
-        other => other,
-    })
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> io::Result<Option<BytesMut>> {
+        match self.0.decode(src)? {
+            Some(frame) => Ok(Some(frame)),
+            None if src.is_empty() => Ok(None),
+            None => Err(io::ErrorKind::UnexpectedEof.into()),
+        }
+    }
+}
+
+/// The frames of one connection's byte stream.
+pub struct FrameReader<R> {
+    frames: FramedRead<R, FrameCodec>,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    pub fn new(reader: R) -> FrameReader<R> {
+        let codec = LengthDelimitedCodec::builder()
+            .length_field_length(4)
+            .big_endian()
+            .max_frame_length(FRAME_BYTES_MAX)
+            .new_codec();
+        FrameReader {
+            frames: FramedRead::new(reader, FrameCodec(codec)),
+        }
+    }
+
+    /// The next frame's body. Waits without limit while no frame has begun (idle connections
+    /// are allowed; the caller bounds idleness); once one has, it must be whole by the end of
+    /// the next [`FRAME_READ_TIMEOUT`] window (so within one to two of them), else
+    /// `ReadTimeout`. A stream that ends, between frames or inside one, is `Closed`.
+    pub async fn next(&mut self) -> Result<Bytes, FrameError> {
+        let mut begun = false;
+        loop {
+            // Cancel-safe: a frame read in part stays in the codec's buffer.
+            match tokio::time::timeout(FRAME_READ_TIMEOUT, self.frames.next()).await {
+                Ok(Some(Ok(body))) => return Ok(body.freeze()),
+                Ok(Some(Err(error))) => return Err(self.typed(error)),
+                Ok(None) => return Err(FrameError::Closed),
+                Err(_) if begun => return Err(FrameError::ReadTimeout(FRAME_READ_TIMEOUT)),
+                Err(_) => begun = !self.frames.read_buffer().is_empty(),
+            }
+        }
+    }
+
+    /// The codec's errors as [`FrameError`]s: "frame size too big" is refused before the
+    /// prefix is consumed, so the length is read from the buffer's front; an end inside a
+    /// frame is `Closed`, as a peer that went away.
+    fn typed(&self, error: io::Error) -> FrameError {
+        if error
+            .get_ref()
+            .is_some_and(|inner| inner.is::<LengthDelimitedCodecError>())
+        {
+            let prefix: Option<[u8; 4]> = self
+                .frames
+                .read_buffer()
+                .get(..4)
+                .and_then(|front| front.try_into().ok());
+            if let Some(Err(too_large)) = prefix.map(|prefix| frame_length(&prefix)) {
+                return too_large;
+            }
+        }
+        match error.kind() {
+            io::ErrorKind::UnexpectedEof => FrameError::Closed,
+            _ => FrameError::Io(error),
+        }
+    }
 }
 
 /// Writes one frame within `FRAME_WRITE_TIMEOUT`.
@@ -148,12 +209,26 @@ mod tests {
         let mut framed = Vec::new();
         push_frame(&mut framed, b"first").unwrap();
         push_frame(&mut framed, b"second").unwrap();
-        let mut stream = framed.as_slice();
-        assert_eq!(read_frame(&mut stream).await.unwrap(), b"first");
-        assert_eq!(read_frame(&mut stream).await.unwrap(), b"second");
+        let mut frames = FrameReader::new(framed.as_slice());
+        assert_eq!(frames.next().await.unwrap(), &b"first"[..]);
+        assert_eq!(frames.next().await.unwrap(), &b"second"[..]);
+        assert!(matches!(frames.next().await, Err(FrameError::Closed)));
+    }
+
+    /// A frame begun and then stalled is a `ReadTimeout` (after one or two windows of
+    /// `FRAME_READ_TIMEOUT`); a connection with no frame begun waits without limit.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_frame_times_out_and_an_idle_connection_does_not() {
+        let (mut peer, ours) = tokio::io::duplex(64);
+        let mut frames = FrameReader::new(ours);
+        let idle = tokio::time::timeout(FRAME_READ_TIMEOUT * 5, frames.next()).await;
+        assert!(idle.is_err(), "an idle connection is still waiting");
+        peer.write_all(&[0, 0, 0, 9, b'x']).await.unwrap();
+        let started = tokio::time::Instant::now();
         assert!(matches!(
-            read_frame(&mut stream).await,
-            Err(FrameError::Closed)
+            frames.next().await,
+            Err(FrameError::ReadTimeout(_))
         ));
+        assert!(started.elapsed() <= FRAME_READ_TIMEOUT * 2);
     }
 }

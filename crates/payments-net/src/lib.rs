@@ -37,7 +37,7 @@ pub use config::{
     MemberFile, ValidatorFile, MERKLE_BATCH_LEAVES_DEFAULT,
 };
 pub use file::write_private_durable;
-pub use frame::{read_frame, write_frame, FrameError, FRAME_BYTES_MAX};
+pub use frame::{write_frame, FrameError, FrameReader, FRAME_BYTES_MAX};
 pub use validator::{
     start_from_file, ConnectionPolicy, DepositAdmitter, Faults, LoadProbe, Validator,
     ValidatorError, ValidatorSetup,

@@ -35,7 +35,7 @@ use walras_payments::{
 use walras_payments::{DurableError, EffectLog};
 
 use crate::config::Fault;
-use crate::frame::{push_frame, read_frame, write_frame, write_framed, FrameError};
+use crate::frame::{push_frame, write_frame, write_framed, FrameError, FrameReader};
 use crate::wire::{
     decode_request_message, encode_response_message, request_id_of, ErrorCode, ErrorReply, Request,
     Response, ShardStats,
@@ -731,7 +731,7 @@ impl WithdrawalSigner {
 type Outgoing = (Vec<u8>, Option<OwnedSemaphorePermit>);
 
 async fn connection<R, W>(
-    mut reader: R,
+    reader: R,
     mut writer: W,
     shards: Arc<Vec<ShardHandle>>,
     withdrawals: Arc<WithdrawalSigner>,
@@ -770,8 +770,9 @@ async fn connection<R, W>(
     // in the socket; only a client that also does not read its refusals is no longer read.
     let in_flight = Arc::new(Semaphore::new(policy.in_flight_max));
     let refusals = Arc::new(Semaphore::new(policy.in_flight_max));
+    let mut frames = FrameReader::new(reader);
     loop {
-        let body = match tokio::time::timeout(policy.idle_timeout, read_frame(&mut reader)).await {
+        let body = match tokio::time::timeout(policy.idle_timeout, frames.next()).await {
             Ok(Ok(body)) => body,
             Ok(Err(FrameError::TooLarge { bytes })) => {
                 let reply = ErrorReply {

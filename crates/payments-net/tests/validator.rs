@@ -10,11 +10,11 @@ use walras_payments::{
     genesis_output_id, verify_certificate, ChainId, Committee, Epoch, Input, Output, OutputId,
     Payment, PaymentRequest, RootCache, Scheme, SignedPayment, Verdict, VoteFault,
 };
-use walras_payments_net::read_frame;
 use walras_payments_net::Fault;
 use walras_payments_net::{certify, CertifyError, CommitteeClient, NetError, QuorumRound};
 use walras_payments_net::{decode_response_message, ErrorCode, Request, Response};
 use walras_payments_net::{ConnectionPolicy, LoadProbe, Validator, ValidatorSetup};
+use walras_payments_net::{FrameError, FrameReader};
 use walras_types::AssetId;
 
 const CHAIN: ChainId = ChainId(5);
@@ -880,4 +880,12 @@ async fn an_overload_refusal_beside_a_garbage_vote_is_reported_as_overload_not_f
         }) => assert_eq!((valid, overloaded, refused_by_validators), (2, 1, 1)),
         other => panic!("expected an overload refusal, got {other:?}"),
     }
+}
+
+/// One frame from `reader`, when nothing is expected after it before the test reads again (the
+/// frame reader's buffer is dropped with it).
+async fn read_frame<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut R,
+) -> Result<bytes::Bytes, FrameError> {
+    FrameReader::new(reader).next().await
 }

@@ -10,7 +10,7 @@ use walras_payments_net::{
     decode_request_message, decode_response_message, encode_request_message,
     encode_response_message, ErrorCode, ErrorReply, Request, Response, ShardStats,
 };
-use walras_payments_net::{read_frame, write_frame, FrameError, FRAME_BYTES_MAX};
+use walras_payments_net::{write_frame, FrameError, FrameReader, FRAME_BYTES_MAX};
 use walras_types::AssetId;
 
 fn request(seed: u8, amount: u128) -> PaymentRequest {
@@ -120,22 +120,16 @@ fn every_response_round_trips() {
 #[tokio::test]
 async fn a_frame_over_the_limit_is_refused_from_its_header() {
     let header = ((FRAME_BYTES_MAX + 1) as u32).to_be_bytes();
-    let mut reader: &[u8] = &header;
+    let mut frames = FrameReader::new(&header[..]);
     assert!(matches!(
-        read_frame(&mut reader).await,
-        Err(FrameError::TooLarge { .. })
+        frames.next().await,
+        Err(FrameError::TooLarge { bytes }) if bytes == FRAME_BYTES_MAX + 1
     ));
     let mut framed = Vec::new();
     write_frame(&mut framed, b"hello").await.expect("writes");
-    let mut reader: &[u8] = &framed;
-    assert_eq!(read_frame(&mut reader).await.expect("reads"), b"hello");
-    assert!(matches!(
-        read_frame(&mut reader).await,
-        Err(FrameError::Closed)
-    ));
-    let mut truncated: &[u8] = &framed[..6];
-    assert!(matches!(
-        read_frame(&mut truncated).await,
-        Err(FrameError::Closed)
-    ));
+    let mut frames = FrameReader::new(&framed[..]);
+    assert_eq!(frames.next().await.expect("reads"), &b"hello"[..]);
+    assert!(matches!(frames.next().await, Err(FrameError::Closed)));
+    let mut truncated = FrameReader::new(&framed[..6]);
+    assert!(matches!(truncated.next().await, Err(FrameError::Closed)));
 }
