@@ -724,7 +724,7 @@ pub struct EscrowJson {
 }
 
 /// `GET /v1/offers/{id}/explain[?account=A]`: whether an offer traded, how much, at what rate,
-/// and if not, why (see `walras_engine::explain`). Amounts are decimal strings; prices are
+/// and if not, why (see `walras_explain`). Amounts are decimal strings; prices are
 /// exact decimals; fields that do not apply are `null`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(as = OfferExplanation)]
