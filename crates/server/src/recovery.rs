@@ -53,7 +53,10 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
         oracle,
         assets: state.assets() as u16,
         asset_names: asset_names(&genesis),
-        accounts: arc_swap::ArcSwap::from_pointee(walras_engine::AccountView::of(&state)),
+        accounts: arc_swap::ArcSwap::from_pointee(walras_engine::AccountView::of_on(
+            &state,
+            config.threads,
+        )),
         state: tokio::sync::RwLock::new(state),
         mempool: Mutex::new(mempool::Mempool::new(config.mempool_capacity)),
         overload: Mutex::new(overload::Overload::new(
