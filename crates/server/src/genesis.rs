@@ -8,7 +8,7 @@ use crate::NodeError;
 use walras_api::wire::DevGenesisJson;
 use walras_crypto::Hash;
 use walras_store::{BlockStore, StoreOptions};
-use walras_types::Genesis;
+use walras_types::{Genesis, GenesisSummary};
 
 /// The key under which the store keeps a development genesis's parameters.
 const DEV_GENESIS_META_KEY: &str = "dev_genesis";
@@ -185,7 +185,7 @@ fn read_genesis_file(path: &std::path::Path) -> Result<Genesis, NodeError> {
 }
 
 /// `GET /v1/assets`'s answer, from the genesis (`A0`, `A1`, ... when it names no asset).
-pub(crate) fn asset_names(genesis: &Genesis) -> walras_api::wire::AssetsJson {
+pub(crate) fn asset_names(genesis: &GenesisSummary) -> walras_api::wire::AssetsJson {
     walras_api::wire::AssetsJson {
         named: !genesis.asset_info.is_empty(),
         quote_asset: 0,

@@ -20,7 +20,7 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
     warn_if_dev(&config.genesis);
     let (store, dev_genesis) = open_or_create(config)?;
     let genesis = store
-        .genesis()
+        .genesis_summary()
         .map_err(NodeError::storage("reading the genesis"))?;
     let last_height = store
         .last_height()
@@ -28,7 +28,7 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
     tracing::info!(
         "recovering {last_height} blocks from {} ({} accounts, {} assets)",
         config.data_dir.display(),
-        genesis.accounts.len(),
+        genesis.accounts,
         genesis.assets
     );
     let started = Instant::now();

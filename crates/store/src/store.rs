@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use walras_crypto::Hash;
 use walras_engine::{Block, BlockHeader, ClearingReport, DropReason, ExchangeState, OfferFill};
 use walras_types::codec::{self, Reader, Writer};
-use walras_types::genesis::Genesis;
+use walras_types::genesis::{Genesis, GenesisSummary};
 use walras_types::{AccountId, AssetId, OfferId, OfferKey, PairId, Price};
 
 /// The on-disk format and its version, stored under `meta/format`.
@@ -389,6 +389,20 @@ impl BlockStore {
             .map_err(StoreError::lmdb("reading the genesis"))?;
         let bytes = stored.ok_or(StoreError::NotInitialized)?;
         Genesis::decode(bytes).map_err(|error| StoreError::CorruptGenesis {
+            reason: error.to_string(),
+        })
+    }
+
+    /// The stored genesis's assets, their names and its number of accounts, without decoding
+    /// its accounts (a node's start-up needs only these).
+    pub fn genesis_summary(&self) -> Result<GenesisSummary, StoreError> {
+        let txn = self.read_txn()?;
+        let stored = self
+            .meta
+            .get(&txn, GENESIS_KEY)
+            .map_err(StoreError::lmdb("reading the genesis"))?;
+        let bytes = stored.ok_or(StoreError::NotInitialized)?;
+        GenesisSummary::decode(bytes).map_err(|error| StoreError::CorruptGenesis {
             reason: error.to_string(),
         })
     }

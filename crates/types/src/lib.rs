@@ -29,8 +29,8 @@ pub mod price;
 pub mod transaction;
 
 pub use genesis::{
-    Genesis, GenesisAccount, GenesisError, PaymentsGenesis, PaymentsValidator, GENESIS_MAGIC,
-    GENESIS_MAGIC_PAYMENTS, PAYMENTS_VALIDATORS_MAX,
+    Genesis, GenesisAccount, GenesisError, GenesisSummary, PaymentsGenesis, PaymentsValidator,
+    GENESIS_MAGIC, GENESIS_MAGIC_PAYMENTS, PAYMENTS_VALIDATORS_MAX,
 };
 pub use offer::{AccountId, AssetId, Offer, OfferId, OfferKey, PairId};
 pub use price::{Fraction, Price, PriceError, Valuation};
