@@ -31,6 +31,10 @@ use walras_gateway_net::ParticipantEvent;
 use walras_gateway_net::{ClientConfig, ClientEvent, CutMode, GatewayConfig, Participant};
 use walras_testkit::{payment, NodeProcess, TempDir};
 
+#[path = "support/frame.rs"]
+mod frame;
+use frame::read_frame;
+
 const BOTS: u32 = 8;
 const WINDOW: Duration = Duration::from_millis(55);
 const TAU: Duration = Duration::from_millis(5);
@@ -1272,28 +1276,4 @@ async fn a_node_killed_after_committing_a_batch_answers_it_again_after_restart()
         409,
         "another batch for a committed height is still refused"
     );
-}
-
-/// Reads one length-prefixed frame: the test's own reader, written from the protocol's
-/// description independently of the gateway's codec; `None` at a clean end of stream.
-async fn read_frame(
-    reader: &mut (impl tokio::io::AsyncRead + Unpin),
-    max: usize,
-) -> std::io::Result<Option<Vec<u8>>> {
-    use tokio::io::AsyncReadExt;
-    let mut prefix = [0u8; 4];
-    match reader.read_exact(&mut prefix).await {
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(error) => return Err(error),
-    }
-    let len = u32::from_be_bytes(prefix) as usize;
-    if len > max {
-        return Err(std::io::Error::other(format!(
-            "a frame of {len} bytes (limit {max})"
-        )));
-    }
-    let mut payload = vec![0u8; len];
-    reader.read_exact(&mut payload).await?;
-    Ok(Some(payload))
 }

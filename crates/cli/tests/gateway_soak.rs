@@ -27,6 +27,10 @@ use walras_gateway::{
 use walras_gateway_net::{ClientConfig, ClientEvent, Participant};
 use walras_testkit::{payment, NodeProcess, TempDir};
 
+#[path = "support/frame.rs"]
+mod frame;
+use frame::read_frame;
+
 const HONEST: u32 = 3;
 const HOSTILE: u32 = HONEST;
 const WINDOW_MS: u64 = 50;
@@ -233,30 +237,6 @@ struct HostileState {
     /// Uplink seq → (account, sequence) of the valid trades it sent.
     sent: Mutex<BTreeMap<u64, (u64, u64)>>,
     notices: Mutex<BTreeMap<String, u64>>,
-}
-
-/// Reads one length-prefixed frame: the test's own reader, written from the protocol's
-/// description independently of the gateway's codec; `None` at a clean end of stream.
-async fn read_frame(
-    reader: &mut (impl tokio::io::AsyncRead + Unpin),
-    max: usize,
-) -> std::io::Result<Option<Vec<u8>>> {
-    use tokio::io::AsyncReadExt;
-    let mut prefix = [0u8; 4];
-    match reader.read_exact(&mut prefix).await {
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(error) => return Err(error),
-    }
-    let len = u32::from_be_bytes(prefix) as usize;
-    if len > max {
-        return Err(std::io::Error::other(format!(
-            "a frame of {len} bytes (limit {max})"
-        )));
-    }
-    let mut payload = vec![0u8; len];
-    reader.read_exact(&mut payload).await?;
-    Ok(Some(payload))
 }
 
 /// Connects as `participant` over raw frames; returns the stream after the Welcome.
