@@ -13,6 +13,10 @@ use std::time::Instant;
 use walras_crypto::accept::verify_chunk;
 use walras_crypto::{sign, Keypair, PublicKey, Signature};
 
+#[path = "../tests/support/zebra.rs"]
+mod zebra;
+use zebra::zebra_batch_accepts;
+
 const SIGNATURES: usize = 256 * 20;
 const BATCH_ITEMS: usize = 256;
 const ROUNDS: usize = 15;
@@ -28,18 +32,6 @@ fn signed() -> Vec<(Vec<u8>, PublicKey, Signature)> {
             (message, pair.public_key(), signature)
         })
         .collect()
-}
-
-fn zebra_batch(chunk: &[(Vec<u8>, PublicKey, Signature)]) -> bool {
-    let mut verifier = ed25519_zebra::batch::Verifier::new();
-    for (message, key, signature) in chunk {
-        verifier.queue((
-            ed25519_zebra::VerificationKeyBytes::from(*key.as_bytes()),
-            ed25519_zebra::Signature::from_bytes(signature.as_bytes()),
-            message,
-        ));
-    }
-    verifier.verify(rand::rng()).is_ok()
 }
 
 /// µs per signature of one round of `run`.
@@ -69,7 +61,7 @@ fn main() {
                 .chunks(BATCH_ITEMS)
                 .all(|chunk| verify_chunk(chunk).iter().all(|&ok| ok))
         });
-        let zebra_us = timed(|| triples.chunks(BATCH_ITEMS).all(zebra_batch));
+        let zebra_us = timed(|| triples.chunks(BATCH_ITEMS).all(zebra_batch_accepts));
         own.push(own_us);
         zebra.push(zebra_us);
         ratios.push(own_us / zebra_us);

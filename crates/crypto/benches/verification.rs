@@ -20,6 +20,10 @@ use std::hint::black_box;
 use walras_crypto::accept::verify_chunk;
 use walras_crypto::{verify_each, verify_each_parallel, Keypair, PublicKey, Signature};
 
+#[path = "../tests/support/zebra.rs"]
+mod zebra;
+use zebra::zebra_batch_accepts;
+
 const SIGNATURES: usize = 10_000;
 
 type Triple = (Vec<u8>, PublicKey, Signature);
@@ -121,7 +125,11 @@ fn verification_throughput(c: &mut Criterion) {
         ),
         &256,
         |b, &batch_items| {
-            b.iter(|| assert!(black_box(&triples).chunks(batch_items).all(zebra_batch)))
+            b.iter(|| {
+                assert!(black_box(&triples)
+                    .chunks(batch_items)
+                    .all(zebra_batch_accepts))
+            })
         },
     );
     group.bench_with_input(
@@ -135,20 +143,6 @@ fn verification_throughput(c: &mut Criterion) {
         },
     );
     group.finish();
-}
-
-/// ed25519-zebra's batch of a chunk: the acceptance rule's equation with the keys taken as
-/// bytes (each decompressed again), as the node verified before the rule kept them decoded.
-fn zebra_batch(chunk: &[(Vec<u8>, PublicKey, Signature)]) -> bool {
-    let mut verifier = ed25519_zebra::batch::Verifier::new();
-    for (message, key, signature) in chunk {
-        verifier.queue((
-            ed25519_zebra::VerificationKeyBytes::from(*key.as_bytes()),
-            ed25519_zebra::Signature::from_bytes(signature.as_bytes()),
-            message,
-        ));
-    }
-    verifier.verify(rand::rng()).is_ok()
 }
 
 criterion_group!(benches, verification_throughput);

@@ -20,6 +20,10 @@ use walras_crypto::{
     Keypair, PublicKey, Signature, VerifyError,
 };
 
+#[path = "support/zebra.rs"]
+mod zebra;
+use zebra::zebra_batch_accepts;
+
 fn keypair(index: u32) -> Keypair {
     let mut seed = [7u8; 32];
     seed[..4].copy_from_slice(&index.to_le_bytes());
@@ -505,19 +509,6 @@ fn zebra_accepts(key: &PublicKey, message: &[u8], signature: &Signature) -> bool
         message,
     )
     .is_ok()
-}
-
-/// `ed25519-zebra`'s batch verdict on a chunk (its own equation, keys from bytes).
-fn zebra_batch_accepts(items: &[(Vec<u8>, PublicKey, Signature)]) -> bool {
-    let mut verifier = ed25519_zebra::batch::Verifier::new();
-    for (message, key, signature) in items {
-        verifier.queue((
-            ed25519_zebra::VerificationKeyBytes::from(*key.as_bytes()),
-            ed25519_zebra::Signature::from_bytes(signature.as_bytes()),
-            message,
-        ));
-    }
-    verifier.verify(rand::rng()).is_ok()
 }
 
 /// What a signature in the agreement test is made into.
