@@ -7,8 +7,12 @@
 # sends skipped because every account was waiting for an answer; for a solo node also the
 # node's own counts (its committed total, what it shed as expired, blocks committed late and
 # the largest age at commit, from /metrics).
-# Usage: [MODE=node|localnet] [ACCOUNTS=20000] [WALRAS=binary] scripts/bench-overload.sh SECONDS RUNS CAPACITY FACTORS...
+# Usage: [MODE=node|localnet] [ACCOUNTS=20000] [WALRAS=binary] [THREADS=N] [NODE_CPUS=0-11]
+#        [LOADGEN_CPUS=12-15] scripts/bench-overload.sh SECONDS RUNS CAPACITY FACTORS...
 #   e.g. scripts/bench-overload.sh 8 3 40000 0.5 1 2 3 5 10
+# THREADS is the node's --threads (localnet: each validator's); NODE_CPUS and LOADGEN_CPUS pin
+# the node (or the whole localnet) and the load generator to separate cores with taskset, so
+# that on a large machine the load generator never takes the node's cores (and the reverse).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=$1; runs=$2; capacity=$3; shift 3
@@ -16,13 +20,19 @@ factors=${*:-0.5 1 2 3 5 10}
 mode=${MODE:-node}
 accounts=${ACCOUNTS:-20000}
 target=${CARGO_TARGET_DIR:-target}
+threads_args=()
+[ -n "${THREADS:-}" ] && threads_args=(--threads "$THREADS")
+node_pin=()
+[ -n "${NODE_CPUS:-}" ] && node_pin=(taskset -c "$NODE_CPUS")
+loadgen_pin=()
+[ -n "${LOADGEN_CPUS:-}" ] && loadgen_pin=(taskset -c "$LOADGEN_CPUS")
 # WALRAS=path/to/walras measures that binary as it is (no build).
 walras=${WALRAS:-}
 if [ -z "$walras" ]; then
   cargo build --release -p walras-cli >&2
   walras=$target/release/walras
 fi
-echo "# $(date -u '+%F %H:%M') UTC commit $(git rev-parse --short HEAD): MODE=$mode ACCOUNTS=$accounts scripts/bench-overload.sh $seconds $runs $capacity $factors"
+echo "# $(date -u '+%F %H:%M') UTC commit $(git rev-parse --short HEAD 2>/dev/null || echo -), $(nproc) cores: MODE=$mode ACCOUNTS=$accounts THREADS=${THREADS:-} NODE_CPUS=${NODE_CPUS:-} LOADGEN_CPUS=${LOADGEN_CPUS:-} scripts/bench-overload.sh $seconds $runs $capacity $factors"
 echo "factor rate run offered_tx_s sent admitted refused committed_tx_s goodput_tx_s expired p50_ms p99_ms skipped_busy | node: committed shed_expired late_blocks age_max_ms"
 report() {
   python3 -c "
@@ -36,19 +46,19 @@ for factor in $factors; do
   for run in $(seq 1 "$runs"); do
     dir=$(mktemp -d)
     if [ "$mode" = localnet ]; then
-      "$walras" localnet --validators 4 --dir "$dir/net" --cometbft-bin "$(scripts/install-cometbft.sh)" \
-        --dev-accounts "$accounts" >/dev/null 2>&1
+      "${node_pin[@]}" "$walras" localnet --validators 4 --dir "$dir/net" --cometbft-bin "$(scripts/install-cometbft.sh)" \
+        --dev-accounts "$accounts" "${threads_args[@]}" >/dev/null 2>&1
       url=$(python3 -c "import json; print(json.load(open('$dir/net/localnet.json'))['nodes'][0]['api'])")
     else
-      "$walras" node --data "$dir/node" --listen 127.0.0.1:0 --dev --dev-accounts "$accounts" \
-        --rate-limit-rps 0 >"$dir/log" 2>/dev/null &
+      "${node_pin[@]}" "$walras" node --data "$dir/node" --listen 127.0.0.1:0 --dev --dev-accounts "$accounts" \
+        --rate-limit-rps 0 "${threads_args[@]}" >"$dir/log" 2>/dev/null &
       node=$!
       for _ in $(seq 100); do grep -q listening "$dir/log" && break; sleep 0.1; done
       url=$(sed -n 's/^walras node listening on //p' "$dir/log")
     fi
     # Pre-sign what 1.5x the capacity commits in the run (refused ones are sent again).
     presign=$(python3 -c "print(int(min($rate, 1.5 * $capacity) * $seconds) + 8 * $accounts)")
-    "$walras" loadgen --node "$url" --rate "$rate" --seconds "$seconds" --accounts "$accounts" \
+    "${loadgen_pin[@]}" "$walras" loadgen --node "$url" --rate "$rate" --seconds "$seconds" --accounts "$accounts" \
       --seed "$run" --presign --presign-count "$presign" --json 2>/dev/null | report "$factor" "$rate" "$run"
     curl -s "$url/metrics" | python3 -c "
 import sys
