@@ -392,3 +392,161 @@ fn check_tx_refuses_what_cannot_commit_in_time_before_its_signature_and_rechecks
     assert_eq!(check_tx(&app, forged.encode()), code::BAD_SIGNATURE);
     assert_eq!(check_tx(&app, payment(11, 1).encode()), code::OK);
 }
+
+fn bundle(transactions: &[SignedTransaction]) -> Vec<u8> {
+    proposal::encode_bundle(transactions).to_vec()
+}
+
+/// A bundle (many transactions in one CometBFT transaction, what a node's forwarder sends) is
+/// admitted as its transactions would be one by one: it counts as its transactions against
+/// the pending set's limit, a bundle with one forged, replayed or unknown member is refused
+/// whole with that member's code and takes no room, and a recheck keeps a bundle while one of
+/// its members can still commit.
+#[test]
+fn a_bundle_is_admitted_as_its_transactions_one_by_one_and_refused_whole_for_one_bad_member() {
+    let dir = TempDir::new("abci-bundle-check");
+    let mut config = config(dir.path());
+    config.mempool_capacity = 5;
+    config.max_block_txs = 5;
+    config.commit_bound = std::time::Duration::from_secs(600);
+    let app = abci_app(&config).unwrap();
+    let mut forged = payment(4, 1);
+    forged.signature[0] ^= 1;
+    assert_eq!(
+        check_tx(&app, bundle(&[payment(1, 1), forged, payment(5, 1)])),
+        code::BAD_SIGNATURE
+    );
+    let unknown = payment(10_000, 1);
+    assert_eq!(
+        check_tx(&app, bundle(&[payment(1, 1), unknown])),
+        code::UNKNOWN_ACCOUNT
+    );
+    // The refused bundles took no room: three plus two fill the five slots.
+    assert_eq!(
+        check_tx(&app, bundle(&[payment(1, 1), payment(2, 1), payment(3, 1)])),
+        code::OK
+    );
+    assert_eq!(
+        check_tx(&app, bundle(&[payment(6, 1), payment(7, 1), payment(8, 1)])),
+        code::OVERLOADED,
+        "three more do not fit in the two slots left"
+    );
+    assert_eq!(
+        check_tx(&app, bundle(&[payment(6, 1), payment(7, 1)])),
+        code::OK
+    );
+    // What the pending set holds already is not counted again.
+    assert_eq!(
+        check_tx(&app, bundle(&[payment(1, 1), payment(6, 1)])),
+        code::OK
+    );
+    assert_eq!(check_tx(&app, payment(9, 1).encode()), code::OVERLOADED);
+    assert_eq!(
+        recheck_tx(&app, bundle(&[payment(1, 1), payment(2, 1)])),
+        code::OK
+    );
+    assert_eq!(check_tx(&app, BUNDLE_OF_NOTHING.to_vec()), code::MALFORMED);
+}
+
+/// Just the bundle tag: a bundle of no transactions, malformed.
+const BUNDLE_OF_NOTHING: &[u8] = proposal::BUNDLE_TAG;
+
+/// A proposal carrying its transactions in bundles executes the same Walras block as one
+/// carrying them one per CometBFT transaction: the same app hash; FinalizeBlock answers one
+/// result per CometBFT transaction (header, then each entry), with a bundle whose members were
+/// all dropped `DROPPED` and one partly dropped OK, each dropped member named.
+///
+/// Trigger: the same transaction in two bundles (a client that sent it to two nodes) made a
+/// block with one sequence number used twice, and the engine drops every such transaction:
+/// PrepareProposal now takes each transaction once.
+#[test]
+fn a_proposal_of_bundles_executes_the_same_block_as_one_of_single_transactions() {
+    let offers = crossing_offers();
+    let finalize = |name: &str, entries: Vec<Bytes>| {
+        let dir = TempDir::new(name);
+        let app = abci_app(&config(dir.path())).unwrap();
+        app.init_chain(RequestInitChain {
+            initial_height: 1,
+            ..RequestInitChain::default()
+        });
+        let prepared = app
+            .prepare_proposal(RequestPrepareProposal {
+                txs: entries,
+                max_tx_bytes: 1 << 20,
+                height: 1,
+                ..RequestPrepareProposal::default()
+            })
+            .txs;
+        assert_eq!(process(&app, prepared.clone(), 1), ProposalStatus::Accept);
+        let finalized = app.finalize_block(RequestFinalizeBlock {
+            txs: prepared.clone(),
+            height: 1,
+            ..RequestFinalizeBlock::default()
+        });
+        assert_eq!(finalized.tx_results.len(), prepared.len());
+        app.commit();
+        (prepared, finalized, dir)
+    };
+    let (_, singles, _a) = finalize("abci-singles", encoded(&offers));
+    assert!(singles
+        .tx_results
+        .iter()
+        .all(|result| result.code == code::OK));
+
+    let reversed: Vec<SignedTransaction> = offers.iter().rev().copied().collect();
+    let (prepared, twice, _b) = finalize(
+        "abci-bundles-twice",
+        vec![Bytes::from(bundle(&offers)), Bytes::from(bundle(&reversed))],
+    );
+    assert_eq!(
+        prepared[1..],
+        [Bytes::from(bundle(&offers))],
+        "each transaction once"
+    );
+    assert_eq!(twice.app_hash, singles.app_hash);
+
+    let (prepared, overlap, _c) = finalize(
+        "abci-bundles-overlap",
+        vec![
+            Bytes::from(offers[0].encode()),
+            Bytes::from(bundle(&reversed)),
+        ],
+    );
+    assert_eq!(
+        prepared[1..],
+        encoded(&offers)[..],
+        "the rest of the bundle, re-encoded"
+    );
+    assert_eq!(overlap.app_hash, singles.app_hash);
+
+    let strangers = [payment(10_000, 1), payment(10_001, 1)];
+    let (_, mixed, _d) = finalize(
+        "abci-bundles-dropped",
+        vec![
+            Bytes::from(bundle(&[offers[0], strangers[0]])),
+            Bytes::from(bundle(
+                &strangers[1..]
+                    .iter()
+                    .chain(&offers[1..])
+                    .copied()
+                    .collect::<Vec<_>>(),
+            )),
+            Bytes::from(bundle(&[payment(10_002, 1), payment(10_003, 1)])),
+        ],
+    );
+    assert_eq!(
+        mixed.app_hash, singles.app_hash,
+        "the same trades, strangers dropped"
+    );
+    let partly = &mixed.tx_results[1];
+    assert_eq!(partly.code, code::OK, "{partly:?}");
+    assert!(
+        partly.log.starts_with("1 of 2 dropped: 1: "),
+        "{}",
+        partly.log
+    );
+    assert!(mixed.tx_results[2].log.starts_with("1 of 2 dropped: 0: "));
+    let all = &mixed.tx_results[3];
+    assert_eq!(all.code, code::DROPPED, "{all:?}");
+    assert!(all.log.starts_with("2 of 2 dropped: 0: "), "{}", all.log);
+}

@@ -46,6 +46,10 @@ use walras_types::{AccountId, SignedTransaction};
 /// The codespace of every non-zero code this application returns.
 pub const CODESPACE: &str = "walras";
 
+/// Below this many transactions an entry's admission runs on the calling thread: a single
+/// transaction, or a small bundle, is not worth the pool's hand-off.
+const ADMIT_SERIAL_BELOW: usize = 32;
+
 /// Codes of CheckTx and of transaction results. Stable: clients may match on them.
 pub mod code {
     pub const OK: u32 = 0;
@@ -164,45 +168,103 @@ impl WalrasApp {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The overload rule of CheckTx, before anything costly: a recheck of what has pended too
-    /// long is `EXPIRED` (and forgotten); a new transaction when CometBFT's pending set holds
-    /// what commits within the bound is `OVERLOADED`. Otherwise the admission checks follow.
-    fn admit_in_time(&self, hash: &Hash, recheck: bool) -> Result<(), (u32, String)> {
-        let now = Instant::now();
+    /// The overload rule of CheckTx for a new entry, before anything costly: when CometBFT's
+    /// pending set cannot take the entry's transactions it does not already hold (and this
+    /// node's API did not admit) and still commit them within the bound, the whole entry is
+    /// `OVERLOADED`.
+    fn admit_in_time(&self, hashes: &[Hash]) -> Result<(), (u32, String)> {
         let overload = self.shared.overload().clone();
-        // This node's API admitted it under the same rule (its own mempool's count): not
+        // This node's API admitted them under the same rule (its own mempool's count): not
         // refused a second time for the same load.
-        let forwarded = !recheck && self.shared.mempool().contains(hash);
-        let mut pending = self.pending();
-        if recheck {
-            let since = pending.since.get(hash).copied();
-            if let Some(since) =
-                since.filter(|since| pending.too_old(*since, now, overload.commit_bound))
-            {
-                pending.since.remove(hash);
-                self.shared.metrics.count_shed("expired", 1);
-                return Err((
-                    code::EXPIRED,
-                    format!(
-                        "expired: pending for {} ms, its block would commit it after the                          commit bound of {} ms",
-                        now.saturating_duration_since(since).as_millis(),
-                        overload.commit_bound.as_millis()
-                    ),
-                ));
+        let forwarded: Vec<bool> = {
+            let mempool = self.shared.mempool();
+            hashes.iter().map(|hash| mempool.contains(hash)).collect()
+        };
+        let pending = self.pending();
+        let new = hashes
+            .iter()
+            .zip(&forwarded)
+            .filter(|(hash, forwarded)| !**forwarded && !pending.since.contains_key(*hash))
+            .count();
+        if new == 0 {
+            return Ok(());
+        }
+        if let (_, Some(full)) = overload.room(pending.since.len(), new) {
+            for _ in 0..new {
+                self.shared.metrics.count_rejected("mempool_full");
             }
-            return Ok(());
-        }
-        if pending.since.contains_key(hash) || forwarded {
-            return Ok(());
-        }
-        if let (0, Some(full)) = overload.room(pending.since.len(), 1) {
-            self.shared.metrics.count_rejected("mempool_full");
             return Err((
                 code::OVERLOADED,
                 format!("mempool_full: {}", full.message()),
             ));
         }
         Ok(())
+    }
+
+    /// A recheck after a block: each of the entry's transactions that has pended too long to
+    /// commit within the bound is `EXPIRED` (and forgotten), each of the rest is judged
+    /// against the new state (signatures are not checked again: keys never change). The
+    /// entry stays while one of its transactions passes; the engine's filter drops the others
+    /// if it is proposed.
+    fn recheck(
+        &self,
+        transactions: &[SignedTransaction],
+        hashes: &[Hash],
+    ) -> Result<(), (u32, String)> {
+        let now = Instant::now();
+        let bound = self.shared.overload().commit_bound;
+        let mut expired = Vec::new();
+        let live: Vec<bool> = {
+            let mut pending = self.pending();
+            hashes
+                .iter()
+                .map(|hash| {
+                    let since = pending.since.get(hash).copied();
+                    match since.filter(|since| pending.too_old(*since, now, bound)) {
+                        Some(since) => {
+                            pending.since.remove(hash);
+                            expired.push(now.saturating_duration_since(since));
+                            false
+                        }
+                        None => true,
+                    }
+                })
+                .collect()
+        };
+        if !expired.is_empty() {
+            self.shared.metrics.count_shed("expired", expired.len());
+        }
+        let verdicts = self.admit_each(transactions, hashes, &live, true);
+        let mut refusal = expired.first().map(|pended| {
+            (
+                code::EXPIRED,
+                format!(
+                    "expired: pending for {} ms, its block would commit it after the \
+                     commit bound of {} ms",
+                    pended.as_millis(),
+                    bound.as_millis()
+                ),
+            )
+        });
+        let mut kept = 0usize;
+        let mut pending = self.pending();
+        for (hash, verdict) in hashes.iter().zip(verdicts) {
+            match verdict {
+                Some(Ok(())) => {
+                    kept += 1;
+                    pending.since.entry(*hash).or_insert(now);
+                }
+                Some(Err(why)) => {
+                    pending.since.remove(hash);
+                    refusal.get_or_insert(why);
+                }
+                None => {}
+            }
+        }
+        match (kept, refusal) {
+            (0, Some(why)) => Err(why),
+            _ => Ok(()),
+        }
     }
 
     /// Stops the process: a decided block this node cannot execute or store leaves it no
@@ -236,24 +298,61 @@ impl WalrasApp {
         self.shared.state.blocking_read()
     }
 
-    /// The admission checks of CheckTx; `Err((code, message))` when refused. What passes is
-    /// in the pending set; what a recheck refuses leaves it.
-    fn admit(&self, tx: &[u8], recheck: bool) -> Result<(), (u32, String)> {
-        let signed = SignedTransaction::decode(tx)
+    /// The admission checks of CheckTx for one entry (a transaction or a bundle); `Err((code,
+    /// message))` when refused. A new entry is taken only if every transaction in it passes
+    /// (the forwarder bundles only what this node's API admitted, so an honest bundle does);
+    /// its transactions then join the pending set, and one that fails leaves it. A recheck:
+    /// see [`WalrasApp::recheck`].
+    fn admit(&self, entry: &[u8], recheck: bool) -> Result<(), (u32, String)> {
+        let transactions = proposal::decode_entry(entry)
             .map_err(|error| (code::MALFORMED, format!("transaction: {error}")))?;
-        let hash = transaction_hash(&signed);
-        self.admit_in_time(&hash, recheck)?;
-        let verdict = self.admit_decoded(&signed, &hash, recheck);
+        let hashes: Vec<Hash> = transactions.iter().map(transaction_hash).collect();
+        if recheck {
+            return self.recheck(&transactions, &hashes);
+        }
+        self.admit_in_time(&hashes)?;
+        let all = vec![true; transactions.len()];
+        let verdicts = self.admit_each(&transactions, &hashes, &all, false);
+        let now = Instant::now();
+        let mut refusal = None;
         let mut pending = self.pending();
-        match verdict {
-            Ok(()) => {
-                pending.since.entry(hash).or_insert_with(Instant::now);
-            }
-            Err(_) => {
-                pending.since.remove(&hash);
+        for (hash, verdict) in hashes.iter().zip(&verdicts) {
+            if let Some(Err(why)) = verdict {
+                pending.since.remove(hash);
+                refusal.get_or_insert_with(|| why.clone());
             }
         }
-        verdict
+        if let Some(why) = refusal {
+            return Err(why);
+        }
+        for hash in &hashes {
+            pending.since.entry(*hash).or_insert(now);
+        }
+        Ok(())
+    }
+
+    /// [`WalrasApp::admit_decoded`] for each transaction whose `wanted` flag is set (`None`
+    /// for the others), on the engine's threads when there are many: a bundle from a peer
+    /// carries hundreds whose signatures this node has not seen.
+    fn admit_each(
+        &self,
+        transactions: &[SignedTransaction],
+        hashes: &[Hash],
+        wanted: &[bool],
+        recheck: bool,
+    ) -> Vec<Option<Result<(), (u32, String)>>> {
+        let items: Vec<(&SignedTransaction, &Hash, bool)> = transactions
+            .iter()
+            .zip(hashes)
+            .zip(wanted)
+            .map(|((signed, hash), wanted)| (signed, hash, *wanted))
+            .collect();
+        walras_par::map_in_order(
+            &items,
+            self.config.follower.threads,
+            ADMIT_SERIAL_BELOW,
+            |(signed, hash, wanted)| wanted.then(|| self.admit_decoded(signed, hash, recheck)),
+        )
     }
 
     /// The admission rule for a decoded transaction.
@@ -297,10 +396,15 @@ impl WalrasApp {
         })
     }
 
-    /// The transactions a proposal takes: decodable, distinct, within the limits, in
-    /// CometBFT's order.
+    /// The entries a proposal takes (and their transactions, bundles flattened): decodable,
+    /// within the byte budget and the block's transaction count, in CometBFT's order, and no
+    /// transaction twice. The same transaction can reach CometBFT's mempool in two bundles
+    /// (a client that sent it to two nodes), and the engine drops every transaction of an
+    /// account that uses a sequence number twice in a block: an entry's transactions already
+    /// taken are left out of it (the entry is re-encoded with the rest; CometBFT's recheck
+    /// then drops the original, whose transactions have all committed).
     fn select(&self, txs: Vec<Bytes>, budget_bytes: usize) -> (Vec<Bytes>, Vec<SignedTransaction>) {
-        let mut seen: HashSet<Bytes> = HashSet::with_capacity(txs.len());
+        let mut seen: HashSet<Hash> = HashSet::with_capacity(txs.len());
         let mut raw = Vec::new();
         let mut decoded = Vec::new();
         let mut used_bytes = 0usize;
@@ -308,24 +412,44 @@ impl WalrasApp {
             if decoded.len() >= self.config.max_block_txs {
                 break;
             }
-            if used_bytes + tx.len() > budget_bytes {
-                continue;
-            }
-            let Ok(signed) = SignedTransaction::decode(&tx) else {
+            let Ok(carried) = proposal::decode_entry(&tx) else {
                 continue;
             };
-            if !seen.insert(tx.clone()) {
+            let fresh: Vec<SignedTransaction> = carried
+                .iter()
+                .filter(|signed| !seen.contains(&transaction_hash(signed)))
+                .copied()
+                .collect();
+            let entry = match fresh.as_slice() {
+                [] => continue,
+                _ if fresh.len() == carried.len() => tx,
+                [single] => Bytes::from(single.encode()),
+                _ => proposal::encode_bundle(&fresh),
+            };
+            if used_bytes + entry.len() > budget_bytes
+                || decoded.len() + fresh.len() > self.config.max_block_txs
+            {
                 continue;
             }
-            used_bytes += tx.len();
-            raw.push(tx);
-            decoded.push(signed);
+            seen.extend(fresh.iter().map(transaction_hash));
+            used_bytes += entry.len();
+            raw.push(entry);
+            decoded.extend(fresh);
         }
         (raw, decoded)
     }
 
-    fn tx_results(&self, block: &Block, outcome: &BlockOutcome) -> Vec<ExecTxResult> {
-        let mut results = Vec::with_capacity(block.transactions.len() + 1);
+    /// One result per CometBFT transaction of the block: the header's, then one per entry. An
+    /// entry none of whose transactions was dropped is OK; a single transaction dropped, or a
+    /// bundle all dropped, is `DROPPED`; a bundle partly dropped is OK with its dropped
+    /// transactions named in the log (`index in the bundle: reason`).
+    fn tx_results(
+        &self,
+        block: &Block,
+        outcome: &BlockOutcome,
+        entry_counts: &[usize],
+    ) -> Vec<ExecTxResult> {
+        let mut results = Vec::with_capacity(entry_counts.len() + 1);
         results.push(ExecTxResult {
             code: code::OK,
             info: "walras block header".into(),
@@ -337,16 +461,42 @@ impl WalrasApp {
                 *slot = Some(*reason);
             }
         }
-        results.extend(dropped.into_iter().map(|reason| match reason {
-            None => ExecTxResult::default(),
-            Some(reason) => ExecTxResult {
-                code: code::DROPPED,
-                log: reason.name().into(),
-                codespace: CODESPACE.into(),
-                ..ExecTxResult::default()
-            },
-        }));
+        let mut carried = dropped.as_slice();
+        for count in entry_counts {
+            let (entry, rest) = carried.split_at((*count).min(carried.len()));
+            carried = rest;
+            results.push(entry_result(entry));
+        }
+        debug_assert!(carried.is_empty());
         results
+    }
+}
+
+/// The result of one entry from its transactions' drop reasons.
+fn entry_result(dropped: &[Option<walras_engine::DropReason>]) -> ExecTxResult {
+    let named: Vec<String> = dropped
+        .iter()
+        .enumerate()
+        .filter_map(|(index, reason)| reason.map(|reason| format!("{index}: {}", reason.name())))
+        .collect();
+    match (named.len(), dropped) {
+        (0, _) => ExecTxResult::default(),
+        (_, [Some(reason)]) => ExecTxResult {
+            code: code::DROPPED,
+            log: reason.name().into(),
+            codespace: CODESPACE.into(),
+            ..ExecTxResult::default()
+        },
+        (count, _) => ExecTxResult {
+            code: if count == dropped.len() {
+                code::DROPPED
+            } else {
+                code::OK
+            },
+            log: format!("{count} of {} dropped: {}", dropped.len(), named.join(", ")),
+            codespace: CODESPACE.into(),
+            ..ExecTxResult::default()
+        },
     }
 }
 
@@ -517,16 +667,17 @@ impl Application for WalrasApp {
             self.refuse("FinalizeBlock", &why);
             return ResponseFinalizeBlock::default();
         }
-        let block = match proposal::decode(&request.txs, request.height) {
-            Ok(block) => block,
-            Err(error) => {
-                self.refuse(
-                    "FinalizeBlock",
-                    &format!("height {} is not a Walras block: {error}", request.height),
-                );
-                return ResponseFinalizeBlock::default();
-            }
-        };
+        let (block, entry_counts) =
+            match proposal::decode_with_entries(&request.txs, request.height) {
+                Ok(decoded) => decoded,
+                Err(error) => {
+                    self.refuse(
+                        "FinalizeBlock",
+                        &format!("height {} is not a Walras block: {error}", request.height),
+                    );
+                    return ResponseFinalizeBlock::default();
+                }
+            };
         let started = Instant::now();
         let checked = self
             .checked
@@ -557,7 +708,7 @@ impl Application for WalrasApp {
             transactions: block.transactions,
         };
         let response = ResponseFinalizeBlock {
-            tx_results: self.tx_results(&executed, &outcome),
+            tx_results: self.tx_results(&executed, &outcome, &entry_counts),
             app_hash: Bytes::copy_from_slice(outcome.header.state_root.as_bytes()),
             ..ResponseFinalizeBlock::default()
         };
