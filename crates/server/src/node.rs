@@ -154,6 +154,15 @@ impl Shared {
     /// Records a committed block of `transactions` that took `busy`, after which
     /// `left_waiting` were pending, in the commit-rate estimate, and reports the estimate in
     /// the metrics.
+    /// Feeds the commit-rate estimate a rate measured over several blocks (replicated mode).
+    pub fn record_drain_rate(&self, tx_per_s: f64, saturated: bool) {
+        let mut overload = self.overload();
+        overload.drain.record_rate(tx_per_s, saturated);
+        if let Some(rate) = overload.drain.tx_per_s() {
+            self.metrics.commit_rate_tx_per_s.set(rate as i64);
+        }
+    }
+
     pub fn record_drain(&self, transactions: usize, busy: Duration, left_waiting: usize) {
         let mut overload = self.overload();
         overload

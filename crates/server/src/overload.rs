@@ -64,7 +64,12 @@ impl DrainEstimate {
             return;
         }
         let sample = transactions as f64 / busy.as_secs_f64().max(1e-6);
-        let node_was_the_limit = left_waiting >= transactions;
+        self.record_rate(sample, left_waiting >= transactions);
+    }
+
+    /// Records a measured commit rate; `node_was_the_limit` when the block that ended the
+    /// measurement left at least its own size waiting.
+    pub fn record_rate(&mut self, sample: f64, node_was_the_limit: bool) {
         self.saturated = node_was_the_limit;
         self.tx_per_s = Some(match self.tx_per_s {
             None => sample,
