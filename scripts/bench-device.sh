@@ -9,7 +9,10 @@
 #      generator on cores 12-15, at multiples of NODE_CAPACITY;
 #   3. the 4-validator localnet's curve: the network on cores 0-11 (`--threads 3` each), load
 #      generator on cores 12-15, at multiples of LOCALNET_CAPACITY;
-#   4. `walras payments bench`, 4 validators x 8 shards, at multiples of PAYMENTS_CAPACITY.
+#   4. `walras payments bench`, 4 validators x 8 shards, at the rates PAYMENTS_RATES.
+# Environment knobs (defaults in the code below): REPLAY_THREADS, REPLAY_BLOCKS; NODE_CORES,
+# NODE_ACCOUNTS, NODE_SECONDS, NODE_CAPACITY, NODE_FACTORS; LOCALNET_BINARIES,
+# LOCALNET_SECONDS, LOCALNET_CAPACITY, LOCALNET_FACTORS; PAYMENTS_RATES.
 #
 # Usage: OUT=/tmp/out WALRAS=target/devbin/walras WALRAS_COMETBFT=target/devbin/cometbft \
 #          scripts/bench-device.sh [PARTS]        # PARTS: any of "replay node localnet payments"
@@ -21,9 +24,12 @@ walras=$(realpath "${WALRAS:?set WALRAS to the walras binary}")
 export WALRAS_COMETBFT=$(realpath "${WALRAS_COMETBFT:-$(command -v cometbft)}")
 parts=${*:-replay node localnet payments}
 cores=$(nproc)
-node_cpus="0-$((cores * 3 / 4 - 1))"
-loadgen_cpus="$((cores * 3 / 4))-$((cores - 1))"
-node_threads=$((cores * 3 / 4))
+# NODE_CORES of the machine's cores (default three quarters) run the node or the network, the
+# rest the load generator.
+node_cores=${NODE_CORES:-$((cores * 3 / 4))}
+node_cpus="0-$((node_cores - 1))"
+loadgen_cpus="$node_cores-$((cores - 1))"
+node_threads=$node_cores
 mkdir -p "$out"
 {
   echo "date_utc $(date -u '+%F %H:%M:%S')"
@@ -43,15 +49,21 @@ for part in $parts; do
         --node-threads none --json "$out/replay.json" >"$out/replay.txt" 2>"$out/replay.log"
       ;;
     node)
-      MODE=node ACCOUNTS=20000 WALRAS=$walras THREADS=$node_threads NODE_CPUS=$node_cpus \
+      MODE=node ACCOUNTS=${NODE_ACCOUNTS:-20000} WALRAS=$walras THREADS=$node_threads NODE_CPUS=$node_cpus \
         LOADGEN_CPUS=$loadgen_cpus scripts/bench-overload.sh "${NODE_SECONDS:-5}" 1 \
         "${NODE_CAPACITY:-100000}" ${NODE_FACTORS:-0.5 1 1.5 3 10} >"$out/node.txt" 2>"$out/node.log"
       ;;
     localnet)
-      MODE=localnet ACCOUNTS=20000 WALRAS=$walras THREADS=$(( node_threads >= 8 ? node_threads / 4 : 1 )) \
-        NODE_CPUS=$node_cpus LOADGEN_CPUS=$loadgen_cpus scripts/bench-overload.sh \
-        "${LOCALNET_SECONDS:-8}" 1 "${LOCALNET_CAPACITY:-20000}" ${LOCALNET_FACTORS:-0.25 1 3} \
-        >"$out/localnet.txt" 2>"$out/localnet.log"
+      # LOCALNET_BINARIES: the binaries to compare, alternating per factor (default WALRAS).
+      for factor in ${LOCALNET_FACTORS:-0.25 1 3}; do
+        for binary in ${LOCALNET_BINARIES:-$walras}; do
+          echo "# binary $binary"
+          MODE=localnet ACCOUNTS=20000 WALRAS=$(realpath "$binary") \
+            THREADS=$(( node_threads >= 8 ? node_threads / 4 : 1 )) NODE_CPUS=$node_cpus \
+            LOADGEN_CPUS=$loadgen_cpus scripts/bench-overload.sh "${LOCALNET_SECONDS:-8}" 1 \
+            "${LOCALNET_CAPACITY:-20000}" "$factor"
+        done
+      done >"$out/localnet.txt" 2>"$out/localnet.log"
       ;;
     payments)
       for rate in ${PAYMENTS_RATES:-5000 20000 100000 400000}; do

@@ -69,6 +69,18 @@ for line in sys.stdin:
     m[name]=value.strip()
 print('|', m.get('walras_transactions_committed_total','-'), m.get('walras_transactions_shed_total{reason=\"expired\"}','0'), m.get('walras_blocks_committed_late_total','-'), m.get('walras_commit_age_max_ms','-'))"
     if [ "$mode" = localnet ]; then
+      # Every validator's own view: commit-rate estimate, what CheckTx shed as expired, what
+      # it refused as mempool_full, what node 0's forwarder gave up on.
+      for api in $(python3 -c "import json; print(' '.join(n['api'] for n in json.load(open('$dir/net/localnet.json'))['nodes']))"); do
+        curl -s "$api/metrics" | python3 -c "
+import sys
+m={}
+for line in sys.stdin:
+    if line.startswith('#'): continue
+    name, _, value = line.rpartition(' ')
+    m[name]=value.strip()
+print('#   $api rate', m.get('walras_commit_rate_tx_per_s','-'), 'shed_expired', m.get('walras_transactions_shed_total{reason=\"expired\"}','0'), 'rejected_mempool_full', m.get('walras_admission_rejected_total{code=\"mempool_full\"}','0'), 'forward_refused', m.get('walras_forward_refused_total','-'), 'committed', m.get('walras_transactions_committed_total','-'))"
+      done
       "$walras" localnet down --dir "$dir/net" >/dev/null 2>&1 || true
     else
       kill -TERM "$node"; wait "$node" || true

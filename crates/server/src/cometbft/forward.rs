@@ -160,11 +160,15 @@ async fn broadcast(
     verdicts(&body, bundles.len())
 }
 
-/// Reads a batch answer: a transaction was taken when its answer has `result.code` 0.
+/// Reads a batch answer: a bundle was taken when its answer has `result.code` 0. CometBFT
+/// answers a batch of one request with a bare object, not an array of one.
 fn verdicts(body: &serde_json::Value, count: usize) -> Result<Vec<bool>, String> {
-    let answers = body
-        .as_array()
-        .ok_or_else(|| format!("expected a JSON-RPC batch answer, got {body}"))?;
+    let one = std::slice::from_ref(body);
+    let answers = match body {
+        serde_json::Value::Array(answers) => answers.as_slice(),
+        serde_json::Value::Object(_) if count == 1 => one,
+        _ => return Err(format!("expected a JSON-RPC batch answer, got {body}")),
+    };
     let mut taken = vec![false; count];
     for answer in answers {
         let Some(id) = answer["id"].as_u64().map(|id| id as usize) else {
@@ -190,6 +194,20 @@ mod tests {
             {"jsonrpc": "2.0", "id": 99, "result": {"code": 0}},
         ]);
         assert_eq!(verdicts(&body, 3), Ok(vec![true, false, false]));
-        assert!(verdicts(&serde_json::json!({"error": "x"}), 1).is_err());
+        assert!(verdicts(&serde_json::json!({"error": "x"}), 2).is_err());
+        assert!(verdicts(&serde_json::json!("x"), 1).is_err());
+    }
+
+    /// Trigger: CometBFT answers a JSON-RPC batch of one request with a bare object; the
+    /// forwarder took that for a failed RPC, forgot the transactions CometBFT had taken (their
+    /// senders saw them expire although they committed) and paused 200 ms. With bundles most
+    /// batches below saturation hold one request.
+    #[test]
+    fn a_batch_of_one_answered_with_a_bare_object_is_read_as_its_answer() {
+        let taken =
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "result": {"code": 0, "hash": "AA"}});
+        assert_eq!(verdicts(&taken, 1), Ok(vec![true]));
+        let refused = serde_json::json!({"jsonrpc": "2.0", "id": 0, "error": {"code": -32603, "message": "mempool is full"}});
+        assert_eq!(verdicts(&refused, 1), Ok(vec![false]));
     }
 }
