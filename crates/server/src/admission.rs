@@ -54,7 +54,7 @@ pub(crate) async fn admit(
 ) -> Vec<(Hash, Result<(), Failure>)> {
     let (room, full) = {
         let mempool = shared.mempool();
-        let pending = mempool.len() + shared.verifying.load(Ordering::Relaxed);
+        let pending = shared.pending_for_admission(mempool.len());
         let (room, full) = shared.overload().room(pending, transactions.len());
         shared.verifying.fetch_add(room, Ordering::Relaxed);
         (room, full)
@@ -95,7 +95,7 @@ impl Drop for Reservation<'_> {
 pub(crate) fn refuse_if_full(shared: &Shared) -> Result<(), Failure> {
     let (room, full) = {
         let mempool = shared.mempool();
-        let pending = mempool.len() + shared.verifying.load(Ordering::Relaxed);
+        let pending = shared.pending_for_admission(mempool.len());
         shared.overload().room(pending, 1)
     };
     match (room, full) {
@@ -432,6 +432,28 @@ mod tests {
             ]
         );
         assert_eq!(shared.mempool().len(), 999);
+    }
+
+    /// In CometBFT mode admission counts the network's pending set (what this node's CheckTx
+    /// holds), not only its own mempool: with CometBFT's mempool full, an empty node mempool
+    /// admits nothing. Trigger: see `Shared::replicated_pending` (node 0 of a localnet
+    /// admitted all it was offered at 3x while CometBFT held a backlog that expired).
+    #[test]
+    fn a_node_admits_nothing_while_the_network_s_pending_set_is_full() {
+        let dir = TempDir::new("replicated-pending");
+        let (shared, _) = node(&dir);
+        shared
+            .replicated_pending
+            .store(1_000, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            submit(&shared, vec![payment(1, 1)]),
+            vec![Err("mempool_full")]
+        );
+        assert!(refuse_if_full(&shared).is_err());
+        shared
+            .replicated_pending
+            .store(10, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(submit(&shared, vec![payment(1, 1)]), vec![Ok(())]);
     }
 
     /// Trigger (issue 31): the producer took whatever waited, however long ago it was admitted

@@ -101,6 +101,25 @@ pub struct Shared {
     /// (between the room check and the mempool lock): counted as pending by the overload rule,
     /// so the verification queue is bounded too.
     pub verifying: std::sync::atomic::AtomicUsize,
+    /// CometBFT mode: the transactions CometBFT's mempool holds as this node's CheckTx saw
+    /// them (its own forwarded ones and its peers' gossiped ones), not yet committed; 0 in
+    /// solo mode. Admission counts the larger of this and its own mempool, so that a node
+    /// admits nothing while the network's pending set is full (Trigger: node 0 of a localnet
+    /// counted only its own mempool, forgot forwarded transactions after the bound while
+    /// CometBFT still held them, and admitted again: 160,000 of 160,000 offered at 3x, 102,000
+    /// expired; its peers, which count the network's, refused its bundles, so only node 0
+    /// could propose them).
+    pub replicated_pending: std::sync::atomic::AtomicUsize,
+}
+
+impl Shared {
+    /// What the overload rule counts as pending, given the mempool's own count: the larger of
+    /// it and CometBFT's pending set, plus the room reserved for signature checks.
+    pub fn pending_for_admission(&self, mempool_len: usize) -> usize {
+        use std::sync::atomic::Ordering;
+        mempool_len.max(self.replicated_pending.load(Ordering::Relaxed))
+            + self.verifying.load(Ordering::Relaxed)
+    }
 }
 
 /// Why the producer stopped the node.

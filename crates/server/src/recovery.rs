@@ -79,6 +79,7 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
         },
         cometbft_rpc: std::sync::OnceLock::new(),
         verifying: std::sync::atomic::AtomicUsize::new(0),
+        replicated_pending: std::sync::atomic::AtomicUsize::new(0),
         // Room for a full mempool's verdicts in each of its two generations.
         accepted_signatures: Arc::new(walras_crypto::AcceptedSignatures::new(
             config.mempool_capacity.max(1024),

@@ -284,6 +284,8 @@ impl WalrasApp {
                 None => {}
             }
         }
+        self.publish_pending(&pending);
+        drop(pending);
         match (kept, refusal) {
             (0, Some(why)) => Err(why),
             _ => Ok(()),
@@ -346,12 +348,22 @@ impl WalrasApp {
             }
         }
         if let Some(why) = refusal {
+            self.publish_pending(&pending);
             return Err(why);
         }
         for hash in &hashes {
             pending.since.entry(*hash).or_insert(now);
         }
+        self.publish_pending(&pending);
         Ok(())
+    }
+
+    /// Tells admission how many transactions CometBFT's mempool holds (see
+    /// `Shared::replicated_pending`).
+    fn publish_pending(&self, pending: &PendingSet) {
+        self.shared
+            .replicated_pending
+            .store(pending.since.len(), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// [`WalrasApp::admit_decoded`] for each transaction whose `wanted` flag is set (`None`
@@ -815,6 +827,7 @@ impl WalrasApp {
         let previous = pending.last_commit;
         pending.committed(hashes, now, bound * 2);
         let left_waiting = pending.since.len();
+        self.publish_pending(&pending);
         let rate = pending.windowed_rate(hashes.len(), now);
         drop(pending);
         if let Some(previous) = previous {
