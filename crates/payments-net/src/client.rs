@@ -405,6 +405,16 @@ impl CommitteeClient {
             .get(usize::from(validator))
             .ok_or(NetError::Unexpected { validator })?;
         endpoint.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.call_reserved(validator, endpoint, request).await
+    }
+
+    /// [`CommitteeClient::call`] of a request already counted in `endpoint.in_flight`.
+    async fn call_reserved(
+        &self,
+        validator: ValidatorIndex,
+        endpoint: &Endpoint,
+        request: &Request,
+    ) -> Result<Response, NetError> {
         let sent = Instant::now();
         let result = self.call_counted(validator, endpoint, request).await;
         let in_flight = endpoint.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -553,12 +563,18 @@ impl CommitteeClient {
                 });
                 continue;
             }
+            // Counted in flight now, not when the task runs: a load generator that checks
+            // `held_back` between broadcasts sees every request it already sent.
+            self.endpoints[validator]
+                .in_flight
+                .fetch_add(1, Ordering::Relaxed);
             let client = self.clone();
             let sender = sender.clone();
             let message = message.clone();
             tokio::spawn(async move {
+                let endpoint = &client.endpoints[validator];
                 let validator = validator as ValidatorIndex;
-                let result = client.call(validator, &message).await;
+                let result = client.call_reserved(validator, endpoint, &message).await;
                 let _ = sender.send(ValidatorReply { validator, result });
             });
         }
@@ -748,6 +764,18 @@ pub async fn certify(
     request: &PaymentRequest,
     cache: &Mutex<RootCache>,
 ) -> Result<Vec<Certificate>, CertifyError> {
+    let replies = broadcast_payment(client, request);
+    certify_replies(client, request, replies, cache).await
+}
+
+/// The first half of [`certify`]: sends `request` to its shard of every validator now (or
+/// holds it back) and returns the channel of their replies for [`certify_replies`]. A load
+/// generator calls it before spawning the wait, so the requests it sent count in flight before
+/// it offers the next.
+pub fn broadcast_payment(
+    client: &Arc<CommitteeClient>,
+    request: &PaymentRequest,
+) -> mpsc::UnboundedReceiver<ValidatorReply> {
     let owner = request
         .signed
         .payment
@@ -755,7 +783,17 @@ pub async fn certify(
         .first()
         .map(|input| input.output.owner);
     let shard = owner.map_or(0, |owner| client.committee().shard_of(&owner));
-    let mut replies = client.broadcast(shard, request);
+    client.broadcast(shard, request)
+}
+
+/// The second half of [`certify`]: waits on the replies of [`broadcast_payment`] for a verified
+/// quorum (or until every validator answered without one).
+pub async fn certify_replies(
+    client: &Arc<CommitteeClient>,
+    request: &PaymentRequest,
+    mut replies: mpsc::UnboundedReceiver<ValidatorReply>,
+    cache: &Mutex<RootCache>,
+) -> Result<Vec<Certificate>, CertifyError> {
     let mut round = QuorumRound::new(client.committee(), request);
     while let Some(reply) = replies.recv().await {
         match round.take(reply, cache) {

@@ -32,8 +32,9 @@ mod window;
 mod wire;
 
 pub use client::{
-    certify, CertifyError, CommitteeClient, ConnectionWindow, HoldBack, NetError, QuorumRound,
-    ValidatorReply, CLIENT_IN_FLIGHT_MAX, CONNECT_TIMEOUT, REQUEST_TIMEOUT,
+    broadcast_payment, certify, certify_replies, CertifyError, CommitteeClient, ConnectionWindow,
+    HoldBack, NetError, QuorumRound, ValidatorReply, CLIENT_IN_FLIGHT_MAX, CONNECT_TIMEOUT,
+    REQUEST_TIMEOUT,
 };
 pub use config::{
     key_hex, member_with_bls, parse_key, parse_scheme, parse_seed, write_json, CommitteeConfig,

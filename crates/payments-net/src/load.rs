@@ -7,7 +7,7 @@
 //! back (fewer than a quorum of validators can take it: [`CommitteeClient::held_back`]) is
 //! counted and dropped without spending a task on it, so at 20x capacity the load generator does
 //! not starve the committee of cores. A request refused for overload (held back in
-//! [`certify`] or refused by validators) changed nothing, so it goes back to the pool and a
+//! [`certify`](crate::certify) or refused by validators) changed nothing, so it goes back to the pool and a
 //! later slot resends it unchanged, as a wallet would: the pool is spent only on certified or
 //! failed payments, and a bounded one lasts any overload. The loop ends on time whatever the
 //! rate: it stops offering
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use walras_payments::{Certificate, PaymentRequest, RootCache};
 
-use crate::client::{certify, CertifyError, CommitteeClient};
+use crate::client::{broadcast_payment, certify_replies, CertifyError, CommitteeClient};
 
 /// How long past the end of the load the loop may still offer payments it was late with; the
 /// slots left after it are counted `generator_behind`, not offered.
@@ -83,7 +83,7 @@ pub struct LoadReport {
     pub offered: u64,
     /// Of the sent requests, those resent after an overload refusal.
     pub resent: u64,
-    /// Requests handed to [`certify`].
+    /// Requests handed to [`certify`](crate::certify).
     pub sent: u64,
     /// Latency of each certified request, in microseconds, ascending.
     pub certified_latencies_us: Vec<u64>,
@@ -195,8 +195,11 @@ pub async fn run_open_loop(
     report
 }
 
-/// Certifies `request` in a task: its outcome goes to `done`, and the request itself back to
-/// `refused_back` if it was refused for overload (to be resent unchanged by a later slot).
+/// Sends `request` now and waits for its quorum in a task: its outcome goes to `done`, and the
+/// request itself back to `refused_back` if it was refused for overload (to be resent unchanged
+/// by a later slot). Sent before the task is spawned, so the next slot's
+/// [`CommitteeClient::held_back`] counts it in flight (at 400,000/s the loop otherwise spawned
+/// many tasks between two of them running, and most found the windows full).
 fn spawn_certify(
     client: &Arc<CommitteeClient>,
     cache: &Arc<Mutex<RootCache>>,
@@ -208,9 +211,10 @@ fn spawn_certify(
     let cache = cache.clone();
     let done = done.clone();
     let refused_back = refused_back.clone();
+    let sent = Instant::now();
+    let replies = broadcast_payment(&client, &request);
     tokio::spawn(async move {
-        let sent = Instant::now();
-        let result = certify(&client, &request, &cache).await;
+        let result = certify_replies(&client, &request, replies, &cache).await;
         if matches!(result, Err(CertifyError::Overloaded { .. })) {
             let _ = refused_back.send(request.clone());
         }
