@@ -37,6 +37,7 @@ use walras_payments::{
 use walras_payments_net::Request;
 use walras_payments_net::{key_hex, CommitteeFile, Fault, GenesisOutputFile};
 use walras_payments_net::{run_open_loop, CommitteeClient, LoadReport, Offer, OpenLoop};
+use walras_payments_net::{WindowConfig, CLIENT_IN_FLIGHT_MAX, WINDOW_TARGET_FLOOR};
 use walras_types::AssetId;
 
 use super::localnet::{create, start_all, stop_all, Spec};
@@ -80,6 +81,10 @@ pub(crate) struct BenchArgs {
     /// Without it each connection's window adapts to its measured latency (at most 512)
     #[arg(long)]
     in_flight: Option<usize>,
+    /// The adaptive window's target floor: a connection's window shrinks when its mean latency
+    /// exceeds 2 × its minimum + this (default: the client library's, `WINDOW_TARGET_FLOOR`)
+    #[arg(long)]
+    window_floor_ms: Option<u64>,
     /// Payments signed before the clock, with a genesis coin each (default: rate × seconds, at
     /// most 262,144); slots past them are reported under `not_offered`
     #[arg(long)]
@@ -272,7 +277,13 @@ async fn drive(
 ) -> anyhow::Result<serde_json::Value> {
     let client = match args.in_flight {
         Some(cap) => CommitteeClient::with_in_flight_max(committee.clone(), addresses, cap),
-        None => CommitteeClient::new(committee.clone(), addresses),
+        None => {
+            let mut window = WindowConfig::up_to(CLIENT_IN_FLIGHT_MAX);
+            if let Some(floor_ms) = args.window_floor_ms {
+                window.target_floor = Duration::from_millis(floor_ms);
+            }
+            CommitteeClient::with_window(committee.clone(), addresses, window)
+        }
     };
     // Connections open before the clock starts.
     for validator in 0..committee.validators.len() {
@@ -383,6 +394,10 @@ async fn drive(
         // the fixed `--in-flight` cap.
         "client_window": {
             "adaptive": args.in_flight.is_none(),
+            "target_floor_ms": args
+                .in_flight
+                .is_none()
+                .then(|| args.window_floor_ms.unwrap_or(WINDOW_TARGET_FLOOR.as_millis() as u64)),
             "per_validator": client_window,
         },
     }))
