@@ -178,7 +178,7 @@ fn offer(
         certificates: Vec::new(),
     };
     let mut offer = vec![pay_to((payer + 1) % keys.len())];
-    if args.fault == "equivocate" && args.byzantine > 0 && index % 50 == 0 {
+    if args.fault == "equivocate" && args.byzantine > 0 && index.is_multiple_of(50) {
         offer.push(pay_to((payer + 2) % keys.len()));
     }
     offer
@@ -376,10 +376,10 @@ async fn drive(
         "machine_cores": machine_cores,
         "cores_oversubscribed": args.validators * args.shards as usize > machine_cores,
         "latency_ms": {
-            "p50": percentile(&latencies, 0.50),
-            "p99": percentile(&latencies, 0.99),
-            "p999": percentile(&latencies, 0.999),
-            "max": percentile(&latencies, 1.0),
+            "p50": percentile(latencies, 0.50),
+            "p99": percentile(latencies, 0.99),
+            "p999": percentile(latencies, 0.999),
+            "max": percentile(latencies, 1.0),
         },
         "conflicting_certificates": conflicting,
         // The encoded certificate of one output (`codec::certificate_bytes`): header and
