@@ -9,8 +9,10 @@
 //! rule; this module only sends, waits and reports.
 //!
 //! Overload (issue 31): the client holds back what a validator could not take, without sending
-//! it: more than [`CLIENT_IN_FLIGHT_MAX`] requests in flight on one connection, or a validator
-//! that answered [`ErrorCode::Overloaded`] within its retry hint. When fewer than a quorum of
+//! it: as many requests in flight on one connection as its window (an adaptive [`Window`] that
+//! follows the connection's latency, at most [`CLIENT_IN_FLIGHT_MAX`]; or a fixed cap,
+//! [`CommitteeClient::with_in_flight_max`]), or a validator that answered
+//! [`ErrorCode::Overloaded`] within its retry hint. When fewer than a quorum of
 //! validators can take a payment, it is sent to none (so the validators' work goes to payments
 //! that can certify), and [`certify`] answers [`CertifyError::Overloaded`]. Nothing is lost: a
 //! refused request is resent unchanged later (the wallet keeps it pending).
@@ -29,6 +31,7 @@ use walras_payments::{
 };
 
 use crate::frame::{push_frame, write_framed, FrameReader};
+use crate::window::{Window, WindowConfig};
 use crate::wire::{
     decode_response_message, encode_request_message, ErrorCode, ErrorReply, Request, Response,
 };
@@ -37,10 +40,10 @@ use crate::wire::{
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long connecting to a validator may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Requests one connection may have in flight; one more is held back (the validator's share per
-/// connection, `validator::CONNECTION_IN_FLIGHT_MAX`). A process that sends many payments at
-/// once and wants their latency bounded sets a lower one ([`CommitteeClient::with_in_flight_max`];
-/// the bench's `--in-flight`, 64 by default): latency is about in-flight ÷ the committee's rate.
+/// Most requests one connection may have in flight; one more is held back (the validator's share
+/// per connection, `validator::CONNECTION_IN_FLIGHT_MAX`). The adaptive window moves below it
+/// with the measured latency; a fixed cap ([`CommitteeClient::with_in_flight_max`], the bench's
+/// `--in-flight`) replaces the window: latency is then about the cap ÷ the committee's rate.
 pub const CLIENT_IN_FLIGHT_MAX: usize = 512;
 /// The retry hint of a request held back for the connection's in-flight share.
 const IN_FLIGHT_RETRY_AFTER: Duration = Duration::from_millis(5);
@@ -140,6 +143,24 @@ struct Endpoint {
     in_flight: AtomicUsize,
     /// Microseconds after the client's `epoch` before which nothing is sent (a retry hint).
     backoff_until_us: AtomicU64,
+    /// The adaptive window, fed every reply (also under a fixed cap, for its report).
+    window: Mutex<Window>,
+    /// The window's limit, read without the lock by every broadcast.
+    window_limit: AtomicUsize,
+}
+
+/// One connection's window as the client sees it now ([`CommitteeClient::windows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionWindow {
+    pub validator: ValidatorIndex,
+    /// Requests the connection may have in flight now (the fixed cap, if one is set).
+    pub limit: usize,
+    /// `false`: a fixed cap holds, not the window.
+    pub adaptive: bool,
+    /// Requests in flight now.
+    pub in_flight: usize,
+    /// The least latency the window remembers, in microseconds.
+    pub min_latency_us: Option<u64>,
 }
 
 impl Endpoint {
@@ -156,6 +177,41 @@ impl Endpoint {
             ));
         }
         None
+    }
+
+    /// The requests this connection may have in flight now.
+    fn in_flight_max(&self, fixed: Option<usize>) -> usize {
+        fixed.unwrap_or_else(|| self.window_limit.load(Ordering::Relaxed))
+    }
+
+    /// Feeds the window one request's outcome (`in_flight`: requests in flight when it ended,
+    /// itself included).
+    fn observe(
+        &self,
+        now_us: u64,
+        latency: Duration,
+        in_flight: usize,
+        result: &Result<Response, NetError>,
+    ) {
+        let Ok(mut window) = self.window.lock() else {
+            return;
+        };
+        match result {
+            Err(NetError::Refused { error, .. })
+                if matches!(error.code, ErrorCode::Overloaded { .. }) =>
+            {
+                window.on_overloaded(now_us)
+            }
+            Err(NetError::Timeout { .. }) => window.on_overloaded(now_us),
+            // A refusal of the request itself was still served: its latency counts.
+            Ok(_) | Err(NetError::Refused { .. }) => {
+                let latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+                window.on_reply(now_us, latency_us, in_flight)
+            }
+            // No answer to time (connection lost, broken reply): nothing to learn.
+            Err(_) => return,
+        }
+        self.window_limit.store(window.limit(), Ordering::Relaxed);
     }
 
     /// Sends nothing to this validator until `retry_after` past `now_us`.
@@ -243,8 +299,8 @@ pub struct CommitteeClient {
     endpoints: Vec<Endpoint>,
     next_id: AtomicU64,
     timeout: Duration,
-    /// Requests one connection may have in flight.
-    in_flight_max: usize,
+    /// A fixed cap of requests in flight per connection, in place of the adaptive window.
+    fixed_in_flight_max: Option<usize>,
     /// The origin of the endpoints' backoff instants.
     epoch: Instant,
 }
@@ -257,8 +313,23 @@ pub struct ValidatorReply {
 }
 
 impl CommitteeClient {
-    /// A client for `committee` whose validator `i` listens on `addresses[i]`.
+    /// A client for `committee` whose validator `i` listens on `addresses[i]`, each connection
+    /// under an adaptive window of at most [`CLIENT_IN_FLIGHT_MAX`].
     pub fn new(committee: Committee, addresses: Vec<String>) -> Arc<CommitteeClient> {
+        CommitteeClient::with_window(
+            committee,
+            addresses,
+            WindowConfig::up_to(CLIENT_IN_FLIGHT_MAX),
+        )
+    }
+
+    /// A client whose connections' windows move under `window`.
+    pub fn with_window(
+        committee: Committee,
+        addresses: Vec<String>,
+        window: WindowConfig,
+    ) -> Arc<CommitteeClient> {
+        let window = Window::new(window);
         let endpoints = addresses
             .into_iter()
             .enumerate()
@@ -268,6 +339,8 @@ impl CommitteeClient {
                 connection: tokio::sync::Mutex::new(None),
                 in_flight: AtomicUsize::new(0),
                 backoff_until_us: AtomicU64::new(0),
+                window_limit: AtomicUsize::new(window.limit()),
+                window: Mutex::new(window.clone()),
             })
             .collect();
         Arc::new(CommitteeClient {
@@ -275,12 +348,13 @@ impl CommitteeClient {
             endpoints,
             next_id: AtomicU64::new(1),
             timeout: REQUEST_TIMEOUT,
-            in_flight_max: CLIENT_IN_FLIGHT_MAX,
+            fixed_in_flight_max: None,
             epoch: Instant::now(),
         })
     }
 
-    /// A client that holds more than `in_flight_max` requests per connection back (tests).
+    /// A client that holds back more than a fixed `in_flight_max` requests per connection,
+    /// whatever the latency (no adaptive window).
     pub fn with_in_flight_max(
         committee: Committee,
         addresses: Vec<String>,
@@ -288,7 +362,7 @@ impl CommitteeClient {
     ) -> Arc<CommitteeClient> {
         let mut client = CommitteeClient::new(committee, addresses);
         if let Some(client) = Arc::get_mut(&mut client) {
-            client.in_flight_max = in_flight_max.max(1);
+            client.fixed_in_flight_max = Some(in_flight_max.max(1));
         }
         client
     }
@@ -302,6 +376,24 @@ impl CommitteeClient {
         &self.committee
     }
 
+    /// Each connection's window now, in validator order.
+    pub fn windows(&self) -> Vec<ConnectionWindow> {
+        self.endpoints
+            .iter()
+            .map(|endpoint| ConnectionWindow {
+                validator: endpoint.index,
+                limit: endpoint.in_flight_max(self.fixed_in_flight_max),
+                adaptive: self.fixed_in_flight_max.is_none(),
+                in_flight: endpoint.in_flight.load(Ordering::Relaxed),
+                min_latency_us: endpoint
+                    .window
+                    .lock()
+                    .ok()
+                    .and_then(|window| window.min_latency_us()),
+            })
+            .collect()
+    }
+
     /// Sends `request` to validator `validator` and waits for its reply.
     pub async fn call(
         &self,
@@ -313,8 +405,24 @@ impl CommitteeClient {
             .get(usize::from(validator))
             .ok_or(NetError::Unexpected { validator })?;
         endpoint.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.call_reserved(validator, endpoint, request).await
+    }
+
+    /// [`CommitteeClient::call`] of a request already counted in `endpoint.in_flight`.
+    async fn call_reserved(
+        &self,
+        validator: ValidatorIndex,
+        endpoint: &Endpoint,
+        request: &Request,
+    ) -> Result<Response, NetError> {
+        let sent = Instant::now();
         let result = self.call_counted(validator, endpoint, request).await;
-        endpoint.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let in_flight = endpoint.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // Payments only: a stats or holder query costs the validator a fraction of a payment,
+        // and its latency as the minimum would set the target below any payment's.
+        if matches!(request, Request::Pay { .. }) {
+            endpoint.observe(self.now_us(), sent.elapsed(), in_flight, &result);
+        }
         match result {
             Err(NetError::Refused { validator, error }) => match error.code {
                 ErrorCode::Overloaded { retry_after_ms } => {
@@ -388,7 +496,9 @@ impl CommitteeClient {
         let now_us = self.now_us();
         self.endpoints
             .iter()
-            .map(|endpoint| endpoint.hold_back(now_us, self.in_flight_max))
+            .map(|endpoint| {
+                endpoint.hold_back(now_us, endpoint.in_flight_max(self.fixed_in_flight_max))
+            })
             .collect()
     }
 
@@ -453,12 +563,18 @@ impl CommitteeClient {
                 });
                 continue;
             }
+            // Counted in flight now, not when the task runs: a load generator that checks
+            // `held_back` between broadcasts sees every request it already sent.
+            self.endpoints[validator]
+                .in_flight
+                .fetch_add(1, Ordering::Relaxed);
             let client = self.clone();
             let sender = sender.clone();
             let message = message.clone();
             tokio::spawn(async move {
+                let endpoint = &client.endpoints[validator];
                 let validator = validator as ValidatorIndex;
-                let result = client.call(validator, &message).await;
+                let result = client.call_reserved(validator, endpoint, &message).await;
                 let _ = sender.send(ValidatorReply { validator, result });
             });
         }
@@ -648,6 +764,18 @@ pub async fn certify(
     request: &PaymentRequest,
     cache: &Mutex<RootCache>,
 ) -> Result<Vec<Certificate>, CertifyError> {
+    let replies = broadcast_payment(client, request);
+    certify_replies(client, request, replies, cache).await
+}
+
+/// The first half of [`certify`]: sends `request` to its shard of every validator now (or
+/// holds it back) and returns the channel of their replies for [`certify_replies`]. A load
+/// generator calls it before spawning the wait, so the requests it sent count in flight before
+/// it offers the next.
+pub fn broadcast_payment(
+    client: &Arc<CommitteeClient>,
+    request: &PaymentRequest,
+) -> mpsc::UnboundedReceiver<ValidatorReply> {
     let owner = request
         .signed
         .payment
@@ -655,7 +783,17 @@ pub async fn certify(
         .first()
         .map(|input| input.output.owner);
     let shard = owner.map_or(0, |owner| client.committee().shard_of(&owner));
-    let mut replies = client.broadcast(shard, request);
+    client.broadcast(shard, request)
+}
+
+/// The second half of [`certify`]: waits on the replies of [`broadcast_payment`] for a verified
+/// quorum (or until every validator answered without one).
+pub async fn certify_replies(
+    client: &Arc<CommitteeClient>,
+    request: &PaymentRequest,
+    mut replies: mpsc::UnboundedReceiver<ValidatorReply>,
+    cache: &Mutex<RootCache>,
+) -> Result<Vec<Certificate>, CertifyError> {
     let mut round = QuorumRound::new(client.committee(), request);
     while let Some(reply) = replies.recv().await {
         match round.take(reply, cache) {

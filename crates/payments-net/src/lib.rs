@@ -9,7 +9,9 @@
 //!   fed by a channel; effects of a group of requests committed in one LMDB transaction before
 //!   any of their replies leaves;
 //! - `client`: the committee client: one multiplexed connection per validator, broadcast, and
-//!   `certify`, which counts votes by the core's one quorum rule (`QuorumCollector`).
+//!   `certify`, which counts votes by the core's one quorum rule (`QuorumCollector`);
+//! - `load`: an open loop of pre-signed payments at a fixed rate (the bench's core);
+//! - `window`: the client's adaptive in-flight window per connection (pure, time passed in).
 //!
 //! The invariant: no reply leaves a validator before the effects it depends on are durable, and
 //! no shard thread ever sends anything to another shard (counted in [`ShardStats`]).
@@ -23,13 +25,16 @@ mod client;
 mod config;
 mod file;
 mod frame;
+mod load;
 mod validator;
 mod wallet;
+mod window;
 mod wire;
 
 pub use client::{
-    certify, CertifyError, CommitteeClient, HoldBack, NetError, QuorumRound, ValidatorReply,
-    CLIENT_IN_FLIGHT_MAX, CONNECT_TIMEOUT, REQUEST_TIMEOUT,
+    broadcast_payment, certify, certify_replies, CertifyError, CommitteeClient, ConnectionWindow,
+    HoldBack, NetError, QuorumRound, ValidatorReply, CLIENT_IN_FLIGHT_MAX, CONNECT_TIMEOUT,
+    REQUEST_TIMEOUT,
 };
 pub use config::{
     key_hex, member_with_bls, parse_key, parse_scheme, parse_seed, write_json, CommitteeConfig,
@@ -38,11 +43,15 @@ pub use config::{
 };
 pub use file::write_private_durable;
 pub use frame::{write_frame, FrameError, FrameReader, FRAME_BYTES_MAX};
+pub use load::{run_open_loop, LoadReport, Offer, OpenLoop, WindowReport, LATE_GRACE};
 pub use validator::{
     start_from_file, ConnectionPolicy, DepositAdmitter, Faults, LoadProbe, Validator,
     ValidatorError, ValidatorSetup,
 };
 pub use wallet::{Wallet, WalletError};
+pub use window::{
+    Window, WindowConfig, WINDOW_INTERVAL, WINDOW_MIN_LATENCY_MEMORY, WINDOW_TARGET_FLOOR,
+};
 pub use wire::{
     decode_request_message, decode_response_message, encode_request_message,
     encode_response_message, ErrorCode, ErrorReply, Request, Response, ShardStats,
