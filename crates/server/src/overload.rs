@@ -200,7 +200,25 @@ impl Overload {
     /// How many more the mempool takes now that it holds `pending`, and if that is not all
     /// of `wanted`, why.
     pub fn room(&self, pending: usize, wanted: usize) -> (usize, Option<Full>) {
-        let max = self.pending_max();
+        self.room_within(self.pending_max(), pending, wanted)
+    }
+
+    /// [`Overload::room`] against `slack` times the limit: CometBFT's `CheckTx` of what peers
+    /// gossip, which is a backstop behind the nodes' own admission, not the edge that sheds.
+    pub fn room_with_slack(
+        &self,
+        slack: usize,
+        pending: usize,
+        wanted: usize,
+    ) -> (usize, Option<Full>) {
+        self.room_within(
+            self.pending_max().saturating_mul(slack.max(1)),
+            pending,
+            wanted,
+        )
+    }
+
+    fn room_within(&self, max: usize, pending: usize, wanted: usize) -> (usize, Option<Full>) {
         let room = max.saturating_sub(pending);
         if wanted <= room {
             return (wanted, None);

@@ -365,7 +365,8 @@ fn payment(source: u64, sequence: u64) -> SignedTransaction {
 /// Trigger (issue 31): in CometBFT mode, 200,000 transactions were admitted and never
 /// committed within the run: CheckTx admitted whatever CometBFT's 200,000-slot mempool would
 /// hold, whatever the network could commit, and nothing left it but a block. Now CheckTx holds
-/// CometBFT's pending set to what commits within the commit bound (here the capacity, 3: no
+/// CometBFT's pending set to twice what commits within the commit bound (the nodes' HTTP
+/// admission sheds at once the limit; CheckTx is the backstop; here the capacity, 3, so 6: no
 /// rate is measured yet) and refuses the rest `OVERLOADED` before looking at the signature (a
 /// forged transaction over the limit is not answered `BAD_SIGNATURE`); a recheck after a block
 /// drops what has pended longer than the bound allows (`EXPIRED`), which makes room again.
@@ -377,7 +378,7 @@ fn check_tx_refuses_what_cannot_commit_in_time_before_its_signature_and_rechecks
     config.max_block_txs = 3;
     config.commit_bound = std::time::Duration::from_millis(200);
     let app = abci_app(&config).unwrap();
-    let admitted: Vec<SignedTransaction> = (1..=3).map(|source| payment(source, 1)).collect();
+    let admitted: Vec<SignedTransaction> = (1..=6).map(|source| payment(source, 1)).collect();
     for signed in &admitted {
         assert_eq!(check_tx(&app, signed.encode()), code::OK);
     }
@@ -391,6 +392,7 @@ fn check_tx_refuses_what_cannot_commit_in_time_before_its_signature_and_rechecks
     // Its slot is free: the forged transaction is now looked at, and refused for its signature.
     assert_eq!(check_tx(&app, forged.encode()), code::BAD_SIGNATURE);
     assert_eq!(check_tx(&app, payment(11, 1).encode()), code::OK);
+    assert_eq!(check_tx(&app, payment(12, 1).encode()), code::OVERLOADED);
 }
 
 fn bundle(transactions: &[SignedTransaction]) -> Vec<u8> {
@@ -399,7 +401,7 @@ fn bundle(transactions: &[SignedTransaction]) -> Vec<u8> {
 
 /// A bundle (many transactions in one CometBFT transaction, what a node's forwarder sends) is
 /// admitted as its transactions would be one by one: it counts as its transactions against
-/// the pending set's limit, a bundle with one forged, replayed or unknown member is refused
+/// the pending set's limit (twice the capacity of 5 here: CheckTx is the backstop), a bundle with one forged, replayed or unknown member is refused
 /// whole with that member's code and takes no room, and a recheck keeps a bundle while one of
 /// its members can still commit.
 #[test]
@@ -407,7 +409,7 @@ fn a_bundle_is_admitted_as_its_transactions_one_by_one_and_refused_whole_for_one
     let dir = TempDir::new("abci-bundle-check");
     let mut config = config(dir.path());
     config.mempool_capacity = 5;
-    config.max_block_txs = 5;
+    config.max_block_txs = 10;
     config.commit_bound = std::time::Duration::from_secs(600);
     let app = abci_app(&config).unwrap();
     let mut forged = payment(4, 1);
@@ -421,11 +423,9 @@ fn a_bundle_is_admitted_as_its_transactions_one_by_one_and_refused_whole_for_one
         check_tx(&app, bundle(&[payment(1, 1), unknown])),
         code::UNKNOWN_ACCOUNT
     );
-    // The refused bundles took no room: three plus two fill the five slots.
-    assert_eq!(
-        check_tx(&app, bundle(&[payment(1, 1), payment(2, 1), payment(3, 1)])),
-        code::OK
-    );
+    // The refused bundles took no room: eight plus two fill the ten slots.
+    let eight: Vec<SignedTransaction> = (1..=3).chain(11..=15).map(|s| payment(s, 1)).collect();
+    assert_eq!(check_tx(&app, bundle(&eight)), code::OK);
     assert_eq!(
         check_tx(&app, bundle(&[payment(6, 1), payment(7, 1), payment(8, 1)])),
         code::OVERLOADED,
