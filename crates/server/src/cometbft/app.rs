@@ -58,6 +58,10 @@ const ADMIT_SERIAL_BELOW: usize = 32;
 /// node 0 could then propose them, one height in four, and 47,000 expired.
 const GOSSIP_SLACK: usize = 2;
 
+/// Blocks' worth of transactions pending while the network keeps up: the one being decided
+/// and the one filling.
+const PIPELINE_BLOCKS: usize = 2;
+
 /// The span over which the commit rate is measured: several of CometBFT's blocks.
 const RATE_WINDOW: Duration = Duration::from_secs(3);
 
@@ -842,9 +846,13 @@ impl WalrasApp {
             let cadence = now.saturating_duration_since(previous);
             self.shared.overload().pipeline = cadence;
         }
+        // Saturated when more than the pipeline waits: in CometBFT mode one block is being
+        // decided while the next fills, so a block's worth pending is the network keeping up
+        // (counted as saturation, it kept the estimate at the offered rate and admission
+        // refused a sixth of what a localnet at its capacity was offered).
+        let saturated = left_waiting >= PIPELINE_BLOCKS * hashes.len();
         if let Some(rate) = rate.filter(|_| !hashes.is_empty()) {
-            self.shared
-                .record_drain_rate(rate, left_waiting >= hashes.len());
+            self.shared.record_drain_rate(rate, saturated);
         }
     }
 }
