@@ -37,7 +37,7 @@ use tendermint_proto::v0_38::abci::{
     ResponseQuery,
 };
 use walras_api::proposal;
-use walras_crypto::{signature_accepted, Hash, Signature};
+use walras_crypto::{Hash, Signature};
 use walras_engine::transaction_hash;
 use walras_engine::{self as engine, Rejection};
 use walras_engine::{Block, BlockOutcome, CheckedBlock, EngineConfig, EngineError, ExchangeState};
@@ -189,7 +189,12 @@ struct Decided {
 }
 
 impl WalrasApp {
-    pub fn new(shared: Arc<Shared>, config: AppConfig) -> WalrasApp {
+    pub fn new(shared: Arc<Shared>, mut config: AppConfig) -> WalrasApp {
+        // What CheckTx (and this node's HTTP admission) accepted is not verified again when a
+        // proposal holding it is checked: a verdict is a pure function of (message, key,
+        // signature), so a recorded acceptance is what verification would answer.
+        config.follower.accepted_signatures = Some(shared.accepted_signatures.clone());
+        config.proposer.accepted_signatures = Some(shared.accepted_signatures.clone());
         WalrasApp {
             shared,
             config: Arc::new(config),
@@ -426,7 +431,7 @@ impl WalrasApp {
         // The funds check against the view's balance alone: a transaction this node's API
         // admitted is in its mempool, and must not count against itself.
         let verdict = engine::admit(signed, source, payments, |key| {
-            verified_before || signature_verifies(signed, key)
+            verified_before || self.signature_verifies(signed, key)
         })
         .and_then(|()| {
             let source = signed.transaction.source;
@@ -857,14 +862,28 @@ impl WalrasApp {
     }
 }
 
-/// Whether `signed`'s signature verifies with `key` under the one acceptance rule.
-fn signature_verifies(signed: &SignedTransaction, key: &walras_crypto::PublicKey) -> bool {
-    match Signature::from_bytes(&signed.signature) {
-        Ok(signature) => {
-            let message = signed.transaction.encode();
-            signature_accepted(&(message.as_slice(), key, &signature))
+impl WalrasApp {
+    /// Whether `signed`'s signature verifies with `key` under the one acceptance rule, through
+    /// the node's record of accepted verdicts (which this check adds to, so that ProcessProposal
+    /// finds it there).
+    fn signature_verifies(
+        &self,
+        signed: &SignedTransaction,
+        key: &walras_crypto::PublicKey,
+    ) -> bool {
+        match Signature::from_bytes(&signed.signature) {
+            Ok(signature) => {
+                let message = signed.transaction.encode();
+                let item = (message.as_slice(), key, &signature);
+                self.shared
+                    .accepted_signatures
+                    .verify_each_parallel(std::slice::from_ref(&item), 1)
+                    .first()
+                    .copied()
+                    .unwrap_or(false)
+            }
+            Err(_) => false,
         }
-        Err(_) => false,
     }
 }
 
