@@ -204,6 +204,12 @@ impl WalrasApp {
         }
     }
 
+    /// How many signature checks were answered from the node's record of accepted verdicts
+    /// so far (each one a verification not repeated).
+    pub fn signature_checks_saved(&self) -> u64 {
+        self.shared.accepted_signatures.found()
+    }
+
     fn pending(&self) -> std::sync::MutexGuard<'_, PendingSet> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
