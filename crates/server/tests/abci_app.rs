@@ -456,9 +456,9 @@ const BUNDLE_OF_NOTHING: &[u8] = proposal::BUNDLE_TAG;
 /// result per CometBFT transaction (header, then each entry), with a bundle whose members were
 /// all dropped `DROPPED` and one partly dropped OK, each dropped member named.
 ///
-/// Trigger: the same transaction in two bundles (a client that sent it to two nodes) made a
-/// block with one sequence number used twice, and the engine drops every such transaction:
-/// PrepareProposal now takes each transaction once.
+/// Trigger: the same transaction in two bundles (a client that sent it to two nodes), or
+/// twice in one, made a block with one sequence number used twice, and the engine drops every
+/// such transaction: PrepareProposal now takes each transaction once.
 #[test]
 fn a_proposal_of_bundles_executes_the_same_block_as_one_of_single_transactions() {
     let offers = crossing_offers();
@@ -518,6 +518,17 @@ fn a_proposal_of_bundles_executes_the_same_block_as_one_of_single_transactions()
         "the rest of the bundle, re-encoded"
     );
     assert_eq!(overlap.app_hash, singles.app_hash);
+
+    // One transaction twice in one bundle (a faulty peer's gossip): proposed once.
+    let doubled = [offers[0], offers[1], offers[0]];
+    let (prepared, within, _e) =
+        finalize("abci-bundle-doubled", vec![Bytes::from(bundle(&doubled))]);
+    assert_eq!(
+        prepared[1..],
+        [Bytes::from(bundle(&offers))],
+        "the bundle re-encoded without the copy"
+    );
+    assert_eq!(within.app_hash, singles.app_hash);
 
     let strangers = [payment(10_000, 1), payment(10_001, 1)];
     let (_, mixed, _d) = finalize(

@@ -473,9 +473,15 @@ impl WalrasApp {
             let Ok(carried) = proposal::decode_entry(&tx) else {
                 continue;
             };
+            // Taken once, also within the entry: a bundle holding one transaction twice (which
+            // a faulty or malicious peer can gossip) would otherwise get it dropped.
+            let mut taken_here: HashSet<Hash> = HashSet::with_capacity(carried.len());
             let fresh: Vec<SignedTransaction> = carried
                 .iter()
-                .filter(|signed| !seen.contains(&transaction_hash(signed)))
+                .filter(|signed| {
+                    let hash = transaction_hash(signed);
+                    !seen.contains(&hash) && taken_here.insert(hash)
+                })
                 .copied()
                 .collect();
             let entry = match fresh.as_slice() {
