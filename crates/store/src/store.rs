@@ -382,27 +382,27 @@ impl BlockStore {
 
     /// The stored genesis (an open store always has one).
     pub fn genesis(&self) -> Result<Genesis, StoreError> {
-        let txn = self.read_txn()?;
-        let stored = self
-            .meta
-            .get(&txn, GENESIS_KEY)
-            .map_err(StoreError::lmdb("reading the genesis"))?;
-        let bytes = stored.ok_or(StoreError::NotInitialized)?;
-        Genesis::decode(bytes).map_err(|error| StoreError::CorruptGenesis {
-            reason: error.to_string(),
-        })
+        self.read_genesis(Genesis::decode)
     }
 
     /// The stored genesis's assets, their names and its number of accounts, without decoding
     /// its accounts (a node's start-up needs only these).
     pub fn genesis_summary(&self) -> Result<GenesisSummary, StoreError> {
+        self.read_genesis(GenesisSummary::decode)
+    }
+
+    /// The stored genesis's bytes, read by `decode`; a decoding error is a corrupt genesis.
+    fn read_genesis<T, E: std::fmt::Display>(
+        &self,
+        decode: impl FnOnce(&[u8]) -> Result<T, E>,
+    ) -> Result<T, StoreError> {
         let txn = self.read_txn()?;
         let stored = self
             .meta
             .get(&txn, GENESIS_KEY)
             .map_err(StoreError::lmdb("reading the genesis"))?;
         let bytes = stored.ok_or(StoreError::NotInitialized)?;
-        GenesisSummary::decode(bytes).map_err(|error| StoreError::CorruptGenesis {
+        decode(bytes).map_err(|error| StoreError::CorruptGenesis {
             reason: error.to_string(),
         })
     }
