@@ -1199,9 +1199,7 @@ async fn client_metrics(url: &str) -> String {
 
 /// The value of an unlabelled metric in a Prometheus text page.
 fn metric(text: &str, name: &str) -> u64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} not in {text}"))
+    walras_testkit::metric(text, name)
 }
 
 async fn node_height(url: &str) -> u64 {

@@ -144,8 +144,8 @@ async fn load_for_ms(client: &reqwest::Client, url: &str, millis: u64, seed: u64
     }
 }
 
-/// The value of an unlabelled metric in `url`'s `/metrics` (0 when absent).
-async fn metric(client: &reqwest::Client, url: &str, name: &str) -> f64 {
+/// The value of an unlabelled counter in `url`'s `/metrics`.
+async fn metric(client: &reqwest::Client, url: &str, name: &str) -> u64 {
     let text = client
         .get(format!("{url}/metrics"))
         .send()
@@ -154,10 +154,7 @@ async fn metric(client: &reqwest::Client, url: &str, name: &str) -> f64 {
         .text()
         .await
         .expect("metrics text");
-    text.lines()
-        .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .find_map(|value| value.trim().parse().ok())
-        .unwrap_or(0.0)
+    walras_testkit::metric(&text, name)
 }
 
 async fn status(client: &reqwest::Client, url: &str) -> Option<(u64, String)> {
@@ -244,7 +241,7 @@ fn four_validators_agree_survive_crashes_and_catch_up() {
         let forgotten = metric(&client, &apis[0], "walras_forward_refused_total").await;
         let node_committed = metric(&client, &apis[0], "walras_transactions_committed_total").await;
         assert!(
-            node_committed > 0.0 && forgotten <= node_committed / 10.0,
+            node_committed > 0 && forgotten <= node_committed / 10,
             "node 0's forwarder forgot {forgotten} transactions, {node_committed} committed\n{}",
             net.logs()
         );

@@ -60,9 +60,7 @@ async fn offer(node: &InProcessNode, rate_per_s: f64, seconds: u64) -> LoadgenRe
 
 /// The value of an unlabelled sample in the node's metrics.
 fn metric(text: &str, name: &str) -> i64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} is in the metrics:\n{text}"))
+    walras_testkit::metric(text, name)
 }
 
 /// What the capacity probe offers, tx/s: more than the generator can send, so that a backlog

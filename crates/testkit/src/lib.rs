@@ -247,6 +247,20 @@ pub async fn wait_committed(client: &reqwest::Client, url: &str, hash: &str) -> 
     panic!("transaction {hash} still pending after 10 s");
 }
 
+/// The value of an unlabelled sample in a Prometheus text page (`/metrics`); panics, showing
+/// the page, when the sample is absent or does not parse as `T`.
+pub fn metric<T: std::str::FromStr>(text: &str, name: &str) -> T {
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{name} is not in the metrics:\n{text}"))
+}
+
 /// Block `height` as `/v1/blocks/{height}/raw` serves it, decoded.
 pub async fn raw_block(client: &reqwest::Client, url: &str, height: u64) -> Block {
     let raw = client
