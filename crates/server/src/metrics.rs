@@ -266,7 +266,14 @@ impl Metrics {
     }
 
     pub fn count_rejected(&self, code: &'static str) {
-        self.rejected_total.with_label_values(&[code]).inc();
+        self.count_rejected_many(code, 1);
+    }
+
+    /// `count` submissions refused with `code` at once (a bundle's new transactions).
+    pub fn count_rejected_many(&self, code: &'static str, count: usize) {
+        self.rejected_total
+            .with_label_values(&[code])
+            .inc_by(count as u64);
     }
 
     pub fn count_proposal(&self, clearing: std::time::Duration) {

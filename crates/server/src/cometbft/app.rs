@@ -133,7 +133,7 @@ pub struct WalrasApp {
 #[derive(Default)]
 struct PendingSet {
     since: std::collections::HashMap<Hash, Instant>,
-    last_commit: Option<Instant>,
+    /// The interval between the last two commits.
     block_interval: Duration,
     /// The commits of the last [`RATE_WINDOW`] (instant, transactions), oldest first.
     recent_commits: std::collections::VecDeque<(Instant, usize)>,
@@ -142,17 +142,23 @@ struct PendingSet {
 impl PendingSet {
     /// Forgets the block's transactions and what has pended longer than `forget_after`
     /// (CometBFT dropped it without telling: its own size limit, or a peer's block); records
-    /// the commit instant.
-    fn committed(&mut self, hashes: &[Hash], now: Instant, forget_after: Duration) {
+    /// the commit, and answers the commit rate over the last [`RATE_WINDOW`] once two commits
+    /// are known.
+    fn committed(&mut self, hashes: &[Hash], now: Instant, forget_after: Duration) -> Option<f64> {
         for hash in hashes {
             self.since.remove(hash);
         }
         self.since
             .retain(|_, since| now.saturating_duration_since(*since) <= forget_after);
-        if let Some(last) = self.last_commit {
-            self.block_interval = now.saturating_duration_since(last);
+        if let Some((last, _)) = self.recent_commits.back() {
+            self.block_interval = now.saturating_duration_since(*last);
         }
-        self.last_commit = Some(now);
+        self.windowed_rate(hashes.len(), now)
+    }
+
+    /// Whether two commits are known (so `block_interval` is one).
+    fn has_interval(&self) -> bool {
+        self.recent_commits.len() >= 2
     }
 
     /// Records a commit of `transactions` at `now`; the commit rate over the last
@@ -236,9 +242,7 @@ impl WalrasApp {
             return Ok(());
         }
         if let (_, Some(full)) = overload.room_with_slack(GOSSIP_SLACK, pending.since.len(), new) {
-            for _ in 0..new {
-                self.shared.metrics.count_rejected("mempool_full");
-            }
+            self.shared.metrics.count_rejected_many("mempool_full", new);
             return Err((
                 code::OVERLOADED,
                 format!("mempool_full: {}", full.message()),
@@ -853,14 +857,12 @@ impl WalrasApp {
         let now = Instant::now();
         let bound = self.shared.overload().commit_bound;
         let mut pending = self.pending();
-        let previous = pending.last_commit;
-        pending.committed(hashes, now, bound * 2);
+        let rate = pending.committed(hashes, now, bound * 2);
         let left_waiting = pending.since.len();
+        let cadence = pending.has_interval().then_some(pending.block_interval);
         self.publish_pending(&pending);
-        let rate = pending.windowed_rate(hashes.len(), now);
         drop(pending);
-        if let Some(previous) = previous {
-            let cadence = now.saturating_duration_since(previous);
+        if let Some(cadence) = cadence {
             self.shared.overload().pipeline = cadence;
         }
         // Saturated when more than the pipeline waits: in CometBFT mode one block is being
