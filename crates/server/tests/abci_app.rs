@@ -82,6 +82,25 @@ fn crossing_offers() -> Vec<SignedTransaction> {
     vec![offer(seller_of_0, 0, 1), offer(seller_of_1, 1, 0)]
 }
 
+/// InitChain at height 1, as CometBFT starts a new chain.
+fn init_chain(app: &impl Application) {
+    app.init_chain(RequestInitChain {
+        initial_height: 1,
+        ..RequestInitChain::default()
+    });
+}
+
+/// PrepareProposal of `txs` at `height` with a 1 MiB byte budget: the proposal's txs.
+fn prepare(app: &impl Application, txs: Vec<Bytes>, height: i64) -> Vec<Bytes> {
+    app.prepare_proposal(RequestPrepareProposal {
+        txs,
+        max_tx_bytes: 1 << 20,
+        height,
+        ..RequestPrepareProposal::default()
+    })
+    .txs
+}
+
 fn encoded(transactions: &[SignedTransaction]) -> Vec<Bytes> {
     transactions
         .iter()
@@ -122,19 +141,9 @@ fn check_tx(app: &impl Application, tx: Vec<u8>) -> u32 {
 fn process_proposal_rejects_clearings_that_break_conservation_or_limit_prices() {
     let dir = TempDir::new("abci");
     let app = abci_app(&config(dir.path())).unwrap();
-    app.init_chain(RequestInitChain {
-        initial_height: 1,
-        ..RequestInitChain::default()
-    });
+    init_chain(&app);
     let offers = crossing_offers();
-    let prepared = app
-        .prepare_proposal(RequestPrepareProposal {
-            txs: encoded(&offers),
-            max_tx_bytes: 1 << 20,
-            height: 1,
-            ..RequestPrepareProposal::default()
-        })
-        .txs;
+    let prepared = prepare(&app, encoded(&offers), 1);
     assert_eq!(prepared.len(), 1 + offers.len(), "header + transactions");
     let header =
         BlockHeader::decode(prepared[0].strip_prefix(proposal::HEADER_TAG).unwrap()).unwrap();
@@ -255,23 +264,13 @@ fn process_proposal_rejects_clearings_that_break_conservation_or_limit_prices() 
 fn out_of_protocol_commit_and_finalize_block_are_refused_without_stopping_the_node() {
     let dir = TempDir::new("abci-out-of-protocol");
     let app = abci_app(&config(dir.path())).unwrap();
-    app.init_chain(RequestInitChain {
-        initial_height: 1,
-        ..RequestInitChain::default()
-    });
+    init_chain(&app);
     let info_before = app.info(RequestInfo::default());
     app.commit();
     assert_eq!(app.info(RequestInfo::default()), info_before);
 
     let offers = crossing_offers();
-    let prepared = app
-        .prepare_proposal(RequestPrepareProposal {
-            txs: encoded(&offers),
-            max_tx_bytes: 1 << 20,
-            height: 1,
-            ..RequestPrepareProposal::default()
-        })
-        .txs;
+    let prepared = prepare(&app, encoded(&offers), 1);
     let finalize = |txs: Vec<Bytes>, height: i64| {
         app.finalize_block(RequestFinalizeBlock {
             txs,
@@ -294,13 +293,7 @@ fn out_of_protocol_commit_and_finalize_block_are_refused_without_stopping_the_no
 
     let finalized = finalize(prepared.clone(), 1);
     assert_eq!(finalized.app_hash.len(), 32);
-    let empty_next = app
-        .prepare_proposal(RequestPrepareProposal {
-            max_tx_bytes: 1 << 20,
-            height: 2,
-            ..RequestPrepareProposal::default()
-        })
-        .txs;
+    let empty_next = prepare(&app, Vec::new(), 2);
     assert!(
         finalize(empty_next, 2).app_hash.is_empty(),
         "a second FinalizeBlock before the first's Commit"
@@ -465,18 +458,8 @@ fn a_proposal_of_bundles_executes_the_same_block_as_one_of_single_transactions()
     let finalize = |name: &str, entries: Vec<Bytes>| {
         let dir = TempDir::new(name);
         let app = abci_app(&config(dir.path())).unwrap();
-        app.init_chain(RequestInitChain {
-            initial_height: 1,
-            ..RequestInitChain::default()
-        });
-        let prepared = app
-            .prepare_proposal(RequestPrepareProposal {
-                txs: entries,
-                max_tx_bytes: 1 << 20,
-                height: 1,
-                ..RequestPrepareProposal::default()
-            })
-            .txs;
+        init_chain(&app);
+        let prepared = prepare(&app, entries, 1);
         assert_eq!(process(&app, prepared.clone(), 1), ProposalStatus::Accept);
         let finalized = app.finalize_block(RequestFinalizeBlock {
             txs: prepared.clone(),
@@ -570,21 +553,11 @@ fn a_proposal_of_bundles_executes_the_same_block_as_one_of_single_transactions()
 fn a_signature_check_tx_accepted_is_not_verified_again_for_the_proposal() {
     let dir = TempDir::new("abci-verified-once");
     let app = abci_app(&config(dir.path())).unwrap();
-    app.init_chain(RequestInitChain {
-        initial_height: 1,
-        ..RequestInitChain::default()
-    });
+    init_chain(&app);
     let offers = crossing_offers();
     assert_eq!(check_tx(&app, bundle(&offers)), code::OK);
     let saved_before = app.signature_checks_saved();
-    let prepared = app
-        .prepare_proposal(RequestPrepareProposal {
-            txs: vec![Bytes::from(bundle(&offers))],
-            max_tx_bytes: 1 << 20,
-            height: 1,
-            ..RequestPrepareProposal::default()
-        })
-        .txs;
+    let prepared = prepare(&app, vec![Bytes::from(bundle(&offers))], 1);
     let after_prepare = app.signature_checks_saved();
     assert_eq!(process(&app, prepared, 1), ProposalStatus::Accept);
     assert_eq!(
