@@ -41,6 +41,18 @@ r=json.load(sys.stdin); l=r['latency']
 refused=','.join(f'{k.replace(\" \",\":\")}={v}' for k,v in sorted(r['rejected_by_reason'].items())) or '-'
 print($1, round($2), $3, round(r['offered_tx_per_s']), r['sent'], r['admitted'], refused, round(r['committed_tx_per_s']), round(r['goodput_tx_per_s']), r['expired'], round(l['p50_ms']), round(l['p99_ms']), r['skipped_busy'], end=' ')"
 }
+# The values of the named samples in URL's /metrics, space-separated (0 for one absent).
+metrics() {
+  local url=$1; shift
+  curl -s "$url/metrics" | python3 -c "
+import sys
+m = {}
+for line in sys.stdin:
+    if not line.startswith('#'):
+        name, _, value = line.rpartition(' ')
+        m[name] = value.strip()
+print(' '.join(m.get(name, '0') for name in sys.argv[1:]))" "$@"
+}
 for factor in $factors; do
   rate=$(python3 -c "print($capacity * $factor)")
   for run in $(seq 1 "$runs"); do
@@ -60,26 +72,17 @@ for factor in $factors; do
     presign=$(python3 -c "print(int(min($rate, 1.5 * $capacity) * $seconds) + 8 * $accounts)")
     "${loadgen_pin[@]}" "$walras" loadgen --node "$url" --rate "$rate" --seconds "$seconds" --accounts "$accounts" \
       --seed "$run" --presign --presign-count "$presign" --json 2>/dev/null | report "$factor" "$rate" "$run"
-    curl -s "$url/metrics" | python3 -c "
-import sys
-m={}
-for line in sys.stdin:
-    if line.startswith('#'): continue
-    name, _, value = line.rpartition(' ')
-    m[name]=value.strip()
-print('|', m.get('walras_transactions_committed_total','-'), m.get('walras_transactions_shed_total{reason=\"expired\"}','0'), m.get('walras_blocks_committed_late_total','-'), m.get('walras_commit_age_max_ms','-'))"
+    echo "| $(metrics "$url" walras_transactions_committed_total 'walras_transactions_shed_total{reason="expired"}' \
+      walras_blocks_committed_late_total walras_commit_age_max_ms)"
     if [ "$mode" = localnet ]; then
       # Every validator's own view: commit-rate estimate, what CheckTx shed as expired, what
       # it refused as mempool_full, what node 0's forwarder gave up on.
       for api in $(python3 -c "import json; print(' '.join(n['api'] for n in json.load(open('$dir/net/localnet.json'))['nodes']))"); do
-        curl -s "$api/metrics" | python3 -c "
-import sys
-m={}
-for line in sys.stdin:
-    if line.startswith('#'): continue
-    name, _, value = line.rpartition(' ')
-    m[name]=value.strip()
-print('#   $api rate', m.get('walras_commit_rate_tx_per_s','-'), 'shed_expired', m.get('walras_transactions_shed_total{reason=\"expired\"}','0'), 'rejected_mempool_full', m.get('walras_admission_rejected_total{code=\"mempool_full\"}','0'), 'forward_refused', m.get('walras_forward_refused_total','-'), 'committed', m.get('walras_transactions_committed_total','-'))"
+        read -r rate shed rejected forgotten committed <<<"$(metrics "$api" \
+          walras_commit_rate_tx_per_s 'walras_transactions_shed_total{reason="expired"}' \
+          'walras_admission_rejected_total{code="mempool_full"}' walras_forward_refused_total \
+          walras_transactions_committed_total)"
+        echo "#   $api rate $rate shed_expired $shed rejected_mempool_full $rejected forward_refused $forgotten committed $committed"
       done
       "$walras" localnet down --dir "$dir/net" >/dev/null 2>&1 || true
     else
