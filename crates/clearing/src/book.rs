@@ -1,20 +1,43 @@
-//! Order books laid out for demand queries (SPEEDEX appendix G, §9.2).
+//! Order books laid out for demand queries (SPEEDEX appendix G, §9.2), kept from one batch to
+//! the next in shared chunks, so that a batch's books cost what the batch changed rather than
+//! what is open (issue 32).
 //!
-//! Offers are grouped by ordered pair (counting sort on the pair) and sorted within a pair in the
-//! canonical order (limit price, account, offer id).
+//! Offers are grouped by ordered pair and kept within a pair in the canonical order (limit price,
+//! account, offer id). Each pair's offers are cut into [`Chunk`]s: an offer starts a chunk when a
+//! hash of its account and id is 0 modulo the mean chunk length (`chunk_mean`, by default
+//! [`CHUNK_OFFERS_MEAN`]), and the pair's first offer starts the first. The cut is a function of
+//! the open offers alone, not of the order they came in, so books edited batch after batch are the
+//! books a build from scratch makes of the same offers, float for float: a restarted node and
+//! `walras replay` compute what a node that never stopped computes. A chunk is immutable and
+//! shared (`Arc`) by every books that hold it, so [`OrderBooks::edited`] rebuilds only the chunks
+//! an edit falls in (and the one before, when an edit removes a chunk's first offer), and copies
+//! one small record per chunk of the rest.
 //!
-//! For demand queries each pair's supply curve is cut into [`Block`]s of [`BLOCK_OFFERS`] offers,
-//! aligned to cache lines: the offers' limit prices and the block-local running sums of amount and
-//! amount × limit, as floats. Beside them, per block, a *pivot*: the block's first limit price and
-//! the prefix sums before the block. A search finds its block in the small pivot array (walked in
-//! pair order, so it streams through the cache), counts the passing limits inside the block with
-//! independent compares, and reads one running sum of each kind. Exact `u64` prefix sums of amounts sit beside all
-//! this for settlement.
+//! Inside a chunk, for demand queries, the offers are cut into [`Block`]s of [`BLOCK_OFFERS`],
+//! aligned to cache lines: limit prices and the chunk's running sums of amount and amount × limit
+//! as floats. Per chunk the books keep, in arrays of their own (rebuilt each batch: a few bytes
+//! per chunk and per block), its first limit, the pair's float sums before it, each of its blocks'
+//! first limit (the *pivots*) and a pointer to its blocks. A search finds its chunk in the pair's
+//! small array of first limits, its block among the chunk's pivots, counts the passing limits
+//! inside the block with independent compares, and adds `before chunk + within chunk`
+//! ([`OrderBooks::sums_through`]): the same cache lines as one flat array per pair would take.
+//! Exact `u64` prefix sums of amounts sit beside this for settlement, which reads only each
+//! pair's in-the-money prefix.
+//!
+//! A hostile account can place many offers at one limit with ids that never start a chunk; the
+//! chunk they make costs its length to rebuild on each edit inside it, as every offer did before
+//! chunks (no worse), and the account locks the amounts of all of them.
 
+use std::sync::Arc;
 use walras_types::{Offer, OfferKey, Price, MAX_AMOUNT};
 
 /// Offers per [`Block`].
 pub(crate) const BLOCK_OFFERS: usize = 16;
+
+/// Mean offers per [`Chunk`]: an edit rebuilds about this many offers, and the books keep one
+/// record per this many offers. (Chunk lengths are geometric around it: the longest of a
+/// million offers is about ten times it.)
+pub const CHUNK_OFFERS_MEAN: u32 = 128;
 
 /// Up to [`BLOCK_OFFERS`] consecutive offers of one pair (floats: heuristics only): five cache
 /// lines, of which a search reads two — the limits, and the line holding its running sums.
@@ -27,18 +50,131 @@ pub(crate) const BLOCK_OFFERS: usize = 16;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Block {
     pub limits: [f32; BLOCK_OFFERS],
-    /// Amount and amount × limit of this block's offers up to and including each slot.
+    /// Amount and amount × limit of the chunk's offers up to and including each slot.
     pub through: [PrefixSums; BLOCK_OFFERS],
 }
 
-/// Prefix sums before a block (floats: heuristics only).
+/// Float prefix sums (heuristics only).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PrefixSums {
-    /// Sum of the amounts of the offers before the block.
+    /// Sum of the amounts.
     pub amount: f64,
-    /// Sum of amount × limit price of the offers before the block.
+    /// Sum of amount × limit price.
     pub amount_limit: f64,
+}
+
+impl PrefixSums {
+    fn plus(self, other: PrefixSums) -> PrefixSums {
+        PrefixSums {
+            amount: self.amount + other.amount,
+            amount_limit: self.amount_limit + other.amount_limit,
+        }
+    }
+}
+
+/// A run of consecutive offers of one pair (see the module documentation): immutable once
+/// built, shared by the books that hold it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chunk {
+    offers: Vec<Offer>,
+    /// Per offer: its limit price as `f64` (the supply table sweeps them).
+    limits: Vec<f64>,
+    /// Shared with the books' per-chunk array (a search reaches a block in one load).
+    blocks: Arc<[Block]>,
+    /// Per block: its first limit price (as stored in the block).
+    pivot_limits: Vec<f32>,
+    /// Entry j: exact amount of the chunk's first j offers (one more entry than offers). Sums
+    /// saturate: a chunk of more than the issuance cap is refused when its books are assembled.
+    exact_cum_amount: Vec<u64>,
+    /// Float sums over the whole chunk.
+    total: PrefixSums,
+}
+
+impl Chunk {
+    /// The chunk of `offers` (at least one, canonical order, one pair).
+    fn new(offers: Vec<Offer>) -> Chunk {
+        debug_assert!(!offers.is_empty());
+        let limits: Vec<f64> = offers
+            .iter()
+            .map(|offer| offer.min_price.to_f64())
+            .collect();
+        let block_count = offers.len().div_ceil(BLOCK_OFFERS);
+        let mut blocks = Vec::with_capacity(block_count);
+        let mut pivot_limits = Vec::with_capacity(block_count);
+        let mut exact_cum_amount = Vec::with_capacity(offers.len() + 1);
+        let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
+        let mut exact = 0u64;
+        for (run, run_limits) in offers.chunks(BLOCK_OFFERS).zip(limits.chunks(BLOCK_OFFERS)) {
+            let mut block = Block {
+                limits: [f32::INFINITY; BLOCK_OFFERS],
+                through: [PrefixSums::default(); BLOCK_OFFERS],
+            };
+            for slot in 0..BLOCK_OFFERS {
+                if let (Some(offer), Some(&limit)) = (run.get(slot), run_limits.get(slot)) {
+                    block.limits[slot] = limit as f32;
+                    amount += offer.amount as f64;
+                    amount_limit += offer.amount as f64 * limit;
+                    exact_cum_amount.push(exact);
+                    exact = exact.saturating_add(offer.amount);
+                }
+                block.through[slot] = PrefixSums {
+                    amount,
+                    amount_limit,
+                };
+            }
+            pivot_limits.push(block.limits[0]);
+            blocks.push(block);
+        }
+        exact_cum_amount.push(exact);
+        Chunk {
+            offers,
+            limits,
+            blocks: Arc::from(blocks),
+            pivot_limits,
+            exact_cum_amount,
+            total: PrefixSums {
+                amount,
+                amount_limit,
+            },
+        }
+    }
+
+    /// The chunk's offers in canonical order.
+    pub fn offers(&self) -> &[Offer] {
+        &self.offers
+    }
+
+    /// The chunk's limit prices as `f64`, in canonical order.
+    #[inline]
+    pub fn limits(&self) -> &[f64] {
+        &self.limits
+    }
+
+    #[inline]
+    pub fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+
+    /// The first limit price of each of the chunk's blocks.
+    #[inline]
+    pub fn pivot_limits(&self) -> &[f32] {
+        &self.pivot_limits
+    }
+
+    fn exact_total(&self) -> u64 {
+        self.exact_cum_amount[self.offers.len()]
+    }
+}
+
+/// Whether `offer` starts a chunk when it is not its pair's first (see the module
+/// documentation): a hash of its account and id (SplitMix64's finaliser), 0 modulo `mean`.
+fn starts_chunk(offer: &Offer, mean: u32) -> bool {
+    let mut x = offer.id.0 ^ offer.account.0.rotate_left(29) ^ 0x9E37_79B9_7F4A_7C15;
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    x % u64::from(mean) == 0
 }
 
 /// The offers selling `sell` for `buy`.
@@ -46,26 +182,23 @@ pub struct PrefixSums {
 pub struct PairBook {
     pub sell: u16,
     pub buy: u16,
-    offers_start: u32,
-    offers_end: u32,
-    /// First block (and pivot) of this pair.
-    blocks_start: u32,
-    /// First exact prefix sum of this pair (offers_start + index of the pair).
-    exact_start: u32,
+    offers: u32,
+    /// This pair's chunks (and per-chunk records) in the books.
+    chunks_start: u32,
+    chunks_end: u32,
 }
 
 impl PairBook {
     pub fn len(&self) -> usize {
-        (self.offers_end - self.offers_start) as usize
+        self.offers as usize
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Blocks holding this pair's offers.
-    pub fn block_count(&self) -> usize {
-        self.len().div_ceil(BLOCK_OFFERS)
+    fn chunk_range(&self) -> std::ops::Range<usize> {
+        self.chunks_start as usize..self.chunks_end as usize
     }
 }
 
@@ -124,37 +257,79 @@ impl OfferEdit {
     }
 }
 
-/// The allocations of an [`OrderBooks`] no longer needed, kept to build the next books in
-/// ([`OrderBooks::into_buffers`], [`OrderBooks::edited`]): at a million offers, fresh arrays
-/// each batch cost more in page faults than filling them.
+/// The per-chunk and per-pair arrays of an [`OrderBooks`] no longer needed, kept to assemble
+/// the next books in ([`OrderBooks::into_buffers`], [`OrderBooks::edited`]). The chunks
+/// themselves are shared, not reused.
 #[derive(Debug, Default)]
 pub struct BookBuffers {
-    offers: Vec<Offer>,
-    blocks: Vec<Block>,
-    pivot_limits: Vec<f32>,
-    pivot_sums: Vec<PrefixSums>,
+    pairs: Vec<PairBook>,
+    chunks: Vec<Arc<Chunk>>,
+    chunk_first_limits: Vec<f32>,
+    chunk_first_prices: Vec<Price>,
+    chunk_records: Vec<ChunkRecord>,
+    chunk_amount_before: Vec<u64>,
+    chunk_count_before: Vec<u32>,
+    block_pivot_limits: Vec<f32>,
     pair_totals: Vec<PrefixSums>,
-    exact_cum_amount: Vec<u64>,
-    limits: Vec<f64>,
+}
+
+impl BookBuffers {
+    fn clear(&mut self) {
+        self.pairs.clear();
+        self.chunks.clear();
+        self.chunk_first_limits.clear();
+        self.chunk_first_prices.clear();
+        self.chunk_records.clear();
+        self.chunk_amount_before.clear();
+        self.chunk_count_before.clear();
+        self.block_pivot_limits.clear();
+        self.pair_totals.clear();
+    }
 }
 
 /// All offers of one batch, indexed for clearing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OrderBooks {
     assets: usize,
-    offers: Vec<Offer>,
+    /// Mean offers per chunk (the cut rule's modulus).
+    chunk_mean: u32,
+    /// The non-empty pairs, ordered by (sell, buy).
     pairs: Vec<PairBook>,
-    blocks: Vec<Block>,
-    /// Per block: its first limit price (as stored in the block).
-    pivot_limits: Vec<f32>,
-    /// Per block: prefix sums before it.
-    pivot_sums: Vec<PrefixSums>,
-    /// Per pair: total amount and amount × limit (the prefix sums after its last offer).
+    /// Every pair's chunks, pair after pair.
+    chunks: Vec<Arc<Chunk>>,
+    /// Per chunk (as `chunks`): its first limit price as stored in its first block.
+    chunk_first_limits: Vec<f32>,
+    /// Per chunk: its first limit price, exactly.
+    chunk_first_prices: Vec<Price>,
+    /// Per chunk: what a demand query reads of it besides its first limit (one cache line).
+    chunk_records: Vec<ChunkRecord>,
+    /// Per chunk: exact amount of its pair's offers before it.
+    chunk_amount_before: Vec<u64>,
+    /// Per chunk: how many of its pair's offers come before it.
+    chunk_count_before: Vec<u32>,
+    /// Per block of every chunk, chunk after chunk: its first limit price.
+    block_pivot_limits: Vec<f32>,
+    /// Per pair: total amount and amount × limit (floats).
     pair_totals: Vec<PrefixSums>,
-    exact_cum_amount: Vec<u64>,
-    /// Per offer (as `offers`): its limit price as `f64`, converted once per booking and
-    /// carried by [`OrderBooks::edited`] (the supply table reads them every batch).
-    limits: Vec<f64>,
+}
+
+/// What a demand query reads of a chunk besides its first limit, in 40 bytes.
+#[derive(Clone, Debug, PartialEq)]
+struct ChunkRecord {
+    /// The chunk's blocks (shared with it).
+    blocks: Arc<[Block]>,
+    /// Float sums of the pair's offers before the chunk.
+    sums_before: PrefixSums,
+    /// Where its blocks' first limits lie in the books' `block_pivot_limits`.
+    pivots_start: u32,
+    pivots_end: u32,
+}
+
+/// One pair's chunks in the books under assembly: its index `sell * assets + buy` and where
+/// its chunks lie in the chunk list.
+struct PairChunks {
+    index: usize,
+    chunks: std::ops::Range<usize>,
 }
 
 impl OrderBooks {
@@ -164,25 +339,54 @@ impl OrderBooks {
         assets: usize,
         threads: usize,
     ) -> Result<OrderBooks, BookError> {
+        OrderBooks::build_with_chunk_mean(offers, assets, threads, CHUNK_OFFERS_MEAN)
+    }
+
+    /// [`Self::build`] with chunks of `chunk_mean` offers on average (≥ 1): tests cut small
+    /// books into many chunks with it. Books keep their mean through [`Self::edited`].
+    pub fn build_with_chunk_mean(
+        offers: Vec<Offer>,
+        assets: usize,
+        threads: usize,
+        chunk_mean: u32,
+    ) -> Result<OrderBooks, BookError> {
         validate(&offers, assets)?;
         let (offers, pair_bounds) = group_by_pair(offers, assets);
         let mut offers = offers;
         sort_pairs(&mut offers, &pair_bounds, threads.max(1));
-        let pairs = pair_books(&pair_bounds, assets);
-        let curves = Curves::build(&offers, &pairs);
-        Ok(OrderBooks::from_parts(assets, offers, pairs, curves))
+        let open: Vec<(usize, &[Offer])> = pair_bounds
+            .windows(2)
+            .enumerate()
+            .filter(|(_, bounds)| bounds[0] < bounds[1])
+            .map(|(index, bounds)| (index, &offers[bounds[0]..bounds[1]]))
+            .collect();
+        let cut = walras_par::map_in_order(&open, threads, 2, |(_, offers)| {
+            cut_pair(offers, chunk_mean)
+        });
+        let indexes = open.iter().map(|(index, _)| *index);
+        OrderBooks::assemble(assets, chunk_mean, indexes.zip(cut), BookBuffers::default())
     }
 
     /// Books from offers already grouped by pair and in canonical order within each pair, as
     /// an exchange keeps its open offers: `pairs[sell * assets + buy]` holds that pair's offers.
-    /// Skips [`Self::build`]'s regrouping and sort, and checks and indexes each pair on its own
-    /// thread (every pair's curves depend on its offers alone, so the result is the same for
+    /// Skips [`Self::build`]'s regrouping and sort, and checks and cuts each pair on its own
+    /// thread (every pair's chunks depend on its offers alone, so the result is the same for
     /// any thread count); equal to `build` of the same offers. Refuses lists out of order
     /// ([`BookError::NotCanonical`]) as well as every offer `build` refuses.
     pub fn from_sorted_pairs(
         pairs: Vec<Vec<Offer>>,
         assets: usize,
         threads: usize,
+    ) -> Result<OrderBooks, BookError> {
+        OrderBooks::from_sorted_pairs_with_chunk_mean(pairs, assets, threads, CHUNK_OFFERS_MEAN)
+    }
+
+    /// [`Self::from_sorted_pairs`] with chunks of `chunk_mean` offers on average (≥ 1).
+    pub fn from_sorted_pairs_with_chunk_mean(
+        pairs: Vec<Vec<Offer>>,
+        assets: usize,
+        threads: usize,
+        chunk_mean: u32,
     ) -> Result<OrderBooks, BookError> {
         if !(2..=walras_types::MAX_ASSETS).contains(&assets) {
             return Err(BookError::AssetCount { assets });
@@ -204,63 +408,43 @@ impl OrderBooks {
             .map(|(index, offers)| (index, offers.as_slice()))
             .collect();
         let checked = walras_par::map_in_order(&open, threads, 2, |(index, offers)| {
-            check_pair(*index, offers, assets).map(|total| (total, Curves::of_pair(offers)))
+            check_pair(*index, offers, assets).map(|_| cut_pair(offers, chunk_mean))
         });
-        let mut totals = vec![0u64; assets];
-        let mut parts = Vec::with_capacity(open.len());
+        let mut cut = Vec::with_capacity(open.len());
         for ((index, _), result) in open.iter().zip(checked) {
-            let (total, curves) = result?;
-            let sell = index / assets;
-            totals[sell] = totals[sell]
-                .checked_add(total)
-                .filter(|sum| *sum <= MAX_AMOUNT)
-                .ok_or(BookError::AssetTotalTooLarge { asset: sell as u16 })?;
-            parts.push(curves);
+            cut.push((*index, result?));
         }
-        let mut bounds = Vec::with_capacity(pairs.len() + 1);
-        bounds.push(0usize);
-        for offers in &pairs {
-            bounds.push(bounds[bounds.len() - 1] + offers.len());
-        }
-        let pair_list = pair_books(&bounds, assets);
-        let curves = Curves::concat(parts);
-        let mut offers = Vec::with_capacity(count);
-        for pair in pairs {
-            offers.extend(pair);
-        }
-        Ok(OrderBooks::from_parts(assets, offers, pair_list, curves))
+        OrderBooks::assemble(assets, chunk_mean, cut, BookBuffers::default())
     }
 
-    /// The books of `previous`'s offers with `edits` applied, built in `buffers` (see
-    /// [`Self::into_buffers`]): equal, field for field, to [`Self::from_sorted_pairs`] of the
-    /// edited lists, so every float a demand query reads is the same as a build from scratch
-    /// (the curves are recomputed in the same order from the same offers) and the result
-    /// depends on the open offers alone, not on the history of edits that led to them.
+    /// The books of `previous`'s offers with `edits` applied: equal, field for field, to
+    /// [`Self::from_sorted_pairs`] of the edited lists (with `previous`'s chunk mean), so every
+    /// float a demand query reads is the same as a build from scratch and depends on the open
+    /// offers alone, not on the history of edits that led to them.
     ///
     /// `edits` hold `(sell * assets + buy, edit)` in (pair, key) order, at most one per key.
     /// Offers carried over from `previous` were checked when booked; inserted ones are checked
     /// as [`Self::build`] checks them, and every asset's total against the issuance cap.
     ///
-    /// Cost: one pass over the offers (a copy and the curves), no sort, no tree walk. It is
-    /// still linear in the open offers, not in the edits: the curves' running float sums are
-    /// sequential from each pair's first offer, so an edit moves every sum after it.
+    /// Cost: the chunks edits fall in are rebuilt (about [`CHUNK_OFFERS_MEAN`] offers each);
+    /// the others are shared with `previous`, one small record each copied into `buffers`.
     pub fn edited(
         previous: &OrderBooks,
         edits: &[(usize, OfferEdit)],
         buffers: BookBuffers,
     ) -> Result<OrderBooks, BookError> {
         let assets = previous.assets;
+        let mean = previous.chunk_mean;
         let mut by_index: Vec<Option<&PairBook>> = vec![None; assets * assets];
         for pair in &previous.pairs {
             by_index[pair.sell as usize * assets + pair.buy as usize] = Some(pair);
         }
-        let mut out = buffers;
-        out.offers.clear();
-        out.limits.clear();
-        let mut bounds = Vec::with_capacity(assets * assets + 1);
-        bounds.push(0usize);
+        let mut buffers = buffers;
+        buffers.clear();
+        let mut chunks = std::mem::take(&mut buffers.chunks);
+        let mut pairs = Vec::new();
         let mut rest = edits;
-        let mut previous_edit: Option<(usize, OfferKey)> = None;
+        let mut last_edit: Option<(usize, OfferKey)> = None;
         for (index, pair) in by_index.iter().enumerate() {
             let count = rest.partition_point(|(edit_pair, _)| *edit_pair <= index);
             let (pair_edits, tail) = rest.split_at(count);
@@ -272,72 +456,135 @@ impl OrderBooks {
                     });
                 }
             }
-            let (carried, carried_limits) = pair.map_or((&[][..], &[][..]), |pair| {
-                (previous.offers(pair), previous.limits(pair))
-            });
-            merge_pair(
-                index,
-                assets,
-                (carried, carried_limits),
-                pair_edits,
-                &mut previous_edit,
-                (&mut out.offers, &mut out.limits),
-            )?;
-            bounds.push(out.offers.len());
+            let carried = pair.map_or(&[][..], |pair| previous.chunks(pair));
+            let start = chunks.len();
+            if pair_edits.is_empty() {
+                chunks.extend_from_slice(carried);
+            } else {
+                let cut = PairCut {
+                    index,
+                    assets,
+                    mean,
+                    start,
+                };
+                cut.edit(carried, pair_edits, &mut last_edit, &mut chunks)?;
+            }
+            if chunks.len() > start {
+                pairs.push(PairChunks {
+                    index,
+                    chunks: start..chunks.len(),
+                });
+            }
         }
         if let Some((_, edit)) = rest.first() {
             return Err(BookError::Edit {
                 offer_id: edit.key().id.0,
             });
         }
-        if out.offers.len() > i32::MAX as usize {
-            return Err(BookError::TooManyOffers {
-                offers: out.offers.len(),
-            });
-        }
-        let pairs = pair_books(&bounds, assets);
-        let mut curves = Curves {
-            blocks: std::mem::take(&mut out.blocks),
-            pivot_limits: std::mem::take(&mut out.pivot_limits),
-            pivot_sums: std::mem::take(&mut out.pivot_sums),
-            pair_totals: std::mem::take(&mut out.pair_totals),
-            exact_cum_amount: std::mem::take(&mut out.exact_cum_amount),
-            limits: Vec::new(),
-        };
-        curves.clear();
-        let mut totals = vec![0u64; assets];
-        for pair in &pairs {
-            let range = pair.offers_start as usize..pair.offers_end as usize;
-            curves.add_pair_with_limits(&out.offers[range.clone()], &out.limits[range]);
-            let total = *curves.exact_cum_amount.last().unwrap_or(&0);
-            let sell = pair.sell as usize;
-            totals[sell] = totals[sell]
-                .checked_add(total)
-                .filter(|sum| *sum <= MAX_AMOUNT)
-                .ok_or(BookError::AssetTotalTooLarge { asset: pair.sell })?;
-        }
-        curves.limits = out.limits;
-        Ok(OrderBooks::from_parts(assets, out.offers, pairs, curves))
+        buffers.chunks = chunks;
+        OrderBooks::assemble_in(assets, mean, pairs, buffers)
     }
 
-    /// These books' allocations, emptied, for [`Self::edited`] to build the next books in.
+    /// The books of per-pair chunk lists `(pair index, chunks)`, pairs in index order.
+    fn assemble(
+        assets: usize,
+        chunk_mean: u32,
+        cut: impl IntoIterator<Item = (usize, Vec<Arc<Chunk>>)>,
+        mut buffers: BookBuffers,
+    ) -> Result<OrderBooks, BookError> {
+        buffers.clear();
+        let mut pairs = Vec::new();
+        for (index, chunks) in cut {
+            let start = buffers.chunks.len();
+            buffers.chunks.extend(chunks);
+            pairs.push(PairChunks {
+                index,
+                chunks: start..buffers.chunks.len(),
+            });
+        }
+        OrderBooks::assemble_in(assets, chunk_mean, pairs, buffers)
+    }
+
+    /// The books whose chunks are `buffers.chunks`, cut into `pairs`: the per-chunk and per-pair
+    /// records, and every asset's total against the issuance cap.
+    fn assemble_in(
+        assets: usize,
+        chunk_mean: u32,
+        pairs: Vec<PairChunks>,
+        mut buffers: BookBuffers,
+    ) -> Result<OrderBooks, BookError> {
+        let mut totals = vec![0u64; assets];
+        let mut offers_total = 0usize;
+        for pair in &pairs {
+            let (mut sums, mut amount, mut count) = (PrefixSums::default(), 0u64, 0usize);
+            for chunk in &buffers.chunks[pair.chunks.clone()] {
+                buffers.chunk_first_limits.push(chunk.pivot_limits[0]);
+                buffers.chunk_first_prices.push(chunk.offers[0].min_price);
+                buffers.chunk_amount_before.push(amount);
+                buffers.chunk_count_before.push(count as u32);
+                let pivots_start = buffers.block_pivot_limits.len() as u32;
+                buffers
+                    .block_pivot_limits
+                    .extend_from_slice(&chunk.pivot_limits);
+                buffers.chunk_records.push(ChunkRecord {
+                    blocks: Arc::clone(&chunk.blocks),
+                    sums_before: sums,
+                    pivots_start,
+                    pivots_end: buffers.block_pivot_limits.len() as u32,
+                });
+                sums = sums.plus(chunk.total);
+                amount = amount.saturating_add(chunk.exact_total());
+                count += chunk.offers.len();
+            }
+            let sell = pair.index / assets;
+            totals[sell] = totals[sell]
+                .checked_add(amount)
+                .filter(|sum| *sum <= MAX_AMOUNT)
+                .ok_or(BookError::AssetTotalTooLarge { asset: sell as u16 })?;
+            offers_total += count;
+            if offers_total > i32::MAX as usize {
+                return Err(BookError::TooManyOffers {
+                    offers: offers_total,
+                });
+            }
+            buffers.pair_totals.push(sums);
+            buffers.pairs.push(PairBook {
+                sell: sell as u16,
+                buy: (pair.index % assets) as u16,
+                offers: count as u32,
+                chunks_start: pair.chunks.start as u32,
+                chunks_end: pair.chunks.end as u32,
+            });
+        }
+        Ok(OrderBooks {
+            assets,
+            chunk_mean,
+            pairs: buffers.pairs,
+            chunks: buffers.chunks,
+            chunk_first_limits: buffers.chunk_first_limits,
+            chunk_first_prices: buffers.chunk_first_prices,
+            chunk_records: buffers.chunk_records,
+            chunk_amount_before: buffers.chunk_amount_before,
+            chunk_count_before: buffers.chunk_count_before,
+            block_pivot_limits: buffers.block_pivot_limits,
+            pair_totals: buffers.pair_totals,
+        })
+    }
+
+    /// These books' arrays, emptied, for [`Self::edited`] to assemble the next books in.
     pub fn into_buffers(self) -> BookBuffers {
         let mut buffers = BookBuffers {
-            offers: self.offers,
-            blocks: self.blocks,
-            pivot_limits: self.pivot_limits,
-            pivot_sums: self.pivot_sums,
+            pairs: self.pairs,
+            chunks: self.chunks,
+            chunk_first_limits: self.chunk_first_limits,
+            chunk_first_prices: self.chunk_first_prices,
+            chunk_records: self.chunk_records,
+            chunk_amount_before: self.chunk_amount_before,
+            chunk_count_before: self.chunk_count_before,
+            block_pivot_limits: self.block_pivot_limits,
             pair_totals: self.pair_totals,
-            exact_cum_amount: self.exact_cum_amount,
-            limits: self.limits,
         };
-        buffers.offers.clear();
-        buffers.blocks.clear();
-        buffers.pivot_limits.clear();
-        buffers.pivot_sums.clear();
-        buffers.pair_totals.clear();
-        buffers.exact_cum_amount.clear();
-        buffers.limits.clear();
+        buffers.clear();
         buffers
     }
 
@@ -345,8 +592,18 @@ impl OrderBooks {
         self.assets
     }
 
+    /// Mean offers per chunk of these books.
+    pub fn chunk_mean(&self) -> u32 {
+        self.chunk_mean
+    }
+
     pub fn offer_count(&self) -> usize {
-        self.offers.len()
+        self.pairs.iter().map(PairBook::len).sum()
+    }
+
+    /// Chunks held, all pairs together.
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
     }
 
     /// The non-empty pairs, ordered by (sell, buy).
@@ -354,68 +611,270 @@ impl OrderBooks {
         &self.pairs
     }
 
+    /// The pair's chunks, in canonical order.
+    #[inline]
+    pub fn chunks(&self, pair: &PairBook) -> &[Arc<Chunk>] {
+        &self.chunks[pair.chunk_range()]
+    }
+
+    /// The first limit price of each of the pair's chunks (as stored in its first block).
+    #[inline]
+    pub fn chunk_first_limits(&self, pair: &PairBook) -> &[f32] {
+        &self.chunk_first_limits[pair.chunk_range()]
+    }
+
     /// The pair's offers in canonical order.
-    pub fn offers(&self, pair: &PairBook) -> &[Offer] {
-        &self.offers[pair.offers_start as usize..pair.offers_end as usize]
+    pub fn offers<'a>(&'a self, pair: &PairBook) -> impl Iterator<Item = &'a Offer> + 'a {
+        self.chunks(pair)
+            .iter()
+            .flat_map(|chunk| chunk.offers.iter())
     }
 
-    /// The pair's blocks.
-    #[inline]
-    pub fn blocks(&self, pair: &PairBook) -> &[Block] {
-        let start = pair.blocks_start as usize;
-        &self.blocks[start..start + pair.block_count()]
+    /// The pair's offer at `index` in canonical order (`index < pair.len()`).
+    pub fn offer_at(&self, pair: &PairBook, index: usize) -> &Offer {
+        let (chunk, within) = self.position(pair, index);
+        &self.chunks[pair.chunks_start as usize + chunk].offers[within]
     }
 
-    /// The first limit price of each of the pair's blocks.
-    #[inline]
-    pub fn pivot_limits(&self, pair: &PairBook) -> &[f32] {
-        let start = pair.blocks_start as usize;
-        &self.pivot_limits[start..start + pair.block_count()]
-    }
-
-    /// Prefix sums before each of the pair's blocks.
-    #[inline]
-    pub fn pivot_sums(&self, pair: &PairBook) -> &[PrefixSums] {
-        let start = pair.blocks_start as usize;
-        &self.pivot_sums[start..start + pair.block_count()]
-    }
-
-    /// The pair's totals: amount and amount × limit over all its offers.
+    /// Float totals of pair `pair_index` (in [`Self::pairs`]): amount and amount × limit.
     #[inline]
     pub fn pair_totals(&self, pair_index: usize) -> PrefixSums {
         self.pair_totals[pair_index]
     }
 
-    /// The pair's limit prices as `f64`, in canonical order (`to_f64` of each `min_price`).
+    /// The first limit price of each block of the pair's chunk `chunk`.
     #[inline]
-    pub fn limits(&self, pair: &PairBook) -> &[f64] {
-        &self.limits[pair.offers_start as usize..pair.offers_end as usize]
+    pub fn chunk_pivots(&self, pair: &PairBook, chunk: usize) -> &[f32] {
+        let record = &self.chunk_records[pair.chunks_start as usize + chunk];
+        &self.block_pivot_limits[record.pivots_start as usize..record.pivots_end as usize]
     }
 
-    /// Exact prefix sums of the pair's amounts: entry j is the amount of its first j offers.
+    /// The blocks of the pair's chunk `chunk`.
     #[inline]
-    pub fn cumulative_amounts(&self, pair: &PairBook) -> &[u64] {
-        let start = pair.exact_start as usize;
-        &self.exact_cum_amount[start..start + pair.len() + 1]
+    pub fn chunk_blocks(&self, pair: &PairBook, chunk: usize) -> &[Block] {
+        &self.chunk_records[pair.chunks_start as usize + chunk].blocks
+    }
+
+    /// Float sums of the pair's offers up to and including slot `slot` of block `block` of its
+    /// chunk `chunk`: the sums before the chunk plus the chunk's running sums there, on every
+    /// path that reads a prefix sum.
+    #[inline]
+    pub(crate) fn sums_through(
+        &self,
+        pair: &PairBook,
+        chunk: usize,
+        block: usize,
+        slot: usize,
+    ) -> PrefixSums {
+        let record = &self.chunk_records[pair.chunks_start as usize + chunk];
+        record.sums_before.plus(record.blocks[block].through[slot])
+    }
+
+    /// Float sums of the pair's offers through the first `count` (≥ 1) of its chunk `chunk`.
+    #[inline]
+    pub(crate) fn sums_through_offer(
+        &self,
+        pair: &PairBook,
+        chunk: usize,
+        count: usize,
+    ) -> PrefixSums {
+        self.sums_through(
+            pair,
+            chunk,
+            (count - 1) / BLOCK_OFFERS,
+            (count - 1) % BLOCK_OFFERS,
+        )
     }
 
     /// Exact amount of the pair's first `count` offers (in canonical order).
-    #[inline]
     pub fn amount_before(&self, pair: &PairBook, count: usize) -> u64 {
-        self.exact_cum_amount[pair.exact_start as usize + count]
+        if count == 0 {
+            return 0;
+        }
+        let (chunk, within) = self.position(pair, count - 1);
+        let at = pair.chunks_start as usize + chunk;
+        self.chunk_amount_before[at] + self.chunks[at].exact_cum_amount[within + 1]
     }
 
     /// How many of the pair's offers have a limit price `<= rate` (they may trade at `rate`).
     pub fn count_at_or_below(&self, pair: &PairBook, rate: Price) -> usize {
-        self.offers(pair)
-            .partition_point(|offer| offer.min_price <= rate)
+        self.count_passing(pair, |limit| limit <= rate)
     }
 
     /// How many of the pair's offers have a limit price `< rate`.
     pub fn count_below(&self, pair: &PairBook, rate: Price) -> usize {
-        self.offers(pair)
-            .partition_point(|offer| offer.min_price < rate)
+        self.count_passing(pair, |limit| limit < rate)
     }
+
+    /// Offers passing `below` (a prefix of the canonical order): the chunk, then inside it.
+    fn count_passing(&self, pair: &PairBook, below: impl Fn(Price) -> bool) -> usize {
+        let range = pair.chunk_range();
+        let chunks = self.chunk_first_prices[range.clone()].partition_point(|price| below(*price));
+        if chunks == 0 {
+            return 0;
+        }
+        let at = range.start + chunks - 1;
+        let within = self.chunks[at]
+            .offers
+            .partition_point(|offer| below(offer.min_price));
+        self.chunk_count_before[at] as usize + within
+    }
+
+    /// The chunk (in the pair) holding the pair's offer `index`, and its place in the chunk.
+    fn position(&self, pair: &PairBook, index: usize) -> (usize, usize) {
+        assert!(index < pair.len(), "an offer of the pair");
+        let before = &self.chunk_count_before[pair.chunk_range()];
+        let chunk = before.partition_point(|count| *count as usize <= index) - 1;
+        (chunk, index - before[chunk] as usize)
+    }
+}
+
+/// The pair being cut while [`OrderBooks::edited`] applies its edits: its index, and where its
+/// chunks start in the books' chunk list.
+struct PairCut {
+    index: usize,
+    assets: usize,
+    mean: u32,
+    start: usize,
+}
+
+impl PairCut {
+    /// Appends the pair's chunks after `edits` to `out`: chunks without an edit are shared,
+    /// the others merged with their edits and cut again, together with the chunk before when
+    /// an edit removed a chunk's first offer (its remaining offers then join that chunk).
+    fn edit(
+        &self,
+        carried: &[Arc<Chunk>],
+        edits: &[(usize, OfferEdit)],
+        last_edit: &mut Option<(usize, OfferKey)>,
+        out: &mut Vec<Arc<Chunk>>,
+    ) -> Result<(), BookError> {
+        let mut open: Option<Vec<Offer>> = None;
+        if carried.is_empty() {
+            let merged = self.merge(&[], edits, last_edit)?;
+            self.feed(merged, &mut open, out);
+        }
+        let mut rest = edits;
+        for (at, chunk) in carried.iter().enumerate() {
+            // An edit belongs to the last chunk starting at or before its key (the first chunk
+            // also takes keys before its own first offer).
+            let count = match carried.get(at + 1) {
+                Some(next) => {
+                    let next_key = next.offers[0].key();
+                    rest.partition_point(|(_, edit)| edit.key() < next_key)
+                }
+                None => rest.len(),
+            };
+            let (mine, tail) = rest.split_at(count);
+            rest = tail;
+            if mine.is_empty() {
+                // Its first offer is unchanged and started a chunk: it still does.
+                self.close(&mut open, out);
+                out.push(Arc::clone(chunk));
+            } else {
+                let merged = self.merge(&chunk.offers, mine, last_edit)?;
+                self.feed(merged, &mut open, out);
+            }
+        }
+        self.close(&mut open, out);
+        Ok(())
+    }
+
+    /// Cuts `offers` (this pair's, in canonical order, following what `out` and `open` hold)
+    /// by the chunk rule into `open` and, as chunks close, `out`.
+    fn feed(&self, offers: Vec<Offer>, open: &mut Option<Vec<Offer>>, out: &mut Vec<Arc<Chunk>>) {
+        for offer in offers {
+            let first_of_pair = out.len() == self.start && open.is_none();
+            if first_of_pair || starts_chunk(&offer, self.mean) {
+                self.close(open, out);
+                *open = Some(vec![offer]);
+                continue;
+            }
+            // The offer joins the chunk before it, reopened if it was closed.
+            let joined = open.get_or_insert_with(|| {
+                let last = out
+                    .pop()
+                    .expect("a chunk precedes an offer that starts none");
+                last.offers.clone()
+            });
+            joined.push(offer);
+        }
+    }
+
+    fn close(&self, open: &mut Option<Vec<Offer>>, out: &mut Vec<Arc<Chunk>>) {
+        if let Some(offers) = open.take() {
+            out.push(Arc::new(Chunk::new(offers)));
+        }
+    }
+
+    /// `carried` (canonical, checked when booked) merged with `edits` (ascending keys, within
+    /// `carried`'s key range). `last_edit` is the previous edit seen across pairs, to refuse
+    /// edits out of order.
+    fn merge(
+        &self,
+        carried: &[Offer],
+        edits: &[(usize, OfferEdit)],
+        last_edit: &mut Option<(usize, OfferKey)>,
+    ) -> Result<Vec<Offer>, BookError> {
+        let mut out = Vec::with_capacity(carried.len() + edits.len());
+        let mut carried = carried.iter().peekable();
+        for (_, edit) in edits {
+            let key = edit.key();
+            let refuse = BookError::Edit { offer_id: key.id.0 };
+            if last_edit.is_some_and(|last| last >= (self.index, key)) {
+                return Err(refuse);
+            }
+            *last_edit = Some((self.index, key));
+            while let Some(offer) = carried.next_if(|offer| offer.key() < key) {
+                out.push(*offer);
+            }
+            let held = carried.next_if(|offer| offer.key() == key);
+            match (edit, held) {
+                (OfferEdit::Remove(_), Some(_)) => {}
+                (OfferEdit::SetAmount(_, amount), Some(offer)) => {
+                    if *amount == 0 || *amount > MAX_AMOUNT {
+                        return Err(BookError::Amount {
+                            offer_id: key.id.0,
+                            amount: *amount,
+                        });
+                    }
+                    out.push(Offer {
+                        amount: *amount,
+                        ..*offer
+                    });
+                }
+                (OfferEdit::Insert(offer), None) => {
+                    // The per-asset totals are checked once the books are assembled.
+                    check_offer(offer, self.assets)?;
+                    if pair_index(offer, self.assets) != self.index {
+                        return Err(BookError::NotCanonical {
+                            offer_id: offer.id.0,
+                        });
+                    }
+                    out.push(*offer);
+                }
+                _ => return Err(refuse),
+            }
+        }
+        out.extend(carried);
+        Ok(out)
+    }
+}
+
+/// One pair's offers (canonical order) cut into chunks by the rule.
+fn cut_pair(offers: &[Offer], mean: u32) -> Vec<Arc<Chunk>> {
+    let mut chunks = Vec::with_capacity(offers.len() / mean.max(1) as usize + 1);
+    let mut start = 0;
+    for (at, offer) in offers.iter().enumerate().skip(1) {
+        if starts_chunk(offer, mean) {
+            chunks.push(Arc::new(Chunk::new(offers[start..at].to_vec())));
+            start = at;
+        }
+    }
+    if start < offers.len() {
+        chunks.push(Arc::new(Chunk::new(offers[start..].to_vec())));
+    }
+    chunks
 }
 
 fn validate(offers: &[Offer], assets: usize) -> Result<(), BookError> {
@@ -486,66 +945,6 @@ fn check_pair(index: usize, offers: &[Offer], assets: usize) -> Result<u64, Book
     Ok(offers.iter().map(|offer| offer.amount).sum())
 }
 
-/// Appends pair `index`'s edited offers to `out`: `carried` (canonical, checked when
-/// booked) merged with `edits` (this pair's, ascending keys). `last_edit` is the previous
-/// edit seen across pairs, to refuse edits out of order.
-fn merge_pair(
-    index: usize,
-    assets: usize,
-    (carried, carried_limits): (&[Offer], &[f64]),
-    edits: &[(usize, OfferEdit)],
-    last_edit: &mut Option<(usize, OfferKey)>,
-    (out, out_limits): (&mut Vec<Offer>, &mut Vec<f64>),
-) -> Result<(), BookError> {
-    let mut carried = carried.iter().zip(carried_limits).peekable();
-    for (_, edit) in edits {
-        let key = edit.key();
-        let refuse = BookError::Edit { offer_id: key.id.0 };
-        if last_edit.is_some_and(|last| last >= (index, key)) {
-            return Err(refuse);
-        }
-        *last_edit = Some((index, key));
-        while let Some((offer, limit)) = carried.next_if(|(offer, _)| offer.key() < key) {
-            out.push(*offer);
-            out_limits.push(*limit);
-        }
-        let held = carried.next_if(|(offer, _)| offer.key() == key);
-        match (edit, held) {
-            (OfferEdit::Remove(_), Some(_)) => {}
-            (OfferEdit::SetAmount(_, amount), Some((offer, limit))) => {
-                if *amount == 0 || *amount > MAX_AMOUNT {
-                    return Err(BookError::Amount {
-                        offer_id: key.id.0,
-                        amount: *amount,
-                    });
-                }
-                out.push(Offer {
-                    amount: *amount,
-                    ..*offer
-                });
-                out_limits.push(*limit);
-            }
-            (OfferEdit::Insert(offer), None) => {
-                // The per-asset totals are checked once the books are built.
-                check_offer(offer, assets)?;
-                if pair_index(offer, assets) != index {
-                    return Err(BookError::NotCanonical {
-                        offer_id: offer.id.0,
-                    });
-                }
-                out.push(*offer);
-                out_limits.push(offer.min_price.to_f64());
-            }
-            _ => return Err(refuse),
-        }
-    }
-    for (offer, limit) in carried {
-        out.push(*offer);
-        out_limits.push(*limit);
-    }
-    Ok(())
-}
-
 fn pair_index(offer: &Offer, assets: usize) -> usize {
     offer.sell.0 as usize * assets + offer.buy.0 as usize
 }
@@ -586,168 +985,6 @@ fn sort_pairs(offers: &mut [Offer], bounds: &[usize], threads: usize) {
     });
 }
 
-fn pair_books(bounds: &[usize], assets: usize) -> Vec<PairBook> {
-    let mut pairs = Vec::new();
-    let mut blocks_start = 0u32;
-    for (index, window) in bounds.windows(2).enumerate() {
-        if window[0] == window[1] {
-            continue;
-        }
-        let pair = PairBook {
-            sell: (index / assets) as u16,
-            buy: (index % assets) as u16,
-            offers_start: window[0] as u32,
-            offers_end: window[1] as u32,
-            blocks_start,
-            exact_start: (window[0] + pairs.len()) as u32,
-        };
-        blocks_start += pair.block_count() as u32;
-        pairs.push(pair);
-    }
-    pairs
-}
-
-/// The float curves of every pair, and the exact prefix sums.
-struct Curves {
-    blocks: Vec<Block>,
-    pivot_limits: Vec<f32>,
-    pivot_sums: Vec<PrefixSums>,
-    pair_totals: Vec<PrefixSums>,
-    exact_cum_amount: Vec<u64>,
-    limits: Vec<f64>,
-}
-
-impl OrderBooks {
-    /// The books of `offers` (grouped by pair, canonical within each) with their `pairs` and
-    /// the `curves` indexed over them: the one assembly every constructor ends with.
-    fn from_parts(
-        assets: usize,
-        offers: Vec<Offer>,
-        pairs: Vec<PairBook>,
-        curves: Curves,
-    ) -> OrderBooks {
-        OrderBooks {
-            assets,
-            offers,
-            pairs,
-            blocks: curves.blocks,
-            pivot_limits: curves.pivot_limits,
-            pivot_sums: curves.pivot_sums,
-            pair_totals: curves.pair_totals,
-            exact_cum_amount: curves.exact_cum_amount,
-            limits: curves.limits,
-        }
-    }
-}
-
-impl Curves {
-    fn build(offers: &[Offer], pairs: &[PairBook]) -> Curves {
-        let block_total = pairs.iter().map(PairBook::block_count).sum();
-        let mut curves = Curves {
-            blocks: Vec::with_capacity(block_total),
-            pivot_limits: Vec::with_capacity(block_total),
-            pivot_sums: Vec::with_capacity(block_total),
-            pair_totals: Vec::with_capacity(pairs.len()),
-            exact_cum_amount: Vec::with_capacity(offers.len() + pairs.len()),
-            limits: Vec::with_capacity(offers.len()),
-        };
-        for pair in pairs {
-            curves.add_pair(&offers[pair.offers_start as usize..pair.offers_end as usize]);
-        }
-        curves
-    }
-
-    /// One pair's curves alone (its pivots and exact sums start from zero, as in `build`).
-    fn of_pair(offers: &[Offer]) -> Curves {
-        let blocks = offers.len().div_ceil(BLOCK_OFFERS);
-        let mut curves = Curves {
-            blocks: Vec::with_capacity(blocks),
-            pivot_limits: Vec::with_capacity(blocks),
-            pivot_sums: Vec::with_capacity(blocks),
-            pair_totals: Vec::with_capacity(1),
-            exact_cum_amount: Vec::with_capacity(offers.len() + 1),
-            limits: Vec::with_capacity(offers.len()),
-        };
-        curves.add_pair(offers);
-        curves
-    }
-
-    /// Pairs' curves one after another, as `build` lays them out.
-    fn concat(parts: Vec<Curves>) -> Curves {
-        let blocks = parts.iter().map(|part| part.blocks.len()).sum();
-        let exact = parts.iter().map(|part| part.exact_cum_amount.len()).sum();
-        let mut curves = Curves {
-            blocks: Vec::with_capacity(blocks),
-            pivot_limits: Vec::with_capacity(blocks),
-            pivot_sums: Vec::with_capacity(blocks),
-            pair_totals: Vec::with_capacity(parts.len()),
-            exact_cum_amount: Vec::with_capacity(exact),
-            limits: Vec::with_capacity(exact),
-        };
-        for part in parts {
-            curves.blocks.extend(part.blocks);
-            curves.pivot_limits.extend(part.pivot_limits);
-            curves.pivot_sums.extend(part.pivot_sums);
-            curves.pair_totals.extend(part.pair_totals);
-            curves.exact_cum_amount.extend(part.exact_cum_amount);
-            curves.limits.extend(part.limits);
-        }
-        curves
-    }
-
-    fn clear(&mut self) {
-        self.blocks.clear();
-        self.pivot_limits.clear();
-        self.pivot_sums.clear();
-        self.pair_totals.clear();
-        self.exact_cum_amount.clear();
-        self.limits.clear();
-    }
-
-    /// One pair's curves, converting its limits (kept in `limits`).
-    fn add_pair(&mut self, offers: &[Offer]) {
-        let start = self.limits.len();
-        self.limits
-            .extend(offers.iter().map(|offer| offer.min_price.to_f64()));
-        let limits = std::mem::take(&mut self.limits);
-        self.add_pair_with_limits(offers, &limits[start..]);
-        self.limits = limits;
-    }
-
-    /// One pair's curves from its offers and their limits as `f64` (not kept here).
-    fn add_pair_with_limits(&mut self, offers: &[Offer], limits: &[f64]) {
-        let mut sums = PrefixSums::default();
-        let mut exact = 0u64;
-        for (chunk, chunk_limits) in offers.chunks(BLOCK_OFFERS).zip(limits.chunks(BLOCK_OFFERS)) {
-            let mut block = Block {
-                limits: [f32::INFINITY; BLOCK_OFFERS],
-                through: [PrefixSums::default(); BLOCK_OFFERS],
-            };
-            self.pivot_sums.push(sums);
-            let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
-            for slot in 0..BLOCK_OFFERS {
-                if let (Some(offer), Some(&limit)) = (chunk.get(slot), chunk_limits.get(slot)) {
-                    block.limits[slot] = limit as f32;
-                    amount += offer.amount as f64;
-                    amount_limit += offer.amount as f64 * limit;
-                    self.exact_cum_amount.push(exact);
-                    exact += offer.amount; // bounded by the per-asset cap checked in validate()
-                }
-                block.through[slot] = PrefixSums {
-                    amount,
-                    amount_limit,
-                };
-            }
-            sums.amount += amount;
-            sums.amount_limit += amount_limit;
-            self.pivot_limits.push(block.limits[0]);
-            self.blocks.push(block);
-        }
-        self.exact_cum_amount.push(exact);
-        self.pair_totals.push(sums);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -778,12 +1015,13 @@ mod tests {
             assert_eq!(books.pairs().len(), 2);
             let pair = books.pairs()[0];
             assert_eq!((pair.sell, pair.buy), (0, 1));
-            let ids: Vec<u64> = books.offers(&pair).iter().map(|offer| offer.id.0).collect();
+            let ids: Vec<u64> = books.offers(&pair).map(|offer| offer.id.0).collect();
             assert_eq!(ids, vec![3, 4, 2]); // price 0.5, then 1.5 by account (1 < 2)
-            assert_eq!(books.blocks(&pair).len(), 1);
-            assert_eq!(books.blocks(&pair)[0].limits[3], f32::INFINITY);
+            assert_eq!(books.chunks(&pair).len(), 1);
+            assert_eq!(books.chunks(&pair)[0].blocks().len(), 1);
+            assert_eq!(books.chunks(&pair)[0].blocks()[0].limits[3], f32::INFINITY);
             assert_eq!(books.pair_totals(0).amount, 14.0);
-            assert_eq!(books.cumulative_amounts(&pair), &[0, 3, 7, 14]);
+            assert_eq!(books.amount_before(&pair, 3), 14);
             assert_eq!(books.amount_before(&pair, 2), 7);
             assert_eq!(books.count_at_or_below(&pair, Price::from_f64(1.5)), 3);
             assert_eq!(books.count_below(&pair, Price::from_f64(1.5)), 1);
@@ -817,13 +1055,15 @@ mod tests {
         }
         for threads in [1, 2, 3] {
             let sorted = OrderBooks::from_sorted_pairs(lists.clone(), 3, threads).unwrap();
-            assert_eq!(sorted.offers, built.offers);
-            assert_eq!(sorted.pairs, built.pairs);
-            assert_eq!(sorted.blocks, built.blocks);
-            assert_eq!(sorted.pivot_limits, built.pivot_limits);
-            assert_eq!(sorted.pivot_sums, built.pivot_sums);
-            assert_eq!(sorted.pair_totals, built.pair_totals);
-            assert_eq!(sorted.exact_cum_amount, built.exact_cum_amount);
+            assert_eq!(sorted, built);
+        }
+        let small = OrderBooks::build_with_chunk_mean(offers.clone(), 3, 1, 4).unwrap();
+        assert!(small.chunk_count() > 300, "{} chunks", small.chunk_count());
+        for threads in [1, 2] {
+            let sorted =
+                OrderBooks::from_sorted_pairs_with_chunk_mean(lists.clone(), 3, threads, 4)
+                    .unwrap();
+            assert_eq!(sorted, small);
         }
         let mut unsorted = lists.clone();
         let pair = unsorted.iter_mut().find(|list| list.len() > 1).unwrap();
@@ -914,11 +1154,53 @@ mod tests {
         (edits, after)
     }
 
+    /// Every read of `books` agrees with the open offers as flat canonical lists per pair.
+    fn prop_assert_flat_reads_agree(
+        books: &OrderBooks,
+        open: &[Offer],
+        assets: usize,
+    ) -> Result<(), TestCaseError> {
+        let lists = lists_of(open, assets);
+        let listed: Vec<&Vec<Offer>> = lists.iter().filter(|list| !list.is_empty()).collect();
+        prop_assert_eq!(books.pairs().len(), listed.len());
+        for (pair, list) in books.pairs().iter().zip(listed) {
+            prop_assert_eq!(pair.len(), list.len());
+            let offers: Vec<Offer> = books.offers(pair).copied().collect();
+            prop_assert_eq!(&offers, list);
+            let mut cumulative = vec![0u64];
+            for offer in list {
+                cumulative.push(cumulative[cumulative.len() - 1] + offer.amount);
+            }
+            for count in 0..=list.len() {
+                prop_assert_eq!(books.amount_before(pair, count), cumulative[count]);
+                if count < list.len() {
+                    prop_assert_eq!(books.offer_at(pair, count), &list[count]);
+                    let rate = list[count].min_price;
+                    let at_or_below = list.iter().filter(|offer| offer.min_price <= rate).count();
+                    let below = list.iter().filter(|offer| offer.min_price < rate).count();
+                    prop_assert_eq!(books.count_at_or_below(pair, rate), at_or_below);
+                    prop_assert_eq!(books.count_below(pair, rate), below);
+                }
+            }
+            // The cut is the rule: a chunk starts at the pair's first offer or at one whose
+            // hash says so, and nowhere else.
+            for (at, chunk) in books.chunks(pair).iter().enumerate() {
+                prop_assert!(at == 0 || starts_chunk(&chunk.offers()[0], books.chunk_mean()));
+                for offer in &chunk.offers()[1..] {
+                    prop_assert!(!starts_chunk(offer, books.chunk_mean()));
+                }
+            }
+        }
+        Ok(())
+    }
+
     proptest! {
         /// Books edited in place, batch after batch (reusing the previous books' buffers),
         /// are the books a build from scratch makes of the same open offers: the same offers,
-        /// the same float curves bit for bit, the same exact prefix sums. Covers cancels,
-        /// partial and full fills, new offers, dust amounts and the extreme limits.
+        /// the same chunks, float curves bit for bit, the same exact prefix sums; and every
+        /// read (offer at, prefixes, counts, amounts) agrees with the flat list of the open
+        /// offers. Covers cancels, partial and full fills, new offers, dust amounts, the
+        /// extreme limits, and chunks of 1, 2, 5 and the default mean offers.
         #[test]
         fn edited_books_equal_books_built_from_scratch(
             start in proptest::collection::vec(
@@ -928,20 +1210,23 @@ mod tests {
                 proptest::collection::vec(
                     (0u16..3, 0u16..3, amount_strategy(), limit_strategy()), 0..60),
             ), 1..4),
+            mean_choice in 0usize..4,
         ) {
             let assets = 3;
             let mut next_id = 0u64;
             let (_, mut open) = apply_choices(&[], &[(0, 0)], &start, &mut next_id, assets);
-            let mut books = OrderBooks::from_sorted_pairs(lists_of(&open, assets), assets, 1)
-                .unwrap();
+            let mean = [1, 2, 5, CHUNK_OFFERS_MEAN][mean_choice];
+            let mut books = OrderBooks::from_sorted_pairs_with_chunk_mean(
+                lists_of(&open, assets), assets, 1, mean).unwrap();
             for (choices, created) in &batches {
                 let (edits, after) =
                     apply_choices(&open, choices, created, &mut next_id, assets);
                 let spare = books.clone().into_buffers();
                 let edited = OrderBooks::edited(&books, &edits, spare).unwrap();
-                let scratch =
-                    OrderBooks::from_sorted_pairs(lists_of(&after, assets), assets, 2).unwrap();
+                let scratch = OrderBooks::from_sorted_pairs_with_chunk_mean(
+                    lists_of(&after, assets), assets, 2, mean).unwrap();
                 prop_assert_eq!(&edited, &scratch);
+                prop_assert_flat_reads_agree(&edited, &after, assets)?;
                 books = edited;
                 open = after;
             }
@@ -977,6 +1262,47 @@ mod tests {
         let misplaced = [(2, OfferEdit::Insert(stranger))];
         let error = OrderBooks::edited(&books, &misplaced, BookBuffers::default()).unwrap_err();
         assert!(matches!(error, BookError::NotCanonical { .. }), "{error}");
+    }
+
+    /// An edit rebuilds the chunk it falls in (and the one before when it removes a chunk's
+    /// first offer): every other chunk is the previous books' own, shared, not copied.
+    #[test]
+    fn an_edit_rebuilds_its_chunk_and_shares_the_others() {
+        let offers: Vec<Offer> = (0..20_000u64)
+            .map(|id| offer(id, 0, 1, 1 + id % 7, 0.5 + (id % 1_000) as f64 / 500.0))
+            .collect();
+        let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
+        let pair = books.pairs()[0];
+        let chunks = books.chunks(&pair).len();
+        assert!(chunks > 50, "{chunks} chunks of the default mean");
+        let middle = books.offer_at(&pair, 10_000);
+        let fresh = offer(99_999, 0, 1, 5, middle.min_price.to_f64());
+        let edits = [
+            (1, OfferEdit::SetAmount(middle.key(), 1)),
+            (1, OfferEdit::Insert(fresh)),
+        ];
+        let mut edits = edits.to_vec();
+        edits.sort_unstable_by_key(|(pair, edit)| (*pair, edit.key()));
+        let edited = OrderBooks::edited(&books, &edits, BookBuffers::default()).unwrap();
+        let after = edited.chunks(&edited.pairs()[0]);
+        let shared = after
+            .iter()
+            .filter(|chunk| {
+                books
+                    .chunks(&pair)
+                    .iter()
+                    .any(|old| Arc::ptr_eq(old, chunk))
+            })
+            .count();
+        assert!(
+            shared + 3 >= after.len() && after.len() + 2 >= chunks,
+            "{shared} of {} chunks shared ({chunks} before)",
+            after.len()
+        );
+        let mut open = offers;
+        open.iter_mut().find(|o| o.id == middle.id).unwrap().amount = 1;
+        open.push(fresh);
+        assert_eq!(edited, OrderBooks::build(open, 2, 1).unwrap());
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub(crate) fn idle_valuations(books: &OrderBooks) -> Option<Vec<f64>> {
     let edges: Vec<(usize, usize, f64)> = pairs
         .iter()
         .map(|pair| {
-            let cheapest = books.offers(pair)[0].min_price.to_f64();
+            let cheapest = books.offer_at(pair, 0).min_price.to_f64();
             (
                 pair.buy as usize,
                 pair.sell as usize,

@@ -252,55 +252,69 @@ pub(crate) fn pair_smoothed_amount(books: &OrderBooks, pair: &PairBook, rate: f6
 
 /// Prefix sums of the offers passing `below` (a prefix of the canonical order).
 fn sums_passing(books: &OrderBooks, pair: &PairBook, below: impl Fn(f32) -> bool) -> PrefixSums {
-    let pivots = books.pivot_limits(pair);
-    let blocks = pivots.partition_point(|limit| below(*limit));
-    if blocks == 0 {
+    let chunks = books
+        .chunk_first_limits(pair)
+        .partition_point(|limit| below(*limit));
+    if chunks == 0 {
         return PrefixSums::default();
     }
-    let block = &books.blocks(pair)[blocks - 1];
+    // The chunk's first limit passed, so its first block's does: at least one block passes.
+    let blocks = books
+        .chunk_pivots(pair, chunks - 1)
+        .partition_point(|limit| below(*limit));
+    let block = &books.chunk_blocks(pair, chunks - 1)[blocks - 1];
     let slots = block
         .limits
         .iter()
         .map(|limit| below(*limit) as usize)
         .sum::<usize>();
-    let before = books.pivot_sums(pair)[blocks - 1];
-    let within = block.through[slots.max(1) - 1];
-    PrefixSums {
-        amount: before.amount + within.amount,
-        amount_limit: before.amount_limit + within.amount_limit,
-    }
+    books.sums_through(pair, chunks - 1, blocks - 1, slots.max(1) - 1)
 }
 
-/// Where a search ended: `blocks` pivots passed, then `slots` offers of the last of those blocks,
-/// giving prefix sums `sums`. Zero blocks means no offer passed; zero slots means the block is
-/// known but not yet searched.
+/// Where a search ended: `chunks` chunk first limits passed, then `blocks` pivots of the last
+/// of those chunks, then `slots` offers of the last of those blocks, giving prefix sums `sums`.
+/// Zero chunks means no offer passed; zero blocks or slots, not yet searched there.
 #[derive(Clone, Copy, Debug, Default)]
 struct SearchHint {
+    chunks: u32,
     blocks: u32,
     slots: u32,
     sums: PrefixSums,
 }
 
-/// Moves `hint` to the block where the offers passing `below` end (a prefix of the canonical
-/// order), checking the previous block first, and prefetches what [`finish`] will read.
+/// Moves `hint` to the chunk and block where the offers passing `below` end (a prefix of the
+/// canonical order), checking the previous ones first, and prefetches what [`finish`] will
+/// read.
 #[inline]
 fn locate(books: &OrderBooks, pair: &PairBook, hint: &mut SearchHint, below: impl Fn(f32) -> bool) {
-    let pivots = books.pivot_limits(pair);
+    let firsts = books.chunk_first_limits(pair);
+    let hinted = (hint.chunks as usize).min(firsts.len());
+    let chunk_holds = (hinted == 0 || below(firsts[hinted - 1]))
+        && (hinted == firsts.len() || !below(firsts[hinted]));
+    if !chunk_holds {
+        hint.chunks = firsts.partition_point(|limit| below(*limit)) as u32;
+        hint.blocks = 0;
+        hint.slots = 0;
+    }
+    if hint.chunks == 0 {
+        return;
+    }
+    let chunk = hint.chunks as usize - 1;
+    let pivots = books.chunk_pivots(pair, chunk);
     let hinted = (hint.blocks as usize).min(pivots.len());
-    let block_holds = (hinted == 0 || below(pivots[hinted - 1]))
+    let block_holds = hinted > 0
+        && below(pivots[hinted - 1])
         && (hinted == pivots.len() || !below(pivots[hinted]));
     if !block_holds {
         hint.blocks = pivots.partition_point(|limit| below(*limit)) as u32;
         hint.slots = 0;
     }
-    if hint.blocks > 0 {
-        // The block's limits and the running sums at the previous answer: prefetching more of
-        // the block measured slower (it evicts what the other pairs prefetched).
-        let block = &books.blocks(pair)[hint.blocks as usize - 1];
-        let guess = (hint.slots as usize).clamp(1, BLOCK_OFFERS) - 1;
-        prefetch(block.limits.as_ptr() as *const i8);
-        prefetch(&block.through[guess] as *const PrefixSums as *const i8);
-    }
+    // The block's limits and the running sums at the previous answer: prefetching more of
+    // the block measured slower (it evicts what the other pairs prefetched).
+    let block = &books.chunk_blocks(pair, chunk)[hint.blocks as usize - 1];
+    let guess = (hint.slots as usize).clamp(1, BLOCK_OFFERS) - 1;
+    prefetch(block.limits.as_ptr() as *const i8);
+    prefetch(&block.through[guess] as *const PrefixSums as *const i8);
 }
 
 /// The prefix sums over the offers passing `below`, in the block [`locate`] chose; reuses the
@@ -312,12 +326,12 @@ fn finish(
     hint: &mut SearchHint,
     below: impl Fn(f32) -> bool,
 ) -> PrefixSums {
-    if hint.blocks == 0 {
+    if hint.chunks == 0 {
         hint.sums = PrefixSums::default();
         return hint.sums;
     }
-    let block_index = hint.blocks as usize - 1;
-    let block = &books.blocks(pair)[block_index];
+    let (chunk_index, block_index) = (hint.chunks as usize - 1, hint.blocks as usize - 1);
+    let block = &books.chunk_blocks(pair, chunk_index)[block_index];
     let slots = hint.slots as usize;
     if (1..=BLOCK_OFFERS).contains(&slots)
         && below(block.limits[slots - 1])
@@ -325,18 +339,14 @@ fn finish(
     {
         return hint.sums;
     }
-    let before = books.pivot_sums(pair)[block_index];
     let slots = block
         .limits
         .iter()
         .map(|limit| below(*limit) as usize)
         .sum::<usize>();
-    let through = block.through[slots.max(1) - 1]; // the pivot passed, so at least one slot does
     hint.slots = slots as u32;
-    hint.sums = PrefixSums {
-        amount: before.amount + through.amount,
-        amount_limit: before.amount_limit + through.amount_limit,
-    };
+    // The pivot passed, so at least one slot does.
+    hint.sums = books.sums_through(pair, chunk_index, block_index, slots.max(1) - 1);
     hint.sums
 }
 
@@ -402,15 +412,18 @@ pub(crate) mod tests {
     }
 
     proptest! {
-        /// Whatever the previous query, a search returns the same sums as a linear scan.
+        /// Whatever the previous query and however the pair is cut into chunks, a search returns
+        /// the same sums as a linear scan.
         #[test]
         fn block_search_matches_linear_scan(
             limits in proptest::collection::vec(0.01f64..10.0, 1..200),
             previous_rate in 0.0f64..11.0,
             rate in 0.0f64..11.0,
+            mean_choice in 0usize..4,
         ) {
             let offers = offers_with(&limits, |index| 1 + index as u64 % 5);
-            let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
+            let mean = [1, 3, 16, crate::book::CHUNK_OFFERS_MEAN][mean_choice];
+            let books = OrderBooks::build_with_chunk_mean(offers.clone(), 2, 1, mean).unwrap();
             let pair = books.pairs()[0];
             for strict in [false, true] {
                 let (rate, previous_rate) = (rate as f32, previous_rate as f32);
@@ -422,9 +435,10 @@ pub(crate) mod tests {
                 let sums = search(&books, &pair, &mut hint, passes);
                 // A second search from the updated hint must agree (the cached path).
                 prop_assert_eq!(search(&books, &pair, &mut hint, passes), sums);
+                // The unhinted search (slopes, cuts) reads the same sums.
+                prop_assert_eq!(sums_passing(&books, &pair, passes), sums);
                 let (amount, amount_limit) = books
                     .offers(&pair)
-                    .iter()
                     // Classified by the limit as the book stores it (f32), summed exactly.
                     .filter(|offer| passes(offer.min_price.to_f64() as f32))
                     .fold((0.0, 0.0), |(a, al), offer| {

@@ -19,8 +19,9 @@
 //! Only tâtonnement's steps use the table. The convergence check and settlement use the exact
 //! structures.
 
-use crate::book::OrderBooks;
-use walras_types::{Fraction, Offer};
+use crate::book::{Chunk, OrderBooks, PairBook, PrefixSums};
+use std::sync::Arc;
+use walras_types::Fraction;
 
 /// Grid points per relative width μ. Coarser tables cover wider windows in the same memory; the
 /// interpolation error, at most about an eighth of one offer's amount per kink in a cell, only
@@ -93,10 +94,11 @@ impl SupplyGrid {
             tables: Vec::new(),
             values: Vec::new(),
         };
-        // The books keep each limit as f64 (no conversion, no copy per batch); amounts are
-        // converted as the sweep reads them: the same values, summed in the same order.
-        let tables = walras_par::map_in_order(books.pairs(), threads, 2, |pair| {
-            grid.pair_table(books.limits(pair), books.offers(pair))
+        // Each chunk keeps its limits as f64 (no conversion per batch), and the sweep reads
+        // prefix sums as the exact search does, skipping whole chunks between grid points.
+        let indexes: Vec<usize> = (0..books.pairs().len()).collect();
+        let tables = walras_par::map_in_order(&indexes, threads, 2, |index| {
+            grid.pair_table(books, &books.pairs()[*index], *index)
         });
         let points = tables.iter().map(|(_, values)| values.len()).sum();
         grid.values.reserve_exact(points);
@@ -159,10 +161,18 @@ impl SupplyGrid {
     }
 
     /// One pair's table and its values (`values_start` is set where the values are placed).
-    fn pair_table(&self, limits: &[f64], offers: &[Offer]) -> (PairTable, Vec<f32>) {
-        let median = limits[limits.len() / 2];
-        let lowest = limits[0];
-        let highest = limits[limits.len() - 1] / (1.0 - self.mu);
+    /// Costs O(points · log chunk + chunks), not O(offers).
+    fn pair_table(
+        &self,
+        books: &OrderBooks,
+        pair: &PairBook,
+        index: usize,
+    ) -> (PairTable, Vec<f32>) {
+        let chunks = books.chunks(pair);
+        let last = &chunks[chunks.len() - 1];
+        let lowest = chunks[0].limits()[0];
+        let median = books.offer_at(pair, pair.len() / 2).min_price.to_f64();
+        let highest = last.limits()[last.limits().len() - 1] / (1.0 - self.mu);
         let half = MAX_POINTS_PER_PAIR / 2;
         let key = |rate: f64| rate.to_bits() >> self.shift;
         let first_key = key(lowest).max(key(median).saturating_sub(half));
@@ -173,12 +183,12 @@ impl SupplyGrid {
             // Grid point key(highest) + 1 exceeds highest = l_max / (1 − μ), and so does any
             // rate with a larger key: every offer is below (1 − μ) · rate.
             everything_from_key: key(highest) + 1,
-            total: offers.iter().map(|offer| offer.amount as f64).sum(),
+            total: books.pair_totals(index).amount,
             first_key,
             points: points as u32,
             values_start: 0,
         };
-        let mut sweep = SupplySweep::new(limits, offers, self.mu);
+        let mut sweep = SupplySweep::new(books, pair, self.mu);
         let values = (first_key..=last_key)
             .map(|grid_key| sweep.supply_at(f64::from_bits(grid_key << self.shift)) as f32)
             .collect();
@@ -186,52 +196,69 @@ impl SupplyGrid {
     }
 }
 
-/// Smoothed supply at increasing rates, by two cursors over the sorted limits.
+/// How many of a pair's offers pass a threshold that only grows: all of the chunks before
+/// `chunk`, and the first `within` offers of it (zero only while nothing passes).
+#[derive(Clone, Copy, Debug, Default)]
+struct Cursor {
+    chunk: usize,
+    within: usize,
+}
+
+impl Cursor {
+    /// Moves on to the offers passing `passes` (which only ever passes more than before).
+    fn advance(&mut self, chunks: &[Arc<Chunk>], passes: impl Fn(f64) -> bool) {
+        while self.chunk + 1 < chunks.len() && passes(chunks[self.chunk + 1].limits()[0]) {
+            self.chunk += 1;
+            self.within = 0;
+        }
+        let limits = chunks[self.chunk].limits();
+        self.within += limits[self.within..].partition_point(|limit| passes(*limit));
+    }
+
+    fn sums(&self, books: &OrderBooks, pair: &PairBook) -> PrefixSums {
+        if self.within == 0 {
+            return PrefixSums::default();
+        }
+        books.sums_through_offer(pair, self.chunk, self.within)
+    }
+}
+
+/// Smoothed supply of one pair at increasing rates, by two cursors over its chunks.
 struct SupplySweep<'a> {
-    limits: &'a [f64],
-    offers: &'a [Offer],
+    books: &'a OrderBooks,
+    pair: &'a PairBook,
     mu: f64,
-    high: usize,
-    low: usize,
-    /// Sum of amount and amount × limit below the `high` and `low` cursors.
-    high_sums: (f64, f64),
-    low_sums: (f64, f64),
+    high: Cursor,
+    low: Cursor,
 }
 
 impl<'a> SupplySweep<'a> {
-    fn new(limits: &'a [f64], offers: &'a [Offer], mu: f64) -> SupplySweep<'a> {
+    fn new(books: &'a OrderBooks, pair: &'a PairBook, mu: f64) -> SupplySweep<'a> {
         SupplySweep {
-            limits,
-            offers,
+            books,
+            pair,
             mu,
-            high: 0,
-            low: 0,
-            high_sums: (0.0, 0.0),
-            low_sums: (0.0, 0.0),
+            high: Cursor::default(),
+            low: Cursor::default(),
         }
     }
 
     /// `rate` must not decrease between calls.
     fn supply_at(&mut self, rate: f64) -> f64 {
         let threshold = rate * (1.0 - self.mu);
-        while self.high < self.limits.len() && self.limits[self.high] <= rate {
-            let (amount, limit) = (self.offers[self.high].amount as f64, self.limits[self.high]);
-            self.high_sums = (self.high_sums.0 + amount, self.high_sums.1 + amount * limit);
-            self.high += 1;
-        }
-        while self.low < self.limits.len() && self.limits[self.low] < threshold {
-            let (amount, limit) = (self.offers[self.low].amount as f64, self.limits[self.low]);
-            self.low_sums = (self.low_sums.0 + amount, self.low_sums.1 + amount * limit);
-            self.low += 1;
-        }
-        let band_amount = self.high_sums.0 - self.low_sums.0;
-        let band_amount_limit = self.high_sums.1 - self.low_sums.1;
+        let chunks = self.books.chunks(self.pair);
+        self.high.advance(chunks, |limit| limit <= rate);
+        self.low.advance(chunks, |limit| limit < threshold);
+        let high = self.high.sums(self.books, self.pair);
+        let low = self.low.sums(self.books, self.pair);
+        let band_amount = high.amount - low.amount;
+        let band_amount_limit = high.amount_limit - low.amount_limit;
         let partial = if band_amount > 0.0 {
             ((rate * band_amount - band_amount_limit) / (rate * self.mu)).clamp(0.0, band_amount)
         } else {
             0.0
         };
-        self.low_sums.0 + partial
+        low.amount + partial
     }
 }
 
@@ -253,11 +280,12 @@ mod tests {
         fn table_tracks_exact_supply(
             rows in proptest::collection::vec((0.9f64..1.1, 1u64..1_000_000), 1..300),
             rate in 0.85f64..1.2,
+            mean in prop_oneof![Just(1u32), Just(7), Just(crate::book::CHUNK_OFFERS_MEAN)],
         ) {
             let limits: Vec<f64> = rows.iter().map(|(limit, _)| *limit).collect();
             let offers = offers_with(&limits, |index| rows[index].1);
             let mu = 2f64.powi(-10);
-            let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
+            let books = OrderBooks::build_with_chunk_mean(offers.clone(), 2, 1, mean).unwrap();
             let grid = SupplyGrid::build(&books, Fraction::power_of_two(10));
             let largest = rows.iter().map(|(_, amount)| *amount as f64).fold(0.0, f64::max);
             if let Some(supply) = grid.supply(0, rate) {

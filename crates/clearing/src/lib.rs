@@ -35,7 +35,7 @@ mod quality;
 mod settle;
 mod tatonnement;
 
-pub use book::{BookBuffers, BookError, OfferEdit, OrderBooks};
+pub use book::{BookBuffers, BookError, Chunk, OfferEdit, OrderBooks, PairBook, CHUNK_OFFERS_MEAN};
 pub use demand::{query as query_demand, query_grid as query_demand_on_grid, DemandWorkspace};
 pub use fill::{FillWalk, PayoutTerms, Sale};
 pub use grid::SupplyGrid;

@@ -29,14 +29,13 @@ pub(crate) fn measure(books: &OrderBooks, settlement: &Settlement) -> Quality {
     let mut gross_paid = vec![0.0f64; assets];
     for pair in settlement.pairs() {
         let book = &books.pairs()[pair.book_index];
-        let offers = books.offers(book);
         let in_the_money = books.count_at_or_below(book, pair.rate);
         let (sell_value, buy_value) = (
             valuations[pair.sell as usize],
             valuations[pair.buy as usize],
         );
         let rate = pair.rate.to_f64();
-        for (index, offer) in offers[..in_the_money].iter().enumerate() {
+        for (index, offer) in books.offers(book).take(in_the_money).enumerate() {
             let sold = pair.sold_by(index, offer.amount) as f64;
             let unit_utility = (sell_value - offer.min_price.to_f64() * buy_value).max(0.0);
             quality.realized_utility += sold * unit_utility;
@@ -44,7 +43,7 @@ pub(crate) fn measure(books: &OrderBooks, settlement: &Settlement) -> Quality {
         }
         let first_unfilled = pair.first_unfilled();
         if first_unfilled < in_the_money {
-            let first_short = offers[first_unfilled].min_price.to_f64();
+            let first_short = books.offer_at(book, first_unfilled).min_price.to_f64();
             quality.achieved_mu = quality.achieved_mu.max(1.0 - first_short / rate);
         }
         received[pair.sell as usize] += pair.sold as f64;

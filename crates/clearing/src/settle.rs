@@ -130,8 +130,9 @@ pub struct Fill {
 #[derive(Clone, Copy, Debug)]
 pub struct TradedPair<'a> {
     clearing: &'a PairClearing,
-    /// The pair's offers in canonical order.
-    offers: &'a [Offer],
+    /// The books the pair was settled on, and the pair in them.
+    books: &'a OrderBooks,
+    book: PairBook,
 }
 
 impl<'a> TradedPair<'a> {
@@ -150,7 +151,8 @@ impl<'a> TradedPair<'a> {
 
     /// The last offer (in canonical order) that sold something.
     pub fn last_offer(&self) -> &'a Offer {
-        &self.offers[self.clearing.offers_reached - 1]
+        self.books
+            .offer_at(&self.book, self.clearing.offers_reached - 1)
     }
 
     /// What one of this pair's offers receives for selling `sold`: `floor(sold · payout rate)`.
@@ -164,8 +166,9 @@ impl<'a> TradedPair<'a> {
     pub fn offer_fills(&self) -> impl Iterator<Item = (&'a Offer, Fill)> + 'a {
         let pair = *self;
         let mut shorts = self.clearing.short_fills.iter().peekable();
-        self.offers[..self.clearing.offers_reached]
-            .iter()
+        self.books
+            .offers(&self.book)
+            .take(self.clearing.offers_reached)
             .enumerate()
             .filter_map(move |(index, offer)| {
                 let sold = match shorts.next_if(|short| short.index == index) {
@@ -413,16 +416,16 @@ fn fill_pair(
     pair: &mut PairClearing,
     capacities: &Capacities,
 ) -> Result<(), SettleError> {
-    let offers = books.offers(&books.pairs()[pair.book_index]);
+    let book = &books.pairs()[pair.book_index];
     let terms = pair.terms();
     debug_assert_eq!(terms, capacities.terms);
-    let in_the_money = books.count_at_or_below(&books.pairs()[pair.book_index], pair.rate);
-    let offers = &offers[..in_the_money];
+    let in_the_money = books.count_at_or_below(book, pair.rate);
+    let offers = books.offers(book).take(in_the_money);
     let mut walk = FillWalk::new(terms, pair.sold);
     let mut next_short = 0usize;
     let (mut reached, mut bought) = (0usize, 0u128);
     let mut short_fills = Vec::new();
-    for (index, offer) in offers.iter().enumerate() {
+    for (index, offer) in offers.enumerate() {
         if walk.left() == 0 {
             break;
         }
@@ -444,7 +447,7 @@ fn fill_pair(
                 sell: pair.sell,
                 buy: pair.buy,
                 sold: pair.sold,
-                offer: offers[unmet.offer_index].id.0,
+                offer: books.offer_at(book, unmet.offer_index).id.0,
                 part: unmet.sold,
             })?;
         if sale.sold < offer.amount {
@@ -490,7 +493,7 @@ fn check_postcondition(
         let offers = books.offers(&books.pairs()[pair.book_index]);
         let (mut sold_sum, mut bought_sum) = (0u128, 0u128);
         let mut shorts = pair.short_fills.iter().peekable();
-        for (index, offer) in offers[..pair.offers_reached].iter().enumerate() {
+        for (index, offer) in offers.take(pair.offers_reached).enumerate() {
             let sold = match shorts.next_if(|short| short.index == index) {
                 Some(short) => short.sold,
                 None => offer.amount,
@@ -550,11 +553,11 @@ struct Capacities {
 }
 
 impl Capacities {
-    fn of(offers: &[Offer], terms: PayoutTerms) -> Capacities {
+    fn of<'b>(offers: impl Iterator<Item = &'b Offer>, terms: PayoutTerms) -> Capacities {
         let mut short = Vec::new();
         let mut deficit_before = vec![0u64];
         let mut deficit = 0u64;
-        for (index, offer) in offers.iter().enumerate() {
+        for (index, offer) in offers.enumerate() {
             let capacity = terms.sale(offer.min_price, offer.amount).sold;
             if capacity < offer.amount {
                 short.push((index, capacity));
@@ -600,7 +603,7 @@ fn exact_bounds(
         }
         let must_trade = books.count_below(pair, rate.discounted_floor(mu));
         let terms = PayoutTerms::new(rate, epsilon);
-        let capacities = Capacities::of(&books.offers(pair)[..may_trade], terms);
+        let capacities = Capacities::of(books.offers(pair).take(may_trade), terms);
         let lower_shortfall = capacities.deficit_of_first(must_trade);
         pairs.push(PairClearing {
             sell: pair.sell,
@@ -632,10 +635,11 @@ fn exact_bounds(
 /// sale are built only for the few pairs it lowers (most blocks need no repair at all, and at a
 /// million offers the sums cost more than the LP).
 struct PairState<'a> {
-    /// Exact prefix sums of amounts (from the book) of the offers at or below the rate.
-    cumulative: &'a [u64],
-    /// The offers at or below the rate.
-    offers: &'a [Offer],
+    /// The books and the pair: exact prefix sums of amounts and the offers, read in place.
+    books: &'a OrderBooks,
+    book: &'a PairBook,
+    /// The offers at or below the rate (a prefix of the pair's).
+    in_the_money: usize,
     capacities: &'a Capacities,
     initial_sold: u64,
     /// Offers selling their capacity at the planned sale, and their payout.
@@ -648,14 +652,15 @@ struct PairState<'a> {
 impl<'a> PairState<'a> {
     fn new(
         books: &'a OrderBooks,
-        book: &PairBook,
+        book: &'a PairBook,
         capacities: &'a Capacities,
         planned: u64,
     ) -> PairState<'a> {
         let in_the_money = books.count_at_or_below(book, capacities.terms.rate());
         let mut state = PairState {
-            cumulative: &books.cumulative_amounts(book)[..=in_the_money],
-            offers: &books.offers(book)[..in_the_money],
+            books,
+            book,
+            in_the_money,
             capacities,
             initial_sold: planned,
             initial_full: 0,
@@ -664,8 +669,9 @@ impl<'a> PairState<'a> {
         };
         let full = state.full_before(planned);
         state.initial_full = full;
-        state.initial_full_payout = state.offers[..full]
-            .iter()
+        state.initial_full_payout = books
+            .offers(book)
+            .take(full)
             .enumerate()
             .map(|(index, offer)| {
                 let capacity = capacities.capacity(index, offer.amount);
@@ -677,12 +683,12 @@ impl<'a> PairState<'a> {
 
     /// `C(j)`: the capacity of the first `count` offers.
     fn capacity_before(&self, count: usize) -> u64 {
-        self.cumulative[count] - self.capacities.deficit_of_first(count)
+        self.books.amount_before(self.book, count) - self.capacities.deficit_of_first(count)
     }
 
     /// The largest `j` with `C(j) ≤ sold`: the offers selling their whole capacity.
     fn full_before(&self, sold: u64) -> usize {
-        let (mut low, mut high) = (0usize, self.offers.len()); // C(low) <= sold
+        let (mut low, mut high) = (0usize, self.in_the_money); // C(low) <= sold
         while low < high {
             let middle = low + (high - low).div_ceil(2);
             if self.capacity_before(middle) <= sold {
@@ -698,7 +704,8 @@ impl<'a> PairState<'a> {
     fn split(&self, sold: u64) -> (usize, Sale) {
         let full = self.full_before(sold);
         let rest = sold - self.capacity_before(full);
-        let partial = match self.offers.get(full) {
+        let partial = match (full < self.in_the_money).then(|| self.books.offer_at(self.book, full))
+        {
             Some(offer) => self.capacities.terms.sale(offer.min_price, rest),
             None => Sale::NONE, // sold = C(all) exactly
         };
@@ -718,11 +725,12 @@ impl<'a> PairState<'a> {
         if full == self.initial_full {
             return self.initial_full_payout + partial.received;
         }
-        let (offers, capacities) = (&self.offers[..self.initial_full], self.capacities);
+        let offers = self.books.offers(self.book).take(self.initial_full);
+        let capacities = self.capacities;
         let prefix = self.payout_prefix.get_or_insert_with(|| {
             let mut total = 0u128;
             std::iter::once(0u128)
-                .chain(offers.iter().enumerate().map(|(index, offer)| {
+                .chain(offers.enumerate().map(|(index, offer)| {
                     total += capacities
                         .terms
                         .payout(capacities.capacity(index, offer.amount));
@@ -861,7 +869,8 @@ impl Settlement {
             .filter(|pair| pair.sold > 0)
             .map(move |pair| TradedPair {
                 clearing: pair,
-                offers: books.offers(&books.pairs()[pair.book_index]),
+                books,
+                book: books.pairs()[pair.book_index],
             })
     }
 

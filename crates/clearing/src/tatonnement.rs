@@ -681,7 +681,7 @@ pub(crate) fn initial_guess(books: &OrderBooks) -> Vec<f64> {
         .pairs()
         .iter()
         .map(|pair| {
-            let median = books.offers(pair)[pair.len() / 2].min_price.to_f64();
+            let median = books.offer_at(pair, pair.len() / 2).min_price.to_f64();
             (
                 pair.sell as usize,
                 pair.buy as usize,

@@ -113,7 +113,7 @@ pub(crate) fn check_invariants(
         );
     }
     for pair in books.pairs() {
-        let offers = books.offers(pair);
+        let offers: Vec<&Offer> = books.offers(pair).collect();
         let sold: Vec<u64> = offers
             .iter()
             .map(|offer| fills.get(&offer.id.0).map_or(0, |fill| fill.0))
