@@ -174,7 +174,7 @@ fn starts_chunk(offer: &Offer, mean: u32) -> bool {
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
-    x % u64::from(mean) == 0
+    x.is_multiple_of(u64::from(mean))
 }
 
 /// The offers selling `sell` for `buy`.
