@@ -6,7 +6,9 @@
 # node's execution time per committed transaction (walras_block_execute_seconds_total over
 # walras_transactions_committed_total, both deltas of the minute), persist time per
 # transaction, RSS (anonymous: the process's own memory; file: pages of the mapped store it
-# touched), the store file, open offers and accounts (the /metrics gauges).
+# touched), the store file, open offers and accounts (the /metrics gauges); then, per minute,
+# each engine phase's milliseconds per block and microseconds per transaction, from the
+# block events (/v1/events), to see which phase grows.
 # Then SIGKILL (a crash, not a clean stop) and the time until the restarted node serves
 # /v1/status (recovery from the newest checkpoint included).
 # Usage: scripts/soak.sh [MINUTES] [RATE] [ACCOUNTS] [THREADS]
@@ -36,10 +38,15 @@ metric() { # name: the sample's value from /metrics
 }
 
 start_node
+events=$(mktemp)
+curl -sN "$url/v1/events" >"$events" 2>/dev/null &
+events_reader=$!
+bounds=""
 echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx rss_mb rss_anon_mb rss_file_mb store_mb open_offers accounts"
 exec0=$(metric walras_block_execute_seconds_total); persist0=$(metric walras_block_persist_seconds_total)
 tx0=$(metric walras_transactions_committed_total)
 for minute in $(seq 1 "$minutes"); do
+  bounds="$bounds $(date +%s%3N)"
   report=$("$WALRAS" loadgen --node "$url" --rate "$rate" --seconds 60 --accounts "$accounts" \
     --seed "$minute" --json 2>/dev/null)
   exec1=$(metric walras_block_execute_seconds_total); persist1=$(metric walras_block_persist_seconds_total)
@@ -62,6 +69,34 @@ print(minute, round(r["offered_tx_per_s"]), round(r["committed_tx_per_s"]), roun
 EOF
   exec0=$exec1; persist0=$persist1; tx0=$tx1
 done
+bounds="$bounds $(date +%s%3N)"
+kill "$events_reader" 2>/dev/null || true
+echo "minute blocks tx_per_block sig_ms filter_ms plan_ms clear_ms apply_ms commit_ms sig_us_tx filter_us_tx plan_us_tx clear_us_tx apply_us_tx commit_us_tx"
+python3 - "$events" $bounds <<'EOF'
+import json, sys
+path, bounds = sys.argv[1], [int(b) for b in sys.argv[2:]]
+phases = ["signatures", "filter", "plan", "clearing", "apply", "commit"]
+minutes = [[] for _ in bounds[:-1]]
+for line in open(path, errors="replace"):
+    if not line.startswith("data:"):
+        continue
+    try:
+        event = json.loads(line[5:])
+    except ValueError:
+        continue
+    at = event.get("committed_unix_ms", 0)
+    for index in range(len(bounds) - 1):
+        if bounds[index] <= at < bounds[index + 1] and event.get("phases"):
+            minutes[index].append(event)
+for index, events in enumerate(minutes, 1):
+    if not events:
+        print(index, 0)
+        continue
+    tx = max(sum(e["transactions"] for e in events), 1)
+    totals = [sum(e["phases"][p] for e in events) for p in phases]
+    print(index, len(events), round(tx / len(events)),
+          *[round(t / len(events), 2) for t in totals], *[round(t / tx * 1e3, 2) for t in totals])
+EOF
 height=$(metric walras_height); checkpoint=$(metric walras_checkpoint_height)
 kill -KILL "$node"; wait "$node" 2>/dev/null || true
 started=$(date +%s.%N)
@@ -71,4 +106,4 @@ served=$(date +%s.%N)
 echo "# restart after SIGKILL at height $height (newest background checkpoint $checkpoint): $(python3 -c "print(round($served - $started, 2))") s to serve /v1/status; $(grep -m1 -o 'loaded the checkpoint.*\|replayed.*' "$log" || true)"
 kill -TERM "$node"; wait "$node" 2>/dev/null || true
 [ -n "${DATA:-}" ] || rm -rf "$(dirname "$data")"
-rm -f "$log"
+rm -f "$log" "$events"

@@ -92,45 +92,48 @@ pub struct Chunk {
 }
 
 impl Chunk {
-    /// The chunk of `offers` (at least one, canonical order, one pair).
-    fn new(offers: Vec<Offer>) -> Chunk {
-        debug_assert!(!offers.is_empty());
-        let limits: Vec<f64> = offers
-            .iter()
-            .map(|offer| offer.min_price.to_f64())
-            .collect();
+    /// The chunk of `run` (at least one offer, canonical order, one pair).
+    fn new(run: Run) -> Chunk {
+        let Run { offers, limits } = run;
+        debug_assert!(!offers.is_empty() && offers.len() == limits.len());
         let block_count = offers.len().div_ceil(BLOCK_OFFERS);
-        let mut blocks = Vec::with_capacity(block_count);
         let mut pivot_limits = Vec::with_capacity(block_count);
         let mut exact_cum_amount = Vec::with_capacity(offers.len() + 1);
         let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
         let mut exact = 0u64;
-        for (run, run_limits) in offers.chunks(BLOCK_OFFERS).zip(limits.chunks(BLOCK_OFFERS)) {
-            let mut block = Block {
-                limits: [f32::INFINITY; BLOCK_OFFERS],
-                through: [PrefixSums::default(); BLOCK_OFFERS],
-            };
-            for slot in 0..BLOCK_OFFERS {
-                if let (Some(offer), Some(&limit)) = (run.get(slot), run_limits.get(slot)) {
-                    block.limits[slot] = limit as f32;
-                    amount += offer.amount as f64;
-                    amount_limit += offer.amount as f64 * limit;
-                    exact_cum_amount.push(exact);
-                    exact = exact.saturating_add(offer.amount);
-                }
-                block.through[slot] = PrefixSums {
-                    amount,
-                    amount_limit,
+        // Collected straight into the shared allocation (a mapped range has a known length).
+        let blocks: Arc<[Block]> = (0..block_count)
+            .map(|index| {
+                let range = index * BLOCK_OFFERS..((index + 1) * BLOCK_OFFERS).min(offers.len());
+                let mut block = Block {
+                    limits: [f32::INFINITY; BLOCK_OFFERS],
+                    through: [PrefixSums::default(); BLOCK_OFFERS],
                 };
-            }
-            pivot_limits.push(block.limits[0]);
-            blocks.push(block);
-        }
+                for slot in 0..BLOCK_OFFERS {
+                    if let (Some(offer), Some(&limit)) = (
+                        offers[range.clone()].get(slot),
+                        limits[range.clone()].get(slot),
+                    ) {
+                        block.limits[slot] = limit as f32;
+                        amount += offer.amount as f64;
+                        amount_limit += offer.amount as f64 * limit;
+                        exact_cum_amount.push(exact);
+                        exact = exact.saturating_add(offer.amount);
+                    }
+                    block.through[slot] = PrefixSums {
+                        amount,
+                        amount_limit,
+                    };
+                }
+                pivot_limits.push(block.limits[0]);
+                block
+            })
+            .collect();
         exact_cum_amount.push(exact);
         Chunk {
             offers,
             limits,
-            blocks: Arc::from(blocks),
+            blocks,
             pivot_limits,
             exact_cum_amount,
             total: PrefixSums {
@@ -164,6 +167,35 @@ impl Chunk {
 
     fn exact_total(&self) -> u64 {
         self.exact_cum_amount[self.offers.len()]
+    }
+}
+
+/// A chunk's contents while it is cut: its offers and their limits as `f64` (carried with
+/// the offers, so a rebuilt chunk does not convert its limits again).
+#[derive(Debug, Default)]
+struct Run {
+    offers: Vec<Offer>,
+    limits: Vec<f64>,
+}
+
+impl Run {
+    fn with_capacity(capacity: usize) -> Run {
+        Run {
+            offers: Vec::with_capacity(capacity),
+            limits: Vec::with_capacity(capacity),
+        }
+    }
+
+    fn push(&mut self, offer: Offer, limit: f64) {
+        self.offers.push(offer);
+        self.limits.push(limit);
+    }
+
+    fn of(chunk: &Chunk) -> Run {
+        let mut run = Run::with_capacity(chunk.offers.len() + BLOCK_OFFERS);
+        run.offers.extend_from_slice(&chunk.offers);
+        run.limits.extend_from_slice(&chunk.limits);
+        run
     }
 }
 
@@ -266,6 +298,7 @@ pub struct BookBuffers {
     chunks: Vec<Arc<Chunk>>,
     chunk_first_limits: Vec<f32>,
     chunk_first_prices: Vec<Price>,
+    chunk_first_limits_f64: Vec<f64>,
     chunk_records: Vec<ChunkRecord>,
     chunk_amount_before: Vec<u64>,
     chunk_count_before: Vec<u32>,
@@ -279,6 +312,7 @@ impl BookBuffers {
         self.chunks.clear();
         self.chunk_first_limits.clear();
         self.chunk_first_prices.clear();
+        self.chunk_first_limits_f64.clear();
         self.chunk_records.clear();
         self.chunk_amount_before.clear();
         self.chunk_count_before.clear();
@@ -301,6 +335,8 @@ pub struct OrderBooks {
     chunk_first_limits: Vec<f32>,
     /// Per chunk: its first limit price, exactly.
     chunk_first_prices: Vec<Price>,
+    /// Per chunk: its first limit price as `f64` (the supply table's searches).
+    chunk_first_limits_f64: Vec<f64>,
     /// Per chunk: what a demand query reads of it besides its first limit (one cache line).
     chunk_records: Vec<ChunkRecord>,
     /// Per chunk: exact amount of its pair's offers before it.
@@ -520,6 +556,7 @@ impl OrderBooks {
             for chunk in &buffers.chunks[pair.chunks.clone()] {
                 buffers.chunk_first_limits.push(chunk.pivot_limits[0]);
                 buffers.chunk_first_prices.push(chunk.offers[0].min_price);
+                buffers.chunk_first_limits_f64.push(chunk.limits[0]);
                 buffers.chunk_amount_before.push(amount);
                 buffers.chunk_count_before.push(count as u32);
                 let pivots_start = buffers.block_pivot_limits.len() as u32;
@@ -563,6 +600,7 @@ impl OrderBooks {
             chunks: buffers.chunks,
             chunk_first_limits: buffers.chunk_first_limits,
             chunk_first_prices: buffers.chunk_first_prices,
+            chunk_first_limits_f64: buffers.chunk_first_limits_f64,
             chunk_records: buffers.chunk_records,
             chunk_amount_before: buffers.chunk_amount_before,
             chunk_count_before: buffers.chunk_count_before,
@@ -578,6 +616,7 @@ impl OrderBooks {
             chunks: self.chunks,
             chunk_first_limits: self.chunk_first_limits,
             chunk_first_prices: self.chunk_first_prices,
+            chunk_first_limits_f64: self.chunk_first_limits_f64,
             chunk_records: self.chunk_records,
             chunk_amount_before: self.chunk_amount_before,
             chunk_count_before: self.chunk_count_before,
@@ -621,6 +660,12 @@ impl OrderBooks {
     #[inline]
     pub fn chunk_first_limits(&self, pair: &PairBook) -> &[f32] {
         &self.chunk_first_limits[pair.chunk_range()]
+    }
+
+    /// The first limit price of each of the pair's chunks as `f64`.
+    #[inline]
+    pub fn chunk_first_limits_f64(&self, pair: &PairBook) -> &[f64] {
+        &self.chunk_first_limits_f64[pair.chunk_range()]
     }
 
     /// The pair's offers in canonical order.
@@ -749,9 +794,9 @@ impl PairCut {
         last_edit: &mut Option<(usize, OfferKey)>,
         out: &mut Vec<Arc<Chunk>>,
     ) -> Result<(), BookError> {
-        let mut open: Option<Vec<Offer>> = None;
+        let mut open: Option<Run> = None;
         if carried.is_empty() {
-            let merged = self.merge(&[], edits, last_edit)?;
+            let merged = self.merge((&[], &[]), edits, last_edit)?;
             self.feed(merged, &mut open, out);
         }
         let mut rest = edits;
@@ -772,7 +817,7 @@ impl PairCut {
                 self.close(&mut open, out);
                 out.push(Arc::clone(chunk));
             } else {
-                let merged = self.merge(&chunk.offers, mine, last_edit)?;
+                let merged = self.merge((&chunk.offers, &chunk.limits), mine, last_edit)?;
                 self.feed(merged, &mut open, out);
             }
         }
@@ -780,14 +825,16 @@ impl PairCut {
         Ok(())
     }
 
-    /// Cuts `offers` (this pair's, in canonical order, following what `out` and `open` hold)
-    /// by the chunk rule into `open` and, as chunks close, `out`.
-    fn feed(&self, offers: Vec<Offer>, open: &mut Option<Vec<Offer>>, out: &mut Vec<Arc<Chunk>>) {
-        for offer in offers {
+    /// Cuts `run` (this pair's offers, in canonical order, following what `out` and `open`
+    /// hold) by the chunk rule into `open` and, as chunks close, `out`.
+    fn feed(&self, run: Run, open: &mut Option<Run>, out: &mut Vec<Arc<Chunk>>) {
+        for (offer, limit) in run.offers.into_iter().zip(run.limits) {
             let first_of_pair = out.len() == self.start && open.is_none();
             if first_of_pair || starts_chunk(&offer, self.mean) {
                 self.close(open, out);
-                *open = Some(vec![offer]);
+                let mut started = Run::with_capacity(2 * self.mean as usize);
+                started.push(offer, limit);
+                *open = Some(started);
                 continue;
             }
             // The offer joins the chunk before it, reopened if it was closed.
@@ -795,29 +842,29 @@ impl PairCut {
                 let last = out
                     .pop()
                     .expect("a chunk precedes an offer that starts none");
-                last.offers.clone()
+                Run::of(&last)
             });
-            joined.push(offer);
+            joined.push(offer, limit);
         }
     }
 
-    fn close(&self, open: &mut Option<Vec<Offer>>, out: &mut Vec<Arc<Chunk>>) {
-        if let Some(offers) = open.take() {
-            out.push(Arc::new(Chunk::new(offers)));
+    fn close(&self, open: &mut Option<Run>, out: &mut Vec<Arc<Chunk>>) {
+        if let Some(run) = open.take() {
+            out.push(Arc::new(Chunk::new(run)));
         }
     }
 
-    /// `carried` (canonical, checked when booked) merged with `edits` (ascending keys, within
-    /// `carried`'s key range). `last_edit` is the previous edit seen across pairs, to refuse
-    /// edits out of order.
+    /// A chunk's `offers` and `limits` (canonical, checked when booked) merged with `edits`
+    /// (ascending keys, within the chunk's key range). `last_edit` is the previous edit seen across
+    /// pairs, to refuse edits out of order.
     fn merge(
         &self,
-        carried: &[Offer],
+        (offers, limits): (&[Offer], &[f64]),
         edits: &[(usize, OfferEdit)],
         last_edit: &mut Option<(usize, OfferKey)>,
-    ) -> Result<Vec<Offer>, BookError> {
-        let mut out = Vec::with_capacity(carried.len() + edits.len());
-        let mut carried = carried.iter().peekable();
+    ) -> Result<Run, BookError> {
+        let mut out = Run::with_capacity(offers.len() + edits.len());
+        let mut carried = offers.iter().zip(limits).peekable();
         for (_, edit) in edits {
             let key = edit.key();
             let refuse = BookError::Edit { offer_id: key.id.0 };
@@ -825,23 +872,24 @@ impl PairCut {
                 return Err(refuse);
             }
             *last_edit = Some((self.index, key));
-            while let Some(offer) = carried.next_if(|offer| offer.key() < key) {
-                out.push(*offer);
+            while let Some((offer, limit)) = carried.next_if(|(offer, _)| offer.key() < key) {
+                out.push(*offer, *limit);
             }
-            let held = carried.next_if(|offer| offer.key() == key);
+            let held = carried.next_if(|(offer, _)| offer.key() == key);
             match (edit, held) {
                 (OfferEdit::Remove(_), Some(_)) => {}
-                (OfferEdit::SetAmount(_, amount), Some(offer)) => {
+                (OfferEdit::SetAmount(_, amount), Some((offer, limit))) => {
                     if *amount == 0 || *amount > MAX_AMOUNT {
                         return Err(BookError::Amount {
                             offer_id: key.id.0,
                             amount: *amount,
                         });
                     }
-                    out.push(Offer {
+                    let offer = Offer {
                         amount: *amount,
                         ..*offer
-                    });
+                    };
+                    out.push(offer, *limit);
                 }
                 (OfferEdit::Insert(offer), None) => {
                     // The per-asset totals are checked once the books are assembled.
@@ -851,28 +899,40 @@ impl PairCut {
                             offer_id: offer.id.0,
                         });
                     }
-                    out.push(*offer);
+                    out.push(*offer, offer.min_price.to_f64());
                 }
                 _ => return Err(refuse),
             }
         }
-        out.extend(carried);
+        for (offer, limit) in carried {
+            out.push(*offer, *limit);
+        }
         Ok(out)
     }
 }
 
 /// One pair's offers (canonical order) cut into chunks by the rule.
 fn cut_pair(offers: &[Offer], mean: u32) -> Vec<Arc<Chunk>> {
+    let limits: Vec<f64> = offers
+        .iter()
+        .map(|offer| offer.min_price.to_f64())
+        .collect();
+    let run = |range: std::ops::Range<usize>| {
+        Arc::new(Chunk::new(Run {
+            offers: offers[range.clone()].to_vec(),
+            limits: limits[range].to_vec(),
+        }))
+    };
     let mut chunks = Vec::with_capacity(offers.len() / mean.max(1) as usize + 1);
     let mut start = 0;
     for (at, offer) in offers.iter().enumerate().skip(1) {
         if starts_chunk(offer, mean) {
-            chunks.push(Arc::new(Chunk::new(offers[start..at].to_vec())));
+            chunks.push(run(start..at));
             start = at;
         }
     }
     if start < offers.len() {
-        chunks.push(Arc::new(Chunk::new(offers[start..].to_vec())));
+        chunks.push(run(start..offers.len()));
     }
     chunks
 }

@@ -192,7 +192,7 @@ pub fn query_grid(
             prefetch(address as *const i8);
         }
         let rate = rate_of(index, &workspace.inverse_prices);
-        let supply = match grid.supply(index, rate) {
+        let supply = match grid.supply(books, index, rate) {
             Some(supply) => supply,
             None => exact_pair_supply(books, pair, index, rate, grid.mu_f64(), workspace),
         };

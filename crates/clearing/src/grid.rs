@@ -18,9 +18,17 @@
 //!
 //! Only tâtonnement's steps use the table. The convergence check and settlement use the exact
 //! structures.
+//!
+//! Entries are computed when first read, not when the table is built (issue 32): tâtonnement
+//! reads a few cells per pair near its prices, while a table spans up to
+//! [`MAX_POINTS_PER_PAIR`] points, and filling all of them every batch cost more than clearing
+//! once books grew to hundreds of thousands of offers near the price. An entry is the smoothed
+//! supply at its grid point from the books' prefix sums (two searches), a function of the books
+//! and the point alone, so threads racing to fill one write the same bits and the table reads
+//! the same whatever order its cells were filled in.
 
-use crate::book::{Chunk, OrderBooks, PairBook, PrefixSums};
-use std::sync::Arc;
+use crate::book::{OrderBooks, PairBook, PrefixSums};
+use std::sync::atomic::{AtomicU32, Ordering};
 use walras_types::Fraction;
 
 /// Grid points per relative width μ. Coarser tables cover wider windows in the same memory; the
@@ -44,8 +52,12 @@ struct PairTable {
     values_start: u32,
 }
 
-/// Tabulated smoothed supply (units of the sold asset) of every non-empty pair.
-#[derive(Clone, Debug)]
+/// An entry not computed yet (a NaN no finite supply converts to).
+const UNSET: u32 = u32::MAX;
+
+/// Tabulated smoothed supply (units of the sold asset) of every non-empty pair of one
+/// [`OrderBooks`]: read it with those books only.
+#[derive(Debug)]
 pub struct SupplyGrid {
     /// The smoothing width the table is for, exactly (what [`crate::clear`] checks).
     mu_exact: Fraction,
@@ -54,9 +66,11 @@ pub struct SupplyGrid {
     /// 2^-shift.
     inverse_cell: f64,
     tables: Vec<PairTable>,
-    /// Supply at each grid point; f32 (16 per cache line): its rounding is far below the
-    /// interpolation error.
-    values: Vec<f32>,
+    /// Supply at each grid point, as `f32` bits (16 per cache line: the rounding is far
+    /// below the interpolation error), [`UNSET`] until first read.
+    values: Vec<AtomicU32>,
+    /// Offers in the books the table is for (a check that it is read with them).
+    offers: usize,
 }
 
 impl SupplyGrid {
@@ -93,20 +107,19 @@ impl SupplyGrid {
             inverse_cell,
             tables: Vec::new(),
             values: Vec::new(),
+            offers: books.offer_count(),
         };
-        // Each chunk keeps its limits as f64 (no conversion per batch), and the sweep reads
-        // prefix sums as the exact search does, skipping whole chunks between grid points.
         let indexes: Vec<usize> = (0..books.pairs().len()).collect();
-        let tables = walras_par::map_in_order(&indexes, threads, 2, |index| {
+        let tables = walras_par::map_in_order(&indexes, threads, 64, |index| {
             grid.pair_table(books, &books.pairs()[*index], *index)
         });
-        let points = tables.iter().map(|(_, values)| values.len()).sum();
-        grid.values.reserve_exact(points);
-        for (mut table, values) in tables {
-            table.values_start = grid.values.len() as u32;
+        let mut points = 0u32;
+        for mut table in tables {
+            table.values_start = points;
+            points += table.points;
             grid.tables.push(table);
-            grid.values.extend(values);
         }
+        grid.values = (0..points).map(|_| AtomicU32::new(UNSET)).collect();
         grid
     }
 
@@ -125,9 +138,15 @@ impl SupplyGrid {
         self.tables.len()
     }
 
-    /// Smoothed supply of pair `index` at `rate`, or `None` outside the pair's table.
+    /// Smoothed supply of pair `index` of `books` (the books the table was built for) at
+    /// `rate`, or `None` outside the pair's table.
     #[inline]
-    pub fn supply(&self, index: usize, rate: f64) -> Option<f64> {
+    pub fn supply(&self, books: &OrderBooks, index: usize, rate: f64) -> Option<f64> {
+        debug_assert_eq!(
+            books.offer_count(),
+            self.offers,
+            "a table read with other books"
+        );
         let table = &self.tables[index];
         let bits = rate.to_bits();
         let key = bits >> self.shift;
@@ -145,8 +164,23 @@ impl SupplyGrid {
         let at = table.values_start as usize + offset as usize;
         // Through i64: one instruction on x86-64, where u64 → f64 takes several.
         let weight = (bits & ((1u64 << self.shift) - 1)) as i64 as f64 * self.inverse_cell;
-        let (low, high) = (self.values[at] as f64, self.values[at + 1] as f64);
+        let low = self.value(books, index, at, key);
+        let high = self.value(books, index, at + 1, key + 1);
         Some(low + (high - low) * weight)
+    }
+
+    /// Entry `at` of the table, grid point `key` of pair `index`: read, or computed and kept.
+    #[inline]
+    fn value(&self, books: &OrderBooks, index: usize, at: usize, key: u64) -> f64 {
+        let bits = self.values[at].load(Ordering::Relaxed);
+        if bits != UNSET {
+            return f32::from_bits(bits) as f64;
+        }
+        let rate = f64::from_bits(key << self.shift);
+        let value = supply_at(books, &books.pairs()[index], rate, self.mu) as f32;
+        // Any thread computing this entry computes these bits: no ordering needed.
+        self.values[at].store(value.to_bits(), Ordering::Relaxed);
+        value as f64
     }
 
     /// Prefetch hint: the address a query of pair `index` at `rate` will read.
@@ -157,17 +191,12 @@ impl SupplyGrid {
             .min(table.points.saturating_sub(1) as u64);
         self.values
             .as_ptr()
-            .wrapping_add(table.values_start as usize + offset as usize)
+            .wrapping_add(table.values_start as usize + offset as usize) as *const f32
     }
 
-    /// One pair's table and its values (`values_start` is set where the values are placed).
-    /// Costs O(points · log chunk + chunks), not O(offers).
-    fn pair_table(
-        &self,
-        books: &OrderBooks,
-        pair: &PairBook,
-        index: usize,
-    ) -> (PairTable, Vec<f32>) {
+    /// One pair's table (`values_start` is set where its values are placed): its window
+    /// around the median limit, from three offers and the pair's total.
+    fn pair_table(&self, books: &OrderBooks, pair: &PairBook, index: usize) -> PairTable {
         let chunks = books.chunks(pair);
         let last = &chunks[chunks.len() - 1];
         let lowest = chunks[0].limits()[0];
@@ -177,89 +206,47 @@ impl SupplyGrid {
         let key = |rate: f64| rate.to_bits() >> self.shift;
         let first_key = key(lowest).max(key(median).saturating_sub(half));
         let last_key = (key(highest) + 1).min(key(median) + half);
-        let points = last_key - first_key + 1;
-        let table = PairTable {
+        PairTable {
             nothing_below_key: key(lowest),
             // Grid point key(highest) + 1 exceeds highest = l_max / (1 − μ), and so does any
             // rate with a larger key: every offer is below (1 − μ) · rate.
             everything_from_key: key(highest) + 1,
             total: books.pair_totals(index).amount,
             first_key,
-            points: points as u32,
+            points: (last_key - first_key + 1) as u32,
             values_start: 0,
-        };
-        let mut sweep = SupplySweep::new(books, pair, self.mu);
-        let values = (first_key..=last_key)
-            .map(|grid_key| sweep.supply_at(f64::from_bits(grid_key << self.shift)) as f32)
-            .collect();
-        (table, values)
-    }
-}
-
-/// How many of a pair's offers pass a threshold that only grows: all of the chunks before
-/// `chunk`, and the first `within` offers of it (zero only while nothing passes).
-#[derive(Clone, Copy, Debug, Default)]
-struct Cursor {
-    chunk: usize,
-    within: usize,
-}
-
-impl Cursor {
-    /// Moves on to the offers passing `passes` (which only ever passes more than before).
-    fn advance(&mut self, chunks: &[Arc<Chunk>], passes: impl Fn(f64) -> bool) {
-        while self.chunk + 1 < chunks.len() && passes(chunks[self.chunk + 1].limits()[0]) {
-            self.chunk += 1;
-            self.within = 0;
-        }
-        let limits = chunks[self.chunk].limits();
-        self.within += limits[self.within..].partition_point(|limit| passes(*limit));
-    }
-
-    fn sums(&self, books: &OrderBooks, pair: &PairBook) -> PrefixSums {
-        if self.within == 0 {
-            return PrefixSums::default();
-        }
-        books.sums_through_offer(pair, self.chunk, self.within)
-    }
-}
-
-/// Smoothed supply of one pair at increasing rates, by two cursors over its chunks.
-struct SupplySweep<'a> {
-    books: &'a OrderBooks,
-    pair: &'a PairBook,
-    mu: f64,
-    high: Cursor,
-    low: Cursor,
-}
-
-impl<'a> SupplySweep<'a> {
-    fn new(books: &'a OrderBooks, pair: &'a PairBook, mu: f64) -> SupplySweep<'a> {
-        SupplySweep {
-            books,
-            pair,
-            mu,
-            high: Cursor::default(),
-            low: Cursor::default(),
         }
     }
+}
 
-    /// `rate` must not decrease between calls.
-    fn supply_at(&mut self, rate: f64) -> f64 {
-        let threshold = rate * (1.0 - self.mu);
-        let chunks = self.books.chunks(self.pair);
-        self.high.advance(chunks, |limit| limit <= rate);
-        self.low.advance(chunks, |limit| limit < threshold);
-        let high = self.high.sums(self.books, self.pair);
-        let low = self.low.sums(self.books, self.pair);
-        let band_amount = high.amount - low.amount;
-        let band_amount_limit = high.amount_limit - low.amount_limit;
-        let partial = if band_amount > 0.0 {
-            ((rate * band_amount - band_amount_limit) / (rate * self.mu)).clamp(0.0, band_amount)
-        } else {
-            0.0
-        };
-        low.amount + partial
+/// Float sums of the pair's offers whose limit (as `f64`) passes `passes`, a prefix of the
+/// canonical order: the last chunk whose first limit passes, then inside it.
+fn sums_where(books: &OrderBooks, pair: &PairBook, passes: impl Fn(f64) -> bool) -> PrefixSums {
+    let chunks = books
+        .chunk_first_limits_f64(pair)
+        .partition_point(|limit| passes(*limit));
+    if chunks == 0 {
+        return PrefixSums::default();
     }
+    let within = books.chunks(pair)[chunks - 1]
+        .limits()
+        .partition_point(|limit| passes(*limit));
+    books.sums_through_offer(pair, chunks - 1, within)
+}
+
+/// Smoothed supply of one pair at `rate`, in units of the sold asset.
+fn supply_at(books: &OrderBooks, pair: &PairBook, rate: f64, mu: f64) -> f64 {
+    let threshold = rate * (1.0 - mu);
+    let high = sums_where(books, pair, |limit| limit <= rate);
+    let low = sums_where(books, pair, |limit| limit < threshold);
+    let band_amount = high.amount - low.amount;
+    let band_amount_limit = high.amount_limit - low.amount_limit;
+    let partial = if band_amount > 0.0 {
+        ((rate * band_amount - band_amount_limit) / (rate * mu)).clamp(0.0, band_amount)
+    } else {
+        0.0
+    };
+    low.amount + partial
 }
 
 /// Low mantissa bits dropped so that grid points are about μ / [`GRID_POINTS_PER_MU`] apart.
@@ -288,7 +275,7 @@ mod tests {
             let books = OrderBooks::build_with_chunk_mean(offers.clone(), 2, 1, mean).unwrap();
             let grid = SupplyGrid::build(&books, Fraction::power_of_two(10));
             let largest = rows.iter().map(|(_, amount)| *amount as f64).fold(0.0, f64::max);
-            if let Some(supply) = grid.supply(0, rate) {
+            if let Some(supply) = grid.supply(&books, 0, rate) {
                 let exact = supply_by_definition(&offers, rate, mu);
                                 // Per kink inside one cell the error is at most amount / (4 · points per μ); a cell
                 // here holds a few kinks at most.
@@ -298,9 +285,10 @@ mod tests {
         }
     }
 
-    /// Tabulating pairs on several threads gives the table one thread gives.
+    /// Tabulating pairs on several threads gives the table one thread gives, and its entries
+    /// read the same whatever order they were first read in (each is computed when first read).
     #[test]
-    fn the_table_is_the_same_for_any_thread_count() {
+    fn the_table_is_the_same_for_any_thread_count_and_reading_order() {
         let limits: Vec<f64> = (0..5_000).map(|i| 0.5 + (i % 113) as f64 / 97.0).collect();
         let mut offers = offers_with(&limits, |index| 1 + index as u64 % 37);
         for (index, offer) in offers.iter_mut().enumerate() {
@@ -313,6 +301,22 @@ mod tests {
         let two = SupplyGrid::for_mu_on(&books, Fraction::power_of_two(10), 2).unwrap();
         assert_eq!(one.pairs(), 2);
         assert_eq!(format!("{one:?}"), format!("{two:?}"));
+        let rates: Vec<f64> = (0..400).map(|i| 0.4 + i as f64 * 0.004).collect();
+        let forward: Vec<Option<f64>> = rates
+            .iter()
+            .map(|rate| one.supply(&books, 0, *rate))
+            .collect();
+        let backward: Vec<Option<f64>> = rates
+            .iter()
+            .rev()
+            .map(|rate| two.supply(&books, 0, *rate))
+            .collect();
+        assert!(forward.iter().filter(|supply| supply.is_some()).count() > 300);
+        assert!(
+            forward.iter().eq(backward.iter().rev()),
+            "entries depend on reading order"
+        );
+        assert_eq!(format!("{one:?}"), format!("{two:?}"));
     }
 
     fn book_of(limits: &[f64]) -> OrderBooks {
@@ -322,20 +326,26 @@ mod tests {
     #[test]
     fn extremes_are_exact_and_far_rates_have_no_answer() {
         let mu = 2f64.powi(-10);
-        let grid = SupplyGrid::build(&book_of(&[1.0]), Fraction::power_of_two(10));
+        let books = book_of(&[1.0]);
+        let grid = SupplyGrid::build(&books, Fraction::power_of_two(10));
         assert_eq!(
-            grid.supply(0, 0.5),
+            grid.supply(&books, 0, 0.5),
             Some(0.0),
             "below every limit nothing is supplied"
         );
-        assert_eq!(grid.supply(0, 2.0), Some(10.0), "far above, everything is");
-        let at = grid.supply(0, 1.0005).unwrap();
+        assert_eq!(
+            grid.supply(&books, 0, 2.0),
+            Some(10.0),
+            "far above, everything is"
+        );
+        let at = grid.supply(&books, 0, 1.0005).unwrap();
         assert!((at - 10.0 * 0.0005 / mu / 1.0005).abs() < 0.2, "{at}");
         // Limits 1 and 100: the table covers about ±2× around the median (100); a rate of 10
         // is inside the pair's range but outside its table.
-        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), Fraction::power_of_two(10));
-        assert_eq!(grid.supply(0, 10.0), None);
-        assert!(grid.supply(0, 100.02).is_some());
+        let books = book_of(&[1.0, 100.0]);
+        let grid = SupplyGrid::build(&books, Fraction::power_of_two(10));
+        assert_eq!(grid.supply(&books, 0, 10.0), None);
+        assert!(grid.supply(&books, 0, 100.02).is_some());
     }
 
     /// Regression: a rate whose key is exactly one below the table's first key made
@@ -343,15 +353,16 @@ mod tests {
     /// producer under the load generator; a read of the wrong table's value without them).
     #[test]
     fn a_rate_one_cell_below_the_table_has_no_answer() {
-        let grid = SupplyGrid::build(&book_of(&[1.0, 100.0]), Fraction::power_of_two(10));
+        let books = book_of(&[1.0, 100.0]);
+        let grid = SupplyGrid::build(&books, Fraction::power_of_two(10));
         let table = grid.tables[0];
         assert!(
             table.first_key > table.nothing_below_key,
             "the table starts above the lowest limit"
         );
         let just_below = f64::from_bits((table.first_key - 1) << grid.shift);
-        assert_eq!(grid.supply(0, just_below), None);
+        assert_eq!(grid.supply(&books, 0, just_below), None);
         let first = f64::from_bits(table.first_key << grid.shift);
-        assert!(grid.supply(0, first).is_some());
+        assert!(grid.supply(&books, 0, first).is_some());
     }
 }
