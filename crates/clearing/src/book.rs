@@ -297,7 +297,7 @@ pub struct BookBuffers {
     pairs: Vec<PairBook>,
     chunks: Vec<Arc<Chunk>>,
     chunk_first_limits: Vec<f32>,
-    chunk_first_prices: Vec<Price>,
+    chunk_first_keys: Vec<OfferKey>,
     chunk_first_limits_f64: Vec<f64>,
     chunk_records: Vec<ChunkRecord>,
     chunk_amount_before: Vec<u64>,
@@ -307,11 +307,64 @@ pub struct BookBuffers {
 }
 
 impl BookBuffers {
+    /// Appends `chunk`, read for its records (a chunk just cut).
+    fn push_new(&mut self, chunk: Arc<Chunk>) {
+        let pivots_start = self.block_pivot_limits.len() as u32;
+        self.block_pivot_limits
+            .extend_from_slice(&chunk.pivot_limits);
+        self.chunk_first_keys.push(chunk.offers[0].key());
+        self.chunk_first_limits.push(chunk.pivot_limits[0]);
+        self.chunk_first_limits_f64.push(chunk.limits[0]);
+        self.chunk_records.push(ChunkRecord {
+            blocks: Arc::clone(&chunk.blocks),
+            sums_before: PrefixSums::default(),
+            total: chunk.total,
+            exact_total: chunk.exact_total(),
+            len: chunk.offers.len() as u32,
+            pivots_start,
+            pivots_end: self.block_pivot_limits.len() as u32,
+        });
+        self.chunks.push(chunk);
+    }
+
+    /// Appends chunk `at` of `previous` from `previous`'s own records: the chunk itself is
+    /// not read (at millions of offers, reading every chunk each batch was most of the cost).
+    fn push_carried(&mut self, previous: &OrderBooks, at: usize) {
+        let record = &previous.chunk_records[at];
+        let pivots_start = self.block_pivot_limits.len() as u32;
+        self.block_pivot_limits.extend_from_slice(
+            &previous.block_pivot_limits[record.pivots_start as usize..record.pivots_end as usize],
+        );
+        self.chunk_first_keys.push(previous.chunk_first_keys[at]);
+        self.chunk_first_limits
+            .push(previous.chunk_first_limits[at]);
+        self.chunk_first_limits_f64
+            .push(previous.chunk_first_limits_f64[at]);
+        self.chunk_records.push(ChunkRecord {
+            pivots_start,
+            pivots_end: self.block_pivot_limits.len() as u32,
+            ..record.clone()
+        });
+        self.chunks.push(Arc::clone(&previous.chunks[at]));
+    }
+
+    /// Removes the last chunk appended and returns it.
+    fn pop_chunk(&mut self) -> Option<Arc<Chunk>> {
+        let chunk = self.chunks.pop()?;
+        let record = self.chunk_records.pop().expect("a record per chunk");
+        self.block_pivot_limits
+            .truncate(record.pivots_start as usize);
+        self.chunk_first_keys.pop();
+        self.chunk_first_limits.pop();
+        self.chunk_first_limits_f64.pop();
+        Some(chunk)
+    }
+
     fn clear(&mut self) {
         self.pairs.clear();
         self.chunks.clear();
         self.chunk_first_limits.clear();
-        self.chunk_first_prices.clear();
+        self.chunk_first_keys.clear();
         self.chunk_first_limits_f64.clear();
         self.chunk_records.clear();
         self.chunk_amount_before.clear();
@@ -333,8 +386,8 @@ pub struct OrderBooks {
     chunks: Vec<Arc<Chunk>>,
     /// Per chunk (as `chunks`): its first limit price as stored in its first block.
     chunk_first_limits: Vec<f32>,
-    /// Per chunk: its first limit price, exactly.
-    chunk_first_prices: Vec<Price>,
+    /// Per chunk: its first offer's key (the exact limit first).
+    chunk_first_keys: Vec<OfferKey>,
     /// Per chunk: its first limit price as `f64` (the supply table's searches).
     chunk_first_limits_f64: Vec<f64>,
     /// Per chunk: what a demand query reads of it besides its first limit (one cache line).
@@ -349,13 +402,19 @@ pub struct OrderBooks {
     pair_totals: Vec<PrefixSums>,
 }
 
-/// What a demand query reads of a chunk besides its first limit, in 40 bytes.
+/// What a demand query reads of a chunk besides its first limit (its blocks, the sums before
+/// it, its pivots), and what the next books carry of it without reading the chunk itself.
 #[derive(Clone, Debug, PartialEq)]
 struct ChunkRecord {
     /// The chunk's blocks (shared with it).
     blocks: Arc<[Block]>,
     /// Float sums of the pair's offers before the chunk.
     sums_before: PrefixSums,
+    /// Float sums over the chunk.
+    total: PrefixSums,
+    /// Exact amount of the chunk's offers, and how many they are.
+    exact_total: u64,
+    len: u32,
     /// Where its blocks' first limits lie in the books' `block_pivot_limits`.
     pivots_start: u32,
     pivots_end: u32,
@@ -477,7 +536,6 @@ impl OrderBooks {
         }
         let mut buffers = buffers;
         buffers.clear();
-        let mut chunks = std::mem::take(&mut buffers.chunks);
         let mut pairs = Vec::new();
         let mut rest = edits;
         let mut last_edit: Option<(usize, OfferKey)> = None;
@@ -492,10 +550,12 @@ impl OrderBooks {
                     });
                 }
             }
-            let carried = pair.map_or(&[][..], |pair| previous.chunks(pair));
-            let start = chunks.len();
+            let carried = pair.map_or(0..0, |pair| pair.chunk_range());
+            let start = buffers.chunks.len();
             if pair_edits.is_empty() {
-                chunks.extend_from_slice(carried);
+                for at in carried {
+                    buffers.push_carried(previous, at);
+                }
             } else {
                 let cut = PairCut {
                     index,
@@ -503,12 +563,12 @@ impl OrderBooks {
                     mean,
                     start,
                 };
-                cut.edit(carried, pair_edits, &mut last_edit, &mut chunks)?;
+                cut.edit(previous, carried, pair_edits, &mut last_edit, &mut buffers)?;
             }
-            if chunks.len() > start {
+            if buffers.chunks.len() > start {
                 pairs.push(PairChunks {
                     index,
-                    chunks: start..chunks.len(),
+                    chunks: start..buffers.chunks.len(),
                 });
             }
         }
@@ -517,7 +577,6 @@ impl OrderBooks {
                 offer_id: edit.key().id.0,
             });
         }
-        buffers.chunks = chunks;
         OrderBooks::assemble_in(assets, mean, pairs, buffers)
     }
 
@@ -532,7 +591,9 @@ impl OrderBooks {
         let mut pairs = Vec::new();
         for (index, chunks) in cut {
             let start = buffers.chunks.len();
-            buffers.chunks.extend(chunks);
+            for chunk in chunks {
+                buffers.push_new(chunk);
+            }
             pairs.push(PairChunks {
                 index,
                 chunks: start..buffers.chunks.len(),
@@ -541,8 +602,9 @@ impl OrderBooks {
         OrderBooks::assemble_in(assets, chunk_mean, pairs, buffers)
     }
 
-    /// The books whose chunks are `buffers.chunks`, cut into `pairs`: the per-chunk and per-pair
-    /// records, and every asset's total against the issuance cap.
+    /// The books whose chunks and their records are in `buffers`, cut into `pairs`: the sums
+    /// before each chunk and each pair's, from the records alone, and every asset's total
+    /// against the issuance cap.
     fn assemble_in(
         assets: usize,
         chunk_mean: u32,
@@ -553,25 +615,13 @@ impl OrderBooks {
         let mut offers_total = 0usize;
         for pair in &pairs {
             let (mut sums, mut amount, mut count) = (PrefixSums::default(), 0u64, 0usize);
-            for chunk in &buffers.chunks[pair.chunks.clone()] {
-                buffers.chunk_first_limits.push(chunk.pivot_limits[0]);
-                buffers.chunk_first_prices.push(chunk.offers[0].min_price);
-                buffers.chunk_first_limits_f64.push(chunk.limits[0]);
+            for record in &mut buffers.chunk_records[pair.chunks.clone()] {
                 buffers.chunk_amount_before.push(amount);
                 buffers.chunk_count_before.push(count as u32);
-                let pivots_start = buffers.block_pivot_limits.len() as u32;
-                buffers
-                    .block_pivot_limits
-                    .extend_from_slice(&chunk.pivot_limits);
-                buffers.chunk_records.push(ChunkRecord {
-                    blocks: Arc::clone(&chunk.blocks),
-                    sums_before: sums,
-                    pivots_start,
-                    pivots_end: buffers.block_pivot_limits.len() as u32,
-                });
-                sums = sums.plus(chunk.total);
-                amount = amount.saturating_add(chunk.exact_total());
-                count += chunk.offers.len();
+                record.sums_before = sums;
+                sums = sums.plus(record.total);
+                amount = amount.saturating_add(record.exact_total);
+                count += record.len as usize;
             }
             let sell = pair.index / assets;
             totals[sell] = totals[sell]
@@ -599,7 +649,7 @@ impl OrderBooks {
             pairs: buffers.pairs,
             chunks: buffers.chunks,
             chunk_first_limits: buffers.chunk_first_limits,
-            chunk_first_prices: buffers.chunk_first_prices,
+            chunk_first_keys: buffers.chunk_first_keys,
             chunk_first_limits_f64: buffers.chunk_first_limits_f64,
             chunk_records: buffers.chunk_records,
             chunk_amount_before: buffers.chunk_amount_before,
@@ -615,7 +665,7 @@ impl OrderBooks {
             pairs: self.pairs,
             chunks: self.chunks,
             chunk_first_limits: self.chunk_first_limits,
-            chunk_first_prices: self.chunk_first_prices,
+            chunk_first_keys: self.chunk_first_keys,
             chunk_first_limits_f64: self.chunk_first_limits_f64,
             chunk_records: self.chunk_records,
             chunk_amount_before: self.chunk_amount_before,
@@ -754,7 +804,8 @@ impl OrderBooks {
     /// Offers passing `below` (a prefix of the canonical order): the chunk, then inside it.
     fn count_passing(&self, pair: &PairBook, below: impl Fn(Price) -> bool) -> usize {
         let range = pair.chunk_range();
-        let chunks = self.chunk_first_prices[range.clone()].partition_point(|price| below(*price));
+        let chunks =
+            self.chunk_first_keys[range.clone()].partition_point(|key| below(key.min_price));
         if chunks == 0 {
             return 0;
         }
@@ -789,10 +840,11 @@ impl PairCut {
     /// an edit removed a chunk's first offer (its remaining offers then join that chunk).
     fn edit(
         &self,
-        carried: &[Arc<Chunk>],
+        previous: &OrderBooks,
+        carried: std::ops::Range<usize>,
         edits: &[(usize, OfferEdit)],
         last_edit: &mut Option<(usize, OfferKey)>,
-        out: &mut Vec<Arc<Chunk>>,
+        out: &mut BookBuffers,
     ) -> Result<(), BookError> {
         let mut open: Option<Run> = None;
         if carried.is_empty() {
@@ -800,23 +852,23 @@ impl PairCut {
             self.feed(merged, &mut open, out);
         }
         let mut rest = edits;
-        for (at, chunk) in carried.iter().enumerate() {
+        for at in carried.clone() {
             // An edit belongs to the last chunk starting at or before its key (the first chunk
             // also takes keys before its own first offer).
-            let count = match carried.get(at + 1) {
-                Some(next) => {
-                    let next_key = next.offers[0].key();
-                    rest.partition_point(|(_, edit)| edit.key() < next_key)
-                }
-                None => rest.len(),
+            let count = if at + 1 < carried.end {
+                let next_key = previous.chunk_first_keys[at + 1];
+                rest.partition_point(|(_, edit)| edit.key() < next_key)
+            } else {
+                rest.len()
             };
             let (mine, tail) = rest.split_at(count);
             rest = tail;
             if mine.is_empty() {
                 // Its first offer is unchanged and started a chunk: it still does.
                 self.close(&mut open, out);
-                out.push(Arc::clone(chunk));
+                out.push_carried(previous, at);
             } else {
+                let chunk = &previous.chunks[at];
                 let merged = self.merge((&chunk.offers, &chunk.limits), mine, last_edit)?;
                 self.feed(merged, &mut open, out);
             }
@@ -827,9 +879,9 @@ impl PairCut {
 
     /// Cuts `run` (this pair's offers, in canonical order, following what `out` and `open`
     /// hold) by the chunk rule into `open` and, as chunks close, `out`.
-    fn feed(&self, run: Run, open: &mut Option<Run>, out: &mut Vec<Arc<Chunk>>) {
+    fn feed(&self, run: Run, open: &mut Option<Run>, out: &mut BookBuffers) {
         for (offer, limit) in run.offers.into_iter().zip(run.limits) {
-            let first_of_pair = out.len() == self.start && open.is_none();
+            let first_of_pair = out.chunks.len() == self.start && open.is_none();
             if first_of_pair || starts_chunk(&offer, self.mean) {
                 self.close(open, out);
                 let mut started = Run::with_capacity(2 * self.mean as usize);
@@ -840,7 +892,7 @@ impl PairCut {
             // The offer joins the chunk before it, reopened if it was closed.
             let joined = open.get_or_insert_with(|| {
                 let last = out
-                    .pop()
+                    .pop_chunk()
                     .expect("a chunk precedes an offer that starts none");
                 Run::of(&last)
             });
@@ -848,9 +900,9 @@ impl PairCut {
         }
     }
 
-    fn close(&self, open: &mut Option<Run>, out: &mut Vec<Arc<Chunk>>) {
+    fn close(&self, open: &mut Option<Run>, out: &mut BookBuffers) {
         if let Some(run) = open.take() {
-            out.push(Arc::new(Chunk::new(run)));
+            out.push_new(Arc::new(Chunk::new(run)));
         }
     }
 
