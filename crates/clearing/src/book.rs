@@ -154,17 +154,6 @@ impl Chunk {
         &self.limits
     }
 
-    #[inline]
-    pub fn blocks(&self) -> &[Block] {
-        &self.blocks
-    }
-
-    /// The first limit price of each of the chunk's blocks.
-    #[inline]
-    pub fn pivot_limits(&self) -> &[f32] {
-        &self.pivot_limits
-    }
-
     fn exact_total(&self) -> u64 {
         self.exact_cum_amount[self.offers.len()]
     }
@@ -289,20 +278,30 @@ impl OfferEdit {
     }
 }
 
-/// The per-chunk and per-pair arrays of an [`OrderBooks`] no longer needed, kept to assemble
-/// the next books in ([`OrderBooks::into_buffers`], [`OrderBooks::edited`]). The chunks
-/// themselves are shared, not reused.
-#[derive(Debug, Default)]
+/// The pairs, chunks and per-chunk records an [`OrderBooks`] is made of. Emptied
+/// ([`OrderBooks::into_buffers`]), they are the allocations the next books are assembled in
+/// ([`OrderBooks::edited`]); the chunks themselves are shared, not reused.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct BookBuffers {
+    /// The non-empty pairs, ordered by (sell, buy).
     pairs: Vec<PairBook>,
+    /// Every pair's chunks, pair after pair.
     chunks: Vec<Arc<Chunk>>,
+    /// Per chunk (as `chunks`): its first limit price as stored in its first block.
     chunk_first_limits: Vec<f32>,
+    /// Per chunk: its first offer's key (the exact limit first).
     chunk_first_keys: Vec<OfferKey>,
+    /// Per chunk: its first limit price as `f64` (the supply table's searches).
     chunk_first_limits_f64: Vec<f64>,
+    /// Per chunk: what a demand query reads of it besides its first limit (one cache line).
     chunk_records: Vec<ChunkRecord>,
+    /// Per chunk: exact amount of its pair's offers before it.
     chunk_amount_before: Vec<u64>,
+    /// Per chunk: how many of its pair's offers come before it.
     chunk_count_before: Vec<u32>,
+    /// Per block of every chunk, chunk after chunk: its first limit price.
     block_pivot_limits: Vec<f32>,
+    /// Per pair: total amount and amount × limit (floats).
     pair_totals: Vec<PrefixSums>,
 }
 
@@ -330,22 +329,24 @@ impl BookBuffers {
     /// Appends chunk `at` of `previous` from `previous`'s own records: the chunk itself is
     /// not read (at millions of offers, reading every chunk each batch was most of the cost).
     fn push_carried(&mut self, previous: &OrderBooks, at: usize) {
-        let record = &previous.chunk_records[at];
+        let record = &previous.arrays.chunk_records[at];
         let pivots_start = self.block_pivot_limits.len() as u32;
         self.block_pivot_limits.extend_from_slice(
-            &previous.block_pivot_limits[record.pivots_start as usize..record.pivots_end as usize],
+            &previous.arrays.block_pivot_limits
+                [record.pivots_start as usize..record.pivots_end as usize],
         );
-        self.chunk_first_keys.push(previous.chunk_first_keys[at]);
+        self.chunk_first_keys
+            .push(previous.arrays.chunk_first_keys[at]);
         self.chunk_first_limits
-            .push(previous.chunk_first_limits[at]);
+            .push(previous.arrays.chunk_first_limits[at]);
         self.chunk_first_limits_f64
-            .push(previous.chunk_first_limits_f64[at]);
+            .push(previous.arrays.chunk_first_limits_f64[at]);
         self.chunk_records.push(ChunkRecord {
             pivots_start,
             pivots_end: self.block_pivot_limits.len() as u32,
             ..record.clone()
         });
-        self.chunks.push(Arc::clone(&previous.chunks[at]));
+        self.chunks.push(Arc::clone(&previous.arrays.chunks[at]));
     }
 
     /// Removes the last chunk appended and returns it.
@@ -380,26 +381,8 @@ pub struct OrderBooks {
     assets: usize,
     /// Mean offers per chunk (the cut rule's modulus).
     chunk_mean: u32,
-    /// The non-empty pairs, ordered by (sell, buy).
-    pairs: Vec<PairBook>,
-    /// Every pair's chunks, pair after pair.
-    chunks: Vec<Arc<Chunk>>,
-    /// Per chunk (as `chunks`): its first limit price as stored in its first block.
-    chunk_first_limits: Vec<f32>,
-    /// Per chunk: its first offer's key (the exact limit first).
-    chunk_first_keys: Vec<OfferKey>,
-    /// Per chunk: its first limit price as `f64` (the supply table's searches).
-    chunk_first_limits_f64: Vec<f64>,
-    /// Per chunk: what a demand query reads of it besides its first limit (one cache line).
-    chunk_records: Vec<ChunkRecord>,
-    /// Per chunk: exact amount of its pair's offers before it.
-    chunk_amount_before: Vec<u64>,
-    /// Per chunk: how many of its pair's offers come before it.
-    chunk_count_before: Vec<u32>,
-    /// Per block of every chunk, chunk after chunk: its first limit price.
-    block_pivot_limits: Vec<f32>,
-    /// Per pair: total amount and amount × limit (floats).
-    pair_totals: Vec<PrefixSums>,
+    /// The pairs, their chunks and the per-chunk records.
+    arrays: BookBuffers,
 }
 
 /// What a demand query reads of a chunk besides its first limit (its blocks, the sums before
@@ -531,7 +514,7 @@ impl OrderBooks {
         let assets = previous.assets;
         let mean = previous.chunk_mean;
         let mut by_index: Vec<Option<&PairBook>> = vec![None; assets * assets];
-        for pair in &previous.pairs {
+        for pair in &previous.arrays.pairs {
             by_index[pair.sell as usize * assets + pair.buy as usize] = Some(pair);
         }
         let mut buffers = buffers;
@@ -646,33 +629,13 @@ impl OrderBooks {
         Ok(OrderBooks {
             assets,
             chunk_mean,
-            pairs: buffers.pairs,
-            chunks: buffers.chunks,
-            chunk_first_limits: buffers.chunk_first_limits,
-            chunk_first_keys: buffers.chunk_first_keys,
-            chunk_first_limits_f64: buffers.chunk_first_limits_f64,
-            chunk_records: buffers.chunk_records,
-            chunk_amount_before: buffers.chunk_amount_before,
-            chunk_count_before: buffers.chunk_count_before,
-            block_pivot_limits: buffers.block_pivot_limits,
-            pair_totals: buffers.pair_totals,
+            arrays: buffers,
         })
     }
 
     /// These books' arrays, emptied, for [`Self::edited`] to assemble the next books in.
     pub fn into_buffers(self) -> BookBuffers {
-        let mut buffers = BookBuffers {
-            pairs: self.pairs,
-            chunks: self.chunks,
-            chunk_first_limits: self.chunk_first_limits,
-            chunk_first_keys: self.chunk_first_keys,
-            chunk_first_limits_f64: self.chunk_first_limits_f64,
-            chunk_records: self.chunk_records,
-            chunk_amount_before: self.chunk_amount_before,
-            chunk_count_before: self.chunk_count_before,
-            block_pivot_limits: self.block_pivot_limits,
-            pair_totals: self.pair_totals,
-        };
+        let mut buffers = self.arrays;
         buffers.clear();
         buffers
     }
@@ -687,35 +650,35 @@ impl OrderBooks {
     }
 
     pub fn offer_count(&self) -> usize {
-        self.pairs.iter().map(PairBook::len).sum()
+        self.arrays.pairs.iter().map(PairBook::len).sum()
     }
 
     /// Chunks held, all pairs together.
     pub fn chunk_count(&self) -> usize {
-        self.chunks.len()
+        self.arrays.chunks.len()
     }
 
     /// The non-empty pairs, ordered by (sell, buy).
     pub fn pairs(&self) -> &[PairBook] {
-        &self.pairs
+        &self.arrays.pairs
     }
 
     /// The pair's chunks, in canonical order.
     #[inline]
     pub fn chunks(&self, pair: &PairBook) -> &[Arc<Chunk>] {
-        &self.chunks[pair.chunk_range()]
+        &self.arrays.chunks[pair.chunk_range()]
     }
 
     /// The first limit price of each of the pair's chunks (as stored in its first block).
     #[inline]
     pub fn chunk_first_limits(&self, pair: &PairBook) -> &[f32] {
-        &self.chunk_first_limits[pair.chunk_range()]
+        &self.arrays.chunk_first_limits[pair.chunk_range()]
     }
 
     /// The first limit price of each of the pair's chunks as `f64`.
     #[inline]
     pub fn chunk_first_limits_f64(&self, pair: &PairBook) -> &[f64] {
-        &self.chunk_first_limits_f64[pair.chunk_range()]
+        &self.arrays.chunk_first_limits_f64[pair.chunk_range()]
     }
 
     /// The pair's offers in canonical order.
@@ -728,26 +691,26 @@ impl OrderBooks {
     /// The pair's offer at `index` in canonical order (`index < pair.len()`).
     pub fn offer_at(&self, pair: &PairBook, index: usize) -> &Offer {
         let (chunk, within) = self.position(pair, index);
-        &self.chunks[pair.chunks_start as usize + chunk].offers[within]
+        &self.arrays.chunks[pair.chunks_start as usize + chunk].offers[within]
     }
 
     /// Float totals of pair `pair_index` (in [`Self::pairs`]): amount and amount × limit.
     #[inline]
     pub fn pair_totals(&self, pair_index: usize) -> PrefixSums {
-        self.pair_totals[pair_index]
+        self.arrays.pair_totals[pair_index]
     }
 
     /// The first limit price of each block of the pair's chunk `chunk`.
     #[inline]
     pub fn chunk_pivots(&self, pair: &PairBook, chunk: usize) -> &[f32] {
-        let record = &self.chunk_records[pair.chunks_start as usize + chunk];
-        &self.block_pivot_limits[record.pivots_start as usize..record.pivots_end as usize]
+        let record = &self.arrays.chunk_records[pair.chunks_start as usize + chunk];
+        &self.arrays.block_pivot_limits[record.pivots_start as usize..record.pivots_end as usize]
     }
 
     /// The blocks of the pair's chunk `chunk`.
     #[inline]
     pub fn chunk_blocks(&self, pair: &PairBook, chunk: usize) -> &[Block] {
-        &self.chunk_records[pair.chunks_start as usize + chunk].blocks
+        &self.arrays.chunk_records[pair.chunks_start as usize + chunk].blocks
     }
 
     /// Float sums of the pair's offers up to and including slot `slot` of block `block` of its
@@ -761,7 +724,7 @@ impl OrderBooks {
         block: usize,
         slot: usize,
     ) -> PrefixSums {
-        let record = &self.chunk_records[pair.chunks_start as usize + chunk];
+        let record = &self.arrays.chunk_records[pair.chunks_start as usize + chunk];
         record.sums_before.plus(record.blocks[block].through[slot])
     }
 
@@ -788,7 +751,7 @@ impl OrderBooks {
         }
         let (chunk, within) = self.position(pair, count - 1);
         let at = pair.chunks_start as usize + chunk;
-        self.chunk_amount_before[at] + self.chunks[at].exact_cum_amount[within + 1]
+        self.arrays.chunk_amount_before[at] + self.arrays.chunks[at].exact_cum_amount[within + 1]
     }
 
     /// How many of the pair's offers have a limit price `<= rate` (they may trade at `rate`).
@@ -805,21 +768,21 @@ impl OrderBooks {
     fn count_passing(&self, pair: &PairBook, below: impl Fn(Price) -> bool) -> usize {
         let range = pair.chunk_range();
         let chunks =
-            self.chunk_first_keys[range.clone()].partition_point(|key| below(key.min_price));
+            self.arrays.chunk_first_keys[range.clone()].partition_point(|key| below(key.min_price));
         if chunks == 0 {
             return 0;
         }
         let at = range.start + chunks - 1;
-        let within = self.chunks[at]
+        let within = self.arrays.chunks[at]
             .offers
             .partition_point(|offer| below(offer.min_price));
-        self.chunk_count_before[at] as usize + within
+        self.arrays.chunk_count_before[at] as usize + within
     }
 
     /// The chunk (in the pair) holding the pair's offer `index`, and its place in the chunk.
     fn position(&self, pair: &PairBook, index: usize) -> (usize, usize) {
         assert!(index < pair.len(), "an offer of the pair");
-        let before = &self.chunk_count_before[pair.chunk_range()];
+        let before = &self.arrays.chunk_count_before[pair.chunk_range()];
         let chunk = before.partition_point(|count| *count as usize <= index) - 1;
         (chunk, index - before[chunk] as usize)
     }
@@ -856,7 +819,7 @@ impl PairCut {
             // An edit belongs to the last chunk starting at or before its key (the first chunk
             // also takes keys before its own first offer).
             let count = if at + 1 < carried.end {
-                let next_key = previous.chunk_first_keys[at + 1];
+                let next_key = previous.arrays.chunk_first_keys[at + 1];
                 rest.partition_point(|(_, edit)| edit.key() < next_key)
             } else {
                 rest.len()
@@ -868,7 +831,7 @@ impl PairCut {
                 self.close(&mut open, out);
                 out.push_carried(previous, at);
             } else {
-                let chunk = &previous.chunks[at];
+                let chunk = &previous.arrays.chunks[at];
                 let merged = self.merge((&chunk.offers, &chunk.limits), mine, last_edit)?;
                 self.feed(merged, &mut open, out);
             }
@@ -1130,8 +1093,8 @@ mod tests {
             let ids: Vec<u64> = books.offers(&pair).map(|offer| offer.id.0).collect();
             assert_eq!(ids, vec![3, 4, 2]); // price 0.5, then 1.5 by account (1 < 2)
             assert_eq!(books.chunks(&pair).len(), 1);
-            assert_eq!(books.chunks(&pair)[0].blocks().len(), 1);
-            assert_eq!(books.chunks(&pair)[0].blocks()[0].limits[3], f32::INFINITY);
+            assert_eq!(books.chunk_blocks(&pair, 0).len(), 1);
+            assert_eq!(books.chunk_blocks(&pair, 0)[0].limits[3], f32::INFINITY);
             assert_eq!(books.pair_totals(0).amount, 14.0);
             assert_eq!(books.amount_before(&pair, 3), 14);
             assert_eq!(books.amount_before(&pair, 2), 7);
