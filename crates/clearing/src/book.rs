@@ -74,68 +74,66 @@ impl PrefixSums {
 }
 
 /// A run of consecutive offers of one pair (see the module documentation): immutable once
-/// built, shared by the books that hold it.
+/// built, shared by the books that hold it. Four allocations of exact size: an edit rebuilds
+/// thousands of chunks a block, so what a chunk costs to build and to free is the books' cost.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chunk {
-    offers: Vec<Offer>,
+    offers: Box<[Offer]>,
     /// Per offer: its limit price as `f64` (the supply table sweeps them).
-    limits: Vec<f64>,
+    limits: Box<[f64]>,
     /// Shared with the books' per-chunk array (a search reaches a block in one load).
     blocks: Arc<[Block]>,
-    /// Per block: its first limit price (as stored in the block).
-    pivot_limits: Vec<f32>,
     /// Entry j: exact amount of the chunk's first j offers (one more entry than offers). Sums
     /// saturate: a chunk of more than the issuance cap is refused when its books are assembled.
-    exact_cum_amount: Vec<u64>,
+    exact_cum_amount: Box<[u64]>,
     /// Float sums over the whole chunk.
     total: PrefixSums,
 }
 
 impl Chunk {
-    /// The chunk of `run` (at least one offer, canonical order, one pair).
-    fn new(run: Run) -> Chunk {
-        let Run { offers, limits } = run;
+    /// The chunk of `offers` (at least one, canonical order, one pair) with their `limits` as
+    /// `f64`.
+    fn new(offers: &[Offer], limits: &[f64]) -> Chunk {
         debug_assert!(!offers.is_empty() && offers.len() == limits.len());
-        let block_count = offers.len().div_ceil(BLOCK_OFFERS);
-        let mut pivot_limits = Vec::with_capacity(block_count);
         let mut exact_cum_amount = Vec::with_capacity(offers.len() + 1);
         let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
         let mut exact = 0u64;
-        // Collected straight into the shared allocation (a mapped range has a known length).
-        let blocks: Arc<[Block]> = (0..block_count)
-            .map(|index| {
-                let range = index * BLOCK_OFFERS..((index + 1) * BLOCK_OFFERS).min(offers.len());
+        // Collected straight into the shared allocation (zipped slice chunks have a known length).
+        let blocks: Arc<[Block]> = offers
+            .chunks(BLOCK_OFFERS)
+            .zip(limits.chunks(BLOCK_OFFERS))
+            .map(|(offers, limits)| {
                 let mut block = Block {
                     limits: [f32::INFINITY; BLOCK_OFFERS],
                     through: [PrefixSums::default(); BLOCK_OFFERS],
                 };
-                for slot in 0..BLOCK_OFFERS {
-                    if let (Some(offer), Some(&limit)) = (
-                        offers[range.clone()].get(slot),
-                        limits[range.clone()].get(slot),
-                    ) {
-                        block.limits[slot] = limit as f32;
-                        amount += offer.amount as f64;
-                        amount_limit += offer.amount as f64 * limit;
-                        exact_cum_amount.push(exact);
-                        exact = exact.saturating_add(offer.amount);
-                    }
+                for (slot, (offer, &limit)) in offers.iter().zip(limits).enumerate() {
+                    block.limits[slot] = limit as f32;
+                    amount += offer.amount as f64;
+                    amount_limit += offer.amount as f64 * limit;
+                    exact_cum_amount.push(exact);
+                    exact = exact.saturating_add(offer.amount);
                     block.through[slot] = PrefixSums {
                         amount,
                         amount_limit,
                     };
                 }
-                pivot_limits.push(block.limits[0]);
+                // Unused slots repeat the block's totals.
+                for through in &mut block.through[offers.len()..] {
+                    *through = PrefixSums {
+                        amount,
+                        amount_limit,
+                    };
+                }
                 block
             })
             .collect();
         exact_cum_amount.push(exact);
         Chunk {
-            offers,
-            limits,
+            offers: offers.into(),
+            limits: limits.into(),
             blocks,
-            pivot_limits,
-            exact_cum_amount,
+            exact_cum_amount: exact_cum_amount.into_boxed_slice(),
             total: PrefixSums {
                 amount,
                 amount_limit,
@@ -159,8 +157,10 @@ impl Chunk {
     }
 }
 
-/// A chunk's contents while it is cut: its offers and their limits as `f64` (carried with
-/// the offers, so a rebuilt chunk does not convert its limits again).
+/// The offers of the chunk being cut and their limits as `f64` (carried with the offers, so a
+/// rebuilt chunk does not convert its limits again). One is kept for a whole
+/// [`OrderBooks::edited`] and cleared after each chunk: the chunks themselves are allocated
+/// once, at their exact size.
 #[derive(Debug, Default)]
 struct Run {
     offers: Vec<Offer>,
@@ -168,23 +168,18 @@ struct Run {
 }
 
 impl Run {
-    fn with_capacity(capacity: usize) -> Run {
-        Run {
-            offers: Vec::with_capacity(capacity),
-            limits: Vec::with_capacity(capacity),
-        }
-    }
-
     fn push(&mut self, offer: Offer, limit: f64) {
         self.offers.push(offer);
         self.limits.push(limit);
     }
 
-    fn of(chunk: &Chunk) -> Run {
-        let mut run = Run::with_capacity(chunk.offers.len() + BLOCK_OFFERS);
-        run.offers.extend_from_slice(&chunk.offers);
-        run.limits.extend_from_slice(&chunk.limits);
-        run
+    fn is_empty(&self) -> bool {
+        self.offers.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.offers.clear();
+        self.limits.clear();
     }
 }
 
@@ -310,9 +305,9 @@ impl BookBuffers {
     fn push_new(&mut self, chunk: Arc<Chunk>) {
         let pivots_start = self.block_pivot_limits.len() as u32;
         self.block_pivot_limits
-            .extend_from_slice(&chunk.pivot_limits);
+            .extend(chunk.blocks.iter().map(|block| block.limits[0]));
         self.chunk_first_keys.push(chunk.offers[0].key());
-        self.chunk_first_limits.push(chunk.pivot_limits[0]);
+        self.chunk_first_limits.push(chunk.blocks[0].limits[0]);
         self.chunk_first_limits_f64.push(chunk.limits[0]);
         self.chunk_records.push(ChunkRecord {
             blocks: Arc::clone(&chunk.blocks),
@@ -522,6 +517,7 @@ impl OrderBooks {
         let mut pairs = Vec::new();
         let mut rest = edits;
         let mut last_edit: Option<(usize, OfferKey)> = None;
+        let mut pending = Run::default();
         for (index, pair) in by_index.iter().enumerate() {
             let count = rest.partition_point(|(edit_pair, _)| *edit_pair <= index);
             let (pair_edits, tail) = rest.split_at(count);
@@ -546,7 +542,13 @@ impl OrderBooks {
                     mean,
                     start,
                 };
-                cut.edit(previous, carried, pair_edits, &mut last_edit, &mut buffers)?;
+                cut.edit(
+                    previous,
+                    carried,
+                    pair_edits,
+                    &mut last_edit,
+                    (&mut pending, &mut buffers),
+                )?;
             }
             if buffers.chunks.len() > start {
                 pairs.push(PairChunks {
@@ -801,18 +803,18 @@ impl PairCut {
     /// Appends the pair's chunks after `edits` to `out`: chunks without an edit are shared,
     /// the others merged with their edits and cut again, together with the chunk before when
     /// an edit removed a chunk's first offer (its remaining offers then join that chunk).
+    /// `pending` is scratch: empty before and after.
     fn edit(
         &self,
         previous: &OrderBooks,
         carried: std::ops::Range<usize>,
         edits: &[(usize, OfferEdit)],
         last_edit: &mut Option<(usize, OfferKey)>,
-        out: &mut BookBuffers,
+        (pending, out): (&mut Run, &mut BookBuffers),
     ) -> Result<(), BookError> {
-        let mut open: Option<Run> = None;
+        debug_assert!(pending.is_empty());
         if carried.is_empty() {
-            let merged = self.merge((&[], &[]), edits, last_edit)?;
-            self.feed(merged, &mut open, out);
+            self.merge((&[], &[]), edits, last_edit, (pending, out))?;
         }
         let mut rest = edits;
         for at in carried.clone() {
@@ -828,57 +830,52 @@ impl PairCut {
             rest = tail;
             if mine.is_empty() {
                 // Its first offer is unchanged and started a chunk: it still does.
-                self.close(&mut open, out);
+                self.close(pending, out);
                 out.push_carried(previous, at);
             } else {
                 let chunk = &previous.arrays.chunks[at];
-                let merged = self.merge((&chunk.offers, &chunk.limits), mine, last_edit)?;
-                self.feed(merged, &mut open, out);
+                self.merge((&chunk.offers, &chunk.limits), mine, last_edit, (pending, out))?;
             }
         }
-        self.close(&mut open, out);
+        self.close(pending, out);
         Ok(())
     }
 
-    /// Cuts `run` (this pair's offers, in canonical order, following what `out` and `open`
-    /// hold) by the chunk rule into `open` and, as chunks close, `out`.
-    fn feed(&self, run: Run, open: &mut Option<Run>, out: &mut BookBuffers) {
-        for (offer, limit) in run.offers.into_iter().zip(run.limits) {
-            let first_of_pair = out.chunks.len() == self.start && open.is_none();
-            if first_of_pair || starts_chunk(&offer, self.mean) {
-                self.close(open, out);
-                let mut started = Run::with_capacity(2 * self.mean as usize);
-                started.push(offer, limit);
-                *open = Some(started);
-                continue;
-            }
-            // The offer joins the chunk before it, reopened if it was closed.
-            let joined = open.get_or_insert_with(|| {
-                let last = out
-                    .pop_chunk()
-                    .expect("a chunk precedes an offer that starts none");
-                Run::of(&last)
-            });
-            joined.push(offer, limit);
+    /// Adds `offer` (this pair's next in canonical order, after what `out` and `pending`
+    /// hold) to the cut: it starts a chunk by the rule, or joins the chunk before it, reopened
+    /// into `pending` if it was closed.
+    fn push(&self, offer: Offer, limit: f64, (pending, out): (&mut Run, &mut BookBuffers)) {
+        let first_of_pair = out.chunks.len() == self.start && pending.is_empty();
+        if first_of_pair || starts_chunk(&offer, self.mean) {
+            self.close(pending, out);
+        } else if pending.is_empty() {
+            let last = out
+                .pop_chunk()
+                .expect("a chunk precedes an offer that starts none");
+            pending.offers.extend_from_slice(&last.offers);
+            pending.limits.extend_from_slice(&last.limits);
+        }
+        pending.push(offer, limit);
+    }
+
+    /// Closes the chunk in `pending` (if any) into `out`.
+    fn close(&self, pending: &mut Run, out: &mut BookBuffers) {
+        if !pending.is_empty() {
+            out.push_new(Arc::new(Chunk::new(&pending.offers, &pending.limits)));
+            pending.clear();
         }
     }
 
-    fn close(&self, open: &mut Option<Run>, out: &mut BookBuffers) {
-        if let Some(run) = open.take() {
-            out.push_new(Arc::new(Chunk::new(run)));
-        }
-    }
-
-    /// A chunk's `offers` and `limits` (canonical, checked when booked) merged with `edits`
-    /// (ascending keys, within the chunk's key range). `last_edit` is the previous edit seen across
-    /// pairs, to refuse edits out of order.
+    /// Cuts a chunk's `offers` and `limits` (canonical, checked when booked) merged with
+    /// `edits` (ascending keys, within the chunk's key range) into `pending` and `out`.
+    /// `last_edit` is the previous edit seen across pairs, to refuse edits out of order.
     fn merge(
         &self,
         (offers, limits): (&[Offer], &[f64]),
         edits: &[(usize, OfferEdit)],
         last_edit: &mut Option<(usize, OfferKey)>,
-    ) -> Result<Run, BookError> {
-        let mut out = Run::with_capacity(offers.len() + edits.len());
+        (pending, out): (&mut Run, &mut BookBuffers),
+    ) -> Result<(), BookError> {
         let mut carried = offers.iter().zip(limits).peekable();
         for (_, edit) in edits {
             let key = edit.key();
@@ -888,7 +885,7 @@ impl PairCut {
             }
             *last_edit = Some((self.index, key));
             while let Some((offer, limit)) = carried.next_if(|(offer, _)| offer.key() < key) {
-                out.push(*offer, *limit);
+                self.push(*offer, *limit, (pending, out));
             }
             let held = carried.next_if(|(offer, _)| offer.key() == key);
             match (edit, held) {
@@ -904,7 +901,7 @@ impl PairCut {
                         amount: *amount,
                         ..*offer
                     };
-                    out.push(offer, *limit);
+                    self.push(offer, *limit, (pending, out));
                 }
                 (OfferEdit::Insert(offer), None) => {
                     // The per-asset totals are checked once the books are assembled.
@@ -914,15 +911,15 @@ impl PairCut {
                             offer_id: offer.id.0,
                         });
                     }
-                    out.push(*offer, offer.min_price.to_f64());
+                    self.push(*offer, offer.min_price.to_f64(), (pending, out));
                 }
                 _ => return Err(refuse),
             }
         }
         for (offer, limit) in carried {
-            out.push(*offer, *limit);
+            self.push(*offer, *limit, (pending, out));
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -933,10 +930,7 @@ fn cut_pair(offers: &[Offer], mean: u32) -> Vec<Arc<Chunk>> {
         .map(|offer| offer.min_price.to_f64())
         .collect();
     let run = |range: std::ops::Range<usize>| {
-        Arc::new(Chunk::new(Run {
-            offers: offers[range.clone()].to_vec(),
-            limits: limits[range].to_vec(),
-        }))
+        Arc::new(Chunk::new(&offers[range.clone()], &limits[range]))
     };
     let mut chunks = Vec::with_capacity(offers.len() / mean.max(1) as usize + 1);
     let mut start = 0;

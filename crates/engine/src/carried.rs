@@ -144,7 +144,9 @@ fn merge_by<T, K: Ord>(
     order: impl Fn(&T) -> K,
 ) -> Vec<T> {
     let (mut first, mut second) = (first.into_iter().peekable(), second.into_iter().peekable());
-    let mut merged = Vec::new();
+    // Sized up front: a block's edits are thousands, and a vector grown by doubling took fresh
+    // pages from the allocator each block.
+    let mut merged = Vec::with_capacity(first.size_hint().0 + second.size_hint().0);
     loop {
         let take_first = match (first.peek(), second.peek()) {
             (Some(a), Some(b)) => order(a) <= order(b),

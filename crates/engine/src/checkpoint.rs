@@ -123,7 +123,12 @@ impl ExchangeState {
 
     /// Magic, zero checksum and body in `format` (`/2` or `/3`).
     fn encode_body(&self, format: Format) -> Vec<u8> {
-        let mut body = Vec::with_capacity(MAGIC.len() + 32 + 64 + 60 * self.accounts.len());
+        // Sized up front: grown by doubling, a body of millions of offers was copied several
+        // times, into fresh pages each time.
+        let offers: usize = self.books.iter().map(BTreeMap::len).sum();
+        let mut body = Vec::with_capacity(
+            MAGIC.len() + 32 + 64 + 60 * self.accounts.len() + 8 * self.books.len() + 40 * offers,
+        );
         body.put_bytes(if format == Format::V3 {
             MAGIC
         } else {
