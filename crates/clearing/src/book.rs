@@ -834,7 +834,12 @@ impl PairCut {
                 out.push_carried(previous, at);
             } else {
                 let chunk = &previous.arrays.chunks[at];
-                self.merge((&chunk.offers, &chunk.limits), mine, last_edit, (pending, out))?;
+                self.merge(
+                    (&chunk.offers, &chunk.limits),
+                    mine,
+                    last_edit,
+                    (pending, out),
+                )?;
             }
         }
         self.close(pending, out);
@@ -876,7 +881,9 @@ impl PairCut {
         last_edit: &mut Option<(usize, OfferKey)>,
         (pending, out): (&mut Run, &mut BookBuffers),
     ) -> Result<(), BookError> {
-        let mut carried = offers.iter().zip(limits).peekable();
+        // Offers between edits are copied as runs: inside a chunk only its first offer can
+        // start one, so a run needs the cut rule applied to its first offer alone.
+        let mut next = 0;
         for (_, edit) in edits {
             let key = edit.key();
             let refuse = BookError::Edit { offer_id: key.id.0 };
@@ -884,13 +891,16 @@ impl PairCut {
                 return Err(refuse);
             }
             *last_edit = Some((self.index, key));
-            while let Some((offer, limit)) = carried.next_if(|(offer, _)| offer.key() < key) {
-                self.push(*offer, *limit, (pending, out));
+            let at = next + offers[next..].partition_point(|offer| offer.key() < key);
+            self.push_run(&offers[next..at], &limits[next..at], (pending, out));
+            next = at;
+            let held = offers.get(at).filter(|offer| offer.key() == key);
+            if held.is_some() {
+                next += 1;
             }
-            let held = carried.next_if(|(offer, _)| offer.key() == key);
             match (edit, held) {
                 (OfferEdit::Remove(_), Some(_)) => {}
-                (OfferEdit::SetAmount(_, amount), Some((offer, limit))) => {
+                (OfferEdit::SetAmount(_, amount), Some(offer)) => {
                     if *amount == 0 || *amount > MAX_AMOUNT {
                         return Err(BookError::Amount {
                             offer_id: key.id.0,
@@ -901,7 +911,7 @@ impl PairCut {
                         amount: *amount,
                         ..*offer
                     };
-                    self.push(offer, *limit, (pending, out));
+                    self.push(offer, limits[at], (pending, out));
                 }
                 (OfferEdit::Insert(offer), None) => {
                     // The per-asset totals are checked once the books are assembled.
@@ -916,10 +926,25 @@ impl PairCut {
                 _ => return Err(refuse),
             }
         }
-        for (offer, limit) in carried {
-            self.push(*offer, *limit, (pending, out));
-        }
+        self.push_run(&offers[next..], &limits[next..], (pending, out));
         Ok(())
+    }
+
+    /// Adds consecutive offers of one chunk, as [`Self::push`] adds each: only the first
+    /// can start a chunk (the others follow it inside the chunk they came from).
+    fn push_run(
+        &self,
+        offers: &[Offer],
+        limits: &[f64],
+        (pending, out): (&mut Run, &mut BookBuffers),
+    ) {
+        let Some((first, rest)) = offers.split_first() else {
+            return;
+        };
+        self.push(*first, limits[0], (pending, out));
+        debug_assert!(rest.iter().all(|offer| !starts_chunk(offer, self.mean)));
+        pending.offers.extend_from_slice(rest);
+        pending.limits.extend_from_slice(&limits[1..]);
     }
 }
 
