@@ -74,8 +74,9 @@ impl PrefixSums {
 }
 
 /// A run of consecutive offers of one pair (see the module documentation): immutable once
-/// built, shared by the books that hold it. Four allocations of exact size: an edit rebuilds
-/// thousands of chunks a block, so what a chunk costs to build and to free is the books' cost.
+/// built, shared by the books that hold it. Its four arrays are allocated at their exact size
+/// (plus the `Arc` around it): a block rebuilds hundreds of chunks, so what a chunk costs to
+/// build and to free is the books' cost.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chunk {
     offers: Box<[Offer]>,
@@ -171,6 +172,11 @@ impl Run {
     fn push(&mut self, offer: Offer, limit: f64) {
         self.offers.push(offer);
         self.limits.push(limit);
+    }
+
+    fn extend(&mut self, offers: &[Offer], limits: &[f64]) {
+        self.offers.extend_from_slice(offers);
+        self.limits.extend_from_slice(limits);
     }
 
     fn is_empty(&self) -> bool {
@@ -857,8 +863,7 @@ impl PairCut {
             let last = out
                 .pop_chunk()
                 .expect("a chunk precedes an offer that starts none");
-            pending.offers.extend_from_slice(&last.offers);
-            pending.limits.extend_from_slice(&last.limits);
+            pending.extend(&last.offers, &last.limits);
         }
         pending.push(offer, limit);
     }
@@ -943,8 +948,7 @@ impl PairCut {
         };
         self.push(*first, limits[0], (pending, out));
         debug_assert!(rest.iter().all(|offer| !starts_chunk(offer, self.mean)));
-        pending.offers.extend_from_slice(rest);
-        pending.limits.extend_from_slice(&limits[1..]);
+        pending.extend(rest, &limits[1..]);
     }
 }
 
