@@ -154,6 +154,15 @@ pub enum EngineError {
     StaleCheck,
 }
 
+/// What the caller already knows of a block's transactions, for phase 1.
+#[derive(Clone, Copy)]
+enum Known<'a> {
+    /// Nothing: every transaction is hashed and every signature checked.
+    Nothing,
+    /// This node's admission accepted each (see [`ExchangeState::propose_admitted`]).
+    Admitted { hashes: &'a [Hash] },
+}
+
 /// The block's effect, decided before anything changes.
 struct Plan {
     filtered: Filtered,
@@ -203,7 +212,37 @@ impl ExchangeState {
         transactions: Vec<SignedTransaction>,
         config: &EngineConfig,
     ) -> Result<(Block, BlockOutcome), EngineError> {
-        let cleared = self.clear_block(&transactions, config)?;
+        self.propose_known(transactions, Known::Nothing, config)
+    }
+
+    /// [`Self::propose`] for transactions this node's own admission accepted, each with its
+    /// hash: `hashes[i]` is [`transaction_hash`] of `transactions[i]`, and its signature was
+    /// accepted by `walras_crypto`'s rule under its source's key. Keys never change, so phase
+    /// 1 checks only that each source still has a key instead of checking the signature again
+    /// (the verdict would be the same: the rule is a function of the bytes alone), and takes
+    /// the hashes instead of computing them. The block and outcome are those
+    /// [`Self::propose`] gives (debug and test builds compare the hashes).
+    pub fn propose_admitted(
+        &mut self,
+        transactions: Vec<SignedTransaction>,
+        hashes: &[Hash],
+        config: &EngineConfig,
+    ) -> Result<(Block, BlockOutcome), EngineError> {
+        assert_eq!(
+            hashes.len(),
+            transactions.len(),
+            "one hash per admitted transaction"
+        );
+        self.propose_known(transactions, Known::Admitted { hashes }, config)
+    }
+
+    fn propose_known(
+        &mut self,
+        transactions: Vec<SignedTransaction>,
+        known: Known<'_>,
+        config: &EngineConfig,
+    ) -> Result<(Block, BlockOutcome), EngineError> {
+        let cleared = self.clear_block(&transactions, known, config)?;
         let outcome = self.execute_cleared(&transactions, cleared, config);
         self.last_header_hash = outcome.header.hash();
         Ok((
@@ -223,7 +262,9 @@ impl ExchangeState {
         transactions: &[SignedTransaction],
         config: &EngineConfig,
     ) -> Result<BlockHeader, EngineError> {
-        Ok(self.clear_block(transactions, config)?.header)
+        Ok(self
+            .clear_block(transactions, Known::Nothing, config)?
+            .header)
     }
 
     /// Applies a block proposed elsewhere (the follower path): checks its header's clearing
@@ -307,10 +348,11 @@ impl ExchangeState {
     fn clear_block(
         &self,
         transactions: &[SignedTransaction],
+        known: Known<'_>,
         config: &EngineConfig,
     ) -> Result<Cleared, EngineError> {
         let mut timings = PhaseTimings::default();
-        let plan = self.plan(transactions, config, &mut timings);
+        let plan = self.plan(transactions, known, config, &mut timings);
         // The proposer's supply table, beside the books (a follower checks the header exactly
         // and needs none); timed with planning, as before clearing.
         let started = Instant::now();
@@ -379,7 +421,7 @@ impl ExchangeState {
             return Err(EngineError::HeaderPrevious);
         }
         let mut timings = PhaseTimings::default();
-        let plan = self.plan(&block.transactions, config, &mut timings);
+        let plan = self.plan(&block.transactions, Known::Nothing, config, &mut timings);
         if plan.transactions_root != header.transactions_root {
             return Err(EngineError::HeaderTransactionsRoot);
         }
@@ -473,21 +515,31 @@ impl ExchangeState {
     fn plan(
         &self,
         transactions: &[SignedTransaction],
+        known: Known<'_>,
         config: &EngineConfig,
         timings: &mut PhaseTimings,
     ) -> Plan {
         let threads = config.threads.max(1);
         let started = Instant::now();
-        let hashes = map_in_order(transactions, threads, transaction_hash);
-        let transactions_root = transactions_root_of(hashes.clone());
-        let signature_ok = if config.verify_signatures {
-            self.verify_signatures_remembering(
+        let hashes = match known {
+            Known::Nothing => map_in_order(transactions, threads, transaction_hash),
+            Known::Admitted { hashes } => {
+                debug_assert!(
+                    hashes == map_in_order(transactions, threads, transaction_hash),
+                    "an admitted transaction's hash is not its transaction_hash"
+                );
+                hashes.to_vec()
+            }
+        };
+        let transactions_root = transactions_root_of(hashes);
+        let signature_ok = match (config.verify_signatures, known) {
+            (false, _) => vec![true; transactions.len()],
+            (true, Known::Nothing) => self.verify_signatures_remembering(
                 transactions,
                 threads,
                 config.accepted_signatures.as_deref(),
-            )
-        } else {
-            vec![true; transactions.len()]
+            ),
+            (true, Known::Admitted { .. }) => self.sources_keyed(transactions, threads),
         };
         timings.signatures = elapsed_ms(started);
         let started = Instant::now();
@@ -555,6 +607,16 @@ impl ExchangeState {
         threads: usize,
     ) -> Vec<bool> {
         self.verify_signatures_remembering(transactions, threads, None)
+    }
+
+    /// Per transaction, whether its source exists with a usable key: phase 1's verdict for a
+    /// signature admission accepted under that key (see [`Self::propose_admitted`]).
+    fn sources_keyed(&self, transactions: &[SignedTransaction], threads: usize) -> Vec<bool> {
+        map_in_order(transactions, threads, |signed| {
+            self.slot(signed.transaction.source)
+                .and_then(|slot| self.accounts[slot as usize].verifying_key())
+                .is_some()
+        })
     }
 
     /// As [`ExchangeState::verify_signatures`], taking the verdicts `remembered` already holds

@@ -385,6 +385,33 @@ proptest! {
         }
     }
 
+    /// Trigger: the solo producer stopped checking its mempool's signatures and hashing its
+    /// transactions (`propose_admitted` takes admission's verdicts and hashes). Over blocks of
+    /// every kind of transaction admission lets through (all but bad signatures: unknown
+    /// accounts, reused sequences, overdrafts, trades and cancels stay), it makes the very
+    /// blocks and outcomes `propose`, which checks everything, makes, block after block.
+    #[test]
+    fn admitted_blocks_are_the_blocks_propose_makes(plan in choices()) {
+        let genesis = genesis(30);
+        let mut checking = ExchangeState::from_genesis(&genesis, 1).unwrap();
+        let mut admitted = ExchangeState::from_genesis(&genesis, 1).unwrap();
+        let mut workload = Workload::new(30);
+        for choice in &plan {
+            let transactions: Vec<SignedTransaction> = workload
+                .block(choice)
+                .into_iter()
+                .filter(|(_, intent)| *intent != Intent::Invalid(DropReason::BadSignature))
+                .map(|(tx, _)| tx)
+                .collect();
+            let hashes: Vec<_> = transactions.iter().map(walras_engine::transaction_hash).collect();
+            let (expected, expected_outcome) = checking.propose(transactions.clone(), &config(1)).unwrap();
+            let (block, outcome) = admitted.propose_admitted(transactions, &hashes, &config(1)).unwrap();
+            prop_assert_eq!(&block, &expected);
+            prop_assert_eq!(outcome.accepted, expected_outcome.accepted);
+            prop_assert_eq!(&outcome.dropped, &expected_outcome.dropped);
+        }
+    }
+
     #[test]
     fn tampered_headers_are_rejected_without_state_change(plan in choices()) {
         let genesis = genesis(30);

@@ -10,10 +10,14 @@
 //! the mempool lock is then taken once for the whole submission, and the rule
 //! (`walras_engine::admission`) is applied there against the view read under that lock.
 //!
-//! Each signature is checked once per node: admission records its accepted verdicts in
-//! `Shared::accepted_signatures` (keyed by key, signature and message bytes), and the solo
-//! producer takes them from there instead of checking again. Recovery and replicas check
-//! everything; a recorded verdict is what the check would return, so no path can differ.
+//! Each signature is checked once per node. The solo producer takes its batches from the
+//! mempool, where only what admission accepted goes, so it takes admission's verdicts (and
+//! hashes) with the batch (`walras_engine::ExchangeState::propose_admitted`); keys never
+//! change, so they are still the verdicts under the source's key. In replicated mode,
+//! admission also records its accepted verdicts in `Shared::accepted_signatures` (keyed by
+//! key, signature and message bytes), where CheckTx and the proposal checks find them.
+//! Recovery and replicas check everything; a verdict taken over is what the check would
+//! return, so no path can differ.
 //!
 //! Two reads of the view, on purpose: keys never change, so the key the signature was checked
 //! with (first read) is still the account's key; sequence numbers change with every block, and
@@ -131,7 +135,11 @@ async fn admit_within_room(
         .iter()
         .map(|source| source.and_then(|source| source.key))
         .collect();
-    let signatures_ok = verify_signatures(&transactions, &keys, &shared.accepted_signatures).await;
+    let remembered = shared
+        .record_admitted_verdicts
+        .load(Ordering::Relaxed)
+        .then(|| shared.accepted_signatures.clone());
+    let signatures_ok = verify_signatures(&transactions, &keys, remembered).await;
     // A payments deposit or withdrawal is checked against the state's bridge (escrow,
     // withdrawn set, committee), so the state is read for it — before the mempool lock, the
     // order the producer takes them in. Other submissions do not touch the state here.
@@ -218,10 +226,12 @@ fn check_funds(
     })
 }
 
+/// Each transaction's verdict under the acceptance rule, in order; recorded in `remembered`
+/// when something will look for it there (replicated mode).
 async fn verify_signatures(
     transactions: &[SignedTransaction],
     keys: &[Option<PublicKey>],
-    remembered: &Arc<AcceptedSignatures>,
+    remembered: Option<Arc<AcceptedSignatures>>,
 ) -> Vec<bool> {
     let work: Vec<(Vec<u8>, PublicKey, Signature)> = transactions
         .iter()
@@ -232,11 +242,10 @@ async fn verify_signatures(
         })
         .collect();
     let checks = if work.len() <= INLINE_VERIFY_MAX {
-        verify_all(&work, remembered)
+        verify_all(&work, remembered.as_deref())
     } else {
         let moved = work;
-        let remembered = remembered.clone();
-        match tokio::task::spawn_blocking(move || verify_all(&moved, &remembered)).await {
+        match tokio::task::spawn_blocking(move || verify_all(&moved, remembered.as_deref())).await {
             Ok(checks) => checks,
             // The verifier panicked: refuse everything rather than admit unchecked.
             Err(_) => vec![false; transactions.len()],
@@ -254,16 +263,19 @@ async fn verify_signatures(
         .collect()
 }
 
-/// The verdicts, in batches on this thread, recorded for the producer.
+/// The verdicts, in batches on this thread, taken from and recorded in `remembered` if given.
 fn verify_all(
     work: &[(Vec<u8>, PublicKey, Signature)],
-    remembered: &AcceptedSignatures,
+    remembered: Option<&AcceptedSignatures>,
 ) -> Vec<bool> {
     let items: Vec<SignedItem<'_>> = work
         .iter()
         .map(|(message, key, signature)| (message.as_slice(), key, signature))
         .collect();
-    remembered.verify_each_parallel(&items, 1)
+    match remembered {
+        Some(remembered) => remembered.verify_each_parallel(&items, 1),
+        None => walras_crypto::verify_each_parallel(&items, 1),
+    }
 }
 
 fn count_results(shared: &Shared, results: &[(Hash, Result<(), Failure>)]) {
@@ -306,7 +318,7 @@ fn admit_failure(error: AdmitError) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::{produce_block, ProducerConfig, Shared};
+    use crate::node::{produce_block, ProducerConfig, Shared, Signatures};
     use std::time::Duration;
     use walras_api::wire::DevGenesisJson;
     use walras_devnet::dev_keypair;
@@ -343,8 +355,20 @@ mod tests {
 
     /// A recovered node with nothing started, and what its producer would use.
     fn node(dir: &TempDir) -> (Shared, ProducerConfig) {
+        let config = node_config(dir);
+        let shared = crate::recovery::open_and_recover(&config).unwrap();
+        let producer = ProducerConfig {
+            block_interval: config.block_interval,
+            max_block_txs: config.max_block_txs,
+            engine: crate::config::proposer_engine_config(&config),
+            warm_start: config.warm_start,
+        };
+        (shared, producer)
+    }
+
+    fn node_config(dir: &TempDir) -> crate::NodeConfig {
         // As `walras_testkit::dev_node_config` (which names the other copy of this crate).
-        let config = crate::NodeConfig {
+        crate::NodeConfig {
             data_dir: dir.path().join("node"),
             listen: "127.0.0.1:0".into(),
             genesis: crate::GenesisSource::Dev(DEV, walras_devnet::dev_genesis_builder),
@@ -360,15 +384,7 @@ mod tests {
             oracle: None,
             warm_start: Default::default(),
             commit_bound: crate::overload::COMMIT_BOUND_DEFAULT,
-        };
-        let shared = crate::recovery::open_and_recover(&config).unwrap();
-        let producer = ProducerConfig {
-            block_interval: config.block_interval,
-            max_block_txs: config.max_block_txs,
-            engine: crate::config::proposer_engine_config(&config),
-            warm_start: config.warm_start,
-        };
-        (shared, producer)
+        }
     }
 
     fn submit(shared: &Shared, transactions: Vec<SignedTransaction>) -> Vec<Result<(), &str>> {
@@ -395,7 +411,7 @@ mod tests {
     /// Commits whatever the mempool holds as one block, as the solo producer does.
     fn commit_block(shared: &Shared, producer: &ProducerConfig) {
         let batch = shared.mempool().take(100);
-        produce_block(shared, producer, batch).unwrap();
+        produce_block(shared, producer, batch, Signatures::AcceptedAtAdmission).unwrap();
     }
 
     /// Trigger (issue 31): past saturation the node verified every signature of a submission
@@ -590,20 +606,100 @@ mod tests {
     }
 
     /// Trigger: every signature was checked twice on a solo node, at HTTP admission and again
-    /// in the producer's `propose` (`verify_signatures: true`). Now admission records its
-    /// accepted verdicts and the producer finds every admitted transaction's there: none is
-    /// checked a second time, and all are committed.
+    /// in the producer's `propose` (`verify_signatures: true`); then the second check looked
+    /// each admitted verdict up by a hash of the whole transaction, which still cost the block
+    /// a third of its time at saturation. Now the producer's batch carries admission's
+    /// verdicts: the block looks nothing up, and admission records nothing in solo mode.
     #[test]
     fn the_producer_takes_admissions_verdicts_instead_of_checking_signatures_again() {
         let dir = TempDir::new("verdicts-once");
         let (shared, producer) = node(&dir);
         let submitted: Vec<SignedTransaction> = (1..=5).map(|source| payment(source, 1)).collect();
-        assert_eq!(submit(&shared, submitted), vec![Ok(()); 5]);
-        assert_eq!(shared.accepted_signatures.found(), 0);
+        assert_eq!(submit(&shared, submitted.clone()), vec![Ok(()); 5]);
         let batch = shared.mempool().take(100);
-        let outcome = produce_block(&shared, &producer, batch).unwrap();
+        let outcome =
+            produce_block(&shared, &producer, batch, Signatures::AcceptedAtAdmission).unwrap();
         assert_eq!((outcome.accepted, outcome.dropped.len()), (5, 0));
-        assert_eq!(shared.accepted_signatures.found(), 5);
+        assert_eq!(shared.accepted_signatures.found(), 0, "nothing looked up");
+        let messages: Vec<Vec<u8>> = submitted.iter().map(|s| s.transaction.encode()).collect();
+        let state = shared.state.blocking_read();
+        let keys: Vec<&PublicKey> = submitted
+            .iter()
+            .map(|s| {
+                state
+                    .account(s.transaction.source)
+                    .unwrap()
+                    .verifying_key()
+                    .unwrap()
+            })
+            .collect();
+        let signatures: Vec<Signature> = submitted
+            .iter()
+            .map(|s| Signature::from_bytes(&s.signature).unwrap())
+            .collect();
+        let items: Vec<SignedItem<'_>> = (0..submitted.len())
+            .map(|i| (messages[i].as_slice(), keys[i], &signatures[i]))
+            .collect();
+        shared.accepted_signatures.verify_each_parallel(&items, 1);
+        assert_eq!(
+            shared.accepted_signatures.found(),
+            0,
+            "solo admission recorded no verdict"
+        );
+    }
+
+    /// Trigger: the producer stopped checking the signatures of its mempool's batches (it
+    /// takes admission's verdicts). Whatever admission let in or refused (valid payments and
+    /// offers, a forged signature, an unknown source, a payment beyond the balance), the blocks
+    /// the producer commits are those a replay checking every signature commits from genesis:
+    /// the same transactions accepted and dropped, the same state roots.
+    #[test]
+    fn the_producer_commits_what_a_replay_checking_every_signature_commits() {
+        let dir = TempDir::new("verdicts-replayed");
+        let (shared, producer) = node(&dir);
+        let forged = SignedTransaction {
+            signature: payment(4, 2).signature,
+            ..payment(4, 1)
+        };
+        let unknown = SignedTransaction {
+            transaction: Transaction {
+                source: AccountId(DEV.accounts + 7),
+                ..payment(1, 1).transaction
+            },
+            ..payment(1, 1)
+        };
+        let first = vec![
+            payment(1, 1),
+            forged,
+            payment(2, 1),
+            unknown,
+            payment_of(3, 1, AssetId(1), u64::MAX / 2),
+            payment(4, 1),
+        ];
+        let verdicts = submit(&shared, first);
+        assert_eq!(verdicts[1], Err("bad_signature"));
+        assert_eq!(verdicts[3], Err("unknown_account"));
+        assert_eq!(verdicts[4], Err("insufficient_balance"));
+        commit_block(&shared, &producer);
+        assert_eq!(
+            submit(&shared, (5..=9).map(|source| payment(source, 1)).collect()),
+            vec![Ok(()); 5]
+        );
+        assert_eq!(submit(&shared, vec![payment(1, 2)]), vec![Ok(())]);
+        commit_block(&shared, &producer);
+        let replay_dir = TempDir::new("verdicts-replay");
+        let (replayer, _) = node(&replay_dir);
+        let checking = crate::config::recovery_engine_config(&node_config(&replay_dir));
+        let mut replayed = replayer.state.blocking_write();
+        for height in 1..=2 {
+            let block = shared.store.block(height).unwrap().unwrap();
+            let outcome = replayed.apply(&block, &checking).unwrap();
+            assert_eq!(outcome.header, block.header, "block {height}");
+            assert!(outcome.dropped.is_empty(), "block {height}: {outcome:?}");
+        }
+        assert_eq!(replayed.height(), 2);
+        let mut produced = shared.state.blocking_write();
+        assert_eq!(replayed.state_root(1), produced.state_root(1));
     }
 
     /// Trigger: a third party copies a payment before it reaches the node, adds a torsion point
@@ -628,7 +724,8 @@ mod tests {
         }
         assert_eq!(submit(&shared, vec![original]), vec![Ok(())]);
         let batch = shared.mempool().take(100);
-        let outcome = produce_block(&shared, &producer, batch).unwrap();
+        let outcome =
+            produce_block(&shared, &producer, batch, Signatures::AcceptedAtAdmission).unwrap();
         assert_eq!((outcome.accepted, outcome.dropped.len()), (1, 0));
     }
 

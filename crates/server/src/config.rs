@@ -103,9 +103,10 @@ pub enum Consensus {
 pub(crate) fn proposer_engine_config(config: &NodeConfig) -> EngineConfig {
     let mut engine = EngineConfig {
         threads: config.threads,
-        // The producer verifies with the very function replay uses: it must never commit a
-        // transaction that recovery would drop. Admission verified most of them by the same
-        // rule; `produce_block` hands it admission's record so it does not check them twice.
+        // The producer judges signatures by the very rule replay uses: it must never commit a
+        // transaction that recovery would drop. A batch from the mempool carries admission's
+        // verdicts under that rule (`Signatures::AcceptedAtAdmission`); a sealed batch is
+        // checked here.
         verify_signatures: true,
         ..EngineConfig::default()
     };

@@ -11,7 +11,7 @@
 
 use super::failure::Failure;
 use super::gateway_link::{gateway_only, market_data, SealJob, SEAL_BODY_MAX_BYTES};
-use super::node::{produce_block, ProducerConfig, ProducerError, Shared};
+use super::node::{produce_block, ProducerConfig, ProducerError, Shared, Signatures};
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, Method, StatusCode};
@@ -194,7 +194,7 @@ pub(super) fn run_gateway_producer(
             .map(|signed| (transaction_hash(&signed), signed))
             .collect();
         // A failure here stops the node (as in timer mode); the gateway sees its request fail.
-        let outcome = produce_block(shared, config, batch)?;
+        let outcome = produce_block(shared, config, batch, Signatures::Unchecked)?;
         let dropped: Vec<(u32, String)> = outcome
             .dropped
             .iter()

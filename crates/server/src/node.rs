@@ -6,11 +6,13 @@
 //! commit), and only then reports it: mempool, recent-transaction index, tip, metrics, events.
 //! "Reported committed" therefore always means "on disk".
 //!
-//! Signatures are verified twice on this node: at admission, and again when the producer executes
-//! the block, with the very function replay and recovery use (`proposer_engine_config`). The
-//! second check is redundant while both use one rule and keys never change; it stays as the
-//! guard against a block this node could commit but not replay (an earlier batch rule let the
-//! two disagree). It is the largest phase at high load: measured, not yet removed.
+//! Signatures are verified once on this node, at admission, with the very function replay and
+//! recovery use (`walras_crypto`'s acceptance rule). The producer's batches come from the
+//! mempool, where only what admission accepted goes, and keys never change, so the block takes
+//! admission's verdicts and hashes ([`Signatures::AcceptedAtAdmission`]) instead of checking
+//! again: what it commits is what a replay that checks every signature commits (recovery does
+//! on every restart; `the_producer_commits_what_a_replay_checking_every_signature_commits`).
+//! A gateway's sealed batches were checked by nobody: their blocks check every signature.
 
 use super::mempool::Mempool;
 use super::metrics::{add_seconds, gauge_value, Metrics};
@@ -92,9 +94,16 @@ pub struct Shared {
     pub explain: super::limits::ExplainGate,
     /// CometBFT's RPC URL in replicated mode, set once CometBFT is started (`GET /v1/node`).
     pub cometbft_rpc: std::sync::OnceLock<String>,
-    /// The signatures admission accepted, so the producer does not check them a second time
-    /// (it checks those it does not find, by the same rule; see `walras_crypto::accept`).
+    /// Accepted signature verdicts, for what checks transactions by content after admission:
+    /// the ABCI app's CheckTx and proposal checks (they check those they do not find, by the
+    /// same rule; see `walras_crypto::accept`), and a gateway's sealed batches. The solo
+    /// producer does not look here: its batches come from the mempool, whose every signature
+    /// admission accepted ([`Signatures::AcceptedAtAdmission`]).
     pub accepted_signatures: Arc<AcceptedSignatures>,
+    /// Whether admission records its accepted verdicts in `accepted_signatures`: set by the
+    /// ABCI app, whose proposal checks find them there; off in solo mode, where nothing would
+    /// (recording costs a hash of each transaction and a lock).
+    pub record_admitted_verdicts: std::sync::atomic::AtomicBool,
     /// The last background checkpoint failure logged (each is logged once).
     pub checkpoint_failure_reported: Mutex<Option<String>>,
     /// Transactions submissions have room reserved for while their signatures are checked
@@ -233,7 +242,7 @@ pub(crate) fn run_producer(shared: &Shared, config: &ProducerConfig) -> Result<(
     while let Some((batch, oldest)) = wait_for_batch(shared, config, &mut last_cut) {
         let started = Instant::now();
         let transactions = batch.len();
-        produce_block(shared, config, batch)?;
+        produce_block(shared, config, batch, Signatures::AcceptedAtAdmission)?;
         let committed_at = Instant::now();
         let left_waiting = shared.mempool().len();
         shared.record_drain(transactions, committed_at - started, left_waiting);
@@ -306,19 +315,36 @@ pub(crate) fn wait_for_batch(
     }
 }
 
+/// Where a batch's signature verdicts come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signatures {
+    /// The batch came from this node's mempool: admission accepted each signature under its
+    /// source's key (`crate::admission`), and the block takes those verdicts and hashes
+    /// (`ExchangeState::propose_admitted`).
+    AcceptedAtAdmission,
+    /// Nothing checked them yet (a gateway's sealed batch): the block checks each.
+    Unchecked,
+}
+
 /// Executes, commits and reports one block; returns its outcome (the gateway link answers with it).
 pub(super) fn produce_block(
     shared: &Shared,
     config: &ProducerConfig,
     batch: Vec<(Hash, SignedTransaction)>,
+    signatures: Signatures,
 ) -> Result<BlockOutcome, ProducerError> {
     let transactions: Vec<SignedTransaction> = batch.iter().map(|(_, signed)| *signed).collect();
     let engine = warm_started(shared, config);
     let mut state = shared.state.blocking_write();
     let started = Instant::now();
-    let (block, outcome) = state
-        .propose(transactions, &engine)
-        .map_err(ProducerError::Engine)?;
+    let proposed = match signatures {
+        Signatures::AcceptedAtAdmission => {
+            let hashes: Vec<Hash> = batch.iter().map(|(hash, _)| *hash).collect();
+            state.propose_admitted(transactions, &hashes, &engine)
+        }
+        Signatures::Unchecked => state.propose(transactions, &engine),
+    };
+    let (block, outcome) = proposed.map_err(ProducerError::Engine)?;
     let executed = Instant::now();
     shared
         .store

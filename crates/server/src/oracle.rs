@@ -783,7 +783,7 @@ mod tests {
 mod node_tests {
     use super::*;
     use crate::config::{proposer_engine_config, NodeConfig};
-    use crate::node::{produce_block, ProducerConfig, Shared};
+    use crate::node::{produce_block, ProducerConfig, Shared, Signatures};
     use crate::recovery::open_and_recover;
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
@@ -951,7 +951,7 @@ mod node_tests {
         };
         let mut roots = Vec::new();
         for batch in batches() {
-            let outcome = produce_block(&shared, &producer, batch).unwrap();
+            let outcome = produce_block(&shared, &producer, batch, Signatures::Unchecked).unwrap();
             assert_eq!(outcome.accepted, 6, "every offer is valid");
             let tip = shared.tip();
             roots.push(tip.state_root);

@@ -84,6 +84,7 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
         accepted_signatures: Arc::new(walras_crypto::AcceptedSignatures::new(
             config.mempool_capacity.max(1024),
         )),
+        record_admitted_verdicts: std::sync::atomic::AtomicBool::new(false),
         checkpoint_failure_reported: Mutex::new(None),
     })
 }

@@ -201,6 +201,9 @@ impl WalrasApp {
         // signature), so a recorded acceptance is what verification would answer.
         config.follower.accepted_signatures = Some(shared.accepted_signatures.clone());
         config.proposer.accepted_signatures = Some(shared.accepted_signatures.clone());
+        shared
+            .record_admitted_verdicts
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         WalrasApp {
             shared,
             config: Arc::new(config),
