@@ -34,8 +34,8 @@ pub use accept::{
 pub use error::{DecodeError, VerifyError};
 pub use hash::{domain, hash, hash_in, Domain, Hash, Hasher, DOMAIN_TAG_BYTES_MAX, HASH_BYTES};
 pub use merkle::{
-    sign_merkle_batch, verify_merkle_batch_member, MerkleBatchError, MerkleBatchSignature,
-    MerkleProof, MerkleTree, MERKLE_BATCH_MESSAGES_MAX,
+    merkle_root, sign_merkle_batch, verify_merkle_batch_member, MerkleBatchError,
+    MerkleBatchSignature, MerkleProof, MerkleTree, MERKLE_BATCH_MESSAGES_MAX,
 };
 pub use sign::{
     sign, verify, Keypair, PublicKey, SecretKey, Signature, PUBLIC_KEY_BYTES, SECRET_SEED_BYTES,

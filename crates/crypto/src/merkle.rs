@@ -92,6 +92,71 @@ impl MerkleTree {
     }
 }
 
+/// Leaves per subtree below which [`merkle_root`] stays on the calling thread.
+const ROOT_SERIAL_BELOW: usize = 4_096;
+
+/// The root [`MerkleTree::new`] gives over `message_hashes`, on up to `threads` threads and
+/// without keeping the levels (a block's transactions root: only the root is wanted).
+///
+/// Why the parallel split gives the same root: a node pairs with its neighbour by index, left
+/// to right, and only a level's last node can be unpaired. So a subtree of `2^k` leaves that
+/// starts at a multiple of `2^k` reduces to the same node wherever it sits, and the last,
+/// shorter subtree reduces to the node the whole tree has there (every level before it has an
+/// even count). The subtrees are reduced in parallel, then their roots by the same rule.
+pub fn merkle_root(message_hashes: &[Hash], threads: usize) -> Result<Hash, MerkleBatchError> {
+    let span = subtree_leaves(message_hashes.len(), threads);
+    merkle_root_in_subtrees(message_hashes, span, threads)
+}
+
+/// Leaves per subtree: a power of two, about four subtrees per thread, and the whole list
+/// (one subtree) when it is short or there is one thread.
+fn subtree_leaves(leaves: usize, threads: usize) -> usize {
+    if threads <= 1 || leaves < ROOT_SERIAL_BELOW {
+        return leaves.max(1).next_power_of_two();
+    }
+    leaves
+        .div_ceil(threads * 4)
+        .max(ROOT_SERIAL_BELOW / 4)
+        .next_power_of_two()
+}
+
+/// [`merkle_root`] with subtrees of `span` leaves (a power of two).
+fn merkle_root_in_subtrees(
+    message_hashes: &[Hash],
+    span: usize,
+    threads: usize,
+) -> Result<Hash, MerkleBatchError> {
+    if message_hashes.is_empty() {
+        return Err(MerkleBatchError::Empty);
+    }
+    if message_hashes.len() > MERKLE_BATCH_MESSAGES_MAX {
+        return Err(MerkleBatchError::TooManyMessages {
+            messages: message_hashes.len(),
+        });
+    }
+    assert!(span.is_power_of_two(), "a subtree spans 2^k leaves");
+    let subtrees: Vec<&[Hash]> = message_hashes.chunks(span).collect();
+    let roots = walras_par::map_in_order(&subtrees, threads, 2, |leaves| {
+        reduce(leaves.iter().map(leaf_hash).collect())
+    });
+    Ok(reduce(roots))
+}
+
+/// The root of one level's nodes, pairing level after level in place.
+fn reduce(mut level: Vec<Hash>) -> Hash {
+    while level.len() > 1 {
+        let pairs = level.len() / 2;
+        for index in 0..pairs {
+            level[index] = node_hash(&level[2 * index], &level[2 * index + 1]);
+        }
+        if level.len() % 2 == 1 {
+            level[pairs] = level[level.len() - 1];
+        }
+        level.truncate(level.len().div_ceil(2));
+    }
+    level.first().copied().unwrap_or_default()
+}
+
 /// Where one message sits in a batch and the sibling hashes from its leaf up to the root
 /// (levels where the node had no sibling contribute none).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,4 +258,72 @@ fn signed_root(leaf_count: u32, root: &Hash) -> Hash {
         .update(&leaf_count.to_be_bytes())
         .update(root.as_bytes());
     hasher.finalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn message_hashes(count: usize) -> Vec<Hash> {
+        (0..count)
+            .map(|index| crate::hash(format!("transaction {index}").as_bytes()))
+            .collect()
+    }
+
+    fn tree_root(hashes: &[Hash]) -> Hash {
+        MerkleTree::new(hashes).expect("non-empty").root()
+    }
+
+    /// Every tree shape up to 300 leaves (unpaired nodes at every level), cut into subtrees of
+    /// every size from 1 leaf to more than the whole list, on 1 to 3 threads.
+    #[test]
+    fn roots_reduced_in_subtrees_are_the_tree_s_root() {
+        for count in 1..=300 {
+            let hashes = message_hashes(count);
+            let expected = tree_root(&hashes);
+            for span in [1, 2, 4, 8, 64, 512] {
+                for threads in [1, 2, 3] {
+                    assert_eq!(
+                        merkle_root_in_subtrees(&hashes, span, threads),
+                        Ok(expected),
+                        "{count} leaves, subtrees of {span}, {threads} threads"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_block_sized_root_is_the_same_on_any_thread_count() {
+        for count in [4_095, 20_000, 65_537] {
+            let hashes = message_hashes(count);
+            let expected = tree_root(&hashes);
+            for threads in [0, 1, 2, 8, 16] {
+                assert_eq!(
+                    merkle_root(&hashes, threads),
+                    Ok(expected),
+                    "{count}, {threads}"
+                );
+            }
+        }
+        assert_eq!(merkle_root(&[], 4), Err(MerkleBatchError::Empty));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_cut_into_subtrees_gives_the_tree_s_root(
+            count in 1usize..3_000,
+            span_log2 in 0u32..12,
+            threads in 1usize..5,
+        ) {
+            let hashes = message_hashes(count);
+            prop_assert_eq!(
+                merkle_root_in_subtrees(&hashes, 1 << span_log2, threads),
+                Ok(tree_root(&hashes))
+            );
+        }
+    }
 }

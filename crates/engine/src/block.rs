@@ -15,7 +15,7 @@
 //! block  := header transaction_list        (see SignedTransaction::encode_list)
 //! ```
 
-use walras_crypto::{hash_in, Domain, Hash, MerkleTree};
+use walras_crypto::{hash_in, merkle_root, Domain, Hash};
 use walras_types::codec::{self, Reader, Writer};
 use walras_types::{AccountId, AssetId, OfferId, OfferKey, Price, SignedTransaction, MAX_ASSETS};
 
@@ -144,14 +144,18 @@ pub fn transaction_hash(transaction: &SignedTransaction) -> Hash {
     hash_in(TRANSACTION_DOMAIN, &transaction.encode())
 }
 
-/// Merkle root over transaction hashes, sorted first.
-pub(crate) fn root_of_hashes(mut hashes: Vec<Hash>) -> Hash {
-    hashes.sort_unstable();
-    match MerkleTree::new(&hashes) {
-        Ok(tree) => tree.root(),
+/// Merkle root over transaction hashes, sorted first, on up to `threads` threads (the root
+/// does not depend on the thread count: see `walras_crypto::merkle_root`).
+pub(crate) fn root_of_hashes(mut hashes: Vec<Hash>, threads: usize) -> Hash {
+    walras_par::sort_unstable(&mut hashes, threads, ROOT_SERIAL_BELOW);
+    match merkle_root(&hashes, threads) {
+        Ok(root) => root,
         Err(_) => hash_in(TRANSACTION_DOMAIN, b""), // no transactions
     }
 }
+
+/// Transactions below which a block's root is computed on the calling thread.
+const ROOT_SERIAL_BELOW: usize = 4_096;
 
 fn read_header(reader: &mut Reader<'_>) -> Result<BlockHeader, BlockDecodeError> {
     let height = reader.u64()?;

@@ -531,7 +531,7 @@ impl ExchangeState {
                 hashes.to_vec()
             }
         };
-        let transactions_root = transactions_root_of(hashes);
+        let transactions_root = transactions_root_of(hashes, threads);
         let signature_ok = match (config.verify_signatures, known) {
             (false, _) => vec![true; transactions.len()],
             (true, Known::Nothing) => self.verify_signatures_remembering(
@@ -1086,8 +1086,8 @@ fn pair_slice<T>(sorted: &[T], index: usize, pair_of: impl Fn(&T) -> usize) -> &
     &sorted[low..high]
 }
 
-fn transactions_root_of(hashes: Vec<Hash>) -> Hash {
-    crate::block::root_of_hashes(hashes)
+fn transactions_root_of(hashes: Vec<Hash>, threads: usize) -> Hash {
+    crate::block::root_of_hashes(hashes, threads)
 }
 
 fn elapsed_ms(started: Instant) -> f64 {

@@ -87,9 +87,34 @@ pub fn for_each_mut<T: Send>(
     pool(threads).install(|| pieces.into_par_iter().for_each(work));
 }
 
+/// Sorts `items` on up to `threads` threads (rayon's parallel unstable sort; short lists on
+/// the calling thread). The result is the sorted list whatever the thread count: elements that
+/// compare equal end in some order, so use it where equal elements are indistinguishable.
+pub fn sort_unstable<T: Ord + Send>(items: &mut [T], threads: usize, serial_below: usize) {
+    if threads <= 1 || items.len() < serial_below.max(2) {
+        items.sort_unstable();
+        return;
+    }
+    pool(threads).install(|| items.par_sort_unstable());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parallel_sort_gives_the_serial_sort_for_any_thread_count() {
+        let items: Vec<u64> = (0..50_000u64)
+            .map(|x| x.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 1_000)
+            .collect();
+        let mut serial = items.clone();
+        serial.sort_unstable();
+        for threads in [0, 1, 2, 3, 8] {
+            let mut sorted = items.clone();
+            sort_unstable(&mut sorted, threads, 16);
+            assert_eq!(sorted, serial, "{threads} threads");
+        }
+    }
 
     #[test]
     fn results_keep_input_order_for_any_thread_count() {
