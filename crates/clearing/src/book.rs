@@ -350,6 +350,24 @@ impl BookBuffers {
         self.chunks.push(Arc::clone(&previous.arrays.chunks[at]));
     }
 
+    /// Appends every chunk of `other` (one pair's, cut alone) with its records.
+    fn append(&mut self, other: BookBuffers) {
+        let offset = self.block_pivot_limits.len() as u32;
+        self.block_pivot_limits
+            .extend_from_slice(&other.block_pivot_limits);
+        self.chunk_first_keys.extend(other.chunk_first_keys);
+        self.chunk_first_limits.extend(other.chunk_first_limits);
+        self.chunk_first_limits_f64
+            .extend(other.chunk_first_limits_f64);
+        self.chunk_records
+            .extend(other.chunk_records.into_iter().map(|record| ChunkRecord {
+                pivots_start: record.pivots_start + offset,
+                pivots_end: record.pivots_end + offset,
+                ..record
+            }));
+        self.chunks.extend(other.chunks);
+    }
+
     /// Removes the last chunk appended and returns it.
     fn pop_chunk(&mut self) -> Option<Arc<Chunk>> {
         let chunk = self.chunks.pop()?;
@@ -507,10 +525,31 @@ impl OrderBooks {
     ///
     /// Cost: the chunks edits fall in are rebuilt (about [`CHUNK_OFFERS_MEAN`] offers each);
     /// the others are shared with `previous`, one small record each copied into `buffers`.
+    /// The edited pairs are cut on up to `threads` threads; the books are the same for any.
     pub fn edited(
         previous: &OrderBooks,
         edits: &[(usize, OfferEdit)],
         buffers: BookBuffers,
+        threads: usize,
+    ) -> Result<OrderBooks, BookError> {
+        let mut edited: Vec<(usize, &[(usize, OfferEdit)])> = Vec::new();
+        let mut rest = edits;
+        while let Some(&(index, _)) = rest.first() {
+            let count = rest.partition_point(|(pair, _)| *pair == index);
+            let (mine, tail) = rest.split_at(count);
+            edited.push((index, mine));
+            rest = tail;
+        }
+        OrderBooks::edited_by_pair(previous, &edited, buffers, threads)
+    }
+
+    /// [`Self::edited`] with the edits split by pair already: `(pair index, its edits)`, in
+    /// ascending pair order, each pair's edits as [`Self::edited`] takes them.
+    pub fn edited_by_pair<E: AsRef<[(usize, OfferEdit)]> + Sync>(
+        previous: &OrderBooks,
+        edited: &[(usize, E)],
+        buffers: BookBuffers,
+        threads: usize,
     ) -> Result<OrderBooks, BookError> {
         let assets = previous.assets;
         let mean = previous.chunk_mean;
@@ -518,43 +557,45 @@ impl OrderBooks {
         for pair in &previous.arrays.pairs {
             by_index[pair.sell as usize * assets + pair.buy as usize] = Some(pair);
         }
+        for (at, (index, pair_edits)) in edited.iter().enumerate() {
+            let after_last = at == 0 || edited[at - 1].0 < *index;
+            if !after_last || *index >= by_index.len() {
+                let offer_id = pair_edits.as_ref().first().map_or(0, |(_, e)| e.key().id.0);
+                return Err(BookError::Edit { offer_id });
+            }
+        }
+        // The edited pairs are cut on the threads, each into its own buffers; the rest are
+        // shared as they are. Both are appended in pair order, so the books do not depend on
+        // the thread count.
+        let cuts = walras_par::map_in_order(edited, threads, 2, |(index, pair_edits)| {
+            let pair_edits = pair_edits.as_ref();
+            check_edit_order(*index, pair_edits)?;
+            let carried = by_index[*index].map_or(0..0, |pair| pair.chunk_range());
+            let cut = PairCut {
+                index: *index,
+                assets,
+                mean,
+                start: 0,
+            };
+            let mut out = BookBuffers::default();
+            let mut pending = Run::default();
+            cut.edit(previous, carried, pair_edits, (&mut pending, &mut out))
+                .map(|()| out)
+        });
+        let mut cuts = edited.iter().map(|(index, _)| *index).zip(cuts).peekable();
         let mut buffers = buffers;
         buffers.clear();
         let mut pairs = Vec::new();
-        let mut rest = edits;
-        let mut last_edit: Option<(usize, OfferKey)> = None;
-        let mut pending = Run::default();
         for (index, pair) in by_index.iter().enumerate() {
-            let count = rest.partition_point(|(edit_pair, _)| *edit_pair <= index);
-            let (pair_edits, tail) = rest.split_at(count);
-            rest = tail;
-            if let Some(&(edit_pair, edit)) = pair_edits.first() {
-                if edit_pair < index {
-                    return Err(BookError::Edit {
-                        offer_id: edit.key().id.0,
-                    });
-                }
-            }
-            let carried = pair.map_or(0..0, |pair| pair.chunk_range());
             let start = buffers.chunks.len();
-            if pair_edits.is_empty() {
-                for at in carried {
-                    buffers.push_carried(previous, at);
+            match cuts.next_if(|(edited, _)| *edited == index) {
+                Some((_, cut)) => buffers.append(cut?),
+                None => {
+                    let carried = pair.map_or(0..0, |pair| pair.chunk_range());
+                    for at in carried {
+                        buffers.push_carried(previous, at);
+                    }
                 }
-            } else {
-                let cut = PairCut {
-                    index,
-                    assets,
-                    mean,
-                    start,
-                };
-                cut.edit(
-                    previous,
-                    carried,
-                    pair_edits,
-                    &mut last_edit,
-                    (&mut pending, &mut buffers),
-                )?;
             }
             if buffers.chunks.len() > start {
                 pairs.push(PairChunks {
@@ -562,11 +603,6 @@ impl OrderBooks {
                     chunks: start..buffers.chunks.len(),
                 });
             }
-        }
-        if let Some((_, edit)) = rest.first() {
-            return Err(BookError::Edit {
-                offer_id: edit.key().id.0,
-            });
         }
         OrderBooks::assemble_in(assets, mean, pairs, buffers)
     }
@@ -815,12 +851,11 @@ impl PairCut {
         previous: &OrderBooks,
         carried: std::ops::Range<usize>,
         edits: &[(usize, OfferEdit)],
-        last_edit: &mut Option<(usize, OfferKey)>,
         (pending, out): (&mut Run, &mut BookBuffers),
     ) -> Result<(), BookError> {
         debug_assert!(pending.is_empty());
         if carried.is_empty() {
-            self.merge((&[], &[]), edits, last_edit, (pending, out))?;
+            self.merge((&[], &[]), edits, (pending, out))?;
         }
         let mut rest = edits;
         for at in carried.clone() {
@@ -840,12 +875,7 @@ impl PairCut {
                 out.push_carried(previous, at);
             } else {
                 let chunk = &previous.arrays.chunks[at];
-                self.merge(
-                    (&chunk.offers, &chunk.limits),
-                    mine,
-                    last_edit,
-                    (pending, out),
-                )?;
+                self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
             }
         }
         self.close(pending, out);
@@ -877,13 +907,12 @@ impl PairCut {
     }
 
     /// Cuts a chunk's `offers` and `limits` (canonical, checked when booked) merged with
-    /// `edits` (ascending keys, within the chunk's key range) into `pending` and `out`.
-    /// `last_edit` is the previous edit seen across pairs, to refuse edits out of order.
+    /// `edits` (ascending keys, within the chunk's key range: see [`check_edit_order`]) into
+    /// `pending` and `out`.
     fn merge(
         &self,
         (offers, limits): (&[Offer], &[f64]),
         edits: &[(usize, OfferEdit)],
-        last_edit: &mut Option<(usize, OfferKey)>,
         (pending, out): (&mut Run, &mut BookBuffers),
     ) -> Result<(), BookError> {
         // Offers between edits are copied as runs: inside a chunk only its first offer can
@@ -892,10 +921,6 @@ impl PairCut {
         for (_, edit) in edits {
             let key = edit.key();
             let refuse = BookError::Edit { offer_id: key.id.0 };
-            if last_edit.is_some_and(|last| last >= (self.index, key)) {
-                return Err(refuse);
-            }
-            *last_edit = Some((self.index, key));
             let at = next + offers[next..].partition_point(|offer| offer.key() < key);
             self.push_run(&offers[next..at], &limits[next..at], (pending, out));
             next = at;
@@ -949,6 +974,22 @@ impl PairCut {
         self.push(*first, limits[0], (pending, out));
         debug_assert!(rest.iter().all(|offer| !starts_chunk(offer, self.mean)));
         pending.extend(rest, &limits[1..]);
+    }
+}
+
+/// Refuses one pair's edits when one names another pair or they are not in strictly
+/// ascending key order (two edits of one offer included), naming the first such offer.
+fn check_edit_order(index: usize, edits: &[(usize, OfferEdit)]) -> Result<(), BookError> {
+    let misplaced = edits.iter().find(|(pair, _)| *pair != index);
+    let out_of_order = edits
+        .windows(2)
+        .find(|two| two[0].1.key() >= two[1].1.key())
+        .map(|two| &two[1]);
+    match misplaced.or(out_of_order) {
+        Some((_, edit)) => Err(BookError::Edit {
+            offer_id: edit.key().id.0,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -1309,6 +1350,7 @@ mod tests {
                     (0u16..3, 0u16..3, amount_strategy(), limit_strategy()), 0..60),
             ), 1..4),
             mean_choice in 0usize..4,
+            threads in 1usize..4,
         ) {
             let assets = 3;
             let mut next_id = 0u64;
@@ -1320,7 +1362,7 @@ mod tests {
                 let (edits, after) =
                     apply_choices(&open, choices, created, &mut next_id, assets);
                 let spare = books.clone().into_buffers();
-                let edited = OrderBooks::edited(&books, &edits, spare).unwrap();
+                let edited = OrderBooks::edited(&books, &edits, spare, threads).unwrap();
                 let scratch = OrderBooks::from_sorted_pairs_with_chunk_mean(
                     lists_of(&after, assets), assets, 2, mean).unwrap();
                 prop_assert_eq!(&edited, &scratch);
@@ -1348,18 +1390,39 @@ mod tests {
             vec![(2, OfferEdit::Remove(offers[0].key()))],
         ];
         for edits in cases {
-            let error = OrderBooks::edited(&books, &edits, BookBuffers::default()).unwrap_err();
+            let error = OrderBooks::edited(&books, &edits, BookBuffers::default(), 1).unwrap_err();
             assert!(
                 matches!(error, BookError::Edit { .. }),
                 "{edits:?}: {error}"
             );
         }
         let zero = [(1, OfferEdit::SetAmount(offers[1].key(), 0))];
-        let error = OrderBooks::edited(&books, &zero, BookBuffers::default()).unwrap_err();
+        let error = OrderBooks::edited(&books, &zero, BookBuffers::default(), 1).unwrap_err();
         assert!(matches!(error, BookError::Amount { .. }), "{error}");
         let misplaced = [(2, OfferEdit::Insert(stranger))];
-        let error = OrderBooks::edited(&books, &misplaced, BookBuffers::default()).unwrap_err();
+        let error = OrderBooks::edited(&books, &misplaced, BookBuffers::default(), 1).unwrap_err();
         assert!(matches!(error, BookError::NotCanonical { .. }), "{error}");
+        // Split by pair: pairs out of order, twice, past the last, or an edit in another
+        // pair's list; on one thread and on several.
+        let remove = |offer: &Offer| (1, OfferEdit::Remove(offer.key()));
+        type PairEdits = (usize, Vec<(usize, OfferEdit)>);
+        let by_pair_cases: [Vec<PairEdits>; 4] = [
+            vec![(2, vec![]), (1, vec![remove(&offers[0])])],
+            vec![(1, vec![remove(&offers[0])]), (1, vec![remove(&offers[1])])],
+            vec![(4, vec![(4, OfferEdit::Insert(stranger))])],
+            vec![(0, vec![remove(&offers[0])])],
+        ];
+        for threads in [1, 3] {
+            for edited in &by_pair_cases {
+                let error =
+                    OrderBooks::edited_by_pair(&books, edited, BookBuffers::default(), threads)
+                        .unwrap_err();
+                assert!(
+                    matches!(error, BookError::Edit { .. }),
+                    "{edited:?}: {error}"
+                );
+            }
+        }
     }
 
     /// An edit rebuilds the chunk it falls in (and the one before when it removes a chunk's
@@ -1381,7 +1444,7 @@ mod tests {
         ];
         let mut edits = edits.to_vec();
         edits.sort_unstable_by_key(|(pair, edit)| (*pair, edit.key()));
-        let edited = OrderBooks::edited(&books, &edits, BookBuffers::default()).unwrap();
+        let edited = OrderBooks::edited(&books, &edits, BookBuffers::default(), 1).unwrap();
         let after = edited.chunks(&edited.pairs()[0]);
         let shared = after
             .iter()

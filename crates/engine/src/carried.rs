@@ -58,16 +58,17 @@ impl CarriedBooks {
         assets: usize,
         cancelled: &[(usize, OfferKey)],
         created: &[(usize, OfferKey, u64)],
+        threads: usize,
     ) -> Option<OrderBooks> {
         let base = self.base.as_ref().filter(|base| base.height == height)?;
-        let edits = edits(&base.fills, cancelled, created, assets);
+        let edits = pair_edits(&base.fills, cancelled, created, assets, threads);
         let buffers = self
             .spare
             .lock()
             .map(|mut spare| spare.take())
             .unwrap_or_default()
             .unwrap_or_default();
-        let books = OrderBooks::edited(&base.books, &edits, buffers)
+        let books = OrderBooks::edited_by_pair(&base.books, &edits, buffers, threads)
             .unwrap_or_else(|error| panic!("carried books do not take the block: {error}"));
         Some(books)
     }
@@ -90,6 +91,48 @@ impl CarriedBooks {
             *spare = Some(previous.books.into_buffers());
         }
     }
+}
+
+/// One pair's slices of the fills, cancels and creations.
+type PairSlices<'a> = (
+    usize,
+    &'a [(usize, OfferKey, u64)],
+    &'a [(usize, OfferKey)],
+    &'a [(usize, OfferKey, u64)],
+);
+
+/// [`edits`] per pair: `(pair index, its edits)` for every pair with one, in pair order, each
+/// pair's merged on up to `threads` threads (a block's edits are hundreds of thousands).
+fn pair_edits(
+    fills: &[(usize, OfferKey, u64)],
+    cancelled: &[(usize, OfferKey)],
+    created: &[(usize, OfferKey, u64)],
+    assets: usize,
+    threads: usize,
+) -> Vec<(usize, Vec<(usize, OfferEdit)>)> {
+    let (mut fills, mut cancelled, mut created) = (fills, cancelled, created);
+    let mut pairs: Vec<PairSlices<'_>> = Vec::new();
+    loop {
+        let heads = [
+            fills.first().map(|(pair, _, _)| *pair),
+            cancelled.first().map(|(pair, _)| *pair),
+            created.first().map(|(pair, _, _)| *pair),
+        ];
+        let Some(pair) = heads.into_iter().flatten().min() else {
+            break;
+        };
+        let (pair_fills, rest) = fills.split_at(fills.partition_point(|f| f.0 <= pair));
+        fills = rest;
+        let (pair_cancels, rest) = cancelled.split_at(cancelled.partition_point(|c| c.0 <= pair));
+        cancelled = rest;
+        let (pair_created, rest) = created.split_at(created.partition_point(|c| c.0 <= pair));
+        created = rest;
+        pairs.push((pair, pair_fills, pair_cancels, pair_created));
+    }
+    let merged = walras_par::map_in_order(&pairs, threads, 2, |(_, fills, cancels, created)| {
+        edits(fills, cancels, created, assets)
+    });
+    pairs.iter().map(|(pair, ..)| *pair).zip(merged).collect()
 }
 
 /// The edits from the carried books to the block's: the last block's fills, then this

@@ -567,13 +567,18 @@ impl ExchangeState {
                 new_accounts.push((new_account, public_key));
             }
         }
-        new_offers.sort_unstable();
-        cancelled.sort_unstable();
-        new_accounts.sort_unstable();
-        let books = match self
-            .carried
-            .next_books(self.height, self.assets, &cancelled, &new_offers)
-        {
+        // Whole tuples are compared, so elements that compare equal are identical: a
+        // parallel unstable sort gives the one sorted list.
+        walras_par::sort_unstable(&mut new_offers, threads, 4_096);
+        walras_par::sort_unstable(&mut cancelled, threads, 4_096);
+        walras_par::sort_unstable(&mut new_accounts, threads, 4_096);
+        let books = match self.carried.next_books(
+            self.height,
+            self.assets,
+            &cancelled,
+            &new_offers,
+            threads,
+        ) {
             Some(books) => {
                 // Postcondition (debug and test builds, O(open offers)): the carried books
                 // are those a build from the state's books gives (see `crate::carried`).
