@@ -154,6 +154,13 @@ pub enum EngineError {
     StaleCheck,
 }
 
+/// New offers (pair, key, amount), cancelled offers (pair, key), new accounts (id, key).
+type BookChanges = (
+    Vec<(usize, OfferKey, u64)>,
+    Vec<(usize, OfferKey)>,
+    Vec<(AccountId, [u8; 32])>,
+);
+
 /// What the caller already knows of a block's transactions, for phase 1.
 #[derive(Clone, Copy)]
 enum Known<'a> {
@@ -546,27 +553,8 @@ impl ExchangeState {
         let filtered = filter(self, transactions, &signature_ok, threads);
         timings.filter = elapsed_ms(started);
         let started = Instant::now();
-        let mut new_offers = Vec::new();
-        let mut cancelled = Vec::new();
-        let mut new_accounts = Vec::new();
-        for (index, _) in filtered.accepted.iter().flatten() {
-            let transaction = &transactions[*index as usize].transaction;
-            if let Some(offer) = transaction.new_offer() {
-                new_offers.push((
-                    self.pair_index(offer.sell, offer.buy),
-                    offer.key,
-                    offer.amount,
-                ));
-            } else if let Some(cancel) = transaction.cancelled_offer() {
-                cancelled.push((self.pair_index(cancel.sell, cancel.buy), cancel.key));
-            } else if let Operation::CreateAccount {
-                new_account,
-                public_key,
-            } = transaction.operation
-            {
-                new_accounts.push((new_account, public_key));
-            }
-        }
+        let (mut new_offers, mut cancelled, mut new_accounts) =
+            self.book_changes(transactions, &filtered.accepted, threads);
         // Whole tuples are compared, so elements that compare equal are identical: a
         // parallel unstable sort gives the one sorted list.
         walras_par::sort_unstable(&mut new_offers, threads, 4_096);
@@ -612,6 +600,45 @@ impl ExchangeState {
         threads: usize,
     ) -> Vec<bool> {
         self.verify_signatures_remembering(transactions, threads, None)
+    }
+
+    /// What the accepted transactions change in the books and accounts: (pair, key, amount)
+    /// of each new offer, (pair, key) of each cancelled one, (id, key) of each new account;
+    /// each shard's read on its own thread, in no particular order (the caller sorts).
+    fn book_changes(
+        &self,
+        transactions: &[SignedTransaction],
+        accepted: &[Vec<Admitted>],
+        threads: usize,
+    ) -> BookChanges {
+        let per_shard = walras_par::map_in_order(accepted, threads, 2, |shard| {
+            let mut changes = BookChanges::default();
+            for (index, _) in shard {
+                let transaction = &transactions[*index as usize].transaction;
+                if let Some(offer) = transaction.new_offer() {
+                    let pair = self.pair_index(offer.sell, offer.buy);
+                    changes.0.push((pair, offer.key, offer.amount));
+                } else if let Some(cancel) = transaction.cancelled_offer() {
+                    changes
+                        .1
+                        .push((self.pair_index(cancel.sell, cancel.buy), cancel.key));
+                } else if let Operation::CreateAccount {
+                    new_account,
+                    public_key,
+                } = transaction.operation
+                {
+                    changes.2.push((new_account, public_key));
+                }
+            }
+            changes
+        });
+        let mut all = BookChanges::default();
+        for (offers, cancels, accounts) in per_shard {
+            all.0.extend(offers);
+            all.1.extend(cancels);
+            all.2.extend(accounts);
+        }
+        all
     }
 
     /// Per transaction, whether its source exists with a usable key: phase 1's verdict for a

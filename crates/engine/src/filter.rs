@@ -24,7 +24,7 @@ use crate::admission::{self, Rejection};
 use crate::parallel::{map_in_order, run_each};
 use crate::state::{ExchangeState, ACCOUNTS_MAX};
 use std::collections::HashSet;
-use walras_types::{AccountId, AssetId, OfferKey, Operation, SignedTransaction};
+use walras_types::{AccountId, AssetId, OfferKey, Operation, SignedTransaction, Transaction};
 
 pub(crate) use crate::drop_reason::DropReason;
 
@@ -99,7 +99,7 @@ pub fn filter(
         dropped.extend(shard_dropped);
     }
     dropped.sort_unstable();
-    let cancel_amounts = cancel_amounts(state, transactions, &accepted);
+    let cancel_amounts = cancel_amounts(state, transactions, &accepted, threads);
     Filtered {
         accepted,
         dropped,
@@ -380,28 +380,42 @@ fn cancel_amounts(
     state: &ExchangeState,
     transactions: &[SignedTransaction],
     accepted: &[Vec<(u32, u32)>],
+    threads: usize,
 ) -> Vec<(u32, u64)> {
-    let mut amounts = Vec::new();
-    for (index, _) in accepted.iter().flatten() {
-        let transaction = &transactions[*index as usize].transaction;
-        if let Operation::CancelOffer {
-            sell,
-            buy,
-            min_price,
-            offer_id,
-        } = transaction.operation
-        {
-            let key = OfferKey {
-                min_price,
-                account: transaction.source,
-                id: offer_id,
-            };
-            let amount = state.books[state.pair_index(sell, buy)][&key];
-            amounts.push((*index, amount));
-        }
-    }
-    amounts.sort_unstable();
+    // Each shard's cancels are looked up in the books on its own thread.
+    let per_shard = walras_par::map_in_order(accepted, threads, 2, |shard| {
+        shard
+            .iter()
+            .filter_map(|(index, _)| {
+                let amount = cancel_amount(state, &transactions[*index as usize].transaction)?;
+                Some((*index, amount))
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut amounts: Vec<(u32, u64)> = per_shard.into_iter().flatten().collect();
+    // Transaction indices are distinct: one sorted list whatever the threads.
+    walras_par::sort_unstable(&mut amounts, threads, 4_096);
     amounts
+}
+
+/// The remaining amount of the offer `transaction` cancels, if it is a cancel (accepted: the
+/// offer is open).
+fn cancel_amount(state: &ExchangeState, transaction: &Transaction) -> Option<u64> {
+    let Operation::CancelOffer {
+        sell,
+        buy,
+        min_price,
+        offer_id,
+    } = transaction.operation
+    else {
+        return None;
+    };
+    let key = OfferKey {
+        min_price,
+        account: transaction.source,
+        id: offer_id,
+    };
+    Some(state.books[state.pair_index(sell, buy)][&key])
 }
 
 #[cfg(test)]
