@@ -575,7 +575,6 @@ impl OrderBooks {
                 index: *index,
                 assets,
                 mean,
-                start: 0,
             };
             let mut out = BookBuffers::default();
             let mut pending = Run::default();
@@ -832,13 +831,12 @@ impl OrderBooks {
     }
 }
 
-/// The pair being cut while [`OrderBooks::edited`] applies its edits: its index, and where its
-/// chunks start in the books' chunk list.
+/// The pair being cut while [`OrderBooks::edited`] applies its edits, into buffers of its own
+/// (appended to the books' in pair order).
 struct PairCut {
     index: usize,
     assets: usize,
     mean: u32,
-    start: usize,
 }
 
 impl PairCut {
@@ -886,7 +884,7 @@ impl PairCut {
     /// hold) to the cut: it starts a chunk by the rule, or joins the chunk before it, reopened
     /// into `pending` if it was closed.
     fn push(&self, offer: Offer, limit: f64, (pending, out): (&mut Run, &mut BookBuffers)) {
-        let first_of_pair = out.chunks.len() == self.start && pending.is_empty();
+        let first_of_pair = out.chunks.is_empty() && pending.is_empty();
         if first_of_pair || starts_chunk(&offer, self.mean) {
             self.close(pending, out);
         } else if pending.is_empty() {

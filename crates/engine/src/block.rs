@@ -147,15 +147,12 @@ pub fn transaction_hash(transaction: &SignedTransaction) -> Hash {
 /// Merkle root over transaction hashes, sorted first, on up to `threads` threads (the root
 /// does not depend on the thread count: see `walras_crypto::merkle_root`).
 pub(crate) fn root_of_hashes(mut hashes: Vec<Hash>, threads: usize) -> Hash {
-    walras_par::sort_unstable(&mut hashes, threads, ROOT_SERIAL_BELOW);
+    crate::parallel::sort_unstable(&mut hashes, threads);
     match merkle_root(&hashes, threads) {
         Ok(root) => root,
         Err(_) => hash_in(TRANSACTION_DOMAIN, b""), // no transactions
     }
 }
-
-/// Transactions below which a block's root is computed on the calling thread.
-const ROOT_SERIAL_BELOW: usize = 4_096;
 
 fn read_header(reader: &mut Reader<'_>) -> Result<BlockHeader, BlockDecodeError> {
     let height = reader.u64()?;

@@ -22,7 +22,7 @@
 use crate::account::Account;
 use crate::block::{transaction_hash, Block, BlockHeader, PairTrade};
 use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
-use crate::parallel::{map_in_order, run_each};
+use crate::parallel::{map_in_order, run_each, sort_unstable};
 use crate::state::{
     new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
 };
@@ -555,11 +555,10 @@ impl ExchangeState {
         let started = Instant::now();
         let (mut new_offers, mut cancelled, mut new_accounts) =
             self.book_changes(transactions, &filtered.accepted, threads);
-        // Whole tuples are compared, so elements that compare equal are identical: a
-        // parallel unstable sort gives the one sorted list.
-        walras_par::sort_unstable(&mut new_offers, threads, 4_096);
-        walras_par::sort_unstable(&mut cancelled, threads, 4_096);
-        walras_par::sort_unstable(&mut new_accounts, threads, 4_096);
+        // Whole tuples are compared: elements that compare equal are identical.
+        sort_unstable(&mut new_offers, threads);
+        sort_unstable(&mut cancelled, threads);
+        sort_unstable(&mut new_accounts, threads);
         let books = match self.carried.next_books(
             self.height,
             self.assets,

@@ -21,7 +21,7 @@
 //! or on the number of threads.
 
 use crate::admission::{self, Rejection};
-use crate::parallel::{map_in_order, run_each};
+use crate::parallel::{map_in_order, run_each, sort_unstable};
 use crate::state::{ExchangeState, ACCOUNTS_MAX};
 use std::collections::HashSet;
 use walras_types::{AccountId, AssetId, OfferKey, Operation, SignedTransaction, Transaction};
@@ -394,28 +394,15 @@ fn cancel_amounts(
     });
     let mut amounts: Vec<(u32, u64)> = per_shard.into_iter().flatten().collect();
     // Transaction indices are distinct: one sorted list whatever the threads.
-    walras_par::sort_unstable(&mut amounts, threads, 4_096);
+    sort_unstable(&mut amounts, threads);
     amounts
 }
 
 /// The remaining amount of the offer `transaction` cancels, if it is a cancel (accepted: the
 /// offer is open).
 fn cancel_amount(state: &ExchangeState, transaction: &Transaction) -> Option<u64> {
-    let Operation::CancelOffer {
-        sell,
-        buy,
-        min_price,
-        offer_id,
-    } = transaction.operation
-    else {
-        return None;
-    };
-    let key = OfferKey {
-        min_price,
-        account: transaction.source,
-        id: offer_id,
-    };
-    Some(state.books[state.pair_index(sell, buy)][&key])
+    let cancel = transaction.cancelled_offer()?;
+    Some(state.books[state.pair_index(cancel.sell, cancel.buy)][&cancel.key])
 }
 
 #[cfg(test)]

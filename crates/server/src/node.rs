@@ -334,14 +334,12 @@ pub(super) fn produce_block(
     signatures: Signatures,
 ) -> Result<BlockOutcome, ProducerError> {
     let transactions: Vec<SignedTransaction> = batch.iter().map(|(_, signed)| *signed).collect();
+    let hashes: Vec<Hash> = batch.iter().map(|(hash, _)| *hash).collect();
     let engine = warm_started(shared, config);
     let mut state = shared.state.blocking_write();
     let started = Instant::now();
     let proposed = match signatures {
-        Signatures::AcceptedAtAdmission => {
-            let hashes: Vec<Hash> = batch.iter().map(|(hash, _)| *hash).collect();
-            state.propose_admitted(transactions, &hashes, &engine)
-        }
+        Signatures::AcceptedAtAdmission => state.propose_admitted(transactions, &hashes, &engine),
         Signatures::Unchecked => state.propose(transactions, &engine),
     };
     let (block, outcome) = proposed.map_err(ProducerError::Engine)?;
@@ -359,7 +357,6 @@ pub(super) fn produce_block(
     let persisted = Instant::now();
     // Index the block's transactions before the mempool forgets them: a status query in between
     // found a transaction neither pending nor recently committed (404 for an accepted one).
-    let hashes = batch.iter().map(|(hash, _)| *hash).collect();
     index_block(shared, &block, &outcome, hashes);
     shared.committed(&batch, &outcome, &state);
     record_state_gauges(shared, &state);
