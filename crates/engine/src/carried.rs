@@ -80,8 +80,10 @@ impl CarriedBooks {
         height: u64,
         books: OrderBooks,
         mut fills: Vec<(usize, OfferKey, u64)>,
+        threads: usize,
     ) {
-        fills.sort_unstable_by_key(|(pair, key, _)| (*pair, *key));
+        // (pair, key) is unique, so sorting whole tuples sorts by it.
+        crate::parallel::sort_unstable(&mut fills, threads);
         let previous = self.base.replace(Base {
             height,
             books,
