@@ -214,6 +214,9 @@ type Credit = (u32, AssetId, u64);
 /// 2-core VM, as long as everything else in the apply phase at 2 threads.
 type Outboxes = Vec<Vec<Vec<Credit>>>;
 
+/// A shard's index, its accounts and the batches of credits for them.
+type CreditShard<'a> = (usize, &'a mut [Account], Vec<Vec<Credit>>);
+
 /// A shard's accounts and its accepted transactions.
 type SourceShard<'a> = (usize, &'a mut [Account], &'a Vec<Admitted>);
 
@@ -911,7 +914,7 @@ impl ExchangeState {
                 }
             }
         }
-        let shards: Vec<(usize, &mut [Account], Vec<Vec<Credit>>)> = self
+        let shards: Vec<CreditShard> = self
             .accounts
             .chunks_mut(width)
             .zip(inboxes)
