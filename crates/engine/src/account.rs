@@ -229,6 +229,7 @@ mod tests {
                 }
             }
             let mut account = Account::new([1; 32], genesis);
+            let mut most_held = model.len();
             for (credit, asset, amount) in operations {
                 let asset = AssetId(asset);
                 let held = model.get(&asset).copied().unwrap_or(0);
@@ -245,7 +246,11 @@ mod tests {
                 }
                 let expected: Vec<(AssetId, u64)> = model.iter().map(|(a, v)| (*a, *v)).collect();
                 proptest::prop_assert_eq!(account.balances(), expected.as_slice());
-                proptest::prop_assert_eq!(account.balances.spilled(), account.balances.capacity() > BALANCES_INLINE);
+                most_held = most_held.max(model.len());
+                // Never more than four at once: never a heap buffer.
+                if most_held <= BALANCES_INLINE {
+                    proptest::prop_assert!(!account.balances.spilled());
+                }
             }
             let rebuilt = Account::new([1; 32], account.balances().to_vec());
             proptest::prop_assert_eq!(rebuilt.encode(), account.encode());
