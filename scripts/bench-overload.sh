@@ -76,13 +76,14 @@ for factor in $factors; do
       walras_blocks_committed_late_total walras_commit_age_max_ms)"
     if [ "$mode" = localnet ]; then
       # Every validator's own view: commit-rate estimate, what CheckTx shed as expired, what
-      # it refused as mempool_full, what node 0's forwarder gave up on.
+      # it refused as mempool_full, what node 0's forwarder gave up on. (Its own name: reading
+      # it into `rate` set the offered rate of this factor's later runs to node 3's estimate.)
       for api in $(python3 -c "import json; print(' '.join(n['api'] for n in json.load(open('$dir/net/localnet.json'))['nodes']))"); do
-        read -r rate shed rejected forgotten committed <<<"$(metrics "$api" \
+        read -r node_rate shed rejected forgotten committed <<<"$(metrics "$api" \
           walras_commit_rate_tx_per_s 'walras_transactions_shed_total{reason="expired"}' \
           'walras_admission_rejected_total{code="mempool_full"}' walras_forward_refused_total \
           walras_transactions_committed_total)"
-        echo "#   $api rate $rate shed_expired $shed rejected_mempool_full $rejected forward_refused $forgotten committed $committed"
+        echo "#   $api rate $node_rate shed_expired $shed rejected_mempool_full $rejected forward_refused $forgotten committed $committed"
       done
       "$walras" localnet down --dir "$dir/net" >/dev/null 2>&1 || true
     else
