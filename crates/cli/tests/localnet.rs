@@ -69,6 +69,32 @@ impl Localnet {
         net
     }
 
+    /// Every validator's CometBFT runs with the connection settings `walras localnet` writes
+    /// for loopback (docs/node.md): CometBFT's defaults (5 MB/s per connection, 1 KB packets,
+    /// 100 ms flush and gossip sleeps) would cap and slow the network.
+    fn assert_loopback_connections(&self) {
+        for index in 0..VALIDATORS {
+            let path = self
+                .dir
+                .path()
+                .join(format!("node{index}/cometbft/config/config.toml"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            for line in [
+                "send_rate = 500000000",
+                "recv_rate = 500000000",
+                "max_packet_msg_payload_size = 10240",
+                "flush_throttle_timeout = \"10ms\"",
+                "peer_gossip_sleep_duration = \"10ms\"",
+            ] {
+                assert!(
+                    text.lines().any(|written| written.trim() == line),
+                    "{} lacks `{line}`",
+                    path.display()
+                );
+            }
+        }
+    }
+
     /// `walras localnet --validators 4 --dir DIR`: creates the network the first time, and
     /// (re)starts whichever validators are not running.
     fn run_up(&self) {
@@ -227,6 +253,7 @@ async fn accepted_between(client: &reqwest::Client, url: &str, from: u64, to: u6
 #[test]
 fn four_validators_agree_survive_crashes_and_catch_up() {
     let net = Localnet::up(TempDir::new("localnet"), cometbft_binary());
+    net.assert_loopback_connections();
     let apis = net.apis.clone();
     let runtime = runtime();
     let client = reqwest::Client::new();

@@ -188,6 +188,11 @@ fn shared_genesis(nodes: &[NodeLayout]) -> anyhow::Result<String> {
     serde_json::to_string_pretty(&genesis).context("encoding genesis.json")
 }
 
+/// Each validator's CometBFT connection rate limit, both ways (`p2p.send_rate`,
+/// `p2p.recv_rate`): 500 MB/s, a hundred times CometBFT's default, which is for the internet.
+/// Every validator of a localnet is on loopback.
+pub(super) const P2P_RATE_BYTES_PER_S: u64 = 500_000_000;
+
 /// Most transactions each CometBFT mempool holds.
 pub(super) const MEMPOOL_SIZE: usize = 10_000;
 
@@ -197,7 +202,7 @@ fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> anyhow::
     let mut text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let rpc = node.rpc.trim_start_matches("http://");
-    let settings: [(&str, &str, String); 15] = [
+    let settings = [
         ("", "moniker", format!("\"node{}\"", node.index)),
         ("rpc", "laddr", format!("\"tcp://{rpc}\"")),
         // The node forwards admitted transactions in JSON-RPC batches.
@@ -212,6 +217,21 @@ fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> anyhow::
         // Every validator is on 127.0.0.1.
         ("p2p", "addr_book_strict", "false".into()),
         ("p2p", "allow_duplicate_ip", "true".into()),
+        // Loopback, not the internet CometBFT's defaults are for. The 5 MB/s per connection
+        // would cap the network: every transaction crosses each connection twice (mempool
+        // gossip, then the block's parts), about 2 x 105 bytes, so 5 MB/s is at most ~24,000
+        // tx/s with nothing left for votes (issue 27 asks 40,000 of four validators).
+        ("p2p", "send_rate", P2P_RATE_BYTES_PER_S.to_string()),
+        ("p2p", "recv_rate", P2P_RATE_BYTES_PER_S.to_string()),
+        // 1 KB packets: a 64 KB block part or a 256-transaction bundle in 64 packets, each
+        // with its framing and rate accounting; 10 KB cuts that tenfold and still lets a vote
+        // through between two packets of another channel.
+        ("p2p", "max_packet_msg_payload_size", "10240".into()),
+        // A connection flushes what it buffered at most this often: each consensus step
+        // (proposal, prevote, precommit) waited up to the default 100 ms for it. Measured on
+        // the 2-core VM at 2,500 tx/s offered (with the next setting): p50 561-835 ms against
+        // 892-1,070 (BENCHMARKS.md, "CometBFT's connection settings on loopback").
+        ("p2p", "flush_throttle_timeout", "\"10ms\"".into()),
         // Bounded so that it drains within the nodes' commit bound: four validators on one
         // 2-core machine commit about 3,000 tx/s (BENCHMARKS.md), so 10,000 is about 3 s of
         // commits (it was 200,000: over a minute, and under overload a backlog that never
@@ -227,6 +247,9 @@ fn configure(node: &NodeLayout, peers: &str, timeout_commit_ms: u64) -> anyhow::
             "timeout_commit",
             format!("\"{timeout_commit_ms}ms\""),
         ),
+        // How long a peer's gossip routine sleeps when it has nothing to send: a proposal's
+        // parts and votes otherwise wait up to the default 100 ms to start moving.
+        ("consensus", "peer_gossip_sleep_duration", "\"10ms\"".into()),
         // Walras's app hash changes every block (the state root commits to the height), so
         // CometBFT makes a block every round anyway; say so.
         ("consensus", "create_empty_blocks", "true".into()),
