@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}; runs=${2:-3}; shift 2 || true
 rates=${*:-250 500 1000 2000 4000}
 validators=${VALIDATORS:-4}
-timeout_commit_ms=${TIMEOUT_COMMIT_MS:-500}
+timeout_commit_ms=${TIMEOUT_COMMIT_MS:-200}
 cometbft=$(scripts/install-cometbft.sh)
 cargo build --release -p walras-cli >&2
 walras=./target/release/walras

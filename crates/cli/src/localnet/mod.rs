@@ -60,8 +60,10 @@ struct UpArgs {
     /// Execution threads per node (all validators share this machine).
     #[arg(long, default_value = "1", value_parser = super::args::thread_count)]
     threads: usize,
-    /// CometBFT's pause after each commit, in milliseconds (its block cadence).
-    #[arg(long, default_value_t = 500)]
+    /// CometBFT's pause after each commit, in milliseconds (its block cadence). 200 rather
+    /// than 500: on loopback late votes arrive within it, and a height's fixed wait is most of
+    /// an idle network's latency (BENCHMARKS.md, "timeout_commit").
+    #[arg(long, default_value_t = 200)]
     timeout_commit_ms: u64,
     /// Each node's --commit-bound-ms: an admitted transaction commits within it or is dropped.
     /// Longer than a solo node's 2,000 by default: on one machine, four validators take about
