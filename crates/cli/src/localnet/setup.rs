@@ -191,7 +191,7 @@ fn shared_genesis(nodes: &[NodeLayout]) -> anyhow::Result<String> {
 /// Each validator's CometBFT connection rate limit, both ways (`p2p.send_rate`,
 /// `p2p.recv_rate`): 500 MB/s, a hundred times CometBFT's default, which is for the internet.
 /// Every validator of a localnet is on loopback.
-pub(super) const P2P_RATE_BYTES_PER_S: u64 = 500_000_000;
+const P2P_RATE_BYTES_PER_S: u64 = 500_000_000;
 
 /// Most transactions each CometBFT mempool holds.
 pub(super) const MEMPOOL_SIZE: usize = 10_000;
