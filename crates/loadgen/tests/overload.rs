@@ -1,22 +1,31 @@
 //! A solo node offered several times what it can commit, in process (issue 31): the load
 //! generator pre-signs its load, so the node, not the generator, is the limit.
 //!
-//! How: the node's capacity is measured first, in the same test, on a node whose commit bound
-//! is too long to matter: a backlog several seconds deep is offered and committed, and
-//! committed/s over the whole span is what the node commits when it never waits. Then a node
-//! with a 1 s bound is offered four times that capacity. Checks, on counts and bounds:
-//! goodput (committed/s) is at least 90% of the capacity; the node refused the excess
-//! `503 mempool_full` (the shedding path ran); no block committed a transaction admitted more
-//! than the bound before (the node's own count of late blocks and its largest age at
-//! commit); the mempool never held more than the capacity commits within the bound (sampled
-//! through `GET /v1/status` all along); and every admitted transaction is accounted for:
-//! committed, or given up as expired, none left outstanding.
+//! How: the node's capacity is estimated first, in the same test, on a node whose commit bound
+//! is too long to matter: a backlog several seconds deep is offered and committed. That
+//! estimate sizes the offered rates. Saturation is then measured the way the overload is: a
+//! node with a 1 s bound offered 1.5 times the estimate, so that it refuses some (the
+//! refusals prove it saturated), and its goodput (committed/s) is the saturation throughput.
+//! The same node offered four times the estimate must commit at least 90% of that. Checks, on
+//! counts and bounds, in both runs: the node refused the excess `503 mempool_full` (the
+//! shedding path ran); no block committed a transaction admitted more than the bound before
+//! (the node's own count of late blocks and its largest age at commit); the mempool never
+//! held more than the capacity commits within the bound (sampled through `GET /v1/status`
+//! all along); and every admitted transaction is accounted for: committed, or given up as
+//! expired, none left outstanding.
+//!
+//! Why saturation is not the probe's rate (trigger, CI of stop 43: goodput 16.5k-20.3k/s
+//! against a probe's 22.8k-24.8k/s in three rounds): the probe commits most of its backlog
+//! after the generator stops, when the node has both cores and the signatures were checked
+//! at admission already, so its rate is one no node under steady load reaches. Measured at
+//! 1.5x with the generator running, saturation pays the same costs as the overload does, and
+//! the two runs differ only in the excess refused.
 //!
 //! The machine may be shared (CI, the 2-core development VM under other work): the rate it
-//! gives this process can halve from one run to the next. So when the first overloaded run
-//! falls short, the capacity is measured again and the overloaded run repeated, and the best
-//! goodput is held against the lower capacity. A node that sheds badly fails both (before the
-//! floor of one full block, the first version committed 6.4k/s against 17.5k/s).
+//! gives this process can halve from one run to the next. So up to three rounds of
+//! (saturated, overloaded) runs, the lowest saturation against the best overloaded goodput. A
+//! node that sheds badly fails all of them (before the floor of one full block, the first
+//! version committed 6.4k/s against 17.5k/s).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,8 +42,13 @@ const DEV: DevGenesisJson = DevGenesisJson {
     assets: 4,
 };
 const BOUND: Duration = Duration::from_secs(1);
-/// Offered in the overloaded run, as a multiple of the measured capacity.
+/// Offered in the overloaded run, as a multiple of the estimated capacity.
 const OVERLOAD_FACTOR: f64 = 4.0;
+/// Offered in the saturated run, as a multiple of the estimated capacity: enough to be
+/// refused some even when the estimate is a third too low.
+const SATURATION_FACTOR: f64 = 1.5;
+/// Rounds of (saturated, overloaded) runs at most.
+const ROUNDS_MAX: usize = 3;
 
 fn node(commit_bound: Duration) -> InProcessNode {
     let data = TempDir::new("overload-node");
@@ -83,31 +97,31 @@ async fn capacity_tx_per_s() -> f64 {
 
 /// The node is made the limit by its block size: blocks of at most 1,000 transactions carry
 /// their fixed cost (clearing, state root, a synchronous commit) often enough that the node
-/// commits about 25-35k payments/s in the test profile on the 2-core VM, below what the
+/// commits about 20-35k payments/s in the test profile on the 2-core VM, below what the
 /// pre-signed generator sends (80k+/s). (With blocks of 5,000 an idle machine's node committed
 /// all the generator could send and nothing was over capacity; this test was ignored then.)
-/// Rounds: the shared machine's noise is about ±15% between runs, so up to three rounds of
-/// (capacity, overloaded run), the lowest capacity against the best goodput.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_solo_node_offered_four_times_its_capacity_commits_at_least_ninety_percent_of_it() {
-    let mut capacity = capacity_tx_per_s().await;
-    let mut best_goodput = overloaded_run(capacity).await;
-    for _ in 1..3 {
-        if best_goodput >= 0.9 * capacity {
+    let estimate = capacity_tx_per_s().await;
+    let mut saturated_lowest = f64::MAX;
+    let mut overloaded_best: f64 = 0.0;
+    for _ in 0..ROUNDS_MAX {
+        saturated_lowest = saturated_lowest.min(bounded_run(estimate, SATURATION_FACTOR).await);
+        overloaded_best = overloaded_best.max(bounded_run(estimate, OVERLOAD_FACTOR).await);
+        if overloaded_best >= 0.9 * saturated_lowest {
             break;
         }
-        capacity = capacity.min(capacity_tx_per_s().await);
-        best_goodput = best_goodput.max(overloaded_run(capacity).await);
     }
     assert!(
-        best_goodput >= 0.9 * capacity,
-        "goodput {best_goodput:.0}/s below 90% of capacity {capacity:.0}/s"
+        overloaded_best >= 0.9 * saturated_lowest,
+        "goodput {overloaded_best:.0}/s at {OVERLOAD_FACTOR}x below 90% of saturation \
+         {saturated_lowest:.0}/s"
     );
 }
 
-/// Offers four times `capacity_tx_per_s` to a node with a 1 s bound, checks the bounds and the
-/// accounting, and returns its goodput (committed/s).
-async fn overloaded_run(capacity_tx_per_s: f64) -> f64 {
+/// Offers `factor` times `capacity_tx_per_s` to a node with a 1 s bound, checks the bounds and
+/// the accounting, and returns its goodput (committed/s).
+async fn bounded_run(capacity_tx_per_s: f64, factor: f64) -> f64 {
     let bounded = node(BOUND);
     let most_pending = Arc::new(AtomicU64::new(0));
     let sampler = {
@@ -121,12 +135,12 @@ async fn overloaded_run(capacity_tx_per_s: f64) -> f64 {
             }
         })
     };
-    let rate = capacity_tx_per_s * OVERLOAD_FACTOR;
+    let rate = capacity_tx_per_s * factor;
     let report = offer(&bounded, rate, 3).await;
     sampler.abort();
     let counts = &report.counts;
     let summary = format!(
-        "capacity {capacity_tx_per_s:.0}/s, offered {rate:.0}/s: {}",
+        "capacity {capacity_tx_per_s:.0}/s, offered {rate:.0}/s ({factor}x): {}",
         report.summary()
     );
     eprintln!("{summary}");
