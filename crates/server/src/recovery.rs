@@ -42,8 +42,14 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
         tip.state_root,
         started.elapsed().as_secs_f64()
     );
+    let views_started = Instant::now();
     let state = recovery.state;
     let assets = state.assets() as u16;
+    let accounts = walras_engine::AccountView::of_on(&state, config.threads);
+    tracing::info!(
+        "the account view for reads took {:.0} ms",
+        views_started.elapsed().as_secs_f64() * 1e3
+    );
     let oracle = match &config.oracle {
         Some(settings) => Some(Arc::new(oracle_handle(settings, assets)?)),
         None => None,
@@ -53,10 +59,7 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
         oracle,
         assets: state.assets() as u16,
         asset_names: asset_names(&genesis),
-        accounts: arc_swap::ArcSwap::from_pointee(walras_engine::AccountView::of_on(
-            &state,
-            config.threads,
-        )),
+        accounts: arc_swap::ArcSwap::from_pointee(accounts),
         state: tokio::sync::RwLock::new(state),
         mempool: Mutex::new(mempool::Mempool::new(config.mempool_capacity)),
         overload: Mutex::new(overload::Overload::new(
@@ -151,11 +154,24 @@ fn report_recovery(recovery: &Recovery) {
             refused.reason
         );
     }
+    let timings = &recovery.timings;
     match recovery.checkpoint_height {
-        0 => tracing::info!("replayed {} blocks from genesis", recovery.replayed_blocks),
+        0 => tracing::info!(
+            "replayed {} blocks from genesis in {:.0} ms",
+            recovery.replayed_blocks,
+            timings.replay_ms
+        ),
         height => tracing::info!(
-            "loaded the checkpoint at height {height}, replayed {} blocks after it",
-            recovery.replayed_blocks
+            "loaded the checkpoint at height {height}, replayed {} blocks after it \
+             (ms: checksum {:.0}, accounts {:.0}, offers {:.0}, account trie {:.0}, \
+             state root {:.0}, replay {:.0})",
+            recovery.replayed_blocks,
+            timings.decode.checksum_ms,
+            timings.decode.decode_accounts_ms,
+            timings.decode.decode_offers_ms,
+            timings.decode.account_trie_ms,
+            timings.state_root_ms,
+            timings.replay_ms
         ),
     }
 }

@@ -90,7 +90,9 @@ mod store;
 
 pub use error::StoreError;
 pub use offer_index::OfferTouch;
-pub use recover::{recover, recover_store, recover_store_with, Recovery, RefusedCheckpoint};
+pub use recover::{
+    recover, recover_store, recover_store_with, Recovery, RecoveryTimings, RefusedCheckpoint,
+};
 pub use store::{
     BlockStore, Blocks, HeaderEntry, StoreOptions, DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS,
     DEFAULT_CHECKPOINT_INTERVAL_BLOCKS, DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,

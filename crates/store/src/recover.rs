@@ -4,7 +4,8 @@
 use crate::store::HeaderEntry;
 use crate::{BlockStore, StoreError};
 use std::path::Path;
-use walras_engine::{Block, BlockOutcome, EngineConfig, ExchangeState};
+use std::time::Instant;
+use walras_engine::{Block, BlockOutcome, EngineConfig, ExchangeState, LoadTimings};
 
 /// What recovery did, for the operator: where it started and what it refused on the way.
 pub struct Recovery {
@@ -16,6 +17,19 @@ pub struct Recovery {
     /// Checkpoints that did not check out, newest first, with why; recovery fell back past
     /// them. Not empty means the store is damaged: a node must say so loudly.
     pub refused_checkpoints: Vec<RefusedCheckpoint>,
+    /// Where the time went (what an operator reads when a restart is slow).
+    pub timings: RecoveryTimings,
+}
+
+/// Milliseconds spent in each part of recovery.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RecoveryTimings {
+    /// Decoding the checkpoint that was used, in place in the store ([`LoadTimings`]: checksum, accounts, offers, account trie).
+    pub decode: LoadTimings,
+    /// Its state root, compared with the stored header's.
+    pub state_root_ms: f64,
+    /// Re-applying the blocks stored after it.
+    pub replay_ms: f64,
 }
 
 /// A stored checkpoint that recovery did not use.
@@ -58,8 +72,9 @@ pub fn recover_store_with(
     threads: usize,
     mut on_block: impl FnMut(&Block, &BlockOutcome),
 ) -> Result<Recovery, StoreError> {
-    let (mut state, refused_checkpoints) = starting_state(store, threads)?;
+    let (mut state, refused_checkpoints, mut timings) = starting_state(store, threads)?;
     let checkpoint_height = state.height();
+    let replay_started = Instant::now();
     let mut replayed_transactions = 0u64;
     for block in store.blocks_from(checkpoint_height + 1) {
         let block = block?;
@@ -88,6 +103,7 @@ pub fn recover_store_with(
         replayed_transactions += block.transactions.len() as u64;
         on_block(&block, &outcome);
     }
+    timings.replay_ms = replay_started.elapsed().as_secs_f64() * 1e3;
     store.set_transactions_since_checkpoint(replayed_transactions);
     let last_height = store.last_height()?;
     if state.height() < last_height {
@@ -106,18 +122,21 @@ pub fn recover_store_with(
         state,
         checkpoint_height,
         refused_checkpoints,
+        timings,
     })
 }
 
-/// The newest checkpoint that checks out, else the genesis state; with the refused ones.
+/// The newest checkpoint that checks out, else the genesis state; with the refused ones and
+/// the time loading the used one took.
 fn starting_state(
     store: &BlockStore,
     threads: usize,
-) -> Result<(ExchangeState, Vec<RefusedCheckpoint>), StoreError> {
+) -> Result<(ExchangeState, Vec<RefusedCheckpoint>, RecoveryTimings), StoreError> {
     let mut refused = Vec::new();
     for height in store.checkpoint_heights()? {
-        match load_checkpoint(store, height, threads)? {
-            Ok(state) => return Ok((state, refused)),
+        let mut timings = RecoveryTimings::default();
+        match load_checkpoint(store, height, threads, &mut timings)? {
+            Ok(state) => return Ok((state, refused, timings)),
             Err(reason) => refused.push(RefusedCheckpoint { height, reason }),
         }
     }
@@ -127,7 +146,7 @@ fn starting_state(
             reason: error.to_string(),
         }
     })?;
-    Ok((state, refused))
+    Ok((state, refused, RecoveryTimings::default()))
 }
 
 /// The checkpoint at `height` as a state, or why it does not check out (inner `Err`). Only a
@@ -136,16 +155,21 @@ fn load_checkpoint(
     store: &BlockStore,
     height: u64,
     threads: usize,
+    timings: &mut RecoveryTimings,
 ) -> Result<Result<ExchangeState, String>, StoreError> {
-    let Some(bytes) = store.checkpoint(height)? else {
-        return Ok(Err("vanished while recovering".into()));
-    };
     let Some(entry) = store.header_entry(height)? else {
         return Ok(Err(format!("block {height} is not in the log")));
     };
-    let mut state = match ExchangeState::decode_checkpoint(&bytes, threads) {
-        Ok(state) => state,
-        Err(error) => return Ok(Err(error.to_string())),
+    let decoded = store.with_checkpoint(height, |bytes| {
+        ExchangeState::decode_checkpoint_timed(bytes, threads)
+    })?;
+    let mut state = match decoded {
+        None => return Ok(Err("vanished while recovering".into())),
+        Some(Err(error)) => return Ok(Err(error.to_string())),
+        Some(Ok((state, decode))) => {
+            timings.decode = decode;
+            state
+        }
     };
     if state.height() != height {
         return Ok(Err(format!(
@@ -160,7 +184,9 @@ fn load_checkpoint(
             entry.header_hash
         )));
     }
+    let clock = Instant::now();
     let root = state.state_root(threads);
+    timings.state_root_ms = clock.elapsed().as_secs_f64() * 1e3;
     if root != entry.state_root {
         return Ok(Err(format!(
             "its state root {root} is not block {height}'s {}",
