@@ -6,15 +6,13 @@
 //! different domains (or a domain hash and a plain one) cannot collide by construction, however
 //! their inputs are laid out: a trie leaf can never be passed off as a branch or a transaction.
 
-use blake2::digest::{CustomizedInit, Digest};
-use blake2::Blake2b;
+use blake2b_simd::many::{hash_many, HashManyJob};
+use blake2b_simd::Params;
 use std::fmt;
 use std::str::FromStr;
 
 use crate::error::DecodeError;
 use crate::hex;
-
-type Blake2b256 = Blake2b<blake2::digest::consts::U32>;
 
 /// Bytes in a [`Hash`].
 pub const HASH_BYTES: usize = 32;
@@ -145,14 +143,45 @@ pub mod domain {
 
 /// Plain BLAKE2b-256 of `bytes` (no domain). Use a [`Hasher`] for anything committed to.
 pub fn hash(bytes: &[u8]) -> Hash {
-    Hash(Blake2b256::digest(bytes).into())
+    digest(Params::new().hash_length(HASH_BYTES).hash(bytes))
 }
 
 /// BLAKE2b-256 of `bytes` in `domain`; same as a [`Hasher`] fed `bytes` once.
 pub fn hash_in(domain: Domain, bytes: &[u8]) -> Hash {
-    let mut hasher = Hasher::new(domain);
-    hasher.update(bytes);
-    hasher.finalize()
+    digest(params(domain).hash(bytes))
+}
+
+/// [`hash_in`] of each of `inputs` into the same place in `out`, several at once: on a CPU
+/// with AVX2, four inputs share one pass of the compression function (2-2.5x the throughput of
+/// one at a time for 70-300 byte inputs on the development VM), which is what a trie's leaves
+/// and a checkpoint's pieces need.
+///
+/// # Panics
+/// When `out` is not as long as `inputs`.
+pub fn hash_in_each(domain: Domain, inputs: &[&[u8]], out: &mut [Hash]) {
+    assert_eq!(inputs.len(), out.len(), "one output per input");
+    let params = params(domain);
+    let mut jobs: Vec<HashManyJob> = inputs
+        .iter()
+        .map(|input| HashManyJob::new(&params, input))
+        .collect();
+    hash_many(jobs.iter_mut());
+    for (job, hash) in jobs.iter().zip(out) {
+        *hash = digest(job.to_hash());
+    }
+}
+
+/// BLAKE2b-256 parameters with `domain` as the personalization (zero-padded to 16 bytes).
+fn params(domain: Domain) -> Params {
+    let mut params = Params::new();
+    params.hash_length(HASH_BYTES).personal(domain.tag());
+    params
+}
+
+fn digest(hash: blake2b_simd::Hash) -> Hash {
+    let mut bytes = [0; HASH_BYTES];
+    bytes.copy_from_slice(hash.as_bytes());
+    Hash(bytes)
 }
 
 /// An incremental, domain-separated BLAKE2b-256 hasher.
@@ -161,26 +190,26 @@ pub fn hash_in(domain: Domain, bytes: &[u8]) -> Hash {
 /// must length-prefix them so the encoding is unambiguous.
 #[derive(Clone)]
 pub struct Hasher {
-    state: Blake2b256,
+    state: blake2b_simd::State,
 }
 
 impl Hasher {
     /// A hasher whose output is specific to `domain`.
     pub fn new(domain: Domain) -> Hasher {
         Hasher {
-            state: Blake2b256::new_customized(domain.tag()),
+            state: params(domain).to_state(),
         }
     }
 
     /// Appends `bytes` to the hashed input.
     pub fn update(&mut self, bytes: &[u8]) -> &mut Hasher {
-        Digest::update(&mut self.state, bytes);
+        self.state.update(bytes);
         self
     }
 
     /// The digest of everything fed so far.
     pub fn finalize(self) -> Hash {
-        Hash(self.state.finalize().into())
+        digest(self.state.finalize())
     }
 }
 
@@ -212,6 +241,55 @@ mod tests {
         let mut hasher = Hasher::new(domain::TRIE_LEAF);
         hasher.update(b"ab").update(b"c");
         assert_eq!(hasher.finalize(), hash_in(domain::TRIE_LEAF, b"abc"));
+    }
+
+    /// RustCrypto's BLAKE2b-256 with `tag` as personalization: what every hash was computed
+    /// with before blake2b_simd.
+    fn reference(tag: Option<&[u8]>, bytes: &[u8]) -> Hash {
+        use blake2::digest::{CustomizedInit, Digest};
+        type Blake2b256 = blake2::Blake2b<blake2::digest::consts::U32>;
+        let mut state = match tag {
+            Some(tag) => Blake2b256::new_customized(tag),
+            None => Blake2b256::new(),
+        };
+        Digest::update(&mut state, bytes);
+        Hash(state.finalize().into())
+    }
+
+    proptest::proptest! {
+        /// A change of BLAKE2b implementation must not change one hash: state roots, ids and
+        /// signatures on disk and between nodes depend on them.
+        #[test]
+        fn every_hash_is_what_the_reference_blake2b_computes(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+            split in 0usize..600,
+            domain_index in 0usize..domain::ALL.len(),
+        ) {
+            let domain = domain::ALL[domain_index];
+            let expected = reference(Some(domain.tag()), &bytes);
+            proptest::prop_assert_eq!(hash_in(domain, &bytes), expected);
+            let (head, tail) = bytes.split_at(split.min(bytes.len()));
+            let mut hasher = Hasher::new(domain);
+            hasher.update(head).update(tail);
+            proptest::prop_assert_eq!(hasher.finalize(), expected);
+            proptest::prop_assert_eq!(hash(&bytes), reference(None, &bytes));
+        }
+
+        /// Hashing several inputs at once gives each input's own hash, whatever the lengths.
+        #[test]
+        fn hashing_inputs_together_equals_hashing_each(
+            inputs in proptest::collection::vec(
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+                0..11,
+            ),
+        ) {
+            let slices: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+            let mut together = vec![Hash::default(); slices.len()];
+            hash_in_each(domain::TRIE_LEAF, &slices, &mut together);
+            for (input, hash) in slices.iter().zip(&together) {
+                proptest::prop_assert_eq!(*hash, reference(Some(domain::TRIE_LEAF.tag()), input));
+            }
+        }
     }
 
     #[test]

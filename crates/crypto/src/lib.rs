@@ -32,7 +32,9 @@ pub use accept::{
     BATCH_ITEMS_MAX,
 };
 pub use error::{DecodeError, VerifyError};
-pub use hash::{domain, hash, hash_in, Domain, Hash, Hasher, DOMAIN_TAG_BYTES_MAX, HASH_BYTES};
+pub use hash::{
+    domain, hash, hash_in, hash_in_each, Domain, Hash, Hasher, DOMAIN_TAG_BYTES_MAX, HASH_BYTES,
+};
 pub use merkle::{
     merkle_root, sign_merkle_batch, verify_merkle_batch_member, MerkleBatchError,
     MerkleBatchSignature, MerkleProof, MerkleTree, MERKLE_BATCH_MESSAGES_MAX,

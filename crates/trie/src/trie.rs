@@ -15,7 +15,7 @@ pub const KEY_BYTES_MAX: usize = 64;
 
 /// A Merkle-Patricia trie from `KEY_BYTES`-byte keys to values `V` (see the crate docs).
 pub struct Trie<const KEY_BYTES: usize, V = Vec<u8>> {
-    root: Option<Node<KEY_BYTES, V>>,
+    pub(crate) root: Option<Node<KEY_BYTES, V>>,
 }
 
 impl<const KEY_BYTES: usize, V> Default for Trie<KEY_BYTES, V> {
