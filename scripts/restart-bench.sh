@@ -5,7 +5,8 @@
 # Prints the node log's recovery lines at the end.
 # Usage: scripts/restart-bench.sh ACCOUNTS [THREADS]
 # Env: WALRAS=path to the binary (default: build ./target/release/walras), DATA=store directory
-# (default: a fresh temporary one, removed at the end).
+# (default: a fresh temporary one, removed at the end), LOAD_SECONDS=seconds of load (default
+# 15; 24 leaves ~90,000 transactions after the checkpoint, near the most a restart replays).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 accounts=${1:?usage: scripts/restart-bench.sh ACCOUNTS [THREADS]}; threads=${2:-2}
@@ -27,7 +28,7 @@ seconds_since() { python3 -c "import sys, time; print(round(time.time() - float(
 started=$(date +%s.%N); start_node 1
 until curl -sf "$url/v1/status" >/dev/null; do sleep 0.05; done
 echo "# first start (creates the genesis of $accounts accounts): $(seconds_since "$started") s"
-"$WALRAS" loadgen --node "$url" --rate 8000 --seconds 15 --accounts 10000 --seed 1 --json \
+"$WALRAS" loadgen --node "$url" --rate 8000 --seconds "${LOAD_SECONDS:-15}" --accounts 10000 --seed 1 --json \
   2>/dev/null | python3 -c 'import json, sys; r = json.load(sys.stdin); print("# loadgen committed", round(r["committed_tx_per_s"]), "tx/s")'
 for _ in $(seq 600); do c=$(metric walras_checkpoint_height); [ "${c%.*}" -gt 0 ] 2>/dev/null && break; sleep 0.1; done
 echo "# height $(metric walras_height), newest checkpoint $(metric walras_checkpoint_height), RSS $(awk '/^VmRSS/ { print int($2 / 1024) }' "/proc/$node/status") MB"
