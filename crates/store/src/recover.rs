@@ -24,7 +24,8 @@ pub struct Recovery {
 /// Milliseconds spent in each part of recovery.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RecoveryTimings {
-    /// Decoding the checkpoint that was used, in place in the store ([`LoadTimings`]: checksum, accounts, offers, account trie).
+    /// Decoding the checkpoint that was used, in place in the store ([`LoadTimings`]:
+    /// checksum, accounts, offers, account trie).
     pub decode: LoadTimings,
     /// Its state root, compared with the stored header's.
     pub state_root_ms: f64,

@@ -15,8 +15,17 @@ pub fn empty_root_hash() -> Hash {
 /// `H_leaf(key_bytes ‖ key ‖ value)`.
 pub(crate) fn leaf_hash(key: &[u8], value: &[u8]) -> Hash {
     let mut hasher = Hasher::new(domain::TRIE_LEAF);
-    hasher.update(&[key.len() as u8]).update(key).update(value);
+    let length = [key.len() as u8];
+    for part in leaf_input(&length, key, value) {
+        hasher.update(part);
+    }
     hasher.finalize()
+}
+
+/// What a leaf hash covers, in order: `key_bytes ‖ key ‖ value` (`length` holds
+/// `key.len()` as one byte). The one definition for [`leaf_hash`] and [`hash_stale_leaves`].
+fn leaf_input<'a>(length: &'a [u8; 1], key: &'a [u8], value: &'a [u8]) -> [&'a [u8]; 3] {
+    [length, key, value]
 }
 
 /// Live children of a branch: (nibble, hash), ascending, at most 16.
@@ -168,27 +177,28 @@ fn hash_stale_leaves<const KEY_BYTES: usize, V: AsRef<[u8]>>(children: &mut [Nod
     if stale.len() < 2 {
         return;
     }
-    // The inputs laid end to end: `KEY_BYTES as u8 ‖ key ‖ value` each (see `leaf_hash`).
-    let mut inputs = Vec::with_capacity(
-        stale
-            .iter()
-            .map(|leaf| 1 + KEY_BYTES + leaf.value.as_ref().len())
-            .sum(),
-    );
-    let mut ends = Vec::with_capacity(stale.len());
-    for leaf in &stale {
-        inputs.push(KEY_BYTES as u8);
-        inputs.extend_from_slice(&leaf.key);
-        inputs.extend_from_slice(leaf.value.as_ref());
-        ends.push(inputs.len());
+    // The inputs laid end to end; a branch has at most 16 children.
+    let length = [KEY_BYTES as u8];
+    let mut inputs = Vec::new();
+    let mut ends = [0; 16];
+    for (leaf, end) in stale.iter().zip(&mut ends) {
+        for part in leaf_input(&length, &leaf.key, leaf.value.as_ref()) {
+            inputs.extend_from_slice(part);
+        }
+        *end = inputs.len();
     }
-    let starts = std::iter::once(0).chain(ends.iter().copied());
-    let slices: Vec<&[u8]> = starts
-        .zip(&ends)
-        .map(|(start, &end)| &inputs[start..end])
-        .collect();
-    let mut hashes = vec![Hash::default(); stale.len()];
-    hash_in_each(domain::TRIE_LEAF, &slices, &mut hashes);
+    let mut slices: [&[u8]; 16] = [&[]; 16];
+    let mut start = 0;
+    for (slice, &end) in slices.iter_mut().zip(&ends[..stale.len()]) {
+        *slice = &inputs[start..end];
+        start = end;
+    }
+    let mut hashes = [Hash::default(); 16];
+    hash_in_each(
+        domain::TRIE_LEAF,
+        &slices[..stale.len()],
+        &mut hashes[..stale.len()],
+    );
     for (leaf, hash) in stale.iter_mut().zip(hashes) {
         leaf.hash = Some(hash);
     }
