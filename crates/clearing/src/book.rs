@@ -17,18 +17,19 @@
 //! aligned to cache lines: limit prices and the chunk's running sums of amount and amount × limit
 //! as floats. Per chunk the books keep, in arrays of their own (rebuilt each batch: a few bytes
 //! per chunk and per block), its first limit, the pair's float sums before it, each of its blocks'
-//! first limit (the *pivots*) and a pointer to its blocks. A search finds its chunk in the pair's
-//! small array of first limits, its block among the chunk's pivots, counts the passing limits
-//! inside the block with independent compares, and adds `before chunk + within chunk`
-//! ([`OrderBooks::sums_through`]): the same cache lines as one flat array per pair would take.
-//! Exact `u64` prefix sums of amounts sit beside this for settlement, which reads only each
-//! pair's in-the-money prefix.
+//! first limit (the *pivots*). A search finds its chunk in the pair's small array of first
+//! limits, its block among the chunk's pivots, counts the passing limits inside the block with
+//! independent compares, and adds `before chunk + within chunk` ([`OrderBooks::sums_through`]).
+//! Exact `u64` prefix sums of amounts sit beside the blocks for settlement, which reads only each
+//! pair's in-the-money prefix. A chunk's blocks and exact sums are built the first time they are
+//! read, not when the chunk is cut (see [`Chunk`]): a block's edits rebuild every chunk they fall
+//! in, and most of those are never read before the next block replaces them.
 //!
 //! A hostile account can place many offers at one limit with ids that never start a chunk; the
 //! chunk they make costs its length to rebuild on each edit inside it, as every offer did before
 //! chunks (no worse), and the account locks the amounts of all of them.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use walras_types::{Offer, OfferKey, Price, MAX_AMOUNT};
 
 /// Offers per [`Block`].
@@ -74,21 +75,47 @@ impl PrefixSums {
 }
 
 /// A run of consecutive offers of one pair (see the module documentation): immutable once
-/// built, shared by the books that hold it. Its four arrays are allocated at their exact size
-/// (plus the `Arc` around it): a block rebuilds hundreds of chunks, so what a chunk costs to
-/// build and to free is the books' cost.
-#[derive(Clone, Debug, PartialEq)]
+/// built, shared by the books that hold it.
+///
+/// What only a demand query or settlement reads of a chunk (its [`Block`]s and exact prefix
+/// sums) is built the first time something reads it ([`ChunkDetail`]), not when the chunk is
+/// cut: a block's edits rebuild every chunk they fall in, but tâtonnement and settlement read
+/// only the few chunks around each pair's price, so most rebuilt chunks are never read before
+/// the next block replaces them. The detail is a function of the chunk's offers alone, so
+/// whether and when it was built changes no float and no result; the totals every books need
+/// (for the sums before each chunk) are computed when the chunk is cut, by the same fold.
+#[derive(Clone, Debug)]
 pub struct Chunk {
     offers: Box<[Offer]>,
     /// Per offer: its limit price as `f64` (the supply table sweeps them).
     limits: Box<[f64]>,
-    /// Shared with the books' per-chunk array (a search reaches a block in one load).
-    blocks: Arc<[Block]>,
-    /// Entry j: exact amount of the chunk's first j offers (one more entry than offers). Sums
-    /// saturate: a chunk of more than the issuance cap is refused when its books are assembled.
-    exact_cum_amount: Box<[u64]>,
-    /// Float sums over the whole chunk.
+    /// Built on first read (see above).
+    detail: OnceLock<ChunkDetail>,
+    /// Float sums over the whole chunk: the last running sums of its blocks, bit for bit.
     total: PrefixSums,
+    /// Exact amount of the chunk's offers (saturating: a chunk of more than the issuance cap
+    /// is refused when its books are assembled).
+    exact_total: u64,
+}
+
+/// The part of a [`Chunk`] only queries read, built on first read.
+#[derive(Clone, Debug)]
+struct ChunkDetail {
+    blocks: Box<[Block]>,
+    /// Entry j: exact amount of the chunk's first j offers (one more entry than offers). Sums
+    /// saturate, as `exact_total`.
+    exact_cum_amount: Box<[u64]>,
+}
+
+/// Chunks are equal when their offers are: everything else is a function of them (the lazy
+/// detail is compared only through what it is built from).
+impl PartialEq for Chunk {
+    fn eq(&self, other: &Chunk) -> bool {
+        self.offers == other.offers
+            && self.limits == other.limits
+            && self.total == other.total
+            && self.exact_total == other.exact_total
+    }
 }
 
 impl Chunk {
@@ -96,11 +123,76 @@ impl Chunk {
     /// `f64`.
     fn new(offers: &[Offer], limits: &[f64]) -> Chunk {
         debug_assert!(!offers.is_empty() && offers.len() == limits.len());
+        // The same fold, in the same order, as the blocks' running sums (`ChunkDetail::of`).
+        let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
+        let mut exact = 0u64;
+        for (offer, &limit) in offers.iter().zip(limits) {
+            amount += offer.amount as f64;
+            amount_limit += offer.amount as f64 * limit;
+            exact = exact.saturating_add(offer.amount);
+        }
+        Chunk {
+            offers: offers.into(),
+            limits: limits.into(),
+            detail: OnceLock::new(),
+            total: PrefixSums {
+                amount,
+                amount_limit,
+            },
+            exact_total: exact,
+        }
+    }
+
+    /// The chunk's offers in canonical order.
+    pub fn offers(&self) -> &[Offer] {
+        &self.offers
+    }
+
+    /// The chunk's limit prices as `f64`, in canonical order.
+    #[inline]
+    pub fn limits(&self) -> &[f64] {
+        &self.limits
+    }
+
+    /// The chunk's blocks (built on first read).
+    #[inline]
+    fn blocks(&self) -> &[Block] {
+        &self.detail().blocks
+    }
+
+    /// Exact amount of the chunk's first `count` offers.
+    #[inline]
+    fn exact_amount_of_first(&self, count: usize) -> u64 {
+        self.detail().exact_cum_amount[count]
+    }
+
+    #[inline]
+    fn detail(&self) -> &ChunkDetail {
+        self.detail
+            .get_or_init(|| ChunkDetail::of(&self.offers, &self.limits, self.total))
+    }
+
+    fn exact_total(&self) -> u64 {
+        self.exact_total
+    }
+
+    /// The first limit price of each of the chunk's blocks, as the blocks store it.
+    fn pivots(&self) -> impl Iterator<Item = f32> + '_ {
+        self.limits
+            .iter()
+            .step_by(BLOCK_OFFERS)
+            .map(|limit| *limit as f32)
+    }
+}
+
+impl ChunkDetail {
+    /// The blocks and exact prefix sums of `offers` with their `limits`; `total` is what the
+    /// chunk computed when it was cut, and the blocks' last running sums equal it.
+    fn of(offers: &[Offer], limits: &[f64], total: PrefixSums) -> ChunkDetail {
         let mut exact_cum_amount = Vec::with_capacity(offers.len() + 1);
         let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
         let mut exact = 0u64;
-        // Collected straight into the shared allocation (zipped slice chunks have a known length).
-        let blocks: Arc<[Block]> = offers
+        let blocks: Box<[Block]> = offers
             .chunks(BLOCK_OFFERS)
             .zip(limits.chunks(BLOCK_OFFERS))
             .map(|(offers, limits)| {
@@ -130,31 +222,16 @@ impl Chunk {
             })
             .collect();
         exact_cum_amount.push(exact);
-        Chunk {
-            offers: offers.into(),
-            limits: limits.into(),
+        // Postcondition: the totals the books were assembled with are these sums, bit for bit.
+        assert!(
+            total.amount.to_bits() == amount.to_bits()
+                && total.amount_limit.to_bits() == amount_limit.to_bits(),
+            "a chunk's blocks end on other sums than its totals"
+        );
+        ChunkDetail {
             blocks,
             exact_cum_amount: exact_cum_amount.into_boxed_slice(),
-            total: PrefixSums {
-                amount,
-                amount_limit,
-            },
         }
-    }
-
-    /// The chunk's offers in canonical order.
-    pub fn offers(&self) -> &[Offer] {
-        &self.offers
-    }
-
-    /// The chunk's limit prices as `f64`, in canonical order.
-    #[inline]
-    pub fn limits(&self) -> &[f64] {
-        &self.limits
-    }
-
-    fn exact_total(&self) -> u64 {
-        self.exact_cum_amount[self.offers.len()]
     }
 }
 
@@ -310,13 +387,11 @@ impl BookBuffers {
     /// Appends `chunk`, read for its records (a chunk just cut).
     fn push_new(&mut self, chunk: Arc<Chunk>) {
         let pivots_start = self.block_pivot_limits.len() as u32;
-        self.block_pivot_limits
-            .extend(chunk.blocks.iter().map(|block| block.limits[0]));
+        self.block_pivot_limits.extend(chunk.pivots());
         self.chunk_first_keys.push(chunk.offers[0].key());
-        self.chunk_first_limits.push(chunk.blocks[0].limits[0]);
+        self.chunk_first_limits.push(chunk.limits[0] as f32);
         self.chunk_first_limits_f64.push(chunk.limits[0]);
         self.chunk_records.push(ChunkRecord {
-            blocks: Arc::clone(&chunk.blocks),
             sums_before: PrefixSums::default(),
             total: chunk.total,
             exact_total: chunk.exact_total(),
@@ -408,8 +483,6 @@ pub struct OrderBooks {
 /// it, its pivots), and what the next books carry of it without reading the chunk itself.
 #[derive(Clone, Debug, PartialEq)]
 struct ChunkRecord {
-    /// The chunk's blocks (shared with it).
-    blocks: Arc<[Block]>,
     /// Float sums of the pair's offers before the chunk.
     sums_before: PrefixSums,
     /// Float sums over the chunk.
@@ -753,7 +826,7 @@ impl OrderBooks {
     /// The blocks of the pair's chunk `chunk`.
     #[inline]
     pub fn chunk_blocks(&self, pair: &PairBook, chunk: usize) -> &[Block] {
-        &self.arrays.chunk_records[pair.chunks_start as usize + chunk].blocks
+        self.arrays.chunks[pair.chunks_start as usize + chunk].blocks()
     }
 
     /// Float sums of the pair's offers up to and including slot `slot` of block `block` of its
@@ -767,8 +840,11 @@ impl OrderBooks {
         block: usize,
         slot: usize,
     ) -> PrefixSums {
-        let record = &self.arrays.chunk_records[pair.chunks_start as usize + chunk];
-        record.sums_before.plus(record.blocks[block].through[slot])
+        let at = pair.chunks_start as usize + chunk;
+        let record = &self.arrays.chunk_records[at];
+        record
+            .sums_before
+            .plus(self.arrays.chunks[at].blocks()[block].through[slot])
     }
 
     /// Float sums of the pair's offers through the first `count` (≥ 1) of its chunk `chunk`.
@@ -794,7 +870,8 @@ impl OrderBooks {
         }
         let (chunk, within) = self.position(pair, count - 1);
         let at = pair.chunks_start as usize + chunk;
-        self.arrays.chunk_amount_before[at] + self.arrays.chunks[at].exact_cum_amount[within + 1]
+        self.arrays.chunk_amount_before[at]
+            + self.arrays.chunks[at].exact_amount_of_first(within + 1)
     }
 
     /// How many of the pair's offers have a limit price `<= rate` (they may trade at `rate`).
@@ -1363,8 +1440,19 @@ mod tests {
                 let edited = OrderBooks::edited(&books, &edits, spare, threads).unwrap();
                 let scratch = OrderBooks::from_sorted_pairs_with_chunk_mean(
                     lists_of(&after, assets), assets, 2, mean).unwrap();
-                prop_assert_eq!(&edited, &scratch);
+                // Reading builds some chunks' detail (blocks, exact sums) in the edited books
+                // and none in the scratch books: they must still compare equal, and every
+                // chunk's blocks, built on either side, must be the same floats.
                 prop_assert_flat_reads_agree(&edited, &after, assets)?;
+                prop_assert_eq!(&edited, &scratch);
+                for pair in edited.pairs() {
+                    for chunk in 0..edited.chunks(pair).len() {
+                        prop_assert_eq!(
+                            edited.chunk_blocks(pair, chunk),
+                            scratch.chunk_blocks(pair, chunk)
+                        );
+                    }
+                }
                 books = edited;
                 open = after;
             }
