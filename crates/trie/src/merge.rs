@@ -7,7 +7,7 @@
 //! so they run on separate threads (see [`crate::parallel`]); results are reassembled in nibble
 //! order. The trie's shape is a function of its key set alone, so any split gives the same trie.
 
-use crate::nibble::{bitmap_nibbles, common_prefix_nibbles, nibble, truncated};
+use crate::nibble::{bitmap_nibbles, child_position, common_prefix_nibbles, nibble, truncated};
 use crate::node::{Branch, Node};
 use crate::parallel::run_weighted;
 
@@ -156,6 +156,10 @@ fn merge_children<const KEY_BYTES: usize, V: Send>(
     threads: usize,
 ) -> Node<KEY_BYTES, V> {
     let depth = usize::from(branch.depth);
+    if threads <= 1 {
+        merge_children_in_place(&mut branch, batch, depth);
+        return Node::Branch(branch);
+    }
     // Reuse the children's allocation for the merged children: this runs for every branch a
     // batch touches.
     let mut children = std::mem::take(&mut branch.children);
@@ -166,6 +170,32 @@ fn merge_children<const KEY_BYTES: usize, V: Send>(
     branch.recount();
     *branch.dirty.get_mut() = true;
     Node::Branch(branch)
+}
+
+/// [`merge_children`] on one thread: each run of the batch is merged into its child where the
+/// child sits, or its new subtree inserted in nibble order. No task list and no new vector of
+/// children: a block's batches are small (tens of offers per pair), so for most branches they
+/// touch this is all the work, and the general path's three vectors per branch were most of it.
+/// The trie is the same (its shape is a function of its keys).
+fn merge_children_in_place<const KEY_BYTES: usize, V: Send>(
+    branch: &mut Branch<KEY_BYTES, V>,
+    batch: &mut [Pending<KEY_BYTES, V>],
+    depth: usize,
+) {
+    let mut rest = batch;
+    while let Some(first) = rest.first() {
+        let run_nibble = nibble(&first.key, depth);
+        let run_len = rest.partition_point(|entry| nibble(&entry.key, depth) <= run_nibble);
+        let (run, tail) = std::mem::take(&mut rest).split_at_mut(run_len);
+        rest = tail;
+        let at = child_position(branch.bitmap, run_nibble);
+        let existing = (branch.bitmap & (1 << run_nibble) != 0).then(|| branch.children.remove(at));
+        let merged = merge(existing, run, 1).expect("a non-empty run makes a subtree");
+        branch.children.insert(at, merged);
+        branch.bitmap |= 1 << run_nibble;
+    }
+    branch.recount();
+    *branch.dirty.get_mut() = true;
 }
 
 fn leaf_from<const KEY_BYTES: usize, V>(entry: &mut Pending<KEY_BYTES, V>) -> Node<KEY_BYTES, V> {

@@ -1,0 +1,79 @@
+//! What one block's edits cost the offer tries, shaped like the soak's (issue 32): 90 tries (one
+//! per pair of 10 assets) of 32-byte offer keys (limit price first, within about 2% of 1.0), and
+//! per trie and block 14 deletions and 18 insertions, then `clean` and `root_hash` on one
+//! thread each, as the node's apply phase does per pair. Prints the median time per block.
+//!
+//! `cargo run --release -p walras-trie --example offer_tries -- [KEYS_PER_TRIE] [BLOCKS]`
+//! (defaults 10000 60)
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
+use std::time::Instant;
+use walras_trie::Trie;
+
+fn key(rng: &mut SplitMix64) -> [u8; 32] {
+    // price near 1.0 (2^64 fixed point), spread ~2%
+    let spread = (rng.next_u64() % 40_000) as i64 - 20_000; // ±2% in 1e-6 steps
+    let price: u128 =
+        ((1u128 << 64) as i128 + ((1i128 << 64) / 1_000_000) * spread as i128) as u128;
+    let mut k = [0u8; 32];
+    k[..16].copy_from_slice(&price.to_be_bytes());
+    k[16..24].copy_from_slice(&(1 + rng.next_u64() % 10_000).to_be_bytes());
+    k[24..].copy_from_slice(&rng.next_u64().to_be_bytes());
+    k
+}
+
+fn main() {
+    let per: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let blocks: usize = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(60);
+    let mut rng = SplitMix64::seed_from_u64(5);
+    let mut tries: Vec<Trie<32, [u8; 8]>> = (0..90).map(|_| Trie::new()).collect();
+    let mut keys: Vec<Vec<[u8; 32]>> = vec![Vec::new(); 90];
+    for (trie, ks) in tries.iter_mut().zip(&mut keys) {
+        let batch: Vec<([u8; 32], [u8; 8])> = (0..per)
+            .map(|_| {
+                let k = key(&mut rng);
+                ks.push(k);
+                (k, [1; 8])
+            })
+            .collect();
+        trie.insert_batch(batch, 1);
+        trie.root_hash(1);
+    }
+    let mut times = Vec::new();
+    for block in 0..blocks {
+        let started = Instant::now();
+        for (trie, ks) in tries.iter_mut().zip(&mut keys) {
+            for _ in 0..14 {
+                let at = (rng.next_u64() as usize) % ks.len();
+                let k = ks.swap_remove(at);
+                trie.mark_deleted(&k);
+            }
+            let batch: Vec<([u8; 32], [u8; 8])> = (0..18)
+                .map(|_| {
+                    let k = key(&mut rng);
+                    ks.push(k);
+                    (k, [2; 8])
+                })
+                .collect();
+            trie.insert_batch(batch, 1);
+            if trie.deleted_len() > 0 {
+                trie.clean();
+            }
+            trie.root_hash(1);
+        }
+        if block >= 5 {
+            times.push(started.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "per trie {per}: median {:.3} ms per block (90 tries, 32 edits each)",
+        times[times.len() / 2]
+    );
+}
