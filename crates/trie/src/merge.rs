@@ -182,12 +182,7 @@ fn merge_children_in_place<const KEY_BYTES: usize, V: Send>(
     batch: &mut [Pending<KEY_BYTES, V>],
     depth: usize,
 ) {
-    let mut rest = batch;
-    while let Some(first) = rest.first() {
-        let run_nibble = nibble(&first.key, depth);
-        let run_len = rest.partition_point(|entry| nibble(&entry.key, depth) <= run_nibble);
-        let (run, tail) = std::mem::take(&mut rest).split_at_mut(run_len);
-        rest = tail;
+    for (run_nibble, run) in runs_by_nibble(batch, depth) {
         let at = child_position(branch.bitmap, run_nibble);
         let existing = (branch.bitmap & (1 << run_nibble) != 0).then(|| branch.children.remove(at));
         let merged = merge(existing, run, 1).expect("a non-empty run makes a subtree");
@@ -258,14 +253,20 @@ fn split_by_nibble<const KEY_BYTES: usize, V>(
     batch: &mut [Pending<KEY_BYTES, V>],
     depth: usize,
 ) -> Vec<(u8, &mut [Pending<KEY_BYTES, V>])> {
-    let mut runs = Vec::new();
+    runs_by_nibble(batch, depth).collect()
+}
+
+/// The runs of [`split_by_nibble`], one at a time (nothing allocated).
+fn runs_by_nibble<const KEY_BYTES: usize, V>(
+    batch: &mut [Pending<KEY_BYTES, V>],
+    depth: usize,
+) -> impl Iterator<Item = (u8, &mut [Pending<KEY_BYTES, V>])> {
     let mut rest = batch;
-    while let Some(first) = rest.first() {
-        let run_nibble = nibble(&first.key, depth);
+    std::iter::from_fn(move || {
+        let run_nibble = nibble(&rest.first()?.key, depth);
         let run_len = rest.partition_point(|entry| nibble(&entry.key, depth) <= run_nibble);
         let (run, tail) = std::mem::take(&mut rest).split_at_mut(run_len);
-        runs.push((run_nibble, run));
         rest = tail;
-    }
-    runs
+        Some((run_nibble, run))
+    })
 }
