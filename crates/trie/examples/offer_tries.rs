@@ -22,27 +22,44 @@ fn key(rng: &mut SplitMix64) -> [u8; 32] {
     k
 }
 
+/// Blocks run before timing starts.
+const WARM_UP_BLOCKS: usize = 5;
+const TRIES: usize = 90;
+
+/// `count` new keys for one trie, remembered in `keys` (so later blocks can delete them).
+fn new_entries(
+    rng: &mut SplitMix64,
+    keys: &mut Vec<[u8; 32]>,
+    count: usize,
+    value: u8,
+) -> Vec<([u8; 32], [u8; 8])> {
+    (0..count)
+        .map(|_| {
+            let k = key(rng);
+            keys.push(k);
+            (k, [value; 8])
+        })
+        .collect()
+}
+
+fn argument(at: usize, default: usize) -> usize {
+    std::env::args()
+        .nth(at)
+        .map(|text| {
+            text.parse()
+                .unwrap_or_else(|_| panic!("argument {at}: {text:?} is not a count"))
+        })
+        .unwrap_or(default)
+}
+
 fn main() {
-    let per: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(10_000);
-    let blocks: usize = std::env::args()
-        .nth(2)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(60);
+    let per = argument(1, 10_000);
+    let blocks = argument(2, 60).max(WARM_UP_BLOCKS + 1);
     let mut rng = SplitMix64::seed_from_u64(5);
-    let mut tries: Vec<Trie<32, [u8; 8]>> = (0..90).map(|_| Trie::new()).collect();
-    let mut keys: Vec<Vec<[u8; 32]>> = vec![Vec::new(); 90];
+    let mut tries: Vec<Trie<32, [u8; 8]>> = (0..TRIES).map(|_| Trie::new()).collect();
+    let mut keys: Vec<Vec<[u8; 32]>> = vec![Vec::new(); TRIES];
     for (trie, ks) in tries.iter_mut().zip(&mut keys) {
-        let batch: Vec<([u8; 32], [u8; 8])> = (0..per)
-            .map(|_| {
-                let k = key(&mut rng);
-                ks.push(k);
-                (k, [1; 8])
-            })
-            .collect();
-        trie.insert_batch(batch, 1);
+        trie.insert_batch(new_entries(&mut rng, ks, per, 1), 1);
         trie.root_hash(1);
     }
     let mut times = Vec::new();
@@ -54,26 +71,19 @@ fn main() {
                 let k = ks.swap_remove(at);
                 trie.mark_deleted(&k);
             }
-            let batch: Vec<([u8; 32], [u8; 8])> = (0..18)
-                .map(|_| {
-                    let k = key(&mut rng);
-                    ks.push(k);
-                    (k, [2; 8])
-                })
-                .collect();
-            trie.insert_batch(batch, 1);
+            trie.insert_batch(new_entries(&mut rng, ks, 18, 2), 1);
             if trie.deleted_len() > 0 {
                 trie.clean();
             }
             trie.root_hash(1);
         }
-        if block >= 5 {
+        if block >= WARM_UP_BLOCKS {
             times.push(started.elapsed().as_secs_f64() * 1e3);
         }
     }
     times.sort_by(f64::total_cmp);
     println!(
-        "per trie {per}: median {:.3} ms per block (90 tries, 32 edits each)",
+        "per trie {per}: median {:.3} ms per block ({TRIES} tries, 32 edits each)",
         times[times.len() / 2]
     );
 }
