@@ -172,10 +172,6 @@ impl Chunk {
             .get_or_init(|| ChunkDetail::of(&self.offers, &self.limits, self.total))
     }
 
-    fn exact_total(&self) -> u64 {
-        self.exact_total
-    }
-
     /// The first limit price of each of the chunk's blocks, as the blocks store it.
     fn pivots(&self) -> impl Iterator<Item = f32> + '_ {
         self.limits
@@ -394,7 +390,7 @@ impl BookBuffers {
         self.chunk_records.push(ChunkRecord {
             sums_before: PrefixSums::default(),
             total: chunk.total,
-            exact_total: chunk.exact_total(),
+            exact_total: chunk.exact_total,
             len: chunk.offers.len() as u32,
             pivots_start,
             pivots_end: self.block_pivot_limits.len() as u32,
