@@ -287,6 +287,12 @@ pub struct FillJson {
     pub sold: u64,
     /// Amount of `buy` received.
     pub bought: u64,
+    /// Amount of `sell` returned to the account as the offer closed: the rest its fill left
+    /// when that rest could sell nothing at the block's rate and was worth at most 15 units of
+    /// `buy` there (dust; docs/prices.md, "The rest rule"). 0 otherwise; absent from servers
+    /// older than the rule.
+    #[serde(default)]
+    pub returned: u64,
     /// `bought / sold` (units of `buy` per unit of `sell`, after commission), 12 significant
     /// digits: at least the offer's limit price times (1 − ε).
     #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
@@ -756,6 +762,11 @@ pub struct OfferExplanationJson {
     pub sold: Option<String>,
     #[schema(required = true, pattern = "^[0-9]+$")]
     pub received: Option<String>,
+    /// The rest returned to the account when the latest block closed the offer by the rest
+    /// rule (dust its fill left that could sell nothing at the rate); "0" when none was.
+    #[serde(default)]
+    #[schema(required = true, pattern = "^[0-9]+$")]
+    pub returned: Option<String>,
     /// The drop rule's name, `cancelled`, `pending`, `unknown_offer`, or the latest block's
     /// reason: `filled`, `partly_filled`, `rounded_below_limit` (it sold only the part whose
     /// rounded payout meets its limit), `out_of_the_money`, `at_the_money`, `volume_ran_out`.

@@ -26,6 +26,14 @@
 //!
 //! So an offer trades exactly when some amount up to what it holds meets its limit, and an offer
 //! too small to trade at its limit does not trade.
+//!
+//! What a fill leaves is dust when no part of it can be paid its limit in whole units at the
+//! rate and it is worth at most [`DUST_PAYOUT_UNITS_MAX`] units of the bought asset there: an
+//! offer whose limit sits within a hair of the rate sells all but a unit or two, and that rest
+//! could stay in the money for good, walked by every later settlement and shown at the top of
+//! its book. [`PayoutTerms::returned_rest`] closes such an offer and returns the rest to its
+//! account. A larger rest that cannot sell at this rate (an offer at the money) stays: a rate a
+//! hair higher sells it.
 
 use ethnum::U256;
 use walras_types::{Fraction, Price};
@@ -33,6 +41,13 @@ use walras_types::{Fraction, Price};
 /// Payout levels (or amounts, when the payout rate is at least 1) searched below the whole
 /// amount before falling back to multiples of the smallest amount that meets the limit.
 pub(crate) const SEARCH_STEPS: u64 = 64;
+
+/// The most a fill's rest may be worth at the rate (`floor(rest · payout rate)`, in units of
+/// the bought asset) and still be dust, returned to its account when it cannot sell there.
+/// A rest worth `V` units can be kept from trading only by rates within about `1 / V` of its
+/// limit, so 15 units covers the rests of one or two units that near-limit fills leave without
+/// closing an offer at the money.
+pub const DUST_PAYOUT_UNITS_MAX: u128 = 15;
 
 /// The terms every offer of one pair trades on in one settlement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +133,30 @@ impl PayoutTerms {
         };
         debug_assert!(self.meets_limit(limit, sale.sold, sale.received));
         sale
+    }
+
+    /// THE rest rule: what an offer holding `amount` with `limit`, that sold `sold` at these
+    /// terms, gets back as its offer closes. The rest `amount − sold` is returned when the
+    /// offer sold something, the rest can sell nothing at these terms ([`PayoutTerms::sale`]
+    /// sells none of it) and it is worth at most [`DUST_PAYOUT_UNITS_MAX`] units of the bought
+    /// asset at the rate; otherwise 0, and the rest stays on the book.
+    ///
+    /// An offer that sold nothing keeps all it holds. So a returned rest is always smaller
+    /// than what the offer sold: `sold` met the limit, and the rest is below the smallest
+    /// amount that does.
+    pub fn returned_rest(&self, limit: Price, amount: u64, sold: u64) -> u64 {
+        if sold == 0 || sold >= amount {
+            return 0;
+        }
+        let rest = amount - sold;
+        if self.payout(rest) > DUST_PAYOUT_UNITS_MAX || self.sale(limit, rest).sold > 0 {
+            return 0;
+        }
+        assert!(
+            rest < sold,
+            "a returned rest ({rest}) is below the {sold} the offer sold at its limit"
+        );
+        rest
     }
 
     /// The largest `s < wanted` meeting `limit` (near-largest after a fruitless search); 0 if
@@ -352,5 +391,60 @@ mod tests {
                 prop_assert!(best - sale.sold < smallest);
             }
         }
+
+        /// The rest rule returns all of a fill's rest or none of it; what it returns is dust
+        /// (no part of it sells at the rate, worth at most the dust bound there) and less than
+        /// what the offer sold; what it keeps on the book can sell at the rate or is worth more
+        /// than the bound. Fills are drawn as the fill rule makes them: an offer's capacity, or
+        /// the part of it where a pair's amount ends that meets the limit.
+        #[test]
+        fn the_rest_rule_returns_only_dust_and_less_than_was_sold(
+            rate_raw in (Price::ONE.0 / 2000)..(Price::ONE.0 * 3),
+            below_ppm in 0u128..2000,
+            amount in 1u64..5000,
+            left in 1u64..5000,
+            epsilon_shift in 8u32..40,
+        ) {
+            let terms = PayoutTerms::new(Price(rate_raw), Fraction::power_of_two(epsilon_shift));
+            let limit = Price(rate_raw - rate_raw / 1_000_000 * below_ppm);
+            let mut walk = FillWalk::new(terms, left);
+            let Ok(sale) = walk.next(limit, amount) else {
+                return Ok(()); // the pair's amount cannot end inside this offer
+            };
+            let returned = terms.returned_rest(limit, amount, sale.sold);
+            let rest = amount - sale.sold;
+            prop_assert!(returned == 0 || returned == rest);
+            let dust = terms.sale(limit, rest).sold == 0
+                && terms.payout(rest) <= DUST_PAYOUT_UNITS_MAX;
+            prop_assert_eq!(returned > 0, sale.sold > 0 && rest > 0 && dust);
+            if returned > 0 {
+                prop_assert!(returned < sale.sold);
+            }
+        }
+    }
+
+    /// A near-limit fill's rest of one unit at a rate below 1 is returned; a large rest that
+    /// cannot sell at the rate only because the offer is at the money stays on the book.
+    #[test]
+    fn a_unit_rest_is_returned_and_a_rest_at_the_money_is_kept() {
+        let epsilon = Fraction::power_of_two(15);
+        let rate = Price::parse_limit("0.98").unwrap();
+        let terms = PayoutTerms::new(rate, epsilon);
+        // 1 unit pays floor(0.98 · (1 − ε)) = 0: it can never meet a positive limit here.
+        assert_eq!(terms.payout(1), 0);
+        let limit = Price::parse_limit("0.97").unwrap();
+        assert_eq!(terms.sale(limit, 999).sold, 999);
+        assert_eq!(terms.returned_rest(limit, 1_000, 999), 1);
+        assert_eq!(
+            terms.returned_rest(limit, 1, 0),
+            0,
+            "an offer that sold nothing"
+        );
+        assert_eq!(terms.returned_rest(limit, 1_000, 1_000), 0, "nothing left");
+        // At the money (limit = rate): no amount below 2^15 is paid its limit in whole units.
+        let rest = 5_000;
+        assert_eq!(terms.sale(rate, rest).sold, 0);
+        assert!(terms.payout(rest) > DUST_PAYOUT_UNITS_MAX);
+        assert_eq!(terms.returned_rest(rate, 2 * rest, rest), 0);
     }
 }

@@ -37,7 +37,7 @@ mod tatonnement;
 
 pub use book::{BookBuffers, BookError, Chunk, OfferEdit, OrderBooks, PairBook, CHUNK_OFFERS_MEAN};
 pub use demand::{query as query_demand, query_grid as query_demand_on_grid, DemandWorkspace};
-pub use fill::{FillWalk, PayoutTerms, Sale};
+pub use fill::{FillWalk, PayoutTerms, Sale, DUST_PAYOUT_UNITS_MAX};
 pub use grid::SupplyGrid;
 pub use quality::Quality;
 pub use settle::{

@@ -124,6 +124,10 @@ pub struct Fill {
     pub offer: OfferId,
     pub sold: u64,
     pub bought: u64,
+    /// The rest returned to the offer's account as the offer closes, by the rest rule
+    /// ([`PayoutTerms::returned_rest`]: dust that cannot sell at the rate); 0 otherwise. The
+    /// offer keeps `amount − sold − returned` on the book.
+    pub returned: u64,
 }
 
 /// One pair that traded, with its offers: what a state applying the settlement needs.
@@ -162,24 +166,30 @@ impl<'a> TradedPair<'a> {
     }
 
     /// Every offer of the pair that sold something, in canonical order, with its fill. An offer
-    /// whose fill sold less than its amount keeps the rest on the book.
+    /// whose fill sold less than its amount keeps the rest on the book, unless the rest rule
+    /// returns it ([`Fill::returned`]).
     pub fn offer_fills(&self) -> impl Iterator<Item = (&'a Offer, Fill)> + 'a {
         let pair = *self;
+        let terms = self.clearing.terms();
         let mut shorts = self.clearing.short_fills.iter().peekable();
         self.books
             .offers(&self.book)
             .take(self.clearing.offers_reached)
             .enumerate()
             .filter_map(move |(index, offer)| {
-                let sold = match shorts.next_if(|short| short.index == index) {
-                    Some(short) => short.sold,
-                    None => offer.amount,
+                let (sold, returned) = match shorts.next_if(|short| short.index == index) {
+                    Some(short) => (
+                        short.sold,
+                        terms.returned_rest(offer.min_price, offer.amount, short.sold),
+                    ),
+                    None => (offer.amount, 0),
                 };
                 (sold > 0).then(|| {
                     let fill = Fill {
                         offer: offer.id,
                         sold,
                         bought: pair.payout(sold),
+                        returned,
                     };
                     (offer, fill)
                 })

@@ -369,8 +369,13 @@ fn fills_text(fills: &BlockFillsJson, symbols: &Symbols) -> String {
     );
     for fill in &fills.fills {
         let pair = format!("{} -> {}", symbols.of(fill.sell), symbols.of(fill.buy));
+        let returned = if fill.returned > 0 {
+            format!("  (rest of {} returned: dust)", fill.returned)
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "  {:>7}  {:>8}  {:<24}  {:>12}  {:>12}  {}\n",
+            "  {:>7}  {:>8}  {:<24}  {:>12}  {:>12}  {}{returned}\n",
             fill.account, fill.offer_id, pair, fill.sold, fill.bought, fill.rate
         ));
     }
@@ -536,6 +541,7 @@ mod tests {
                 buy: 1,
                 sold: 1000,
                 bought: 999,
+                returned: 0,
                 rate: "0.999".to_string(),
             }],
         };

@@ -468,8 +468,16 @@ fn fill_text(
              the book (why: walras offer explain {id} --account {account})\n"
         );
     };
-    let rest = amount.saturating_sub(fill.sold);
-    let resting = if rest == 0 {
+    let rest = amount
+        .saturating_sub(fill.sold)
+        .saturating_sub(fill.returned);
+    let resting = if fill.returned > 0 {
+        format!(
+            "the other {} of {sold_asset} could not sell at that rate in whole units and went \
+             back to the account (the rest rule); the offer is closed",
+            fill.returned
+        )
+    } else if rest == 0 {
         "it traded in full".to_string()
     } else {
         format!("{rest} of {sold_asset} rest on the book")
@@ -543,6 +551,7 @@ mod tests {
             buy: 1,
             sold: 600,
             bought: 330,
+            returned: 0,
             rate: "0.55".to_string(),
         };
         let symbols = Symbols::named(&["USD", "BTC"]);
@@ -551,9 +560,25 @@ mod tests {
             "offer 2 sold 600 of USD (asset 0) for 330 of BTC (asset 1) in block 9 (rate 0.55, \
              after commission); 400 of USD (asset 0) rest on the book\n"
         );
-        let full = walras_api::wire::FillJson { sold: 1000, ..fill };
+        let full = walras_api::wire::FillJson {
+            sold: 1000,
+            ..fill.clone()
+        };
         let text = fill_text(2, 5, (0, 1, 1000), 9, Some(&full), &symbols);
         assert!(text.ends_with("it traded in full\n"));
+        let dust = walras_api::wire::FillJson {
+            sold: 998,
+            returned: 2,
+            ..fill.clone()
+        };
+        let text = fill_text(2, 5, (0, 1, 1000), 9, Some(&dust), &symbols);
+        assert!(
+            text.ends_with(
+                "the other 2 of USD (asset 0) could not sell at that rate in whole units and \
+                 went back to the account (the rest rule); the offer is closed\n"
+            ),
+            "{text}"
+        );
         assert_eq!(
             fill_text(2, 5, (0, 1, 1000), 9, None, &symbols),
             "offer 2 did not trade in block 9: all 1000 of USD (asset 0) rest on the book (why: \

@@ -217,6 +217,7 @@ mod tests {
             buy: 1,
             sold: 100,
             bought: 95,
+            returned: 0,
             rate: "0.95".to_string(),
         };
         let line = serde_json::to_value(WatchLine::Fill {
@@ -227,7 +228,7 @@ mod tests {
         assert_eq!(
             line,
             serde_json::json!({"type": "fill", "height": 12, "account": 7, "offer_id": 3,
-                "sell": 0, "buy": 1, "sold": 100, "bought": 95, "rate": "0.95"})
+                "sell": 0, "buy": 1, "sold": 100, "bought": 95, "returned": 0, "rate": "0.95"})
         );
     }
 }

@@ -790,6 +790,7 @@ fn a_block_s_fills_show_what_each_offer_gave_and_got() {
                 sold > 0 && 2 * bought >= sold,
                 "at or above its 0.5 limit: {fill}"
             );
+            assert!(fill["returned"].is_u64(), "the rest rule's field: {fill}");
         }
         let (_, mine) = get(
             &client,

@@ -44,7 +44,7 @@ struct Base {
     /// The state height whose open offers are `books` with `fills` applied.
     height: u64,
     books: OrderBooks,
-    /// (pair index, key, remaining amount: 0 when filled in full), in (pair, key) order.
+    /// (pair index, key, remaining amount: 0 when the offer closed, filled in full or its rest returned), in (pair, key) order.
     fills: Vec<(usize, OfferKey, u64)>,
 }
 

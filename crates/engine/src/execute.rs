@@ -1022,24 +1022,27 @@ impl PairRange<'_> {
                 continue;
             }
             let local = index - self.start;
-            let buy = pair.buy();
-            let mut pay = |account: &AccountId, amount: u64| {
+            let mut pay = |account: &AccountId, asset: AssetId, amount: u64| {
                 let seller = slots[account];
-                credits[seller as usize / width].push((seller, buy, amount));
+                credits[seller as usize / width].push((seller, asset, amount));
             };
             // An offer selling less than its amount (the last one, or one too small to trade
-            // in full at its limit) keeps the rest on the book.
+            // in full at its limit) keeps the rest on the book, unless the rest is dust that
+            // the rest rule returns to its account.
             for (offer, fill) in pair.offer_fills() {
                 let key = offer.key();
-                if fill.sold == offer.amount {
+                let rest = offer.amount - fill.sold - fill.returned;
+                if rest == 0 {
                     self.books[local].remove(&key);
                     self.tries[local].mark_deleted(&offer_trie_key(&key));
                 } else {
-                    let remaining = offer.amount - fill.sold;
-                    self.books[local].insert(key, remaining);
-                    self.tries[local].insert(offer_trie_key(&key), remaining.to_be_bytes());
+                    self.books[local].insert(key, rest);
+                    self.tries[local].insert(offer_trie_key(&key), rest.to_be_bytes());
                 }
-                pay(&offer.account, fill.bought);
+                pay(&offer.account, pair.buy(), fill.bought);
+                if fill.returned > 0 {
+                    pay(&offer.account, pair.sell(), fill.returned);
+                }
             }
         }
         credits
@@ -1068,10 +1071,14 @@ pub struct OfferFill {
     pub sold: u64,
     /// Amount of `buy` it received.
     pub bought: u64,
+    /// Amount of `sell` returned to the account as the offer closed: the dust its fill left
+    /// (the rest rule, `walras_clearing::PayoutTerms::returned_rest`); 0 when the offer sold
+    /// its whole amount or rests with the rest.
+    pub returned: u64,
 }
 
 /// What the block's fills did to the books it was cleared on, as [`PairRange::trade`] does it
-/// to the state's books: (pair index, key, remaining amount, 0 when filled in full).
+/// to the state's books: (pair index, key, remaining amount, 0 when the offer closed).
 fn carried_fills(
     books: &OrderBooks,
     settlement: &Settlement,
@@ -1081,7 +1088,7 @@ fn carried_fills(
     flat_map_traded(books, settlement, threads, |pair| {
         let index = pair.sell().0 as usize * assets + pair.buy().0 as usize;
         pair.offer_fills()
-            .map(|(offer, fill)| (index, offer.key(), offer.amount - fill.sold))
+            .map(|(offer, fill)| (index, offer.key(), offer.amount - fill.sold - fill.returned))
             .collect()
     })
 }
@@ -1097,6 +1104,7 @@ fn block_fills(books: &OrderBooks, settlement: &Settlement, threads: usize) -> V
                 buy: pair.buy(),
                 sold: fill.sold,
                 bought: fill.bought,
+                returned: fill.returned,
             })
             .filter(|fill| fill.sold > 0)
             .collect()

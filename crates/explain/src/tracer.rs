@@ -22,7 +22,8 @@ pub struct OfferRef {
 /// Where an offer stands now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OfferStatus {
-    /// It sold its whole amount.
+    /// It sold its whole amount, or all of it but a rest of dust returned to its account (the
+    /// rest rule: [`walras_clearing::PayoutTerms::returned_rest`]).
     Traded,
     /// It sold part of its amount and the rest is still open.
     PartlyTraded,
@@ -121,6 +122,9 @@ pub struct BlockVerdict {
     /// `sold · limit · (1 − ε)`: the fill rule sells no more than meets the limit).
     pub sold: u64,
     pub received: u64,
+    /// The rest returned to the account as the offer closed in this block (dust its fill left
+    /// that could sell nothing at the rate); 0 otherwise.
+    pub returned: u64,
     /// Amount of the offers ahead of it in the canonical order whose limits are at or below the
     /// rate (when the offer itself is in the money: all of those ahead).
     pub volume_ahead: u64,
@@ -216,6 +220,7 @@ pub fn explain_in_block(
         return Err(inconsistent);
     }
     let capacity = pair.terms.sale(limit, amount).sold;
+    let returned = pair.terms.returned_rest(limit, amount, sold);
     let reason = if sold > 0 && sold == amount {
         BlockReason::Filled
     } else if limit > rate {
@@ -237,6 +242,7 @@ pub fn explain_in_block(
         amount,
         sold,
         received,
+        returned,
         volume_ahead: in_money_ahead,
         pair_sold,
         reason,
@@ -407,6 +413,13 @@ impl OfferExplanation {
                 latest.pair_sold, latest.volume_ahead
             ),
         });
+        if latest.returned > 0 {
+            text.push_str(&format!(
+                " The {} it still held could sell nothing at that rate in whole units (dust): \
+                 the rest rule returned it to the account and closed the offer.",
+                latest.returned
+            ));
+        }
         if self.sold_total > latest.sold {
             text.push_str(&format!(
                 " Over all its blocks it sold {} of {} for {}.",
@@ -698,7 +711,8 @@ impl OfferTracer {
                 let sale = walk.next(key.min_price, *held).map_err(|_| error.clone())?;
                 if sale.sold > 0 {
                     last = Some(*key);
-                    sales.push((*key, *held - sale.sold));
+                    let returned = terms.returned_rest(key.min_price, *held, sale.sold);
+                    sales.push((*key, *held - sale.sold - returned));
                 }
             }
             if walk.left() > 0 {

@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::SplitMix64;
 use std::collections::{BTreeMap, BTreeSet};
-use walras_clearing::PayoutTerms;
+use walras_clearing::{PayoutTerms, DUST_PAYOUT_UNITS_MAX};
 use walras_crypto::Keypair;
 use walras_engine::{Block, DropReason, EngineConfig, ExchangeState};
 use walras_explain::{explain_offer, BlockReason, OfferRef, OfferStatus, OfferTracer};
@@ -273,6 +273,7 @@ struct Seen {
     dropped: u64,
     cancelled: u64,
     rested: u64,
+    returned: u64,
 }
 
 /// Runs `blocks` generated blocks and checks every offer's explanation after each.
@@ -372,9 +373,23 @@ fn check_run(seed: u64, model: Model, blocks: usize, size: usize, seen: &mut See
                     latest.sold,
                     latest.received
                 );
-                // What it sold is what left it.
+                // What it sold, and the rest the rest rule returned, is what left it.
                 let remaining = after.get(key).copied().unwrap_or(0);
-                assert_eq!(held - latest.sold, remaining, "{key:?}: sold vs the state");
+                assert_eq!(
+                    held - latest.sold - latest.returned,
+                    remaining,
+                    "{key:?}: sold vs the state"
+                );
+                if latest.returned > 0 {
+                    seen.returned += 1;
+                    let terms = PayoutTerms::new(rate, epsilon);
+                    assert_eq!(latest.returned, held - latest.sold, "all the rest returns");
+                    assert_eq!(terms.sale(key.min_price, latest.returned).sold, 0);
+                    assert!(terms.payout(latest.returned) <= DUST_PAYOUT_UNITS_MAX);
+                    assert!(latest.returned < latest.sold);
+                    assert_eq!(explanation.status, OfferStatus::Traded, "it closed");
+                    assert!(explanation.summary().contains("rest rule returned it"));
+                }
                 if explanation.blocks_live > 1 {
                     seen.rested += 1;
                 }
@@ -393,7 +408,12 @@ fn check_run(seed: u64, model: Model, blocks: usize, size: usize, seen: &mut See
                         // limits); nothing after this one sold.
                         assert!(latest.volume_ahead + latest.sold >= pair_sold);
                         assert_eq!(sold_sum, pair_sold, "{key:?}: the amount ended here");
-                        assert_eq!(explanation.status, OfferStatus::PartlyTraded);
+                        let status = if latest.returned > 0 {
+                            OfferStatus::Traded
+                        } else {
+                            OfferStatus::PartlyTraded
+                        };
+                        assert_eq!(explanation.status, status);
                     }
                     BlockReason::RoundedBelowLimit => {
                         seen.rounded += 1;
@@ -483,7 +503,10 @@ fn every_offer_of_generated_blocks_is_explained_consistently_with_clearing() {
     println!("{seen:?}");
     // The runs cover every case the explanation distinguishes (at the money needs a limit
     // exactly on the rate; it has its own unit test).
-    assert!(seen.filled > 0 && seen.partly > 0, "{seen:?}");
+    assert!(
+        seen.filled > 0 && seen.partly > 0 && seen.returned > 0,
+        "{seen:?}"
+    );
     assert!(seen.out_of_money > 0 && seen.ran_out > 0, "{seen:?}");
     assert!(
         seen.dropped > 0 && seen.cancelled > 0 && seen.rested > 0,

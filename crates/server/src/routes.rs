@@ -695,6 +695,7 @@ fn fill_json(fill: &walras_engine::OfferFill) -> FillJson {
         buy: fill.buy.0,
         sold: fill.sold,
         bought: fill.bought,
+        returned: fill.returned,
         rate: rate.to_string(),
     }
 }

@@ -952,14 +952,16 @@ fn app_meta_key(key: &str) -> Vec<u8> {
 /// A block's results as stored, big-endian: the dropped transactions `count:u32 (index:u32
 /// reason:u8)*` (a reason is its position in [`DropReason::ALL`]); then, when kept, the
 /// proposer's clearing quality (`CLEARING_TAG iterations:u64 (f64 bits:u64)*4`); then, when
-/// kept, the fills (`FILLS_TAG count:u32 (account:u64 offer:u64 sell:u16 buy:u16 sold:u64
-/// bought:u64)*`). Results written before a section was kept end before it.
+/// kept, the fills (`FILLS_RETURNED_TAG count:u32 (account:u64 offer:u64 sell:u16 buy:u16
+/// sold:u64 bought:u64 returned:u64)*`). Results written before a section was kept end before
+/// it; fills written before the rest rule carry `FILLS_TAG` and no `returned` (read as 0: no
+/// rest was returned then).
 fn encode_results(
     dropped: &[(u32, DropReason)],
     clearing: Option<&ClearingReport>,
     fills: Option<&[OfferFill]>,
 ) -> Vec<u8> {
-    let fill_bytes = fills.map_or(0, |fills| 5 + FILL_BYTES * fills.len());
+    let fill_bytes = fills.map_or(0, |fills| 5 + FILL_RETURNED_BYTES * fills.len());
     let mut out = Vec::with_capacity(4 + 5 * dropped.len() + CLEARING_BYTES + fill_bytes);
     out.put_u32(dropped.len() as u32);
     for &(index, reason) in dropped {
@@ -979,7 +981,7 @@ fn encode_results(
         }
     }
     if let Some(fills) = fills {
-        out.put_u8(FILLS_TAG);
+        out.put_u8(FILLS_RETURNED_TAG);
         out.put_u32(u32::try_from(fills.len()).expect("a block's fills count fits a u32"));
         for fill in fills {
             out.put_u64(fill.account.0);
@@ -988,6 +990,7 @@ fn encode_results(
             out.put_u16(fill.buy.0);
             out.put_u64(fill.sold);
             out.put_u64(fill.bought);
+            out.put_u64(fill.returned);
         }
     }
     out
@@ -997,10 +1000,15 @@ fn encode_results(
 const CLEARING_TAG: u8 = 1;
 /// The tag, the iteration count and four f64 measures.
 const CLEARING_BYTES: usize = 1 + 8 + 4 * 8;
-/// Marks the fills, after the clearing quality if any.
+/// Marks the fills as written before the rest rule, after the clearing quality if any.
 const FILLS_TAG: u8 = 2;
-/// One stored fill: account, offer id, sell, buy, sold, bought.
+/// One such fill: account, offer id, sell, buy, sold, bought.
 const FILL_BYTES: usize = 8 + 8 + 2 + 2 + 8 + 8;
+/// Marks the fills with their returned rests (written since the rest rule), in place of
+/// [`FILLS_TAG`].
+const FILLS_RETURNED_TAG: u8 = 3;
+/// One fill with its returned rest.
+const FILL_RETURNED_BYTES: usize = FILL_BYTES + 8;
 
 fn reason_code(reason: DropReason) -> u8 {
     DropReason::ALL
@@ -1049,7 +1057,9 @@ fn read_results(reader: &mut Reader<'_>) -> Result<BlockResults, codec::DecodeEr
         let tag = reader.u8()?;
         match tag {
             CLEARING_TAG if last_tag < tag => results.clearing = Some(read_clearing(reader)?),
-            FILLS_TAG if last_tag < tag => results.fills = Some(read_fills(reader)?),
+            FILLS_TAG | FILLS_RETURNED_TAG if last_tag < FILLS_TAG => {
+                results.fills = Some(read_fills(reader, tag == FILLS_RETURNED_TAG)?)
+            }
             _ => {
                 return Err(codec::DecodeError::BadTag {
                     what: "results section",
@@ -1074,9 +1084,18 @@ fn read_clearing(reader: &mut Reader<'_>) -> Result<ClearingReport, codec::Decod
     })
 }
 
-fn read_fills(reader: &mut Reader<'_>) -> Result<Vec<OfferFill>, codec::DecodeError> {
+/// The fills section after its tag; `with_returned` for [`FILLS_RETURNED_TAG`].
+fn read_fills(
+    reader: &mut Reader<'_>,
+    with_returned: bool,
+) -> Result<Vec<OfferFill>, codec::DecodeError> {
     let count = reader.u32()? as usize;
-    reader.ensure_items(count, FILL_BYTES)?;
+    let item_bytes = if with_returned {
+        FILL_RETURNED_BYTES
+    } else {
+        FILL_BYTES
+    };
+    reader.ensure_items(count, item_bytes)?;
     (0..count)
         .map(|_| {
             Ok(OfferFill {
@@ -1086,6 +1105,7 @@ fn read_fills(reader: &mut Reader<'_>) -> Result<Vec<OfferFill>, codec::DecodeEr
                 buy: AssetId(reader.u16()?),
                 sold: reader.u64()?,
                 bought: reader.u64()?,
+                returned: if with_returned { reader.u64()? } else { 0 },
             })
         })
         .collect()
@@ -1411,6 +1431,7 @@ mod tests {
             buy: AssetId(0),
             sold: 600,
             bought: 301,
+            returned: 2,
         }];
         for (clearing, kept_fills) in [
             (Some(report), Some(fills.as_slice())),
@@ -1434,5 +1455,35 @@ mod tests {
         let mut twice = encode_results(&dropped, None, Some(&fills));
         twice.extend_from_slice(&encode_results(&[], None, Some(&fills))[4..]);
         assert!(decode_results(4, &twice).is_err());
+    }
+
+    /// A store written before the rest rule keeps fills without a returned rest; they read
+    /// back with none returned, and such a section next to a newer one is refused.
+    #[test]
+    fn fills_written_before_the_rest_rule_read_back_with_nothing_returned() {
+        let fill = OfferFill {
+            account: AccountId(5),
+            offer_id: OfferId(2),
+            sell: AssetId(1),
+            buy: AssetId(0),
+            sold: 600,
+            bought: 301,
+            returned: 0,
+        };
+        let mut old = Vec::new();
+        old.put_u32(0);
+        old.put_u8(FILLS_TAG);
+        old.put_u32(1);
+        old.put_u64(fill.account.0);
+        old.put_u64(fill.offer_id.0);
+        old.put_u16(fill.sell.0);
+        old.put_u16(fill.buy.0);
+        old.put_u64(fill.sold);
+        old.put_u64(fill.bought);
+        let results = decode_results(4, &old).unwrap();
+        assert_eq!(results.fills, Some(vec![fill]));
+        let mut both = old.clone();
+        both.extend_from_slice(&encode_results(&[], None, Some(&[fill]))[4..]);
+        assert!(decode_results(4, &both).is_err());
     }
 }
