@@ -762,11 +762,6 @@ pub struct OfferExplanationJson {
     pub sold: Option<String>,
     #[schema(required = true, pattern = "^[0-9]+$")]
     pub received: Option<String>,
-    /// The rest returned to the account when the latest block closed the offer by the rest
-    /// rule (dust its fill left that could sell nothing at the rate); "0" when none was.
-    #[serde(default)]
-    #[schema(required = true, pattern = "^[0-9]+$")]
-    pub returned: Option<String>,
     /// The drop rule's name, `cancelled`, `pending`, `unknown_offer`, or the latest block's
     /// reason: `filled`, `partly_filled`, `rounded_below_limit` (it sold only the part whose
     /// rounded payout meets its limit), `out_of_the_money`, `at_the_money`, `volume_ran_out`.

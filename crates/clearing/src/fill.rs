@@ -143,7 +143,9 @@ impl PayoutTerms {
     ///
     /// An offer that sold nothing keeps all it holds. So a returned rest is always smaller
     /// than what the offer sold: `sold` met the limit, and the rest is below the smallest
-    /// amount that does.
+    /// amount that does. Panics (a bug in the caller) when `sold` is a sale that did not meet
+    /// the limit and the rest is not below it: every fill a settlement, a follower or the
+    /// tracer makes meets its limit, and settlement checks that as a postcondition.
     pub fn returned_rest(&self, limit: Price, amount: u64, sold: u64) -> u64 {
         if sold == 0 || sold >= amount {
             return 0;

@@ -20,7 +20,6 @@ impl From<&OfferExplanation> for OfferExplanationJson {
             amount: details.map(|d| d.amount.to_string()),
             sold: latest.map(|_| explanation.sold_total.to_string()),
             received: latest.map(|_| explanation.received_total.to_string()),
-            returned: latest.map(|l| l.returned.to_string()),
             reason_code: known.then(|| explanation.reason_code().to_string()),
             out_of_money_bp: latest.and_then(|l| l.out_of_money).map(|bp| bp.to_string()),
             volume_ahead: latest
