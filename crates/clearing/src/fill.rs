@@ -19,7 +19,9 @@
 //!   at least `k ≥ s · L'`; payout levels `k` are searched downward from `floor(wanted · P)`
 //!   ([`SEARCH_STEPS`] of them; when `P ≥ 1` amounts are searched downward instead, as they are
 //!   the finer grain). The first hit is the exact largest amount;
-//! - when the search ends without a hit, the largest multiple of the smallest amount that meets
+//! - when the search ends without a hit after covering every level (or amount) down to 1, no
+//!   amount meets the limit and the sale is 0;
+//! - when it ends without a hit otherwise, the largest multiple of the smallest amount that meets
 //!   the limit (the denominator of the simplest fraction in `[L', P]`, found by continued
 //!   fractions): multiples of a fraction in `[L', P]` stay in it, so this meets the limit and is
 //!   less than that smallest amount below the exact largest.
@@ -171,16 +173,27 @@ impl PayoutTerms {
         // L' · 2^144, with L' = limit · (1 − ε).
         let owed_rate =
             U256::from(limit.0) * U256::from((1u128 << 64) - u128::from(self.epsilon.0));
-        let found = if p < Price::ONE.0 {
-            self.search_payout_levels(owed_rate, wanted)
+        // `exhaustive`: the search covered every payout level from 1 (or every amount from 1),
+        // so finding nothing proves that no amount up to `wanted` meets the limit. Dust (an
+        // offer of a few units near its limit) ends here instead of in the continued fractions
+        // below, 10–40 times dearer (examples/dust_sale.rs).
+        let (found, exhaustive) = if p < Price::ONE.0 {
+            (
+                self.search_payout_levels(owed_rate, wanted),
+                self.payout(wanted) <= u128::from(SEARCH_STEPS),
+            )
         } else {
-            (wanted.saturating_sub(SEARCH_STEPS)..wanted)
+            let found = (wanted.saturating_sub(SEARCH_STEPS)..wanted)
                 .rev()
                 .take_while(|s| *s > 0)
-                .find(|s| self.meets_limit(limit, *s, self.payout(*s)))
+                .find(|s| self.meets_limit(limit, *s, self.payout(*s)));
+            (found, wanted <= SEARCH_STEPS + 1)
         };
         if let Some(sold) = found {
             return sold;
+        }
+        if exhaustive {
+            return 0;
         }
         match smallest_amount(owed_rate, p) {
             Some(smallest) if smallest <= U256::from(wanted) => {
@@ -423,6 +436,38 @@ mod tests {
                 prop_assert!(returned < sale.sold);
             }
         }
+    }
+
+    /// Small amounts near their limit, where the search often covers every payout level (or
+    /// amount) down to 1 and its miss alone decides that nothing sells: an offer sells nothing
+    /// exactly when no amount up to its own meets its limit (brute force), and never more than
+    /// the largest that does. Rates below and above 1, limits from the rate to 2,000 ppm below.
+    #[test]
+    fn dust_sales_match_a_brute_force_search() {
+        let mut zero = 0;
+        for rate_text in [
+            "0.0101", "0.37", "0.98", "0.999999", "1", "1.37", "3.5", "250",
+        ] {
+            let rate = Price::parse_limit(rate_text).unwrap();
+            for epsilon_shift in [10, 15, 30] {
+                let terms = PayoutTerms::new(rate, Fraction::power_of_two(epsilon_shift));
+                for below_ppm in [0u128, 1, 3, 10, 40, 200, 2000] {
+                    let limit = Price(rate.0 - rate.0 / 1_000_000 * below_ppm);
+                    for wanted in 1..=200u64 {
+                        let sale = terms.sale(limit, wanted);
+                        let best = largest_by_brute_force(&terms, limit, wanted);
+                        let case = format!(
+                            "rate {rate_text}, 2^-{epsilon_shift}, {below_ppm} ppm, {wanted}"
+                        );
+                        assert_eq!(sale.sold == 0, best == 0, "{case}");
+                        assert!(sale.sold <= best, "{case}");
+                        assert!(terms.meets_limit(limit, sale.sold, sale.received), "{case}");
+                        zero += usize::from(sale.sold == 0);
+                    }
+                }
+            }
+        }
+        assert!(zero > 1_000, "the grid reaches the exhaustive miss: {zero}");
     }
 
     /// A near-limit fill's rest of one unit at a rate below 1 is returned; a large rest that
