@@ -62,7 +62,8 @@ pub struct PairClearing {
     /// Offers (a prefix in canonical order) up to and including the last that sold something.
     pub offers_reached: usize,
     /// Those of them that sold less than their whole amount (possibly nothing; they keep the
-    /// rest on the book), in canonical order. Every other reached offer sold its whole amount.
+    /// rest on the book unless the rest rule returns it), in canonical order. Every other
+    /// reached offer sold its whole amount.
     pub short_fills: Vec<ShortFill>,
 }
 
@@ -72,6 +73,10 @@ pub struct ShortFill {
     /// Position of the offer in its pair's canonical order.
     pub index: usize,
     pub sold: u64,
+    /// The rest returned to the offer's account by the rest rule
+    /// ([`PayoutTerms::returned_rest`]), decided once, when the pair is filled; 0 when the
+    /// offer keeps it.
+    pub returned: u64,
 }
 
 impl PairClearing {
@@ -170,7 +175,6 @@ impl<'a> TradedPair<'a> {
     /// returns it ([`Fill::returned`]).
     pub fn offer_fills(&self) -> impl Iterator<Item = (&'a Offer, Fill)> + 'a {
         let pair = *self;
-        let terms = self.clearing.terms();
         let mut shorts = self.clearing.short_fills.iter().peekable();
         self.books
             .offers(&self.book)
@@ -178,10 +182,7 @@ impl<'a> TradedPair<'a> {
             .enumerate()
             .filter_map(move |(index, offer)| {
                 let (sold, returned) = match shorts.next_if(|short| short.index == index) {
-                    Some(short) => (
-                        short.sold,
-                        terms.returned_rest(offer.min_price, offer.amount, short.sold),
-                    ),
+                    Some(short) => (short.sold, short.returned),
                     None => (offer.amount, 0),
                 };
                 (sold > 0).then(|| {
@@ -464,6 +465,7 @@ fn fill_pair(
             short_fills.push(ShortFill {
                 index,
                 sold: sale.sold,
+                returned: terms.returned_rest(offer.min_price, offer.amount, sale.sold),
             });
         }
         if sale.sold > 0 {
