@@ -1,12 +1,13 @@
-//! A solo node offered several times what it can commit, in process (issue 31): the load
-//! generator pre-signs its load, so the node, not the generator, is the limit.
+//! A solo node offered three times what it can commit, in process (issue 31: "committed tx/s at
+//! 3x saturation >= 90% of saturation"): the load generator pre-signs its load, so the node,
+//! not the generator, is the limit.
 //!
 //! How: the node's capacity is estimated first, in the same test, on a node whose commit bound
 //! is too long to matter: a backlog several seconds deep is offered and committed. That
 //! estimate sizes the offered rates. Saturation is then measured the way the overload is: a
 //! node with a 1 s bound offered 1.5 times the estimate, so that it refuses some (the
 //! refusals prove it saturated), and its goodput (committed/s) is the saturation throughput.
-//! The same node offered four times the estimate must commit at least 90% of that. Checks, on
+//! The same node offered three times the estimate must commit at least 90% of that. Checks, on
 //! counts and bounds, in both runs: the node refused the excess `503 mempool_full` (the
 //! shedding path ran); no block committed a transaction admitted more than the bound before
 //! (the node's own count of late blocks and its largest age at commit); the mempool never
@@ -20,6 +21,18 @@
 //! at admission already, so its rate is one no node under steady load reaches. Measured at
 //! 1.5x with the generator running, saturation pays the same costs as the overload does, and
 //! the two runs differ only in the excess refused.
+//!
+//! Why both runs pre-sign the same count, and why three times, not four (trigger, CI of stop
+//! 45, on a machine where the node committed 40k/s: at 4x, 33.8k-35.3k/s against 40.2k-41.5k/s
+//! at 1.5x, in all three rounds, while the development VM measured 4x at or above 1.5x,
+//! even at 6x): each run signed what it offers right before its clock started, 516k
+//! signatures for 11-16 s of both cores before the overloaded window against 216k before the
+//! saturated one, and the generator shares the machine with the node, so every transaction it
+//! offers beyond capacity (planned, sent, refused, answered: about 2 us each, measured) is
+//! CPU the node does not get. Both runs now sign what the saturated run offers (refused
+//! transactions are sent again, so that is more than the overloaded run commits), so the two
+//! windows start from the same state; and the test offers the issue's 3x, which keeps the
+//! generator's own share of the machine smaller than at 4x.
 //!
 //! The machine may be shared (CI, the 2-core development VM under other work): the rate it
 //! gives this process can halve from one run to the next. So up to three rounds of
@@ -43,12 +56,25 @@ const DEV: DevGenesisJson = DevGenesisJson {
 };
 const BOUND: Duration = Duration::from_secs(1);
 /// Offered in the overloaded run, as a multiple of the estimated capacity.
-const OVERLOAD_FACTOR: f64 = 4.0;
+const OVERLOAD_FACTOR: f64 = 3.0;
 /// Offered in the saturated run, as a multiple of the estimated capacity: enough to be
 /// refused some even when the estimate is a third too low.
 const SATURATION_FACTOR: f64 = 1.5;
 /// Rounds of (saturated, overloaded) runs at most.
 const ROUNDS_MAX: usize = 3;
+/// How long each bounded run offers its load.
+const SECONDS: u64 = 3;
+
+/// What each bounded run pre-signs: what the saturated run offers, so that both runs start
+/// their clocks after the same work (see the module documentation).
+fn presign_count(capacity_tx_per_s: f64) -> u64 {
+    let config = LoadgenConfig::new(
+        "in-process",
+        capacity_tx_per_s * SATURATION_FACTOR,
+        Duration::from_secs(SECONDS),
+    );
+    walras_loadgen::presign_count(&config, DEV.accounts as usize)
+}
 
 fn node(commit_bound: Duration) -> InProcessNode {
     let data = TempDir::new("overload-node");
@@ -63,11 +89,19 @@ fn node(commit_bound: Duration) -> InProcessNode {
     InProcessNode::start_with(&config, Some(data)).expect("the node starts")
 }
 
-async fn offer(node: &InProcessNode, rate_per_s: f64, seconds: u64) -> LoadgenReport {
+/// Offers `rate_per_s` for `seconds`, pre-signing `presign_count` (the default: what the run
+/// offers).
+async fn offer(
+    node: &InProcessNode,
+    rate_per_s: f64,
+    seconds: u64,
+    presign_count: Option<u64>,
+) -> LoadgenReport {
     let mut config = LoadgenConfig::new(node.base_url(), rate_per_s, Duration::from_secs(seconds));
     config.accounts = DEV.accounts as usize;
     config.mix = Mix::Payments;
     config.presign = true;
+    config.presign_count = presign_count;
     config.drain_timeout = Duration::from_secs(30);
     run_with(node, &config).await.expect("the run completes")
 }
@@ -85,7 +119,7 @@ const PROBE_RATE_PER_S: f64 = 120_000.0;
 /// Committed/s of a node with no effective deadline, offered a backlog for 3 s.
 async fn capacity_tx_per_s() -> f64 {
     let unbounded = node(Duration::from_secs(600));
-    let measured = offer(&unbounded, PROBE_RATE_PER_S, 3).await;
+    let measured = offer(&unbounded, PROBE_RATE_PER_S, 3, None).await;
     assert_eq!(measured.never_committed, 0, "{:?}", measured.notes);
     assert!(
         measured.committed_tx_per_s > 500.0,
@@ -101,7 +135,7 @@ async fn capacity_tx_per_s() -> f64 {
 /// pre-signed generator sends (80k+/s). (With blocks of 5,000 an idle machine's node committed
 /// all the generator could send and nothing was over capacity; this test was ignored then.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_solo_node_offered_four_times_its_capacity_commits_at_least_ninety_percent_of_it() {
+async fn a_solo_node_offered_three_times_its_capacity_commits_at_least_ninety_percent_of_it() {
     let estimate = capacity_tx_per_s().await;
     let mut saturated_lowest = f64::MAX;
     let mut overloaded_best: f64 = 0.0;
@@ -136,7 +170,13 @@ async fn bounded_run(capacity_tx_per_s: f64, factor: f64) -> f64 {
         })
     };
     let rate = capacity_tx_per_s * factor;
-    let report = offer(&bounded, rate, 3).await;
+    let report = offer(
+        &bounded,
+        rate,
+        SECONDS,
+        Some(presign_count(capacity_tx_per_s)),
+    )
+    .await;
     sampler.abort();
     let counts = &report.counts;
     let summary = format!(
