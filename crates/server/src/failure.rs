@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use walras_api::wire::{ApiError, ErrorBody};
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Failure {
     pub status: StatusCode,
     pub code: &'static str,
