@@ -318,7 +318,7 @@ fn admit_failure(error: AdmitError) -> Failure {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::node::{produce_block, ProducerConfig, Shared, Signatures};
     use std::time::Duration;
@@ -328,7 +328,7 @@ mod tests {
     use walras_types::transaction::SEQUENCE_WINDOW;
     use walras_types::{AccountId, AssetId, Operation, Transaction};
 
-    const DEV: DevGenesisJson = DevGenesisJson {
+    pub(crate) const DEV: DevGenesisJson = DevGenesisJson {
         seed: 9,
         accounts: 20,
         assets: 2,
@@ -356,7 +356,7 @@ mod tests {
     }
 
     /// A recovered node with nothing started, and what its producer would use.
-    fn node(dir: &TempDir) -> (Shared, ProducerConfig) {
+    pub(crate) fn node(dir: &TempDir) -> (Shared, ProducerConfig) {
         let config = node_config(dir);
         let shared = crate::recovery::open_and_recover(&config).unwrap();
         let producer = ProducerConfig {

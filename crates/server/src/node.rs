@@ -56,6 +56,27 @@ pub struct Tip {
     /// Last traded prices carried forward to this block (the state's record, kept beside it
     /// so that readers need not lock the state).
     pub market: Arc<MarketPrices>,
+    /// What the state held after the block, for the same reason.
+    pub counts: StateCounts,
+}
+
+/// What the state holds, as `GET /v1/status` reports it. Published with the tip: status read
+/// them under the state's read lock, so it waited for the block being executed, and the
+/// producer waited for it (0.7-0.9 ms of each block of 1,000 payments while the overload test
+/// sampled status every 20 ms).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateCounts {
+    pub accounts: u64,
+    pub open_offers: u64,
+}
+
+impl StateCounts {
+    pub fn of(state: &ExchangeState) -> StateCounts {
+        StateCounts {
+            accounts: state.account_count() as u64,
+            open_offers: state.open_offer_count() as u64,
+        }
+    }
 }
 
 /// Everything the HTTP handlers and the producer share.
@@ -360,12 +381,13 @@ pub(super) fn produce_block(
     index_block(shared, &block, &outcome, hashes);
     shared.committed(&batch, &outcome, &state);
     record_state_gauges(shared, &state);
+    let counts = StateCounts::of(&state);
     drop(state);
     let timings = BlockTimings {
         execute: executed - started,
         persist: persisted - executed,
     };
-    announce_block(shared, &block, &outcome, &timings);
+    announce_block(shared, &block, &outcome, &timings, counts);
     Ok(outcome)
 }
 
@@ -400,9 +422,10 @@ pub(super) fn publish_block(
     outcome: &BlockOutcome,
     hashes: Vec<Hash>,
     timings: &BlockTimings,
+    counts: StateCounts,
 ) {
     index_block(shared, block, outcome, hashes);
-    announce_block(shared, block, outcome, timings);
+    announce_block(shared, block, outcome, timings, counts);
 }
 
 /// The block's transactions into the recent-transaction index (their status answers).
@@ -414,7 +437,7 @@ fn index_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, hashes: V
 
 /// The tip after `header`: its market record is the previous one carried past the header, by
 /// the same function the state applies ([`MarketPrices::record`]), so both agree.
-fn next_tip(previous: &Tip, header: &BlockHeader) -> Tip {
+fn next_tip(previous: &Tip, header: &BlockHeader, counts: StateCounts) -> Tip {
     let mut market = MarketPrices::clone(&previous.market);
     market.record(header);
     Tip {
@@ -424,13 +447,20 @@ fn next_tip(previous: &Tip, header: &BlockHeader) -> Tip {
         valuations: header.valuations.clone(),
         prices: block_prices(header),
         market: Arc::new(market),
+        counts,
     }
 }
 
-/// The tip, metrics and the block event.
-fn announce_block(shared: &Shared, block: &Block, outcome: &BlockOutcome, timings: &BlockTimings) {
+/// The tip, metrics and the block event; `counts`, the state's after the block.
+fn announce_block(
+    shared: &Shared,
+    block: &Block,
+    outcome: &BlockOutcome,
+    timings: &BlockTimings,
+    counts: StateCounts,
+) {
     // Computed before the write lock is taken (it reads the previous tip).
-    let tip = next_tip(&shared.tip(), &block.header);
+    let tip = next_tip(&shared.tip(), &block.header, counts);
     let prices = tip.prices.clone();
     *shared
         .tip

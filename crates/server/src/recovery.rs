@@ -3,7 +3,7 @@
 
 use crate::config::{admission_floor, proposer_engine_config, recovery_engine_config, Consensus};
 use crate::genesis::{asset_names, open_or_create, warn_if_dev};
-use crate::node::{Shared, Tip};
+use crate::node::{Shared, StateCounts, Tip};
 use crate::oracle::OracleSettings;
 use crate::{gateway_link, limits, mempool, metrics, oracle, overload, recent};
 use crate::{NodeConfig, NodeError};
@@ -223,6 +223,7 @@ fn recovered_tip(
             valuations: Vec::new(),
             prices: Vec::new(),
             market: Arc::new(state.market().clone()),
+            counts: StateCounts::of(state),
         });
     }
     let block = store
@@ -236,5 +237,6 @@ fn recovered_tip(
         valuations: block.header.valuations.clone(),
         prices: crate::node::block_prices(&block.header),
         market: Arc::new(state.market().clone()),
+        counts: StateCounts::of(state),
     })
 }
