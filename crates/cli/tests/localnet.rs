@@ -272,6 +272,10 @@ fn four_validators_agree_survive_crashes_and_catch_up() {
             "node 0's forwarder forgot {forgotten} transactions, {node_committed} committed\n{}",
             net.logs()
         );
+        // The memory gauges follow the blocks in CometBFT mode too. Trigger: only the solo
+        // producer set them, so a validator's `walras_state_accounts` stayed 0.
+        let accounts = metric(&client, &apis[0], "walras_state_accounts").await;
+        assert!(accounts > 0, "node 0 reports {accounts} accounts in its state");
 
         // 2. One validator down: the rest keep committing.
         net.kill(3);

@@ -477,8 +477,9 @@ fn announce_block(
 }
 
 /// The memory gauges (issue 32): state sizes, the recent-transaction index, the store file
-/// and the newest background checkpoint.
-fn record_state_gauges(shared: &Shared, state: &ExchangeState) {
+/// and the newest background checkpoint. Both paths that commit blocks call it (the solo
+/// producer, the CometBFT application).
+pub(crate) fn record_state_gauges(shared: &Shared, state: &ExchangeState) {
     let metrics = &shared.metrics;
     metrics
         .state_accounts

@@ -23,7 +23,7 @@
 //! a 5-byte `Commit`. The answer is the empty response of the call (the ABCI library has no
 //! error reply), which CometBFT itself would treat as a failure.
 
-use crate::node::{publish_block, BlockTimings, Shared, StateCounts};
+use crate::node::{publish_block, record_state_gauges, BlockTimings, Shared, StateCounts};
 use bytes::Bytes;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -835,7 +835,11 @@ impl Application for WalrasApp {
             execute: decided.execute,
             persist,
         };
-        let counts = StateCounts::of(&self.state());
+        let counts = {
+            let state = self.state();
+            record_state_gauges(&self.shared, &state);
+            StateCounts::of(&state)
+        };
         publish_block(
             &self.shared,
             &decided.block,
