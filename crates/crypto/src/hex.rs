@@ -6,8 +6,8 @@ use std::fmt;
 use crate::error::DecodeError;
 
 /// Writes `bytes` as lowercase hex, through a buffer on the stack: `hex::encode` collects
-/// its digits one `char` at a time into a new `String`, which was a tenth of the cost of a
-/// refused transaction in a batch answer (each result carries its hash).
+/// its digits one `char` at a time into a new `String`, about a tenth of the samples of a
+/// refused transaction in a batch answer (each result carries its hash) in the test profile.
 pub(crate) fn write(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
     const CHUNK_BYTES: usize = 64;
     let mut digits = [0u8; 2 * CHUNK_BYTES];

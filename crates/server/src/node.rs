@@ -385,9 +385,9 @@ pub(super) fn produce_block(
     // found a transaction neither pending nor recently committed (404 for an accepted one).
     index_block(shared, &block, &outcome, hashes);
     shared.committed(&batch, &outcome, &state);
-    record_state_gauges(shared, &state);
     let counts = StateCounts::of(&state);
     drop(state);
+    record_state_gauges(shared, counts);
     let timings = BlockTimings {
         execute: executed - started,
         persist: persisted - executed,
@@ -484,14 +484,12 @@ fn announce_block(
 /// The memory gauges (issue 32): state sizes, the recent-transaction index, the store file
 /// and the newest background checkpoint. Both paths that commit blocks call it (the solo
 /// producer, the CometBFT application).
-pub(crate) fn record_state_gauges(shared: &Shared, state: &ExchangeState) {
+pub(crate) fn record_state_gauges(shared: &Shared, counts: StateCounts) {
     let metrics = &shared.metrics;
-    metrics
-        .state_accounts
-        .set(gauge_value(state.account_count()));
+    metrics.state_accounts.set(gauge_value(counts.accounts));
     metrics
         .state_open_offers
-        .set(gauge_value(state.open_offer_count()));
+        .set(gauge_value(counts.open_offers));
     metrics
         .recent_index_transactions
         .set(gauge_value(shared.recent().len()));

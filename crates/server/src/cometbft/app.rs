@@ -835,11 +835,8 @@ impl Application for WalrasApp {
             execute: decided.execute,
             persist,
         };
-        let counts = {
-            let state = self.state();
-            record_state_gauges(&self.shared, &state);
-            StateCounts::of(&state)
-        };
+        let counts = StateCounts::of(&self.state());
+        record_state_gauges(&self.shared, counts);
         publish_block(
             &self.shared,
             &decided.block,
