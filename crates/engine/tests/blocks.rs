@@ -318,12 +318,7 @@ fn check_block(state: &ExchangeState, block: &Block) {
         "conservation after block {}",
         block.header.height
     );
-    let valuations: Vec<Valuation> = block
-        .header
-        .valuations
-        .iter()
-        .map(|v| Valuation(*v))
-        .collect();
+    let valuations = valuations_of(block);
     for trade in &block.header.trades {
         let rate = valuations[trade.sell.0 as usize].rate_to(valuations[trade.buy.0 as usize]);
         assert!(
@@ -331,6 +326,16 @@ fn check_block(state: &ExchangeState, block: &Block) {
             "pair traded beyond a limit price"
         );
     }
+}
+
+/// The block's clearing valuations.
+fn valuations_of(block: &Block) -> Vec<Valuation> {
+    block
+        .header
+        .valuations
+        .iter()
+        .map(|v| Valuation(*v))
+        .collect()
 }
 
 fn check_drops(block: &[(SignedTransaction, Intent)], dropped: &[(u32, DropReason)]) {
@@ -761,22 +766,8 @@ fn a_fill_never_leaves_a_rest_that_cannot_trade_at_its_rate() {
         let applied = follower.apply(&block, &follower_config).unwrap();
         assert_eq!(applied.header.state_root, block.header.state_root);
         assert_eq!(applied.fills, outcome.fills);
-        assert_eq!(
-            state.accounted(),
-            state
-                .issued()
-                .iter()
-                .map(|a| u128::from(*a))
-                .collect::<Vec<_>>(),
-            "conservation after block {}",
-            outcome.header.height
-        );
-        let valuations: Vec<Valuation> = outcome
-            .header
-            .valuations
-            .iter()
-            .map(|v| Valuation(*v))
-            .collect();
+        check_block(&state, &block);
+        let valuations = valuations_of(&block);
         for fill in &outcome.fills {
             let rate = valuations[fill.sell.0 as usize].rate_to(valuations[fill.buy.0 as usize]);
             let terms = PayoutTerms::new(rate, proposer_config.clearing.epsilon);
