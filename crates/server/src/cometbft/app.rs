@@ -50,6 +50,36 @@ pub const CODESPACE: &str = "walras";
 /// transaction, or a small bundle, is not worth the pool's hand-off.
 const ADMIT_SERIAL_BELOW: usize = 32;
 
+/// How CheckTx treats one transaction's signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SignatureCheck {
+    /// Verified before: this node's API admitted the transaction, or this is a recheck (keys
+    /// never change, so a signature once verified stays valid).
+    VerifiedBefore,
+    /// Checked with its entry: the acceptance rule's verdict.
+    Checked(bool),
+    /// Not checked with its entry (its source or signature could not be read then): the rule
+    /// decides it alone.
+    Unchecked,
+}
+
+/// The signatures of an entry's transactions in CheckTx: a recheck's, or a new entry's with
+/// each one's [`SignatureCheck`].
+#[derive(Clone, Copy, Debug)]
+enum Checks<'a> {
+    Recheck,
+    New(&'a [SignatureCheck]),
+}
+
+impl Checks<'_> {
+    fn signature(&self, at: usize) -> SignatureCheck {
+        match self {
+            Checks::Recheck => SignatureCheck::VerifiedBefore,
+            Checks::New(checks) => checks[at],
+        }
+    }
+}
+
 /// How far past the admission limit CheckTx still takes new entries. Every entry reaches
 /// CheckTx after a node's HTTP admission took its transactions under the limit, counting the
 /// network's pending set as its own CheckTx holds it; CheckTx is the backstop, not the edge.
@@ -287,7 +317,7 @@ impl WalrasApp {
         if !expired.is_empty() {
             self.shared.metrics.count_shed("expired", expired.len());
         }
-        let verdicts = self.admit_each(transactions, hashes, &live, true);
+        let verdicts = self.admit_each(transactions, &live, Checks::Recheck);
         let mut refusal = expired.first().map(|pended| {
             (
                 code::EXPIRED,
@@ -367,7 +397,8 @@ impl WalrasApp {
         }
         self.admit_in_time(&hashes)?;
         let all = vec![true; transactions.len()];
-        let verdicts = self.admit_each(&transactions, &hashes, &all, false);
+        let signatures = self.entry_signature_verdicts(&transactions, &hashes);
+        let verdicts = self.admit_each(&transactions, &all, Checks::New(&signatures));
         let now = Instant::now();
         let mut refusal = None;
         let mut pending = self.pending();
@@ -402,37 +433,83 @@ impl WalrasApp {
     fn admit_each(
         &self,
         transactions: &[SignedTransaction],
-        hashes: &[Hash],
         wanted: &[bool],
-        recheck: bool,
+        checks: Checks<'_>,
     ) -> Vec<Option<Result<(), (u32, String)>>> {
-        let items: Vec<(&SignedTransaction, &Hash, bool)> = transactions
+        let items: Vec<(usize, &SignedTransaction, bool)> = transactions
             .iter()
-            .zip(hashes)
             .zip(wanted)
-            .map(|((signed, hash), wanted)| (signed, hash, *wanted))
+            .enumerate()
+            .map(|(at, (signed, wanted))| (at, signed, *wanted))
             .collect();
         walras_par::map_in_order(
             &items,
             self.config.follower.threads,
             ADMIT_SERIAL_BELOW,
-            |(signed, hash, wanted)| wanted.then(|| self.admit_decoded(signed, hash, recheck)),
+            |(at, signed, wanted)| {
+                wanted.then(|| self.admit_decoded(signed, checks.signature(*at)))
+            },
         )
     }
 
-    /// The admission rule for a decoded transaction.
+    /// Per transaction of a new entry, its signature's verdict under the acceptance rule,
+    /// checked for the whole entry at once: in batches on the engine's threads
+    /// ([`walras_crypto::AcceptedSignatures::verify_each_parallel`], whose every verdict is the
+    /// one a check alone gives) and recorded, so that ProcessProposal finds it. A bundle from
+    /// a peer carries hundreds of signatures this node has not seen, and checked one by one
+    /// they were most of a validator's CPU (a localnet on 2 cores, `perf`: 73% of a follower's
+    /// samples in single verification). [`SignatureCheck::VerifiedBefore`] where this node's
+    /// API admitted the transaction (it verified the signature); [`SignatureCheck::Unchecked`]
+    /// where no key or no signature could be read (the rule decides those alone, as before).
+    fn entry_signature_verdicts(
+        &self,
+        transactions: &[SignedTransaction],
+        hashes: &[Hash],
+    ) -> Vec<SignatureCheck> {
+        let admitted: Vec<bool> = {
+            let mempool = self.shared.mempool();
+            hashes.iter().map(|hash| mempool.contains(hash)).collect()
+        };
+        let view = self.shared.accounts.load();
+        let mut checks = Vec::with_capacity(transactions.len());
+        let mut to_verify = Vec::new();
+        for (at, (signed, admitted)) in transactions.iter().zip(&admitted).enumerate() {
+            let key = view
+                .source(signed.transaction.source)
+                .and_then(|source| source.key);
+            let signature = Signature::from_bytes(&signed.signature).ok();
+            match (admitted, key, signature) {
+                (true, _, _) => checks.push(SignatureCheck::VerifiedBefore),
+                (false, Some(key), Some(signature)) => {
+                    checks.push(SignatureCheck::Unchecked);
+                    to_verify.push((at, signed.transaction.encode(), key, signature));
+                }
+                _ => checks.push(SignatureCheck::Unchecked),
+            }
+        }
+        let items: Vec<walras_crypto::SignedItem<'_>> = to_verify
+            .iter()
+            .map(|(_, message, key, signature)| (message.as_slice(), key, signature))
+            .collect();
+        let verdicts = self
+            .shared
+            .accepted_signatures
+            .verify_each_parallel(&items, self.config.follower.threads);
+        for ((at, ..), accepted) in to_verify.iter().zip(verdicts) {
+            checks[*at] = SignatureCheck::Checked(accepted);
+        }
+        checks
+    }
+
+    /// The admission rule for a decoded transaction, its signature as `signature` says.
     fn admit_decoded(
         &self,
         signed: &SignedTransaction,
-        hash: &Hash,
-        recheck: bool,
+        signature: SignatureCheck,
     ) -> Result<(), (u32, String)> {
         // The account view of the last committed block, as the HTTP API reads it.
         let view = self.shared.accounts.load();
         let source = view.source(signed.transaction.source);
-        // A recheck: keys never change, so a signature once verified stays valid. A
-        // transaction this node's API admitted: admission verified its signature.
-        let verified_before = recheck || self.shared.mempool().contains(hash);
         // Only a deposit or withdrawal reads the state: the bridge's checks (escrow, withdrawn
         // set, committee).
         let state = signed
@@ -443,8 +520,10 @@ impl WalrasApp {
         let payments = state.as_ref().and_then(|state| state.payments());
         // The funds check against the view's balance alone: a transaction this node's API
         // admitted is in its mempool, and must not count against itself.
-        let verdict = engine::admit(signed, source, payments, |key| {
-            verified_before || self.signature_verifies(signed, key)
+        let verdict = engine::admit(signed, source, payments, |key| match signature {
+            SignatureCheck::VerifiedBefore => true,
+            SignatureCheck::Checked(accepted) => accepted,
+            SignatureCheck::Unchecked => self.signature_verifies(signed, key),
         })
         .and_then(|()| {
             let source = signed.transaction.source;
