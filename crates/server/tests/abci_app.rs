@@ -446,7 +446,9 @@ fn a_bundle_is_admitted_as_its_transactions_one_by_one_and_refused_whole_for_one
 /// about twice the cost, in the ABCI connection's thread): a member whose `R` carries the
 /// point of order 2 is accepted, the same signature with a non-canonical `s` gets the whole
 /// bundle refused `BAD_SIGNATURE`, and no accepted verdict is checked twice: the refused
-/// bundle's other members and then the proposal's check find theirs in the record.
+/// bundle's other members and then the proposal's check find theirs in the record. Once they
+/// committed, the same transactions gossiped again are replays, refused before any signature
+/// check (the rule's cheaper checks come first on this path too).
 #[test]
 fn a_peer_s_bundle_is_checked_together_with_the_verdicts_each_signature_gets_alone() {
     let dir = TempDir::new("abci-bundle-batch");
@@ -476,11 +478,27 @@ fn a_peer_s_bundle_is_checked_together_with_the_verdicts_each_signature_gets_alo
         "the refused bundle's 39 accepted signatures are not verified again"
     );
     let proposal = prepare(&app, vec![Bytes::from(bundle(&members))], 1);
-    assert_eq!(process(&app, proposal, 1), ProposalStatus::Accept);
+    assert_eq!(process(&app, proposal.clone(), 1), ProposalStatus::Accept);
     assert!(
         app.signature_checks_saved() >= 39 + 40,
         "the proposal's check found the bundle's verdicts: {} saved",
         app.signature_checks_saved()
+    );
+    // Cheapest first: once the block commits, the same transactions gossiped again are
+    // refused as replays before any signature is looked at (not even in the record).
+    let finalized = app.finalize_block(RequestFinalizeBlock {
+        txs: proposal,
+        height: 1,
+        ..RequestFinalizeBlock::default()
+    });
+    assert!(!finalized.app_hash.is_empty(), "block 1 executes");
+    app.commit();
+    let saved = app.signature_checks_saved();
+    assert_eq!(check_tx(&app, bundle(&members[..30])), code::REPLAYED);
+    assert_eq!(
+        app.signature_checks_saved(),
+        saved,
+        "a replayed bundle cost no signature check"
     );
 }
 
