@@ -10,12 +10,17 @@
 #   3. the 4-validator localnet's curve: the network on cores 0-11 (`--threads 3` each), load
 #      generator on cores 12-15, at multiples of LOCALNET_CAPACITY;
 #   4. `walras payments bench`, 4 validators x 8 shards, at the rates PAYMENTS_RATES.
+#   5. persist (only when named): the solo node saturated (NODE_CAPACITY x 1.5) with its store
+#      on disk and on tmpfs (/dev/shm: a sync costs nothing), alternating, PERSIST_ROUNDS
+#      rounds: whether the store's sync is worth taking off the producer's critical path
+#      (on the 2-core VM it was not: BENCHMARKS.md, "Is the producer's persist worth ...").
 # Environment knobs (defaults in the code below): REPLAY_THREADS, REPLAY_BLOCKS; NODE_CORES,
 # NODE_ACCOUNTS, NODE_SECONDS, NODE_CAPACITY, NODE_FACTORS; LOCALNET_BINARIES,
 # LOCALNET_SECONDS, LOCALNET_CAPACITY, LOCALNET_FACTORS; PAYMENTS_RATES.
 #
 # Usage: OUT=/tmp/out WALRAS=target/devbin/walras WALRAS_COMETBFT=target/devbin/cometbft \
-#          scripts/bench-device.sh [PARTS]        # PARTS: any of "replay node localnet payments"
+#          scripts/bench-device.sh [PARTS]        # PARTS: any of "replay node localnet payments
+#                                                  # persist" (default: the first four)
 # The binary is measured as it is (build it with `cargo build --release -p walras-cli`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +69,16 @@ for part in $parts; do
             "${LOCALNET_CAPACITY:-20000}" "$factor"
         done
       done >"$out/localnet.txt" 2>"$out/localnet.log"
+      ;;
+    persist)
+      for round in $(seq "${PERSIST_ROUNDS:-2}"); do
+        for store in "${TMPDIR:-/tmp}" /dev/shm; do
+          echo "# round $round, store under $store"
+          TMPDIR=$store MODE=node ACCOUNTS=${NODE_ACCOUNTS:-20000} WALRAS=$walras THREADS=$node_threads \
+            NODE_CPUS=$node_cpus LOADGEN_CPUS=$loadgen_cpus scripts/bench-overload.sh \
+            "${NODE_SECONDS:-5}" 1 "${NODE_CAPACITY:-100000}" 1.5
+        done
+      done >"$out/persist.txt" 2>"$out/persist.log"
       ;;
     payments)
       for rate in ${PAYMENTS_RATES:-5000 20000 100000 400000}; do
