@@ -335,6 +335,22 @@ fn check_tx_accepts_an_order_2_signature_and_refuses_a_non_canonical_s() {
     assert_eq!(check_tx(&app, honest.encode()), code::OK);
 }
 
+/// An application whose CheckTx limits are the test's: CometBFT's pending set held to twice
+/// `mempool_capacity` (no rate measured yet), blocks of at most `max_block_txs`, and
+/// `commit_bound` for what may wait.
+fn app_with_limits(
+    dir: &TempDir,
+    mempool_capacity: usize,
+    max_block_txs: usize,
+    commit_bound: std::time::Duration,
+) -> walras_server::cometbft::WalrasApp {
+    let mut config = config(dir.path());
+    config.mempool_capacity = mempool_capacity;
+    config.max_block_txs = max_block_txs;
+    config.commit_bound = commit_bound;
+    abci_app(&config).unwrap()
+}
+
 fn recheck_tx(app: &impl Application, tx: Vec<u8>) -> u32 {
     app.check_tx(RequestCheckTx {
         tx: Bytes::from(tx),
@@ -366,11 +382,7 @@ fn payment(source: u64, sequence: u64) -> SignedTransaction {
 #[test]
 fn check_tx_refuses_what_cannot_commit_in_time_before_its_signature_and_rechecks_expire_the_old() {
     let dir = TempDir::new("abci-overload");
-    let mut config = config(dir.path());
-    config.mempool_capacity = 3;
-    config.max_block_txs = 3;
-    config.commit_bound = std::time::Duration::from_millis(200);
-    let app = abci_app(&config).unwrap();
+    let app = app_with_limits(&dir, 3, 3, std::time::Duration::from_millis(200));
     let admitted: Vec<SignedTransaction> = (1..=6).map(|source| payment(source, 1)).collect();
     for signed in &admitted {
         assert_eq!(check_tx(&app, signed.encode()), code::OK);
@@ -400,11 +412,7 @@ fn bundle(transactions: &[SignedTransaction]) -> Vec<u8> {
 #[test]
 fn a_bundle_is_admitted_as_its_transactions_one_by_one_and_refused_whole_for_one_bad_member() {
     let dir = TempDir::new("abci-bundle-check");
-    let mut config = config(dir.path());
-    config.mempool_capacity = 5;
-    config.max_block_txs = 10;
-    config.commit_bound = std::time::Duration::from_secs(600);
-    let app = abci_app(&config).unwrap();
+    let app = app_with_limits(&dir, 5, 10, std::time::Duration::from_secs(600));
     let mut forged = payment(4, 1);
     forged.signature[0] ^= 1;
     assert_eq!(
@@ -452,11 +460,7 @@ fn a_bundle_is_admitted_as_its_transactions_one_by_one_and_refused_whole_for_one
 #[test]
 fn a_peer_s_bundle_is_checked_together_with_the_verdicts_each_signature_gets_alone() {
     let dir = TempDir::new("abci-bundle-batch");
-    let mut config = config(dir.path());
-    config.mempool_capacity = 100;
-    config.max_block_txs = 100;
-    config.commit_bound = std::time::Duration::from_secs(600);
-    let app = abci_app(&config).unwrap();
+    let app = app_with_limits(&dir, 100, 100, std::time::Duration::from_secs(600));
     init_chain(&app);
     let mut members: Vec<SignedTransaction> = (1..=40).map(|source| payment(source, 1)).collect();
     let transaction = members[20].transaction;

@@ -913,13 +913,16 @@ impl Application for WalrasApp {
             .copied()
             .zip(decided.block.transactions.iter().copied())
             .collect();
-        self.shared
-            .committed(&batch, &decided.outcome, &self.state());
+        // The view and the counts from one read of the state after the block.
+        let counts = {
+            let state = self.state();
+            self.shared.committed(&batch, &decided.outcome, &state);
+            StateCounts::of(&state)
+        };
         let timings = BlockTimings {
             execute: decided.execute,
             persist,
         };
-        let counts = StateCounts::of(&self.state());
         record_state_gauges(&self.shared, counts);
         publish_block(
             &self.shared,
