@@ -3,14 +3,18 @@
 //! (so each request costs an owner-signature check, q vote checks with the root cache, the spent
 //! step and the vote signing). No network, no disk: an upper bound for the process benchmark.
 //!
-//! Run: `cargo run --release -p walras-payments --example core_throughput [validators] [payments] [naive|merkle]`
+//! With `together`, each chunk of 64 requests has its owner signatures checked as one batch
+//! first (`check_client_signatures`, as the validator's shard worker does with a queued group),
+//! then handled with those verdicts; with `alone` (the default), each is checked in `handle`.
+//!
+//! Run: `cargo run --release -p walras-payments --example core_throughput [validators] [payments] [naive|merkle] [alone|together]`
 
 use std::time::Instant;
 
 use walras_crypto::Keypair;
 use walras_payments::{
-    genesis_output_id, ChainId, Client, ClientEffect, Committee, Epoch, Output, PaymentRequest,
-    Reply, Scheme, ValidatorShard,
+    genesis_output_id, ChainId, Client, ClientEffect, ClientSignatures, Committee, Epoch, Output,
+    PaymentRequest, Reply, Scheme, ValidatorShard,
 };
 use walras_types::AssetId;
 
@@ -34,14 +38,22 @@ fn round(
     wallets: &mut [Client],
     requests: &[(usize, PaymentRequest)],
     batch: usize,
+    together: bool,
 ) -> f64 {
     let mut spent = 0.0;
     for (v, shard) in shards.iter_mut().enumerate() {
         let start = Instant::now();
         let mut replies = Vec::new();
         for chunk in requests.chunks(batch.max(1)) {
+            let checked = if together {
+                let group: Vec<&PaymentRequest> =
+                    chunk.iter().map(|(_, request)| request).collect();
+                shard.check_client_signatures(&group)
+            } else {
+                ClientSignatures::default()
+            };
             for (_, request) in chunk {
-                if let Ok(outcome) = shard.handle(request) {
+                if let Ok(outcome) = shard.handle_checked(request, &checked) {
                     replies.extend(outcome.replies);
                 }
             }
@@ -91,6 +103,7 @@ fn main() {
             batch_leaves_max: 128,
         },
     };
+    let together = args.next().as_deref() == Some("together");
     let keys: Vec<Keypair> = (0..n as u32)
         .map(|i| Keypair::from_seed(seed(1, i)))
         .collect();
@@ -132,7 +145,7 @@ fn main() {
             })
             .collect();
         let count = requests.len();
-        let seconds = round(&mut shards, &mut wallets, &requests, 64);
+        let seconds = round(&mut shards, &mut wallets, &requests, 64, together);
         times.push((count, seconds));
     }
     let certified_inputs = wallets
@@ -140,8 +153,9 @@ fn main() {
         .filter(|w| w.pending_payments().is_empty())
         .count();
     println!(
-        "validators {n}, quorum {}, scheme {scheme:?}",
-        committee.quorum()
+        "validators {n}, quorum {}, scheme {scheme:?}, owner signatures checked {}",
+        committee.quorum(),
+        if together { "together" } else { "alone" }
     );
     for (label, (count, seconds)) in ["genesis inputs", "certified inputs"].iter().zip(&times) {
         println!(

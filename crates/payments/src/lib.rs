@@ -63,5 +63,6 @@ pub use model::{
 };
 pub use quorum::{Absence, QuorumCollector, QuorumFailure, Step, Verdict};
 pub use validator::{
-    Conflict, Effect, Outcome, PaymentRequest, PaymentVotes, Reply, ValidatorShard,
+    ClientSignatures, Conflict, Effect, Outcome, PaymentRequest, PaymentVotes, Reply,
+    ValidatorShard,
 };

@@ -184,6 +184,11 @@ impl Payment {
         PaymentId(hash_in(domain::PAYMENT, &self.encode()))
     }
 
+    /// The message its owner signs: the id under the payment-signature domain.
+    pub fn signing_hash(&self) -> Hash {
+        payment_signing_hash(&self.id())
+    }
+
     /// The one owner of every input, or an error.
     pub fn owner(&self) -> Result<PublicKey, RequestError> {
         let first = self.inputs.first().ok_or(RequestError::NoInputs)?;
@@ -276,7 +281,8 @@ impl SignedPayment {
     }
 }
 
-fn payment_signing_hash(id: &PaymentId) -> Hash {
+/// The message a payment's owner signs: the payment's id under its own domain.
+pub(crate) fn payment_signing_hash(id: &PaymentId) -> Hash {
     hash_in(domain::PAYMENT_SIG, id.0.as_bytes())
 }
 

@@ -459,3 +459,99 @@ fn recording_a_second_payment_over_a_spent_input_panics_before_any_vote() {
     assert_eq!(shard.spent_count(), 1);
     shard.apply(&record(&second));
 }
+
+/// The requests of one shard's group: good payments, a signature by another key, accepted
+/// signatures no strict rule accepts (a torsioned nonce), a non-canonical `s`, a wrong chain
+/// (refused before any signature check), a duplicate, a resend of a payment the shard already
+/// holds, and that payment again under another accepted signature. Returns the shard (holding
+/// the resent payment) and the requests.
+fn mixed_group() -> (ValidatorShard, Vec<walras_payments::PaymentRequest>) {
+    use walras_crypto::testing::{sign_with_torsion_nonce, with_s_plus_group_order};
+    let mut net = Net::new(
+        &[Fault::Honest; 4],
+        1,
+        Scheme::Merkle {
+            batch_leaves_max: 4,
+        },
+    );
+    let mut requests = Vec::new();
+    for owner in 1..=6 {
+        let (payment, key) = genesis_payment(&mut net, owner, &[5]);
+        requests.push(request(payment, &key));
+    }
+    let (payment, _) = genesis_payment(&mut net, 7, &[5]);
+    requests.push(request(payment, &keypair(3, 200)));
+    let (payment, key) = genesis_payment(&mut net, 8, &[5]);
+    let signature = sign_with_torsion_nonce(&key, payment.signing_hash().as_bytes(), 1);
+    requests.push(walras_payments::PaymentRequest {
+        signed: SignedPayment { payment, signature },
+        certificates: Vec::new(),
+    });
+    let (payment, key) = genesis_payment(&mut net, 9, &[5]);
+    let mut signed = SignedPayment::sign(payment, &key);
+    signed.signature = with_s_plus_group_order(&signed.signature);
+    requests.push(walras_payments::PaymentRequest {
+        signed,
+        certificates: Vec::new(),
+    });
+    let (mut payment, key) = genesis_payment(&mut net, 11, &[5]);
+    payment.chain_id = ChainId(CHAIN.0 + 1);
+    requests.push(request(payment, &key));
+    requests.push(requests[0].clone());
+    let (payment, key) = genesis_payment(&mut net, 10, &[5]);
+    let mut shard = shard_for(&net, &key);
+    let held = request(payment.clone(), &key);
+    shard.handle(&held).expect("a valid payment");
+    requests.push(held);
+    let signature = sign_with_torsion_nonce(&key, payment.signing_hash().as_bytes(), 3);
+    requests.push(walras_payments::PaymentRequest {
+        signed: SignedPayment { payment, signature },
+        certificates: Vec::new(),
+    });
+    (shard, requests)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// The shard worker checks a group's client signatures as one batch before handling the
+    /// group: every request must get the outcome `handle` gives it alone, in any order and for
+    /// any subset, and the cheap refusals and resends of held payments must buy no check.
+    #[test]
+    fn a_group_s_client_signatures_checked_together_give_every_request_the_outcome_it_gets_alone(
+        order in Just((0..13usize).collect::<Vec<_>>()).prop_shuffle(),
+        keep in prop::collection::vec(any::<bool>(), 13),
+    ) {
+        let (shard, requests) = mixed_group();
+        let group: Vec<&walras_payments::PaymentRequest> = order
+            .iter()
+            .filter(|index| keep[**index])
+            .map(|index| &requests[*index])
+            .collect();
+        let mut alone = shard.clone();
+        let expected: Vec<_> = group.iter().map(|request| alone.handle(request)).collect();
+        let mut together = shard.clone();
+        let checked = together.check_client_signatures(&group);
+        let outcomes: Vec<_> = group
+            .iter()
+            .map(|request| together.handle_checked(request, &checked))
+            .collect();
+        prop_assert_eq!(&outcomes, &expected);
+        prop_assert_eq!(format!("{together:?}"), format!("{alone:?}"));
+        // Checked: each distinct signature of a request that passes the cheap checks and is
+        // not a resend of what the shard holds (indexes 0..=8 and 12; 11 is the held resend,
+        // 10 a duplicate of 0, 9 the wrong chain).
+        let wanted: std::collections::BTreeSet<usize> = group
+            .iter()
+            .map(|request| requests.iter().position(|r| r == *request).expect("one of them"))
+            .filter(|index| *index <= 8 || *index == 12)
+            .collect();
+        prop_assert_eq!(checked.len(), wanted.len());
+        for index in wanted {
+            let signed = &requests[index].signed;
+            let verdict = checked.verdict(&signed.payment.id(), &signed.signature);
+            // 6: another key's signature; 8: s + ℓ. The torsioned nonces (7, 12) are accepted.
+            prop_assert_eq!(verdict, Some(!matches!(index, 6 | 8)));
+        }
+    }
+}
