@@ -228,7 +228,8 @@ pub fn clear(
     resources: Resources<'_>,
 ) -> Result<Clearing, ClearingError> {
     validate(books, supply_grid, params, &resources)?;
-    // The race is the only parallel part: only it reads the pool.
+    // The race runs on the pool, and settling's per-pair passes on as many threads.
+    let threads = resources.pool.map_or(1, |pool| pool.current_num_threads());
     let Resources { budget, clock, .. } = resources;
     let started = clock.now();
     let start_prices = match &params.start_prices {
@@ -302,6 +303,7 @@ pub fn clear(
             params.epsilon,
             params.mu,
             race_params.epsilon,
+            threads,
         )
         .map_err(ClearingError::Settle)?;
         settle_time += clock.now() - settle_started;

@@ -34,6 +34,10 @@ use crate::fill::{FillWalk, PayoutTerms, Sale};
 use crate::lp::{self, LpError, PairFlowBounds};
 use walras_types::{AssetId, Fraction, Offer, OfferId, Price, Valuation};
 
+/// Below this many pairs the per-pair passes run on the calling thread: a pair's pass is
+/// short, and a few pairs cost less than waking the pool.
+const PAIRS_SERIAL_BELOW: usize = 16;
+
 /// The clearing of one pair.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PairClearing {
@@ -277,16 +281,20 @@ pub fn quantize(prices: &[f64]) -> Result<Vec<Valuation>, SettleError> {
 /// Settles the books at `valuations`: exact amounts, fills and burns.
 ///
 /// `lp_epsilon` is the commission the LP plans with; it should be a little below `epsilon` (what
-/// is charged) so the difference absorbs rounding to whole units.
+/// is charged) so the difference absorbs rounding to whole units. The per-pair passes (bounds,
+/// planned sales, fills, the postcondition) run on up to `threads` threads; they are exact
+/// integer work on each pair alone, so the settlement, and the first error in pair order when
+/// there is one, are the same for any thread count.
 pub fn settle(
     books: &OrderBooks,
     valuations: &[Valuation],
     epsilon: Fraction,
     mu: Fraction,
     lp_epsilon: f64,
+    threads: usize,
 ) -> Result<Settlement, SettleError> {
     let assets = books.assets();
-    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu);
+    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu, threads);
     let bounds: Vec<PairFlowBounds> = pairs
         .iter()
         .map(|pair| {
@@ -316,11 +324,13 @@ pub fn settle(
         }
         Err(error) => return Err(SettleError::Lp(error)),
     };
-    let mut states: Vec<PairState> = pairs
-        .iter_mut()
-        .zip(&flows)
-        .zip(&capacities)
-        .map(|((pair, flow), capacities)| {
+    let planning: Vec<(f64, &Capacities)> = flows.iter().copied().zip(&capacities).collect();
+    let mut states: Vec<PairState> = walras_par::map_mut_in_order(
+        &mut pairs,
+        &planning,
+        threads,
+        PAIRS_SERIAL_BELOW,
+        |pair, &(flow, capacities)| {
             let floor = if lp_with_lower_bounds { pair.lower } else { 0 };
             let units = (flow / valuations[pair.sell as usize].0 as f64).floor();
             let planned = (units.max(0.0) as u64).clamp(floor, pair.upper);
@@ -328,10 +338,10 @@ pub fn settle(
             // What the offers actually sell: every total from here on is a sum of fills.
             pair.sold = state.snap(planned);
             state
-        })
-        .collect();
+        },
+    );
     let repairs = repair(&mut pairs, &mut states, valuations)?;
-    let finished = Finished::of(books, pairs, &capacities, valuations, assets)?;
+    let finished = Finished::of(books, pairs, &capacities, valuations, threads)?;
     Ok(finished.into_settlement(lp_with_lower_bounds, repairs))
 }
 
@@ -346,6 +356,7 @@ pub fn settle_given(
     epsilon: Fraction,
     mu: Fraction,
     trades: &[(u16, u16, u64)],
+    threads: usize,
 ) -> Result<Settlement, SettleError> {
     let assets = books.assets();
     if valuations.len() != assets || valuations.iter().any(|valuation| valuation.0 == 0) {
@@ -354,7 +365,7 @@ pub fn settle_given(
             assets,
         });
     }
-    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu);
+    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu, threads);
     for &(sell, buy, sold) in trades {
         let pair = pairs
             .iter_mut()
@@ -370,7 +381,7 @@ pub fn settle_given(
         }
         pair.sold = sold;
     }
-    let finished = Finished::of(books, pairs, &capacities, valuations, assets)?;
+    let finished = Finished::of(books, pairs, &capacities, valuations, threads)?;
     let lower_bounds_met = finished.lower_bounds_met;
     Ok(finished.into_settlement(lower_bounds_met, 0))
 }
@@ -390,12 +401,20 @@ impl Finished {
         mut pairs: Vec<PairClearing>,
         capacities: &[Capacities],
         valuations: &[Valuation],
-        assets: usize,
+        threads: usize,
     ) -> Result<Finished, SettleError> {
-        for (pair, capacities) in pairs.iter_mut().zip(capacities) {
-            fill_pair(books, pair, capacities)?;
-        }
-        let burned = check_postcondition(books, &pairs, assets)?;
+        let filled = walras_par::map_mut_in_order(
+            &mut pairs,
+            capacities,
+            threads,
+            PAIRS_SERIAL_BELOW,
+            |pair, capacities| fill_pair(books, pair, capacities),
+        );
+        // The first failure in pair order, as one pass would meet it.
+        filled
+            .into_iter()
+            .collect::<Result<Vec<()>, SettleError>>()?;
+        let burned = check_postcondition(books, &pairs, valuations.len(), threads)?;
         let lower_bounds_met = pairs
             .iter()
             .all(|pair| pair.sold >= pair.lower && pair.lower_shortfall == 0);
@@ -497,44 +516,16 @@ fn check_postcondition(
     books: &OrderBooks,
     pairs: &[PairClearing],
     assets: usize,
+    threads: usize,
 ) -> Result<Vec<u64>, SettleError> {
+    let checked = walras_par::map_in_order(pairs, threads, PAIRS_SERIAL_BELOW, |pair| {
+        check_pair_fills(books, pair)
+    });
     let mut received = vec![0u128; assets];
     let mut paid = vec![0u128; assets];
-    for pair in pairs {
-        let terms = pair.terms();
-        let offers = books.offers(&books.pairs()[pair.book_index]);
-        let (mut sold_sum, mut bought_sum) = (0u128, 0u128);
-        let mut shorts = pair.short_fills.iter().peekable();
-        for (index, offer) in offers.take(pair.offers_reached).enumerate() {
-            let sold = match shorts.next_if(|short| short.index == index) {
-                Some(short) => short.sold,
-                None => offer.amount,
-            };
-            let payout = terms.payout(sold);
-            let breached = SettleError::LimitBreached {
-                sell: pair.sell,
-                buy: pair.buy,
-                offer: offer.id.0,
-                sold,
-                received: payout,
-            };
-            if sold > offer.amount
-                || (sold > 0
-                    && (offer.min_price > pair.rate
-                        || !terms.meets_limit(offer.min_price, sold, payout)))
-            {
-                return Err(breached);
-            }
-            sold_sum += u128::from(sold);
-            bought_sum += payout;
-        }
-        if sold_sum != u128::from(pair.sold) || bought_sum != u128::from(pair.bought) {
-            return Err(SettleError::NotConserved {
-                asset: pair.buy as usize,
-                received: sold_sum,
-                paid: bought_sum,
-            });
-        }
+    for (pair, sums) in pairs.iter().zip(checked) {
+        // The first failure in pair order, as one pass would meet it.
+        let (sold_sum, bought_sum) = sums?;
         received[pair.sell as usize] += sold_sum;
         paid[pair.buy as usize] += bought_sum;
     }
@@ -550,6 +541,46 @@ fn check_postcondition(
         .zip(&paid)
         .map(|(r, p)| u64::try_from(r - p).expect("receipts of an asset fit its supply"))
         .collect())
+}
+
+/// One pair's part of the postcondition: each reached offer's fill within its amount and at or
+/// above its limit, and the pair's totals the sums of its fills. Returns (sold, bought).
+fn check_pair_fills(books: &OrderBooks, pair: &PairClearing) -> Result<(u128, u128), SettleError> {
+    let terms = pair.terms();
+    let offers = books.offers(&books.pairs()[pair.book_index]);
+    let (mut sold_sum, mut bought_sum) = (0u128, 0u128);
+    let mut shorts = pair.short_fills.iter().peekable();
+    for (index, offer) in offers.take(pair.offers_reached).enumerate() {
+        let sold = match shorts.next_if(|short| short.index == index) {
+            Some(short) => short.sold,
+            None => offer.amount,
+        };
+        let payout = terms.payout(sold);
+        let breached = SettleError::LimitBreached {
+            sell: pair.sell,
+            buy: pair.buy,
+            offer: offer.id.0,
+            sold,
+            received: payout,
+        };
+        if sold > offer.amount
+            || (sold > 0
+                && (offer.min_price > pair.rate
+                    || !terms.meets_limit(offer.min_price, sold, payout)))
+        {
+            return Err(breached);
+        }
+        sold_sum += u128::from(sold);
+        bought_sum += payout;
+    }
+    if sold_sum != u128::from(pair.sold) || bought_sum != u128::from(pair.bought) {
+        return Err(SettleError::NotConserved {
+            asset: pair.buy as usize,
+            received: sold_sum,
+            paid: bought_sum,
+        });
+    }
+    Ok((sold_sum, bought_sum))
 }
 
 /// The offers of one pair at or below its rate that cannot sell their whole amount at their
@@ -604,37 +635,50 @@ fn exact_bounds(
     valuations: &[Valuation],
     epsilon: Fraction,
     mu: Fraction,
+    threads: usize,
 ) -> (Vec<PairClearing>, Vec<Capacities>) {
-    let mut pairs = Vec::new();
-    let mut all_capacities = Vec::new();
-    for (book_index, pair) in books.pairs().iter().enumerate() {
-        let rate = valuations[pair.sell as usize].rate_to(valuations[pair.buy as usize]);
-        let may_trade = books.count_at_or_below(pair, rate);
-        if may_trade == 0 {
-            continue;
-        }
-        let must_trade = books.count_below(pair, rate.discounted_floor(mu));
-        let terms = PayoutTerms::new(rate, epsilon);
-        let capacities = Capacities::of(books.offers(pair).take(may_trade), terms);
-        let lower_shortfall = capacities.deficit_of_first(must_trade);
-        pairs.push(PairClearing {
-            sell: pair.sell,
-            buy: pair.buy,
-            book_index,
-            rate,
-            payout_rate: terms.payout_rate(),
-            epsilon,
-            lower: books.amount_before(pair, must_trade) - lower_shortfall,
-            lower_shortfall,
-            upper: books.amount_before(pair, may_trade) - capacities.deficit_of_first(may_trade),
-            sold: 0,
-            bought: 0,
-            offers_reached: 0,
-            short_fills: Vec::new(),
-        });
-        all_capacities.push(capacities);
+    let book_indexes: Vec<usize> = (0..books.pairs().len()).collect();
+    let bounded = walras_par::map_in_order(&book_indexes, threads, PAIRS_SERIAL_BELOW, |at| {
+        pair_bounds(books, *at, valuations, epsilon, mu)
+    });
+    bounded.into_iter().flatten().unzip()
+}
+
+/// [`exact_bounds`] of the pair at `book_index` in the books; `None` when nothing of it is at
+/// or below its rate.
+fn pair_bounds(
+    books: &OrderBooks,
+    book_index: usize,
+    valuations: &[Valuation],
+    epsilon: Fraction,
+    mu: Fraction,
+) -> Option<(PairClearing, Capacities)> {
+    let pair = &books.pairs()[book_index];
+    let rate = valuations[pair.sell as usize].rate_to(valuations[pair.buy as usize]);
+    let may_trade = books.count_at_or_below(pair, rate);
+    if may_trade == 0 {
+        return None;
     }
-    (pairs, all_capacities)
+    let must_trade = books.count_below(pair, rate.discounted_floor(mu));
+    let terms = PayoutTerms::new(rate, epsilon);
+    let capacities = Capacities::of(books.offers(pair).take(may_trade), terms);
+    let lower_shortfall = capacities.deficit_of_first(must_trade);
+    let clearing = PairClearing {
+        sell: pair.sell,
+        buy: pair.buy,
+        book_index,
+        rate,
+        payout_rate: terms.payout_rate(),
+        epsilon,
+        lower: books.amount_before(pair, must_trade) - lower_shortfall,
+        lower_shortfall,
+        upper: books.amount_before(pair, may_trade) - capacities.deficit_of_first(may_trade),
+        sold: 0,
+        bought: 0,
+        offers_reached: 0,
+        short_fills: Vec::new(),
+    };
+    Some((clearing, capacities))
 }
 
 /// Payout bookkeeping of one pair for amounts up to its planned sale.

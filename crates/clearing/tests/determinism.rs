@@ -11,7 +11,8 @@ use market::{market_books, pair_choice};
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 use walras_clearing::{
-    clear, Budget, Clearing, ClearingParams, Clock, OrderBooks, Resources, SupplyGrid,
+    clear, settle, settle_given, Budget, Clearing, ClearingParams, Clock, OrderBooks, Resources,
+    SupplyGrid,
 };
 use walras_sim::PairChoice;
 use walras_types::Fraction;
@@ -90,6 +91,59 @@ proptest! {
         for threads in [1, 2, 4, 4, 2] {
             let parallel = clear_on(&books, &params, threads, budget, &clock);
             prop_assert_eq!(decided(&parallel), decided(&serial), "{} threads", threads);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Settling's per-pair passes run on the block's threads: the settlement a proposer
+    /// computes and a follower's check of a header's trades (honest, and with some pairs' sold
+    /// amounts changed, which the check may refuse anywhere in its passes) must be the same,
+    /// error included, for any thread count.
+    #[test]
+    fn settling_and_checking_trades_give_the_same_result_and_first_error_on_any_thread_count(
+        assets in 6usize..=12,
+        offers in 1_000usize..4_000,
+        seed in any::<u64>(),
+        pairs in pair_choice(),
+        tampered in prop::collection::vec((any::<prop::sample::Index>(), any::<u64>()), 0..6),
+    ) {
+        let market = market_books(assets, offers, seed, 5_000, pairs, 2);
+        let books = OrderBooks::build(market.offers.clone(), assets, 1).expect("valid market");
+        let params = params(false);
+        let cleared = clear_within(&books, &params, ITERATIONS_MAX);
+        let valuations = cleared.settlement.valuations().to_vec();
+        let lp_epsilon = params.epsilon.to_f64() * 0.875;
+        let serial = settle(&books, &valuations, params.epsilon, params.mu, lp_epsilon, 1);
+        let traded: Vec<_> = cleared
+            .settlement
+            .pairs()
+            .iter()
+            .filter(|pair| pair.sold > 0)
+            .collect();
+        let mut trades: Vec<(u16, u16, u64)> =
+            traded.iter().map(|pair| (pair.sell, pair.buy, pair.sold)).collect();
+        let honest = settle_given(&books, &valuations, params.epsilon, params.mu, &trades, 1);
+        prop_assert!(honest.is_ok(), "{:?}", honest);
+        if !trades.is_empty() {
+            // Another amount within the pair's bounds: the walk may then find a part below
+            // its offer's limit, or an asset paying out more than it receives.
+            for (index, amount) in &tampered {
+                let at = index.index(trades.len());
+                trades[at].2 = 1 + amount % traded[at].upper;
+            }
+        }
+        let checked = settle_given(&books, &valuations, params.epsilon, params.mu, &trades, 1);
+        for threads in [2, 3, 8] {
+            let parallel =
+                settle(&books, &valuations, params.epsilon, params.mu, lp_epsilon, threads);
+            prop_assert_eq!(&parallel, &serial, "{} threads", threads);
+            let again = settle_given(
+                &books, &valuations, params.epsilon, params.mu, &trades, threads,
+            );
+            prop_assert_eq!(&again, &checked, "{} threads", threads);
         }
     }
 }

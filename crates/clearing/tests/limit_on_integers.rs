@@ -33,8 +33,15 @@ fn offer(id: u64, sell: u16, buy: u16, amount: u64, limit: &str) -> Offer {
 fn settle_at(offers: &[Offer], assets: usize, valuations: &[u128]) -> (OrderBooks, Settlement) {
     let books = OrderBooks::build(offers.to_vec(), assets, 1).unwrap();
     let valuations: Vec<Valuation> = valuations.iter().map(|v| Valuation(*v)).collect();
-    let settlement = settle(&books, &valuations, EPSILON, MU, EPSILON.to_f64() * 0.875)
-        .unwrap_or_else(|error| panic!("settle: {error}"));
+    let settlement = settle(
+        &books,
+        &valuations,
+        EPSILON,
+        MU,
+        EPSILON.to_f64() * 0.875,
+        1,
+    )
+    .unwrap_or_else(|error| panic!("settle: {error}"));
     (books, settlement)
 }
 
@@ -242,9 +249,9 @@ proptest! {
         let books = OrderBooks::build(offers.clone(), assets, 1).unwrap();
         let true_prices: Vec<f64> = log_prices.iter().map(|l| l.exp()).collect();
         let valuations = quantize(&true_prices).unwrap();
-        let at_true = settle(&books, &valuations, EPSILON, MU, EPSILON.to_f64() * 0.875).unwrap();
+        let at_true = settle(&books, &valuations, EPSILON, MU, EPSILON.to_f64() * 0.875, 1).unwrap();
         check_settlement(&offers, &books, &at_true)?;
-        let again = settle(&books, &valuations, EPSILON, MU, EPSILON.to_f64() * 0.875).unwrap();
+        let again = settle(&books, &valuations, EPSILON, MU, EPSILON.to_f64() * 0.875, 1).unwrap();
         prop_assert_eq!(&at_true, &again);
 
         let params = ClearingParams { epsilon: EPSILON, mu: MU, ..ClearingParams::default() };

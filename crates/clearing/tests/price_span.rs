@@ -72,7 +72,15 @@ fn settlement_at_valuations_spanning_the_range_conserves_and_respects_limits() {
     let valuations = quantize(&TRUE_VALUATIONS).unwrap();
     let epsilon = Fraction::power_of_two(15);
     let mu = Fraction::power_of_two(10);
-    let settlement = settle(&books, &valuations, epsilon, mu, epsilon.to_f64() * 0.875).unwrap();
+    let settlement = settle(
+        &books,
+        &valuations,
+        epsilon,
+        mu,
+        epsilon.to_f64() * 0.875,
+        1,
+    )
+    .unwrap();
     let mut received = [0u128; 4];
     let mut paid = [0u128; 4];
     let mut traded_pairs = std::collections::BTreeSet::new();

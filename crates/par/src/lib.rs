@@ -59,6 +59,41 @@ pub fn map_in_order<T: Sync, R: Send>(
     results
 }
 
+/// `work` on each item of `items`, mutably, with its partner in `with` (of the same length), on
+/// up to `threads` threads, results in item order. Lists shorter than `serial_below` run on the
+/// calling thread.
+///
+/// # Panics
+/// If `items` and `with` differ in length.
+pub fn map_mut_in_order<T: Send, U: Sync, R: Send>(
+    items: &mut [T],
+    with: &[U],
+    threads: usize,
+    serial_below: usize,
+    work: impl Fn(&mut T, &U) -> R + Sync + Send,
+) -> Vec<R> {
+    assert_eq!(items.len(), with.len(), "one partner per item");
+    if threads <= 1 || items.len() < serial_below.max(2) {
+        return items
+            .iter_mut()
+            .zip(with)
+            .map(|(item, partner)| work(item, partner))
+            .collect();
+    }
+    let count = items.len();
+    let piece_len = count.div_ceil(threads * 4).max(1);
+    let results: Vec<R> = pool(threads).install(|| {
+        items
+            .par_iter_mut()
+            .zip(with.par_iter())
+            .with_min_len(piece_len)
+            .map(|(item, partner)| work(item, partner))
+            .collect()
+    });
+    assert_eq!(results.len(), count);
+    results
+}
+
 /// `work` on each item, the items spread over up to `threads` threads, results in item order.
 pub fn run_each<T: Send, R: Send>(
     items: Vec<T>,
@@ -123,6 +158,15 @@ mod tests {
         for threads in [0, 1, 2, 3, 8] {
             assert_eq!(map_in_order(&items, threads, 16, |x| x * x), serial);
             assert_eq!(run_each(items.clone(), threads, |x| x * x), serial);
+            let mut mutated = items.clone();
+            let partners: Vec<u64> = items.iter().map(|x| x + 1).collect();
+            let sums = map_mut_in_order(&mut mutated, &partners, threads, 16, |x, p| {
+                *x *= *x;
+                *x + p
+            });
+            assert_eq!(mutated, serial, "{threads} threads");
+            let expected: Vec<u64> = serial.iter().zip(&partners).map(|(x, p)| x + p).collect();
+            assert_eq!(sums, expected, "{threads} threads");
         }
     }
 
