@@ -13,12 +13,15 @@
 //! the same instance ended in (two pivot loads confirm it still brackets the answer); otherwise it
 //! binary-searches the pair's pivots. It then counts inside one block (see [`crate::book`]). A
 //! query runs in two passes — locate every pair's blocks (prefetching them), then finish — so the
-//! cache misses of different pairs overlap.
+//! cache misses of different pairs overlap. On a pool, each thread takes consecutive pairs
+//! through both passes, and the per-asset totals are summed afterwards in pair order on the
+//! calling thread, so the floats do not depend on the thread count ([`query_on`]).
 //!
 //! Everything is reported in *value* (amount × valuation), the unit tâtonnement normalises by.
 
 use crate::book::{OrderBooks, PairBook, PrefixSums, BLOCK_OFFERS};
 use crate::grid::SupplyGrid;
+use walras_par::ThreadPool;
 
 /// Per-query outputs and the search hints carried between queries of one tâtonnement instance.
 #[derive(Clone, Debug)]
@@ -70,31 +73,135 @@ impl DemandWorkspace {
 
 /// Computes smoothed demand at `prices` (positive, finite) into `workspace`.
 pub fn query(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut DemandWorkspace) {
+    query_on(books, prices, mu, workspace, None);
+}
+
+/// [`query`] with the pairs spread over `pool`'s threads (`None`: the calling thread). Each
+/// pair's figures are computed alone, and the per-asset totals are then summed on the calling
+/// thread in pair order, as one thread sums them: the result is the same, bit for bit, for any
+/// pool.
+pub(crate) fn query_on(
+    books: &OrderBooks,
+    prices: &[f64],
+    mu: f64,
+    workspace: &mut DemandWorkspace,
+    pool: Option<&ThreadPool>,
+) {
+    let threads = pool.map_or(1, ThreadPool::current_num_threads);
     debug_assert_eq!(prices.len(), books.assets());
-    workspace.sold_value.fill(0.0);
-    workspace.bought_value.fill(0.0);
     for (inverse, price) in workspace.inverse_prices.iter_mut().zip(prices) {
         *inverse = 1.0 / price;
     }
-    locate_all(books, prices, mu, workspace);
-    finish_all(books, prices, mu, workspace);
+    let pairs = books.pairs().len();
+    let pieces = if pairs < PARALLEL_PAIRS_MIN {
+        1
+    } else {
+        threads.clamp(1, pairs)
+    };
+    let piece_len = pairs.div_ceil(pieces).max(1);
+    let inverse_prices = &workspace.inverse_prices;
+    let mut slots = Vec::with_capacity(pieces);
+    let mut rest = PairSlots {
+        first: 0,
+        hint_low: &mut workspace.hint_low,
+        hint_high: &mut workspace.hint_high,
+        rates: &mut workspace.rates,
+        value: &mut workspace.pair_value,
+        lower_value: &mut workspace.pair_lower_value,
+        upper_value: &mut workspace.pair_upper_value,
+    };
+    while rest.rates.len() > piece_len {
+        let (piece, tail) = rest.split_at(piece_len);
+        slots.push(piece);
+        rest = tail;
+    }
+    slots.push(rest);
+    walras_par::run_each_on(pool, slots, |mut piece| {
+        locate_all(books, prices, inverse_prices, mu, &mut piece);
+        finish_all(books, prices, inverse_prices, mu, &mut piece);
+    });
+    workspace.sold_value.fill(0.0);
+    workspace.bought_value.fill(0.0);
+    for (pair, value) in books.pairs().iter().zip(&workspace.pair_value) {
+        workspace.sold_value[pair.sell as usize] += value;
+        workspace.bought_value[pair.buy as usize] += value;
+    }
+}
+
+/// Below this many pairs a query runs on the calling thread: a pair costs about 0.1 µs, less
+/// than handing work to another thread.
+const PARALLEL_PAIRS_MIN: usize = 512;
+
+/// One piece of a query: consecutive pairs from `first`, and their slots of the workspace's
+/// per-pair arrays.
+struct PairSlots<'w> {
+    first: usize,
+    hint_low: &'w mut [SearchHint],
+    hint_high: &'w mut [SearchHint],
+    rates: &'w mut [f64],
+    value: &'w mut [f64],
+    lower_value: &'w mut [f64],
+    upper_value: &'w mut [f64],
+}
+
+impl<'w> PairSlots<'w> {
+    /// The first `len` pairs and the rest.
+    fn split_at(self, len: usize) -> (PairSlots<'w>, PairSlots<'w>) {
+        let (hint_low, hint_low_rest) = self.hint_low.split_at_mut(len);
+        let (hint_high, hint_high_rest) = self.hint_high.split_at_mut(len);
+        let (rates, rates_rest) = self.rates.split_at_mut(len);
+        let (value, value_rest) = self.value.split_at_mut(len);
+        let (lower_value, lower_rest) = self.lower_value.split_at_mut(len);
+        let (upper_value, upper_rest) = self.upper_value.split_at_mut(len);
+        (
+            PairSlots {
+                first: self.first,
+                hint_low,
+                hint_high,
+                rates,
+                value,
+                lower_value,
+                upper_value,
+            },
+            PairSlots {
+                first: self.first + len,
+                hint_low: hint_low_rest,
+                hint_high: hint_high_rest,
+                rates: rates_rest,
+                value: value_rest,
+                lower_value: lower_rest,
+                upper_value: upper_rest,
+            },
+        )
+    }
+
+    /// The piece's pairs of `books`.
+    fn pairs<'b>(&self, books: &'b OrderBooks) -> &'b [PairBook] {
+        &books.pairs()[self.first..self.first + self.rates.len()]
+    }
 }
 
 /// First pass: per pair, the rate and the block each search ends in, found from the small pivot
 /// arrays (read in pair order, so they stream through the cache); the lines the second pass will
 /// read are requested meanwhile, so their latencies overlap across pairs instead of adding up.
-fn locate_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut DemandWorkspace) {
+fn locate_all(
+    books: &OrderBooks,
+    prices: &[f64],
+    inverse_prices: &[f64],
+    mu: f64,
+    piece: &mut PairSlots<'_>,
+) {
     let band_start = 1.0 - mu;
-    for (index, pair) in books.pairs().iter().enumerate() {
-        let rate = prices[pair.sell as usize] * workspace.inverse_prices[pair.buy as usize];
-        workspace.rates[index] = rate;
+    for (index, pair) in piece.pairs(books).iter().enumerate() {
+        let rate = prices[pair.sell as usize] * inverse_prices[pair.buy as usize];
+        piece.rates[index] = rate;
         // Limits are stored as f32; compare in f32 (the rounding is as harmless, see book.rs).
         let (rate_f32, threshold_f32) = search_thresholds(rate, band_start);
-        locate(books, pair, &mut workspace.hint_high[index], |limit| {
+        locate(books, pair, &mut piece.hint_high[index], |limit| {
             limit <= rate_f32
         });
         if mu > 0.0 {
-            locate(books, pair, &mut workspace.hint_low[index], |limit| {
+            locate(books, pair, &mut piece.hint_low[index], |limit| {
                 limit < threshold_f32
             });
         }
@@ -102,17 +209,23 @@ fn locate_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut Deman
 }
 
 /// Second pass: per pair, the prefix sums at both searches' answers and the smoothed demand.
-fn finish_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut DemandWorkspace) {
+fn finish_all(
+    books: &OrderBooks,
+    prices: &[f64],
+    inverse_prices: &[f64],
+    mu: f64,
+    piece: &mut PairSlots<'_>,
+) {
     let band_start = 1.0 - mu;
     let inverse_mu = if mu > 0.0 { 1.0 / mu } else { 0.0 };
-    for (index, pair) in books.pairs().iter().enumerate() {
-        let rate = workspace.rates[index];
+    for (index, pair) in piece.pairs(books).iter().enumerate() {
+        let rate = piece.rates[index];
         let (rate_f32, threshold_f32) = search_thresholds(rate, band_start);
-        let high = finish(books, pair, &mut workspace.hint_high[index], |limit| {
+        let high = finish(books, pair, &mut piece.hint_high[index], |limit| {
             limit <= rate_f32
         });
         let low = if mu > 0.0 {
-            finish(books, pair, &mut workspace.hint_low[index], |limit| {
+            finish(books, pair, &mut piece.hint_low[index], |limit| {
                 limit < threshold_f32
             })
         } else {
@@ -121,13 +234,11 @@ fn finish_all(books: &OrderBooks, prices: &[f64], mu: f64, workspace: &mut Deman
         let (sell, buy) = (pair.sell as usize, pair.buy as usize);
         let sell_price = prices[sell];
         // 1/r = p_buy / p_sell: no division here.
-        let inverse_rate = prices[buy] * workspace.inverse_prices[sell];
+        let inverse_rate = prices[buy] * inverse_prices[sell];
         let value = smoothed_supply(low, high, inverse_rate, inverse_mu) * sell_price;
-        workspace.sold_value[sell] += value;
-        workspace.bought_value[buy] += value;
-        workspace.pair_value[index] = value;
-        workspace.pair_lower_value[index] = low.amount * sell_price;
-        workspace.pair_upper_value[index] = high.amount * sell_price;
+        piece.value[index] = value;
+        piece.lower_value[index] = low.amount * sell_price;
+        piece.upper_value[index] = high.amount * sell_price;
     }
 }
 

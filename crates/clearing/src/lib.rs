@@ -15,7 +15,8 @@
 //!
 //! Clearing owns no time and no threads: the caller lends them in [`Resources`] — a [`Budget`]
 //! (an iteration cap and an optional deadline), the [`Clock`] the deadline and the reported
-//! timings are read from, and the thread pool tâtonnement's instances run on. Under an
+//! timings are read from, and the thread pool that tâtonnement's instances, the demand queries
+//! and settling's per-pair passes run on. Under an
 //! iteration budget with no deadline the result is a pure function of (books, table, params):
 //! the same for any pool size and on every run (see `tests/determinism.rs`).
 
@@ -103,8 +104,8 @@ impl Budget {
     }
 }
 
-/// What the caller lends one clearing: its budget, the clock, and the pool tâtonnement's
-/// instances run on (`None`: the calling thread).
+/// What the caller lends one clearing: its budget, the clock, and the pool its parallel parts
+/// run on (`None`: the calling thread).
 #[derive(Clone, Copy)]
 pub struct Resources<'a> {
     pub budget: Budget,
@@ -228,9 +229,11 @@ pub fn clear(
     resources: Resources<'_>,
 ) -> Result<Clearing, ClearingError> {
     validate(books, supply_grid, params, &resources)?;
-    // The race runs on the pool, and settling's per-pair passes on as many threads.
-    let threads = resources.pool.map_or(1, |pool| pool.current_num_threads());
-    let Resources { budget, clock, .. } = resources;
+    let Resources {
+        budget,
+        clock,
+        pool,
+    } = resources;
     let started = clock.now();
     let start_prices = match &params.start_prices {
         Some(prices) => prices.clone(),
@@ -279,7 +282,7 @@ pub fn clear(
     if let Some(winner) = outcome.winner.filter(|_| !nothing_can_trade) {
         let result = &mut outcome.results[winner];
         if let Some((prices, queries)) =
-            tatonnement::polish(books, &result.prices, race_params, budget, clock)
+            tatonnement::polish(books, &result.prices, race_params, budget, (clock, pool))
         {
             result.prices = prices;
             result.counts.queries += queries;
@@ -303,7 +306,7 @@ pub fn clear(
             params.epsilon,
             params.mu,
             race_params.epsilon,
-            threads,
+            pool,
         )
         .map_err(ClearingError::Settle)?;
         settle_time += clock.now() - settle_started;

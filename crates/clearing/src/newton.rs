@@ -33,6 +33,11 @@
 
 use crate::book::OrderBooks;
 use crate::demand::{self, DemandWorkspace};
+use walras_par::ThreadPool;
+
+/// Below this many pairs the slopes are estimated on the calling thread (a pair's two
+/// searches cost well under a microsecond).
+const SLOPES_SERIAL_BELOW: usize = 256;
 
 /// Widest slope window (relative): wider averages hide the curvature near equilibrium.
 pub(crate) const WINDOW_MAX: f64 = 0.05;
@@ -89,13 +94,13 @@ impl NewtonStepper {
     /// smoothed demand `current` at them.
     pub(crate) fn propose(
         &mut self,
-        books: &OrderBooks,
+        (books, pool): (&OrderBooks, Option<&ThreadPool>),
         prices: &[f64],
         current: &DemandWorkspace,
         trial: &mut [f64],
     ) {
         if !self.slopes_fresh {
-            self.estimate_slopes(books, prices, current);
+            self.estimate_slopes((books, pool), prices, current);
             self.slopes_fresh = true;
         }
         self.build_system(books, current);
@@ -154,15 +159,23 @@ impl NewtonStepper {
         self.damping >= DAMPING_MAX
     }
 
-    fn estimate_slopes(&mut self, books: &OrderBooks, prices: &[f64], current: &DemandWorkspace) {
+    /// Each pair's slope alone (two searches of its book), the pairs spread over `pool`.
+    fn estimate_slopes(
+        &mut self,
+        (books, pool): (&OrderBooks, Option<&ThreadPool>),
+        prices: &[f64],
+        current: &DemandWorkspace,
+    ) {
         let (up, down) = (self.window.exp(), (-self.window).exp());
         let inverse_width = 1.0 / (2.0 * self.window);
-        for (index, pair) in books.pairs().iter().enumerate() {
-            let rate = current.rate(index);
+        let indexes: Vec<usize> = (0..books.pairs().len()).collect();
+        self.slopes = walras_par::map_in_order_on(pool, &indexes, SLOPES_SERIAL_BELOW, |index| {
+            let pair = &books.pairs()[*index];
+            let rate = current.rate(*index);
             let above = demand::amount_at_or_below(books, pair, rate * up);
             let below = demand::amount_at_or_below(books, pair, rate * down);
-            self.slopes[index] = prices[pair.sell as usize] * (above - below) * inverse_width;
-        }
+            prices[pair.sell as usize] * (above - below) * inverse_width
+        });
     }
 
     /// `(−J + λ·diag(v)) Δu = z`, into `matrix` and `solution`.

@@ -32,6 +32,7 @@
 use crate::book::{OrderBooks, PairBook};
 use crate::fill::{FillWalk, PayoutTerms, Sale};
 use crate::lp::{self, LpError, PairFlowBounds};
+use walras_par::ThreadPool;
 use walras_types::{AssetId, Fraction, Offer, OfferId, Price, Valuation};
 
 /// Below this many pairs the per-pair passes run on the calling thread: a pair's pass is
@@ -282,19 +283,19 @@ pub fn quantize(prices: &[f64]) -> Result<Vec<Valuation>, SettleError> {
 ///
 /// `lp_epsilon` is the commission the LP plans with; it should be a little below `epsilon` (what
 /// is charged) so the difference absorbs rounding to whole units. The per-pair passes (bounds,
-/// planned sales, fills, the postcondition) run on up to `threads` threads; they are exact
-/// integer work on each pair alone, so the settlement, and the first error in pair order when
-/// there is one, are the same for any thread count.
+/// planned sales, fills, the postcondition) run on `pool` (`None`: the calling thread); they are
+/// exact integer work on each pair alone, so the settlement, and the first error in pair order
+/// when there is one, are the same for any pool.
 pub fn settle(
     books: &OrderBooks,
     valuations: &[Valuation],
     epsilon: Fraction,
     mu: Fraction,
     lp_epsilon: f64,
-    threads: usize,
+    pool: Option<&ThreadPool>,
 ) -> Result<Settlement, SettleError> {
     let assets = books.assets();
-    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu, threads);
+    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu, pool);
     let bounds: Vec<PairFlowBounds> = pairs
         .iter()
         .map(|pair| {
@@ -325,10 +326,10 @@ pub fn settle(
         Err(error) => return Err(SettleError::Lp(error)),
     };
     let planning: Vec<(f64, &Capacities)> = flows.iter().copied().zip(&capacities).collect();
-    let mut states: Vec<PairState> = walras_par::map_mut_in_order(
+    let mut states: Vec<PairState> = walras_par::map_mut_in_order_on(
+        pool,
         &mut pairs,
         &planning,
-        threads,
         PAIRS_SERIAL_BELOW,
         |pair, &(flow, capacities)| {
             let floor = if lp_with_lower_bounds { pair.lower } else { 0 };
@@ -341,7 +342,7 @@ pub fn settle(
         },
     );
     let repairs = repair(&mut pairs, &mut states, valuations)?;
-    let finished = Finished::of(books, pairs, &capacities, valuations, threads)?;
+    let finished = Finished::of(books, pairs, &capacities, valuations, pool)?;
     Ok(finished.into_settlement(lp_with_lower_bounds, repairs))
 }
 
@@ -356,7 +357,7 @@ pub fn settle_given(
     epsilon: Fraction,
     mu: Fraction,
     trades: &[(u16, u16, u64)],
-    threads: usize,
+    pool: Option<&ThreadPool>,
 ) -> Result<Settlement, SettleError> {
     let assets = books.assets();
     if valuations.len() != assets || valuations.iter().any(|valuation| valuation.0 == 0) {
@@ -365,7 +366,7 @@ pub fn settle_given(
             assets,
         });
     }
-    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu, threads);
+    let (mut pairs, capacities) = exact_bounds(books, valuations, epsilon, mu, pool);
     for &(sell, buy, sold) in trades {
         let pair = pairs
             .iter_mut()
@@ -381,7 +382,7 @@ pub fn settle_given(
         }
         pair.sold = sold;
     }
-    let finished = Finished::of(books, pairs, &capacities, valuations, threads)?;
+    let finished = Finished::of(books, pairs, &capacities, valuations, pool)?;
     let lower_bounds_met = finished.lower_bounds_met;
     Ok(finished.into_settlement(lower_bounds_met, 0))
 }
@@ -401,12 +402,12 @@ impl Finished {
         mut pairs: Vec<PairClearing>,
         capacities: &[Capacities],
         valuations: &[Valuation],
-        threads: usize,
+        pool: Option<&ThreadPool>,
     ) -> Result<Finished, SettleError> {
-        let filled = walras_par::map_mut_in_order(
+        let filled = walras_par::map_mut_in_order_on(
+            pool,
             &mut pairs,
             capacities,
-            threads,
             PAIRS_SERIAL_BELOW,
             |pair, capacities| fill_pair(books, pair, capacities),
         );
@@ -414,7 +415,7 @@ impl Finished {
         filled
             .into_iter()
             .collect::<Result<Vec<()>, SettleError>>()?;
-        let burned = check_postcondition(books, &pairs, valuations.len(), threads)?;
+        let burned = check_postcondition(books, &pairs, valuations.len(), pool)?;
         let lower_bounds_met = pairs
             .iter()
             .all(|pair| pair.sold >= pair.lower && pair.lower_shortfall == 0);
@@ -516,9 +517,9 @@ fn check_postcondition(
     books: &OrderBooks,
     pairs: &[PairClearing],
     assets: usize,
-    threads: usize,
+    pool: Option<&ThreadPool>,
 ) -> Result<Vec<u64>, SettleError> {
-    let checked = walras_par::map_in_order(pairs, threads, PAIRS_SERIAL_BELOW, |pair| {
+    let checked = walras_par::map_in_order_on(pool, pairs, PAIRS_SERIAL_BELOW, |pair| {
         check_pair_fills(books, pair)
     });
     let mut received = vec![0u128; assets];
@@ -635,10 +636,10 @@ fn exact_bounds(
     valuations: &[Valuation],
     epsilon: Fraction,
     mu: Fraction,
-    threads: usize,
+    pool: Option<&ThreadPool>,
 ) -> (Vec<PairClearing>, Vec<Capacities>) {
     let book_indexes: Vec<usize> = (0..books.pairs().len()).collect();
-    let bounded = walras_par::map_in_order(&book_indexes, threads, PAIRS_SERIAL_BELOW, |at| {
+    let bounded = walras_par::map_in_order_on(pool, &book_indexes, PAIRS_SERIAL_BELOW, |at| {
         pair_bounds(books, *at, valuations, epsilon, mu)
     });
     bounded.into_iter().flatten().unzip()

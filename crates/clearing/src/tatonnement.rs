@@ -220,7 +220,7 @@ pub(crate) fn polish(
     prices: &[f64],
     params: RaceParams,
     budget: Budget,
-    clock: &dyn Clock,
+    (clock, pool): (&dyn Clock, Option<&ThreadPool>),
 ) -> Option<(Vec<f64>, u64)> {
     let control = default_controls()
         .into_iter()
@@ -232,7 +232,7 @@ pub(crate) fn polish(
         mu: params.mu * POLISH_MU_FRACTION,
         ..params
     };
-    let mut instance = Instance::new(books, None, control, prices, clock);
+    let mut instance = Instance::new(books, None, control, prices, (clock, pool));
     let start = instance.prices.clone(); // normalised
     instance.query_current(&target);
     instance.start_newton(&target);
@@ -281,7 +281,8 @@ pub(crate) fn race(
         pool,
     } = resources;
     // Every instance starts from the same prices: make that first (cold) query once.
-    let first = Instance::new(books, grid, controls[0], start, clock).with_first_query(&params);
+    let first =
+        Instance::new(books, grid, controls[0], start, (clock, pool)).with_first_query(&params);
     let mut instances: Vec<Instance> = controls
         .iter()
         .map(|control| first.restarted_with(*control))
@@ -341,6 +342,8 @@ fn round(
 
 struct Instance<'b> {
     books: &'b OrderBooks,
+    /// Where an exact query's pairs and Newton's slopes are spread (`None`: this thread).
+    pool: Option<&'b ThreadPool>,
     /// Where query times are read (measurements only: no time decides a step).
     clock: &'b dyn Clock,
     /// Where steps read demand from; `None` means exact queries throughout.
@@ -374,13 +377,14 @@ impl<'b> Instance<'b> {
         grid: Option<&'b SupplyGrid>,
         control: Control,
         start: &[f64],
-        clock: &'b dyn Clock,
+        (clock, pool): (&'b dyn Clock, Option<&'b ThreadPool>),
     ) -> Instance<'b> {
         let mut prices = start.to_vec();
         normalize(&mut prices);
         let current = DemandWorkspace::new(books);
         Instance {
             books,
+            pool,
             clock,
             grid,
             exact: current.clone(),
@@ -415,6 +419,7 @@ impl<'b> Instance<'b> {
     fn restarted_with(&self, control: Control) -> Instance<'b> {
         Instance {
             books: self.books,
+            pool: self.pool,
             clock: self.clock,
             grid: self.grid,
             exact: self.exact.clone(),
@@ -489,7 +494,13 @@ impl<'b> Instance<'b> {
         let started = self.clock.now();
         match self.grid {
             Some(grid) => demand::query_grid(self.books, grid, &self.trial_prices, &mut self.trial),
-            None => demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial),
+            None => demand::query_on(
+                self.books,
+                &self.trial_prices,
+                params.mu,
+                &mut self.trial,
+                self.pool,
+            ),
         }
         self.count_query(started);
         let trial_heuristic = heuristic(&self.trial);
@@ -519,14 +530,20 @@ impl<'b> Instance<'b> {
             .as_mut()
             .expect("a Newton instance has a stepper");
         stepper.propose(
-            self.books,
+            (self.books, self.pool),
             &self.prices,
             &self.current,
             &mut self.trial_prices,
         );
         normalize(&mut self.trial_prices);
         let started = self.clock.now();
-        demand::query(self.books, &self.trial_prices, params.mu, &mut self.trial);
+        demand::query_on(
+            self.books,
+            &self.trial_prices,
+            params.mu,
+            &mut self.trial,
+            self.pool,
+        );
         self.count_query(started);
         let stepper = self
             .newton
@@ -588,7 +605,13 @@ impl<'b> Instance<'b> {
         let started = self.clock.now();
         match self.grid {
             Some(grid) => demand::query_grid(self.books, grid, &self.prices, &mut self.current),
-            None => demand::query(self.books, &self.prices, params.mu, &mut self.current),
+            None => demand::query_on(
+                self.books,
+                &self.prices,
+                params.mu,
+                &mut self.current,
+                self.pool,
+            ),
         }
         self.count_query(started);
     }
@@ -604,7 +627,13 @@ impl<'b> Instance<'b> {
         }
         let exact = if self.grid.is_some() {
             let started = self.clock.now();
-            demand::query(self.books, &self.prices, params.mu, &mut self.exact);
+            demand::query_on(
+                self.books,
+                &self.prices,
+                params.mu,
+                &mut self.exact,
+                self.pool,
+            );
             self.counts.check_queries += 1;
             self.counts.check_nanos += (self.clock.now() - started).as_nanos() as u64;
             &self.exact

@@ -116,7 +116,7 @@ proptest! {
         let cleared = clear_within(&books, &params, ITERATIONS_MAX);
         let valuations = cleared.settlement.valuations().to_vec();
         let lp_epsilon = params.epsilon.to_f64() * 0.875;
-        let serial = settle(&books, &valuations, params.epsilon, params.mu, lp_epsilon, 1);
+        let serial = settle(&books, &valuations, params.epsilon, params.mu, lp_epsilon, None);
         let traded: Vec<_> = cleared
             .settlement
             .pairs()
@@ -125,7 +125,7 @@ proptest! {
             .collect();
         let mut trades: Vec<(u16, u16, u64)> =
             traded.iter().map(|pair| (pair.sell, pair.buy, pair.sold)).collect();
-        let honest = settle_given(&books, &valuations, params.epsilon, params.mu, &trades, 1);
+        let honest = settle_given(&books, &valuations, params.epsilon, params.mu, &trades, None);
         prop_assert!(honest.is_ok(), "{:?}", honest);
         if !trades.is_empty() {
             // Another amount within the pair's bounds: the walk may then find a part below
@@ -135,15 +135,53 @@ proptest! {
                 trades[at].2 = 1 + amount % traded[at].upper;
             }
         }
-        let checked = settle_given(&books, &valuations, params.epsilon, params.mu, &trades, 1);
+        let checked = settle_given(&books, &valuations, params.epsilon, params.mu, &trades, None);
         for threads in [2, 3, 8] {
+            let pool = walras_par::pool(threads);
             let parallel =
-                settle(&books, &valuations, params.epsilon, params.mu, lp_epsilon, threads);
+                settle(&books, &valuations, params.epsilon, params.mu, lp_epsilon, Some(&pool));
             prop_assert_eq!(&parallel, &serial, "{} threads", threads);
             let again = settle_given(
-                &books, &valuations, params.epsilon, params.mu, &trades, threads,
+                &books, &valuations, params.epsilon, params.mu, &trades, Some(&pool),
             );
             prop_assert_eq!(&again, &checked, "{} threads", threads);
+        }
+    }
+}
+
+/// The exact demand queries and Newton's slope estimates spread their pairs over the pool once
+/// a book holds hundreds of pairs (512 and 256); the per-asset sums stay in pair order on one
+/// thread. With 30 and 34 assets (870 and 1,122 pairs), with and without the supply table, the
+/// clearing on pools of 2, 3 and 4 threads must be the serial one, bit for bit.
+#[test]
+fn with_hundreds_of_pairs_the_queries_spread_over_the_pool_give_the_serial_clearing() {
+    for (assets, seed) in [(30, 11), (34, 12)] {
+        let market = market_books(assets, 40_000, seed, 5_000, PairChoice::Uniform, 2);
+        let books = OrderBooks::build(market.offers.clone(), assets, 1).expect("valid market");
+        assert!(books.pairs().len() >= 512, "{} pairs", books.pairs().len());
+        let params = params(false);
+        let budget = Budget::iterations(ITERATIONS_MAX);
+        let clock = walras_clearing::SystemClock;
+        let grid = SupplyGrid::for_mu(&books, params.mu);
+        for table in [grid.as_ref(), None] {
+            let serial =
+                clear(&books, table, &params, Resources::serial(budget)).expect("clearing");
+            check_invariants(&market, &books, &serial, params.epsilon, params.mu);
+            for threads in [2, 3, 4] {
+                let pool = walras_par::pool(threads);
+                let resources = Resources {
+                    budget,
+                    clock: &clock,
+                    pool: Some(&pool),
+                };
+                let parallel = clear(&books, table, &params, resources).expect("clearing");
+                assert_eq!(
+                    decided(&parallel),
+                    decided(&serial),
+                    "{assets} assets, {threads} threads, table {}",
+                    table.is_some()
+                );
+            }
         }
     }
 }

@@ -39,7 +39,7 @@ fn settle_at(offers: &[Offer], assets: usize, valuations: &[u128]) -> (OrderBook
         EPSILON,
         MU,
         EPSILON.to_f64() * 0.875,
-        1,
+        None,
     )
     .unwrap_or_else(|error| panic!("settle: {error}"));
     (books, settlement)
@@ -249,9 +249,9 @@ proptest! {
         let books = OrderBooks::build(offers.clone(), assets, 1).unwrap();
         let true_prices: Vec<f64> = log_prices.iter().map(|l| l.exp()).collect();
         let valuations = quantize(&true_prices).unwrap();
-        let at_true = settle(&books, &valuations, EPSILON, MU, EPSILON.to_f64() * 0.875, 1).unwrap();
+        let at_true = settle(&books, &valuations, EPSILON, MU, EPSILON.to_f64() * 0.875, None).unwrap();
         check_settlement(&offers, &books, &at_true)?;
-        let again = settle(&books, &valuations, EPSILON, MU, EPSILON.to_f64() * 0.875, 1).unwrap();
+        let again = settle(&books, &valuations, EPSILON, MU, EPSILON.to_f64() * 0.875, None).unwrap();
         prop_assert_eq!(&at_true, &again);
 
         let params = ClearingParams { epsilon: EPSILON, mu: MU, ..ClearingParams::default() };

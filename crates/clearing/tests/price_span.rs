@@ -78,7 +78,7 @@ fn settlement_at_valuations_spanning_the_range_conserves_and_respects_limits() {
         epsilon,
         mu,
         epsilon.to_f64() * 0.875,
-        1,
+        None,
     )
     .unwrap();
     let mut received = [0u128; 4];

@@ -454,7 +454,7 @@ impl ExchangeState {
             config.clearing.epsilon,
             config.clearing.mu,
             &given,
-            config.threads,
+            Some(&walras_par::pool(config.threads)),
         )
         .map_err(EngineError::HeaderClearing)?;
         let implied = header_trades(&plan.books, &settlement);

@@ -49,40 +49,58 @@ pub fn map_in_order<T: Sync, R: Send>(
     serial_below: usize,
     map: impl Fn(&T) -> R + Sync + Send,
 ) -> Vec<R> {
-    if threads <= 1 || items.len() < serial_below.max(2) {
-        return items.iter().map(map).collect();
-    }
+    let pool = (threads > 1).then(|| pool(threads));
+    map_in_order_on(pool.as_deref(), items, serial_below, map)
+}
+
+/// [`map_in_order`] on a pool the caller lends (`None`, or a pool of one thread: the calling
+/// thread).
+pub fn map_in_order_on<T: Sync, R: Send>(
+    pool: Option<&ThreadPool>,
+    items: &[T],
+    serial_below: usize,
+    map: impl Fn(&T) -> R + Sync + Send,
+) -> Vec<R> {
+    let threads = pool.map_or(1, ThreadPool::current_num_threads);
+    let pool = match pool {
+        Some(pool) if threads > 1 && items.len() >= serial_below.max(2) => pool,
+        _ => return items.iter().map(map).collect(),
+    };
     let piece_len = items.len().div_ceil(threads * 4).max(1);
     let results: Vec<R> =
-        pool(threads).install(|| items.par_iter().with_min_len(piece_len).map(map).collect());
+        pool.install(|| items.par_iter().with_min_len(piece_len).map(map).collect());
     assert_eq!(results.len(), items.len());
     results
 }
 
 /// `work` on each item of `items`, mutably, with its partner in `with` (of the same length), on
-/// up to `threads` threads, results in item order. Lists shorter than `serial_below` run on the
-/// calling thread.
+/// `pool` (`None`, or a pool of one thread: the calling thread), results in item order. Lists
+/// shorter than `serial_below` run on the calling thread.
 ///
 /// # Panics
 /// If `items` and `with` differ in length.
-pub fn map_mut_in_order<T: Send, U: Sync, R: Send>(
+pub fn map_mut_in_order_on<T: Send, U: Sync, R: Send>(
+    pool: Option<&ThreadPool>,
     items: &mut [T],
     with: &[U],
-    threads: usize,
     serial_below: usize,
     work: impl Fn(&mut T, &U) -> R + Sync + Send,
 ) -> Vec<R> {
     assert_eq!(items.len(), with.len(), "one partner per item");
-    if threads <= 1 || items.len() < serial_below.max(2) {
-        return items
-            .iter_mut()
-            .zip(with)
-            .map(|(item, partner)| work(item, partner))
-            .collect();
-    }
+    let threads = pool.map_or(1, ThreadPool::current_num_threads);
+    let pool = match pool {
+        Some(pool) if threads > 1 && items.len() >= serial_below.max(2) => pool,
+        _ => {
+            return items
+                .iter_mut()
+                .zip(with)
+                .map(|(item, partner)| work(item, partner))
+                .collect()
+        }
+    };
     let count = items.len();
     let piece_len = count.div_ceil(threads * 4).max(1);
-    let results: Vec<R> = pool(threads).install(|| {
+    let results: Vec<R> = pool.install(|| {
         items
             .par_iter_mut()
             .zip(with.par_iter())
@@ -92,6 +110,24 @@ pub fn map_mut_in_order<T: Send, U: Sync, R: Send>(
     });
     assert_eq!(results.len(), count);
     results
+}
+
+/// `work` on each of `items` on `pool` (`None`, or a pool of one thread: the calling thread),
+/// results in item order.
+pub fn run_each_on<T: Send, R: Send>(
+    pool: Option<&ThreadPool>,
+    items: Vec<T>,
+    work: impl Fn(T) -> R + Sync + Send,
+) -> Vec<R> {
+    match pool {
+        Some(pool) if pool.current_num_threads() > 1 && items.len() > 1 => {
+            let count = items.len();
+            let results: Vec<R> = pool.install(|| items.into_par_iter().map(work).collect());
+            assert_eq!(results.len(), count);
+            results
+        }
+        _ => items.into_iter().map(work).collect(),
+    }
 }
 
 /// `work` on each item, the items spread over up to `threads` threads, results in item order.
@@ -158,9 +194,12 @@ mod tests {
         for threads in [0, 1, 2, 3, 8] {
             assert_eq!(map_in_order(&items, threads, 16, |x| x * x), serial);
             assert_eq!(run_each(items.clone(), threads, |x| x * x), serial);
+            let lent = pool(threads.max(1));
+            assert_eq!(map_in_order_on(Some(&lent), &items, 16, |x| x * x), serial);
+            assert_eq!(run_each_on(Some(&lent), items.clone(), |x| x * x), serial);
             let mut mutated = items.clone();
             let partners: Vec<u64> = items.iter().map(|x| x + 1).collect();
-            let sums = map_mut_in_order(&mut mutated, &partners, threads, 16, |x, p| {
+            let sums = map_mut_in_order_on(Some(&lent), &mut mutated, &partners, 16, |x, p| {
                 *x *= *x;
                 *x + p
             });
