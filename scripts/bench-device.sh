@@ -14,13 +14,17 @@
 #      on disk and on tmpfs (/dev/shm: a sync costs nothing), alternating, PERSIST_ROUNDS
 #      rounds: whether the store's sync is worth taking off the producer's critical path
 #      (on the 2-core VM it was not: BENCHMARKS.md, "Is the producer's persist worth ...").
+#   6. clearing (only when named): settling and one clearing of a 50-asset batch (100k and
+#      500k offers) on pools of 1, 2, 4, 8, 16 threads, alternating, medians of 41: the
+#      example `settle_threads` (CLEARING_EXAMPLE: its binary, built with
+#      `cargo build --release -p walras-clearing --example settle_threads`).
 # Environment knobs (defaults in the code below): REPLAY_THREADS, REPLAY_BLOCKS; NODE_CORES,
 # NODE_ACCOUNTS, NODE_SECONDS, NODE_CAPACITY, NODE_FACTORS; LOCALNET_BINARIES,
 # LOCALNET_SECONDS, LOCALNET_CAPACITY, LOCALNET_FACTORS; PAYMENTS_RATES.
 #
 # Usage: OUT=/tmp/out WALRAS=target/devbin/walras WALRAS_COMETBFT=target/devbin/cometbft \
 #          scripts/bench-device.sh [PARTS]        # PARTS: any of "replay node localnet payments
-#                                                  # persist" (default: the first four)
+#                                                  # persist clearing" (default: the first four)
 # The binary is measured as it is (build it with `cargo build --release -p walras-cli`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +83,12 @@ for part in $parts; do
             "${NODE_SECONDS:-5}" 1 "${NODE_CAPACITY:-100000}" 1.5
         done
       done >"$out/persist.txt" 2>"$out/persist.log"
+      ;;
+    clearing)
+      example=$(realpath "${CLEARING_EXAMPLE:?set CLEARING_EXAMPLE to the settle_threads binary}")
+      for offers in 100000 500000; do
+        "$example" 50 "$offers" 1,2,4,8,16
+      done >"$out/clearing.txt" 2>"$out/clearing.log"
       ;;
     payments)
       for rate in ${PAYMENTS_RATES:-5000 20000 100000 400000}; do
