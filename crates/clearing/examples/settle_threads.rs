@@ -6,7 +6,9 @@
 //! Run: `cargo run --release -p walras-clearing --example settle_threads -- [assets] [offers] [threads,...]`
 
 use std::time::Instant;
-use walras_clearing::{clear, settle, Budget, ClearingParams, OrderBooks, Resources, SupplyGrid};
+use walras_clearing::{
+    clear, planning_epsilon, settle, Budget, ClearingParams, OrderBooks, Resources, SupplyGrid,
+};
 use walras_sim::{generate_offers, MarketShape, OfferModel, OfferWorkload, PairChoice};
 
 const REPS: usize = 41;
@@ -43,7 +45,7 @@ fn main() {
     let budget = Budget::iterations(5_000);
     let cleared = clear(&books, grid.as_ref(), &params, Resources::serial(budget)).expect("clear");
     let valuations = cleared.settlement.valuations().to_vec();
-    let lp_epsilon = params.epsilon.to_f64() * 0.875;
+    let lp_epsilon = planning_epsilon(params.epsilon);
     println!(
         "{assets} assets, {} pairs, {offers} offers",
         books.pairs().len()

@@ -415,7 +415,7 @@ impl Finished {
         filled
             .into_iter()
             .collect::<Result<Vec<()>, SettleError>>()?;
-        let burned = check_postcondition(books, &pairs, valuations.len(), pool)?;
+        let burned = check_postcondition(books, &pairs, books.assets(), pool)?;
         let lower_bounds_met = pairs
             .iter()
             .all(|pair| pair.sold >= pair.lower && pair.lower_shortfall == 0);

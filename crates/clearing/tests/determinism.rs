@@ -11,8 +11,8 @@ use market::{market_books, pair_choice};
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 use walras_clearing::{
-    clear, settle, settle_given, Budget, Clearing, ClearingParams, Clock, OrderBooks, Resources,
-    SupplyGrid,
+    clear, planning_epsilon, settle, settle_given, Budget, Clearing, ClearingParams, Clock,
+    OrderBooks, Resources, SupplyGrid,
 };
 use walras_sim::PairChoice;
 use walras_types::Fraction;
@@ -115,7 +115,7 @@ proptest! {
         let params = params(false);
         let cleared = clear_within(&books, &params, ITERATIONS_MAX);
         let valuations = cleared.settlement.valuations().to_vec();
-        let lp_epsilon = params.epsilon.to_f64() * 0.875;
+        let lp_epsilon = planning_epsilon(params.epsilon);
         let serial = settle(&books, &valuations, params.epsilon, params.mu, lp_epsilon, None);
         let traded: Vec<_> = cleared
             .settlement

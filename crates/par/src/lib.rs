@@ -136,13 +136,8 @@ pub fn run_each<T: Send, R: Send>(
     threads: usize,
     work: impl Fn(T) -> R + Sync + Send,
 ) -> Vec<R> {
-    if threads <= 1 || items.len() <= 1 {
-        return items.into_iter().map(work).collect();
-    }
-    let count = items.len();
-    let results: Vec<R> = pool(threads).install(|| items.into_par_iter().map(work).collect());
-    assert_eq!(results.len(), count);
-    results
+    let pool = (threads > 1).then(|| pool(threads));
+    run_each_on(pool.as_deref(), items, work)
 }
 
 /// `work` on each mutable piece, the pieces spread over up to `threads` threads.
