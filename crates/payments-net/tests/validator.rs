@@ -54,13 +54,15 @@ async fn start_with_policies(
     shards: u32,
     scheme: Scheme,
     policies: &[(usize, ConnectionPolicy)],
-    payers: u16,
+    payers: u32,
 ) -> (Net, Vec<LoadProbe>) {
     let keys: Vec<Keypair> = (0..4u8).map(|i| Keypair::from_seed([i + 1; 32])).collect();
     let payers: Vec<Keypair> = (0..payers)
         .map(|i| {
+            // Payers below 65,536 keep the seeds they had when the count was a u16.
             let mut seed = [100; 32];
-            seed[..2].copy_from_slice(&i.to_be_bytes());
+            seed[..2].copy_from_slice(&(i as u16).to_be_bytes());
+            seed[2] = 100 + (i >> 16) as u8;
             Keypair::from_seed(if i < 8 { [100 + i as u8; 32] } else { seed })
         })
         .collect();
@@ -697,7 +699,7 @@ async fn an_overloaded_committee_refuses_typed_keeps_its_queues_bounded_and_lose
         batch_leaves_max: 128,
     };
     let (net, probes) =
-        start_with_policies(dir.path(), &[], 1, scheme, &policies, PAYMENTS as u16).await;
+        start_with_policies(dir.path(), &[], 1, scheme, &policies, PAYMENTS as u32).await;
     // The client holds nothing back, so the validators' admission is what is tested.
     let client = CommitteeClient::with_in_flight_max(
         net.committee.clone(),
@@ -960,10 +962,18 @@ async fn closed_loop_goodput(
 /// admission alone refusing) this fails: 442/s at 20x where 1x gave 3,030/s (closed loop
 /// 3,128/s) in one run on the 2-core VM, and the next run used up its pool on refusals. Ratios
 /// of runs in one test, a generous margin: not a timing test.
+///
+/// A round is one 1x run and one 20x run; up to [`OVERLOAD_ROUNDS_MAX`] rounds, and the test
+/// passes on the first round that holds. A shared machine's hypervisor can take 40% of the
+/// cores for seconds: one round's 20x then ran on a slower machine than its 1x (ratios 0.99 to
+/// 1.59 on the 2-core VM, and one failure under ~40% steal). A collapse fails every round
+/// (0.15 without the client's cap); failures and unanswered payments fail any round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_twenty_times_its_capacity_a_committee_certifies_four_fifths_of_its_goodput_at_capacity(
 ) {
-    const PAYERS: u16 = 40_000;
+    const CAPACITY_MAX: u64 = 4_000;
+    // The closed loop's pool, then per round 2.2 s at capacity and 5 s' worth at 20x.
+    const PAYERS: u32 = 8_000 + (OVERLOAD_ROUNDS_MAX as u32) * 29_000;
     let dir = tempfile::tempdir().expect("tempdir");
     let scheme = Scheme::Merkle {
         batch_leaves_max: 128,
@@ -980,48 +990,58 @@ async fn under_twenty_times_its_capacity_a_committee_certifies_four_fifths_of_it
     let pool = offers(&net, &mut next, 8_000);
     let second = std::time::Duration::from_secs(1);
     let closed = closed_loop_goodput(&client, &cache, pool, 64, second).await;
-    let capacity = (closed as u64).clamp(100, 4_000);
-
-    let at_capacity = phase(capacity, 2);
-    let pool = offers(&net, &mut next, (2 * capacity + capacity / 5) as usize);
-    let one_x = run_open_loop(&client, &cache, at_capacity, pool, |_, _| {}).await;
-    let overload = phase(20 * capacity, 2);
-    let pool = offers(&net, &mut next, 5 * capacity as usize);
-    let twenty_x = run_open_loop(&client, &cache, overload, pool, |_, _| {}).await;
-
-    let (goodput_1x, goodput_20x) = (
-        one_x.goodput_per_s(&at_capacity),
-        twenty_x.goodput_per_s(&overload),
-    );
-    let p99 = |report: &LoadReport| {
-        let latencies = &report.certified_latencies_us;
-        latencies
-            .get(latencies.len() * 99 / 100)
-            .copied()
-            .unwrap_or(0)
-    };
-    let figures = format!(
-        "closed loop {closed:.0}/s, capacity {capacity}/s; 1x: {goodput_1x:.0}/s, p99 {} us; 20x: {goodput_20x:.0}/s, p99 {} \
-         us, refused {:?}, not offered {:?}, windows {:?}",
-        p99(&one_x),
-        p99(&twenty_x),
-        twenty_x.refused,
-        twenty_x.not_offered,
-        twenty_x.windows,
-    );
-    eprintln!("{figures}");
-    assert!(goodput_20x >= 0.8 * goodput_1x, "{figures}");
-    for report in [&one_x, &twenty_x] {
-        assert_eq!((report.failed, report.unanswered), (0, 0), "{figures}");
+    let capacity = (closed as u64).clamp(100, CAPACITY_MAX);
+    let mut rounds = Vec::new();
+    for _ in 0..OVERLOAD_ROUNDS_MAX {
+        let at_capacity = phase(capacity, 2);
+        let pool = offers(&net, &mut next, (2 * capacity + capacity / 5) as usize);
+        let one_x = run_open_loop(&client, &cache, at_capacity, pool, |_, _| {}).await;
+        let overload = phase(20 * capacity, 2);
+        let pool = offers(&net, &mut next, 5 * capacity as usize);
+        let twenty_x = run_open_loop(&client, &cache, overload, pool, |_, _| {}).await;
+        let (goodput_1x, goodput_20x) = (
+            one_x.goodput_per_s(&at_capacity),
+            twenty_x.goodput_per_s(&overload),
+        );
+        let figures = format!(
+            "closed loop {closed:.0}/s, capacity {capacity}/s; 1x: {goodput_1x:.0}/s, p99 {} us; 20x: {goodput_20x:.0}/s, p99 {} \
+             us, refused {:?}, not offered {:?}, windows {:?}",
+            p99_us(&one_x),
+            p99_us(&twenty_x),
+            twenty_x.refused,
+            twenty_x.not_offered,
+            twenty_x.windows,
+        );
+        eprintln!("round {}: {figures}", rounds.len() + 1);
+        for report in [&one_x, &twenty_x] {
+            assert_eq!((report.failed, report.unanswered), (0, 0), "{figures}");
+        }
+        assert!(
+            !twenty_x.not_offered.contains_key("presigned_exhausted"),
+            "the pool ran out, so the goodput is the pool's: {figures}"
+        );
+        let holds = goodput_20x >= 0.8 * goodput_1x && twenty_x.refused.values().sum::<u64>() > 0;
+        rounds.push(figures);
+        if holds {
+            return;
+        }
     }
-    assert!(
-        twenty_x.refused.values().sum::<u64>() > 0,
-        "20x must refuse: {figures}"
+    panic!(
+        "in no round did 20x certify 4/5 of 1x while refusing: {:#?}",
+        rounds
     );
-    assert!(
-        !twenty_x.not_offered.contains_key("presigned_exhausted"),
-        "the pool ran out, so the goodput is the pool's: {figures}"
-    );
+}
+
+/// Rounds of the overload test above, at most.
+const OVERLOAD_ROUNDS_MAX: usize = 3;
+
+/// The 99th percentile latency of a run's certified payments, in microseconds.
+fn p99_us(report: &LoadReport) -> u64 {
+    let latencies = &report.certified_latencies_us;
+    latencies
+        .get(latencies.len() * 99 / 100)
+        .copied()
+        .unwrap_or(0)
 }
 
 /// Issue 31, trigger: `walras payments bench` at 400,000/s over 5 s did not end within 60 s on
