@@ -69,6 +69,9 @@ struct BlockReport {
     millis: f64,
     tx_per_s: f64,
     converged: bool,
+    /// Tâtonnement iterations of the instance whose prices cleared the block (batch engine;
+    /// none when nothing could trade): the clearing phase's time follows them, not the threads.
+    clearing_iterations: Option<u64>,
     state_root: String,
     phases_millis: [f64; 6],
     /// CPU time of the whole process (all threads) over the block, in milliseconds: on a
@@ -166,6 +169,7 @@ fn replay_orderbook(
             millis: seconds * 1e3,
             tx_per_s: transactions.len() as f64 / seconds,
             converged: true,
+            clearing_iterations: None,
             state_root: String::new(),
             phases_millis: [0.0; 6],
             cpu_millis: 0.0,
@@ -221,6 +225,7 @@ fn replay_batch(
             millis: seconds * 1e3,
             tx_per_s: count as f64 / seconds,
             converged: outcome.converged,
+            clearing_iterations: outcome.clearing.as_ref().map(|report| report.iterations),
             state_root: block.header.state_root.to_string(),
             cpu_millis,
             open_offers: state.open_offer_count(),
@@ -244,7 +249,8 @@ fn replay_batch(
         eprintln!(
             "block {:>4}: {:>7} txs ({:>7} accepted) in {:>8.1} ms = {:>9.0} tx/s  root {}  \
              cpu {:.0} ms = {:.2} us/tx  offers {} accounts {}  \
-             [sig {:.0} filter {:.0} plan {:.0} clear {:.0} apply {:.0} commit {:.0} ms]",
+             [sig {:.0} filter {:.0} plan {:.0} clear {:.0} apply {:.0} commit {:.0} ms]  \
+             clearing iterations {}",
             report.height,
             report.transactions,
             report.accepted,
@@ -260,7 +266,10 @@ fn replay_batch(
             timings.plan,
             timings.clearing,
             timings.apply,
-            timings.commit
+            timings.commit,
+            report
+                .clearing_iterations
+                .map_or_else(|| "-".to_string(), |iterations| iterations.to_string())
         );
         per_block.push(report);
     }

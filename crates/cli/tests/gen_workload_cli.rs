@@ -213,6 +213,27 @@ fn a_market_shaped_workload_records_its_spread_and_replays_to_the_manifests_root
     let replay = walras(&["replay", out.to_str().expect("utf-8 temp path")]);
     assert_succeeded(&replay);
     assert!(String::from_utf8_lossy(&replay.stderr).contains("state roots match the manifest"));
+    // The JSON report says how many tâtonnement iterations each block's clearing took (the
+    // clearing phase's time follows them): a number for every block of the batch engine (0
+    // when the starting valuations already clear, as they do on these books).
+    let replay = walras(&["replay", out.to_str().expect("utf-8 temp path"), "--json"]);
+    assert_succeeded(&replay);
+    let report: serde_json::Value = serde_json::from_slice(&replay.stdout).expect("replay JSON");
+    let iterations: Vec<u64> = report["per_block"]
+        .as_array()
+        .expect("per_block")
+        .iter()
+        .map(|block| {
+            block["clearing_iterations"]
+                .as_u64()
+                .expect("a count per block")
+        })
+        .collect();
+    assert_eq!(iterations.len(), 2, "{report}");
+    assert!(
+        iterations.iter().all(|count| *count <= 5_000),
+        "{iterations:?}"
+    );
     let refused = generate(&fresh_directory("market-bad"), "1", &["--spread", "30%"]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("spread"));
