@@ -415,7 +415,7 @@ impl Finished {
         filled
             .into_iter()
             .collect::<Result<Vec<()>, SettleError>>()?;
-        let burned = check_postcondition(books, &pairs, books.assets(), pool)?;
+        let burned = check_postcondition(books, &pairs, pool)?;
         let lower_bounds_met = pairs
             .iter()
             .all(|pair| pair.sold >= pair.lower && pair.lower_shortfall == 0);
@@ -516,9 +516,9 @@ fn fill_pair(
 fn check_postcondition(
     books: &OrderBooks,
     pairs: &[PairClearing],
-    assets: usize,
     pool: Option<&ThreadPool>,
 ) -> Result<Vec<u64>, SettleError> {
+    let assets = books.assets();
     let checked = walras_par::map_in_order_on(pool, pairs, PAIRS_SERIAL_BELOW, |pair| {
         check_pair_fills(books, pair)
     });
