@@ -400,8 +400,13 @@ impl BookBuffers {
 
     /// Appends the consecutive chunks `at` of `previous` from `previous`'s own records, as
     /// whole runs: the chunks themselves are not read (at millions of offers, reading every
-    /// chunk each batch was most of the cost), only their reference counts raised.
-    fn push_carried(&mut self, previous: &OrderBooks, at: std::ops::Range<usize>) {
+    /// chunk each batch was most of the cost), only taken from `chunks` (see [`Carried`]).
+    fn push_carried(
+        &mut self,
+        previous: &OrderBooks,
+        at: std::ops::Range<usize>,
+        chunks: &mut Carried<'_>,
+    ) {
         if at.is_empty() {
             return;
         }
@@ -430,9 +435,7 @@ impl BookBuffers {
                 pivots_end: record.pivots_end - old_start + new_start,
                 ..record.clone()
             }));
-        let shared = &arrays.chunks[at];
-        warm_reference_counts(shared);
-        self.chunks.extend_from_slice(shared);
+        chunks.append_to(at, &mut self.chunks);
     }
 
     /// Appends every chunk of `other` (one pair's, cut alone) with its records.
@@ -487,6 +490,86 @@ impl BookBuffers {
 fn warm_reference_counts(chunks: &[Arc<Chunk>]) {
     for chunk in chunks {
         std::hint::black_box(Arc::strong_count(chunk));
+    }
+}
+
+/// The previous books' chunks, as an edit carries them into the next books (one pair's, or
+/// all of them, indexed as in the previous books from `first`).
+enum Carried<'a> {
+    /// Shared: the previous books stay whole, and each carried chunk's count is raised.
+    Shared {
+        first: usize,
+        chunks: &'a [Arc<Chunk>],
+    },
+    /// Taken from previous books that are being consumed ([`OrderBooks::edited_from`]): a
+    /// carried chunk moves, and no count changes (raising and later lowering ~78k counts a
+    /// batch at 10M open offers were about a quarter of a small batch's work).
+    Taken {
+        first: usize,
+        chunks: &'a mut [Option<Arc<Chunk>>],
+    },
+}
+
+impl Carried<'_> {
+    /// The previous books' chunk `at`, to read (an edited chunk: never taken).
+    fn get(&self, at: usize) -> &Chunk {
+        match self {
+            Carried::Shared { first, chunks } => &chunks[at - first],
+            Carried::Taken { first, chunks } => chunks[at - first]
+                .as_deref()
+                .expect("a chunk is read before it is carried, and carried once"),
+        }
+    }
+
+    /// Appends the previous books' chunks `at` to `out`.
+    fn append_to(&mut self, at: std::ops::Range<usize>, out: &mut Vec<Arc<Chunk>>) {
+        match self {
+            Carried::Shared { first, chunks } => {
+                let shared = &chunks[at.start - *first..at.end - *first];
+                warm_reference_counts(shared);
+                out.extend_from_slice(shared);
+            }
+            Carried::Taken { first, chunks } => {
+                out.extend(
+                    chunks[at.start - *first..at.end - *first]
+                        .iter_mut()
+                        .map(|chunk| {
+                            chunk
+                                .take()
+                                .expect("each of the previous books' chunks is carried once")
+                        }),
+                );
+            }
+        }
+    }
+
+    /// The parts of these chunks at `ranges` (indices in the previous books; ascending and
+    /// disjoint), one per range, for the pairs to be cut on separate threads.
+    fn split(&mut self, ranges: impl Iterator<Item = std::ops::Range<usize>>) -> Vec<Carried<'_>> {
+        match self {
+            Carried::Shared { first, chunks } => ranges
+                .map(|range| Carried::Shared {
+                    first: range.start,
+                    chunks: &chunks[range.start - *first..range.end - *first],
+                })
+                .collect(),
+            Carried::Taken { first, chunks } => {
+                let (mut rest, mut rest_first) = (&mut chunks[..], *first);
+                let mut parts = Vec::new();
+                for range in ranges {
+                    // An empty range (a pair new in this batch) may lie anywhere: it takes none.
+                    let start = range.start.max(rest_first);
+                    let (_, tail) = std::mem::take(&mut rest).split_at_mut(start - rest_first);
+                    let (part, tail) = tail.split_at_mut(range.end.max(start) - start);
+                    parts.push(Carried::Taken {
+                        first: start,
+                        chunks: part,
+                    });
+                    (rest, rest_first) = (tail, range.end.max(start));
+                }
+                parts
+            }
+        }
     }
 }
 
@@ -645,6 +728,47 @@ impl OrderBooks {
         buffers: BookBuffers,
         threads: usize,
     ) -> Result<OrderBooks, BookError> {
+        let carried = Carried::Shared {
+            first: 0,
+            chunks: &previous.arrays.chunks,
+        };
+        OrderBooks::edited_with(previous, carried, edited, buffers, threads)
+    }
+
+    /// [`Self::edited_by_pair`], consuming `previous`: its chunks move into the new books
+    /// instead of being shared, so no chunk's reference count changes, then or when
+    /// `previous` would have been dropped. Also returns `previous`'s arrays, emptied, for
+    /// the books after these to be assembled in. On an error `previous` is lost: the caller
+    /// builds the next books from scratch.
+    pub fn edited_from<E: AsRef<[(usize, OfferEdit)]> + Sync>(
+        mut previous: OrderBooks,
+        edited: &[(usize, E)],
+        buffers: BookBuffers,
+        threads: usize,
+    ) -> Result<(OrderBooks, BookBuffers), BookError> {
+        let mut chunks: Vec<Option<Arc<Chunk>>> = std::mem::take(&mut previous.arrays.chunks)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let carried = Carried::Taken {
+            first: 0,
+            chunks: &mut chunks,
+        };
+        let books = OrderBooks::edited_with(&previous, carried, edited, buffers, threads)?;
+        // What is left are the chunks the edits replaced: dropped here (their counts only).
+        drop(chunks);
+        Ok((books, previous.into_buffers()))
+    }
+
+    /// [`Self::edited_by_pair`] with the previous books' chunks taken from `carried` (all of
+    /// them, indexed as in `previous`).
+    fn edited_with<E: AsRef<[(usize, OfferEdit)]> + Sync>(
+        previous: &OrderBooks,
+        mut carried: Carried<'_>,
+        edited: &[(usize, E)],
+        buffers: BookBuffers,
+        threads: usize,
+    ) -> Result<OrderBooks, BookError> {
         let assets = previous.assets;
         let mean = previous.chunk_mean;
         let mut by_index: Vec<Option<&PairBook>> = vec![None; assets * assets];
@@ -658,13 +782,15 @@ impl OrderBooks {
                 return Err(BookError::Edit { offer_id });
             }
         }
+        let range_of = |index: usize| by_index[index].map_or(0..0, |pair| pair.chunk_range());
         // The edited pairs are cut on the threads, each into its own buffers; the rest are
-        // shared as they are. Both are appended in pair order, so the books do not depend on
+        // carried as they are. Both are appended in pair order, so the books do not depend on
         // the thread count.
-        let cuts = walras_par::map_in_order(edited, threads, 2, |(index, pair_edits)| {
+        let parts = carried.split(edited.iter().map(|(index, _)| range_of(*index)));
+        let tasks: Vec<_> = edited.iter().zip(parts).collect();
+        let cuts = walras_par::run_each(tasks, threads, |((index, pair_edits), mut part)| {
             let pair_edits = pair_edits.as_ref();
             check_edit_order(*index, pair_edits)?;
-            let carried = by_index[*index].map_or(0..0, |pair| pair.chunk_range());
             let cut = PairCut {
                 index: *index,
                 assets,
@@ -672,21 +798,25 @@ impl OrderBooks {
             };
             let mut out = BookBuffers::default();
             let mut pending = Run::default();
-            cut.edit(previous, carried, pair_edits, (&mut pending, &mut out))
-                .map(|()| out)
+            let range = range_of(*index);
+            cut.edit(
+                previous,
+                range,
+                &mut part,
+                pair_edits,
+                (&mut pending, &mut out),
+            )
+            .map(|()| out)
         });
         let mut cuts = edited.iter().map(|(index, _)| *index).zip(cuts).peekable();
         let mut buffers = buffers;
         buffers.clear();
         let mut pairs = Vec::new();
-        for (index, pair) in by_index.iter().enumerate() {
+        for index in 0..by_index.len() {
             let start = buffers.chunks.len();
             match cuts.next_if(|(edited, _)| *edited == index) {
                 Some((_, cut)) => buffers.append(cut?),
-                None => {
-                    let carried = pair.map_or(0..0, |pair| pair.chunk_range());
-                    buffers.push_carried(previous, carried);
-                }
+                None => buffers.push_carried(previous, range_of(index), &mut carried),
             }
             if buffers.chunks.len() > start {
                 pairs.push(PairChunks {
@@ -944,6 +1074,7 @@ impl PairCut {
         &self,
         previous: &OrderBooks,
         carried: std::ops::Range<usize>,
+        chunks: &mut Carried<'_>,
         edits: &[(usize, OfferEdit)],
         (pending, out): (&mut Run, &mut BookBuffers),
     ) -> Result<(), BookError> {
@@ -973,12 +1104,12 @@ impl PairCut {
                 }
                 unedited.end = at + 1;
             } else {
-                out.push_carried(previous, std::mem::replace(&mut unedited, at..at));
-                let chunk = &previous.arrays.chunks[at];
+                out.push_carried(previous, std::mem::replace(&mut unedited, at..at), chunks);
+                let chunk = chunks.get(at);
                 self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
             }
         }
-        out.push_carried(previous, unedited);
+        out.push_carried(previous, unedited, chunks);
         self.close(pending, out);
         Ok(())
     }
@@ -1320,6 +1451,18 @@ mod tests {
     }
 
     /// A random limit: often the extremes of the accepted range, else anywhere in it.
+    /// `edits` (in pair order) split by pair, as [`OrderBooks::edited_from`] takes them.
+    fn by_pair(edits: &[(usize, OfferEdit)]) -> Vec<(usize, Vec<(usize, OfferEdit)>)> {
+        let mut pairs: Vec<(usize, Vec<(usize, OfferEdit)>)> = Vec::new();
+        for edit in edits {
+            match pairs.last_mut() {
+                Some((pair, list)) if *pair == edit.0 => list.push(*edit),
+                _ => pairs.push((edit.0, vec![*edit])),
+            }
+        }
+        pairs
+    }
+
     fn limit_strategy() -> impl Strategy<Value = Price> {
         prop_oneof![
             Just(Price::MIN_LIMIT),
@@ -1449,6 +1592,7 @@ mod tests {
                 proptest::collection::vec((0u8..8, any::<u64>()), 1..40),
                 proptest::collection::vec(
                     (0u16..3, 0u16..3, amount_strategy(), limit_strategy()), 0..60),
+                any::<bool>(),
             ), 1..4),
             mean_choice in 0usize..4,
             threads in 1usize..4,
@@ -1459,11 +1603,20 @@ mod tests {
             let mean = [1, 2, 5, CHUNK_OFFERS_MEAN][mean_choice];
             let mut books = OrderBooks::from_sorted_pairs_with_chunk_mean(
                 lists_of(&open, assets), assets, 1, mean).unwrap();
-            for (choices, created) in &batches {
+            for (choices, created, consume) in &batches {
                 let (edits, after) =
                     apply_choices(&open, choices, created, &mut next_id, assets);
                 let spare = books.clone().into_buffers();
-                let edited = OrderBooks::edited(&books, &edits, spare, threads).unwrap();
+                // Consumed, the books give their chunks to the next ones instead of sharing
+                // them: the same books either way.
+                let edited = if *consume {
+                    let (edited, emptied) =
+                        OrderBooks::edited_from(books, &by_pair(&edits), spare, threads).unwrap();
+                    prop_assert_eq!(emptied, BookBuffers::default());
+                    edited
+                } else {
+                    OrderBooks::edited(&books, &edits, spare, threads).unwrap()
+                };
                 let scratch = OrderBooks::from_sorted_pairs_with_chunk_mean(
                     lists_of(&after, assets), assets, 2, mean).unwrap();
                 // Reading builds some chunks' detail (blocks, exact sums) in the edited books

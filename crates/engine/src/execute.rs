@@ -21,6 +21,7 @@
 
 use crate::account::Account;
 use crate::block::{transaction_hash, Block, BlockHeader, PairTrade};
+use crate::carried::Use;
 use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
 use crate::parallel::{map_in_order, run_each, sort_unstable};
 use crate::state::{
@@ -258,7 +259,7 @@ impl ExchangeState {
         known: Known<'_>,
         config: &EngineConfig,
     ) -> Result<(Block, BlockOutcome), EngineError> {
-        let cleared = self.clear_block(&transactions, known, config)?;
+        let cleared = self.clear_block(&transactions, known, (config, Use::Execute))?;
         let outcome = self.execute_cleared(&transactions, cleared, config);
         self.last_header_hash = outcome.header.hash();
         Ok((
@@ -279,7 +280,7 @@ impl ExchangeState {
         config: &EngineConfig,
     ) -> Result<BlockHeader, EngineError> {
         Ok(self
-            .clear_block(transactions, Known::Nothing, config)?
+            .clear_block(transactions, Known::Nothing, (config, Use::Look))?
             .header)
     }
 
@@ -291,7 +292,7 @@ impl ExchangeState {
         block: &Block,
         config: &EngineConfig,
     ) -> Result<BlockOutcome, EngineError> {
-        let cleared = self.check_block(block, config)?;
+        let cleared = self.check_block(block, (config, Use::Execute))?;
         let outcome = self.execute_cleared(&block.transactions, cleared, config);
         if outcome.header.state_root != block.header.state_root {
             return Err(EngineError::StateRootMismatch {
@@ -311,7 +312,7 @@ impl ExchangeState {
     /// The result can execute the block later ([`Self::apply_checked`]) without checking it
     /// (and verifying its signatures) again.
     pub fn check(&self, block: &Block, config: &EngineConfig) -> Result<CheckedBlock, EngineError> {
-        let cleared = self.check_block(block, config)?;
+        let cleared = self.check_block(block, (config, Use::Look))?;
         Ok(CheckedBlock {
             previous: self.last_header_hash,
             transactions: block.transactions.len(),
@@ -365,10 +366,10 @@ impl ExchangeState {
         &self,
         transactions: &[SignedTransaction],
         known: Known<'_>,
-        config: &EngineConfig,
+        (config, usage): (&EngineConfig, Use),
     ) -> Result<Cleared, EngineError> {
         let mut timings = PhaseTimings::default();
-        let plan = self.plan(transactions, known, config, &mut timings);
+        let plan = self.plan(transactions, known, (config, usage), &mut timings);
         // The proposer's supply table, beside the books (a follower checks the header exactly
         // and needs none); timed with planning, as before clearing.
         let started = Instant::now();
@@ -425,7 +426,11 @@ impl ExchangeState {
     }
 
     /// The follower's phases 1–4: plan, and check the header's clearing exactly.
-    fn check_block(&self, block: &Block, config: &EngineConfig) -> Result<Cleared, EngineError> {
+    fn check_block(
+        &self,
+        block: &Block,
+        (config, usage): (&EngineConfig, Use),
+    ) -> Result<Cleared, EngineError> {
         let header = &block.header;
         if header.height != self.height + 1 {
             return Err(EngineError::HeaderHeight {
@@ -437,7 +442,12 @@ impl ExchangeState {
             return Err(EngineError::HeaderPrevious);
         }
         let mut timings = PhaseTimings::default();
-        let plan = self.plan(&block.transactions, Known::Nothing, config, &mut timings);
+        let plan = self.plan(
+            &block.transactions,
+            Known::Nothing,
+            (config, usage),
+            &mut timings,
+        );
         if plan.transactions_root != header.transactions_root {
             return Err(EngineError::HeaderTransactionsRoot);
         }
@@ -533,7 +543,7 @@ impl ExchangeState {
         &self,
         transactions: &[SignedTransaction],
         known: Known<'_>,
-        config: &EngineConfig,
+        (config, usage): (&EngineConfig, Use),
         timings: &mut PhaseTimings,
     ) -> Plan {
         let threads = config.threads.max(1);
@@ -575,6 +585,7 @@ impl ExchangeState {
             &cancelled,
             &new_offers,
             threads,
+            usage,
         ) {
             Some(books) => {
                 // Postcondition (debug and test builds, O(open offers)): the carried books
