@@ -116,6 +116,10 @@ impl Localnet {
         );
     }
 
+    /// SIGKILLs validator `index` and returns once its process is gone (exited, or a zombie
+    /// that nothing reaps). Trigger: the signal alone was sent, and `walras localnet` run
+    /// right after found a node still dying, took it for running and did not start it, then
+    /// saw it exit and stopped the network ("node0 exited", CI run of 2026-11-28, step 4).
     fn kill(&self, index: usize) {
         let pid_file = self.dir.path().join(format!("node{index}/node.pid"));
         let pid: i32 = std::fs::read_to_string(&pid_file)
@@ -129,6 +133,14 @@ impl Localnet {
             0,
             "node{index} runs"
         );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while process_lives(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "node{index} (pid {pid}) still runs 30 s after SIGKILL"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The tail of every node's log, for failure messages.
@@ -389,4 +401,14 @@ fn random_kill_rounds(rounds: u64, seed: u64) {
 #[ignore = "slow: 20 kill rounds, minutes; run with --ignored"]
 fn validators_killed_at_random_20_times_keep_agreeing() {
     random_kill_rounds(20, 17);
+}
+
+/// Whether process `pid` exists and is not a zombie (what `walras localnet` counts as running).
+fn process_lives(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
 }
