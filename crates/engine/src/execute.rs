@@ -259,7 +259,7 @@ impl ExchangeState {
         known: Known<'_>,
         config: &EngineConfig,
     ) -> Result<(Block, BlockOutcome), EngineError> {
-        let cleared = self.clear_block(&transactions, known, (config, Use::Execute))?;
+        let cleared = self.clear_block(&transactions, known, config, Use::Execute)?;
         let outcome = self.execute_cleared(&transactions, cleared, config);
         self.last_header_hash = outcome.header.hash();
         Ok((
@@ -280,7 +280,7 @@ impl ExchangeState {
         config: &EngineConfig,
     ) -> Result<BlockHeader, EngineError> {
         Ok(self
-            .clear_block(transactions, Known::Nothing, (config, Use::Look))?
+            .clear_block(transactions, Known::Nothing, config, Use::Look)?
             .header)
     }
 
@@ -292,7 +292,7 @@ impl ExchangeState {
         block: &Block,
         config: &EngineConfig,
     ) -> Result<BlockOutcome, EngineError> {
-        let cleared = self.check_block(block, (config, Use::Execute))?;
+        let cleared = self.check_block(block, config, Use::Execute)?;
         let outcome = self.execute_cleared(&block.transactions, cleared, config);
         if outcome.header.state_root != block.header.state_root {
             return Err(EngineError::StateRootMismatch {
@@ -312,7 +312,7 @@ impl ExchangeState {
     /// The result can execute the block later ([`Self::apply_checked`]) without checking it
     /// (and verifying its signatures) again.
     pub fn check(&self, block: &Block, config: &EngineConfig) -> Result<CheckedBlock, EngineError> {
-        let cleared = self.check_block(block, (config, Use::Look))?;
+        let cleared = self.check_block(block, config, Use::Look)?;
         Ok(CheckedBlock {
             previous: self.last_header_hash,
             transactions: block.transactions.len(),
@@ -366,10 +366,11 @@ impl ExchangeState {
         &self,
         transactions: &[SignedTransaction],
         known: Known<'_>,
-        (config, usage): (&EngineConfig, Use),
+        config: &EngineConfig,
+        usage: Use,
     ) -> Result<Cleared, EngineError> {
         let mut timings = PhaseTimings::default();
-        let plan = self.plan(transactions, known, (config, usage), &mut timings);
+        let plan = self.plan(transactions, known, config, usage, &mut timings);
         // The proposer's supply table, beside the books (a follower checks the header exactly
         // and needs none); timed with planning, as before clearing.
         let started = Instant::now();
@@ -429,7 +430,8 @@ impl ExchangeState {
     fn check_block(
         &self,
         block: &Block,
-        (config, usage): (&EngineConfig, Use),
+        config: &EngineConfig,
+        usage: Use,
     ) -> Result<Cleared, EngineError> {
         let header = &block.header;
         if header.height != self.height + 1 {
@@ -445,7 +447,8 @@ impl ExchangeState {
         let plan = self.plan(
             &block.transactions,
             Known::Nothing,
-            (config, usage),
+            config,
+            usage,
             &mut timings,
         );
         if plan.transactions_root != header.transactions_root {
@@ -543,7 +546,8 @@ impl ExchangeState {
         &self,
         transactions: &[SignedTransaction],
         known: Known<'_>,
-        (config, usage): (&EngineConfig, Use),
+        config: &EngineConfig,
+        usage: Use,
         timings: &mut PhaseTimings,
     ) -> Plan {
         let threads = config.threads.max(1);
