@@ -3,10 +3,14 @@
 //! near the price, 2 cancels anywhere and 18 new offers (about 2,900 edits a block, as a
 //! 2,000-transaction block of `walras loadgen`'s mix makes). Prints the median and mean time of
 //! [`OrderBooks::edited`] per block, and of dropping the books it replaced (the node drops them
-//! a block later).
+//! a block later). `take` edits as a block that executes does (the solo proposer, a follower's
+//! apply): [`OrderBooks::edited_from`] consumes the previous books, moving their unedited
+//! chunks and dropping the replaced ones (timed with the edit), and the books after reuse
+//! their emptied arrays.
+//! `share` edits as a proposal's header does ([`OrderBooks::edited_by_pair`]'s sharing).
 //!
 //! `cargo run --release -p walras-clearing --example book_edit -- [OFFERS_PER_PAIR] [BLOCKS]
-//! [THREADS] [CHUNK_MEAN]` (defaults 10000 60 2 128)
+//! [THREADS] [CHUNK_MEAN] [take|share]` (defaults 10000 60 2 128 take)
 //!
 //! An example, not a criterion bench: one run is a whole sequence of blocks on one growing state,
 //! and the figure wanted is per block at that state's size. The allocator is the node's.
@@ -16,7 +20,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::collections::BTreeSet;
 use std::time::Instant;
-use walras_clearing::{OfferEdit, OrderBooks, CHUNK_OFFERS_MEAN};
+use walras_clearing::{BookBuffers, OfferEdit, OrderBooks, CHUNK_OFFERS_MEAN};
 use walras_sim::Rng;
 use walras_types::{AccountId, AssetId, Offer, OfferId, Price};
 
@@ -90,6 +94,18 @@ fn pair_edits(
     edits
 }
 
+/// The edits split by pair, as [`OrderBooks::edited_from`] takes them.
+fn by_pair(edits: &[(usize, OfferEdit)]) -> Vec<(usize, Vec<(usize, OfferEdit)>)> {
+    let mut out: Vec<(usize, Vec<(usize, OfferEdit)>)> = Vec::new();
+    for &(index, edit) in edits {
+        match out.last_mut() {
+            Some((last, list)) if *last == index => list.push((index, edit)),
+            _ => out.push((index, vec![(index, edit)])),
+        }
+    }
+    out
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -100,6 +116,11 @@ fn main() {
     let blocks: usize = argument(2, 60).max(WARM_UP_BLOCKS + 1);
     let threads: usize = argument(3, 2);
     let mean: u32 = argument(4, CHUNK_OFFERS_MEAN);
+    let take = match argument(5, "take".to_string()).as_str() {
+        "take" => true,
+        "share" => false,
+        other => panic!("argument 5: {other:?} is neither take nor share"),
+    };
     let mut rng = Rng::new(7);
     let mut id = 1u64;
     let mut lists: Vec<Vec<Offer>> = vec![Vec::new(); ASSETS * ASSETS];
@@ -119,6 +140,7 @@ fn main() {
         OrderBooks::from_sorted_pairs_with_chunk_mean(lists.clone(), ASSETS, threads, mean)
             .expect("generated offers are valid");
     let (mut edit_ms, mut drop_ms) = (Vec::new(), Vec::new());
+    let mut spare = BookBuffers::default();
     for block in 0..blocks {
         let mut edits = Vec::new();
         for &pair in &pairs {
@@ -127,10 +149,23 @@ fn main() {
             edits.extend(mine.into_iter().map(|edit| (index, edit)));
         }
         let started = Instant::now();
-        let next = OrderBooks::edited(&books, &edits, Default::default(), threads)
+        let replaced = if take {
+            let (next, emptied) = OrderBooks::edited_from(
+                books,
+                &by_pair(&edits),
+                std::mem::take(&mut spare),
+                threads,
+            )
             .expect("the edits apply");
+            books = next;
+            spare = emptied;
+            None
+        } else {
+            let next = OrderBooks::edited(&books, &edits, Default::default(), threads)
+                .expect("the edits apply");
+            Some(std::mem::replace(&mut books, next))
+        };
         let edited = started.elapsed().as_secs_f64() * 1e3;
-        let replaced = std::mem::replace(&mut books, next);
         let started = Instant::now();
         drop(replaced);
         if block >= WARM_UP_BLOCKS {

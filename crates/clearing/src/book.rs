@@ -40,6 +40,10 @@ pub(crate) const BLOCK_OFFERS: usize = 16;
 /// million offers is about ten times it.)
 pub const CHUNK_OFFERS_MEAN: u32 = 128;
 
+/// A refilled chunk's capacity is its length rounded up to a multiple of this (see
+/// [`Chunk::refill`]).
+const REFILL_SLACK_OFFERS: usize = 16;
+
 /// Up to [`BLOCK_OFFERS`] consecutive offers of one pair (floats: heuristics only): five cache
 /// lines, of which a search reads two — the limits, and the line holding its running sums.
 ///
@@ -86,9 +90,11 @@ impl PrefixSums {
 /// (for the sums before each chunk) are computed when the chunk is cut, by the same fold.
 #[derive(Clone, Debug)]
 pub struct Chunk {
-    offers: Box<[Offer]>,
+    /// Vectors, not boxes, so that a chunk the edit replaced can be refilled in place
+    /// ([`Chunk::refill`]) when nothing else holds it.
+    offers: Vec<Offer>,
     /// Per offer: its limit price as `f64` (the supply table sweeps them).
-    limits: Box<[f64]>,
+    limits: Vec<f64>,
     /// Built on first read (see above).
     detail: OnceLock<ChunkDetail>,
     /// Float sums over the whole chunk: the last running sums of its blocks, bit for bit.
@@ -122,7 +128,38 @@ impl Chunk {
     /// The chunk of `offers` (at least one, canonical order, one pair) with their `limits` as
     /// `f64`.
     fn new(offers: &[Offer], limits: &[f64]) -> Chunk {
+        let mut chunk = Chunk {
+            offers: Vec::with_capacity(offers.len()),
+            limits: Vec::with_capacity(limits.len()),
+            detail: OnceLock::new(),
+            total: PrefixSums::default(),
+            exact_total: 0,
+        };
+        chunk.refill(offers, limits);
+        chunk
+    }
+
+    /// Makes this chunk the chunk of `offers` with `limits` (as [`Chunk::new`] would build
+    /// it), in its own allocations where they are large enough. An edit refills the chunks it
+    /// replaced when it owns them: at a million open offers most chunks it cuts are out of
+    /// cache, and allocating each afresh (the allocator's new pages zeroed by the kernel) was
+    /// about half of the edit.
+    fn refill(&mut self, offers: &[Offer], limits: &[f64]) {
         debug_assert!(!offers.is_empty() && offers.len() == limits.len());
+        // Room for a few inserts before the next reallocation (a chunk cut from scratch has
+        // none: most chunks are never edited).
+        let capacity = offers.len().next_multiple_of(REFILL_SLACK_OFFERS);
+        if self.offers.capacity() < offers.len() {
+            self.offers = Vec::with_capacity(capacity);
+        }
+        if self.limits.capacity() < limits.len() {
+            self.limits = Vec::with_capacity(capacity);
+        }
+        self.offers.clear();
+        self.offers.extend_from_slice(offers);
+        self.limits.clear();
+        self.limits.extend_from_slice(limits);
+        self.detail = OnceLock::new();
         // The same fold, in the same order, as the blocks' running sums (`ChunkDetail::of`).
         let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
         let mut exact = 0u64;
@@ -131,16 +168,11 @@ impl Chunk {
             amount_limit += offer.amount as f64 * limit;
             exact = exact.saturating_add(offer.amount);
         }
-        Chunk {
-            offers: offers.into(),
-            limits: limits.into(),
-            detail: OnceLock::new(),
-            total: PrefixSums {
-                amount,
-                amount_limit,
-            },
-            exact_total: exact,
-        }
+        self.total = PrefixSums {
+            amount,
+            amount_limit,
+        };
+        self.exact_total = exact;
     }
 
     /// The chunk's offers in canonical order.
@@ -232,13 +264,15 @@ impl ChunkDetail {
 }
 
 /// The offers of the chunk being cut and their limits as `f64` (carried with the offers, so a
-/// rebuilt chunk does not convert its limits again). One is kept for a whole
-/// [`OrderBooks::edited`] and cleared after each chunk: the chunks themselves are allocated
-/// once, at their exact size.
+/// rebuilt chunk does not convert its limits again). One is kept for a whole pair's cut and
+/// cleared after each chunk, with the chunks the cut replaced and owns alone, to be refilled
+/// as the chunks it closes ([`Chunk::refill`]); those left over go when it does.
 #[derive(Debug, Default)]
 struct Run {
     offers: Vec<Offer>,
     limits: Vec<f64>,
+    /// Replaced chunks nothing else holds (each `Arc`'s count is 1).
+    spare: Vec<Arc<Chunk>>,
 }
 
 impl Run {
@@ -259,6 +293,27 @@ impl Run {
     fn clear(&mut self) {
         self.offers.clear();
         self.limits.clear();
+    }
+
+    /// Keeps `chunk`, which the cut has replaced, for refilling if nothing else holds it.
+    fn keep_spare(&mut self, mut chunk: Arc<Chunk>) {
+        if Arc::get_mut(&mut chunk).is_some() {
+            self.spare.push(chunk);
+        }
+    }
+
+    /// The chunk of the offers pending (not empty), in a spare chunk's allocations if there
+    /// is one.
+    fn cut_chunk(&mut self) -> Arc<Chunk> {
+        match self.spare.pop() {
+            Some(mut chunk) => {
+                Arc::get_mut(&mut chunk)
+                    .expect("a spare chunk is held by nothing else")
+                    .refill(&self.offers, &self.limits);
+                chunk
+            }
+            None => Arc::new(Chunk::new(&self.offers, &self.limits)),
+        }
     }
 }
 
@@ -511,13 +566,26 @@ enum Carried<'a> {
 }
 
 impl Carried<'_> {
-    /// The previous books' chunk `at`, to read (an edited chunk: never taken).
+    /// The previous books' chunk `at`, to read (an edited chunk of shared books).
     fn get(&self, at: usize) -> &Chunk {
         match self {
             Carried::Shared { first, chunks } => &chunks[at - first],
             Carried::Taken { first, chunks } => chunks[at - first]
                 .as_deref()
                 .expect("a chunk is read before it is carried, and carried once"),
+        }
+    }
+
+    /// The previous books' chunk `at` (an edited one) when they are taken, else `None`: read
+    /// it with [`Self::get`].
+    fn take(&mut self, at: usize) -> Option<Arc<Chunk>> {
+        match self {
+            Carried::Shared { .. } => None,
+            Carried::Taken { first, chunks } => Some(
+                chunks[at - *first]
+                    .take()
+                    .expect("each of the previous books' chunks is taken once"),
+            ),
         }
     }
 
@@ -755,8 +823,12 @@ impl OrderBooks {
             chunks: &mut chunks,
         };
         let books = OrderBooks::edited_with(&previous, carried, edited, buffers, threads)?;
-        // What is left are the chunks the edits replaced: dropped here (their counts only).
-        drop(chunks);
+        // Every chunk was carried into the books or taken by its pair's cut (which refilled
+        // it or dropped it).
+        debug_assert!(
+            chunks.iter().all(Option::is_none),
+            "a chunk was left behind"
+        );
         Ok((books, previous.into_buffers()))
     }
 
@@ -1105,8 +1177,16 @@ impl PairCut {
                 unedited.end = at + 1;
             } else {
                 out.push_carried(previous, std::mem::replace(&mut unedited, at..at), chunks);
-                let chunk = chunks.get(at);
-                self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
+                match chunks.take(at) {
+                    Some(chunk) => {
+                        self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
+                        pending.keep_spare(chunk);
+                    }
+                    None => {
+                        let chunk = chunks.get(at);
+                        self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
+                    }
+                }
             }
         }
         out.push_carried(previous, unedited, chunks);
@@ -1126,6 +1206,7 @@ impl PairCut {
                 .pop_chunk()
                 .expect("a chunk precedes an offer that starts none");
             pending.extend(&last.offers, &last.limits);
+            pending.keep_spare(last);
         }
         pending.push(offer, limit);
     }
@@ -1133,7 +1214,8 @@ impl PairCut {
     /// Closes the chunk in `pending` (if any) into `out`.
     fn close(&self, pending: &mut Run, out: &mut BookBuffers) {
         if !pending.is_empty() {
-            out.push_new(Arc::new(Chunk::new(&pending.offers, &pending.limits)));
+            let chunk = pending.cut_chunk();
+            out.push_new(chunk);
             pending.clear();
         }
     }
