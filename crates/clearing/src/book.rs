@@ -41,8 +41,12 @@ pub(crate) const BLOCK_OFFERS: usize = 16;
 pub const CHUNK_OFFERS_MEAN: u32 = 128;
 
 /// A refilled chunk's capacity is its length rounded up to a multiple of this (see
-/// [`Chunk::refill`]).
+/// [`Chunk::refill`]), and a chunk edited in place that is full grows by this much.
 const REFILL_SLACK_OFFERS: usize = 16;
+
+/// Edits of one chunk applied where it lies at most (see [`PairCut::keeps_cut`]): each moves
+/// the chunk's offers after it, so many edits of one chunk are merged into a copy instead.
+const IN_PLACE_EDITS_MAX: usize = 4;
 
 /// Up to [`BLOCK_OFFERS`] consecutive offers of one pair (floats: heuristics only): five cache
 /// lines, of which a search reads two — the limits, and the line holding its running sums.
@@ -159,11 +163,17 @@ impl Chunk {
         self.offers.extend_from_slice(offers);
         self.limits.clear();
         self.limits.extend_from_slice(limits);
+        self.refold();
+    }
+
+    /// Recomputes what the chunk derives from its offers (after they changed): its totals,
+    /// and its detail on the next read.
+    fn refold(&mut self) {
         self.detail = OnceLock::new();
         // The same fold, in the same order, as the blocks' running sums (`ChunkDetail::of`).
         let (mut amount, mut amount_limit) = (0.0f64, 0.0f64);
         let mut exact = 0u64;
-        for (offer, &limit) in offers.iter().zip(limits) {
+        for (offer, &limit) in self.offers.iter().zip(&self.limits) {
             amount += offer.amount as f64;
             amount_limit += offer.amount as f64 * limit;
             exact = exact.saturating_add(offer.amount);
@@ -1178,9 +1188,19 @@ impl PairCut {
             } else {
                 out.push_carried(previous, std::mem::replace(&mut unedited, at..at), chunks);
                 match chunks.take(at) {
-                    Some(chunk) => {
-                        self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
-                        pending.keep_spare(chunk);
+                    Some(mut chunk) => {
+                        let in_place = self.keeps_cut(&chunk, mine);
+                        match Arc::get_mut(&mut chunk).filter(|_| in_place) {
+                            Some(owned) => {
+                                self.close(pending, out);
+                                self.edit_in_place(owned, mine)?;
+                                out.push_new(chunk);
+                            }
+                            None => {
+                                self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
+                                pending.keep_spare(chunk);
+                            }
+                        }
                     }
                     None => {
                         let chunk = chunks.get(at);
@@ -1234,7 +1254,6 @@ impl PairCut {
         let mut next = 0;
         for (_, edit) in edits {
             let key = edit.key();
-            let refuse = BookError::Edit { offer_id: key.id.0 };
             let at = next + offers[next..].partition_point(|offer| offer.key() < key);
             self.push_run(&offers[next..at], &limits[next..at], (pending, out));
             next = at;
@@ -1242,35 +1261,106 @@ impl PairCut {
             if held.is_some() {
                 next += 1;
             }
-            match (edit, held) {
-                (OfferEdit::Remove(_), Some(_)) => {}
-                (OfferEdit::SetAmount(_, amount), Some(offer)) => {
-                    if *amount == 0 || *amount > MAX_AMOUNT {
-                        return Err(BookError::Amount {
-                            offer_id: key.id.0,
-                            amount: *amount,
-                        });
-                    }
-                    let offer = Offer {
-                        amount: *amount,
-                        ..*offer
-                    };
-                    self.push(offer, limits[at], (pending, out));
-                }
-                (OfferEdit::Insert(offer), None) => {
-                    // The per-asset totals are checked once the books are assembled.
-                    check_offer(offer, self.assets)?;
-                    if pair_index(offer, self.assets) != self.index {
-                        return Err(BookError::NotCanonical {
-                            offer_id: offer.id.0,
-                        });
-                    }
-                    self.push(*offer, offer.min_price.to_f64(), (pending, out));
-                }
-                _ => return Err(refuse),
+            if let Some((offer, limit)) =
+                self.outcome(edit, held.map(|offer| (offer, limits[at])))?
+            {
+                self.push(offer, limit, (pending, out));
             }
         }
         self.push_run(&offers[next..], &limits[next..], (pending, out));
+        Ok(())
+    }
+
+    /// What `edit` leaves at its key, given the offer the chunk holds there with its limit:
+    /// nothing (a removal), or an offer with its limit; refused when it does not apply. The
+    /// one rule for [`Self::merge`] and [`Self::edit_in_place`].
+    fn outcome(
+        &self,
+        edit: &OfferEdit,
+        held: Option<(&Offer, f64)>,
+    ) -> Result<Option<(Offer, f64)>, BookError> {
+        match (edit, held) {
+            (OfferEdit::Remove(_), Some(_)) => Ok(None),
+            (OfferEdit::SetAmount(key, amount), Some((offer, limit))) => {
+                if *amount == 0 || *amount > MAX_AMOUNT {
+                    return Err(BookError::Amount {
+                        offer_id: key.id.0,
+                        amount: *amount,
+                    });
+                }
+                let offer = Offer {
+                    amount: *amount,
+                    ..*offer
+                };
+                Ok(Some((offer, limit)))
+            }
+            (OfferEdit::Insert(offer), None) => {
+                // The per-asset totals are checked once the books are assembled.
+                check_offer(offer, self.assets)?;
+                if pair_index(offer, self.assets) != self.index {
+                    return Err(BookError::NotCanonical {
+                        offer_id: offer.id.0,
+                    });
+                }
+                Ok(Some((*offer, offer.min_price.to_f64())))
+            }
+            _ => Err(BookError::Edit {
+                offer_id: edit.key().id.0,
+            }),
+        }
+    }
+
+    /// Whether `edits` (of `chunk`, in its key range) leave the cut as it is, and are few
+    /// enough to apply where the chunk lies: its first offer stays first (none removed or
+    /// inserted before it) and no inserted offer starts a chunk. Then the chunk is edited in
+    /// place instead of merged into a copy: at a million open offers a block's edits fall in
+    /// chunks of their own, one or two each, out of cache.
+    fn keeps_cut(&self, chunk: &Chunk, edits: &[(usize, OfferEdit)]) -> bool {
+        let first = chunk.offers[0].key();
+        edits.len() <= IN_PLACE_EDITS_MAX
+            && edits.iter().all(|(_, edit)| match edit {
+                OfferEdit::Remove(key) => *key > first,
+                OfferEdit::SetAmount(key, _) => *key >= first,
+                OfferEdit::Insert(offer) => offer.key() > first && !starts_chunk(offer, self.mean),
+            })
+    }
+
+    /// Applies `edits` to `chunk` where it lies (when [`Self::keeps_cut`]): the chunk
+    /// [`Self::merge`] would cut, in the same allocations.
+    fn edit_in_place(
+        &self,
+        chunk: &mut Chunk,
+        edits: &[(usize, OfferEdit)],
+    ) -> Result<(), BookError> {
+        for (_, edit) in edits {
+            let key = edit.key();
+            let at = chunk.offers.partition_point(|offer| offer.key() < key);
+            let held = chunk
+                .offers
+                .get(at)
+                .filter(|offer| offer.key() == key)
+                .map(|offer| (offer, chunk.limits[at]));
+            let was_held = held.is_some();
+            match (self.outcome(edit, held)?, was_held) {
+                (None, _) => {
+                    chunk.offers.remove(at);
+                    chunk.limits.remove(at);
+                }
+                (Some((offer, _)), true) => chunk.offers[at] = offer,
+                (Some((offer, limit)), false) => {
+                    if chunk.offers.len() == chunk.offers.capacity() {
+                        chunk.offers.reserve_exact(REFILL_SLACK_OFFERS);
+                    }
+                    if chunk.limits.len() == chunk.limits.capacity() {
+                        chunk.limits.reserve_exact(REFILL_SLACK_OFFERS);
+                    }
+                    chunk.offers.insert(at, offer);
+                    chunk.limits.insert(at, limit);
+                }
+            }
+        }
+        debug_assert!(!chunk.offers.is_empty() && chunk.offers.len() == chunk.limits.len());
+        chunk.refold();
         Ok(())
     }
 
