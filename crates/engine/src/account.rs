@@ -152,6 +152,11 @@ impl Account {
         out
     }
 
+    /// The length of [`Self::encode`]'s bytes.
+    pub fn encoded_len(&self) -> usize {
+        32 + 8 + 2 + 10 * self.balances.len()
+    }
+
     /// [`Self::encode`], appended to `out` (a checkpoint writes millions: no buffer each).
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.put_bytes(&self.public_key);
