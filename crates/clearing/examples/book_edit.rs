@@ -2,7 +2,7 @@
 //! 10 assets (90 pairs), limits within about 2% of the price, and per pair and block 12 fills
 //! near the price, 2 cancels anywhere and 18 new offers (about 2,900 edits a block, as a
 //! 2,000-transaction block of `walras loadgen`'s mix makes). Prints the median and mean time of
-//! [`OrderBooks::edited`] per block, and of dropping the books it replaced (the node drops them
+//! the edit per block, and of dropping the books it replaced (the node drops them
 //! a block later). `take` edits as a block that executes does (the solo proposer, a follower's
 //! apply): [`OrderBooks::edited_from`] consumes the previous books, moving their unedited
 //! chunks and dropping the replaced ones (timed with the edit), and the books after reuse
@@ -94,18 +94,6 @@ fn pair_edits(
     edits
 }
 
-/// The edits split by pair, as [`OrderBooks::edited_from`] takes them.
-fn by_pair(edits: &[(usize, OfferEdit)]) -> Vec<(usize, Vec<(usize, OfferEdit)>)> {
-    let mut out: Vec<(usize, Vec<(usize, OfferEdit)>)> = Vec::new();
-    for &(index, edit) in edits {
-        match out.last_mut() {
-            Some((last, list)) if *last == index => list.push((index, edit)),
-            _ => out.push((index, vec![(index, edit)])),
-        }
-    }
-    out
-}
-
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -142,26 +130,25 @@ fn main() {
     let (mut edit_ms, mut drop_ms) = (Vec::new(), Vec::new());
     let mut spare = BookBuffers::default();
     for block in 0..blocks {
-        let mut edits = Vec::new();
-        for &pair in &pairs {
-            let index = pair.0 * ASSETS + pair.1;
-            let mine = pair_edits(&mut rng, &mut lists[index], pair, &mut id);
-            edits.extend(mine.into_iter().map(|edit| (index, edit)));
-        }
+        // Per pair, in pair order, as both paths take them.
+        let edits: Vec<(usize, Vec<(usize, OfferEdit)>)> = pairs
+            .iter()
+            .map(|&pair| {
+                let index = pair.0 * ASSETS + pair.1;
+                let mine = pair_edits(&mut rng, &mut lists[index], pair, &mut id);
+                (index, mine.into_iter().map(|edit| (index, edit)).collect())
+            })
+            .collect();
         let started = Instant::now();
         let replaced = if take {
-            let (next, emptied) = OrderBooks::edited_from(
-                books,
-                &by_pair(&edits),
-                std::mem::take(&mut spare),
-                threads,
-            )
-            .expect("the edits apply");
+            let (next, emptied) =
+                OrderBooks::edited_from(books, &edits, std::mem::take(&mut spare), threads)
+                    .expect("the edits apply");
             books = next;
             spare = emptied;
             None
         } else {
-            let next = OrderBooks::edited(&books, &edits, Default::default(), threads)
+            let next = OrderBooks::edited_by_pair(&books, &edits, Default::default(), threads)
                 .expect("the edits apply");
             Some(std::mem::replace(&mut books, next))
         };
