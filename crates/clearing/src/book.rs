@@ -1817,8 +1817,11 @@ mod tests {
         let offers = vec![offer(1, 0, 1, 5, 2.0), offer(2, 0, 1, 7, 1.5)];
         let books = OrderBooks::build(offers.clone(), 2, 1).unwrap();
         let stranger = offer(9, 0, 1, 3, 1.0);
+        // Within the chunk's keys, past its first offer: refused on the in-place path too.
+        let inner_stranger = offer(8, 0, 1, 3, 1.8);
         let cases = [
             vec![(1, OfferEdit::Remove(stranger.key()))],
+            vec![(1, OfferEdit::Remove(inner_stranger.key()))],
             vec![(1, OfferEdit::Insert(offers[0]))],
             vec![
                 (1, OfferEdit::Remove(offers[0].key())),
@@ -1826,19 +1829,37 @@ mod tests {
             ],
             vec![(2, OfferEdit::Remove(offers[0].key()))],
         ];
+        // Each refused alike by shared books and by taken ones (which edit a chunk in place
+        // when its edits keep the cut).
+        let refusals = |edits: &[(usize, OfferEdit)]| {
+            let pair = edits[0].0;
+            let shared = OrderBooks::edited(&books, edits, BookBuffers::default(), 1).unwrap_err();
+            // Built afresh, not cloned: its chunks are its own, as the in-place path needs.
+            let taken = OrderBooks::edited_from(
+                OrderBooks::build(offers.clone(), 2, 1).unwrap(),
+                &[(pair, edits.to_vec())],
+                BookBuffers::default(),
+                1,
+            )
+            .unwrap_err();
+            [shared, taken]
+        };
         for edits in cases {
-            let error = OrderBooks::edited(&books, &edits, BookBuffers::default(), 1).unwrap_err();
-            assert!(
-                matches!(error, BookError::Edit { .. }),
-                "{edits:?}: {error}"
-            );
+            for error in refusals(&edits) {
+                assert!(
+                    matches!(error, BookError::Edit { .. }),
+                    "{edits:?}: {error}"
+                );
+            }
         }
-        let zero = [(1, OfferEdit::SetAmount(offers[1].key(), 0))];
-        let error = OrderBooks::edited(&books, &zero, BookBuffers::default(), 1).unwrap_err();
-        assert!(matches!(error, BookError::Amount { .. }), "{error}");
+        let zero = [(1, OfferEdit::SetAmount(offers[0].key(), 0))];
+        for error in refusals(&zero) {
+            assert!(matches!(error, BookError::Amount { .. }), "{error}");
+        }
         let misplaced = [(2, OfferEdit::Insert(stranger))];
-        let error = OrderBooks::edited(&books, &misplaced, BookBuffers::default(), 1).unwrap_err();
-        assert!(matches!(error, BookError::NotCanonical { .. }), "{error}");
+        for error in refusals(&misplaced) {
+            assert!(matches!(error, BookError::NotCanonical { .. }), "{error}");
+        }
         // Split by pair: pairs out of order, twice, past the last, or an edit in another
         // pair's list; on one thread and on several.
         let remove = |offer: &Offer| (1, OfferEdit::Remove(offer.key()));
