@@ -54,7 +54,7 @@ pub(crate) const CHECKPOINT_PIECE_DOMAIN: Domain = Domain::new("walras/ckpt-part
 pub(crate) const CHECKSUM_PIECE_BYTES: usize = 1 << 23;
 /// Accounts in a chunk of a `/3` checkpoint (the unit of parallel decoding).
 pub const ACCOUNT_CHUNK: usize = 1 << 16;
-const MAGIC: &[u8] = b"walras-checkpoint/3";
+pub(crate) const MAGIC: &[u8] = b"walras-checkpoint/3";
 /// The format before chunked accounts and the piecewise checksum: still read.
 const MAGIC_V2: &[u8] = b"walras-checkpoint/2";
 /// The format before the market record: still read, with an empty record from its height.
@@ -64,7 +64,7 @@ const OFFER_BYTES: usize = 16 + 8 + 8 + 8;
 
 /// The checkpoint formats read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
+pub(crate) enum Format {
     V1,
     V2,
     V3,
@@ -126,6 +126,18 @@ impl ExchangeState {
         // Sized up front: grown by doubling, a body of millions of offers was copied several
         // times, into fresh pages each time.
         let mut body = Vec::with_capacity(self.checkpoint_bytes_max());
+        self.encode_head(format, &mut body);
+        if format == Format::V3 {
+            self.encode_account_chunks(&mut body);
+        } else {
+            self.encode_accounts(0..self.accounts.len(), &mut body);
+        }
+        self.encode_tail(&mut body);
+        body
+    }
+
+    /// Magic, zero checksum, and the body up to the accounts (their count included).
+    pub(crate) fn encode_head(&self, format: Format, body: &mut Vec<u8>) {
         body.put_bytes(if format == Format::V3 {
             MAGIC
         } else {
@@ -140,11 +152,10 @@ impl ExchangeState {
             body.put_u64(self.burned[asset]);
         }
         body.put_u32(count_u32(self.accounts.len(), ACCOUNTS_MAX, "accounts"));
-        if format == Format::V3 {
-            self.encode_account_chunks(&mut body);
-        } else {
-            self.encode_accounts(0..self.accounts.len(), &mut body);
-        }
+    }
+
+    /// The body after the accounts: books, market record, bridge.
+    pub(crate) fn encode_tail(&self, body: &mut Vec<u8>) {
         let open: Vec<(usize, &BTreeMap<OfferKey, u64>)> = self
             .books
             .iter()
@@ -162,11 +173,10 @@ impl ExchangeState {
                 body.put_u64(*amount);
             }
         }
-        self.market.encode(&mut body);
+        self.market.encode(body);
         if let Some(payments) = &self.payments {
-            encode_bridge(payments, &mut body);
+            encode_bridge(payments, body);
         }
-        body
     }
 
     /// At least the length of this state's checkpoint, in either format: what its buffer is
@@ -215,7 +225,7 @@ impl ExchangeState {
     }
 
     /// `(id:u64 account)*` for the accounts in `slots`.
-    fn encode_accounts(&self, slots: std::ops::Range<usize>, body: &mut Vec<u8>) {
+    pub(crate) fn encode_accounts(&self, slots: std::ops::Range<usize>, body: &mut Vec<u8>) {
         for slot in slots {
             body.put_u64(self.account_ids[slot].0);
             self.accounts[slot].encode_into(body);
@@ -352,7 +362,7 @@ const _: () = assert!(ACCOUNTS_MAX <= u32::MAX as usize);
 
 /// `count` as the checkpoint's 4-byte field, asserting it is within `max` (a named limit that
 /// fits a `u32`): a count that wrapped would make a checkpoint recovery refuses.
-fn count_u32(count: usize, max: usize, what: &str) -> u32 {
+pub(crate) fn count_u32(count: usize, max: usize, what: &str) -> u32 {
     assert!(
         count <= max,
         "{count} {what}: over the checkpoint's limit {max}"
@@ -409,6 +419,7 @@ fn read_state(
         payments: None,
         market: MarketPrices::new(assets, height),
         carried: Default::default(),
+        draft_memory: Default::default(),
     })
 }
 

@@ -27,6 +27,7 @@ mod block;
 mod bridge;
 mod carried;
 mod checkpoint;
+mod checkpoint_draft;
 mod drop_reason;
 mod execute;
 mod filter;
@@ -43,6 +44,7 @@ pub use bridge::{deposit_output, BridgeError, PaymentsBridge, PaymentsRejection}
 pub use checkpoint::{
     seal_checkpoint, CheckpointError, LoadTimings, ACCOUNT_CHUNK, CHECKPOINT_DOMAIN,
 };
+pub use checkpoint_draft::{CheckpointDraft, DraftError, PieceTable, PIECE_ACCOUNTS};
 pub use drop_reason::DropReason;
 pub use execute::{
     BlockOutcome, CheckedBlock, ClearingReport, EngineConfig, EngineError, OfferFill, PhaseTimings,

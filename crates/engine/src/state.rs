@@ -14,6 +14,7 @@
 use crate::account::Account;
 use crate::bridge::PaymentsBridge;
 use crate::carried::CarriedBooks;
+use crate::checkpoint_draft::DraftMemory;
 use crate::market::MarketPrices;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -119,6 +120,9 @@ pub struct ExchangeState {
     /// The last block's clearing books, for the next block's to be edited from (not part of
     /// the state: a function of `books`; see `crate::carried`).
     pub(crate) carried: CarriedBooks,
+    /// Which account pieces changed since the last checkpoint draft (not part of the state;
+    /// see `crate::checkpoint_draft`).
+    pub(crate) draft_memory: DraftMemory,
 }
 
 impl ExchangeState {
@@ -162,6 +166,7 @@ impl ExchangeState {
             payments,
             market: MarketPrices::new(assets, 0),
             carried: CarriedBooks::default(),
+            draft_memory: DraftMemory::default(),
             assets,
             accounts,
             account_ids,
@@ -262,6 +267,9 @@ impl ExchangeState {
             )
         };
         let batch: Vec<([u8; 8], Vec<u8>)> = walras_par::map_in_order(slots, threads, 4096, encode);
+        // The same list feeds the next checkpoint draft: what changes an account changes its
+        // trie entry, so no change reaches the root without reaching the draft.
+        self.draft_memory.touch(slots);
         self.account_trie.insert_batch(batch, threads);
     }
 

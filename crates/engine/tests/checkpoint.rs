@@ -1,9 +1,10 @@
 //! Checkpoints as a restart uses them: what loading one costs and what it must not change.
 
 use proptest::prelude::*;
+use std::sync::OnceLock;
 use walras_crypto::testing::{sign_with_torsion_nonce, with_s_plus_group_order};
 use walras_crypto::Keypair;
-use walras_engine::{seal_checkpoint, ACCOUNT_CHUNK};
+use walras_engine::{seal_checkpoint, EngineConfig, PieceTable, ACCOUNT_CHUNK, PIECE_ACCOUNTS};
 use walras_engine::{CheckpointError, ExchangeState};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{
@@ -301,4 +302,153 @@ proptest! {
             prop_assert!(loaded.conserves());
         }
     }
+}
+
+/// Accounts of [`draft_genesis`]: three pieces, the last two slots short of full, so that
+/// created accounts fill it and open a fourth.
+const DRAFT_ACCOUNTS: u64 = 3 * PIECE_ACCOUNTS as u64 - 2;
+
+fn draft_keys() -> &'static [Keypair] {
+    static KEYS: OnceLock<Vec<Keypair>> = OnceLock::new();
+    KEYS.get_or_init(|| (0..DRAFT_ACCOUNTS).map(keypair).collect())
+}
+
+fn draft_genesis() -> Genesis {
+    Genesis {
+        asset_info: Vec::new(),
+        payments: None,
+        assets: ASSETS,
+        accounts: draft_keys()
+            .iter()
+            .enumerate()
+            .map(|(id, key)| GenesisAccount {
+                id: AccountId(id as u64),
+                public_key: *key.public_key().as_bytes(),
+                balances: vec![(AssetId(0), 1_000_000), (AssetId(1), 1_000_000)],
+            })
+            .collect(),
+    }
+}
+
+/// One block of the draft test's workload: per `(source, other, kind)` a payment to `other`,
+/// an account creation, or an offer, from genesis account `source`.
+fn draft_block(
+    block: &[(u64, u64, u8)],
+    sequences: &mut std::collections::HashMap<u64, u64>,
+    created: &mut u64,
+) -> Vec<SignedTransaction> {
+    block
+        .iter()
+        .map(|&(source, other, kind)| {
+            let sequence = sequences.entry(source).or_insert(0);
+            *sequence += 1;
+            let operation = match kind {
+                0 => Operation::Payment {
+                    to: AccountId(other),
+                    asset: AssetId(0),
+                    amount: 1 + other % 100,
+                },
+                1 => {
+                    *created += 1;
+                    Operation::CreateAccount {
+                        new_account: AccountId(1_000_000 + *created),
+                        public_key: *draft_keys()[other as usize].public_key().as_bytes(),
+                    }
+                }
+                _ => Operation::CreateOffer {
+                    sell: AssetId(0),
+                    buy: AssetId(1),
+                    amount: 10 + other % 50,
+                    min_price: Price::from_f64(0.5 + (other % 10) as f64 / 10.0),
+                },
+            };
+            let transaction = Transaction {
+                source: AccountId(source),
+                sequence: *sequence,
+                operation,
+            };
+            SignedTransaction {
+                signature: *draft_keys()[source as usize]
+                    .sign(&transaction.encode())
+                    .as_bytes(),
+                transaction,
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// A checkpoint drafted against the previous one (the pieces no block touched copied
+    /// from that checkpoint's bytes) assembles to exactly the whole checkpoint, after any
+    /// blocks of payments, creations (which grow the last piece and open a new one) and
+    /// offers; and a draft whose base was lost (a failed write: the caller names an older
+    /// checkpoint) is whole, and right.
+    #[test]
+    fn a_draft_assembles_to_the_whole_checkpoint_of_its_state(
+        blocks in prop::collection::vec(
+            prop::collection::vec((0..DRAFT_ACCOUNTS, 0..DRAFT_ACCOUNTS, 0u8..3), 0..12), 1..7),
+        lost in prop::collection::vec(any::<bool>(), 7),
+        threads in 1usize..3,
+    ) {
+        let mut state = ExchangeState::from_genesis(&draft_genesis(), 1).expect("genesis");
+        let config = EngineConfig::default();
+        let mut sequences = std::collections::HashMap::new();
+        let mut created = 0;
+        let mut base: Option<(u64, Vec<u8>, PieceTable)> = None;
+        for (index, block) in blocks.iter().enumerate() {
+            let transactions = draft_block(block, &mut sequences, &mut created);
+            state.propose(transactions, &config).expect("the block executes");
+            let draft = state.draft_checkpoint(base.as_ref().map(|(height, ..)| *height), threads);
+            let (bytes, table) = draft
+                .assemble(base.as_ref().map(|(_, bytes, table)| (&bytes[..], table)))
+                .expect("the draft's base is given");
+            let whole = state.encode_checkpoint_unsealed();
+            prop_assert!(bytes == whole, "block {}: the draft differs from the whole checkpoint", index);
+            // Incremental exactly when the base given is the state's last draft.
+            let expected = base
+                .as_ref()
+                .map(|(height, ..)| *height)
+                .filter(|_| index > 0 && !lost[index - 1]);
+            prop_assert_eq!(draft.base(), expected);
+            if !lost[index] {
+                base = Some((state.height(), bytes, table));
+            }
+        }
+    }
+}
+
+/// A draft against a checkpoint that is not its base is refused, never assembled from the
+/// wrong bytes.
+#[test]
+fn a_draft_is_not_assembled_from_another_base() {
+    let mut state = ExchangeState::from_genesis(&draft_genesis(), 1).expect("genesis");
+    let config = EngineConfig::default();
+    let mut sequences = std::collections::HashMap::new();
+    let mut created = 0;
+    let first = state.draft_checkpoint(None, 1);
+    assert_eq!(first.base(), None);
+    let (bytes, table) = first.assemble(None).expect("a whole draft needs no base");
+    state
+        .propose(
+            draft_block(&[(5, 6, 0)], &mut sequences, &mut created),
+            &config,
+        )
+        .expect("the block executes");
+    let draft = state.draft_checkpoint(Some(0), 1);
+    assert_eq!(draft.base(), Some(0));
+    // One payment touched one piece of three.
+    assert!(draft.copied_bytes() < bytes.len() / 2);
+    assert!(draft.assemble(None).is_err());
+    let mut shorter = table.clone();
+    let mut other = bytes.clone();
+    other.truncate(bytes.len() / 2);
+    assert!(draft.assemble(Some((&other, &shorter))).is_err());
+    shorter = PieceTable::default();
+    assert!(draft.assemble(Some((&bytes, &shorter))).is_err());
+    let (assembled, _) = draft
+        .assemble(Some((&bytes, &table)))
+        .expect("its own base");
+    assert_eq!(assembled, state.encode_checkpoint_unsealed());
 }

@@ -62,6 +62,7 @@ pub struct Metrics {
     pub recent_index_transactions: IntGauge,
     pub store_file_bytes: IntGauge,
     pub checkpoint_height: IntGauge,
+    pub checkpoint_file_bytes: IntGauge,
 }
 
 /// Adds a duration as seconds.
@@ -202,17 +203,21 @@ impl Metrics {
             )?,
             store_file_bytes: gauge(
                 "walras_store_file_bytes",
-                "Size of the store's data.mdb (the mapped file; blocks and checkpoints).",
+                "Size of the store's data.mdb (the mapped file: blocks, indexes, checkpoints written with a block).",
             )?,
             checkpoint_height: gauge(
                 "walras_checkpoint_height",
                 "Height of the newest checkpoint this process wrote in the background.",
             )?,
+            checkpoint_file_bytes: gauge(
+                "walras_checkpoint_file_bytes",
+                "Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints).",
+            )?,
         })
     }
 
     /// The metrics in exposition order (the order of the text before this crate was used).
-    fn collectors(&self) -> [&dyn Collector; 34] {
+    fn collectors(&self) -> [&dyn Collector; 35] {
         [
             &self.height,
             &self.blocks_total,
@@ -244,6 +249,7 @@ impl Metrics {
             &self.recent_index_transactions,
             &self.store_file_bytes,
             &self.checkpoint_height,
+            &self.checkpoint_file_bytes,
             &self.commit_rate_tx_per_s,
             &self.commit_age_max_ms,
             &self.blocks_committed_late_total,
@@ -455,12 +461,15 @@ walras_state_open_offers 0
 # HELP walras_recent_index_transactions Committed transactions indexed for status queries.
 # TYPE walras_recent_index_transactions gauge
 walras_recent_index_transactions 0
-# HELP walras_store_file_bytes Size of the store's data.mdb (the mapped file; blocks and checkpoints).
+# HELP walras_store_file_bytes Size of the store's data.mdb (the mapped file: blocks, indexes, checkpoints written with a block).
 # TYPE walras_store_file_bytes gauge
 walras_store_file_bytes 0
 # HELP walras_checkpoint_height Height of the newest checkpoint this process wrote in the background.
 # TYPE walras_checkpoint_height gauge
 walras_checkpoint_height 0
+# HELP walras_checkpoint_file_bytes Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints).
+# TYPE walras_checkpoint_file_bytes gauge
+walras_checkpoint_file_bytes 0
 # HELP walras_commit_rate_tx_per_s Commit rate admission goes by: moving average over recent blocks, per second.
 # TYPE walras_commit_rate_tx_per_s gauge
 walras_commit_rate_tx_per_s 0

@@ -499,6 +499,9 @@ pub(crate) fn record_state_gauges(shared: &Shared, counts: StateCounts) {
     metrics
         .checkpoint_height
         .set(gauge_value(shared.store.background_checkpoint_height()));
+    metrics
+        .checkpoint_file_bytes
+        .set(gauge_value(shared.store.checkpoint_file_bytes()));
     // Blocks are durable without it, so a failed checkpoint does not stop the node; but a
     // restart then replays more, so the operator hears of it (once per failure).
     if let Some(failure) = shared.store.checkpoint_failure() {

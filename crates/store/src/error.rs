@@ -12,6 +12,17 @@ pub enum StoreError {
         action: &'static str,
         source: heed::Error,
     },
+    /// A file of the store outside LMDB (a checkpoint file) could not be read or written.
+    #[error("store: {action} failed for {}: {source}", .path.display())]
+    File {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A checkpoint drafted against the previous one could not be assembled from it (the
+    /// writer thread then writes the next one whole; blocks are unaffected).
+    #[error("checkpoint at height {height} not written: {reason}; the next one is written whole")]
+    CheckpointDraft { height: u64, reason: String },
     /// The directory holds something that is not a Walras store.
     #[error("{} is not a Walras store ({reason}); choose an empty or new directory", .dir.display())]
     NotAStore { dir: PathBuf, reason: String },

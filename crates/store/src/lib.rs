@@ -48,8 +48,9 @@
 //! comes first), a checkpoint of the state after it; the two newest are kept. The checkpoint
 //! is written in the block's own transaction, or, with
 //! [`StoreOptions::checkpoint_in_background`] (what a node uses), by the store's writer thread
-//! in a transaction of its own after the block has committed: the appending thread only copies
-//! the state, and a crash before that transaction commits leaves the previous checkpoint.
+//! as a file beside `data.mdb` after the block has committed (`checkpoint_files`: no LMDB
+//! lock, so the next block's append never waits for it): the appending thread only copies the
+//! state, and a crash before the file is whole leaves the previous checkpoint.
 //! [`recover`] rebuilds the state
 //! from the newest checkpoint whose rebuilt state root and header hash equal the stored
 //! header's, then replays the later blocks through the follower path
@@ -82,6 +83,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod checkpoint_files;
 mod error;
 mod file_check;
 mod offer_index;

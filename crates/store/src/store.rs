@@ -1,5 +1,6 @@
 //! The block log and its checkpoints: one LMDB environment (see the crate documentation).
 
+use crate::checkpoint_files;
 use crate::offer_index::{self, OfferTouch};
 use crate::StoreError;
 use heed::types::Bytes;
@@ -10,8 +11,12 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 use walras_crypto::Hash;
-use walras_engine::{Block, BlockHeader, ClearingReport, DropReason, ExchangeState, OfferFill};
+use walras_engine::{
+    Block, BlockHeader, CheckpointDraft, ClearingReport, DropReason, ExchangeState, OfferFill,
+    PieceTable,
+};
 use walras_types::codec::{self, Reader, Writer};
 use walras_types::genesis::{Genesis, GenesisSummary};
 use walras_types::{AccountId, AssetId, OfferId, OfferKey, PairId, Price};
@@ -63,12 +68,16 @@ pub struct StoreOptions {
     pub checkpoint_interval_transactions: u64,
     /// Write checkpoints on a thread of the store's own, off the block path: the appending
     /// thread only copies the state ([`ExchangeState::encode_checkpoint_unsealed`]); the
-    /// checksum and the write, in a transaction of its own, happen on the writer thread. A
-    /// checkpoint falls due while the previous one is still being written is put off to the
-    /// next block (the transaction count keeps growing meanwhile). A crash before the
-    /// checkpoint's transaction commits leaves the previous checkpoint to recover from. Off:
-    /// the checkpoint is in the block's own transaction.
+    /// checksum and the write, as a file in the store's `checkpoints/` folder (not LMDB,
+    /// whose one writer the next block needs; see [`crate::checkpoint_files`]), happen on the
+    /// writer thread. A checkpoint that falls due while the previous one is still being
+    /// written is put off to the next block (the transaction count keeps growing meanwhile). A
+    /// crash before the file is whole leaves the previous checkpoint to recover from. Off: the
+    /// checkpoint is in the block's own transaction.
     pub checkpoint_in_background: bool,
+    /// Threads the block path drafts a background checkpoint on (the changed account
+    /// pieces, encoded in parallel while the caller holds the state; at least 1).
+    pub checkpoint_copy_threads: usize,
     /// [`BlockStore::append_with_state`] also stores, with every block whose height is a
     /// multiple of this, every pair's book after it (`books`; 0: never): an explanation then
     /// replays at most this many blocks before the offer's creation instead of every block
@@ -84,6 +93,7 @@ impl Default for StoreOptions {
             checkpoint_interval_blocks: DEFAULT_CHECKPOINT_INTERVAL_BLOCKS,
             checkpoint_interval_transactions: DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,
             checkpoint_in_background: false,
+            checkpoint_copy_threads: 1,
             book_snapshot_interval_blocks: DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS,
         }
     }
@@ -133,6 +143,7 @@ pub struct BlockStore {
     map_size_bytes: usize,
     checkpoint_interval_blocks: u64,
     checkpoint_interval_transactions: u64,
+    checkpoint_copy_threads: usize,
     /// Transactions in the blocks stored after the newest checkpoint (as far as this process
     /// knows: recovery sets it to what it replayed).
     transactions_since_checkpoint: AtomicU64,
@@ -150,38 +161,77 @@ pub struct BlockStore {
     writer: Option<CheckpointWriter>,
 }
 
-/// The thread that seals and writes checkpoints off the block path.
+/// The thread that assembles, seals and writes checkpoints off the block path, as files
+/// ([`crate::checkpoint_files`]): it takes no lock that the block path needs. The block path
+/// hands it a draft ([`ExchangeState::draft_checkpoint`]) against the checkpoint it wrote
+/// last, whose unchanged account pieces it copies from that file.
 struct CheckpointWriter {
-    queue: Option<std::sync::mpsc::SyncSender<(u64, Vec<u8>)>>,
+    queue: Option<std::sync::mpsc::SyncSender<Job>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    /// True from when a checkpoint is queued until its transaction has committed (or failed).
+    /// True from when a checkpoint is queued until its file is durable (or failed).
     busy: Arc<AtomicBool>,
     /// The last write that failed, for [`BlockStore::checkpoint_failure`].
     failure: Arc<Mutex<Option<String>>>,
-    /// Height of the newest checkpoint this thread committed (0: none yet).
+    /// Height of the newest checkpoint this thread wrote (0: none yet).
     written: Arc<AtomicU64>,
+    /// Height of the checkpoint the next draft may be drafted against ([`NO_BASE`]: none;
+    /// none was written yet, or the last write failed).
+    base: Arc<AtomicU64>,
+}
+
+/// [`CheckpointWriter::base`] when there is none (no checkpoint is at height 0).
+const NO_BASE: u64 = 0;
+
+/// A checkpoint for the writer thread, and how long the block path took to draft it (for
+/// the log line).
+struct Job {
+    draft: CheckpointDraft,
+    copy_ms: f64,
+}
+
+fn milliseconds(duration: std::time::Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
 }
 
 impl CheckpointWriter {
-    fn start(env: Env, checkpoints: Table) -> CheckpointWriter {
-        let (queue, jobs) = std::sync::mpsc::sync_channel::<(u64, Vec<u8>)>(1);
+    fn start(env: Env, checkpoints: Table, folder: PathBuf) -> CheckpointWriter {
+        let (queue, jobs) = std::sync::mpsc::sync_channel::<Job>(1);
         let busy = Arc::new(AtomicBool::new(false));
         let failure = Arc::new(Mutex::new(None));
         let written = Arc::new(AtomicU64::new(0));
+        let base = Arc::new(AtomicU64::new(NO_BASE));
         let thread = {
-            let (busy, failure, written) = (busy.clone(), failure.clone(), written.clone());
+            let (busy, failure, written, base) =
+                (busy.clone(), failure.clone(), written.clone(), base.clone());
             std::thread::Builder::new()
                 .name("walras-checkpoint".into())
                 .spawn(move || {
-                    for (height, mut bytes) in jobs {
-                        walras_engine::seal_checkpoint(&mut bytes);
-                        match write_checkpoint(&env, checkpoints, height, &bytes) {
-                            Ok(()) => written.store(height, Ordering::Release),
-                            Err(error) => {
-                                *failure.lock().unwrap_or_else(PoisonError::into_inner) =
-                                    Some(format!("checkpoint at height {height}: {error}"))
+                    let record = |failed: String| {
+                        *failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(failed)
+                    };
+                    if let Err(error) = checkpoint_files::remove_temporaries(&folder) {
+                        record(error.to_string());
+                    }
+                    // Where the pieces lie in the file at `base`.
+                    let mut table = PieceTable::default();
+                    for Job { draft, copy_ms } in jobs {
+                        let height = draft.height();
+                        base.store(NO_BASE, Ordering::Release);
+                        match write_draft(&folder, &draft, &table) {
+                            Ok((written_table, parts)) => {
+                                table = written_table;
+                                written.store(height, Ordering::Release);
+                                base.store(height, Ordering::Release);
+                                log_written(&draft, copy_ms, &parts);
+                                if let Err(error) =
+                                    drop_lmdb_checkpoints(&env, checkpoints, &folder)
+                                {
+                                    record(error.to_string());
+                                }
                             }
+                            Err(error) => record(format!("checkpoint at height {height}: {error}")),
                         }
+                        drop(draft);
                         busy.store(false, Ordering::Release);
                     }
                 })
@@ -193,23 +243,90 @@ impl CheckpointWriter {
             busy,
             failure,
             written,
+            base,
         }
     }
 
-    /// Hands `bytes` to the thread unless it is still writing the previous checkpoint.
-    fn offer(&self, height: u64, bytes: impl FnOnce() -> Vec<u8>) -> bool {
+    /// Hands the thread a draft (`draft` is given the height of the checkpoint to draft
+    /// against) unless it is still writing the previous checkpoint.
+    fn offer(&self, draft: impl FnOnce(Option<u64>) -> CheckpointDraft) -> bool {
         let Some(queue) = &self.queue else {
             return false;
         };
         if self.busy.swap(true, Ordering::AcqRel) {
             return false;
         }
-        if queue.send((height, bytes())).is_err() {
+        let base = Some(self.base.load(Ordering::Acquire)).filter(|base| *base != NO_BASE);
+        let clock = Instant::now();
+        let draft = draft(base);
+        let copy_ms = milliseconds(clock.elapsed());
+        if queue.send(Job { draft, copy_ms }).is_err() {
             self.busy.store(false, Ordering::Release);
             return false;
         }
         true
     }
+}
+
+/// What writing one checkpoint took.
+struct Written {
+    bytes: usize,
+    assemble_ms: f64,
+    seal_ms: f64,
+    write_ms: f64,
+}
+
+/// One line per checkpoint: its size, and what it cost on and off the block path.
+fn log_written(draft: &CheckpointDraft, copy_ms: f64, parts: &Written) {
+    let against = match draft.base() {
+        Some(base) => format!(" (against the checkpoint at {base})"),
+        None => String::new(),
+    };
+    tracing::info!(
+        "checkpoint at height {}: {} MB; {} MB copied in {copy_ms:.0} ms on the block path{against}; assembled in {:.0} ms, sealed in {:.0} ms, written in {:.0} ms off it",
+        draft.height(),
+        parts.bytes >> 20,
+        draft.copied_bytes() >> 20,
+        parts.assemble_ms,
+        parts.seal_ms,
+        parts.write_ms,
+    );
+}
+
+/// Assembles `draft` (its unchanged pieces from the file at its base, laid out as `table`
+/// says), seals it and writes it as a file; returns where its pieces lie in it.
+fn write_draft(
+    folder: &Path,
+    draft: &CheckpointDraft,
+    table: &PieceTable,
+) -> Result<(PieceTable, Written), StoreError> {
+    let clock = Instant::now();
+    let assembled = match draft.base() {
+        None => Some(draft.assemble(None)),
+        Some(base) => {
+            checkpoint_files::with_file(folder, base, |bytes| draft.assemble(Some((bytes, table))))?
+        }
+    };
+    let refused = |reason: String| StoreError::CheckpointDraft {
+        height: draft.height(),
+        reason,
+    };
+    let (mut bytes, written_table) = assembled
+        .ok_or_else(|| refused("the checkpoint file it was drafted against is gone".into()))?
+        .map_err(|error| refused(error.to_string()))?;
+    let assembled_at = Instant::now();
+    walras_engine::seal_checkpoint(&mut bytes);
+    let sealed_at = Instant::now();
+    checkpoint_files::write(folder, draft.height(), &bytes, CHECKPOINTS_KEPT)?;
+    Ok((
+        written_table,
+        Written {
+            bytes: bytes.len(),
+            assemble_ms: milliseconds(assembled_at - clock),
+            seal_ms: milliseconds(sealed_at - assembled_at),
+            write_ms: milliseconds(sealed_at.elapsed()),
+        },
+    ))
 }
 
 impl Drop for CheckpointWriter {
@@ -222,28 +339,33 @@ impl Drop for CheckpointWriter {
     }
 }
 
-/// One checkpoint in its own write transaction, with the older ones beyond
-/// [`CHECKPOINTS_KEPT`] deleted.
-fn write_checkpoint(
-    env: &Env,
-    checkpoints: Table,
-    height: u64,
-    bytes: &[u8],
-) -> Result<(), StoreError> {
+/// Once [`CHECKPOINTS_KEPT`] checkpoint files exist, deletes the checkpoints that LMDB still
+/// holds (written in the block's transaction, or by a build before checkpoint files): they
+/// are older than the files and would only take space. LMDB's writer is taken only when there
+/// is one to delete.
+fn drop_lmdb_checkpoints(env: &Env, checkpoints: Table, folder: &Path) -> Result<(), StoreError> {
+    if checkpoint_files::heights(folder)?.len() < CHECKPOINTS_KEPT {
+        return Ok(());
+    }
+    let stored = {
+        let txn = env
+            .read_txn()
+            .map_err(StoreError::lmdb("listing checkpoints"))?;
+        heights_in(checkpoints, &txn)?
+    };
+    if stored.is_empty() {
+        return Ok(());
+    }
     let mut txn = env
         .write_txn()
-        .map_err(StoreError::lmdb("writing a checkpoint"))?;
-    checkpoints
-        .put(&mut txn, &height.to_be_bytes(), bytes)
-        .map_err(StoreError::lmdb("writing a checkpoint"))?;
-    let heights = heights_in(checkpoints, &txn)?;
-    for old in heights.iter().skip(CHECKPOINTS_KEPT) {
+        .map_err(StoreError::lmdb("deleting old checkpoints"))?;
+    for height in stored {
         checkpoints
-            .delete(&mut txn, &old.to_be_bytes())
+            .delete(&mut txn, &height.to_be_bytes())
             .map_err(StoreError::lmdb("deleting an old checkpoint"))?;
     }
     txn.commit()
-        .map_err(StoreError::lmdb("committing a checkpoint"))
+        .map_err(StoreError::lmdb("deleting old checkpoints"))
 }
 
 /// Heights of the checkpoints in `checkpoints`, newest first.
@@ -354,9 +476,9 @@ impl BlockStore {
 
     fn new(env: Env, dir: &Path, options: &StoreOptions, tables: Tables<'static>) -> BlockStore {
         let [meta, blocks, headers, results, checkpoints, offers, books] = tables;
-        let writer = options
-            .checkpoint_in_background
-            .then(|| CheckpointWriter::start(env.clone(), checkpoints));
+        let writer = options.checkpoint_in_background.then(|| {
+            CheckpointWriter::start(env.clone(), checkpoints, checkpoint_files::folder(dir))
+        });
         BlockStore {
             writer,
             env,
@@ -364,6 +486,7 @@ impl BlockStore {
             map_size_bytes: options.map_size_bytes,
             checkpoint_interval_blocks: options.checkpoint_interval_blocks.max(1),
             checkpoint_interval_transactions: options.checkpoint_interval_transactions.max(1),
+            checkpoint_copy_threads: options.checkpoint_copy_threads.max(1),
             transactions_since_checkpoint: AtomicU64::new(0),
             meta,
             blocks,
@@ -464,7 +587,7 @@ impl BlockStore {
         // The block is durable: its checkpoint may follow on the writer thread.
         let checkpointed = match &self.writer {
             Some(writer) if checkpointed => {
-                writer.offer(height, || state.encode_checkpoint_unsealed())
+                writer.offer(|base| state.draft_checkpoint(base, self.checkpoint_copy_threads))
             }
             _ => checkpointed,
         };
@@ -596,10 +719,19 @@ impl BlockStore {
         Ok((snapshot_height, book))
     }
 
-    /// Heights of the stored checkpoints, newest first.
+    /// Heights of the stored checkpoints, newest first: the files the background writer
+    /// wrote and those in LMDB (one height in both counts once; its file is read).
     pub fn checkpoint_heights(&self) -> Result<Vec<u64>, StoreError> {
-        let txn = self.read_txn()?;
-        self.checkpoint_heights_in(&txn)
+        let mut heights = {
+            let txn = self.read_txn()?;
+            self.checkpoint_heights_in(&txn)?
+        };
+        heights.extend(checkpoint_files::heights(&checkpoint_files::folder(
+            &self.dir,
+        ))?);
+        heights.sort_unstable_by(|a, b| b.cmp(a));
+        heights.dedup();
+        Ok(heights)
     }
 
     fn checkpoint_heights_in(&self, txn: &RoTxn) -> Result<Vec<u64>, StoreError> {
@@ -634,20 +766,29 @@ impl BlockStore {
             .map_or(0, |writer| writer.written.load(Ordering::Acquire))
     }
 
+    /// Bytes of the checkpoint files on disk (the background writer's; 0 without any).
+    pub fn checkpoint_file_bytes(&self) -> u64 {
+        checkpoint_files::total_bytes(&checkpoint_files::folder(&self.dir))
+    }
+
     /// The checkpoint bytes stored at `height`, if any.
     pub fn checkpoint(&self, height: u64) -> Result<Option<Vec<u8>>, StoreError> {
         self.with_checkpoint(height, <[u8]>::to_vec)
     }
 
     /// `read` applied to the checkpoint bytes stored at `height`, if any, in place: the bytes
-    /// are the store's memory map, not a copy (at 10M accounts a checkpoint is ~1 GB, and
-    /// copying it took 0.7-0.8 s of a 13 s restart). A read transaction stays open while
-    /// `read` runs, so the store keeps those pages until it returns.
+    /// are a memory map (of the checkpoint's file, else of the store), not a copy (at 10M
+    /// accounts a checkpoint is ~1.5 GB, and copying it took 0.7-0.8 s of a 13 s restart).
+    /// The map stays while `read` runs.
     pub fn with_checkpoint<T>(
         &self,
         height: u64,
         read: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>, StoreError> {
+        let folder = checkpoint_files::folder(&self.dir);
+        if checkpoint_files::heights(&folder)?.contains(&height) {
+            return checkpoint_files::with_file(&folder, height, read);
+        }
         let txn = self.read_txn()?;
         let stored = self
             .checkpoints
@@ -929,7 +1070,7 @@ const DISK_FULL_FREE_BYTES_MAX: u64 = 16 << 20;
 /// bytes left (`None` when they cannot be read). ENOSPC says so itself; LMDB reports a short
 /// write (what a disk that fills up mid-write gives) as EIO, so an EIO with almost no space
 /// left counts too, and any other EIO stays an I/O error.
-fn disk_is_full(dir: &Path, io: &std::io::Error) -> Option<Option<u64>> {
+pub(crate) fn disk_is_full(dir: &Path, io: &std::io::Error) -> Option<Option<u64>> {
     let available_bytes = rustix::fs::statvfs(dir)
         .ok()
         .map(|stats| stats.f_bavail.saturating_mul(stats.f_frsize));
@@ -1485,5 +1626,58 @@ mod tests {
         let mut both = old.clone();
         both.extend_from_slice(&encode_results(&[], None, Some(&[fill]))[4..]);
         assert!(decode_results(4, &both).is_err());
+    }
+
+    /// Trigger: at 10M accounts a background checkpoint (~1.5 GB) was written in an LMDB
+    /// transaction of its own, which held LMDB's one writer for the copy and the `fsync` of
+    /// every page (~4 s on the 2-core VM), so the next block's append waited behind it: the
+    /// stall the writer thread was meant to remove came back through the lock. Here the test
+    /// holds LMDB's writer while the checkpoint is handed over and for as long as it waits: a
+    /// checkpoint that needs that lock does not land.
+    #[test]
+    fn a_background_checkpoint_lands_while_the_block_log_writer_is_held() {
+        let dir = std::env::temp_dir().join(format!(
+            "walras-store-unit-writer-held-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let genesis = Genesis {
+            asset_info: Vec::new(),
+            payments: None,
+            assets: 2,
+            accounts: vec![walras_types::genesis::GenesisAccount {
+                id: AccountId(1),
+                public_key: *walras_crypto::Keypair::from_seed([3; 32])
+                    .public_key()
+                    .as_bytes(),
+                balances: vec![(AssetId(0), 1_000), (AssetId(1), 1_000)],
+            }],
+        };
+        let store = BlockStore::create_with(&dir, &genesis, &[], &StoreOptions::default()).unwrap();
+        let mut state = ExchangeState::from_genesis(&genesis, 1).unwrap();
+        state
+            .propose(Vec::new(), &walras_engine::EngineConfig::default())
+            .unwrap();
+        let folder = checkpoint_files::folder(&dir);
+        let writer = CheckpointWriter::start(store.env.clone(), store.checkpoints, folder.clone());
+        let held = store.env.write_txn().unwrap();
+        assert!(writer.offer(|base| state.draft_checkpoint(base, 1)));
+        let waited = std::time::Instant::now();
+        while writer.written.load(Ordering::Acquire) != 1
+            && waited.elapsed() < std::time::Duration::from_secs(10)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let landed = writer.written.load(Ordering::Acquire);
+        drop(held);
+        drop(writer);
+        assert_eq!(landed, 1, "the checkpoint waited for LMDB's writer");
+        assert_eq!(checkpoint_files::heights(&folder).unwrap(), vec![1]);
+        let loaded = checkpoint_files::with_file(&folder, 1, |bytes| {
+            ExchangeState::decode_checkpoint(bytes, 1).map(|state| state.height())
+        });
+        assert_eq!(loaded.unwrap(), Some(Ok(1)));
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -239,3 +239,184 @@ fn background_checkpoints_recover_the_live_state() {
     assert_eq!(recovery.replayed_blocks, 5);
     assert_eq!(recovery.state.state_root(1), live.state_root(1));
 }
+
+fn background_options() -> StoreOptions {
+    StoreOptions {
+        checkpoint_in_background: true,
+        ..options()
+    }
+}
+
+/// The checkpoint files of the store in `dir`, by name, ascending.
+fn checkpoint_file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Background checkpoints are files beside `data.mdb` (the writer takes no lock the block
+/// path needs); a flipped byte in the newest is refused by its checksum and the one before it
+/// is used, as for checkpoints in LMDB.
+#[test]
+fn a_damaged_checkpoint_file_is_refused_loudly_and_the_previous_one_used() {
+    let dir = TempDir::new("checkpoint-file-flipped");
+    let (store, mut live) = fresh_store_with(dir.path(), &background_options());
+    for _ in 0..BLOCKS {
+        propose_and_append_with_state(&store, &mut live);
+        store.wait_for_checkpoints();
+    }
+    assert!(store.checkpoint_file_bytes() > 0);
+    drop(store);
+    assert_eq!(
+        checkpoint_file_names(dir.path()),
+        vec!["00000000000000000020.ckpt", "00000000000000000030.ckpt"]
+    );
+    let newest = dir.path().join("checkpoints/00000000000000000030.ckpt");
+    let mut bytes = std::fs::read(&newest).unwrap();
+    assert!(bytes.starts_with(b"walras-checkpoint/3"));
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(&newest, &bytes).unwrap();
+    let store = BlockStore::open_with(dir.path(), &background_options()).unwrap();
+    let mut recovery = recover_store_with(&store, &config(), 1, |_, _| {}).unwrap();
+    assert_eq!(recovery.refused_checkpoints.len(), 1);
+    assert_eq!(recovery.refused_checkpoints[0].height, 30);
+    assert!(
+        recovery.refused_checkpoints[0].reason.contains("checksum"),
+        "{:?}",
+        recovery.refused_checkpoints
+    );
+    assert_eq!(recovery.checkpoint_height, 20);
+    assert_eq!(recovery.replayed_blocks, 15);
+    assert_eq!(recovery.state.state_root(1), live.state_root(1));
+}
+
+/// Trigger: a crash while a checkpoint file is written leaves a partial `….ckpt.tmp`. It must
+/// never be taken for a checkpoint (here it is the newest height, and garbage), and the next
+/// writer removes it.
+#[test]
+fn a_partial_checkpoint_file_left_by_a_crash_is_never_loaded_and_is_removed() {
+    let dir = TempDir::new("checkpoint-file-partial");
+    let (store, mut live) = fresh_store_with(dir.path(), &background_options());
+    for _ in 0..25 {
+        propose_and_append_with_state(&store, &mut live);
+        store.wait_for_checkpoints();
+    }
+    drop(store);
+    let partial = dir.path().join("checkpoints/00000000000000000025.ckpt.tmp");
+    std::fs::write(&partial, b"walras-checkpoint/3 torn").unwrap();
+    let store = BlockStore::open_with(dir.path(), &background_options()).unwrap();
+    assert_eq!(store.checkpoint_heights().unwrap(), vec![20, 10]);
+    let mut recovery = recover_store_with(&store, &config(), 1, |_, _| {}).unwrap();
+    assert!(recovery.refused_checkpoints.is_empty());
+    assert_eq!(recovery.checkpoint_height, 20);
+    assert_eq!(recovery.state.state_root(1), live.state_root(1));
+    store.wait_for_checkpoints();
+    let mut state = recovery.state;
+    for _ in 0..5 {
+        propose_and_append_with_state(&store, &mut state);
+        store.wait_for_checkpoints();
+    }
+    assert_eq!(store.checkpoint_failure(), None);
+    assert!(!partial.exists(), "the writer left the partial file");
+    assert_eq!(
+        checkpoint_file_names(dir.path()),
+        vec!["00000000000000000020.ckpt", "00000000000000000030.ckpt"]
+    );
+}
+
+/// Trigger: checkpoints moved from LMDB to files. A store whose checkpoints are in LMDB (the
+/// block's own transaction, or a build before files) recovers from them; once two files
+/// exist, the LMDB ones (older) are deleted so they do not take space for ever.
+#[test]
+fn checkpoints_left_in_lmdb_are_used_until_files_replace_them() {
+    let dir = TempDir::new("checkpoint-lmdb-to-files");
+    let mut live = chain(dir.path());
+    let store = BlockStore::open_with(dir.path(), &background_options()).unwrap();
+    let recovery = recover_store_with(&store, &config(), 1, |_, _| {}).unwrap();
+    assert_eq!(recovery.checkpoint_height, 30);
+    let mut state = recovery.state;
+    for height in BLOCKS + 1..=50 {
+        propose_and_append_with_state(&store, &mut state);
+        store.wait_for_checkpoints();
+        let expected = match height {
+            36..=39 => vec![30, 20],
+            40..=49 => vec![40, 30, 20],
+            _ => vec![50, 40],
+        };
+        assert_eq!(store.checkpoint_heights().unwrap(), expected, "{height}");
+    }
+    assert_eq!(store.checkpoint_failure(), None);
+    drop(store);
+    let store = BlockStore::open_with(dir.path(), &background_options()).unwrap();
+    let mut recovery = recover_store_with(&store, &config(), 1, |_, _| {}).unwrap();
+    assert_eq!(recovery.checkpoint_height, 50);
+    for _ in BLOCKS..50 {
+        propose_and_append_with_state_unstored(&mut live);
+    }
+    assert_eq!(recovery.state.state_root(1), live.state_root(1));
+}
+
+/// [`common::genesis`] and accounts that never sign up to three account pieces: the blocks
+/// of the workload touch only the first piece, so a draft copies the others from the last
+/// checkpoint file.
+fn genesis_of_three_pieces() -> walras_types::genesis::Genesis {
+    let mut genesis = common::genesis();
+    let signers = genesis.accounts.len() as u64;
+    let quiet = 3 * walras_engine::PIECE_ACCOUNTS as u64 - 7 - signers;
+    genesis
+        .accounts
+        .extend((0..quiet).map(|n| walras_types::genesis::GenesisAccount {
+            id: walras_types::AccountId(1_000 + n),
+            public_key: [(n % 200) as u8 + 1; 32],
+            balances: vec![(walras_types::AssetId(0), 1 + n)],
+        }));
+    genesis
+}
+
+/// Background checkpoints are drafted against the last file (only the account pieces a block
+/// touched are encoded on the block path) and every file is byte for byte the whole
+/// checkpoint of its state; when the file a draft was made against is gone, that checkpoint
+/// is refused loudly and the next one is written whole, and right.
+#[test]
+fn drafted_checkpoints_are_the_whole_checkpoints_of_their_states() {
+    let dir = TempDir::new("checkpoint-drafts");
+    let every_block = StoreOptions {
+        checkpoint_interval_blocks: 1,
+        checkpoint_in_background: true,
+        checkpoint_copy_threads: 2,
+        ..StoreOptions::default()
+    };
+    let genesis = genesis_of_three_pieces();
+    let store = BlockStore::create_with(dir.path(), &genesis, &[], &every_block).unwrap();
+    let mut live = ExchangeState::from_genesis(&genesis, 1).unwrap();
+    for height in 1..=8u64 {
+        if height == 5 {
+            // The base of the next draft (height 4's file) vanishes.
+            std::fs::remove_file(dir.path().join("checkpoints/00000000000000000004.ckpt"))
+                .unwrap();
+        }
+        propose_and_append_with_state(&store, &mut live);
+        store.wait_for_checkpoints();
+        let stored = store.checkpoint(height).unwrap();
+        if height == 5 {
+            assert_eq!(stored, None);
+            let failure = store.checkpoint_failure().expect("the refusal is reported");
+            assert!(failure.contains("height 5"), "{failure}");
+            continue;
+        }
+        assert_eq!(
+            stored.as_deref(),
+            Some(&live.encode_checkpoint()[..]),
+            "checkpoint at height {height}"
+        );
+    }
+    drop(store);
+    let store = BlockStore::open_with(dir.path(), &every_block).unwrap();
+    let mut recovery = recover_store_with(&store, &config(), 1, |_, _| {}).unwrap();
+    assert_eq!(recovery.checkpoint_height, 8);
+    assert_eq!(recovery.state.state_root(1), live.state_root(1));
+}

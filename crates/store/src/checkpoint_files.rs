@@ -1,0 +1,230 @@
+//! Checkpoints as files beside `data.mdb`: what the background writer writes
+//! ([`crate::StoreOptions::checkpoint_in_background`]).
+//!
+//! Why not LMDB: LMDB has one writer. A checkpoint of 10M accounts is ~1.5 GB, and its own
+//! write transaction held that writer for the copy into the map and the commit's `fsync` of
+//! every page (on the 2-core VM a 1.5 GB synchronous write takes ~4 s), so the block that
+//! followed waited that long to be appended: the stall came back on the block path through
+//! the lock. A file takes no lock the block path needs. It is written in slices, each synced
+//! before the next ([`SLICE_BYTES`]), so that the kernel never holds much of it dirty: a
+//! block's own commit (`fsync` of `data.mdb`) then never waits behind gigabytes of checkpoint
+//! data on the same disk.
+//!
+//! Layout: `DIR/checkpoints/HHHHHHHHHHHHHHHHHHHH.ckpt`, the height in 20 decimal digits (so the
+//! names sort as the heights), holding the checkpoint bytes exactly as LMDB held them (format
+//! of [`walras_engine::ExchangeState::encode_checkpoint`]; the checksum inside). A file is
+//! written as `….ckpt.tmp`, synced, renamed, and the directory synced: a crash leaves the
+//! whole file or no `.ckpt` of that height (a `.tmp` left behind is removed by the next
+//! writer). A file is read through a read-only memory map, as LMDB's values were, so loading a
+//! 1.5 GB checkpoint copies nothing. `memmap2` maps it: the same `mmap` call LMDB makes.
+
+use crate::StoreError;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The folder of checkpoint files inside the store's directory.
+pub(crate) const CHECKPOINT_DIR: &str = "checkpoints";
+const SUFFIX: &str = ".ckpt";
+const TEMPORARY_SUFFIX: &str = ".ckpt.tmp";
+const HEIGHT_DIGITS: usize = 20;
+/// Bytes written before each `fdatasync`: the most of a checkpoint the kernel holds dirty.
+/// At ~400 MB/s of disk a block's commit waits at most ~40 ms behind it.
+pub(crate) const SLICE_BYTES: usize = 16 << 20;
+
+/// The checkpoint folder of the store in `dir`.
+pub(crate) fn folder(dir: &Path) -> PathBuf {
+    dir.join(CHECKPOINT_DIR)
+}
+
+fn file_name(height: u64) -> String {
+    format!("{height:0HEIGHT_DIGITS$}{SUFFIX}")
+}
+
+/// The height a checkpoint file's name stands for; `None` for any other name.
+pub(crate) fn height_of(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SUFFIX)?;
+    if digits.len() != HEIGHT_DIGITS || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Heights of the checkpoint files in `folder`, newest first (none when it does not exist).
+/// Other files there are ignored.
+pub(crate) fn heights(folder: &Path) -> Result<Vec<u64>, StoreError> {
+    let entries = match fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(io_error("listing checkpoint files", folder, error)),
+    };
+    let mut heights = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|error| io_error("listing checkpoint files", folder, error))?;
+        if let Some(height) = entry.file_name().to_str().and_then(height_of) {
+            heights.push(height);
+        }
+    }
+    heights.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(heights)
+}
+
+/// `read` applied to the bytes of the checkpoint file at `height`, mapped read-only; `None`
+/// when there is no such file. The map lives while `read` runs.
+pub(crate) fn with_file<T>(
+    folder: &Path,
+    height: u64,
+    read: impl FnOnce(&[u8]) -> T,
+) -> Result<Option<T>, StoreError> {
+    let path = folder.join(file_name(height));
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io_error("opening a checkpoint file", &path, error)),
+    };
+    let length = file
+        .metadata()
+        .map_err(|error| io_error("reading a checkpoint file", &path, error))?
+        .len();
+    if length == 0 {
+        // An empty map cannot be made; the decoder refuses the empty checkpoint.
+        return Ok(Some(read(&[])));
+    }
+    // SAFETY: the map is read-only and private to this call. Only this store's writer thread
+    // writes checkpoint files, always under a temporary name renamed when complete, so a
+    // mapped file is never written or truncated while mapped. An outside process truncating
+    // it would be a damaged store, as for `data.mdb`, which LMDB maps the same way.
+    let map = unsafe { memmap2::Mmap::map(&file) }
+        .map_err(|error| io_error("mapping a checkpoint file", &path, error))?;
+    Ok(Some(read(&map)))
+}
+
+/// Writes `bytes` as the checkpoint file at `height`, durably (see the module documentation),
+/// then deletes all but the newest `kept` files. A failure removes the partial file.
+pub(crate) fn write(
+    folder: &Path,
+    height: u64,
+    bytes: &[u8],
+    kept: usize,
+) -> Result<(), StoreError> {
+    fs::create_dir_all(folder)
+        .map_err(|error| io_error("creating the checkpoint folder", folder, error))?;
+    let path = folder.join(file_name(height));
+    let temporary = folder.join(format!("{height:0HEIGHT_DIGITS$}{TEMPORARY_SUFFIX}"));
+    if let Err(error) = write_synced(&temporary, bytes) {
+        let _ = fs::remove_file(&temporary);
+        return Err(error);
+    }
+    fs::rename(&temporary, &path)
+        .map_err(|error| io_error("naming a checkpoint file", &path, error))?;
+    sync_folder(folder)?;
+    for old in heights(folder)?.iter().skip(kept) {
+        let old_path = folder.join(file_name(*old));
+        fs::remove_file(&old_path)
+            .map_err(|error| io_error("deleting an old checkpoint file", &old_path, error))?;
+    }
+    sync_folder(folder)
+}
+
+/// Removes the temporary files a crash left behind (never a complete checkpoint).
+pub(crate) fn remove_temporaries(folder: &Path) -> Result<(), StoreError> {
+    let entries = match fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(io_error("listing checkpoint files", folder, error)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|error| io_error("listing checkpoint files", folder, error))?;
+        let name = entry.file_name();
+        if name
+            .to_str()
+            .is_some_and(|name| name.ends_with(TEMPORARY_SUFFIX))
+        {
+            let path = entry.path();
+            fs::remove_file(&path)
+                .map_err(|error| io_error("deleting a partial checkpoint file", &path, error))?;
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of the checkpoint files in `folder` (0 when there are none).
+pub(crate) fn total_bytes(folder: &Path) -> u64 {
+    let Ok(heights) = heights(folder) else {
+        return 0;
+    };
+    heights
+        .iter()
+        .filter_map(|height| fs::metadata(folder.join(file_name(*height))).ok())
+        .map(|metadata| metadata.len())
+        .sum()
+}
+
+/// Creates `path` and writes `bytes` slice by slice, each synced before the next.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let action = "writing a checkpoint file";
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|error| io_error(action, path, error))?;
+    for slice in bytes.chunks(SLICE_BYTES) {
+        file.write_all(slice)
+            .map_err(|error| io_error(action, path, error))?;
+        file.sync_data()
+            .map_err(|error| io_error(action, path, error))?;
+    }
+    // The length is metadata: one full sync makes it durable with the data.
+    file.sync_all()
+        .map_err(|error| io_error(action, path, error))
+}
+
+/// Makes a rename or deletion in `folder` durable.
+fn sync_folder(folder: &Path) -> Result<(), StoreError> {
+    File::open(folder)
+        .and_then(|handle| handle.sync_all())
+        .map_err(|error| io_error("syncing the checkpoint folder", folder, error))
+}
+
+/// The error for an I/O failure on `path`: [`StoreError::DiskFull`] when the disk is full.
+fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> StoreError {
+    let dir = path.parent().unwrap_or(path);
+    if let Some(available_bytes) = crate::store::disk_is_full(dir, &source) {
+        return StoreError::DiskFull {
+            dir: dir.to_path_buf(),
+            action,
+            available_bytes,
+        };
+    }
+    StoreError::File {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_name_stands_for_its_height_and_nothing_else_does() {
+        assert_eq!(height_of(&file_name(0)), Some(0));
+        assert_eq!(height_of(&file_name(1_234)), Some(1_234));
+        assert_eq!(height_of(&file_name(u64::MAX)), Some(u64::MAX));
+        for other in [
+            "00000000000000001234.ckpt.tmp",
+            "0000000000000001234.ckpt",
+            "000000000000000012345.ckpt",
+            "0000000000000000123x.ckpt",
+            "+0000000000000001234.ckpt",
+            "00000000000000001234",
+            "data.mdb",
+        ] {
+            assert_eq!(height_of(other), None, "{other}");
+        }
+        // Names sort as heights do.
+        assert!(file_name(9) < file_name(10));
+    }
+}
