@@ -140,10 +140,49 @@ impl ExchangeState {
         }
     }
 
+    /// Remembers this state's whole checkpoint as its last draft, as if it had just been
+    /// drafted whole: for a state just loaded from that checkpoint, before any block is
+    /// applied, so that the next draft is against it. Returns where its pieces lie in that
+    /// checkpoint's bytes (lengths computed on `threads` threads).
+    pub fn remember_as_drafted(&self, threads: usize) -> PieceTable {
+        let pieces_count = self.accounts.len().div_ceil(PIECE_ACCOUNTS);
+        let pieces: Vec<usize> = (0..pieces_count).collect();
+        let lengths = walras_par::map_in_order(&pieces, threads, 64, |piece| {
+            self.piece_slots(*piece)
+                .map(|slot| 8 + self.accounts[slot].encoded_len() as u64)
+                .sum::<u64>()
+        });
+        let mut head = Vec::new();
+        self.encode_head(Format::V3, &mut head);
+        let chunks = self.accounts.len().div_ceil(ACCOUNT_CHUNK);
+        let mut offset = (head.len() + 4 + 8 * chunks) as u64;
+        let mut table = PieceTable::default();
+        for length in &lengths {
+            table.offsets.push(offset);
+            table.lengths.push(*length);
+            offset += length;
+        }
+        *self
+            .draft_memory
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Memory {
+            drafted_at: Some(self.height),
+            changed: vec![false; pieces_count],
+            lengths,
+        };
+        table
+    }
+
+    /// The slots of piece `piece`.
+    fn piece_slots(&self, piece: usize) -> std::ops::Range<usize> {
+        let first = piece * PIECE_ACCOUNTS;
+        first..(first + PIECE_ACCOUNTS).min(self.accounts.len())
+    }
+
     /// The accounts of piece `piece` as a checkpoint holds them.
     fn encode_piece(&self, piece: usize) -> Vec<u8> {
-        let first = piece * PIECE_ACCOUNTS;
-        let slots = first..(first + PIECE_ACCOUNTS).min(self.accounts.len());
+        let slots = self.piece_slots(piece);
         let length = slots
             .clone()
             .map(|slot| 8 + self.accounts[slot].encoded_len())

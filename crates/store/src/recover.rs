@@ -75,6 +75,9 @@ pub fn recover_store_with(
 ) -> Result<Recovery, StoreError> {
     let (mut state, refused_checkpoints, mut timings) = starting_state(store, threads)?;
     let checkpoint_height = state.height();
+    if checkpoint_height > 0 {
+        store.adopt_draft_base(checkpoint_height, &state, threads)?;
+    }
     let replay_started = Instant::now();
     let mut replayed_transactions = 0u64;
     for block in store.blocks_from(checkpoint_height + 1) {

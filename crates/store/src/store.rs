@@ -174,13 +174,10 @@ struct CheckpointWriter {
     failure: Arc<Mutex<Option<String>>>,
     /// Height of the newest checkpoint this thread wrote (0: none yet).
     written: Arc<AtomicU64>,
-    /// Height of the checkpoint the next draft may be drafted against ([`NO_BASE`]: none;
-    /// none was written yet, or the last write failed).
-    base: Arc<AtomicU64>,
+    /// The checkpoint file the next draft may be drafted against and where its pieces lie
+    /// in it (`None`: none was written or adopted yet, or the last write failed).
+    base: Arc<Mutex<Option<(u64, PieceTable)>>>,
 }
-
-/// [`CheckpointWriter::base`] when there is none (no checkpoint is at height 0).
-const NO_BASE: u64 = 0;
 
 /// A checkpoint for the writer thread, and how long the block path took to draft it (for
 /// the log line).
@@ -199,7 +196,7 @@ impl CheckpointWriter {
         let busy = Arc::new(AtomicBool::new(false));
         let failure = Arc::new(Mutex::new(None));
         let written = Arc::new(AtomicU64::new(0));
-        let base = Arc::new(AtomicU64::new(NO_BASE));
+        let base = Arc::new(Mutex::new(None));
         let thread = {
             let (busy, failure, written, base) =
                 (busy.clone(), failure.clone(), written.clone(), base.clone());
@@ -212,16 +209,13 @@ impl CheckpointWriter {
                     if let Err(error) = checkpoint_files::remove_temporaries(&folder) {
                         record(error.to_string());
                     }
-                    // Where the pieces lie in the file at `base`.
-                    let mut table = PieceTable::default();
                     for Job { draft, copy_ms } in jobs {
                         let height = draft.height();
-                        base.store(NO_BASE, Ordering::Release);
-                        match write_draft(&folder, &draft, &table) {
-                            Ok((written_table, parts)) => {
-                                table = written_table;
+                        let drafted_against = lock(&base).take();
+                        match write_draft(&folder, &draft, drafted_against.as_ref()) {
+                            Ok((table, parts)) => {
                                 written.store(height, Ordering::Release);
-                                base.store(height, Ordering::Release);
+                                *lock(&base) = Some((height, table));
                                 log_written(&draft, copy_ms, &parts);
                                 if let Err(error) =
                                     drop_lmdb_checkpoints(&env, checkpoints, &folder)
@@ -256,7 +250,7 @@ impl CheckpointWriter {
         if self.busy.swap(true, Ordering::AcqRel) {
             return false;
         }
-        let base = Some(self.base.load(Ordering::Acquire)).filter(|base| *base != NO_BASE);
+        let base = lock(&self.base).as_ref().map(|(height, _)| *height);
         let clock = Instant::now();
         let draft = draft(base);
         let copy_ms = milliseconds(clock.elapsed());
@@ -293,23 +287,35 @@ fn log_written(draft: &CheckpointDraft, copy_ms: f64, parts: &Written) {
     );
 }
 
-/// Assembles `draft` (its unchanged pieces from the file at its base, laid out as `table`
+/// `mutex`'s value (a panic elsewhere does not make it wrong: each write replaces it whole).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Assembles `draft` (its unchanged pieces from the file `base` names, laid out as its table
 /// says), seals it and writes it as a file; returns where its pieces lie in it.
 fn write_draft(
     folder: &Path,
     draft: &CheckpointDraft,
-    table: &PieceTable,
+    base: Option<&(u64, PieceTable)>,
 ) -> Result<(PieceTable, Written), StoreError> {
     let clock = Instant::now();
-    let assembled = match draft.base() {
-        None => Some(draft.assemble(None)),
-        Some(base) => {
-            checkpoint_files::with_file(folder, base, |bytes| draft.assemble(Some((bytes, table))))?
-        }
-    };
     let refused = |reason: String| StoreError::CheckpointDraft {
         height: draft.height(),
         reason,
+    };
+    let assembled = match (draft.base(), base) {
+        (None, _) => Some(draft.assemble(None)),
+        (Some(wanted), Some((height, table))) if wanted == *height => {
+            checkpoint_files::with_file(folder, wanted, |bytes| {
+                draft.assemble(Some((bytes, table)))
+            })?
+        }
+        (Some(wanted), _) => {
+            return Err(refused(format!(
+                "it was drafted against the checkpoint at {wanted}, which the writer does not hold"
+            )))
+        }
     };
     let (mut bytes, written_table) = assembled
         .ok_or_else(|| refused("the checkpoint file it was drafted against is gone".into()))?
@@ -764,6 +770,40 @@ impl BlockStore {
         self.writer
             .as_ref()
             .map_or(0, |writer| writer.written.load(Ordering::Acquire))
+    }
+
+    /// Takes the checkpoint file at `height`, which `state` was just loaded from (before any
+    /// block is applied to it), as the base of the background writer's next draft: the first
+    /// checkpoint after a restart then copies only what changed since, as every later one
+    /// does. Does nothing without a writer or without such a file (a checkpoint in LMDB is
+    /// not a base: the writer copies from files).
+    pub fn adopt_draft_base(
+        &self,
+        height: u64,
+        state: &ExchangeState,
+        threads: usize,
+    ) -> Result<(), StoreError> {
+        assert_eq!(
+            state.height(),
+            height,
+            "the state loaded from the checkpoint"
+        );
+        let Some(writer) = &self.writer else {
+            return Ok(());
+        };
+        if !checkpoint_files::heights(&checkpoint_files::folder(&self.dir))?.contains(&height) {
+            return Ok(());
+        }
+        let table = state.remember_as_drafted(threads);
+        *lock(&writer.base) = Some((height, table));
+        Ok(())
+    }
+
+    /// The checkpoint the background writer's next draft is made against (`None`: the next
+    /// checkpoint is written whole).
+    pub fn draft_base_height(&self) -> Option<u64> {
+        let writer = self.writer.as_ref()?;
+        lock(&writer.base).as_ref().map(|(height, _)| *height)
     }
 
     /// Bytes of the checkpoint files on disk (the background writer's; 0 without any).

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{config, fresh_store_with, propose_and_append_with_state, TempDir};
+use common::{
+    config, fresh_store_with, propose_and_append, propose_and_append_with_state, TempDir,
+};
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, EnvOpenOptions};
 use std::path::Path;
@@ -396,8 +398,7 @@ fn drafted_checkpoints_are_the_whole_checkpoints_of_their_states() {
     for height in 1..=8u64 {
         if height == 5 {
             // The base of the next draft (height 4's file) vanishes.
-            std::fs::remove_file(dir.path().join("checkpoints/00000000000000000004.ckpt"))
-                .unwrap();
+            std::fs::remove_file(dir.path().join("checkpoints/00000000000000000004.ckpt")).unwrap();
         }
         propose_and_append_with_state(&store, &mut live);
         store.wait_for_checkpoints();
@@ -414,9 +415,32 @@ fn drafted_checkpoints_are_the_whole_checkpoints_of_their_states() {
             "checkpoint at height {height}"
         );
     }
+    assert_eq!(store.draft_base_height(), Some(8));
+    drop(store);
+    // A restart takes the file it loads as the next draft's base (two blocks are replayed
+    // after it first), so the first checkpoint after it is drafted too, and right.
+    let store = BlockStore::open_with(dir.path(), &every_block).unwrap();
+    for _ in 0..2 {
+        propose_and_append(&store, &mut live);
+    }
     drop(store);
     let store = BlockStore::open_with(dir.path(), &every_block).unwrap();
-    let mut recovery = recover_store_with(&store, &config(), 1, |_, _| {}).unwrap();
-    assert_eq!(recovery.checkpoint_height, 8);
-    assert_eq!(recovery.state.state_root(1), live.state_root(1));
+    assert_eq!(store.draft_base_height(), None);
+    let recovery = recover_store_with(&store, &config(), 2, |_, _| {}).unwrap();
+    assert_eq!(
+        (recovery.checkpoint_height, recovery.replayed_blocks),
+        (8, 2)
+    );
+    assert_eq!(store.draft_base_height(), Some(8));
+    let mut state = recovery.state;
+    propose_and_append_with_state(&store, &mut state);
+    store.wait_for_checkpoints();
+    propose_and_append_with_state_unstored(&mut live);
+    assert_eq!(store.draft_base_height(), Some(11));
+    assert_eq!(
+        store.checkpoint(11).unwrap().as_deref(),
+        Some(&live.encode_checkpoint()[..]),
+        "the first checkpoint after the restart"
+    );
+    assert_eq!(state.state_root(1), live.state_root(1));
 }
