@@ -211,7 +211,7 @@ impl Metrics {
             )?,
             checkpoint_file_bytes: gauge(
                 "walras_checkpoint_file_bytes",
-                "Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints).",
+                "Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints and the spare the next is written over).",
             )?,
         })
     }
@@ -467,7 +467,7 @@ walras_store_file_bytes 0
 # HELP walras_checkpoint_height Height of the newest checkpoint this process wrote in the background.
 # TYPE walras_checkpoint_height gauge
 walras_checkpoint_height 0
-# HELP walras_checkpoint_file_bytes Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints).
+# HELP walras_checkpoint_file_bytes Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints and the spare the next is written over).
 # TYPE walras_checkpoint_file_bytes gauge
 walras_checkpoint_file_bytes 0
 # HELP walras_commit_rate_tx_per_s Commit rate admission goes by: moving average over recent blocks, per second.

@@ -272,9 +272,14 @@ fn a_damaged_checkpoint_file_is_refused_loudly_and_the_previous_one_used() {
     }
     assert!(store.checkpoint_file_bytes() > 0);
     drop(store);
+    // The oldest is kept as the spare that the next checkpoint is written over.
     assert_eq!(
         checkpoint_file_names(dir.path()),
-        vec!["00000000000000000020.ckpt", "00000000000000000030.ckpt"]
+        vec![
+            "00000000000000000020.ckpt",
+            "00000000000000000030.ckpt",
+            "spare.ckpt.old"
+        ]
     );
     let newest = dir.path().join("checkpoints/00000000000000000030.ckpt");
     let mut bytes = std::fs::read(&newest).unwrap();
@@ -326,7 +331,11 @@ fn a_partial_checkpoint_file_left_by_a_crash_is_never_loaded_and_is_removed() {
     assert!(!partial.exists(), "the writer left the partial file");
     assert_eq!(
         checkpoint_file_names(dir.path()),
-        vec!["00000000000000000020.ckpt", "00000000000000000030.ckpt"]
+        vec![
+            "00000000000000000020.ckpt",
+            "00000000000000000030.ckpt",
+            "spare.ckpt.old"
+        ]
     );
 }
 
