@@ -6,7 +6,7 @@
 //! ~25 s under load: the p99 of every transaction around it. Most accounts do not change
 //! between two checkpoints, and an account's bytes in a checkpoint depend on the account only.
 //! So the accounts are cut into pieces of [`PIECE_ACCOUNTS`] slots, the state remembers
-//! which pieces a block touched since the last draft ([`DraftMemory`], fed by the same slot
+//! which pieces a block touched since the last draft (`crate::draft_memory`, fed by the same slot
 //! list that updates the account trie, so nothing that changes an account escapes it), and a
 //! draft encodes only those; the others are copied, off the block path, from the previous
 //! checkpoint's bytes ([`CheckpointDraft::assemble`], by the store's writer thread from the
@@ -19,43 +19,14 @@
 //! node) gives a whole draft.
 
 use crate::checkpoint::{count_u32, Format, ACCOUNT_CHUNK};
+use crate::draft_memory::Memory;
 use crate::state::ExchangeState;
-use std::sync::{Mutex, PoisonError};
+use std::sync::PoisonError;
 use walras_types::codec::Writer;
 
-/// Accounts in a piece: the unit a draft re-encodes. A chunk of the format holds 64 pieces.
-pub const PIECE_ACCOUNTS: usize = 1 << 10;
+pub use crate::draft_memory::PIECE_ACCOUNTS;
 const _: () = assert!(ACCOUNT_CHUNK.is_multiple_of(PIECE_ACCOUNTS));
 const PIECES_PER_CHUNK: usize = ACCOUNT_CHUNK / PIECE_ACCOUNTS;
-
-/// What the state remembers of its last draft (not state: a restart starts with none).
-#[derive(Debug, Default)]
-pub(crate) struct DraftMemory {
-    inner: Mutex<Memory>,
-}
-
-#[derive(Debug, Default)]
-struct Memory {
-    /// Height of the state when it was last drafted; `None`: never.
-    drafted_at: Option<u64>,
-    /// Bytes of each piece in that draft.
-    lengths: Vec<u64>,
-    /// Whether each of those pieces changed since (pieces beyond `lengths` are all new).
-    changed: Vec<bool>,
-}
-
-impl DraftMemory {
-    /// Notes that the accounts in `slots` changed (or were created).
-    pub(crate) fn touch(&mut self, slots: &[u32]) {
-        let memory = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for slot in slots {
-            let piece = *slot as usize / PIECE_ACCOUNTS;
-            if let Some(changed) = memory.changed.get_mut(piece) {
-                *changed = true;
-            }
-        }
-    }
-}
 
 /// A checkpoint's bytes, in parts: what the block path copied, and which account pieces are
 /// to come from the checkpoint it was drafted against.

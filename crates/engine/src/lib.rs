@@ -28,6 +28,7 @@ mod bridge;
 mod carried;
 mod checkpoint;
 mod checkpoint_draft;
+mod draft_memory;
 mod drop_reason;
 mod execute;
 mod filter;

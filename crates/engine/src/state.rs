@@ -14,7 +14,7 @@
 use crate::account::Account;
 use crate::bridge::PaymentsBridge;
 use crate::carried::CarriedBooks;
-use crate::checkpoint_draft::DraftMemory;
+use crate::draft_memory::DraftMemory;
 use crate::market::MarketPrices;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};

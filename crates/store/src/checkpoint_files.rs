@@ -215,7 +215,7 @@ fn sync_folder(folder: &Path) -> Result<(), StoreError> {
 /// The error for an I/O failure on `path`: [`StoreError::DiskFull`] when the disk is full.
 fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> StoreError {
     let dir = path.parent().unwrap_or(path);
-    if let Some(available_bytes) = crate::store::disk_is_full(dir, &source) {
+    if let Some(available_bytes) = crate::error::disk_is_full(dir, &source) {
         return StoreError::DiskFull {
             dir: dir.to_path_buf(),
             action,

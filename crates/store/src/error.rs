@@ -1,6 +1,6 @@
 //! The one error type of the crate: every message says what went wrong and what to do.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use walras_engine::EngineError;
 
 /// Why a store operation failed.
@@ -121,6 +121,29 @@ fn free_space(available_bytes: &Option<u64>) -> String {
     match available_bytes {
         Some(available_bytes) => format!(" ({available_bytes} bytes free)"),
         None => String::new(),
+    }
+}
+
+/// Below this many free bytes, a failed write is taken for a full disk.
+const DISK_FULL_FREE_BYTES_MAX: u64 = 16 << 20;
+
+/// Whether a write error `io` on the store in `dir` means its disk is full, and if so the free
+/// bytes left (`None` when they cannot be read). ENOSPC says so itself; LMDB reports a short
+/// write (what a disk that fills up mid-write gives) as EIO, so an EIO with almost no space
+/// left counts too, and any other EIO stays an I/O error.
+pub(crate) fn disk_is_full(dir: &Path, io: &std::io::Error) -> Option<Option<u64>> {
+    let available_bytes = rustix::fs::statvfs(dir)
+        .ok()
+        .map(|stats| stats.f_bavail.saturating_mul(stats.f_frsize));
+    match io.raw_os_error() {
+        Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => Some(available_bytes),
+        Some(code)
+            if code == rustix::io::Errno::IO.raw_os_error()
+                && available_bytes.is_some_and(|free| free < DISK_FULL_FREE_BYTES_MAX) =>
+        {
+            Some(available_bytes)
+        }
+        _ => None,
     }
 }
 
