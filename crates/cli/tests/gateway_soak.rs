@@ -697,14 +697,30 @@ async fn copies_and_replays_of_a_signed_transaction_never_reach_a_block() {
         vec![(first, None), (copies[0], None)],
         "only the original and the first copy of the fresh one reached blocks, accepted"
     );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while notices.lock().unwrap().len() < replays.len() + copies.len() - 1 {
+        assert!(
+            Instant::now() < deadline,
+            "a notice for every refusal within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let notices = notices.lock().unwrap().clone();
     assert!(replays
         .iter()
         .all(|seq| notices.get(seq) == Some(&NoticeCode::Replayed)));
-    assert!(copies[1..]
+    // A copy sent while the first is pending is a duplicate; one sent after the first
+    // committed (a slow machine: CI ran this at 10 s where it takes 1 s alone) is a replay.
+    // Either way it is refused and never sealed.
+    assert!(copies[1..].iter().all(|seq| matches!(
+        notices.get(seq),
+        Some(NoticeCode::Duplicate | NoticeCode::Replayed)
+    )));
+    let late_copies = copies[1..]
         .iter()
-        .all(|seq| notices.get(seq) == Some(&NoticeCode::Duplicate)));
+        .filter(|seq| notices.get(seq) == Some(&NoticeCode::Replayed))
+        .count() as u64;
     let figures = metrics(&gateway).await;
-    assert_eq!(figures["walras_gateway_replays_total"], 300);
-    assert_eq!(figures["walras_gateway_duplicates_total"], 99);
+    assert_eq!(figures["walras_gateway_replays_total"], 300 + late_copies);
+    assert_eq!(figures["walras_gateway_duplicates_total"], 99 - late_copies);
 }
