@@ -20,7 +20,7 @@
 
 use crate::checkpoint::{count_u32, Format, ACCOUNT_CHUNK};
 use crate::draft_memory::Memory;
-use crate::state::ExchangeState;
+use crate::state::{ExchangeState, ACCOUNTS_MAX};
 use std::sync::PoisonError;
 use walras_types::codec::Writer;
 
@@ -90,7 +90,7 @@ impl ExchangeState {
         let mut head = Vec::new();
         self.encode_head(Format::V3, &mut head);
         let chunks = self.accounts.len().div_ceil(ACCOUNT_CHUNK);
-        head.put_u32(count_u32(chunks, usize::MAX, "account chunks"));
+        head.put_u32(count_u32(chunks, ACCOUNTS_MAX, "account chunks"));
         for chunk in lengths.chunks(PIECES_PER_CHUNK) {
             head.put_u64(chunk.iter().sum());
         }
