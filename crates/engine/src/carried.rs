@@ -30,8 +30,8 @@
 //! starts from the `BTreeMap` books) proposes what a node that never stopped proposes, and
 //! the state roots are those of a build that rebuilds every block. Debug builds assert it.
 
-use std::sync::Mutex;
-use walras_clearing::{BookBuffers, OfferEdit, OrderBooks};
+use std::sync::{Arc, Mutex};
+use walras_clearing::{BookBuffers, Chunk, OfferEdit, OrderBooks};
 use walras_types::{AssetId, Offer, OfferKey};
 
 /// The last block's clearing books and the changes its fills made to them.
@@ -51,6 +51,26 @@ struct Base {
     books: OrderBooks,
     /// (pair index, key, remaining amount: 0 when the offer closed, filled in full or its rest returned), in (pair, key) order.
     fills: Vec<(usize, OfferKey, u64)>,
+}
+
+/// The open offers of one height as the carried books hold them, for a checkpoint to encode
+/// off the block path: each non-empty pair's chunks, shared (no offer copied), and the fills
+/// still to apply to them.
+#[derive(Debug)]
+pub(crate) struct SharedBooks {
+    /// In pair order.
+    pub(crate) pairs: Vec<SharedPair>,
+    /// (pair index, key, remaining amount: 0 when the offer closed), in (pair, key) order.
+    pub(crate) fills: Vec<(usize, OfferKey, u64)>,
+}
+
+/// One pair's offers before the fills: its index `sell * assets + buy`, how many offers its
+/// chunks hold, and the chunks in canonical order.
+#[derive(Debug)]
+pub(crate) struct SharedPair {
+    pub(crate) index: usize,
+    pub(crate) offers: usize,
+    pub(crate) chunks: Vec<Arc<Chunk>>,
 }
 
 /// What the books [`CarriedBooks::next_books`] gives are for.
@@ -129,6 +149,29 @@ impl CarriedBooks {
         if let (Some(previous), Ok(spare)) = (previous, self.spare.get_mut()) {
             *spare = Some(previous.books.into_buffers());
         }
+    }
+
+    /// The open offers at `height`, shared with the carried books (a reference count raised
+    /// per chunk, no offer copied), or `None` when nothing is carried for `height`. While the
+    /// share is held, the next books copy the chunks they edit instead of editing them in place.
+    pub(crate) fn share(&self, height: u64) -> Option<SharedBooks> {
+        let base = lock(&self.base);
+        let base = base.as_ref().filter(|base| base.height == height)?;
+        let assets = base.books.assets();
+        let pairs = base
+            .books
+            .pairs()
+            .iter()
+            .map(|pair| SharedPair {
+                index: usize::from(pair.sell) * assets + usize::from(pair.buy),
+                offers: pair.len(),
+                chunks: base.books.chunks(pair).to_vec(),
+            })
+            .collect();
+        Some(SharedBooks {
+            pairs,
+            fills: base.fills.clone(),
+        })
     }
 
     fn take_spare(&self) -> BookBuffers {

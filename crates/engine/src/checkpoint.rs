@@ -156,6 +156,13 @@ impl ExchangeState {
 
     /// The body after the accounts: books, market record, bridge.
     pub(crate) fn encode_tail(&self, body: &mut Vec<u8>) {
+        self.encode_books(body);
+        self.encode_after_books(body);
+    }
+
+    /// The books section: `open_books:u32 (pair:u32 offers:u32 (limit:u128 account:u64
+    /// id:u64 amount:u64)*)*`, non-empty books in pair order, offers in key order.
+    pub(crate) fn encode_books(&self, body: &mut Vec<u8>) {
         let open: Vec<(usize, &BTreeMap<OfferKey, u64>)> = self
             .books
             .iter()
@@ -173,6 +180,10 @@ impl ExchangeState {
                 body.put_u64(*amount);
             }
         }
+    }
+
+    /// The body after the books: market record, bridge.
+    pub(crate) fn encode_after_books(&self, body: &mut Vec<u8>) {
         self.market.encode(body);
         if let Some(payments) = &self.payments {
             encode_bridge(payments, body);
@@ -353,10 +364,10 @@ fn piecewise_checksum(body: &[u8], threads: usize) -> Hash {
 const CHECKSUM_PIECES_TOGETHER: usize = 4;
 
 /// Pair books a state has: one per ordered pair of assets (`sell * assets + buy`).
-const PAIRS_MAX: usize = MAX_ASSETS * MAX_ASSETS;
+pub(crate) const PAIRS_MAX: usize = MAX_ASSETS * MAX_ASSETS;
 /// Resting offers one book may hold in a checkpoint: its count is a `u32`. (Memory runs out
 /// long before: a resting offer takes more than 100 bytes across the book and its trie.)
-const BOOK_OFFERS_MAX: usize = u32::MAX as usize;
+pub(crate) const BOOK_OFFERS_MAX: usize = u32::MAX as usize;
 const _: () = assert!(PAIRS_MAX <= u32::MAX as usize);
 const _: () = assert!(ACCOUNTS_MAX <= u32::MAX as usize);
 

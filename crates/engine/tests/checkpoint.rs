@@ -331,11 +331,25 @@ fn draft_genesis() -> Genesis {
 }
 
 /// One block of the draft test's workload: per `(source, other, kind)` a payment to `other`,
-/// an account creation, or an offer, from genesis account `source`.
+/// an account creation, an offer of either side of one pair (limits around 1, so they
+/// trade, in full or in part, and rest), or a cancel of `source`'s last offer, from genesis
+/// account `source`.
 fn draft_block(
     block: &[(u64, u64, u8)],
     sequences: &mut std::collections::HashMap<u64, u64>,
     created: &mut u64,
+) -> Vec<SignedTransaction> {
+    let mut offers = std::collections::HashMap::new();
+    draft_block_with_offers(block, sequences, created, &mut offers)
+}
+
+/// [`draft_block`], remembering each source's last offer (its sell, buy, limit and id) in
+/// `offers` across blocks.
+fn draft_block_with_offers(
+    block: &[(u64, u64, u8)],
+    sequences: &mut std::collections::HashMap<u64, u64>,
+    created: &mut u64,
+    offers: &mut std::collections::HashMap<u64, (AssetId, AssetId, Price, u64)>,
 ) -> Vec<SignedTransaction> {
     block
         .iter()
@@ -355,11 +369,29 @@ fn draft_block(
                         public_key: *draft_keys()[other as usize].public_key().as_bytes(),
                     }
                 }
-                _ => Operation::CreateOffer {
-                    sell: AssetId(0),
-                    buy: AssetId(1),
-                    amount: 10 + other % 50,
-                    min_price: Price::from_f64(0.5 + (other % 10) as f64 / 10.0),
+                2 | 3 => {
+                    let (sell, buy) = if kind == 2 { (0, 1) } else { (1, 0) };
+                    let min_price = Price::from_f64(0.5 + (other % 10) as f64 / 10.0);
+                    offers.insert(source, (AssetId(sell), AssetId(buy), min_price, *sequence));
+                    Operation::CreateOffer {
+                        sell: AssetId(sell),
+                        buy: AssetId(buy),
+                        amount: 10 + other % 50,
+                        min_price,
+                    }
+                }
+                _ => match offers.get(&source) {
+                    Some(&(sell, buy, min_price, id)) => Operation::CancelOffer {
+                        sell,
+                        buy,
+                        min_price,
+                        offer_id: OfferId(id),
+                    },
+                    None => Operation::Payment {
+                        to: AccountId(other),
+                        asset: AssetId(1),
+                        amount: 1,
+                    },
                 },
             };
             let transaction = Transaction {
@@ -381,14 +413,15 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
     /// A checkpoint drafted against the previous one (the pieces no block touched copied
-    /// from that checkpoint's bytes) assembles to exactly the whole checkpoint, after any
-    /// blocks of payments, creations (which grow the last piece and open a new one) and
-    /// offers; and a draft whose base was lost (a failed write: the caller names an older
-    /// checkpoint) is whole, and right.
+    /// from that checkpoint's bytes, the books encoded from the carried clearing books and
+    /// the fills still to apply to them) assembles to exactly the whole checkpoint, after any
+    /// blocks of payments, creations (which grow the last piece and open a new one), offers
+    /// that trade in full, in part or not at all, and cancels; and a draft whose base was
+    /// lost (a failed write: the caller names an older checkpoint) is whole, and right.
     #[test]
     fn a_draft_assembles_to_the_whole_checkpoint_of_its_state(
         blocks in prop::collection::vec(
-            prop::collection::vec((0..DRAFT_ACCOUNTS, 0..DRAFT_ACCOUNTS, 0u8..3), 0..12), 1..7),
+            prop::collection::vec((0..DRAFT_ACCOUNTS, 0..DRAFT_ACCOUNTS, 0u8..5), 0..24), 1..7),
         lost in prop::collection::vec(any::<bool>(), 7),
         threads in 1usize..3,
     ) {
@@ -396,11 +429,14 @@ proptest! {
         let config = EngineConfig::default();
         let mut sequences = std::collections::HashMap::new();
         let mut created = 0;
+        let mut offers = std::collections::HashMap::new();
         let mut base: Option<(u64, Vec<u8>, PieceTable)> = None;
         for (index, block) in blocks.iter().enumerate() {
-            let transactions = draft_block(block, &mut sequences, &mut created);
+            let transactions =
+                draft_block_with_offers(block, &mut sequences, &mut created, &mut offers);
             state.propose(transactions, &config).expect("the block executes");
             let draft = state.draft_checkpoint(base.as_ref().map(|(height, ..)| *height), threads);
+            prop_assert!(draft.books_shared(), "block {}: an executed block carries its books", index);
             let (bytes, table) = draft
                 .assemble(base.as_ref().map(|(_, bytes, table)| (&bytes[..], table)))
                 .expect("the draft's base is given");
