@@ -30,8 +30,9 @@
 //! starts from the `BTreeMap` books) proposes what a node that never stopped proposes, and
 //! the state roots are those of a build that rebuilds every block. Debug builds assert it.
 
-use std::sync::{Arc, Mutex};
-use walras_clearing::{BookBuffers, Chunk, OfferEdit, OrderBooks};
+use crate::shared_books::{SharedBooks, SharedPair};
+use std::sync::Mutex;
+use walras_clearing::{BookBuffers, OfferEdit, OrderBooks};
 use walras_types::{AssetId, Offer, OfferKey};
 
 /// The last block's clearing books and the changes its fills made to them.
@@ -51,26 +52,6 @@ struct Base {
     books: OrderBooks,
     /// (pair index, key, remaining amount: 0 when the offer closed, filled in full or its rest returned), in (pair, key) order.
     fills: Vec<(usize, OfferKey, u64)>,
-}
-
-/// The open offers of one height as the carried books hold them, for a checkpoint to encode
-/// off the block path: each non-empty pair's chunks, shared (no offer copied), and the fills
-/// still to apply to them.
-#[derive(Debug)]
-pub(crate) struct SharedBooks {
-    /// In pair order.
-    pub(crate) pairs: Vec<SharedPair>,
-    /// (pair index, key, remaining amount: 0 when the offer closed), in (pair, key) order.
-    pub(crate) fills: Vec<(usize, OfferKey, u64)>,
-}
-
-/// One pair's offers before the fills: its index `sell * assets + buy`, how many offers its
-/// chunks hold, and the chunks in canonical order.
-#[derive(Debug)]
-pub(crate) struct SharedPair {
-    pub(crate) index: usize,
-    pub(crate) offers: usize,
-    pub(crate) chunks: Vec<Arc<Chunk>>,
 }
 
 /// What the books [`CarriedBooks::next_books`] gives are for.

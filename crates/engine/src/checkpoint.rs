@@ -174,10 +174,7 @@ impl ExchangeState {
             body.put_u32(count_u32(index, PAIRS_MAX - 1, "pair index"));
             body.put_u32(count_u32(book.len(), BOOK_OFFERS_MAX, "offers in a book"));
             for (key, amount) in book {
-                body.put_u128(key.min_price.0);
-                body.put_u64(key.account.0);
-                body.put_u64(key.id.0);
-                body.put_u64(*amount);
+                crate::shared_books::put_offer(body, *key, *amount);
             }
         }
     }

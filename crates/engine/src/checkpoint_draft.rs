@@ -25,13 +25,12 @@
 //! checkpoint it holds, and any other answer (none written yet, a failed write, a restarted
 //! node) gives a whole draft.
 
-use crate::carried::{SharedBooks, SharedPair};
 use crate::checkpoint::{count_u32, Format, ACCOUNT_CHUNK, BOOK_OFFERS_MAX, PAIRS_MAX};
 use crate::draft_memory::Memory;
+use crate::shared_books::{put_offer, BookSnapshot, FillsMismatch, OpenBook, SharedBooks};
 use crate::state::{ExchangeState, ACCOUNTS_MAX};
 use std::sync::PoisonError;
 use walras_types::codec::Writer;
-use walras_types::OfferKey;
 
 pub use crate::draft_memory::PIECE_ACCOUNTS;
 const _: () = assert!(ACCOUNT_CHUNK.is_multiple_of(PIECE_ACCOUNTS));
@@ -142,6 +141,17 @@ impl ExchangeState {
         }
     }
 
+    /// Every open offer of this state, shared with its carried books (a reference count per
+    /// chunk, no offer copied) for a book snapshot written off the block path; `None` when it
+    /// carries no books for its height (before its first block after a start).
+    pub fn share_books(&self) -> Option<BookSnapshot> {
+        Some(BookSnapshot {
+            height: self.height,
+            assets: self.assets,
+            shared: self.carried.share(self.height)?,
+        })
+    }
+
     /// Remembers this state's whole checkpoint as its last draft, as if it had just been
     /// drafted whole: for a state just loaded from that checkpoint, before any block is
     /// applied, so that the next draft is against it. Returns where its pieces lie in that
@@ -230,14 +240,21 @@ impl CheckpointDraft {
         &self,
         base: Option<(&[u8], &PieceTable)>,
     ) -> Result<(Vec<u8>, PieceTable), DraftError> {
+        let mismatch = |FillsMismatch(pair)| DraftError::SharedBooks {
+            height: self.height,
+            pair,
+        };
         let shared = match &self.books {
             DraftBooks::Encoded(_) => None,
-            DraftBooks::Shared(shared) => Some(self.open_books(shared)?),
+            DraftBooks::Shared(shared) => Some(shared.open_books().map_err(mismatch)?),
         };
         let books_len = match (&self.books, &shared) {
             (DraftBooks::Encoded(bytes), _) => bytes.len(),
             (DraftBooks::Shared(_), Some(open)) => {
-                4 + open.iter().map(|pair| 8 + 40 * pair.offers).sum::<usize>()
+                4 + open
+                    .iter()
+                    .map(|book| 8 + 40 * book.offers())
+                    .sum::<usize>()
             }
             (DraftBooks::Shared(_), None) => unreachable!("shared books are counted above"),
         };
@@ -259,53 +276,13 @@ impl CheckpointDraft {
         match (&self.books, shared) {
             (DraftBooks::Encoded(books), _) => bytes.extend_from_slice(books),
             (DraftBooks::Shared(_), Some(open)) => {
-                encode_open_books(&open, &mut bytes).map_err(|pair| DraftError::SharedBooks {
-                    height: self.height,
-                    pair,
-                })?
+                encode_open_books(&open, &mut bytes).map_err(mismatch)?
             }
             (DraftBooks::Shared(_), None) => unreachable!("shared books are counted above"),
         }
         bytes.extend_from_slice(&self.tail);
         assert_eq!(bytes.len(), total, "a draft assembles to its own length");
         Ok((bytes, table))
-    }
-
-    /// The shared books' non-empty pairs after their fills, each with its fills and how many
-    /// offers stay open; refused when a pair's fills name offers its chunks do not hold.
-    fn open_books<'s>(&self, shared: &'s SharedBooks) -> Result<Vec<OpenBook<'s>>, DraftError> {
-        let mut fills = &shared.fills[..];
-        let mut open = Vec::with_capacity(shared.pairs.len());
-        for pair in &shared.pairs {
-            let mismatch = DraftError::SharedBooks {
-                height: self.height,
-                pair: pair.index,
-            };
-            if fills.first().is_some_and(|fill| fill.0 < pair.index) {
-                return Err(mismatch);
-            }
-            let (mine, rest) = fills.split_at(fills.partition_point(|fill| fill.0 <= pair.index));
-            fills = rest;
-            let closed = mine
-                .iter()
-                .filter(|(_, _, remaining)| *remaining == 0)
-                .count();
-            let offers = pair.offers.checked_sub(closed).ok_or(mismatch)?;
-            if offers > 0 {
-                open.push(OpenBook {
-                    pair,
-                    fills: mine,
-                    offers,
-                });
-            }
-        }
-        match fills.first() {
-            Some((pair, _, _)) => Err(DraftError::SharedBooks {
-                height: self.height,
-                pair: *pair,
-            }),
-            None => Ok(open),
-        }
     }
 
     /// Piece `piece` of the base, checked against the length this draft expects.
@@ -336,39 +313,18 @@ impl CheckpointDraft {
     }
 }
 
-/// One non-empty pair of a draft's shared books: its chunks, the fills to apply to them, and
-/// the offers that stay open.
-struct OpenBook<'s> {
-    pair: &'s SharedPair,
-    fills: &'s [(usize, OfferKey, u64)],
-    offers: usize,
-}
-
 /// The books section of [`ExchangeState::encode_books`], from shared books: each open pair's
-/// offers in key order, a filled offer at its remaining amount, a closed one left out. Returns
-/// the index of a pair whose fills name an offer its chunks do not hold (then the bytes are
-/// not a checkpoint's).
-fn encode_open_books(open: &[OpenBook<'_>], bytes: &mut Vec<u8>) -> Result<(), usize> {
+/// offers in key order, a filled offer at its remaining amount, a closed one left out.
+fn encode_open_books(open: &[OpenBook<'_>], bytes: &mut Vec<u8>) -> Result<(), FillsMismatch> {
     bytes.put_u32(count_u32(open.len(), PAIRS_MAX, "open books"));
     for book in open {
-        bytes.put_u32(count_u32(book.pair.index, PAIRS_MAX - 1, "pair index"));
-        bytes.put_u32(count_u32(book.offers, BOOK_OFFERS_MAX, "offers in a book"));
-        let mut fills = book.fills.iter().peekable();
-        for offer in book.pair.chunks.iter().flat_map(|chunk| chunk.offers()) {
-            let key = offer.key();
-            let amount = match fills.next_if(|(_, filled, _)| *filled == key) {
-                Some((_, _, 0)) => continue,
-                Some((_, _, remaining)) => *remaining,
-                None => offer.amount,
-            };
-            bytes.put_u128(key.min_price.0);
-            bytes.put_u64(key.account.0);
-            bytes.put_u64(key.id.0);
-            bytes.put_u64(amount);
-        }
-        if fills.next().is_some() {
-            return Err(book.pair.index);
-        }
+        bytes.put_u32(count_u32(book.index(), PAIRS_MAX - 1, "pair index"));
+        bytes.put_u32(count_u32(
+            book.offers(),
+            BOOK_OFFERS_MAX,
+            "offers in a book",
+        ));
+        book.for_each(|key, amount| put_offer(bytes, key, amount))?;
     }
     Ok(())
 }
@@ -376,9 +332,10 @@ fn encode_open_books(open: &[OpenBook<'_>], bytes: &mut Vec<u8>) -> Result<(), u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared_books::SharedPair;
     use std::sync::Arc;
     use walras_clearing::OrderBooks;
-    use walras_types::{AccountId, AssetId, Offer, OfferId, Price};
+    use walras_types::{AccountId, AssetId, Offer, OfferId, OfferKey, Price};
 
     fn offer(id: u64, sell: u16, limit: f64, amount: u64) -> Offer {
         Offer {

@@ -35,6 +35,7 @@ mod filter;
 mod market;
 mod parallel;
 mod resting;
+mod shared_books;
 mod state;
 
 pub use account::Account;
@@ -52,4 +53,5 @@ pub use execute::{
 };
 pub use filter::filter;
 pub use market::{AssetMarket, LastTrade, MarketDecodeError, MarketPrices};
+pub use shared_books::{BookSnapshot, SharedBooksError, BOOK_OFFER_BYTES};
 pub use state::{check_genesis, new_slot, ExchangeState, SlotMap, StateError, ACCOUNTS_MAX};

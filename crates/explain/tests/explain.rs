@@ -593,19 +593,25 @@ proptest! {
 fn the_store_and_its_offer_index_explain_every_offer_as_the_full_pass_does() {
     // Book snapshots never, after every block, and every third block: the replay starts at
     // block 1, at the block before the creation, or up to two blocks before that.
+    // In the block's transaction, and as files written off the block path (a node's store).
     for interval in [0, 1, 3] {
-        store_path_agrees_with_the_full_pass(interval);
+        store_path_agrees_with_the_full_pass(interval, false);
+    }
+    for interval in [1, 3] {
+        store_path_agrees_with_the_full_pass(interval, true);
     }
 }
 
-fn store_path_agrees_with_the_full_pass(book_snapshot_interval_blocks: u64) {
+fn store_path_agrees_with_the_full_pass(book_snapshot_interval_blocks: u64, background: bool) {
     let dir = tempfile::tempdir().unwrap();
     let genesis = genesis(16);
     let options = walras_store::StoreOptions {
         book_snapshot_interval_blocks,
+        checkpoint_in_background: background,
         ..walras_store::StoreOptions::default()
     };
-    let store = walras_store::BlockStore::create_with(dir.path(), &genesis, &[], &options).unwrap();
+    let mut store =
+        walras_store::BlockStore::create_with(dir.path(), &genesis, &[], &options).unwrap();
     let mut state = ExchangeState::from_genesis(&genesis, 1).unwrap();
     let config = EngineConfig::default();
     let epsilon = config.clearing.epsilon;
@@ -617,6 +623,13 @@ fn store_path_agrees_with_the_full_pass(book_snapshot_interval_blocks: u64) {
             .append_with_results(&block, &outcome.dropped, None, Some(&outcome.fills), &state)
             .unwrap();
         history.push((block, outcome.dropped));
+    }
+    if background {
+        // A clean stop lets the book thread finish; the snapshots are files then.
+        drop(store);
+        store = walras_store::BlockStore::open_with(dir.path(), &options).unwrap();
+        let files = std::fs::read_dir(dir.path().join("books")).unwrap().count();
+        assert_eq!(files as u64, 10 / book_snapshot_interval_blocks);
     }
     let tip = history.len() as u64;
     let mut used: BTreeMap<u64, BTreeSet<AccountId>> = BTreeMap::new();
@@ -664,7 +677,7 @@ fn store_path_agrees_with_the_full_pass(book_snapshot_interval_blocks: u64) {
             .unwrap();
             assert_eq!(
                 indexed, full,
-                "offer {id} of account {}, snapshots every {book_snapshot_interval_blocks} blocks",
+                "offer {id} of account {}, snapshots every {book_snapshot_interval_blocks} blocks (files: {background})",
                 account.0
             );
             statuses.insert(full.status.name());

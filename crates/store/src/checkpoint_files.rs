@@ -206,14 +206,14 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 }
 
 /// Makes a rename or deletion in `folder` durable.
-fn sync_folder(folder: &Path) -> Result<(), StoreError> {
+pub(crate) fn sync_folder(folder: &Path) -> Result<(), StoreError> {
     File::open(folder)
         .and_then(|handle| handle.sync_all())
         .map_err(|error| io_error("syncing the checkpoint folder", folder, error))
 }
 
 /// The error for an I/O failure on `path`: [`StoreError::DiskFull`] when the disk is full.
-fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> StoreError {
+pub(crate) fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> StoreError {
     let dir = path.parent().unwrap_or(path);
     if let Some(available_bytes) = crate::error::disk_is_full(dir, &source) {
         return StoreError::DiskFull {

@@ -18,6 +18,11 @@
 //! | `meta`    | `b"offer_index"`      | present once `offers` indexes every stored block |
 //! | `books`   | height, u64 big-endian; pair (`sell << 16 | buy`), u32 | that pair's book after the block (offers in key order: limit, account, id, amount left); pair `u32::MAX` marks the snapshot whole ([`StoreOptions::book_snapshot_interval_blocks`]) |
 //!
+//! With [`StoreOptions::checkpoint_in_background`] (a node's store), checkpoints and book
+//! snapshots are files beside `data.mdb` instead, written by the store's threads after the
+//! block committed (`checkpoints/`, `books/`: see `checkpoint_files` and `book_files`);
+//! entries an older build wrote in LMDB are still read.
+//!
 //! Keys are big-endian so LMDB's byte order is height order: the last entry is the last block.
 //! `headers` lets the store check a new block's height and `previous` without decoding blocks.
 //! `offers` is the per-offer index ([`BlockStore::offer_touches`], [`BlockStore::offer_creators`]),
@@ -83,6 +88,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod book_files;
 mod checkpoint_files;
 mod error;
 mod file_check;

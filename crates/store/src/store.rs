@@ -1,5 +1,6 @@
 //! The block log and its checkpoints: one LMDB environment (see the crate documentation).
 
+use crate::book_files;
 use crate::checkpoint_files;
 use crate::error::disk_is_full;
 use crate::offer_index::{self, OfferTouch};
@@ -83,7 +84,9 @@ pub struct StoreOptions {
     /// multiple of this, every pair's book after it (`books`; 0: never): an explanation then
     /// replays at most this many blocks before the offer's creation instead of every block
     /// from 1 ([`BlockStore::pair_book_before`]). A read model's cache: O(open offers) bytes
-    /// written in the block's transaction every this many blocks.
+    /// every this many blocks, written in the block's transaction, or with
+    /// [`Self::checkpoint_in_background`] as a file by the store's book thread after the block
+    /// committed (the block path shares the state's carried books instead of copying them).
     pub book_snapshot_interval_blocks: u64,
 }
 
@@ -160,6 +163,9 @@ pub struct BlockStore {
     book_snapshot_interval_blocks: u64,
     /// `Some` with [`StoreOptions::checkpoint_in_background`].
     writer: Option<CheckpointWriter>,
+    /// Writes book snapshots off the block path; `Some` with
+    /// [`StoreOptions::checkpoint_in_background`].
+    book_writer: Option<book_files::BookWriter>,
 }
 
 /// The thread that assembles, seals and writes checkpoints off the block path, as files
@@ -486,8 +492,12 @@ impl BlockStore {
         let writer = options.checkpoint_in_background.then(|| {
             CheckpointWriter::start(env.clone(), checkpoints, checkpoint_files::folder(dir))
         });
+        let book_writer = options
+            .checkpoint_in_background
+            .then(|| book_files::BookWriter::start(book_files::folder(dir)));
         BlockStore {
             writer,
+            book_writer,
             env,
             dir: dir.to_path_buf(),
             map_size_bytes: options.map_size_bytes,
@@ -582,15 +592,28 @@ impl BlockStore {
             + block.transactions.len() as u64;
         let checkpointed = height.is_multiple_of(self.checkpoint_interval_blocks)
             || since >= self.checkpoint_interval_transactions;
+        // With a book thread, the snapshot shares the state's carried books and is written
+        // after the block; without one (or with no books carried), in the block's transaction.
+        let book_snapshot = match &self.book_writer {
+            Some(_) if self.book_snapshot_due(height) => state.share_books(),
+            _ => None,
+        };
         let mut txn = self.write_txn()?;
         self.put_block(&mut txn, block, dropped, clearing, fills)?;
         if checkpointed && self.writer.is_none() {
             self.put_checkpoint(&mut txn, height, &state.encode_checkpoint())?;
         }
-        if self.book_snapshot_due(height) {
+        if self.book_snapshot_due(height) && book_snapshot.is_none() {
             self.put_book_snapshot(&mut txn, height, state.assets(), |pair| state.book(pair))?;
         }
         self.commit(txn)?;
+        if let (Some(books), Some(snapshot)) = (&self.book_writer, book_snapshot) {
+            if !books.send(snapshot) {
+                tracing::error!(
+                    "book snapshot at height {height} not queued: the book thread is gone"
+                );
+            }
+        }
         // The block is durable: its checkpoint may follow on the writer thread.
         let checkpointed = match &self.writer {
             Some(writer) if checkpointed => {
@@ -687,6 +710,40 @@ impl BlockStore {
     /// book of `pair` then (offer key → amount left). `(0, empty)` when there is none: the
     /// books before block 1 are empty, so that answer is exact too, only further back.
     pub fn pair_book_before(
+        &self,
+        height: u64,
+        pair: PairId,
+    ) -> Result<(u64, BTreeMap<OfferKey, u64>), StoreError> {
+        let files = book_files::folder(&self.dir);
+        let in_lmdb = self.newest_lmdb_book_snapshot_below(height)?;
+        match book_files::newest_below(&files, height)? {
+            Some(file) if in_lmdb.is_none_or(|stored| file > stored) => {
+                Ok((file, book_files::pair_book(&files, file, pair)?))
+            }
+            _ => self.lmdb_pair_book_before(height, pair),
+        }
+    }
+
+    /// The height of the newest book snapshot in LMDB below `height` (`None`: none).
+    fn newest_lmdb_book_snapshot_below(&self, height: u64) -> Result<Option<u64>, StoreError> {
+        let txn = self.read_txn()?;
+        let end = book_key(height, 0);
+        let below: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Unbounded, Bound::Excluded(&end));
+        let mut newest = self
+            .books
+            .rev_range(&txn, &below)
+            .map_err(StoreError::lmdb("reading a book snapshot"))?;
+        match newest.next() {
+            Some(entry) => {
+                let (key, _) = entry.map_err(StoreError::lmdb("reading a book snapshot"))?;
+                Ok(Some(decode_book_key(key)?.0))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// [`BlockStore::pair_book_before`] from the snapshots in LMDB only.
+    fn lmdb_pair_book_before(
         &self,
         height: u64,
         pair: PairId,
@@ -1321,7 +1378,7 @@ fn encode_book(book: &BTreeMap<OfferKey, u64>) -> Vec<u8> {
     out
 }
 
-fn decode_book(bytes: &[u8]) -> Option<BTreeMap<OfferKey, u64>> {
+pub(crate) fn decode_book(bytes: &[u8]) -> Option<BTreeMap<OfferKey, u64>> {
     if !bytes.len().is_multiple_of(BOOK_OFFER_BYTES) {
         return None;
     }

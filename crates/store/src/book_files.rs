@@ -1,0 +1,328 @@
+//! Book snapshots as files beside `data.mdb`, written by a thread off the block path (with
+//! [`crate::StoreOptions::checkpoint_in_background`], what a node uses).
+//!
+//! Why: a book snapshot holds every open offer (40 bytes each). Written in the block's own
+//! LMDB transaction it cost the block path the copy and the commit's `fsync` of it every
+//! [`crate::StoreOptions::book_snapshot_interval_blocks`] blocks: 36 MB at 900k open offers,
+//! 400 MB at 10M. Now the block path shares the state's carried books
+//! ([`walras_engine::ExchangeState::share_books`]: a reference count per chunk) and this
+//! module's thread writes them. The block is durable first; a crash before the file is whole
+//! leaves no snapshot at that height, and an explanation starts from an older one (as exact,
+//! only longer to replay).
+//!
+//! Layout: `DIR/books/HHHHHHHHHHHHHHHHHHHH.books` (height in 20 digits, so names sort as
+//! heights), written as `….books.tmp`, synced in slices, renamed, folder synced:
+//!
+//! ```text
+//! magic "walras-books/1" ‖ height:u64
+//! per pair holding offers, in pair order:
+//!     code:u32 (sell << 16 | buy) ‖ offers:u32 ‖ hash:32 ‖ offers × (limit:u128 account:u64 id:u64 amount:u64)
+//! end:u32 = u32::MAX ‖ pairs:u32
+//! ```
+//!
+//! All integers big-endian. Each pair's hash is BLAKE2b-256 in the domain
+//! `walras/books` over `height ‖ code ‖ its offers`, so a reader checks the one pair it
+//! reads, not the whole file.
+
+use crate::checkpoint_files::{io_error, sync_folder, SLICE_BYTES};
+use crate::StoreError;
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use walras_crypto::{Domain, Hash, Hasher};
+use walras_engine::{BookSnapshot, BOOK_OFFER_BYTES};
+use walras_types::{OfferKey, PairId};
+
+/// The folder of book snapshot files inside the store's directory.
+const BOOKS_DIR: &str = "books";
+const SUFFIX: &str = ".books";
+const TEMPORARY_SUFFIX: &str = ".books.tmp";
+const MAGIC: &[u8] = b"walras-books/1";
+const HEIGHT_DIGITS: usize = 20;
+/// The code that ends the pairs (no pair has it: assets are fewer than 2^16 - 1).
+const END: u32 = u32::MAX;
+const SECTION_DOMAIN: Domain = Domain::new("walras/books");
+
+/// The book snapshot folder of the store in `dir`.
+pub(crate) fn folder(dir: &Path) -> PathBuf {
+    dir.join(BOOKS_DIR)
+}
+
+fn file_name(height: u64) -> String {
+    format!("{height:0HEIGHT_DIGITS$}{SUFFIX}")
+}
+
+fn height_of(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SUFFIX)?;
+    if digits.len() != HEIGHT_DIGITS || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+pub(crate) fn pair_code(pair: PairId) -> u32 {
+    u32::from(pair.sell.0) << 16 | u32::from(pair.buy.0)
+}
+
+fn section_hash(height: u64, code: u32, offers: &[u8]) -> Hash {
+    let mut hasher = Hasher::new(SECTION_DOMAIN);
+    hasher
+        .update(&height.to_be_bytes())
+        .update(&code.to_be_bytes())
+        .update(offers);
+    hasher.finalize()
+}
+
+/// The newest snapshot file's height below `height` (`None`: none).
+pub(crate) fn newest_below(folder: &Path, height: u64) -> Result<Option<u64>, StoreError> {
+    let entries = match fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io_error("listing book snapshot files", folder, error)),
+    };
+    let mut newest = None;
+    for entry in entries {
+        let entry =
+            entry.map_err(|error| io_error("listing book snapshot files", folder, error))?;
+        if let Some(found) = entry.file_name().to_str().and_then(height_of) {
+            if found < height && newest.is_none_or(|newest| found > newest) {
+                newest = Some(found);
+            }
+        }
+    }
+    Ok(newest)
+}
+
+/// Writes `snapshot` as the file of its height, durably; a failure removes the partial file.
+pub(crate) fn write(folder: &Path, snapshot: &BookSnapshot) -> Result<(), StoreError> {
+    fs::create_dir_all(folder)
+        .map_err(|error| io_error("creating the book snapshot folder", folder, error))?;
+    let height = snapshot.height();
+    let path = folder.join(file_name(height));
+    let temporary = folder.join(format!("{height:0HEIGHT_DIGITS$}{TEMPORARY_SUFFIX}"));
+    if let Err(error) = write_synced(&temporary, snapshot) {
+        let _ = fs::remove_file(&temporary);
+        return Err(error);
+    }
+    fs::rename(&temporary, &path)
+        .map_err(|error| io_error("naming a book snapshot file", &path, error))?;
+    sync_folder(folder)
+}
+
+/// Writes the file's bytes into `path`, a slice at a time, each synced before the next (so
+/// the kernel never holds much of it dirty ahead of a block's commit).
+fn write_synced(path: &Path, snapshot: &BookSnapshot) -> Result<(), StoreError> {
+    let action = "writing a book snapshot file";
+    let mut file = File::create(path).map_err(|error| io_error(action, path, error))?;
+    let height = snapshot.height();
+    let mut pending = Vec::with_capacity(SLICE_BYTES);
+    pending.extend_from_slice(MAGIC);
+    pending.extend_from_slice(&height.to_be_bytes());
+    let mut pairs: u32 = 0;
+    let mut failure = None;
+    let flush = |pending: &mut Vec<u8>, file: &mut File| -> Result<(), std::io::Error> {
+        file.write_all(pending)?;
+        file.sync_data()?;
+        pending.clear();
+        Ok(())
+    };
+    let encoded = snapshot.encode_each(|pair, offers| {
+        if failure.is_some() {
+            return;
+        }
+        let code = pair_code(pair);
+        let count = u32::try_from(offers.len() / BOOK_OFFER_BYTES)
+            .expect("a book's offers are counted in u32 (the checkpoint's bound)");
+        pending.extend_from_slice(&code.to_be_bytes());
+        pending.extend_from_slice(&count.to_be_bytes());
+        pending.extend_from_slice(section_hash(height, code, offers).as_bytes());
+        for part in offers.chunks(SLICE_BYTES) {
+            pending.extend_from_slice(part);
+            if pending.len() >= SLICE_BYTES {
+                if let Err(error) = flush(&mut pending, &mut file) {
+                    failure = Some(error);
+                    return;
+                }
+            }
+        }
+        pairs += 1;
+    });
+    if let Some(error) = failure {
+        return Err(io_error(action, path, error));
+    }
+    encoded.map_err(|error| StoreError::CorruptBookSnapshot {
+        height,
+        reason: error.to_string(),
+    })?;
+    pending.extend_from_slice(&END.to_be_bytes());
+    pending.extend_from_slice(&pairs.to_be_bytes());
+    flush(&mut pending, &mut file).map_err(|error| io_error(action, path, error))?;
+    file.sync_all()
+        .map_err(|error| io_error(action, path, error))
+}
+
+/// The book of `pair` in the snapshot file at `height` (offer key → amount left; empty when
+/// the pair held none), its section checked against its hash. A file that does not parse or
+/// whose section fails its hash is [`StoreError::CorruptBookSnapshot`].
+pub(crate) fn pair_book(
+    folder: &Path,
+    height: u64,
+    pair: PairId,
+) -> Result<BTreeMap<OfferKey, u64>, StoreError> {
+    let path = folder.join(file_name(height));
+    let file = File::open(&path)
+        .map_err(|error| io_error("opening a book snapshot file", &path, error))?;
+    // SAFETY: read-only and private to this call. Only this store's book thread writes these
+    // files, under a temporary name renamed when complete, so a mapped file is never written
+    // or truncated while mapped (an outside process doing so is a damaged store, as for
+    // `data.mdb`, which LMDB maps the same way). An empty file cannot be mapped: it is
+    // refused as truncated below.
+    let map = match file.metadata().map(|metadata| metadata.len()) {
+        Ok(0) => None,
+        Ok(_) => Some(
+            unsafe { memmap2::Mmap::map(&file) }
+                .map_err(|error| io_error("mapping a book snapshot file", &path, error))?,
+        ),
+        Err(error) => return Err(io_error("reading a book snapshot file", &path, error)),
+    };
+    let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
+    let corrupt = |reason: &str| StoreError::CorruptBookSnapshot {
+        height,
+        reason: format!("{}: {reason}", path.display()),
+    };
+    let mut rest = bytes
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| corrupt("not a book snapshot file"))?;
+    let stored_height = take_u64(&mut rest).ok_or_else(|| corrupt("truncated"))?;
+    if stored_height != height {
+        return Err(corrupt("it names another height"));
+    }
+    let wanted = pair_code(pair);
+    let mut pairs: u32 = 0;
+    let mut found = BTreeMap::new();
+    let mut last_code = None;
+    loop {
+        let code = take_u32(&mut rest).ok_or_else(|| corrupt("truncated"))?;
+        if code == END {
+            let count = take_u32(&mut rest).ok_or_else(|| corrupt("truncated"))?;
+            if count != pairs || !rest.is_empty() {
+                return Err(corrupt("its end does not match its pairs"));
+            }
+            return Ok(found);
+        }
+        if last_code.is_some_and(|last| code <= last) {
+            return Err(corrupt("pairs out of order"));
+        }
+        last_code = Some(code);
+        let count = take_u32(&mut rest).ok_or_else(|| corrupt("truncated"))? as usize;
+        let hash = take(&mut rest, 32).ok_or_else(|| corrupt("truncated"))?;
+        let offers =
+            take(&mut rest, count * BOOK_OFFER_BYTES).ok_or_else(|| corrupt("truncated"))?;
+        if code == wanted {
+            if section_hash(height, code, offers).as_bytes() != hash {
+                return Err(corrupt("a book fails its hash"));
+            }
+            found = crate::store::decode_book(offers)
+                .ok_or_else(|| corrupt("a book does not decode"))?;
+        }
+        pairs += 1;
+    }
+}
+
+fn take<'b>(rest: &mut &'b [u8], length: usize) -> Option<&'b [u8]> {
+    if rest.len() < length {
+        return None;
+    }
+    let (head, tail) = rest.split_at(length);
+    *rest = tail;
+    Some(head)
+}
+
+fn take_u32(rest: &mut &[u8]) -> Option<u32> {
+    take(rest, 4).map(|bytes| u32::from_be_bytes(bytes.try_into().expect("4 bytes")))
+}
+
+fn take_u64(rest: &mut &[u8]) -> Option<u64> {
+    take(rest, 8).map(|bytes| u64::from_be_bytes(bytes.try_into().expect("8 bytes")))
+}
+
+/// Removes the temporary files a crash left behind (never a complete snapshot).
+pub(crate) fn remove_temporaries(folder: &Path) -> Result<(), StoreError> {
+    let entries = match fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(io_error("listing book snapshot files", folder, error)),
+    };
+    for entry in entries {
+        let entry =
+            entry.map_err(|error| io_error("listing book snapshot files", folder, error))?;
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.ends_with(TEMPORARY_SUFFIX))
+        {
+            let path = entry.path();
+            fs::remove_file(&path)
+                .map_err(|error| io_error("deleting a partial book snapshot file", &path, error))?;
+        }
+    }
+    Ok(())
+}
+
+/// The thread that writes book snapshot files, in the order they are handed to it. A
+/// snapshot that cannot be written is logged and skipped: explanations then start from an
+/// older one, as exact (see the module documentation).
+pub(crate) struct BookWriter {
+    queue: Option<std::sync::mpsc::Sender<BookSnapshot>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BookWriter {
+    pub(crate) fn start(folder: PathBuf) -> BookWriter {
+        let (queue, snapshots) = std::sync::mpsc::channel::<BookSnapshot>();
+        let thread = std::thread::Builder::new()
+            .name("walras-books".into())
+            .spawn(move || {
+                if let Err(error) = remove_temporaries(&folder) {
+                    tracing::error!("book snapshots: {error}");
+                }
+                for snapshot in snapshots {
+                    let clock = std::time::Instant::now();
+                    match write(&folder, &snapshot) {
+                        Ok(()) => tracing::info!(
+                            "book snapshot at height {} written in {:.0} ms off the block path",
+                            snapshot.height(),
+                            clock.elapsed().as_secs_f64() * 1e3
+                        ),
+                        Err(error) => tracing::error!(
+                            "book snapshot at height {} not written ({error}); explanations start from an older one",
+                            snapshot.height()
+                        ),
+                    }
+                }
+            })
+            .expect("cannot start the book snapshot thread");
+        BookWriter {
+            queue: Some(queue),
+            thread: Some(thread),
+        }
+    }
+
+    /// Queues `snapshot` to be written (false when the thread is gone).
+    pub(crate) fn send(&self, snapshot: BookSnapshot) -> bool {
+        self.queue
+            .as_ref()
+            .is_some_and(|queue| queue.send(snapshot).is_ok())
+    }
+}
+
+impl Drop for BookWriter {
+    /// Lets the thread write what was queued, so a clean stop keeps it.
+    fn drop(&mut self) {
+        self.queue.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

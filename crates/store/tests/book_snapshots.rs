@@ -1,0 +1,156 @@
+//! Book snapshots written off the block path, as files (a node's store: background mode).
+
+mod common;
+
+use common::{config, fresh_store_with, transactions, TempDir};
+use std::collections::BTreeMap;
+use walras_engine::ExchangeState;
+use walras_store::{BlockStore, StoreError, StoreOptions};
+use walras_types::{AssetId, OfferKey, PairId};
+
+fn background(book_snapshot_interval_blocks: u64) -> StoreOptions {
+    StoreOptions {
+        checkpoint_in_background: true,
+        book_snapshot_interval_blocks,
+        ..StoreOptions::default()
+    }
+}
+
+fn pairs() -> Vec<PairId> {
+    let assets = common::ASSETS;
+    (0..assets)
+        .flat_map(|sell| {
+            (0..assets)
+                .filter(move |buy| *buy != sell)
+                .map(move |buy| PairId {
+                    sell: AssetId(sell),
+                    buy: AssetId(buy),
+                })
+        })
+        .collect()
+}
+
+/// Every pair's book of `state`.
+fn books_of(state: &ExchangeState) -> BTreeMap<PairId, BTreeMap<OfferKey, u64>> {
+    pairs()
+        .into_iter()
+        .map(|pair| (pair, state.book(pair).clone()))
+        .collect()
+}
+
+/// `blocks` blocks of the shared workload on a fresh background store; the books after each.
+fn run(
+    dir: &TempDir,
+    options: &StoreOptions,
+    blocks: u64,
+) -> Vec<BTreeMap<PairId, BTreeMap<OfferKey, u64>>> {
+    let (store, mut state) = fresh_store_with(dir.path(), options);
+    let mut books = vec![books_of(&state)];
+    for height in 1..=blocks {
+        let (block, outcome) = state
+            .propose(transactions(height), &config())
+            .expect("the workload's blocks clear");
+        store
+            .append_with_results(&block, &outcome.dropped, None, Some(&outcome.fills), &state)
+            .expect("the next block is appended");
+        books.push(books_of(&state));
+    }
+    books
+}
+
+fn snapshot_files(dir: &TempDir) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.path().join("books"))
+        .map(|entries| {
+            entries
+                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Trigger: book snapshots moved from the block's LMDB transaction to files the store's
+/// book thread writes from the carried clearing books and their fills. Every pair's book
+/// read back for any height is the state's book after the newest snapshot below it, byte
+/// for byte (offers filled in part at their remaining amount, closed ones gone).
+#[test]
+fn book_snapshots_written_off_the_block_path_are_the_books_of_their_heights() {
+    let dir = TempDir::new("book-snapshots");
+    let options = background(3);
+    let books = run(&dir, &options, 10);
+    let store = BlockStore::open_with(dir.path(), &options).unwrap();
+    assert_eq!(
+        snapshot_files(&dir),
+        vec![
+            "00000000000000000003.books",
+            "00000000000000000006.books",
+            "00000000000000000009.books"
+        ]
+    );
+    let mut open_books = 0;
+    for height in 1..=11u64 {
+        let snapshot = (height - 1) / 3 * 3;
+        for pair in pairs() {
+            let (at, book) = store.pair_book_before(height, pair).unwrap();
+            assert_eq!(at, snapshot, "snapshot below {height}");
+            assert_eq!(
+                book, books[snapshot as usize][&pair],
+                "pair {pair:?} before {height}"
+            );
+            open_books += usize::from(!book.is_empty());
+        }
+    }
+    assert!(
+        open_books > 20,
+        "the workload leaves offers open: {open_books}"
+    );
+}
+
+/// A snapshot file damaged on disk is refused loudly, never read as a wrong book; a partial
+/// file a crash left behind is never read and is removed when the store opens.
+#[test]
+fn a_damaged_book_snapshot_file_is_refused_and_a_partial_one_never_read() {
+    let dir = TempDir::new("book-snapshots-damage");
+    let options = background(2);
+    run(&dir, &options, 4);
+    let file = dir.path().join("books/00000000000000000004.books");
+    let partial = dir.path().join("books/00000000000000000006.books.tmp");
+    std::fs::write(&partial, b"walras-books/1").unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let store = BlockStore::open_with(dir.path(), &options).unwrap();
+    let busiest = pairs()
+        .into_iter()
+        .max_by_key(|pair| store.pair_book_before(5, *pair).unwrap().1.len())
+        .unwrap();
+    assert!(!store.pair_book_before(5, busiest).unwrap().1.is_empty());
+    assert_eq!(store.pair_book_before(7, busiest).unwrap().0, 4);
+    // The book thread removes it before writing anything; a clean stop waits for that thread.
+    drop(store);
+    assert!(!partial.exists(), "the partial file is removed");
+    let store = BlockStore::open_with(dir.path(), &options).unwrap();
+    // One bit of an offer's amount, near the end of the file: a pair's section fails its hash.
+    let last_offer_amount = bytes.len() - 8 - 1;
+    bytes[last_offer_amount] ^= 1;
+    std::fs::write(&file, &bytes).unwrap();
+    let damaged: Vec<StoreError> = pairs()
+        .into_iter()
+        .filter_map(|pair| store.pair_book_before(5, pair).err())
+        .collect();
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
+    assert!(
+        matches!(
+            &damaged[0],
+            StoreError::CorruptBookSnapshot { height: 4, .. }
+        ),
+        "{damaged:?}"
+    );
+    // Cut short: every pair is refused.
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    for pair in pairs() {
+        assert!(matches!(
+            store.pair_book_before(5, pair),
+            Err(StoreError::CorruptBookSnapshot { height: 4, .. })
+        ));
+    }
+}
