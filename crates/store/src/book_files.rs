@@ -32,7 +32,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use walras_crypto::{Domain, Hash, Hasher};
 use walras_engine::{BookSnapshot, BOOK_OFFER_BYTES};
-use walras_types::{OfferKey, PairId};
+use walras_types::codec::Reader;
+use walras_types::{AccountId, OfferId, OfferKey, PairId, Price};
 
 /// The folder of book snapshot files inside the store's directory.
 const BOOKS_DIR: &str = "books";
@@ -223,8 +224,7 @@ pub(crate) fn pair_book(
             if section_hash(height, code, offers).as_bytes() != hash {
                 return Err(corrupt("a book fails its hash"));
             }
-            found = crate::store::decode_book(offers)
-                .ok_or_else(|| corrupt("a book does not decode"))?;
+            found = decode_book(offers).ok_or_else(|| corrupt("a book does not decode"))?;
         }
         pairs += 1;
     }
@@ -325,4 +325,24 @@ impl Drop for BookWriter {
             let _ = thread.join();
         }
     }
+}
+
+/// A book as stored: per offer in key order, limit (u128), account, id, amount left; `None`
+/// when the bytes are not whole offers.
+pub(crate) fn decode_book(bytes: &[u8]) -> Option<BTreeMap<OfferKey, u64>> {
+    if !bytes.len().is_multiple_of(BOOK_OFFER_BYTES) {
+        return None;
+    }
+    let mut reader = Reader::new(bytes);
+    let mut book = BTreeMap::new();
+    while !reader.is_empty() {
+        let limit: [u8; 16] = reader.array().ok()?;
+        let key = OfferKey {
+            min_price: Price(u128::from_be_bytes(limit)),
+            account: AccountId(reader.u64().ok()?),
+            id: OfferId(reader.u64().ok()?),
+        };
+        book.insert(key, reader.u64().ok()?);
+    }
+    Some(book)
 }

@@ -21,7 +21,7 @@ use walras_engine::{
 };
 use walras_types::codec::{self, Reader, Writer};
 use walras_types::genesis::{Genesis, GenesisSummary};
-use walras_types::{AccountId, AssetId, OfferId, OfferKey, PairId, Price};
+use walras_types::{AccountId, AssetId, OfferId, OfferKey, PairId};
 
 /// The on-disk format and its version, stored under `meta/format`.
 pub const FORMAT: &[u8] = b"walras-store/2";
@@ -40,8 +40,6 @@ const DATABASE_COUNT_MAX: u32 = 7;
 pub const DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS: u64 = 1_024;
 /// The `books` key of the entry that marks a snapshot whole (after every pair's entry).
 const BOOK_SNAPSHOT_DONE: u32 = u32::MAX;
-/// One stored offer of a book snapshot: limit (u128), account, id, remaining amount.
-const BOOK_OFFER_BYTES: usize = 16 + 8 + 8 + 8;
 /// Checkpoints kept: the newest, and the one before it to fall back on if the newest is damaged.
 const CHECKPOINTS_KEPT: usize = 2;
 /// Default [`StoreOptions::checkpoint_interval_blocks`].
@@ -697,7 +695,11 @@ impl BlockStore {
                     continue;
                 }
                 self.books
-                    .put(txn, &book_key(height, pair_code(pair)), &encode_book(book))
+                    .put(
+                        txn,
+                        &book_key(height, book_files::pair_code(pair)),
+                        &encode_book(book),
+                    )
                     .map_err(self.write_error("writing a book snapshot"))?;
             }
         }
@@ -771,13 +773,18 @@ impl BlockStore {
         }
         let stored = self
             .books
-            .get(&txn, &book_key(snapshot_height, pair_code(pair)))
+            .get(
+                &txn,
+                &book_key(snapshot_height, book_files::pair_code(pair)),
+            )
             .map_err(StoreError::lmdb("reading a book snapshot"))?;
         let book = match stored {
-            Some(bytes) => decode_book(bytes).ok_or_else(|| StoreError::CorruptBookSnapshot {
-                height: snapshot_height,
-                reason: format!("a book of {} bytes", bytes.len()),
-            })?,
+            Some(bytes) => {
+                book_files::decode_book(bytes).ok_or_else(|| StoreError::CorruptBookSnapshot {
+                    height: snapshot_height,
+                    reason: format!("a book of {} bytes", bytes.len()),
+                })?
+            }
             None => BTreeMap::new(),
         };
         Ok((snapshot_height, book))
@@ -1349,10 +1356,6 @@ fn book_key(height: u64, code: u32) -> [u8; 12] {
     key
 }
 
-fn pair_code(pair: PairId) -> u32 {
-    u32::from(pair.sell.0) << 16 | u32::from(pair.buy.0)
-}
-
 fn decode_book_key(key: &[u8]) -> Result<(u64, u32), StoreError> {
     let corrupt = || StoreError::CorruptBookSnapshot {
         height: 0,
@@ -1368,7 +1371,7 @@ fn decode_book_key(key: &[u8]) -> Result<(u64, u32), StoreError> {
 
 /// A book as stored: per offer in key order, limit (u128), account, id, amount left.
 fn encode_book(book: &BTreeMap<OfferKey, u64>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(BOOK_OFFER_BYTES * book.len());
+    let mut out = Vec::with_capacity(walras_engine::BOOK_OFFER_BYTES * book.len());
     for (key, amount) in book {
         out.extend_from_slice(&key.min_price.0.to_be_bytes());
         out.put_u64(key.account.0);
@@ -1376,24 +1379,6 @@ fn encode_book(book: &BTreeMap<OfferKey, u64>) -> Vec<u8> {
         out.put_u64(*amount);
     }
     out
-}
-
-pub(crate) fn decode_book(bytes: &[u8]) -> Option<BTreeMap<OfferKey, u64>> {
-    if !bytes.len().is_multiple_of(BOOK_OFFER_BYTES) {
-        return None;
-    }
-    let mut reader = Reader::new(bytes);
-    let mut book = BTreeMap::new();
-    while !reader.is_empty() {
-        let limit: [u8; 16] = reader.array().ok()?;
-        let key = OfferKey {
-            min_price: Price(u128::from_be_bytes(limit)),
-            account: AccountId(reader.u64().ok()?),
-            id: OfferId(reader.u64().ok()?),
-        };
-        book.insert(key, reader.u64().ok()?);
-    }
-    Some(book)
 }
 
 fn decode_offer_entry(key: &[u8]) -> Result<(AccountId, u64), StoreError> {
