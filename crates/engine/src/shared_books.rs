@@ -159,6 +159,30 @@ impl BookSnapshot {
     }
 }
 
+impl BookSnapshot {
+    /// Calls `each` with every open offer (its pair, key and amount left): pairs in order,
+    /// offers in key order. Fails, having called `each` for some offers, when the carried
+    /// books do not take their fills (a defect).
+    pub fn for_each_offer(
+        &self,
+        mut each: impl FnMut(PairId, OfferKey, u64),
+    ) -> Result<(), SharedBooksError> {
+        let mismatch = |FillsMismatch(pair)| SharedBooksError {
+            height: self.height,
+            pair,
+        };
+        for book in self.shared.open_books().map_err(mismatch)? {
+            let pair = PairId {
+                sell: AssetId((book.index() / self.assets) as u16),
+                buy: AssetId((book.index() % self.assets) as u16),
+            };
+            book.for_each(|key, amount| each(pair, key, amount))
+                .map_err(mismatch)?;
+        }
+        Ok(())
+    }
+}
+
 /// The carried books shared for a snapshot do not take their fills: a defect, reported.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the books shared at height {height} do not take their fills (pair {pair})")]
