@@ -27,7 +27,9 @@
 
 use crate::checkpoint::{count_u32, Format, ACCOUNT_CHUNK, BOOK_OFFERS_MAX, PAIRS_MAX};
 use crate::draft_memory::Memory;
-use crate::shared_books::{put_offer, BookSnapshot, FillsMismatch, OpenBook, SharedBooks};
+use crate::shared_books::{
+    put_offer, BookSnapshot, FillsMismatch, OpenBook, SharedBooks, BOOK_OFFER_BYTES,
+};
 use crate::state::{ExchangeState, ACCOUNTS_MAX};
 use std::sync::PoisonError;
 use walras_types::codec::Writer;
@@ -244,23 +246,15 @@ impl CheckpointDraft {
             height: self.height,
             pair,
         };
-        let shared = match &self.books {
-            DraftBooks::Encoded(_) => None,
-            DraftBooks::Shared(shared) => Some(shared.open_books().map_err(mismatch)?),
-        };
-        let books_len = match (&self.books, &shared) {
-            (DraftBooks::Encoded(bytes), _) => bytes.len(),
-            (DraftBooks::Shared(_), Some(open)) => {
-                4 + open
-                    .iter()
-                    .map(|book| 8 + 40 * book.offers())
-                    .sum::<usize>()
+        let books = match &self.books {
+            DraftBooks::Encoded(bytes) => BooksSection::Encoded(bytes),
+            DraftBooks::Shared(shared) => {
+                BooksSection::Open(shared.open_books().map_err(mismatch)?)
             }
-            (DraftBooks::Shared(_), None) => unreachable!("shared books are counted above"),
         };
         let total = self.head.len()
             + self.lengths.iter().sum::<u64>() as usize
-            + books_len
+            + books.len()
             + self.tail.len();
         let mut bytes = Vec::with_capacity(total);
         bytes.extend_from_slice(&self.head);
@@ -273,12 +267,9 @@ impl CheckpointDraft {
                 None => bytes.extend_from_slice(self.base_piece(base, piece)?),
             }
         }
-        match (&self.books, shared) {
-            (DraftBooks::Encoded(books), _) => bytes.extend_from_slice(books),
-            (DraftBooks::Shared(_), Some(open)) => {
-                encode_open_books(&open, &mut bytes).map_err(mismatch)?
-            }
-            (DraftBooks::Shared(_), None) => unreachable!("shared books are counted above"),
+        match books {
+            BooksSection::Encoded(books) => bytes.extend_from_slice(books),
+            BooksSection::Open(open) => encode_open_books(&open, &mut bytes).map_err(mismatch)?,
         }
         bytes.extend_from_slice(&self.tail);
         assert_eq!(bytes.len(), total, "a draft assembles to its own length");
@@ -310,6 +301,28 @@ impl CheckpointDraft {
             .checked_add(*length as usize)
             .ok_or(mismatch.clone())?;
         bytes.get(start..end).ok_or(mismatch)
+    }
+}
+
+/// A draft's books section as its assembly writes it: bytes encoded on the block path, or
+/// the open books of the shared ones.
+enum BooksSection<'d> {
+    Encoded(&'d [u8]),
+    Open(Vec<OpenBook<'d>>),
+}
+
+impl BooksSection<'_> {
+    /// Bytes the section takes in the checkpoint.
+    fn len(&self) -> usize {
+        match self {
+            BooksSection::Encoded(bytes) => bytes.len(),
+            BooksSection::Open(open) => {
+                4 + open
+                    .iter()
+                    .map(|book| 8 + BOOK_OFFER_BYTES * book.offers())
+                    .sum::<usize>()
+            }
+        }
     }
 }
 
