@@ -139,27 +139,17 @@ impl BookSnapshot {
     /// big-endian ([`BOOK_OFFER_BYTES`] an offer). Fails, having called `each` for the pairs
     /// before, when the carried books do not take their fills (a defect, never a checkpoint).
     pub fn encode_each(&self, mut each: impl FnMut(PairId, &[u8])) -> Result<(), SharedBooksError> {
-        let mismatch = |FillsMismatch(pair)| SharedBooksError {
-            height: self.height,
-            pair,
-        };
         let mut bytes = Vec::new();
-        for book in self.shared.open_books().map_err(mismatch)? {
+        for (pair, book) in self.open_pairs()? {
             bytes.clear();
             bytes.reserve(BOOK_OFFER_BYTES * book.offers());
             book.for_each(|key, amount| put_offer(&mut bytes, key, amount))
-                .map_err(mismatch)?;
-            let pair = PairId {
-                sell: AssetId((book.index() / self.assets) as u16),
-                buy: AssetId((book.index() % self.assets) as u16),
-            };
+                .map_err(|mismatch| self.error(mismatch))?;
             each(pair, &bytes);
         }
         Ok(())
     }
-}
 
-impl BookSnapshot {
     /// Calls `each` with every open offer (its pair, key and amount left): pairs in order,
     /// offers in key order. Fails, having called `each` for some offers, when the carried
     /// books do not take their fills (a defect).
@@ -167,19 +157,36 @@ impl BookSnapshot {
         &self,
         mut each: impl FnMut(PairId, OfferKey, u64),
     ) -> Result<(), SharedBooksError> {
-        let mismatch = |FillsMismatch(pair)| SharedBooksError {
-            height: self.height,
-            pair,
-        };
-        for book in self.shared.open_books().map_err(mismatch)? {
-            let pair = PairId {
-                sell: AssetId((book.index() / self.assets) as u16),
-                buy: AssetId((book.index() % self.assets) as u16),
-            };
+        for (pair, book) in self.open_pairs()? {
             book.for_each(|key, amount| each(pair, key, amount))
-                .map_err(mismatch)?;
+                .map_err(|mismatch| self.error(mismatch))?;
         }
         Ok(())
+    }
+
+    /// The pairs holding open offers, with their books.
+    fn open_pairs(&self) -> Result<Vec<(PairId, OpenBook<'_>)>, SharedBooksError> {
+        let open = self
+            .shared
+            .open_books()
+            .map_err(|mismatch| self.error(mismatch))?;
+        Ok(open
+            .into_iter()
+            .map(|book| {
+                let pair = PairId {
+                    sell: AssetId((book.index() / self.assets) as u16),
+                    buy: AssetId((book.index() % self.assets) as u16),
+                };
+                (pair, book)
+            })
+            .collect())
+    }
+
+    fn error(&self, FillsMismatch(pair): FillsMismatch) -> SharedBooksError {
+        SharedBooksError {
+            height: self.height,
+            pair,
+        }
     }
 }
 
