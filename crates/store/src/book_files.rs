@@ -24,7 +24,8 @@
 //! `walras/books` over `height ‖ code ‖ its offers`, so a reader checks the one pair it
 //! reads, not the whole file.
 
-use crate::checkpoint_files::{io_error, sync_folder, SLICE_BYTES};
+use crate::checkpoint_files::SLICE_BYTES;
+use crate::height_files::{io_error, sync_folder, Kind};
 use crate::StoreError;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -37,10 +38,13 @@ use walras_types::{AccountId, OfferId, OfferKey, PairId, Price};
 
 /// The folder of book snapshot files inside the store's directory.
 const BOOKS_DIR: &str = "books";
-const SUFFIX: &str = ".books";
-const TEMPORARY_SUFFIX: &str = ".books.tmp";
+const FILES: Kind = Kind {
+    suffix: ".books",
+    temporary_suffix: ".books.tmp",
+    listing: "listing book snapshot files",
+    deleting_partial: "deleting a partial book snapshot file",
+};
 const MAGIC: &[u8] = b"walras-books/1";
-const HEIGHT_DIGITS: usize = 20;
 /// The code that ends the pairs (no pair has it: assets are fewer than 2^16 - 1).
 const END: u32 = u32::MAX;
 const SECTION_DOMAIN: Domain = Domain::new("walras/books");
@@ -48,18 +52,6 @@ const SECTION_DOMAIN: Domain = Domain::new("walras/books");
 /// The book snapshot folder of the store in `dir`.
 pub(crate) fn folder(dir: &Path) -> PathBuf {
     dir.join(BOOKS_DIR)
-}
-
-fn file_name(height: u64) -> String {
-    format!("{height:0HEIGHT_DIGITS$}{SUFFIX}")
-}
-
-fn height_of(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(SUFFIX)?;
-    if digits.len() != HEIGHT_DIGITS || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 pub(crate) fn pair_code(pair: PairId) -> u32 {
@@ -77,22 +69,10 @@ fn section_hash(height: u64, code: u32, offers: &[u8]) -> Hash {
 
 /// The newest snapshot file's height below `height` (`None`: none).
 pub(crate) fn newest_below(folder: &Path, height: u64) -> Result<Option<u64>, StoreError> {
-    let entries = match fs::read_dir(folder) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(io_error("listing book snapshot files", folder, error)),
-    };
-    let mut newest = None;
-    for entry in entries {
-        let entry =
-            entry.map_err(|error| io_error("listing book snapshot files", folder, error))?;
-        if let Some(found) = entry.file_name().to_str().and_then(height_of) {
-            if found < height && newest.is_none_or(|newest| found > newest) {
-                newest = Some(found);
-            }
-        }
-    }
-    Ok(newest)
+    Ok(FILES
+        .heights(folder)?
+        .into_iter()
+        .find(|found| *found < height))
 }
 
 /// Writes `snapshot` as the file of its height, durably; a failure removes the partial file.
@@ -100,8 +80,8 @@ pub(crate) fn write(folder: &Path, snapshot: &BookSnapshot) -> Result<(), StoreE
     fs::create_dir_all(folder)
         .map_err(|error| io_error("creating the book snapshot folder", folder, error))?;
     let height = snapshot.height();
-    let path = folder.join(file_name(height));
-    let temporary = folder.join(format!("{height:0HEIGHT_DIGITS$}{TEMPORARY_SUFFIX}"));
+    let path = folder.join(FILES.file_name(height));
+    let temporary = folder.join(FILES.temporary_name(height));
     if let Err(error) = write_synced(&temporary, snapshot) {
         let _ = fs::remove_file(&temporary);
         return Err(error);
@@ -171,7 +151,7 @@ pub(crate) fn pair_book(
     height: u64,
     pair: PairId,
 ) -> Result<BTreeMap<OfferKey, u64>, StoreError> {
-    let path = folder.join(file_name(height));
+    let path = folder.join(FILES.file_name(height));
     let file = File::open(&path)
         .map_err(|error| io_error("opening a book snapshot file", &path, error))?;
     // SAFETY: read-only and private to this call. Only this store's book thread writes these
@@ -247,29 +227,6 @@ fn take_u64(rest: &mut &[u8]) -> Option<u64> {
     take(rest, 8).map(|bytes| u64::from_be_bytes(bytes.try_into().expect("8 bytes")))
 }
 
-/// Removes the temporary files a crash left behind (never a complete snapshot).
-pub(crate) fn remove_temporaries(folder: &Path) -> Result<(), StoreError> {
-    let entries = match fs::read_dir(folder) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => return Err(io_error("listing book snapshot files", folder, error)),
-    };
-    for entry in entries {
-        let entry =
-            entry.map_err(|error| io_error("listing book snapshot files", folder, error))?;
-        if entry
-            .file_name()
-            .to_str()
-            .is_some_and(|name| name.ends_with(TEMPORARY_SUFFIX))
-        {
-            let path = entry.path();
-            fs::remove_file(&path)
-                .map_err(|error| io_error("deleting a partial book snapshot file", &path, error))?;
-        }
-    }
-    Ok(())
-}
-
 /// The thread that writes book snapshot files, in the order they are handed to it. A
 /// snapshot that cannot be written is logged and skipped: explanations then start from an
 /// older one, as exact (see the module documentation).
@@ -284,7 +241,7 @@ impl BookWriter {
         let thread = std::thread::Builder::new()
             .name("walras-books".into())
             .spawn(move || {
-                if let Err(error) = remove_temporaries(&folder) {
+                if let Err(error) = FILES.remove_temporaries(&folder) {
                     tracing::error!("book snapshots: {error}");
                 }
                 for snapshot in snapshots {

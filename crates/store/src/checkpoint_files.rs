@@ -25,6 +25,7 @@
 //! allocated blocks took 1.1 s where a new file took 3.3 s (a probe writing, overwriting
 //! and deleting such a file beside a loop of small `fsync`s; BENCHMARKS.md).
 
+use crate::height_files::{io_error, sync_folder, Kind};
 use crate::StoreError;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -32,11 +33,14 @@ use std::path::{Path, PathBuf};
 
 /// The folder of checkpoint files inside the store's directory.
 pub(crate) const CHECKPOINT_DIR: &str = "checkpoints";
-const SUFFIX: &str = ".ckpt";
-const TEMPORARY_SUFFIX: &str = ".ckpt.tmp";
+const FILES: Kind = Kind {
+    suffix: ".ckpt",
+    temporary_suffix: ".ckpt.tmp",
+    listing: "listing checkpoint files",
+    deleting_partial: "deleting a partial checkpoint file",
+};
 /// The recycled file the next checkpoint is written over (not a checkpoint: never read).
 pub(crate) const SPARE_NAME: &str = "spare.ckpt.old";
-const HEIGHT_DIGITS: usize = 20;
 /// Bytes written before each `fdatasync`: the most of a checkpoint the kernel holds dirty.
 /// At ~400 MB/s of disk a block's commit waits at most ~40 ms behind it.
 pub(crate) const SLICE_BYTES: usize = 16 << 20;
@@ -47,35 +51,13 @@ pub(crate) fn folder(dir: &Path) -> PathBuf {
 }
 
 fn file_name(height: u64) -> String {
-    format!("{height:0HEIGHT_DIGITS$}{SUFFIX}")
-}
-
-/// The height a checkpoint file's name stands for; `None` for any other name.
-pub(crate) fn height_of(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(SUFFIX)?;
-    if digits.len() != HEIGHT_DIGITS || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    FILES.file_name(height)
 }
 
 /// Heights of the checkpoint files in `folder`, newest first (none when it does not exist).
 /// Other files there are ignored.
 pub(crate) fn heights(folder: &Path) -> Result<Vec<u64>, StoreError> {
-    let entries = match fs::read_dir(folder) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(error) => return Err(io_error("listing checkpoint files", folder, error)),
-    };
-    let mut heights = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|error| io_error("listing checkpoint files", folder, error))?;
-        if let Some(height) = entry.file_name().to_str().and_then(height_of) {
-            heights.push(height);
-        }
-    }
-    heights.sort_unstable_by(|a, b| b.cmp(a));
-    Ok(heights)
+    FILES.heights(folder)
 }
 
 /// `read` applied to the bytes of the checkpoint file at `height`, mapped read-only; `None`
@@ -120,7 +102,7 @@ pub(crate) fn write(
     fs::create_dir_all(folder)
         .map_err(|error| io_error("creating the checkpoint folder", folder, error))?;
     let path = folder.join(file_name(height));
-    let temporary = folder.join(format!("{height:0HEIGHT_DIGITS$}{TEMPORARY_SUFFIX}"));
+    let temporary = folder.join(FILES.temporary_name(height));
     let spare = folder.join(SPARE_NAME);
     match fs::rename(&spare, &temporary) {
         Ok(()) => {}
@@ -148,24 +130,7 @@ pub(crate) fn write(
 
 /// Removes the temporary files a crash left behind (never a complete checkpoint).
 pub(crate) fn remove_temporaries(folder: &Path) -> Result<(), StoreError> {
-    let entries = match fs::read_dir(folder) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => return Err(io_error("listing checkpoint files", folder, error)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|error| io_error("listing checkpoint files", folder, error))?;
-        let name = entry.file_name();
-        if name
-            .to_str()
-            .is_some_and(|name| name.ends_with(TEMPORARY_SUFFIX))
-        {
-            let path = entry.path();
-            fs::remove_file(&path)
-                .map_err(|error| io_error("deleting a partial checkpoint file", &path, error))?;
-        }
-    }
-    Ok(())
+    FILES.remove_temporaries(folder)
 }
 
 /// The bytes of the checkpoint files in `folder` and of the spare (0 when there are none).
@@ -205,39 +170,15 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         .map_err(|error| io_error(action, path, error))
 }
 
-/// Makes a rename or deletion in `folder` durable.
-pub(crate) fn sync_folder(folder: &Path) -> Result<(), StoreError> {
-    File::open(folder)
-        .and_then(|handle| handle.sync_all())
-        .map_err(|error| io_error("syncing the checkpoint folder", folder, error))
-}
-
-/// The error for an I/O failure on `path`: [`StoreError::DiskFull`] when the disk is full.
-pub(crate) fn io_error(action: &'static str, path: &Path, source: std::io::Error) -> StoreError {
-    let dir = path.parent().unwrap_or(path);
-    if let Some(available_bytes) = crate::error::disk_is_full(dir, &source) {
-        return StoreError::DiskFull {
-            dir: dir.to_path_buf(),
-            action,
-            available_bytes,
-        };
-    }
-    StoreError::File {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_file_name_stands_for_its_height_and_nothing_else_does() {
-        assert_eq!(height_of(&file_name(0)), Some(0));
-        assert_eq!(height_of(&file_name(1_234)), Some(1_234));
-        assert_eq!(height_of(&file_name(u64::MAX)), Some(u64::MAX));
+        assert_eq!(FILES.height_of(&file_name(0)), Some(0));
+        assert_eq!(FILES.height_of(&file_name(1_234)), Some(1_234));
+        assert_eq!(FILES.height_of(&file_name(u64::MAX)), Some(u64::MAX));
         for other in [
             "00000000000000001234.ckpt.tmp",
             "0000000000000001234.ckpt",
@@ -247,7 +188,7 @@ mod tests {
             "00000000000000001234",
             "data.mdb",
         ] {
-            assert_eq!(height_of(other), None, "{other}");
+            assert_eq!(FILES.height_of(other), None, "{other}");
         }
         // Names sort as heights do.
         assert!(file_name(9) < file_name(10));

@@ -92,6 +92,7 @@ mod book_files;
 mod checkpoint_files;
 mod error;
 mod file_check;
+mod height_files;
 mod offer_index;
 mod recover;
 mod store;
