@@ -154,3 +154,48 @@ fn a_damaged_book_snapshot_file_is_refused_and_a_partial_one_never_read() {
         ));
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// A book snapshot file damaged anyhow (bytes changed, cut, lengthened, or replaced by
+    /// any bytes) is read as a book or refused as `CorruptBookSnapshot`: never a panic, never
+    /// another error.
+    #[test]
+    fn any_damage_to_a_book_snapshot_file_is_an_answer_or_a_clear_refusal(
+        flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 1u8..=255), 0..4),
+        cut in proptest::prelude::any::<Option<usize>>(),
+        tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48),
+        replace in proptest::prelude::any::<bool>(),
+    ) {
+        let dir = TempDir::new("book-snapshots-hostile");
+        let options = background(2);
+        run(&dir, &options, 2);
+        let file = dir.path().join("books/00000000000000000002.books");
+        let mut bytes = std::fs::read(&file).unwrap();
+        if replace {
+            bytes = tail.clone();
+        }
+        for (at, flip) in &flips {
+            if !bytes.is_empty() {
+                let at = at % bytes.len();
+                bytes[at] ^= flip;
+            }
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut % (bytes.len() + 1));
+        }
+        if !replace {
+            bytes.extend_from_slice(&tail);
+        }
+        std::fs::write(&file, &bytes).unwrap();
+        let store = BlockStore::open_with(dir.path(), &options).unwrap();
+        for pair in pairs() {
+            match store.pair_book_before(3, pair) {
+                Ok((height, _)) => proptest::prop_assert_eq!(height, 2),
+                Err(StoreError::CorruptBookSnapshot { height: 2, .. }) => {}
+                Err(other) => proptest::prop_assert!(false, "{other}"),
+            }
+        }
+    }
+}
