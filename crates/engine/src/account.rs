@@ -27,8 +27,11 @@ pub struct Account {
     /// genesis or restart) takes that thread's allocator arena lock in glibc, so the credits
     /// of a block ran one at a time whatever the thread count (16-core device, 2026-11-26:
     /// 300k trade credits took 124 ms on 1 thread and 121–126 ms on 16).
-    balances: SmallVec<[(AssetId, u64); BALANCES_INLINE]>,
+    balances: Balances,
 }
+
+/// An account's balances as it holds them (see [`Account::balances`]).
+pub(crate) type Balances = SmallVec<[(AssetId, u64); BALANCES_INLINE]>;
 
 /// Balances an account holds without a heap allocation (16 bytes each; the generator's
 /// accounts hold 4 assets at genesis).
@@ -49,7 +52,7 @@ impl Account {
     pub fn new(public_key: [u8; 32], balances: Vec<(AssetId, u64)>) -> Account {
         // Collected, not converted: `SmallVec::from_vec` would keep the vector's heap buffer
         // even where the balances fit inline.
-        let mut balances: SmallVec<[(AssetId, u64); BALANCES_INLINE]> = balances
+        let mut balances: Balances = balances
             .into_iter()
             .filter(|(_, amount)| *amount > 0)
             .collect();
@@ -60,6 +63,31 @@ impl Account {
             last_sequence: 0,
             balances,
         }
+    }
+
+    /// An account read back from a checkpoint: `balances` already ascending by asset with no
+    /// zero amount (the reader checks both), collected where they fit inline rather than
+    /// through a heap vector as [`Account::new`] takes them: a restart at 10M accounts made and
+    /// freed 10M of those.
+    pub(crate) fn from_checked(
+        public_key: [u8; 32],
+        last_sequence: u64,
+        balances: Balances,
+    ) -> Account {
+        debug_assert!(balances.windows(2).all(|two| two[0].0 < two[1].0));
+        debug_assert!(balances.iter().all(|(_, amount)| *amount > 0));
+        Account {
+            public_key,
+            verifying_key: OnceLock::new(),
+            last_sequence,
+            balances,
+        }
+    }
+
+    /// An account with no key, sequence or balance: what a slot holds before a loaded
+    /// account is written into it.
+    pub(crate) fn placeholder() -> Account {
+        Account::from_checked([0; 32], 0, Balances::new())
     }
 
     /// The decoded public key, or `None` if the stored bytes are not a valid key.
@@ -101,6 +129,12 @@ impl Account {
     }
 
     pub fn balances(&self) -> &[(AssetId, u64)] {
+        &self.balances
+    }
+
+    /// The balances as the account holds them (to copy without a heap allocation where they
+    /// fit inline).
+    pub(crate) fn held_balances(&self) -> &Balances {
         &self.balances
     }
 

@@ -29,7 +29,7 @@
 //! as `account_count:u32 (id:u64 account)*` (no chunk table); `/1` is `/2` without the market
 //! record, which then starts empty at the checkpoint's height.
 
-use crate::account::Account;
+use crate::account::{Account, Balances};
 use crate::bridge::PaymentsBridge;
 use crate::market::MarketPrices;
 use crate::state::{
@@ -512,6 +512,9 @@ fn read_bridge(reader: &mut Reader<'_>, assets: usize) -> Result<PaymentsBridge,
 
 type Accounts = (Vec<Account>, Vec<AccountId>);
 
+/// The fewest bytes an account takes: id, key, sequence number, balance count.
+const ACCOUNT_BYTES_MIN: usize = 8 + 32 + 8 + 2;
+
 /// `/1` and `/2`: `account_count:u32 (id:u64 account)*`.
 fn read_accounts(reader: &mut Reader<'_>, assets: usize) -> Result<Accounts, CheckpointError> {
     let count = reader.u32()? as usize;
@@ -524,8 +527,8 @@ fn read_account_run(
     count: usize,
     assets: usize,
 ) -> Result<Accounts, CheckpointError> {
-    // Each account takes at least 50 bytes: never reserve more than the input can hold.
-    let capacity = reader.capacity(count as u64, 50);
+    // Never reserve more than the input can hold.
+    let capacity = reader.capacity(count as u64, ACCOUNT_BYTES_MIN);
     let mut accounts = Vec::with_capacity(capacity);
     let mut account_ids = Vec::with_capacity(capacity);
     for _ in 0..count {
@@ -555,24 +558,39 @@ fn read_account_chunks(
     for _ in 0..chunk_count {
         lengths.push(reader.u64()?);
     }
-    let mut chunks: Vec<(usize, &[u8])> = Vec::with_capacity(chunk_count);
+    let mut chunks: Vec<&[u8]> = Vec::with_capacity(chunk_count);
     for (chunk, length) in lengths.into_iter().enumerate() {
         let length = usize::try_from(length).map_err(|_| malformed("account chunk length"))?;
         let accounts = (count - chunk * ACCOUNT_CHUNK).min(ACCOUNT_CHUNK);
-        chunks.push((accounts, reader.take(length)?));
+        // Checked before anything is allocated for the accounts: a count the bytes cannot
+        // hold is refused, not reserved.
+        if length < accounts * ACCOUNT_BYTES_MIN {
+            return Err(malformed(&format!(
+                "account chunk {chunk} of {length} bytes for {accounts} accounts"
+            )));
+        }
+        chunks.push(reader.take(length)?);
     }
-    let decoded = walras_par::map_in_order(&chunks, threads, 2, |(accounts, bytes)| {
+    // Decoded in place, each chunk into its own slots, on the threads that first touch them.
+    let mut accounts = walras_par::filled(count, threads, Account::placeholder);
+    let mut account_ids = walras_par::filled(count, threads, || AccountId(0));
+    let work: Vec<_> = accounts
+        .chunks_mut(ACCOUNT_CHUNK)
+        .zip(account_ids.chunks_mut(ACCOUNT_CHUNK))
+        .zip(chunks)
+        .collect();
+    assert_eq!(work.len(), chunk_count, "one slice of slots per chunk");
+    let decoded = walras_par::run_each(work, threads, |((accounts, ids), bytes)| {
         let mut chunk_reader = Reader::new(bytes);
-        let run = read_account_run(&mut chunk_reader, *accounts, assets)?;
+        for (account, id) in accounts.iter_mut().zip(ids.iter_mut()) {
+            *id = AccountId(chunk_reader.u64()?);
+            *account = read_account(&mut chunk_reader, *id, assets)?;
+        }
         chunk_reader.finish()?;
-        Ok::<_, CheckpointError>(run)
+        Ok::<_, CheckpointError>(())
     });
-    let mut accounts = Vec::with_capacity(count);
-    let mut account_ids = Vec::with_capacity(count);
-    for run in decoded {
-        let (chunk_accounts, chunk_ids) = run?;
-        accounts.extend(chunk_accounts);
-        account_ids.extend(chunk_ids);
+    for chunk in decoded {
+        chunk?;
     }
     Ok((accounts, account_ids))
 }
@@ -587,7 +605,7 @@ fn read_account(
     let public_key = reader.array::<32>()?;
     let last_sequence = reader.u64()?;
     let balance_count = reader.u16()? as usize;
-    let mut balances = Vec::with_capacity(balance_count.min(assets));
+    let mut balances = Balances::with_capacity(balance_count.min(assets));
     for _ in 0..balance_count {
         let asset = reader.u16()?;
         let amount = reader.u64()?;
@@ -599,9 +617,7 @@ fn read_account(
         }
         balances.push((AssetId(asset), amount));
     }
-    let mut account = Account::new(public_key, balances);
-    account.last_sequence = last_sequence;
-    Ok(account)
+    Ok(Account::from_checked(public_key, last_sequence, balances))
 }
 
 /// Each account's slot by id (its position), refusing an id given twice or a slot past the cap.

@@ -271,6 +271,34 @@ fn a_damaged_v3_checkpoint_is_refused() {
     ));
 }
 
+/// Trigger: `/3` accounts are decoded in place, into vectors sized by the account count before
+/// any chunk is read (2026-11-28, to spread a restart's page faults over its threads). A body
+/// sealed with a count of 4,294,967,295 accounts and a matching table of empty chunks would
+/// have sized them at ~550 GB; the count is checked against the chunks' bytes first and the
+/// checkpoint refused as malformed.
+#[test]
+fn a_checkpoint_claiming_more_accounts_than_its_bytes_hold_is_refused_before_any_is_allocated() {
+    let original = state_with(3, &[9], &[]);
+    let bytes = original.encode_checkpoint_unsealed();
+    let body = b"walras-checkpoint/3".len() + 32;
+    let count_at = body + 8 + 32 + 2 + 16 * usize::from(ASSETS);
+    let count = u32::MAX;
+    let chunks = (count as usize).div_ceil(ACCOUNT_CHUNK);
+    let mut lying = bytes[..count_at].to_vec();
+    lying.extend_from_slice(&count.to_be_bytes());
+    lying.extend_from_slice(&(chunks as u32).to_be_bytes());
+    lying.resize(lying.len() + 8 * chunks, 0); // every chunk zero bytes long
+    seal_checkpoint(&mut lying);
+    for threads in [1, 2] {
+        match ExchangeState::decode_checkpoint(&lying, threads) {
+            Err(CheckpointError::Malformed(reason)) => {
+                assert!(reason.contains("account chunk 0"), "{reason}")
+            }
+            other => panic!("{threads} threads: {:?}", other.map(|_| "a state")),
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
