@@ -11,11 +11,13 @@
 //! chunks of [`CHUNK_ACCOUNTS`] shared between successive views: [`AccountView::after_block`]
 //! copies only the chunks holding an account the block touched (copy-on-write through
 //! [`Arc::make_mut`]; an account's balances are held inline as in the account, so copying a
-//! chunk copies bytes and allocates nothing per account), and the id → slot index only when the block created accounts.
+//! chunk copies bytes and allocates nothing per account). The id → slot index is the state's,
+//! shared shard by shard ([`SlotIndex`]).
 
 use crate::account::{Account, Balances};
 use crate::admission::SourceView;
-use crate::state::{ExchangeState, SlotMap};
+use crate::slot_index::SlotIndex;
+use crate::state::ExchangeState;
 use std::sync::{Arc, OnceLock};
 use walras_crypto::PublicKey;
 use walras_types::{AccountId, AssetId};
@@ -93,7 +95,8 @@ impl Facts {
 #[derive(Clone, Debug)]
 pub struct AccountView {
     height: u64,
-    slots: Arc<SlotMap>,
+    /// The state's index at this height, shared shard by shard (see [`SlotIndex`]).
+    slots: SlotIndex,
     /// Facts by slot, `CHUNK_ACCOUNTS` per chunk; every chunk but the last is full.
     chunks: Vec<Arc<Vec<Facts>>>,
     len: usize,
@@ -105,32 +108,22 @@ impl AccountView {
         AccountView::of_on(state, 1)
     }
 
-    /// [`AccountView::of`], its chunks built on up to `threads` threads while the calling
-    /// thread copies the id → slot map: at 10M accounts the view took about 5 s of a restart
-    /// on one thread. The same view for any thread count.
+    /// [`AccountView::of`], its chunks built on up to `threads` threads (at 10M accounts the
+    /// view took about 5 s of a restart on one thread); the id → slot index is the state's,
+    /// shared. The same view for any thread count.
     pub fn of_on(state: &ExchangeState, threads: usize) -> AccountView {
         let pieces: Vec<&[Account]> = state.accounts.chunks(CHUNK_ACCOUNTS).collect();
-        let (chunks, slots) = std::thread::scope(|scope| {
-            let chunks = scope.spawn(|| {
-                walras_par::map_in_order(&pieces, threads, 2, |piece| {
-                    Arc::new(
-                        piece
-                            .iter()
-                            .map(|account| Facts::of(account, None))
-                            .collect(),
-                    )
-                })
-            });
-            let slots = state.slots.clone();
-            (chunks.join(), slots)
+        let chunks = walras_par::map_in_order(&pieces, threads, 2, |piece| {
+            Arc::new(
+                piece
+                    .iter()
+                    .map(|account| Facts::of(account, None))
+                    .collect(),
+            )
         });
-        let chunks: Vec<Arc<Vec<Facts>>> = match chunks {
-            Ok(chunks) => chunks,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
         let view = AccountView {
             height: state.height,
-            slots: Arc::new(slots),
+            slots: state.slots.clone(),
             chunks,
             len: state.accounts.len(),
         };
@@ -172,12 +165,12 @@ impl AccountView {
             }
         }
         if state.accounts.len() > view.len {
-            let slots = Arc::make_mut(&mut view.slots);
-            for slot in view.len..state.accounts.len() {
-                slots.insert(state.account_ids[slot], slot as u32);
-            }
+            // The state's index holds the created accounts; the shards they did not land in
+            // are still shared with the view before.
+            view.slots = state.slots.clone();
             view.append_from(state);
         }
+        debug_assert_eq!(view.slots.len(), state.accounts.len());
         debug_assert_eq!(view.len, state.accounts.len());
         view
     }
@@ -367,6 +360,30 @@ mod tests {
         assert!(!decoded(&next, 5));
     }
 
+    /// Trigger: the view kept an id → slot map of its own and copied it whole for every block
+    /// that created an account (`Arc::make_mut` while the view before still held it): at 10M
+    /// accounts ~285 MB copied on the block path for one creation. Now the view shares the
+    /// state's index shard by shard and such a block copies only the shard the account lands
+    /// in.
+    #[test]
+    fn a_block_creating_an_account_copies_one_shard_of_the_id_index_not_all_of_it() {
+        let mut state = state(3 * CHUNK_ACCOUNTS as u64);
+        let before = AccountView::of(&state);
+        let creation = Operation::CreateAccount {
+            new_account: AccountId(1_000_000),
+            public_key: *keypair(1_000_000).public_key().as_bytes(),
+        };
+        let touched = execute(&mut state, vec![signed(5, 1, creation)]);
+        let after = before.after_block(&state, touched);
+        assert!(after.source(AccountId(1_000_000)).is_some());
+        assert_eq!(before.source(AccountId(1_000_000)), None);
+        assert_eq!(
+            after.slots.shards_shared_with(&before.slots),
+            crate::slot_index::SHARDS - 1
+        );
+        assert!(after.slots.shares_all_with(&state.slots));
+    }
+
     /// The view after any sequence of blocks equals the view read afresh from the state, and
     /// the view taken before a block still says what it said (readers in flight keep theirs).
     #[test]
@@ -430,17 +447,16 @@ mod tests {
         assert_eq!(genesis_view.source(AccountId(1_000)), None);
         // Only the touched chunk 0 was copied; an untouched one is still shared.
         assert!(!Arc::ptr_eq(&genesis_view.chunks[0], &next.chunks[0]));
-        assert!(Arc::ptr_eq(
-            &genesis_view.slots,
-            &genesis_view.clone().slots
-        ));
+        assert!(genesis_view
+            .slots
+            .shares_all_with(&genesis_view.clone().slots));
         let untouched = AccountView::of(&state);
         let after_empty_block = untouched.after_block(&state, []);
         assert!(Arc::ptr_eq(
             &untouched.chunks[0],
             &after_empty_block.chunks[0]
         ));
-        assert!(Arc::ptr_eq(&untouched.slots, &after_empty_block.slots));
+        assert!(untouched.slots.shares_all_with(&after_empty_block.slots));
     }
 
     proptest::proptest! {

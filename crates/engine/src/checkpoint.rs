@@ -32,8 +32,9 @@
 use crate::account::{Account, Balances};
 use crate::bridge::PaymentsBridge;
 use crate::market::MarketPrices;
+use crate::slot_index::SlotIndex;
 use crate::state::{
-    all_slots, new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
+    all_slots, new_slot, offer_trie_key, ExchangeState, ACCOUNTS_MAX, OFFER_KEY_BYTES,
 };
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -408,7 +409,7 @@ fn read_state(
         Format::V3 => read_account_chunks(reader, assets, threads)?,
         Format::V1 | Format::V2 => read_accounts(reader, assets)?,
     };
-    let slots = slot_map(&account_ids)?;
+    let slots = slot_index(&account_ids, threads)?;
     timings.decode_accounts_ms = lap(clock);
     let (books, offer_tries) = read_books(reader, assets, &slots, threads)?;
     timings.decode_offers_ms = lap(clock);
@@ -621,18 +622,12 @@ fn read_account(
 }
 
 /// Each account's slot by id (its position), refusing an id given twice or a slot past the cap.
-fn slot_map(account_ids: &[AccountId]) -> Result<SlotMap, CheckpointError> {
-    let mut slots = SlotMap::default();
-    slots.reserve(account_ids.len());
-    for (slot, id) in account_ids.iter().enumerate() {
-        let Some(slot) = new_slot(slot, ACCOUNTS_MAX) else {
-            return Err(malformed(&format!("more than {ACCOUNTS_MAX} accounts")));
-        };
-        if slots.insert(*id, slot).is_some() {
-            return Err(malformed(&format!("account {} twice", id.0)));
-        }
+fn slot_index(account_ids: &[AccountId], threads: usize) -> Result<SlotIndex, CheckpointError> {
+    if new_slot(account_ids.len().saturating_sub(1), ACCOUNTS_MAX).is_none() {
+        return Err(malformed(&format!("more than {ACCOUNTS_MAX} accounts")));
     }
-    Ok(slots)
+    SlotIndex::from_ids(account_ids, threads)
+        .map_err(|id| malformed(&format!("account {} twice", id.0)))
 }
 
 type OfferTrie = Trie<OFFER_KEY_BYTES, [u8; 8]>;
@@ -643,7 +638,7 @@ type Books = (Vec<BTreeMap<OfferKey, u64>>, Vec<OfferTrie>);
 fn read_books(
     reader: &mut Reader<'_>,
     assets: usize,
-    slots: &SlotMap,
+    slots: &SlotIndex,
     threads: usize,
 ) -> Result<Books, CheckpointError> {
     let pairs = assets * assets;
@@ -677,7 +672,7 @@ fn read_books(
 fn read_book(
     index: usize,
     bytes: &[u8],
-    slots: &SlotMap,
+    slots: &SlotIndex,
 ) -> Result<(BTreeMap<OfferKey, u64>, OfferTrie), CheckpointError> {
     let mut reader = Reader::new(bytes);
     let mut entries: Vec<(OfferKey, u64)> = Vec::with_capacity(bytes.len() / OFFER_BYTES);

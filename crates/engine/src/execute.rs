@@ -24,9 +24,8 @@ use crate::block::{transaction_hash, Block, BlockHeader, PairTrade};
 use crate::carried::Use;
 use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
 use crate::parallel::{map_in_order, run_each, sort_unstable};
-use crate::state::{
-    new_slot, offer_trie_key, ExchangeState, SlotMap, ACCOUNTS_MAX, OFFER_KEY_BYTES,
-};
+use crate::slot_index::SlotIndex;
+use crate::state::{new_slot, offer_trie_key, ExchangeState, ACCOUNTS_MAX, OFFER_KEY_BYTES};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -1027,7 +1026,7 @@ impl PairRange<'_> {
         books: &OrderBooks,
         settlement: &Settlement,
         assets: usize,
-        slots: &SlotMap,
+        slots: &SlotIndex,
         width: usize,
         threads: usize,
     ) -> Vec<Vec<Credit>> {

@@ -36,6 +36,7 @@ mod market;
 mod parallel;
 mod resting;
 mod shared_books;
+mod slot_index;
 mod state;
 
 pub use account::Account;
@@ -54,4 +55,6 @@ pub use execute::{
 pub use filter::filter;
 pub use market::{AssetMarket, LastTrade, MarketDecodeError, MarketPrices};
 pub use shared_books::{BookSnapshot, SharedBooksError, BOOK_OFFER_BYTES};
-pub use state::{check_genesis, new_slot, ExchangeState, SlotMap, StateError, ACCOUNTS_MAX};
+pub use slot_index::SlotIndex;
+pub use slot_index::SlotMap;
+pub use state::{check_genesis, new_slot, ExchangeState, StateError, ACCOUNTS_MAX};

@@ -16,8 +16,8 @@ use crate::bridge::PaymentsBridge;
 use crate::carried::CarriedBooks;
 use crate::draft_memory::DraftMemory;
 use crate::market::MarketPrices;
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use crate::slot_index::SlotIndex;
+use std::collections::BTreeMap;
 use walras_crypto::{Domain, Hash, Hasher as HashWriter};
 use walras_trie::Trie;
 use walras_types::genesis::Genesis;
@@ -28,27 +28,6 @@ pub(crate) const STATE_DOMAIN: Domain = Domain::new("walras/state");
 
 /// Bytes of an offer trie key: limit price (16) ‖ account (8) ‖ offer id (8).
 pub(crate) const OFFER_KEY_BYTES: usize = 32;
-
-/// A fast hasher for account ids (already well distributed). Only for lookups: nothing iterates
-/// this map in an order that matters.
-#[derive(Default, Clone, Copy)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0 ^ *byte as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, value: u64) {
-        self.0 = (value ^ (value >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    }
-}
-
-pub type SlotMap = HashMap<AccountId, u32, BuildHasherDefault<IdHasher>>;
 
 /// The most accounts an exchange holds. An account's slot (its index in the state's vectors
 /// and in every per-block work list, and its place in a checkpoint) is a `u32`, so slots run
@@ -104,7 +83,7 @@ pub struct ExchangeState {
     pub(crate) assets: usize,
     pub(crate) accounts: Vec<Account>,
     pub(crate) account_ids: Vec<AccountId>,
-    pub(crate) slots: SlotMap,
+    pub(crate) slots: SlotIndex,
     /// Per pair index (`sell * assets + buy`): open offers and their remaining amounts.
     pub(crate) books: Vec<BTreeMap<OfferKey, u64>>,
     pub(crate) issued: Vec<u64>,
@@ -138,8 +117,6 @@ impl ExchangeState {
         let mut issued = vec![0u64; assets];
         let mut accounts = Vec::with_capacity(genesis.accounts.len());
         let mut account_ids = Vec::with_capacity(genesis.accounts.len());
-        let mut slots = SlotMap::default();
-        slots.reserve(genesis.accounts.len());
         for entry in &genesis.accounts {
             for (asset, amount) in &entry.balances {
                 let total = &mut issued[asset.0 as usize];
@@ -152,10 +129,13 @@ impl ExchangeState {
             }
             let slot = new_slot(accounts.len(), ACCOUNTS_MAX)
                 .ok_or_else(|| StateError::Genesis(format!("more than {ACCOUNTS_MAX} accounts")))?;
-            slots.insert(entry.id, slot);
+            debug_assert_eq!(slot as usize, account_ids.len());
             account_ids.push(entry.id);
             accounts.push(Account::new(entry.public_key, entry.balances.clone()));
         }
+        // `check_genesis` refused an id listed twice.
+        let slots = SlotIndex::from_ids(&account_ids, threads)
+            .map_err(|id| StateError::Genesis(format!("account {} twice", id.0)))?;
         let payments = genesis
             .payments
             .as_ref()

@@ -1,0 +1,247 @@
+//! The account id → slot index, in shards shared copy-on-write between the state and the
+//! account views it publishes (see [`crate::account_view`]).
+//!
+//! It was one hash map of every account: built on one thread when a checkpoint loaded (10M
+//! inserts at 10M accounts), cloned whole into the first view at start-up (~285 MB of fresh
+//! pages), and cloned whole again into the next view by every block that created an account.
+//! Now the index is [`SHARDS`] maps behind `Arc`s, themselves behind one `Arc`: a view takes
+//! the state's index by one reference count, and a block that creates accounts copies the
+//! pointer array once and only the shards its accounts land in (at 10M accounts ~2,400
+//! entries, ~40 KB each) while a view still holds them. Shards are built on all threads.
+//!
+//! Which shard an id lands in is a function of the id alone, so the index is the same map
+//! however it was built; nothing iterates it.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+use walras_types::AccountId;
+
+/// A fast hasher for account ids (already well distributed). Only for lookups: nothing iterates
+/// this map in an order that matters.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ *byte as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = id_hash(value);
+    }
+}
+
+/// The hash of an account id's value, for [`IdHasher`] and the shards of [`SlotIndex`].
+pub(crate) fn id_hash(value: u64) -> u64 {
+    (value ^ (value >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+}
+
+pub type SlotMap = HashMap<AccountId, u32, BuildHasherDefault<IdHasher>>;
+
+/// Shards of the index: enough that a block creating a few thousand accounts at 10M copies a
+/// few tens of MB at most; few enough that a copy of the pointer array is 32 KB.
+pub(crate) const SHARDS: usize = 1 << 12;
+
+/// The shard of `id`: bits of the id's hash that the maps inside do not use (they take the low
+/// bits for the bucket and the top seven for the control byte).
+fn shard_of(id: AccountId) -> usize {
+    (id_hash(id.0) >> 40) as usize & (SHARDS - 1)
+}
+
+/// Account id → slot.
+#[derive(Clone, Debug)]
+pub struct SlotIndex {
+    shards: Arc<Vec<Arc<SlotMap>>>,
+    len: usize,
+}
+
+impl Default for SlotIndex {
+    fn default() -> SlotIndex {
+        SlotIndex {
+            shards: Arc::new((0..SHARDS).map(|_| Arc::default()).collect()),
+            len: 0,
+        }
+    }
+}
+
+impl SlotIndex {
+    /// The index of accounts `ids`, each at its position, built on up to `threads` threads
+    /// (each builds the shards of its own range, reading every id). `Err` names an id given
+    /// twice (the one of the lowest shard holding a repeat).
+    ///
+    /// # Panics
+    /// If `ids` holds more than `u32::MAX + 1` ids (a slot is a `u32`; callers cap it first).
+    pub fn from_ids(ids: &[AccountId], threads: usize) -> Result<SlotIndex, AccountId> {
+        assert!(
+            ids.len() <= u32::MAX as usize + 1,
+            "{} accounts: slots are u32",
+            ids.len()
+        );
+        let ranges: Vec<std::ops::Range<usize>> = {
+            let parts = threads.clamp(1, SHARDS);
+            let per_part = SHARDS.div_ceil(parts);
+            (0..parts)
+                .map(|part| part * per_part..((part + 1) * per_part).min(SHARDS))
+                .filter(|range| !range.is_empty())
+                .collect()
+        };
+        let built = walras_par::run_each(ranges, threads, |range| build_shards(ids, range));
+        let mut shards = Vec::with_capacity(SHARDS);
+        for part in built {
+            shards.extend(part?);
+        }
+        assert_eq!(shards.len(), SHARDS, "every shard built once");
+        let index = SlotIndex {
+            shards: Arc::new(shards),
+            len: ids.len(),
+        };
+        debug_assert_eq!(
+            index.shards.iter().map(|shard| shard.len()).sum::<usize>(),
+            index.len
+        );
+        Ok(index)
+    }
+
+    pub fn get(&self, id: &AccountId) -> Option<&u32> {
+        self.shards[shard_of(*id)].get(id)
+    }
+
+    pub fn contains_key(&self, id: &AccountId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Sets `id`'s slot; returns the one it replaced. Copies the shard (and the pointer array)
+    /// only when a view still shares them.
+    pub fn insert(&mut self, id: AccountId, slot: u32) -> Option<u32> {
+        let shards = Arc::make_mut(&mut self.shards);
+        let replaced = Arc::make_mut(&mut shards[shard_of(id)]).insert(id, slot);
+        if replaced.is_none() {
+            self.len += 1;
+        }
+        replaced
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether `self` and `other` share every shard (a view taken and nothing created since).
+    pub fn shares_all_with(&self, other: &SlotIndex) -> bool {
+        Arc::ptr_eq(&self.shards, &other.shards)
+    }
+
+    /// How many shards `self` and `other` share.
+    pub fn shards_shared_with(&self, other: &SlotIndex) -> usize {
+        self.shards
+            .iter()
+            .zip(other.shards.iter())
+            .filter(|(mine, theirs)| Arc::ptr_eq(mine, theirs))
+            .count()
+    }
+}
+
+impl std::ops::Index<&AccountId> for SlotIndex {
+    type Output = u32;
+
+    fn index(&self, id: &AccountId) -> &u32 {
+        self.get(id).expect("an account id of the index")
+    }
+}
+
+/// The shards `range` of the index of `ids`: counted first, so each map is made at its size.
+fn build_shards(
+    ids: &[AccountId],
+    range: std::ops::Range<usize>,
+) -> Result<Vec<Arc<SlotMap>>, AccountId> {
+    let mut counts = vec![0usize; range.len()];
+    for id in ids {
+        let shard = shard_of(*id);
+        if range.contains(&shard) {
+            counts[shard - range.start] += 1;
+        }
+    }
+    let mut maps: Vec<SlotMap> = counts
+        .iter()
+        .map(|count| SlotMap::with_capacity_and_hasher(*count, Default::default()))
+        .collect();
+    let mut repeated: Option<(usize, AccountId)> = None;
+    for (slot, id) in ids.iter().enumerate() {
+        let shard = shard_of(*id);
+        if !range.contains(&shard) {
+            continue;
+        }
+        if maps[shard - range.start].insert(*id, slot as u32).is_some()
+            && repeated.is_none_or(|(first, _)| shard < first)
+        {
+            repeated = Some((shard, *id));
+        }
+    }
+    match repeated {
+        Some((_, id)) => Err(id),
+        None => Ok(maps.into_iter().map(Arc::new).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Built on any thread count, the index answers every id's position and nothing
+        /// else, as a plain map of the same ids does; an id given twice is refused.
+        #[test]
+        fn the_index_answers_as_a_plain_map_of_the_same_ids(
+            raw in prop::collection::vec(any::<u64>(), 0..3_000),
+            repeat in any::<bool>(),
+            threads in 1usize..5,
+        ) {
+            let mut ids: Vec<AccountId> = raw.iter().copied().map(AccountId).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            if repeat && !ids.is_empty() {
+                ids.push(ids[ids.len() / 2]);
+                prop_assert_eq!(
+                    SlotIndex::from_ids(&ids, threads).err(),
+                    Some(ids[ids.len() - 1])
+                );
+                return Ok(());
+            }
+            let index = SlotIndex::from_ids(&ids, threads).expect("distinct ids");
+            prop_assert_eq!(index.len(), ids.len());
+            for (slot, id) in ids.iter().enumerate() {
+                prop_assert_eq!(index.get(id), Some(&(slot as u32)));
+            }
+            for probe in raw.iter().map(|x| AccountId(x.wrapping_mul(3) ^ 1)) {
+                prop_assert_eq!(index.get(&probe).is_some(), ids.binary_search(&probe).is_ok());
+            }
+        }
+    }
+
+    /// A view's copy shares every shard; an insert then copies the pointer array and the one
+    /// shard it lands in, and leaves the view's index as it was.
+    #[test]
+    fn an_insert_copies_only_the_shard_it_lands_in() {
+        let ids: Vec<AccountId> = (0..50_000u64).map(|x| AccountId(x * 7 + 3)).collect();
+        let mut state = SlotIndex::from_ids(&ids, 2).expect("distinct ids");
+        let view = state.clone();
+        assert!(view.shares_all_with(&state));
+        assert_eq!(state.insert(AccountId(1), 50_000), None);
+        assert!(!view.shares_all_with(&state));
+        assert_eq!(view.shards_shared_with(&state), SHARDS - 1);
+        assert_eq!(view.get(&AccountId(1)), None);
+        assert_eq!(state[&AccountId(1)], 50_000);
+        assert_eq!((view.len(), state.len()), (50_000, 50_001));
+        assert_eq!(state.insert(AccountId(1), 7), Some(50_000));
+        assert_eq!(state.len(), 50_001);
+    }
+}
