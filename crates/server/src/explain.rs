@@ -15,7 +15,7 @@
 //! first served, up to `EXPLAIN_WAITING_MAX` of them.
 
 use super::failure::Failure;
-use super::limits::ExplainRefusal;
+use super::limits::TurnRefusal;
 use super::node::Shared;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
@@ -80,14 +80,14 @@ pub(crate) async fn offer_explain(
 }
 
 /// The 503 for an explanation that may not wait.
-fn explain_refused(refusal: ExplainRefusal, client: SocketAddr) -> Failure {
+fn explain_refused(refusal: TurnRefusal, client: SocketAddr) -> Failure {
     let message = match refusal {
-        ExplainRefusal::ClientBusy => format!(
+        TurnRefusal::ClientBusy => format!(
             "{} already has an offer explanation waiting or running (one at a time per \
              client); ask again once it is answered",
             client.ip()
         ),
-        ExplainRefusal::QueueFull => format!(
+        TurnRefusal::QueueFull => format!(
             "{} offer explanations are waiting for the block log; retry shortly",
             super::limits::EXPLAIN_WAITING_MAX
         ),

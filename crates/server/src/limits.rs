@@ -235,52 +235,17 @@ pub(crate) const EXPLAIN_WAITING_MAX: usize = 64;
 ///
 /// An explanation reads the block log, so they run one at a time; to keep that one turn from
 /// going to whoever asks fastest, each client address may have one explanation waiting or
-/// running (a second is refused at once, to that client only) and the waiting ones are served
-/// first come, first served, so every client waits for at most one explanation per other
-/// client ahead of it, whatever rate the others send at.
+/// running (see [`FairTurns`]).
 pub struct ExplainGate {
     epsilon: walras_types::Fraction,
-    turns: Arc<Mutex<ExplainTurns>>,
-}
-
-#[derive(Default)]
-struct ExplainTurns {
-    running: bool,
-    /// Clients with an explanation waiting or running.
-    clients: std::collections::BTreeSet<IpAddr>,
-    waiting: std::collections::VecDeque<tokio::sync::oneshot::Sender<()>>,
-}
-
-/// Why an explanation may not wait for its turn.
-#[derive(Debug, PartialEq, Eq)]
-pub enum ExplainRefusal {
-    /// This client already has one waiting or running.
-    ClientBusy,
-    /// [`EXPLAIN_WAITING_MAX`] are waiting.
-    QueueFull,
-}
-
-/// The turn to read the log; the next waiting explanation gets it when this is dropped.
-pub struct ExplainTurn {
-    turns: Arc<Mutex<ExplainTurns>>,
-    client: IpAddr,
-}
-
-/// A client's place in the queue: it holds the client's one place until dropped or turned into
-/// an [`ExplainTurn`].
-pub struct ExplainTicket {
-    turns: Arc<Mutex<ExplainTurns>>,
-    /// `None` once the place has passed to an `ExplainTurn`.
-    client: Option<IpAddr>,
-    /// `None`: the turn was free at once; otherwise where it arrives.
-    turn: Option<tokio::sync::oneshot::Receiver<()>>,
+    turns: FairTurns,
 }
 
 impl ExplainGate {
     pub fn new(epsilon: walras_types::Fraction) -> ExplainGate {
         ExplainGate {
             epsilon,
-            turns: Arc::new(Mutex::new(ExplainTurns::default())),
+            turns: FairTurns::new(1, EXPLAIN_WAITING_MAX),
         }
     }
 
@@ -290,59 +255,127 @@ impl ExplainGate {
     }
 
     /// Takes `client`'s place in the queue, or says why it may not wait.
-    pub fn enter(&self, client: IpAddr) -> Result<ExplainTicket, ExplainRefusal> {
+    pub fn enter(&self, client: IpAddr) -> Result<TurnTicket, TurnRefusal> {
+        self.turns.enter(client)
+    }
+}
+
+/// A fair queue for work that runs a few at a time (explanations, scans of every open offer).
+///
+/// Each client address may have one request waiting or running (a second is refused at once,
+/// to that client only), at most `running_max` run, and the waiting ones (at most
+/// `waiting_max`) are served first come, first served: every client waits for at most one
+/// request per other client ahead of it, whatever rate the others send at.
+pub struct FairTurns {
+    running_max: usize,
+    waiting_max: usize,
+    turns: Arc<Mutex<Turns>>,
+}
+
+#[derive(Default)]
+struct Turns {
+    running: usize,
+    /// Clients with a request waiting or running.
+    clients: std::collections::BTreeSet<IpAddr>,
+    waiting: std::collections::VecDeque<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Why a request may not wait for its turn.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TurnRefusal {
+    /// This client already has one waiting or running.
+    ClientBusy,
+    /// The queue's `waiting_max` are waiting.
+    QueueFull,
+}
+
+/// A turn to run; the next waiting request gets it when this is dropped.
+pub struct Turn {
+    turns: Arc<Mutex<Turns>>,
+    client: IpAddr,
+}
+
+/// A client's place in the queue: it holds the client's one place until dropped or turned into
+/// a [`Turn`].
+pub struct TurnTicket {
+    turns: Arc<Mutex<Turns>>,
+    /// `None` once the place has passed to a `Turn`.
+    client: Option<IpAddr>,
+    /// `None`: a turn was free at once; otherwise where it arrives.
+    turn: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl FairTurns {
+    /// A queue running at most `running_max` (at least one) requests at once, with at most
+    /// `waiting_max` waiting.
+    pub fn new(running_max: usize, waiting_max: usize) -> FairTurns {
+        FairTurns {
+            running_max: running_max.max(1),
+            waiting_max,
+            turns: Arc::new(Mutex::new(Turns::default())),
+        }
+    }
+
+    /// Takes `client`'s place in the queue, or says why it may not wait.
+    pub fn enter(&self, client: IpAddr) -> Result<TurnTicket, TurnRefusal> {
         let mut turns = lock_turns(&self.turns);
         if turns.clients.contains(&client) {
-            return Err(ExplainRefusal::ClientBusy);
+            return Err(TurnRefusal::ClientBusy);
         }
-        let turn = if turns.running {
-            if turns.waiting.len() >= EXPLAIN_WAITING_MAX {
-                return Err(ExplainRefusal::QueueFull);
+        let turn = if turns.running >= self.running_max {
+            if turns.waiting.len() >= self.waiting_max {
+                return Err(TurnRefusal::QueueFull);
             }
             let (send, receive) = tokio::sync::oneshot::channel();
             turns.waiting.push_back(send);
             Some(receive)
         } else {
-            turns.running = true;
+            turns.running += 1;
             None
         };
         turns.clients.insert(client);
-        Ok(ExplainTicket {
+        debug_assert!(turns.running <= self.running_max);
+        Ok(TurnTicket {
             turns: self.turns.clone(),
             client: Some(client),
             turn,
         })
     }
+
+    /// Requests running now.
+    pub fn running(&self) -> usize {
+        lock_turns(&self.turns).running
+    }
 }
 
-impl ExplainTicket {
-    /// Waits for the turn (at once when nobody was running).
-    pub async fn turn(mut self) -> ExplainTurn {
+impl TurnTicket {
+    /// Waits for the turn (at once when one was free).
+    pub async fn turn(mut self) -> Turn {
         if let Some(receive) = self.turn.as_mut() {
             // The sender stays in the queue until it hands the turn over, so this ends only
             // with the turn. A request dropped while waiting drops the ticket with its
             // receiver still in place, and the ticket's drop passes on a turn it was given.
             let _ = receive.await;
         }
-        // The place and the turn pass to the `ExplainTurn`: the ticket's drop leaves both.
+        // The place and the turn pass to the `Turn`: the ticket's drop leaves both.
         let client = self
             .client
             .take()
             .expect("a ticket holds its place until it turns");
-        ExplainTurn {
+        Turn {
             turns: self.turns.clone(),
             client,
         }
     }
 }
 
-impl Drop for ExplainTicket {
+impl Drop for TurnTicket {
     fn drop(&mut self) {
         let Some(client) = self.client.take() else {
             return;
         };
-        // Never turned into an `ExplainTurn` (the request was dropped): free the client's
-        // place, and pass on the turn if it held it (at once, or handed over meanwhile).
+        // Never turned into a `Turn` (the request was dropped): free the client's place, and
+        // pass on the turn if it held one (at once, or handed over meanwhile).
         let mut turns = lock_turns(&self.turns);
         turns.clients.remove(&client);
         let held_turn = match self.turn.as_mut() {
@@ -355,7 +388,7 @@ impl Drop for ExplainTicket {
     }
 }
 
-impl Drop for ExplainTurn {
+impl Drop for Turn {
     fn drop(&mut self) {
         let mut turns = lock_turns(&self.turns);
         turns.clients.remove(&self.client);
@@ -363,17 +396,17 @@ impl Drop for ExplainTurn {
     }
 }
 
-/// Gives the turn to the first waiter still waiting, or marks nobody running.
-fn hand_over(turns: &mut ExplainTurns) {
+/// Gives a released turn to the first waiter still waiting, or counts one fewer running.
+fn hand_over(turns: &mut Turns) {
     while let Some(next) = turns.waiting.pop_front() {
         if next.send(()).is_ok() {
             return;
         }
     }
-    turns.running = false;
+    turns.running -= 1;
 }
 
-fn lock_turns(turns: &Mutex<ExplainTurns>) -> std::sync::MutexGuard<'_, ExplainTurns> {
+fn lock_turns(turns: &Mutex<Turns>) -> std::sync::MutexGuard<'_, Turns> {
     // Each change leaves the queue consistent before the lock is released.
     turns
         .lock()
@@ -543,7 +576,7 @@ mod tests {
         let gate = gate();
         let (hog, other) = (ip(1), ip(2));
         let hogs_turn = gate.enter(hog).unwrap().turn().await;
-        assert_eq!(gate.enter(hog).err(), Some(ExplainRefusal::ClientBusy));
+        assert_eq!(gate.enter(hog).err(), Some(TurnRefusal::ClientBusy));
         let waiting = gate.enter(other).expect("another client waits its turn");
         let others_turn = tokio::spawn(waiting.turn());
         drop(hogs_turn);
@@ -580,14 +613,52 @@ mod tests {
         drop(unused);
     }
 
+    /// Trigger: the offer scans were bounded by one global semaphore of two permits, so one
+    /// client with two requests in flight made every other client wait behind both. With two
+    /// turns, a client holds at most one: the second client runs beside it at once, and a
+    /// third waits for the first turn given back, not for the first client's next request.
+    #[tokio::test]
+    async fn with_two_turns_one_client_holds_one_and_another_runs_beside_it() {
+        let scans = FairTurns::new(2, 8);
+        let (hog, other, third) = (ip(1), ip(2), ip(3));
+        let hogs_turn = scans.enter(hog).unwrap().turn().await;
+        assert_eq!(scans.enter(hog).err(), Some(TurnRefusal::ClientBusy));
+        let others_turn =
+            tokio::time::timeout(Duration::from_secs(1), scans.enter(other).unwrap().turn())
+                .await
+                .expect("a second client runs at once beside the first");
+        assert_eq!(scans.running(), 2);
+        let thirds_turn = tokio::spawn(scans.enter(third).unwrap().turn());
+        tokio::task::yield_now().await;
+        assert!(!thirds_turn.is_finished(), "two run at once");
+        drop(hogs_turn);
+        let hogs_next = scans.enter(hog).expect("the hog may wait again");
+        let thirds_turn = tokio::time::timeout(Duration::from_secs(1), thirds_turn)
+            .await
+            .expect("the third client gets the turn the hog gave back")
+            .unwrap();
+        let hogs_next = tokio::spawn(hogs_next.turn());
+        tokio::task::yield_now().await;
+        assert!(!hogs_next.is_finished(), "still two at once");
+        drop(others_turn);
+        let hogs_next = tokio::time::timeout(Duration::from_secs(1), hogs_next)
+            .await
+            .expect("then the hog")
+            .unwrap();
+        drop(thirds_turn);
+        assert_eq!(scans.running(), 1, "the hog's second turn is the one left");
+        drop(hogs_next);
+        assert_eq!(scans.running(), 0);
+    }
+
     #[test]
     fn explanations_waiting_are_bounded() {
         let gate = gate();
         let _running = gate.enter(ip(0)).unwrap();
-        let waiting: Vec<ExplainTicket> = (1..=EXPLAIN_WAITING_MAX as u32)
+        let waiting: Vec<TurnTicket> = (1..=EXPLAIN_WAITING_MAX as u32)
             .map(|n| gate.enter(IpAddr::from(n.to_be_bytes())).unwrap())
             .collect();
-        assert_eq!(gate.enter(ip(250)).err(), Some(ExplainRefusal::QueueFull));
+        assert_eq!(gate.enter(ip(250)).err(), Some(TurnRefusal::QueueFull));
         drop(waiting);
     }
 

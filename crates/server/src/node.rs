@@ -113,6 +113,9 @@ pub struct Shared {
     /// What offer explanations need: the commission, and one permit (an explanation reads
     /// the block log, so they run one at a time).
     pub explain: super::limits::ExplainGate,
+    /// Scans of every open offer (`GET /v1/accounts/{id}/offers`): a few at once, one per
+    /// client address waiting or running, the others served in arrival order.
+    pub offer_scans: super::limits::FairTurns,
     /// CometBFT's RPC URL in replicated mode, set once CometBFT is started (`GET /v1/node`).
     pub cometbft_rpc: std::sync::OnceLock<String>,
     /// Accepted signature verdicts, for what checks transactions by content after admission:

@@ -72,6 +72,10 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
     };
     Ok(Shared {
         explain: limits::ExplainGate::new(proposer_engine_config(config).clearing.epsilon),
+        offer_scans: limits::FairTurns::new(
+            crate::routes::OFFER_SCANS_MAX,
+            crate::routes::OFFER_SCANS_WAITING_MAX,
+        ),
         oracle,
         assets: state.assets() as u16,
         asset_names: asset_names(&genesis),

@@ -5,7 +5,7 @@
 use super::admission::{admit, refuse_if_full};
 use super::failure::{body_failure, Failure};
 use super::gateway_seal::refuse_if_gateway_only;
-use super::limits::{ClientSlot, ClientSlots, SlotRefusal};
+use super::limits::{ClientSlot, ClientSlots, SlotRefusal, TurnRefusal};
 use super::node::{block_prices, reference_prices_json, Shared, StateCounts};
 use super::oracle::OracleEvent;
 use axum::body::Bytes;
@@ -300,11 +300,13 @@ pub(crate) async fn account(
     responses(
         (status = 200, description = "its open offers", body = AccountOffersJson),
         (status = 400, description = "malformed: not an account id", body = walras_api::wire::ApiError),
-        (status = 404, description = "unknown_account", body = walras_api::wire::ApiError)
+        (status = 404, description = "unknown_account", body = walras_api::wire::ApiError),
+        (status = 503, description = "offers_busy: this client's previous request for an account's offers is still waiting or running, or too many wait", body = walras_api::wire::ApiError)
     )
 )]
 pub(crate) async fn account_offers(
     State(shared): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
 ) -> Result<Json<AccountOffersJson>, Failure> {
     let id = parse_account(&id)?;
@@ -315,12 +317,14 @@ pub(crate) async fn account_offers(
     // released, so that a scan of millions of offers never holds up the next block.
     if let Some(books) = state.share_books() {
         drop(state);
-        // At most OFFER_SCANS_MAX scans at once; the others wait their turn (within the
-        // request timeout) rather than each taking a blocking thread and a share of the books.
-        let _turn = OFFER_SCANS
-            .acquire()
-            .await
-            .map_err(|_| Failure::internal("the offer scans are closed"))?;
+        // At most OFFER_SCANS_MAX scans at once, one per client waiting or running; the
+        // others wait their turn in arrival order (within the request timeout) rather than
+        // each taking a blocking thread and a share of the books.
+        let ticket = shared
+            .offer_scans
+            .enter(client.ip())
+            .map_err(|refusal| offer_scan_refused(refusal, client))?;
+        let _turn = ticket.turn().await;
         let offers = tokio::task::spawn_blocking(move || account_offers_in(&books, id))
             .await
             .map_err(|error| Failure::internal(format!("the offer scan stopped: {error}")))??;
@@ -358,8 +362,24 @@ pub(crate) async fn account_offers(
 /// Scans of every open offer (`GET /v1/accounts/{id}/offers`) running at once: each takes
 /// a core for O(open offers) (~30 ms at 1.2M open offers on the dev VM) and holds a share of
 /// the books, which makes the next blocks copy the chunks they edit.
-const OFFER_SCANS_MAX: usize = 2;
-static OFFER_SCANS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(OFFER_SCANS_MAX);
+pub(crate) const OFFER_SCANS_MAX: usize = 2;
+/// Offer scans waiting for their turn, at most; one more is answered `offers_busy`.
+pub(crate) const OFFER_SCANS_WAITING_MAX: usize = 64;
+
+/// The 503 for a request for an account's offers that may not wait.
+fn offer_scan_refused(refusal: TurnRefusal, client: SocketAddr) -> Failure {
+    let message = match refusal {
+        TurnRefusal::ClientBusy => format!(
+            "{} already has a request for an account's offers waiting or running (one at a \
+             time per client: each scans every open offer); ask again once it is answered",
+            client.ip()
+        ),
+        TurnRefusal::QueueFull => format!(
+            "{OFFER_SCANS_WAITING_MAX} requests for accounts' offers are waiting; retry shortly"
+        ),
+    };
+    Failure::new(StatusCode::SERVICE_UNAVAILABLE, "offers_busy", message).retry_after(1.0)
+}
 
 /// The open offers of account `id` in `books`, in pair then key order.
 fn account_offers_in(books: &BookSnapshot, id: AccountId) -> Result<Vec<OfferJson>, Failure> {
@@ -1229,6 +1249,7 @@ mod tests {
             for (account, expected) in expected.iter().enumerate() {
                 let answer = runtime.block_on(account_offers(
                     State(shared.clone()),
+                    ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 9))),
                     Path(account.to_string()),
                 ));
                 let Ok(Json(answer)) = answer else {
