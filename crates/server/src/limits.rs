@@ -228,6 +228,13 @@ impl Drop for ClientSlot {
     }
 }
 
+/// Scans of every open offer (`GET /v1/accounts/{id}/offers`) running at once: each takes
+/// a core for O(open offers) (~30 ms at 1.2M open offers on the dev VM) and holds a share of
+/// the books, which makes the next blocks copy the chunks they edit.
+pub(crate) const OFFER_SCANS_MAX: usize = 2;
+/// Offer scans waiting for their turn, at most; one more is answered `offers_busy`.
+pub(crate) const OFFER_SCANS_WAITING_MAX: usize = 64;
+
 /// Explanations waiting for their turn, at most; one more is answered `explain_busy`.
 pub(crate) const EXPLAIN_WAITING_MAX: usize = 64;
 

@@ -73,8 +73,8 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
     Ok(Shared {
         explain: limits::ExplainGate::new(proposer_engine_config(config).clearing.epsilon),
         offer_scans: limits::FairTurns::new(
-            crate::routes::OFFER_SCANS_MAX,
-            crate::routes::OFFER_SCANS_WAITING_MAX,
+            limits::OFFER_SCANS_MAX,
+            limits::OFFER_SCANS_WAITING_MAX,
         ),
         oracle,
         assets: state.assets() as u16,

@@ -5,7 +5,7 @@
 use super::admission::{admit, refuse_if_full};
 use super::failure::{body_failure, Failure};
 use super::gateway_seal::refuse_if_gateway_only;
-use super::limits::{ClientSlot, ClientSlots, SlotRefusal, TurnRefusal};
+use super::limits::{ClientSlot, ClientSlots, SlotRefusal, TurnRefusal, OFFER_SCANS_WAITING_MAX};
 use super::node::{block_prices, reference_prices_json, Shared, StateCounts};
 use super::oracle::OracleEvent;
 use axum::body::Bytes;
@@ -317,7 +317,7 @@ pub(crate) async fn account_offers(
     // released, so that a scan of millions of offers never holds up the next block.
     if let Some(books) = state.share_books() {
         drop(state);
-        // At most OFFER_SCANS_MAX scans at once, one per client waiting or running; the
+        // At most `limits::OFFER_SCANS_MAX` scans at once, one per client waiting or running; the
         // others wait their turn in arrival order (within the request timeout) rather than
         // each taking a blocking thread and a share of the books.
         let ticket = shared
@@ -358,13 +358,6 @@ pub(crate) async fn account_offers(
         offers,
     }))
 }
-
-/// Scans of every open offer (`GET /v1/accounts/{id}/offers`) running at once: each takes
-/// a core for O(open offers) (~30 ms at 1.2M open offers on the dev VM) and holds a share of
-/// the books, which makes the next blocks copy the chunks they edit.
-pub(crate) const OFFER_SCANS_MAX: usize = 2;
-/// Offer scans waiting for their turn, at most; one more is answered `offers_busy`.
-pub(crate) const OFFER_SCANS_WAITING_MAX: usize = 64;
 
 /// The 503 for a request for an account's offers that may not wait.
 fn offer_scan_refused(refusal: TurnRefusal, client: SocketAddr) -> Failure {
