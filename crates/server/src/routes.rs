@@ -310,21 +310,24 @@ pub(crate) async fn account_offers(
     Path(id): Path<String>,
 ) -> Result<Json<AccountOffersJson>, Failure> {
     let id = parse_account(&id)?;
+    // A scan of every open offer (there is no per-account offer index). At most
+    // `limits::OFFER_SCANS_MAX` run at once, one per client waiting or running, the others in
+    // arrival order (within the request timeout). The turn comes first: a request waiting
+    // holds no share of the books (a share makes the next blocks copy the chunks they edit)
+    // and the fallback below, under the state's lock, is bounded as well.
+    let _turn = shared
+        .offer_scans
+        .enter(client.ip())
+        .map_err(|refusal| offer_scan_refused(refusal, client))?
+        .turn()
+        .await;
     let state = shared.state.read().await;
     state.account(id).ok_or_else(|| unknown_account(id))?;
-    // A scan of every open offer (there is no per-account offer index): done on the books
-    // shared with the state (a reference count per chunk), after the state's lock is
-    // released, so that a scan of millions of offers never holds up the next block.
+    // Done on the books shared with the state (a reference count per chunk), after the
+    // state's lock is released, so that a scan of millions of offers never holds up the next
+    // block.
     if let Some(books) = state.share_books() {
         drop(state);
-        // At most `limits::OFFER_SCANS_MAX` scans at once, one per client waiting or running; the
-        // others wait their turn in arrival order (within the request timeout) rather than
-        // each taking a blocking thread and a share of the books.
-        let ticket = shared
-            .offer_scans
-            .enter(client.ip())
-            .map_err(|refusal| offer_scan_refused(refusal, client))?;
-        let _turn = ticket.turn().await;
         let offers = tokio::task::spawn_blocking(move || account_offers_in(&books, id))
             .await
             .map_err(|error| Failure::internal(format!("the offer scan stopped: {error}")))??;
