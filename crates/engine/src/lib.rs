@@ -55,6 +55,5 @@ pub use execute::{
 pub use filter::filter;
 pub use market::{AssetMarket, LastTrade, MarketDecodeError, MarketPrices};
 pub use shared_books::{BookSnapshot, SharedBooksError, BOOK_OFFER_BYTES};
-pub use slot_index::SlotIndex;
 pub use slot_index::SlotMap;
 pub use state::{check_genesis, new_slot, ExchangeState, StateError, ACCOUNTS_MAX};

@@ -55,7 +55,7 @@ fn shard_of(id: AccountId) -> usize {
 
 /// Account id → slot.
 #[derive(Clone, Debug)]
-pub struct SlotIndex {
+pub(crate) struct SlotIndex {
     shards: Arc<Vec<Arc<SlotMap>>>,
     len: usize,
 }
@@ -76,7 +76,7 @@ impl SlotIndex {
     ///
     /// # Panics
     /// If `ids` holds more than `u32::MAX + 1` ids (a slot is a `u32`; callers cap it first).
-    pub fn from_ids(ids: &[AccountId], threads: usize) -> Result<SlotIndex, AccountId> {
+    pub(crate) fn from_ids(ids: &[AccountId], threads: usize) -> Result<SlotIndex, AccountId> {
         assert!(
             ids.len() <= u32::MAX as usize + 1,
             "{} accounts: slots are u32",
@@ -107,17 +107,17 @@ impl SlotIndex {
         Ok(index)
     }
 
-    pub fn get(&self, id: &AccountId) -> Option<&u32> {
+    pub(crate) fn get(&self, id: &AccountId) -> Option<&u32> {
         self.shards[shard_of(*id)].get(id)
     }
 
-    pub fn contains_key(&self, id: &AccountId) -> bool {
+    pub(crate) fn contains_key(&self, id: &AccountId) -> bool {
         self.get(id).is_some()
     }
 
     /// Sets `id`'s slot; returns the one it replaced. Copies the shard (and the pointer array)
     /// only when a view still shares them.
-    pub fn insert(&mut self, id: AccountId, slot: u32) -> Option<u32> {
+    pub(crate) fn insert(&mut self, id: AccountId, slot: u32) -> Option<u32> {
         let shards = Arc::make_mut(&mut self.shards);
         let replaced = Arc::make_mut(&mut shards[shard_of(id)]).insert(id, slot);
         if replaced.is_none() {
@@ -126,21 +126,19 @@ impl SlotIndex {
         replaced
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Whether `self` and `other` share every shard (a view taken and nothing created since).
-    pub fn shares_all_with(&self, other: &SlotIndex) -> bool {
+    #[cfg(test)]
+    pub(crate) fn shares_all_with(&self, other: &SlotIndex) -> bool {
         Arc::ptr_eq(&self.shards, &other.shards)
     }
 
     /// How many shards `self` and `other` share.
-    pub fn shards_shared_with(&self, other: &SlotIndex) -> usize {
+    #[cfg(test)]
+    pub(crate) fn shards_shared_with(&self, other: &SlotIndex) -> usize {
         self.shards
             .iter()
             .zip(other.shards.iter())
