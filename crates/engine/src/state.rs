@@ -19,7 +19,7 @@ use crate::market::MarketPrices;
 use crate::slot_index::SlotIndex;
 use std::collections::BTreeMap;
 use walras_crypto::{Domain, Hash, Hasher as HashWriter};
-use walras_trie::Trie;
+use walras_trie::{leaf_hashes, LeafHash, Trie};
 use walras_types::genesis::Genesis;
 use walras_types::{AccountId, AssetId, OfferKey, PairId, MAX_AMOUNT};
 
@@ -90,7 +90,9 @@ pub struct ExchangeState {
     pub(crate) burned: Vec<u64>,
     pub(crate) height: u64,
     pub(crate) last_header_hash: Hash,
-    pub(crate) account_trie: Trie<8>,
+    /// Each account's leaf hash, not its encoding: the encoding is `accounts`' (see
+    /// `walras_trie::LeafHash`).
+    pub(crate) account_trie: Trie<8, LeafHash>,
     pub(crate) offer_tries: Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>>,
     /// The bridge to the payments lane, when the genesis names a committee.
     pub(crate) payments: Option<PaymentsBridge>,
@@ -237,20 +239,38 @@ impl ExchangeState {
             .all(|(accounted, issued)| *accounted == u128::from(*issued))
     }
 
-    /// Writes the given accounts into the account trie.
+    /// Writes the given accounts into the account trie: each one's leaf hash, computed here
+    /// from its encoding on all threads (the encodings themselves are not kept).
     pub(crate) fn commit_accounts(&mut self, slots: &[u32], threads: usize) {
-        let encode = |slot: &u32| {
-            let slot = *slot as usize;
-            (
-                self.account_ids[slot].0.to_be_bytes(),
-                self.accounts[slot].encode(),
-            )
-        };
-        let batch: Vec<([u8; 8], Vec<u8>)> = walras_par::map_in_order(slots, threads, 4096, encode);
+        let pieces: Vec<&[u32]> = slots.chunks(COMMIT_PIECE_ACCOUNTS).collect();
+        let hashed = walras_par::map_in_order(&pieces, threads, 2, |piece| self.leaves_of(piece));
+        let mut batch: Vec<([u8; 8], LeafHash)> = Vec::with_capacity(slots.len());
+        hashed.into_iter().for_each(|piece| batch.extend(piece));
         // The same list feeds the next checkpoint draft: what changes an account changes its
         // trie entry, so no change reaches the root without reaching the draft.
         self.draft_memory.touch(slots);
         self.account_trie.insert_batch(batch, threads);
+    }
+
+    /// The account trie's entries for `slots`: key and leaf hash of each one's encoding, the
+    /// encodings laid end to end in one buffer and hashed together.
+    fn leaves_of(&self, slots: &[u32]) -> Vec<([u8; 8], LeafHash)> {
+        let mut encoded = Vec::new();
+        let mut ends = Vec::with_capacity(slots.len());
+        for &slot in slots {
+            self.accounts[slot as usize].encode_into(&mut encoded);
+            ends.push(encoded.len());
+        }
+        let keys = slots
+            .iter()
+            .map(|&slot| self.account_ids[slot as usize].0.to_be_bytes());
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let entries: Vec<([u8; 8], &[u8])> = keys
+            .zip(starts.zip(&ends))
+            .map(|(key, (start, &end))| (key, &encoded[start..end]))
+            .collect();
+        let hashes = leaf_hashes(&entries);
+        entries.iter().map(|(key, _)| *key).zip(hashes).collect()
     }
 
     /// The commitment to the whole state:
@@ -289,6 +309,11 @@ impl ExchangeState {
     }
 }
 
+/// Accounts encoded and hashed per task in [`ExchangeState::commit_accounts`]: enough that a
+/// task's buffers are reused work, few enough that a block's few hundred changed accounts still
+/// spread over the threads.
+const COMMIT_PIECE_ACCOUNTS: usize = 256;
+
 /// The offer trie key of an offer: its canonical order as bytes.
 pub(crate) fn offer_trie_key(key: &OfferKey) -> [u8; OFFER_KEY_BYTES] {
     let mut bytes = [0u8; OFFER_KEY_BYTES];
@@ -313,5 +338,64 @@ mod cap_tests {
         assert_eq!(new_slot(ACCOUNTS_MAX - 1, ACCOUNTS_MAX), Some(u32::MAX - 1));
         assert_eq!(new_slot(ACCOUNTS_MAX, ACCOUNTS_MAX), None);
         assert_eq!(new_slot(ACCOUNTS_MAX + 1, ACCOUNTS_MAX), None);
+    }
+}
+
+#[cfg(test)]
+mod account_trie_tests {
+    use super::*;
+    use walras_types::genesis::GenesisAccount;
+
+    /// The account trie by definition: every account's key and canonical encoding.
+    fn root_of_encodings(state: &ExchangeState) -> Hash {
+        let mut trie: Trie<8> = Trie::new();
+        let entries = state
+            .account_ids
+            .iter()
+            .zip(&state.accounts)
+            .map(|(id, account)| (id.0.to_be_bytes(), account.encode()))
+            .collect();
+        trie.insert_batch(entries, 1);
+        trie.root_hash(1)
+    }
+
+    /// The account trie holds leaf hashes, not encodings; its root must be the root of a trie
+    /// of the encodings (the state root's definition), at genesis and after accounts change,
+    /// on any thread count and for pieces of every size.
+    #[test]
+    fn the_account_trie_of_leaf_hashes_has_the_root_of_the_accounts_encodings() {
+        for threads in [1, 2, 3] {
+            let genesis = Genesis {
+                assets: 4,
+                asset_info: Vec::new(),
+                accounts: (0..1_000u64)
+                    .map(|i| GenesisAccount {
+                        id: AccountId(i * 7_919 + 3),
+                        public_key: [(i % 251) as u8; 32],
+                        balances: (0..(i % 5) as u16)
+                            .map(|asset| (AssetId(asset % 4), 1 + i * 13))
+                            .filter(|(asset, _)| asset.0 < 4)
+                            .collect::<BTreeMap<_, _>>()
+                            .into_iter()
+                            .collect(),
+                    })
+                    .collect(),
+                payments: None,
+            };
+            let mut state = ExchangeState::from_genesis(&genesis, threads).expect("genesis");
+            assert_eq!(
+                state.account_trie.root_hash(threads),
+                root_of_encodings(&state)
+            );
+            let changed: Vec<u32> = (0..600).step_by(3).collect();
+            for &slot in &changed {
+                state.accounts[slot as usize].credit(AssetId(slot as u16 % 4), 5);
+            }
+            state.commit_accounts(&changed, threads);
+            assert_eq!(
+                state.account_trie.root_hash(threads),
+                root_of_encodings(&state)
+            );
+        }
     }
 }

@@ -1,11 +1,12 @@
 //! Node hashes (the scheme is specified in the crate docs) and their lazy, parallel refresh.
 
 use std::sync::atomic::Ordering;
-use walras_crypto::{domain, hash_in, hash_in_each, Hash, Hasher};
+use walras_crypto::{domain, hash_in, Hash, Hasher};
 
 use crate::nibble::{bitmap_nibbles, prefix_bytes};
-use crate::node::{Branch, Leaf, Node};
+use crate::node::{Branch, Node};
 use crate::parallel::run_weighted;
+use crate::value::{hash_group, LeafInput, Value};
 
 /// Root hash of a trie with no live leaf.
 pub fn empty_root_hash() -> Hash {
@@ -22,9 +23,18 @@ pub(crate) fn leaf_hash(key: &[u8], value: &[u8]) -> Hash {
     hasher.finalize()
 }
 
+/// The hash of the leaf `key` → `value`, whatever the value holds.
+fn leaf_hash_of<V: Value>(key: &[u8], value: &V) -> Hash {
+    match value.leaf_input() {
+        LeafInput::Bytes(bytes) => leaf_hash(key, bytes),
+        LeafInput::Hashed(hash) => hash,
+    }
+}
+
 /// What a leaf hash covers, in order: `key_bytes ‖ key ‖ value` (`length` holds
-/// `key.len()` as one byte). The one definition for [`leaf_hash`] and [`hash_stale_leaves`].
-fn leaf_input<'a>(length: &'a [u8; 1], key: &'a [u8], value: &'a [u8]) -> [&'a [u8]; 3] {
+/// `key.len()` as one byte). The one definition for [`leaf_hash`] and leaves hashed together
+/// (`crate::value::hash_group`).
+pub(crate) fn leaf_input<'a>(length: &'a [u8; 1], key: &'a [u8], value: &'a [u8]) -> [&'a [u8]; 3] {
     [length, key, value]
 }
 
@@ -114,7 +124,7 @@ pub(crate) fn refresh<const KEY_BYTES: usize, V>(
     threads: usize,
 ) -> Option<Hash>
 where
-    V: AsRef<[u8]> + Send,
+    V: Value + Send,
 {
     match node {
         Node::Leaf(leaf) => {
@@ -124,7 +134,7 @@ where
             Some(
                 *leaf
                     .hash
-                    .get_or_insert_with(|| leaf_hash(&leaf.key, leaf.value.as_ref())),
+                    .get_or_insert_with(|| leaf_hash_of(&leaf.key, &leaf.value)),
             )
         }
         Node::Branch(branch) => refresh_branch(branch, threads),
@@ -136,7 +146,7 @@ fn refresh_branch<const KEY_BYTES: usize, V>(
     threads: usize,
 ) -> Option<Hash>
 where
-    V: AsRef<[u8]> + Send,
+    V: Value + Send,
 {
     if !*branch.dirty.get_mut() {
         return branch.live_hash;
@@ -161,46 +171,45 @@ where
 }
 
 /// Fills the hashes of the live leaves among `children` that have none, hashing them together
-/// ([`hash_in_each`]: four at a time on SIMD lanes). Most leaves of a large trie sit in
-/// branches of many leaves, so this is where nearly all leaf hashing happens; one stale leaf
-/// alone is left to [`refresh`].
-fn hash_stale_leaves<const KEY_BYTES: usize, V: AsRef<[u8]>>(children: &mut [Node<KEY_BYTES, V>]) {
-    let mut stale: Vec<&mut Leaf<KEY_BYTES, V>> = children
-        .iter_mut()
-        .filter_map(|child| match child {
-            Node::Leaf(leaf) if leaf.hash.is_none() && !leaf.deleted.load(Ordering::Relaxed) => {
-                Some(&mut **leaf)
+/// (`hash_group`: four at a time on SIMD lanes). Most leaves of a large trie sit in branches of
+/// many leaves, so this is where nearly all leaf hashing happens; one stale leaf alone is left
+/// to [`refresh`]. Leaves holding their hash take it.
+fn hash_stale_leaves<const KEY_BYTES: usize, V: Value>(children: &mut [Node<KEY_BYTES, V>]) {
+    // Positions of the stale leaves whose value gives bytes; a branch has at most 16 children.
+    let mut stale = [0usize; 16];
+    let mut stale_len = 0;
+    for (position, child) in children.iter_mut().enumerate() {
+        let Node::Leaf(leaf) = child else { continue };
+        if leaf.hash.is_some() || leaf.deleted.load(Ordering::Relaxed) {
+            continue;
+        }
+        match leaf.value.leaf_input() {
+            LeafInput::Hashed(hash) => leaf.hash = Some(hash),
+            LeafInput::Bytes(_) => {
+                stale[stale_len] = position;
+                stale_len += 1;
             }
-            _ => None,
-        })
-        .collect();
-    if stale.len() < 2 {
+        }
+    }
+    if stale_len < 2 {
         return;
     }
-    // The inputs laid end to end; a branch has at most 16 children.
-    let length = [KEY_BYTES as u8];
-    let mut inputs = Vec::new();
-    let mut ends = [0; 16];
-    for (leaf, end) in stale.iter().zip(&mut ends) {
-        for part in leaf_input(&length, &leaf.key, leaf.value.as_ref()) {
-            inputs.extend_from_slice(part);
+    let mut group: [([u8; KEY_BYTES], &[u8]); 16] = [([0; KEY_BYTES], &[]); 16];
+    let mut group_len = 0;
+    for &position in &stale[..stale_len] {
+        if let Node::Leaf(leaf) = &children[position] {
+            if let LeafInput::Bytes(bytes) = leaf.value.leaf_input() {
+                group[group_len] = (leaf.key, bytes);
+                group_len += 1;
+            }
         }
-        *end = inputs.len();
-    }
-    let mut slices: [&[u8]; 16] = [&[]; 16];
-    let mut start = 0;
-    for (slice, &end) in slices.iter_mut().zip(&ends[..stale.len()]) {
-        *slice = &inputs[start..end];
-        start = end;
     }
     let mut hashes = [Hash::default(); 16];
-    hash_in_each(
-        domain::TRIE_LEAF,
-        &slices[..stale.len()],
-        &mut hashes[..stale.len()],
-    );
-    for (leaf, hash) in stale.iter_mut().zip(hashes) {
-        leaf.hash = Some(hash);
+    hash_group(&group[..group_len], &mut hashes[..group_len]);
+    for (&position, hash) in stale[..stale_len].iter().zip(hashes) {
+        if let Node::Leaf(leaf) = &mut children[position] {
+            leaf.hash = Some(hash);
+        }
     }
 }
 
@@ -216,7 +225,7 @@ fn stale_weight<const KEY_BYTES: usize, V>(child: &&mut Node<KEY_BYTES, V>) -> u
 /// The live hash of `node` without touching caches: cached values where fresh, recomputed
 /// (single-threaded) where stale. Lets proofs be served from a trie changed since its last
 /// `root_hash`.
-pub(crate) fn live_hash_now<const KEY_BYTES: usize, V: AsRef<[u8]>>(
+pub(crate) fn live_hash_now<const KEY_BYTES: usize, V: Value>(
     node: &Node<KEY_BYTES, V>,
 ) -> Option<Hash> {
     match node {
@@ -226,7 +235,7 @@ pub(crate) fn live_hash_now<const KEY_BYTES: usize, V: AsRef<[u8]>>(
             }
             Some(
                 leaf.hash
-                    .unwrap_or_else(|| leaf_hash(&leaf.key, leaf.value.as_ref())),
+                    .unwrap_or_else(|| leaf_hash_of(&leaf.key, &leaf.value)),
             )
         }
         Node::Branch(branch) => {
@@ -247,12 +256,10 @@ mod tests {
 
     /// The live hash by the crate's hashing scheme, every leaf hashed on its own and no cache
     /// read.
-    fn by_definition<const KEY_BYTES: usize, V: AsRef<[u8]>>(
-        node: &Node<KEY_BYTES, V>,
-    ) -> Option<Hash> {
+    fn by_definition<const KEY_BYTES: usize, V: Value>(node: &Node<KEY_BYTES, V>) -> Option<Hash> {
         match node {
             Node::Leaf(leaf) if leaf.deleted.load(Ordering::Relaxed) => None,
-            Node::Leaf(leaf) => Some(leaf_hash(&leaf.key, leaf.value.as_ref())),
+            Node::Leaf(leaf) => Some(leaf_hash_of(&leaf.key, &leaf.value)),
             Node::Branch(branch) => {
                 LiveChildren::collect(branch.bitmap, branch.children.iter().map(by_definition))
                     .combined(branch.depth, &branch.prefix)

@@ -5,9 +5,10 @@ use std::cmp::Ordering;
 use crate::hashing::{live_hash_now, LiveChildren};
 use crate::nibble::{bitmap_nibbles, compare_prefix, nibble, truncated};
 use crate::node::{Branch, Node};
+use crate::value::Value;
 
 /// Everything that must hold of a subtree, or a description of what does not.
-pub(crate) fn check<const KEY_BYTES: usize, V: AsRef<[u8]>>(
+pub(crate) fn check<const KEY_BYTES: usize, V: Value>(
     node: &Node<KEY_BYTES, V>,
 ) -> Result<(), String> {
     match node {
@@ -16,7 +17,7 @@ pub(crate) fn check<const KEY_BYTES: usize, V: AsRef<[u8]>>(
     }
 }
 
-fn check_branch<const KEY_BYTES: usize, V: AsRef<[u8]>>(
+fn check_branch<const KEY_BYTES: usize, V: Value>(
     branch: &Branch<KEY_BYTES, V>,
 ) -> Result<(), String> {
     let depth = usize::from(branch.depth);
@@ -65,7 +66,7 @@ fn check_counts<const KEY_BYTES: usize, V>(
     Ok(())
 }
 
-fn check_cached_hash<const KEY_BYTES: usize, V: AsRef<[u8]>>(
+fn check_cached_hash<const KEY_BYTES: usize, V: Value>(
     branch: &Branch<KEY_BYTES, V>,
     at: &str,
 ) -> Result<(), String> {

@@ -3,7 +3,8 @@
 //!
 //! Keys are fixed-length byte strings (`KEY_BYTES`: 8 for accounts; for offers, big-endian
 //! price ‖ account ‖ offer id, so key order is the canonical offer order), read as strings of
-//! 4-bit nibbles, most significant first. Values are any `V: AsRef<[u8]>` (`Vec<u8>` by default).
+//! 4-bit nibbles, most significant first. Values are any `V: AsRef<[u8]>` (`Vec<u8>` by
+//! default), or each leaf's hash alone ([`LeafHash`]) where the caller keeps the values' bytes.
 //!
 //! # Operations
 //!
@@ -26,8 +27,9 @@
 //! A node is a leaf or a branch, each boxed; a parent holds its children as `Vec<Node>` (16 bytes
 //! each: tag and pointer).
 //!
-//! - **Leaf**: `key: [u8; KEY_BYTES]`, `value: V`, cached `hash: Option<Hash>` (filled by the
-//!   next root-hash computation), `deleted: AtomicBool` (tombstone).
+//! - **Leaf**: `key: [u8; KEY_BYTES]`, `value: V` (the value's bytes, or only the leaf's hash:
+//!   [`LeafHash`]), cached `hash: Option<Hash>` (filled by the next root-hash computation),
+//!   `deleted: AtomicBool` (tombstone).
 //! - **Branch**: `prefix: [u8; KEY_BYTES]` (the first `depth` nibbles shared by every key below,
 //!   later nibbles zero), `depth: u8`, `bitmap: u16` (bit n set: a child for nibble n),
 //!   `children` (one per bit, in nibble order), `leaves: u64` (leaves below, tombstoned ones
@@ -83,9 +85,11 @@ mod node;
 mod parallel;
 mod proof;
 mod trie;
+mod value;
 
 pub use error::{ProofDecodeError, ProofError};
 pub use hashing::empty_root_hash;
 pub use iter::Iter;
 pub use proof::{verify, verify_bytes, Proof, ProofEnd, ProofStep};
 pub use trie::{Trie, KEY_BYTES_MAX};
+pub use value::{leaf_hashes, LeafHash, LeafInput, Value};

@@ -8,6 +8,7 @@ use crate::merge::{merge, sort_batch};
 use crate::nibble::nibble;
 use crate::node::Node;
 use crate::proof::{prove, Proof};
+use crate::value::Value;
 use crate::{delete, invariants};
 
 /// Longest supported key. Depths are stored in a byte, which would allow 127; 64 is plenty.
@@ -104,7 +105,7 @@ impl<const KEY_BYTES: usize, V> Trie<KEY_BYTES, V> {
     #[doc(hidden)]
     pub fn check_invariants(&self)
     where
-        V: AsRef<[u8]>,
+        V: Value,
     {
         if let Some(root) = &self.root {
             if let Err(problem) = invariants::check(root) {
@@ -114,7 +115,7 @@ impl<const KEY_BYTES: usize, V> Trie<KEY_BYTES, V> {
     }
 }
 
-impl<const KEY_BYTES: usize, V: AsRef<[u8]> + Send> Trie<KEY_BYTES, V> {
+impl<const KEY_BYTES: usize, V: Value + Send> Trie<KEY_BYTES, V> {
     /// Inserts (or overwrites, or revives) every entry of `batch`; for a key given twice the
     /// later entry wins. Uses up to `threads` threads; the resulting trie is the same for any
     /// thread count and equals inserting the entries one by one.
@@ -151,9 +152,12 @@ impl<const KEY_BYTES: usize, V: AsRef<[u8]> + Send> Trie<KEY_BYTES, V> {
             .and_then(|root| refresh(root, threads.max(1)));
         live_hash.unwrap_or_else(empty_root_hash)
     }
+}
 
+impl<const KEY_BYTES: usize, V: AsRef<[u8]>> Trie<KEY_BYTES, V> {
     /// A proof of `key`'s presence (with its value) or absence, for the current root hash.
-    /// Cheap after [`Trie::root_hash`]; parts changed since are hashed on the fly.
+    /// Cheap after [`Trie::root_hash`]; parts changed since are hashed on the fly. Only for
+    /// tries that hold their values' bytes (a proof carries the value).
     pub fn prove(&self, key: &[u8; KEY_BYTES]) -> Proof<KEY_BYTES> {
         prove(self.root.as_ref(), key)
     }
