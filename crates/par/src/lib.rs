@@ -183,9 +183,39 @@ pub fn sort_unstable<T: Ord + Send>(items: &mut [T], threads: usize, serial_belo
     pool(threads).install(|| items.par_sort_unstable());
 }
 
+/// Sorts `items` by `key` on up to `threads` threads, stably (rayon's parallel merge sort;
+/// short lists on the calling thread): elements with equal keys keep their order, so the result
+/// is the same whatever the thread count.
+pub fn sort_stable_by_key<T: Send, K: Ord>(
+    items: &mut [T],
+    threads: usize,
+    serial_below: usize,
+    key: impl Fn(&T) -> K + Sync + Send,
+) {
+    if threads <= 1 || items.len() < serial_below.max(2) {
+        items.sort_by_key(key);
+        return;
+    }
+    pool(threads).install(|| items.par_sort_by_key(key));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parallel_stable_sort_keeps_equal_keys_in_order_for_any_thread_count() {
+        let items: Vec<(u64, usize)> = (0..50_000usize)
+            .map(|i| ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) % 1_000, i))
+            .collect();
+        let mut serial = items.clone();
+        serial.sort_by_key(|item| item.0);
+        for threads in [0, 1, 2, 3, 8] {
+            let mut sorted = items.clone();
+            sort_stable_by_key(&mut sorted, threads, 16, |item| item.0);
+            assert_eq!(sorted, serial, "{threads} threads");
+        }
+    }
 
     #[test]
     fn a_parallel_sort_gives_the_serial_sort_for_any_thread_count() {
