@@ -6,6 +6,7 @@
 //! hash equals that of a fresh trie built from the model's live set in one sequential batch.
 //! Deterministic tests add large batches (past the parallel threshold) compared across thread
 //! counts and against one-by-one insertion, the empty-trie constant, and concurrent deletion.
+//! A trie of leaf hashes (`LeafHash`) follows the same histories to the same roots.
 
 mod common;
 
@@ -14,7 +15,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::SplitMix64;
-use walras_trie::{empty_root_hash, Trie};
+use walras_trie::{empty_root_hash, LeafHash, Trie};
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -97,6 +98,51 @@ proptest! {
         trie.clean();
         trie.check_invariants();
         prop_assert_eq!(trie.root_hash(1), expected_root, "clean must not change the hash");
+    }
+}
+
+/// `trie`'s entries as leaf hashes (what the engine's account trie holds).
+fn hashed_batch(entries: &[(Key, Vec<u8>)]) -> Vec<(Key, LeafHash)> {
+    entries
+        .iter()
+        .map(|(key, value)| (*key, LeafHash::of(key, value)))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// A trie holding only leaf hashes follows any history to the root of the trie holding the
+    /// values: the engine's account trie holds hashes, and the state root must not change.
+    #[test]
+    fn a_trie_of_leaf_hashes_follows_any_history_to_the_same_root(
+        steps in proptest::collection::vec(step(), 1..12),
+        final_threads in threads(),
+    ) {
+        let mut trie = Trie::<8>::new();
+        let mut hashed = Trie::<8, LeafHash>::new();
+        let mut model = Model::new();
+        for step in &steps {
+            let deleted_before: Vec<Key> = model.keys().copied().collect();
+            apply(&mut trie, &mut model, step);
+            match step {
+                Step::Insert { entries, threads } => {
+                    hashed.insert_batch(hashed_batch(entries), *threads);
+                }
+                Step::Delete { .. } => {
+                    for key in deleted_before.iter().filter(|key| !model.contains_key(*key)) {
+                        prop_assert!(hashed.mark_deleted(key));
+                    }
+                }
+                Step::Clean => hashed.clean(),
+                Step::Hash { threads } => {
+                    prop_assert_eq!(hashed.root_hash(*threads), trie.root_hash(*threads));
+                }
+            }
+            hashed.check_invariants();
+            prop_assert_eq!(hashed.len(), model.len());
+        }
+        prop_assert_eq!(hashed.root_hash(final_threads), trie.root_hash(final_threads));
     }
 }
 
