@@ -11,9 +11,10 @@ use std::sync::atomic::Ordering;
 
 use crate::nibble::nibble;
 use crate::node::{Branch, Node};
+use crate::value::Value;
 
 /// Tombstones the live leaf with `key` under `node`; false when there is none.
-pub(crate) fn mark_deleted<const KEY_BYTES: usize, V>(
+pub(crate) fn mark_deleted<const KEY_BYTES: usize, V: Value>(
     node: &Node<KEY_BYTES, V>,
     key: &[u8; KEY_BYTES],
 ) -> bool {
@@ -37,7 +38,7 @@ pub(crate) fn mark_deleted<const KEY_BYTES: usize, V>(
 /// Hash caches stay valid: a branch's cached hash already described its live leaves only, and
 /// a branch left with one child is replaced by that child, whose hash equals the branch's
 /// (hashes commit to absolute paths, so they do not depend on where the parent branches).
-pub(crate) fn clean<const KEY_BYTES: usize, V>(
+pub(crate) fn clean<const KEY_BYTES: usize, V: Value>(
     node: Node<KEY_BYTES, V>,
 ) -> Option<Node<KEY_BYTES, V>> {
     match node {
@@ -46,7 +47,7 @@ pub(crate) fn clean<const KEY_BYTES: usize, V>(
     }
 }
 
-fn clean_branch<const KEY_BYTES: usize, V>(
+fn clean_branch<const KEY_BYTES: usize, V: Value>(
     mut branch: Box<Branch<KEY_BYTES, V>>,
 ) -> Option<Node<KEY_BYTES, V>> {
     let deleted = *branch.deleted.get_mut();

@@ -6,36 +6,11 @@ use walras_crypto::{domain, hash_in, Hash, Hasher};
 use crate::nibble::{bitmap_nibbles, prefix_bytes};
 use crate::node::{Branch, Node};
 use crate::parallel::run_weighted;
-use crate::value::{hash_group, LeafInput, Value};
+use crate::value::{hash_group, leaf_hash_of, LeafInput, Value};
 
 /// Root hash of a trie with no live leaf.
 pub fn empty_root_hash() -> Hash {
     hash_in(domain::TRIE_EMPTY, &[])
-}
-
-/// `H_leaf(key_bytes ‖ key ‖ value)`.
-pub(crate) fn leaf_hash(key: &[u8], value: &[u8]) -> Hash {
-    let mut hasher = Hasher::new(domain::TRIE_LEAF);
-    let length = [key.len() as u8];
-    for part in leaf_input(&length, key, value) {
-        hasher.update(part);
-    }
-    hasher.finalize()
-}
-
-/// The hash of the leaf `key` → `value`, whatever the value holds.
-fn leaf_hash_of<V: Value>(key: &[u8], value: &V) -> Hash {
-    match value.leaf_input() {
-        LeafInput::Bytes(bytes) => leaf_hash(key, bytes),
-        LeafInput::Hashed(hash) => hash,
-    }
-}
-
-/// What a leaf hash covers, in order: `key_bytes ‖ key ‖ value` (`length` holds
-/// `key.len()` as one byte). The one definition for [`leaf_hash`] and leaves hashed together
-/// (`crate::value::hash_group`).
-pub(crate) fn leaf_input<'a>(length: &'a [u8; 1], key: &'a [u8], value: &'a [u8]) -> [&'a [u8]; 3] {
-    [length, key, value]
 }
 
 /// Live children of a branch: (nibble, hash), ascending, at most 16.
@@ -131,11 +106,12 @@ where
             if *leaf.deleted.get_mut() {
                 return None;
             }
-            Some(
-                *leaf
-                    .hash
-                    .get_or_insert_with(|| leaf_hash_of(&leaf.key, &leaf.value)),
-            )
+            if let Some(hash) = leaf.value.known_hash(&leaf.hash) {
+                return Some(hash);
+            }
+            let hash = leaf_hash_of(&leaf.key, &leaf.value);
+            V::keep_hash(&mut leaf.hash, hash);
+            Some(hash)
         }
         Node::Branch(branch) => refresh_branch(branch, threads),
     }
@@ -180,11 +156,11 @@ fn hash_stale_leaves<const KEY_BYTES: usize, V: Value>(children: &mut [Node<KEY_
     let mut stale_len = 0;
     for (position, child) in children.iter_mut().enumerate() {
         let Node::Leaf(leaf) = child else { continue };
-        if leaf.hash.is_some() || leaf.deleted.load(Ordering::Relaxed) {
+        if leaf.value.known_hash(&leaf.hash).is_some() || leaf.deleted.load(Ordering::Relaxed) {
             continue;
         }
         match leaf.value.leaf_input() {
-            LeafInput::Hashed(hash) => leaf.hash = Some(hash),
+            LeafInput::Hashed(hash) => V::keep_hash(&mut leaf.hash, hash),
             LeafInput::Bytes(_) => {
                 stale[stale_len] = position;
                 stale_len += 1;
@@ -208,13 +184,13 @@ fn hash_stale_leaves<const KEY_BYTES: usize, V: Value>(children: &mut [Node<KEY_
     hash_group(&group[..group_len], &mut hashes[..group_len]);
     for (&position, hash) in stale[..stale_len].iter().zip(hashes) {
         if let Node::Leaf(leaf) = &mut children[position] {
-            leaf.hash = Some(hash);
+            V::keep_hash(&mut leaf.hash, hash);
         }
     }
 }
 
 /// Work to refresh a child: its leaves if anything below is stale.
-fn stale_weight<const KEY_BYTES: usize, V>(child: &&mut Node<KEY_BYTES, V>) -> u64 {
+fn stale_weight<const KEY_BYTES: usize, V: Value>(child: &&mut Node<KEY_BYTES, V>) -> u64 {
     if child.needs_hashing() {
         child.leaves()
     } else {
@@ -234,7 +210,8 @@ pub(crate) fn live_hash_now<const KEY_BYTES: usize, V: Value>(
                 return None;
             }
             Some(
-                leaf.hash
+                leaf.value
+                    .known_hash(&leaf.hash)
                     .unwrap_or_else(|| leaf_hash_of(&leaf.key, &leaf.value)),
             )
         }

@@ -50,7 +50,7 @@ fn check_branch<const KEY_BYTES: usize, V: Value>(
     check_cached_hash(branch, &at)
 }
 
-fn check_counts<const KEY_BYTES: usize, V>(
+fn check_counts<const KEY_BYTES: usize, V: Value>(
     branch: &Branch<KEY_BYTES, V>,
     at: &str,
 ) -> Result<(), String> {

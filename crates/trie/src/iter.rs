@@ -5,15 +5,16 @@ use std::slice;
 
 use crate::nibble::{compare_prefix, nibble};
 use crate::node::Node;
+use crate::value::Value;
 
 /// Live `(key, value)` pairs in increasing key order. Tombstoned leaves are skipped, and so are
 /// wholly deleted subtrees, without entering them.
-pub struct Iter<'a, const KEY_BYTES: usize, V> {
+pub struct Iter<'a, const KEY_BYTES: usize, V: Value> {
     /// Siblings still to visit, one level per entry; the deepest level is last.
     stack: Vec<slice::Iter<'a, Node<KEY_BYTES, V>>>,
 }
 
-impl<'a, const KEY_BYTES: usize, V> Iter<'a, KEY_BYTES, V> {
+impl<'a, const KEY_BYTES: usize, V: Value> Iter<'a, KEY_BYTES, V> {
     pub(crate) fn new(root: Option<&'a Node<KEY_BYTES, V>>) -> Self {
         Iter {
             stack: root
@@ -59,7 +60,7 @@ impl<'a, const KEY_BYTES: usize, V> Iter<'a, KEY_BYTES, V> {
     }
 }
 
-impl<'a, const KEY_BYTES: usize, V> Iterator for Iter<'a, KEY_BYTES, V> {
+impl<'a, const KEY_BYTES: usize, V: Value> Iterator for Iter<'a, KEY_BYTES, V> {
     type Item = (&'a [u8; KEY_BYTES], &'a V);
 
     fn next(&mut self) -> Option<Self::Item> {

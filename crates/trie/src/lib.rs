@@ -28,7 +28,8 @@
 //! each: tag and pointer).
 //!
 //! - **Leaf**: `key: [u8; KEY_BYTES]`, `value: V` (the value's bytes, or only the leaf's hash:
-//!   [`LeafHash`]), cached `hash: Option<Hash>` (filled by the next root-hash computation),
+//!   [`LeafHash`]), cached `hash: Option<Hash>` (filled by the next root-hash computation;
+//!   nothing for a [`LeafHash`], which is its hash),
 //!   `deleted: AtomicBool` (tombstone).
 //! - **Branch**: `prefix: [u8; KEY_BYTES]` (the first `depth` nibbles shared by every key below,
 //!   later nibbles zero), `depth: u8`, `bitmap: u16` (bit n set: a child for nibble n),

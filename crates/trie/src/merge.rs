@@ -10,9 +10,10 @@
 use crate::nibble::{bitmap_nibbles, child_position, common_prefix_nibbles, nibble, truncated};
 use crate::node::{Branch, Node};
 use crate::parallel::run_weighted;
+use crate::value::Value;
 
 /// A batch entry waiting to become a leaf. The value is moved out when the leaf is made.
-pub(crate) struct Pending<const KEY_BYTES: usize, V> {
+pub(crate) struct Pending<const KEY_BYTES: usize, V: Value> {
     pub key: [u8; KEY_BYTES],
     pub value: Option<V>,
 }
@@ -23,7 +24,7 @@ pub(crate) struct Pending<const KEY_BYTES: usize, V> {
 /// batch of every account of a 10M-account state is 400 MB, and each extra copy of it (the
 /// buckets this once went through, and their regrowth) was fresh memory a restart paid for in
 /// page faults.
-pub(crate) fn sort_batch<const KEY_BYTES: usize, V: Send>(
+pub(crate) fn sort_batch<const KEY_BYTES: usize, V: Value + Send>(
     mut batch: Vec<([u8; KEY_BYTES], V)>,
     threads: usize,
 ) -> Vec<Pending<KEY_BYTES, V>> {
@@ -47,7 +48,7 @@ const SORT_SERIAL_BELOW: usize = 8_192;
 
 /// Merges `batch` (sorted, unique keys) into the subtree `existing`; `None` stands for an
 /// empty subtree. Returns `None` only when both are empty.
-pub(crate) fn merge<const KEY_BYTES: usize, V: Send>(
+pub(crate) fn merge<const KEY_BYTES: usize, V: Value + Send>(
     existing: Option<Node<KEY_BYTES, V>>,
     batch: &mut [Pending<KEY_BYTES, V>],
     threads: usize,
@@ -62,7 +63,7 @@ pub(crate) fn merge<const KEY_BYTES: usize, V: Send>(
 }
 
 /// A fresh subtree holding exactly `batch` (non-empty).
-fn build<const KEY_BYTES: usize, V: Send>(
+fn build<const KEY_BYTES: usize, V: Value + Send>(
     batch: &mut [Pending<KEY_BYTES, V>],
     threads: usize,
 ) -> Node<KEY_BYTES, V> {
@@ -75,7 +76,7 @@ fn build<const KEY_BYTES: usize, V: Send>(
     Node::new_branch(prefix, depth, run_tasks(tasks, threads))
 }
 
-fn merge_into<const KEY_BYTES: usize, V: Send>(
+fn merge_into<const KEY_BYTES: usize, V: Value + Send>(
     node: Node<KEY_BYTES, V>,
     batch: &mut [Pending<KEY_BYTES, V>],
     threads: usize,
@@ -104,7 +105,7 @@ fn merge_into<const KEY_BYTES: usize, V: Send>(
 }
 
 /// Merges `batch` (all keys under `branch`'s prefix) into the branch's children.
-fn merge_children<const KEY_BYTES: usize, V: Send>(
+fn merge_children<const KEY_BYTES: usize, V: Value + Send>(
     mut branch: Box<Branch<KEY_BYTES, V>>,
     batch: &mut [Pending<KEY_BYTES, V>],
     threads: usize,
@@ -131,7 +132,7 @@ fn merge_children<const KEY_BYTES: usize, V: Send>(
 /// children: a block's batches are small (tens of offers per pair), so for most branches they
 /// touch this is all the work, and the general path's three vectors per branch were most of it.
 /// The trie is the same (its shape is a function of its keys).
-fn merge_children_in_place<const KEY_BYTES: usize, V: Send>(
+fn merge_children_in_place<const KEY_BYTES: usize, V: Value + Send>(
     branch: &mut Branch<KEY_BYTES, V>,
     batch: &mut [Pending<KEY_BYTES, V>],
     depth: usize,
@@ -147,7 +148,9 @@ fn merge_children_in_place<const KEY_BYTES: usize, V: Send>(
     *branch.dirty.get_mut() = true;
 }
 
-fn leaf_from<const KEY_BYTES: usize, V>(entry: &mut Pending<KEY_BYTES, V>) -> Node<KEY_BYTES, V> {
+fn leaf_from<const KEY_BYTES: usize, V: Value>(
+    entry: &mut Pending<KEY_BYTES, V>,
+) -> Node<KEY_BYTES, V> {
     // Each entry reaches exactly one leaf position, so its value is still there.
     let value = entry
         .value
@@ -157,13 +160,13 @@ fn leaf_from<const KEY_BYTES: usize, V>(entry: &mut Pending<KEY_BYTES, V>) -> No
 }
 
 /// Merging work for one child slot: an existing child, new entries, or both.
-struct Task<'a, const KEY_BYTES: usize, V> {
+struct Task<'a, const KEY_BYTES: usize, V: Value> {
     existing: Option<Node<KEY_BYTES, V>>,
     batch: &'a mut [Pending<KEY_BYTES, V>],
 }
 
 /// Pairs existing children and batch runs by nibble, in nibble order.
-fn join_tasks<'a, const KEY_BYTES: usize, V>(
+fn join_tasks<'a, const KEY_BYTES: usize, V: Value>(
     existing: impl Iterator<Item = (u8, Node<KEY_BYTES, V>)>,
     runs: Vec<(u8, &'a mut [Pending<KEY_BYTES, V>])>,
 ) -> Vec<Task<'a, KEY_BYTES, V>> {
@@ -191,7 +194,7 @@ fn join_tasks<'a, const KEY_BYTES: usize, V>(
     tasks
 }
 
-fn run_tasks<const KEY_BYTES: usize, V: Send>(
+fn run_tasks<const KEY_BYTES: usize, V: Value + Send>(
     tasks: Vec<Task<'_, KEY_BYTES, V>>,
     threads: usize,
 ) -> Vec<Node<KEY_BYTES, V>> {
@@ -203,7 +206,7 @@ fn run_tasks<const KEY_BYTES: usize, V: Send>(
 }
 
 /// Splits a sorted batch whose keys share `depth` nibbles into runs by the next nibble.
-fn split_by_nibble<const KEY_BYTES: usize, V>(
+fn split_by_nibble<const KEY_BYTES: usize, V: Value>(
     batch: &mut [Pending<KEY_BYTES, V>],
     depth: usize,
 ) -> Vec<(u8, &mut [Pending<KEY_BYTES, V>])> {
@@ -211,7 +214,7 @@ fn split_by_nibble<const KEY_BYTES: usize, V>(
 }
 
 /// The runs of [`split_by_nibble`], one at a time (nothing allocated).
-fn runs_by_nibble<const KEY_BYTES: usize, V>(
+fn runs_by_nibble<const KEY_BYTES: usize, V: Value>(
     batch: &mut [Pending<KEY_BYTES, V>],
     depth: usize,
 ) -> impl Iterator<Item = (u8, &mut [Pending<KEY_BYTES, V>])> {

@@ -11,11 +11,13 @@ use walras_crypto::{Hash, HASH_BYTES};
 use walras_types::codec::{Reader, Writer};
 
 use crate::error::{ProofDecodeError, ProofError};
-use crate::hashing::{branch_hash, empty_root_hash, leaf_hash, live_hash_now, LiveChildren};
+use crate::hashing::{branch_hash, empty_root_hash, live_hash_now, LiveChildren};
 use crate::nibble::{
     child_position, common_prefix_nibbles, compare_prefix, nibble, prefix_bytes, truncated,
 };
 use crate::node::Node;
+use crate::value::leaf_hash;
+use crate::value::Value;
 
 /// Evidence about one key under a root hash; check it with [`verify`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,7 +116,9 @@ pub(crate) fn prove<const KEY_BYTES: usize, V: AsRef<[u8]>>(
 
 /// The node that stands in `node`'s place in the live trie: branches with one live child are
 /// see-through (`clean` would replace them by that child); `None` when nothing below is live.
-fn effective<const KEY_BYTES: usize, V>(node: &Node<KEY_BYTES, V>) -> Option<&Node<KEY_BYTES, V>> {
+fn effective<const KEY_BYTES: usize, V: Value>(
+    node: &Node<KEY_BYTES, V>,
+) -> Option<&Node<KEY_BYTES, V>> {
     let mut node = node;
     loop {
         if node.live_leaves() == 0 {

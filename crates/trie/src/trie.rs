@@ -15,17 +15,17 @@ use crate::{delete, invariants};
 pub const KEY_BYTES_MAX: usize = 64;
 
 /// A Merkle-Patricia trie from `KEY_BYTES`-byte keys to values `V` (see the crate docs).
-pub struct Trie<const KEY_BYTES: usize, V = Vec<u8>> {
+pub struct Trie<const KEY_BYTES: usize, V: Value = Vec<u8>> {
     pub(crate) root: Option<Node<KEY_BYTES, V>>,
 }
 
-impl<const KEY_BYTES: usize, V> Default for Trie<KEY_BYTES, V> {
+impl<const KEY_BYTES: usize, V: Value> Default for Trie<KEY_BYTES, V> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const KEY_BYTES: usize, V> Trie<KEY_BYTES, V> {
+impl<const KEY_BYTES: usize, V: Value> Trie<KEY_BYTES, V> {
     const KEY_BYTES_SUPPORTED: () = assert!(
         KEY_BYTES >= 1 && KEY_BYTES <= KEY_BYTES_MAX,
         "keys are 1 to 64 bytes"

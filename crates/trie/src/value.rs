@@ -11,9 +11,32 @@
 //! A [`LeafHash`] trie cannot prove a key ([`crate::Trie::prove`] needs the value's bytes for
 //! the proof): that is a compile-time refusal, not a proof with a wrong leaf.
 
-use walras_crypto::{domain, hash_in_each, Hash};
+use walras_crypto::{domain, hash_in_each, Hash, Hasher};
 
-use crate::hashing::{leaf_hash, leaf_input};
+/// `H_leaf(key_bytes ‖ key ‖ value)`.
+pub(crate) fn leaf_hash(key: &[u8], value: &[u8]) -> Hash {
+    let mut hasher = Hasher::new(domain::TRIE_LEAF);
+    let length = [key.len() as u8];
+    for part in leaf_input(&length, key, value) {
+        hasher.update(part);
+    }
+    hasher.finalize()
+}
+
+/// The hash of the leaf `key` → `value`, whatever the value holds.
+pub(crate) fn leaf_hash_of<V: Value>(key: &[u8], value: &V) -> Hash {
+    match value.leaf_input() {
+        LeafInput::Bytes(bytes) => leaf_hash(key, bytes),
+        LeafInput::Hashed(hash) => hash,
+    }
+}
+
+/// What a leaf hash covers, in order: `key_bytes ‖ key ‖ value` (`length` holds
+/// `key.len()` as one byte). The one definition for [`leaf_hash`] and leaves hashed together
+/// ([`hash_group`]).
+fn leaf_input<'a>(length: &'a [u8; 1], key: &'a [u8], value: &'a [u8]) -> [&'a [u8]; 3] {
+    [length, key, value]
+}
 
 /// What a leaf's hash covers, as its value gives it.
 pub enum LeafInput<'a> {
@@ -25,13 +48,33 @@ pub enum LeafInput<'a> {
 
 /// A value a trie leaf can hold.
 pub trait Value {
+    /// What a leaf keeps beside its value for its hash: the hash once computed
+    /// (`Option<Hash>`), or nothing where the value is the hash.
+    type Cache: Default + Send + Sync;
+
     /// What the leaf's hash covers.
     fn leaf_input(&self) -> LeafInput<'_>;
+
+    /// The leaf's hash if known without hashing.
+    fn known_hash(&self, cache: &Self::Cache) -> Option<Hash>;
+
+    /// Keeps a hash computed from [`Value::leaf_input`]'s bytes.
+    fn keep_hash(cache: &mut Self::Cache, hash: Hash);
 }
 
 impl<T: AsRef<[u8]>> Value for T {
+    type Cache = Option<Hash>;
+
     fn leaf_input(&self) -> LeafInput<'_> {
         LeafInput::Bytes(self.as_ref())
+    }
+
+    fn known_hash(&self, cache: &Option<Hash>) -> Option<Hash> {
+        *cache
+    }
+
+    fn keep_hash(cache: &mut Option<Hash>, hash: Hash) {
+        *cache = Some(hash);
     }
 }
 
@@ -51,10 +94,19 @@ impl LeafHash {
     }
 }
 
+/// The leaf keeps no second copy of its hash: 48 bytes a leaf of an 8-byte key, not 80.
 impl Value for LeafHash {
+    type Cache = ();
+
     fn leaf_input(&self) -> LeafInput<'_> {
         LeafInput::Hashed(self.0)
     }
+
+    fn known_hash(&self, _: &()) -> Option<Hash> {
+        Some(self.0)
+    }
+
+    fn keep_hash(_: &mut (), _: Hash) {}
 }
 
 /// [`LeafHash::of`] of each `(key, value)`, in order, hashed four at a time on SIMD lanes
