@@ -244,8 +244,12 @@ impl ExchangeState {
     pub(crate) fn commit_accounts(&mut self, slots: &[u32], threads: usize) {
         let pieces: Vec<&[u32]> = slots.chunks(COMMIT_PIECE_ACCOUNTS).collect();
         let hashed = walras_par::map_in_order(&pieces, threads, 2, |piece| self.leaves_of(piece));
-        let mut batch: Vec<([u8; 8], LeafHash)> = Vec::with_capacity(slots.len());
-        hashed.into_iter().for_each(|piece| batch.extend(piece));
+        // Every piece but the last is full, so entry `i` is at `(i / piece, i % piece)`: laid
+        // end to end on all threads (one thread took ~0.4 s for 10M at a restart).
+        let batch: Vec<([u8; 8], LeafHash)> =
+            walras_par::tabulate(slots.len(), threads, COMMIT_PIECE_ACCOUNTS, |i| {
+                hashed[i / COMMIT_PIECE_ACCOUNTS][i % COMMIT_PIECE_ACCOUNTS]
+            });
         // The same list feeds the next checkpoint draft: what changes an account changes its
         // trie entry, so no change reaches the root without reaching the draft.
         self.draft_memory.touch(slots);

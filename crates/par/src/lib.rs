@@ -53,6 +53,35 @@ pub fn map_in_order<T: Sync, R: Send>(
     map_in_order_on(pool.as_deref(), items, serial_below, map)
 }
 
+/// `items.into_iter().map(map)` on up to `threads` threads, in item order; the result's pages
+/// are first written by the threads that fill them. Lists shorter than `serial_below` run on
+/// the calling thread.
+pub fn map_owned_in_order<T: Send, R: Send>(
+    items: Vec<T>,
+    threads: usize,
+    serial_below: usize,
+    map: impl Fn(T) -> R + Sync + Send,
+) -> Vec<R> {
+    if threads <= 1 || items.len() < serial_below.max(2) {
+        return items.into_iter().map(map).collect();
+    }
+    pool(threads).install(|| items.into_par_iter().map(map).collect())
+}
+
+/// `(0..len).map(make)` on up to `threads` threads, in index order (as
+/// [`map_owned_in_order`]).
+pub fn tabulate<R: Send>(
+    len: usize,
+    threads: usize,
+    serial_below: usize,
+    make: impl Fn(usize) -> R + Sync + Send,
+) -> Vec<R> {
+    if threads <= 1 || len < serial_below.max(2) {
+        return (0..len).map(make).collect();
+    }
+    pool(threads).install(|| (0..len).into_par_iter().map(make).collect())
+}
+
 /// [`map_in_order`] on a pool the caller lends (`None`, or a pool of one thread: the calling
 /// thread).
 pub fn map_in_order_on<T: Sync, R: Send>(
@@ -202,6 +231,16 @@ pub fn sort_stable_by_key<T: Send, K: Ord>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owned_maps_and_tables_keep_index_order_for_any_thread_count() {
+        let items: Vec<u64> = (0..20_000).collect();
+        for threads in [0, 1, 2, 3, 8] {
+            let mapped = map_owned_in_order(items.clone(), threads, 16, |x| x * 3);
+            assert_eq!(mapped, items.iter().map(|x| x * 3).collect::<Vec<_>>());
+            assert_eq!(tabulate(items.len(), threads, 16, |i| i as u64), items);
+        }
+    }
 
     #[test]
     fn a_parallel_stable_sort_keeps_equal_keys_in_order_for_any_thread_count() {

@@ -29,15 +29,21 @@ pub(crate) fn sort_batch<const KEY_BYTES: usize, V: Value + Send>(
     threads: usize,
 ) -> Vec<Pending<KEY_BYTES, V>> {
     walras_par::sort_stable_by_key(&mut batch, threads, SORT_SERIAL_BELOW, |entry| entry.0);
+    let pending = |(key, value)| Pending {
+        key,
+        value: Some(value),
+    };
+    if batch.windows(2).all(|pair| pair[0].0 != pair[1].0) {
+        // No key repeats (every account of a state): each entry is its own leaf, converted on
+        // all threads.
+        return walras_par::map_owned_in_order(batch, threads, SORT_SERIAL_BELOW, pending);
+    }
     let mut unique: Vec<Pending<KEY_BYTES, V>> = Vec::with_capacity(batch.len());
     for (key, value) in batch {
         match unique.last_mut() {
             // The stable sort kept input order among equal keys: a later entry overrides.
             Some(last) if last.key == key => last.value = Some(value),
-            _ => unique.push(Pending {
-                key,
-                value: Some(value),
-            }),
+            _ => unique.push(pending((key, value))),
         }
     }
     unique

@@ -160,11 +160,13 @@ fn random_entries(count: usize, seed: u64, key_mask: u64) -> Vec<(Key, Vec<u8>)>
 #[test]
 fn big_batches_give_the_same_trie_for_any_thread_count_and_as_one_by_one_inserts() {
     // The narrow mask forces repeated keys (later wins) and dense subtrees; batches of 20,000
-    // are sorted on several threads (shorter ones on the calling thread).
+    // are sorted and converted on several threads (shorter ones on the calling thread), with
+    // and without repeated keys.
     let batches = [
         random_entries(6000, 1, u64::MAX),
         random_entries(6000, 2, 0xffff),
         random_entries(20_000, 3, 0x3fff),
+        random_entries(20_000, 4, u64::MAX),
     ];
     let mut one_by_one = Trie::<8>::new();
     for (key, value) in batches.iter().flatten() {
