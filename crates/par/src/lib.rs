@@ -187,16 +187,7 @@ pub fn for_each_mut<T: Send>(
 /// so building it on one thread before filling it in parallel pays every page fault serially
 /// (at 10M accounts that was most of a restart's serial time).
 pub fn filled<T: Send>(len: usize, threads: usize, make: impl Fn() -> T + Sync + Send) -> Vec<T> {
-    if threads <= 1 || len < 2 {
-        return (0..len).map(|_| make()).collect();
-    }
-    let mut values = Vec::with_capacity(len);
-    pool(threads).install(|| {
-        (0..len)
-            .into_par_iter()
-            .map(|_| make())
-            .collect_into_vec(&mut values)
-    });
+    let values = tabulate(len, threads, 2, |_| make());
     assert_eq!(values.len(), len);
     values
 }
