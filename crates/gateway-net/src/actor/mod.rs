@@ -149,6 +149,10 @@ pub const REPLAY_BLOCKS_MAX: usize = 256;
 /// How often the core retries a pending seal (silence detection, timer cuts).
 const TICK: Duration = Duration::from_millis(1);
 
+/// How long a stop waits for the node's answer to a batch already sent (the link retries busy
+/// answers with at most a second between tries, so this covers several).
+pub(crate) const STOP_DRAIN_MAX: Duration = Duration::from_secs(10);
+
 impl Core {
     /// The core at the node's tip `tip`, its clock started at `started`.
     pub(crate) fn new(
@@ -221,7 +225,7 @@ impl Core {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tokio::select! {
-                _ = &mut stop => return Ok(()),
+                _ = &mut stop => return self.drain(&mut inputs).await,
                 input = inputs.recv() => {
                     let Some(input) = input else { return Ok(()) };
                     self.handle(input)?;
@@ -230,6 +234,32 @@ impl Core {
             }
             self.try_seal()?;
         }
+    }
+
+    /// On stop: seals nothing more, but waits (at most [`STOP_DRAIN_MAX`]) for the node's answer
+    /// to a batch already sent, so that when the gateway has stopped, the node's height is
+    /// final and every sealed batch's answer was published. Without it the batch's request
+    /// went on after the stop and the node committed one more block a moment later.
+    async fn drain(
+        &mut self,
+        inputs: &mut mpsc::Receiver<CoreInput>,
+    ) -> Result<(), GatewayNetError> {
+        let deadline = tokio::time::Instant::now() + STOP_DRAIN_MAX;
+        while let Some(height) = self.in_flight.as_ref().map(|f| f.height) {
+            match tokio::time::timeout_at(deadline, inputs.recv()).await {
+                Ok(Some(input)) => self.handle(input)?,
+                Ok(None) => return Ok(()),
+                Err(_) => {
+                    tracing::warn!(
+                        "stopped without the node's answer to block {height} after {} s; \
+                         the node may still commit it (a restarted gateway reads its height)",
+                        STOP_DRAIN_MAX.as_secs()
+                    );
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     fn handle(&mut self, input: CoreInput) -> Result<(), GatewayNetError> {
