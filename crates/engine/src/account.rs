@@ -1,7 +1,7 @@
 //! Accounts: key, sequence number, balances.
 
 use smallvec::SmallVec;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use walras_crypto::PublicKey;
 use walras_types::codec::Writer;
 use walras_types::{AssetId, MAX_AMOUNT};
@@ -14,10 +14,13 @@ pub struct Account {
     /// The key decoded for verification, on first use: decoding costs a field square root
     /// (about 10 µs), most accounts of a large state sign nothing for a long time, and a
     /// restart that decoded all of them would pay ~100 s of CPU at 10M accounts (issue 32).
-    /// Boxed: the decoded point is ~190 bytes, paid only by accounts that sign. `None` inside:
+    /// Behind a pointer: the decoded point is ~190 bytes, paid only by accounts that sign. An
+    /// `Arc`, not a `Box`: the state's accounts are shared in chunks with the admission view
+    /// (`crate::accounts`), and the first write to a shared chunk copies its 256 accounts, a
+    /// reference count for a decoded key rather than an allocation and a copy. `None` inside:
     /// not a valid key. The verdict is the same whenever it is decoded: it depends only on
     /// `public_key`.
-    verifying_key: OnceLock<Option<Box<PublicKey>>>,
+    verifying_key: OnceLock<Option<Arc<PublicKey>>>,
     /// The highest sequence number used; the next transaction must lie in
     /// `(last_sequence, last_sequence + SEQUENCE_WINDOW]`.
     pub last_sequence: u64,
@@ -84,16 +87,10 @@ impl Account {
         }
     }
 
-    /// An account with no key, sequence or balance: what a slot holds before a loaded
-    /// account is written into it.
-    pub(crate) fn placeholder() -> Account {
-        Account::from_checked([0; 32], 0, Balances::new())
-    }
-
     /// The decoded public key, or `None` if the stored bytes are not a valid key.
     pub fn verifying_key(&self) -> Option<&PublicKey> {
         self.verifying_key
-            .get_or_init(|| PublicKey::from_bytes(&self.public_key).ok().map(Box::new))
+            .get_or_init(|| PublicKey::from_bytes(&self.public_key).ok().map(Arc::new))
             .as_deref()
     }
 
@@ -101,6 +98,18 @@ impl Account {
     /// valid key); `None` if not yet. Never decodes.
     pub fn decoded_key(&self) -> Option<Option<&PublicKey>> {
         self.verifying_key.get().map(Option::as_deref)
+    }
+
+    /// Takes `older`'s decoded key if it has one and `self` has none yet: `older` is the same
+    /// account in a copy of its chunk made before (keys never change, so the verdict is the
+    /// same).
+    pub(crate) fn keep_decoded_key(&self, older: &Account) {
+        debug_assert_eq!(self.public_key, older.public_key, "the same account");
+        if self.verifying_key.get().is_none() {
+            if let Some(decoded) = older.verifying_key.get() {
+                let _ = self.verifying_key.set(decoded.clone());
+            }
+        }
     }
 
     /// Whether [`Self::verifying_key`] has decoded the key yet (for tests of when keys are
@@ -129,12 +138,6 @@ impl Account {
     }
 
     pub fn balances(&self) -> &[(AssetId, u64)] {
-        &self.balances
-    }
-
-    /// The balances as the account holds them (to copy without a heap allocation where they
-    /// fit inline).
-    pub(crate) fn held_balances(&self) -> &Balances {
         &self.balances
     }
 

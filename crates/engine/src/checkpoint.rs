@@ -30,6 +30,7 @@
 //! record, which then starts empty at the checkpoint's height.
 
 use crate::account::{Account, Balances};
+use crate::accounts::{Accounts, CHUNK_ACCOUNTS};
 use crate::bridge::PaymentsBridge;
 use crate::market::MarketPrices;
 use crate::slot_index::SlotIndex;
@@ -55,6 +56,8 @@ pub(crate) const CHECKPOINT_PIECE_DOMAIN: Domain = Domain::new("walras/ckpt-part
 pub(crate) const CHECKSUM_PIECE_BYTES: usize = 1 << 23;
 /// Accounts in a chunk of a `/3` checkpoint (the unit of parallel decoding).
 pub const ACCOUNT_CHUNK: usize = 1 << 16;
+// A checkpoint chunk decodes into whole chunks of the state's account table.
+const _: () = assert!(ACCOUNT_CHUNK.is_multiple_of(CHUNK_ACCOUNTS));
 pub(crate) const MAGIC: &[u8] = b"walras-checkpoint/3";
 /// The format before chunked accounts and the piecewise checksum: still read.
 const MAGIC_V2: &[u8] = b"walras-checkpoint/2";
@@ -511,13 +514,16 @@ fn read_bridge(reader: &mut Reader<'_>, assets: usize) -> Result<PaymentsBridge,
     Ok(bridge)
 }
 
-type Accounts = (Vec<Account>, Vec<AccountId>);
+type DecodedAccounts = (Accounts, Vec<AccountId>);
 
 /// The fewest bytes an account takes: id, key, sequence number, balance count.
 const ACCOUNT_BYTES_MIN: usize = 8 + 32 + 8 + 2;
 
 /// `/1` and `/2`: `account_count:u32 (id:u64 account)*`.
-fn read_accounts(reader: &mut Reader<'_>, assets: usize) -> Result<Accounts, CheckpointError> {
+fn read_accounts(
+    reader: &mut Reader<'_>,
+    assets: usize,
+) -> Result<DecodedAccounts, CheckpointError> {
     let count = reader.u32()? as usize;
     read_account_run(reader, count, assets)
 }
@@ -527,7 +533,7 @@ fn read_account_run(
     reader: &mut Reader<'_>,
     count: usize,
     assets: usize,
-) -> Result<Accounts, CheckpointError> {
+) -> Result<DecodedAccounts, CheckpointError> {
     // Never reserve more than the input can hold.
     let capacity = reader.capacity(count as u64, ACCOUNT_BYTES_MIN);
     let mut accounts = Vec::with_capacity(capacity);
@@ -537,7 +543,7 @@ fn read_account_run(
         accounts.push(read_account(reader, id, assets)?);
         account_ids.push(id);
     }
-    Ok((accounts, account_ids))
+    Ok((Accounts::from_vec(accounts), account_ids))
 }
 
 /// `/3`: `account_count:u32 chunk_count:u32 (chunk_bytes:u64)* chunk*`, the chunks decoded
@@ -546,7 +552,7 @@ fn read_account_chunks(
     reader: &mut Reader<'_>,
     assets: usize,
     threads: usize,
-) -> Result<Accounts, CheckpointError> {
+) -> Result<DecodedAccounts, CheckpointError> {
     let count = reader.u32()? as usize;
     let chunk_count = reader.u32()? as usize;
     if chunk_count != count.div_ceil(ACCOUNT_CHUNK) {
@@ -572,28 +578,31 @@ fn read_account_chunks(
         }
         chunks.push(reader.take(length)?);
     }
-    // Decoded in place, each chunk into its own slots, on the threads that first touch them.
-    let mut accounts = walras_par::filled(count, threads, Account::placeholder);
+    // Decoded on the threads that first touch them: each chunk's ids in place, its accounts
+    // into the table's shared chunks (a whole number of them per checkpoint chunk).
     let mut account_ids = walras_par::filled(count, threads, || AccountId(0));
-    let work: Vec<_> = accounts
-        .chunks_mut(ACCOUNT_CHUNK)
-        .zip(account_ids.chunks_mut(ACCOUNT_CHUNK))
-        .zip(chunks)
-        .collect();
+    let work: Vec<_> = account_ids.chunks_mut(ACCOUNT_CHUNK).zip(chunks).collect();
     assert_eq!(work.len(), chunk_count, "one slice of slots per chunk");
-    let decoded = walras_par::run_each(work, threads, |((accounts, ids), bytes)| {
+    let decoded = walras_par::run_each(work, threads, |(ids, bytes)| {
         let mut chunk_reader = Reader::new(bytes);
-        for (account, id) in accounts.iter_mut().zip(ids.iter_mut()) {
-            *id = AccountId(chunk_reader.u64()?);
-            *account = read_account(&mut chunk_reader, *id, assets)?;
+        let mut table_chunks: Vec<Vec<Account>> =
+            Vec::with_capacity(ids.len().div_ceil(CHUNK_ACCOUNTS));
+        for ids in ids.chunks_mut(CHUNK_ACCOUNTS) {
+            let mut table_chunk = Vec::with_capacity(CHUNK_ACCOUNTS);
+            for id in ids {
+                *id = AccountId(chunk_reader.u64()?);
+                table_chunk.push(read_account(&mut chunk_reader, *id, assets)?);
+            }
+            table_chunks.push(table_chunk);
         }
         chunk_reader.finish()?;
-        Ok::<_, CheckpointError>(())
+        Ok::<_, CheckpointError>(table_chunks)
     });
+    let mut table_chunks = Vec::with_capacity(count.div_ceil(CHUNK_ACCOUNTS));
     for chunk in decoded {
-        chunk?;
+        table_chunks.extend(chunk?);
     }
-    Ok((accounts, account_ids))
+    Ok((Accounts::from_chunks(table_chunks), account_ids))
 }
 
 /// One account after its id: `public_key[32] last_sequence:u64 count:u16 (asset:u16

@@ -20,6 +20,7 @@
 //! lock and nothing depends on scheduling; the state root is the same for any thread count.
 
 use crate::account::Account;
+use crate::accounts::AccountShard;
 use crate::block::{transaction_hash, Block, BlockHeader, PairTrade};
 use crate::carried::Use;
 use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
@@ -215,10 +216,10 @@ type Credit = (u32, AssetId, u64);
 type Outboxes = Vec<Vec<Vec<Credit>>>;
 
 /// A shard's index, its accounts and the batches of credits for them.
-type CreditShard<'a> = (usize, &'a mut [Account], Vec<Vec<Credit>>);
+type CreditShard<'a> = (AccountShard<'a>, Vec<Vec<Credit>>);
 
 /// A shard's accounts and its accepted transactions.
-type SourceShard<'a> = (usize, &'a mut [Account], &'a Vec<Admitted>);
+type SourceShard<'a> = (AccountShard<'a>, &'a Vec<Admitted>);
 
 impl ExchangeState {
     /// Proposes and applies a block of `transactions`: filters them, clears, executes; returns
@@ -835,18 +836,16 @@ impl ExchangeState {
         let refunds = &filtered.cancel_amounts;
         let shards: Vec<SourceShard> = self
             .accounts
-            .chunks_mut(width)
+            .shards_mut(width)
+            .into_iter()
             .zip(&filtered.accepted)
-            .enumerate()
-            .map(|(shard, (accounts, accepted))| (shard, accounts, accepted))
             .collect();
-        let results = run_each(shards, threads, |(shard, accounts, accepted)| {
-            let base = (shard * width) as u32;
+        let results = run_each(shards, threads, |(mut accounts, accepted)| {
             let mut outbox: Vec<Vec<Credit>> = vec![Vec::new(); threads];
             let mut touched = Vec::with_capacity(accepted.len() * 2);
             for (index, slot) in accepted {
                 let transaction = &transactions[*index as usize].transaction;
-                let account = &mut accounts[(slot - base) as usize];
+                let account = accounts.get_mut(*slot as usize);
                 account.last_sequence = account.last_sequence.max(transaction.sequence);
                 touched.push(*slot);
                 match transaction.operation {
@@ -931,15 +930,13 @@ impl ExchangeState {
         }
         let shards: Vec<CreditShard> = self
             .accounts
-            .chunks_mut(width)
+            .shards_mut(width)
+            .into_iter()
             .zip(inboxes)
-            .enumerate()
-            .map(|(shard, (accounts, inbox))| (shard, accounts, inbox))
             .collect();
-        run_each(shards, threads, |(shard, accounts, inbox)| {
-            let base = (shard * width) as u32;
+        run_each(shards, threads, |(mut accounts, inbox)| {
             for (slot, asset, amount) in inbox.into_iter().flatten() {
-                accounts[(slot - base) as usize].credit(asset, amount);
+                accounts.get_mut(slot as usize).credit(asset, amount);
             }
         });
     }

@@ -20,6 +20,7 @@
 //! Nothing else is dropped; the outcome does not depend on the order of transactions in the block
 //! or on the number of threads.
 
+use crate::accounts::CHUNK_ACCOUNTS;
 use crate::admission::{self, Rejection};
 use crate::parallel::{map_in_order, run_each, sort_unstable};
 use crate::state::{ExchangeState, ACCOUNTS_MAX};
@@ -50,9 +51,13 @@ impl Filtered {
     }
 }
 
-/// The contiguous slot ranges of `threads` shards over `accounts` accounts.
+/// The width of the contiguous slot ranges of at most `threads` shards over `accounts`
+/// accounts: a whole number of the accounts' shared chunks, so each shard writes its own.
 pub(crate) fn shard_width(accounts: usize, threads: usize) -> usize {
-    accounts.div_ceil(threads.max(1)).max(1)
+    accounts
+        .div_ceil(threads.max(1))
+        .max(1)
+        .next_multiple_of(CHUNK_ACCOUNTS)
 }
 
 /// Filters `transactions` against `state`; `signature_ok[i]` says whether transaction i's

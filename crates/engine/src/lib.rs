@@ -22,6 +22,7 @@
 
 mod account;
 mod account_view;
+mod accounts;
 mod admission;
 mod block;
 mod bridge;

@@ -12,6 +12,7 @@
 //! iteration order.
 
 use crate::account::Account;
+use crate::accounts::Accounts;
 use crate::bridge::PaymentsBridge;
 use crate::carried::CarriedBooks;
 use crate::draft_memory::DraftMemory;
@@ -81,7 +82,7 @@ pub enum StateError {
 /// The whole exchange.
 pub struct ExchangeState {
     pub(crate) assets: usize,
-    pub(crate) accounts: Vec<Account>,
+    pub(crate) accounts: Accounts,
     pub(crate) account_ids: Vec<AccountId>,
     pub(crate) slots: SlotIndex,
     /// Per pair index (`sell * assets + buy`): open offers and their remaining amounts.
@@ -117,7 +118,7 @@ impl ExchangeState {
         check_genesis(genesis)?;
         let assets = genesis.assets as usize;
         let mut issued = vec![0u64; assets];
-        let mut accounts = Vec::with_capacity(genesis.accounts.len());
+        let mut accounts = Accounts::default();
         let mut account_ids = Vec::with_capacity(genesis.accounts.len());
         for entry in &genesis.accounts {
             for (asset, amount) in &entry.balances {
@@ -211,7 +212,7 @@ impl ExchangeState {
     /// [`Self::issued`] in every reachable state (the conservation invariant).
     pub fn accounted(&self) -> Vec<u128> {
         let mut totals = vec![0u128; self.assets];
-        for account in &self.accounts {
+        for account in self.accounts.iter() {
             for (asset, amount) in account.balances() {
                 totals[asset.0 as usize] += *amount as u128;
             }
@@ -356,7 +357,7 @@ mod account_trie_tests {
         let entries = state
             .account_ids
             .iter()
-            .zip(&state.accounts)
+            .zip(state.accounts.iter())
             .map(|(id, account)| (id.0.to_be_bytes(), account.encode()))
             .collect();
         trie.insert_batch(entries, 1);
@@ -393,7 +394,10 @@ mod account_trie_tests {
             );
             let changed: Vec<u32> = (0..600).step_by(3).collect();
             for &slot in &changed {
-                state.accounts[slot as usize].credit(AssetId(slot as u16 % 4), 5);
+                state
+                    .accounts
+                    .get_mut(slot as usize)
+                    .credit(AssetId(slot as u16 % 4), 5);
             }
             state.commit_accounts(&changed, threads);
             assert_eq!(

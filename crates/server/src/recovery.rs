@@ -61,7 +61,7 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
     let views_started = Instant::now();
     let state = recovery.state;
     let assets = state.assets() as u16;
-    let accounts = walras_engine::AccountView::of_on(&state, config.threads);
+    let accounts = walras_engine::AccountView::of(&state);
     tracing::info!(
         "the account view for reads took {:.0} ms",
         views_started.elapsed().as_secs_f64() * 1e3

@@ -916,7 +916,7 @@ impl Application for WalrasApp {
         // The view and the counts from one read of the state after the block.
         let counts = {
             let state = self.state();
-            self.shared.committed(&batch, &decided.outcome, &state);
+            self.shared.committed(&batch, &state);
             StateCounts::of(&state)
         };
         let timings = BlockTimings {
