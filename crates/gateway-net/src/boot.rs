@@ -193,7 +193,6 @@ mod tests {
     use crate::config::CutMode;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
-    use walras_gateway::{MarketData, SealReply, SealedBatch};
 
     /// How long the stand-in node takes to commit a block.
     const COMMIT_TIME: Duration = Duration::from_millis(300);
@@ -233,20 +232,9 @@ mod tests {
                     let (received, answered) = (r.clone(), a.clone());
                     async move {
                         received.fetch_add(1, Ordering::SeqCst);
-                        let batch = SealedBatch::decode(&body).unwrap();
                         tokio::time::sleep(COMMIT_TIME).await;
                         answered.fetch_add(1, Ordering::SeqCst);
-                        SealReply {
-                            height: batch.height,
-                            block_hash: [1; 32],
-                            state_root: [2; 32],
-                            valuations: Vec::new(),
-                            transactions: batch.transactions.len() as u32,
-                            dropped: Vec::new(),
-                            market: MarketData::default(),
-                        }
-                        .encode()
-                        .unwrap()
+                        crate::node_link::stand_in_reply(&body)
                     }
                 }),
             );

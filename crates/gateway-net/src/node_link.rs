@@ -287,12 +287,29 @@ impl NodeLink {
     }
 }
 
+/// A stand-in node's answer to the sealed batch `body` (tests): committed whole, nothing
+/// dropped.
+#[cfg(test)]
+pub(crate) fn stand_in_reply(body: &[u8]) -> Vec<u8> {
+    let batch = SealedBatch::decode(body).expect("the gateway's batch decodes");
+    SealReply {
+        height: batch.height,
+        block_hash: [1; 32],
+        state_root: [2; 32],
+        valuations: Vec::new(),
+        transactions: batch.transactions.len() as u32,
+        dropped: Vec::new(),
+        market: walras_gateway::MarketData::default(),
+    }
+    .encode()
+    .expect("the reply encodes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
-    use walras_gateway::MarketData;
 
     /// A stand-in node on loopback whose `POST /v1/gateway/seal` answers `refusals` (status,
     /// body) in turn, then the committed block's reply; returns its URL and the request count.
@@ -312,17 +329,7 @@ mod tests {
                         let status = axum::http::StatusCode::from_u16(*status).unwrap();
                         return (status, text.as_bytes().to_vec());
                     }
-                    let batch = SealedBatch::decode(&body).unwrap();
-                    let reply = SealReply {
-                        height: batch.height,
-                        block_hash: [1; 32],
-                        state_root: [2; 32],
-                        valuations: Vec::new(),
-                        transactions: batch.transactions.len() as u32,
-                        dropped: Vec::new(),
-                        market: MarketData::default(),
-                    };
-                    (axum::http::StatusCode::OK, reply.encode().unwrap())
+                    (axum::http::StatusCode::OK, stand_in_reply(&body))
                 }
             }),
         );
@@ -395,20 +402,7 @@ mod tests {
         let listener = socket.listen(1024).unwrap();
         let app = axum::Router::new().route(
             "/v1/gateway/seal",
-            axum::routing::post(|body: axum::body::Bytes| async move {
-                let batch = SealedBatch::decode(&body).unwrap();
-                SealReply {
-                    height: batch.height,
-                    block_hash: [0; 32],
-                    state_root: [0; 32],
-                    valuations: Vec::new(),
-                    transactions: 0,
-                    dropped: Vec::new(),
-                    market: MarketData::default(),
-                }
-                .encode()
-                .unwrap()
-            }),
+            axum::routing::post(|body: axum::body::Bytes| async move { stand_in_reply(&body) }),
         );
         tokio::spawn(async move { axum::serve(listener, app).await });
         let reply = tokio::time::timeout(Duration::from_secs(5), commit)
