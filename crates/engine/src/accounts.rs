@@ -103,7 +103,7 @@ impl Accounts {
     /// Gives each account of `self` the key decoded meanwhile in `older` (an earlier snapshot
     /// of this table), in the chunks `self` copied since: a reader of the snapshot that
     /// decoded a key after the copy decoded it in the snapshot's chunk only. Without this, at
-    /// 10,000 accounts (every chunk written each block) admission decoded most keys again
+    /// 10,000 accounts (every chunk written each block) admission would decode most keys again
     /// after every block.
     pub(crate) fn keep_decoded_keys(&self, older: &Accounts) {
         for (chunk, older_chunk) in self.chunks.iter().zip(&older.chunks) {
