@@ -34,4 +34,4 @@ started, ended, user, system, ticks, rss_kb = map(float, sys.argv[1:])
 print(f"serve {ended - started:.2f} s; cpu user {user / ticks:.2f} s, system {system / ticks:.2f} s; "
       f"rss {rss_kb / 1024:.0f} MB")
 PY
-grep -oE "(loaded the checkpoint|recovered height|the account view for reads).*" "$log"
+grep -oE "(loaded the checkpoint|recovered height).*" "$log"
