@@ -191,56 +191,11 @@ async fn bind(listen: &str) -> Result<(TcpListener, SocketAddr), GatewayNetError
 mod tests {
     use super::*;
     use crate::config::CutMode;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
 
     /// How long the stand-in node takes to commit a block.
     const COMMIT_TIME: Duration = Duration::from_millis(300);
-
-    /// A stand-in node at height 0 whose seals take [`COMMIT_TIME`]; returns its URL and the
-    /// count of seal requests received and answered.
-    async fn slow_node() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let received = Arc::new(AtomicUsize::new(0));
-        let answered = Arc::new(AtomicUsize::new(0));
-        let (r, a) = (received.clone(), answered.clone());
-        let status = walras_api::wire::StatusJson {
-            version: "test".into(),
-            height: 0,
-            block_hash: "00".repeat(32),
-            state_root: "00".repeat(32),
-            assets: 2,
-            accounts: 0,
-            open_offers: 0,
-            mempool_transactions: 0,
-            mempool_capacity: 0,
-            commit_bound_ms: None,
-            dev_genesis: None,
-        };
-        let app = axum::Router::new()
-            .route(
-                "/v1/status",
-                axum::routing::get(move || {
-                    let status = status.clone();
-                    async move { serde_json::to_vec(&status).unwrap() }
-                }),
-            )
-            .route(
-                "/v1/gateway/seal",
-                axum::routing::post(move |body: axum::body::Bytes| {
-                    let (received, answered) = (r.clone(), a.clone());
-                    async move {
-                        received.fetch_add(1, Ordering::SeqCst);
-                        tokio::time::sleep(COMMIT_TIME).await;
-                        answered.fetch_add(1, Ordering::SeqCst);
-                        crate::node_link::stand_in_reply(&body)
-                    }
-                }),
-            );
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        (url, received, answered)
-    }
 
     /// Trigger: CI's gateway test read the node's tip right after stopping the gateway, then
     /// restarted the node and found one block more (38 against 37). The stop dropped the core
@@ -249,7 +204,8 @@ mod tests {
     /// batch already sent, and seals nothing more.
     #[tokio::test]
     async fn a_stopped_gateway_has_its_last_sealed_batch_answered_and_sends_no_more() {
-        let (url, received, answered) = slow_node().await;
+        let owner = walras_crypto::Keypair::from_seed([4; 32]).public_key();
+        let (url, received, answered) = crate::node_link::stand_in_node(COMMIT_TIME, owner).await;
         let mut config = GatewayConfig::new(
             &url,
             walras_crypto::Keypair::from_seed([3; 32]),

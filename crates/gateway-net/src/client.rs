@@ -121,7 +121,6 @@ impl Participant {
             frames: None,
             events,
             silent: false,
-            heartbeats_held: false,
             blocks: BTreeMap::new(),
             last_height: None,
             catch_up_to: None,
@@ -176,11 +175,6 @@ struct ClientTask {
     frames: Option<mpsc::Receiver<Downlink>>,
     events: mpsc::UnboundedSender<ClientEvent>,
     silent: bool,
-    /// No heartbeats until a block is delivered: set when the gateway heard from this
-    /// participant before (its Welcome names a last sequence number) and this buffer has
-    /// received no block, so its clock (point 0) is behind what the gateway last saw and every
-    /// heartbeat would be refused as a clock going back.
-    heartbeats_held: bool,
     /// Blocks received and not yet released, by height.
     blocks: BTreeMap<u64, BlockData>,
     /// The highest block received from the gateway (over every connection so far).
@@ -356,13 +350,16 @@ impl ClientTask {
             .map_err(|e| connect_error(e.to_string()))?;
         match first.map(|payload| Downlink::decode(&payload)) {
             Some(Ok(Downlink::Welcome {
-                height, last_seq, ..
+                height,
+                last_seq,
+                last_clock,
+                ..
             })) => {
-                // A new process of a participant the gateway heard before: go on numbering
-                // after the gateway's last, or it refuses everything up to it as out of order.
+                // A new process of a participant the gateway heard before: go on after the
+                // gateway's last number and clock, or it refuses everything up to them as out
+                // of order (see `ReleaseBuffer::continue_after`).
                 if let Some(last_seq) = last_seq {
-                    self.release.continue_after(last_seq);
-                    self.heartbeats_held = self.last_height.is_none();
+                    self.release.continue_after(last_seq, last_clock);
                 }
                 // The blocks up to the gateway's tip that we have not received (replayed now)
                 // are one batch: delivered whole, so the clock catches up in one step instead
@@ -426,7 +423,6 @@ impl ClientTask {
         for action in actions {
             match action {
                 ReleaseAction::DeliverBatch { at_ns, points, .. } => {
-                    self.heartbeats_held = false;
                     for height in points {
                         // Blocks below the released one were superseded (they were sent while
                         // this one waited); hand over the block itself.
@@ -465,8 +461,7 @@ impl ClientTask {
                             }
                         }
                     };
-                    let held = self.heartbeats_held && message.kind == UplinkKind::Heartbeat;
-                    if self.silent || held {
+                    if self.silent {
                         continue;
                     }
                     if let Some(writer) = &mut self.writer {
@@ -489,5 +484,121 @@ async fn read_downlink(mut reader: FrameReader, frames: mpsc::Sender<Downlink>) 
         if frames.send(frame).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GatewayConfig;
+    use walras_crypto::Keypair;
+    use walras_types::{AccountId, AssetId, Operation, Transaction};
+
+    /// Events until one satisfies `wanted` (within 15 s), and every one seen on the way.
+    async fn until(
+        events: &mut mpsc::UnboundedReceiver<ClientEvent>,
+        what: &str,
+        wanted: impl Fn(&ClientEvent) -> bool,
+    ) -> Vec<ClientEvent> {
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(event)) => {
+                    let done = wanted(&event);
+                    seen.push(event);
+                    if done {
+                        return seen;
+                    }
+                }
+                _ => panic!("no {what} within 15 s; events: {seen:#?}"),
+            }
+        }
+    }
+
+    fn is_block(event: &ClientEvent, height: u64) -> bool {
+        matches!(event, ClientEvent::Block { block, .. } if block.height == height)
+    }
+
+    /// Trigger (CI of stop 53, `two_participant_processes_trade_through_a_gateway_and_see_their_fills`):
+    /// a second process for a participant was handed the gateway's tip, the block its first
+    /// process had last seen (no block had come since), and traded at once; its clock, measured
+    /// from its own delivery of that block, was below the first process's last heartbeat on
+    /// the same block, and the gateway refused the trade: "sent a delivery clock older than its
+    /// previous message". The Welcome now carries the last clock seen, and the new process
+    /// stamps nothing below it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_process_handed_the_block_its_predecessor_last_saw_has_its_trade_taken() {
+        let key = Keypair::from_seed([4; 32]);
+        let (url, _, _) = crate::node_link::stand_in_node(Duration::ZERO, key.public_key()).await;
+        let mut config =
+            GatewayConfig::new(&url, Keypair::from_seed([3; 32]), vec![key.public_key()]);
+        config.window = Duration::from_secs(1);
+        // Nobody turns straggler here: block 2 waits for participant 0's clock to pass ⟨1, W⟩.
+        config.straggler_threshold = Duration::from_secs(60);
+        let gateway = crate::start(config).await.expect("the gateway starts");
+        let address = gateway.address.to_string();
+        let client = ClientConfig {
+            participant: 0,
+            key: key.clone(),
+            gateway_key: None,
+            delta: Duration::from_secs(1),
+            tau: Duration::from_millis(10),
+        };
+
+        // The first process sees block 1, heartbeats on it for 300 ms, and ends.
+        let (first, mut first_events) = Participant::start(client.clone()).unwrap();
+        first
+            .connect(&address)
+            .await
+            .expect("the first process connects");
+        until(&mut first_events, "block 1", |event| is_block(event, 1)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(first);
+
+        // The second process is handed block 1 (the tip) and trades at once.
+        let (second, mut events) = Participant::start(client).unwrap();
+        let waited = Instant::now();
+        while let Err(error) = second.connect(&address).await {
+            // Until the gateway has seen the first connection close, the place is taken.
+            assert!(waited.elapsed() < Duration::from_secs(10), "{error}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        until(&mut events, "the tip, block 1", |event| is_block(event, 1)).await;
+        let transaction = Transaction {
+            source: AccountId(7),
+            sequence: 1,
+            operation: Operation::Payment {
+                to: AccountId(8),
+                asset: AssetId(0),
+                amount: 5,
+            },
+        };
+        let signature = *key.sign(&transaction.encode()).as_bytes();
+        let sent = second
+            .submit(SignedTransaction {
+                transaction,
+                signature,
+            })
+            .await
+            .expect("the trade is sent");
+        let seen = until(&mut events, "the trade's block", |event| {
+            matches!(event, ClientEvent::Block { block, .. }
+                if block.own.iter().any(|own| own.seq == sent.seq))
+        })
+        .await;
+        let notices: Vec<&ClientEvent> = seen
+            .iter()
+            .filter(|event| matches!(event, ClientEvent::Notice { .. }))
+            .collect();
+        assert!(notices.is_empty(), "{notices:#?}");
+        let Some(ClientEvent::Block { block, .. }) = seen.last() else {
+            unreachable!("`until` ends on the block")
+        };
+        assert!(
+            block.own.iter().all(|own| own.dropped.is_none()),
+            "{block:?}"
+        );
+        gateway.stop().await.expect("a clean stop");
     }
 }

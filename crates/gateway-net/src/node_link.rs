@@ -305,6 +305,82 @@ pub(crate) fn stand_in_reply(body: &[u8]) -> Vec<u8> {
     .expect("the reply encodes")
 }
 
+/// A stand-in node at height 0 (tests): `GET /v1/status`; `GET /v1/accounts/{id}`, every
+/// account held by `owner` with 1,000,000 of asset 0 and no sequence number used; and
+/// `POST /v1/gateway/seal`, answered after `commit_time` with [`stand_in_reply`]. Returns its
+/// URL and the counts of seal requests received and answered.
+#[cfg(test)]
+pub(crate) async fn stand_in_node(
+    commit_time: std::time::Duration,
+    owner: walras_crypto::PublicKey,
+) -> (
+    String,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use walras_api::wire::{AccountJson, BalanceJson, StatusJson};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let received = Arc::new(AtomicUsize::new(0));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let (r, a) = (received.clone(), answered.clone());
+    let status = StatusJson {
+        version: "test".into(),
+        height: 0,
+        block_hash: "00".repeat(32),
+        state_root: "00".repeat(32),
+        assets: 2,
+        accounts: 0,
+        open_offers: 0,
+        mempool_transactions: 0,
+        mempool_capacity: 0,
+        commit_bound_ms: None,
+        dev_genesis: None,
+    };
+    let account = move |id: u64| AccountJson {
+        id,
+        public_key: hex::encode(owner.as_bytes()),
+        last_sequence: 0,
+        next_sequence: 1,
+        balances: vec![BalanceJson {
+            asset: 0,
+            amount: 1_000_000,
+        }],
+    };
+    let app = axum::Router::new()
+        .route(
+            "/v1/status",
+            axum::routing::get(move || {
+                let status = status.clone();
+                async move { serde_json::to_vec(&status).unwrap() }
+            }),
+        )
+        .route(
+            "/v1/accounts/{id}",
+            axum::routing::get(
+                move |axum::extract::Path(id): axum::extract::Path<u64>| async move {
+                    serde_json::to_vec(&account(id)).unwrap()
+                },
+            ),
+        )
+        .route(
+            "/v1/gateway/seal",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let (received, answered) = (r.clone(), a.clone());
+                async move {
+                    received.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(commit_time).await;
+                    answered.fetch_add(1, Ordering::SeqCst);
+                    stand_in_reply(&body)
+                }
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, received, answered)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

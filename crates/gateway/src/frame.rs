@@ -22,7 +22,10 @@
 //! - `3` Trade: seq, point, elapsed, then the canonical `SignedTransaction` encoding (rest of frame).
 //!
 //! Downlink (gateway → participant):
-//! - `1` Welcome: participant `u32`, current height `u64`, last accepted seq `u64` (`u64::MAX`: none);
+//! - `1` Welcome: participant `u32`, current height `u64`, last accepted seq `u64` (`u64::MAX`: none),
+//!   then the delivery clock of that message: point `u64`, elapsed `u64` (zeros when none, and in
+//!   the timer cut, which orders by arrival); a new process of the participant stamps nothing
+//!   below it;
 //! - `2` Block: height `u64`, block hash `[32]`, state root `[32]`, valuations (`u16` count, `u128`
 //!   each), then the participant's own results in that block (`u32` count; seq `u64`, dropped
 //!   reason (`u8` length, ASCII; empty = accepted)), then the block's market data
@@ -45,13 +48,14 @@ use std::sync::Arc;
 use thiserror::Error;
 use walras_types::codec::{self, Reader, Writer};
 
-/// The protocol version a Hello must carry (5: notice code 14, `InsufficientBalance`, which a
+/// The protocol version a Hello must carry (6: the Welcome carries the last clock seen, which
+/// a version-5 client could not decode; 5: notice code 14, `InsufficientBalance`, which a
 /// version-4 client could not decode; 4: notice codes 8–13, refusals of impossible
 /// clocks, full shares, duplicates, replays and busy checks, which a version-3 client could not
 /// decode; 3: signed Hellos answering a Challenge, the last height received under the
 /// signature; 2 signed the same without the last height). The Hello's signing domain is
 /// unchanged since 3: what is signed did not change.
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 /// Domain separation of a participant's signature over a Challenge.
 pub const HELLO_SIGNING_DOMAIN: &[u8] = b"walras-gateway-hello-v3\0";
 
@@ -247,6 +251,9 @@ pub enum Downlink {
         participant: u32,
         height: u64,
         last_seq: Option<u64>,
+        /// The delivery clock of the message numbered `last_seq` (zero when none, and in the
+        /// timer cut): a new process of the participant stamps nothing below it.
+        last_clock: DeliveryClock,
     },
     Block(BlockData),
     Notice {
@@ -370,11 +377,14 @@ impl Downlink {
                 participant,
                 height,
                 last_seq,
+                last_clock,
             } => {
                 out.put_u8(1);
                 out.put_u32(*participant);
                 out.put_u64(*height);
                 out.put_u64(last_seq.unwrap_or(NONE_SEQ));
+                out.put_u64(last_clock.point);
+                out.put_u64(last_clock.elapsed_ns);
             }
             Downlink::Block(block) => {
                 out.put_u8(2);
@@ -433,6 +443,7 @@ impl Downlink {
                 participant: r.u32()?,
                 height: r.u64()?,
                 last_seq: Some(r.u64()?).filter(|&s| s != NONE_SEQ),
+                last_clock: DeliveryClock::new(r.u64()?, r.u64()?),
             },
             2 => {
                 let height = r.u64()?;
@@ -538,11 +549,13 @@ mod tests {
                 participant: 3,
                 height: 12,
                 last_seq: None,
+                last_clock: DeliveryClock::default(),
             },
             Downlink::Welcome {
                 participant: 3,
                 height: 12,
                 last_seq: Some(40),
+                last_clock: DeliveryClock::new(12, 7_000),
             },
             Downlink::Block(BlockData {
                 height: 8,
@@ -645,13 +658,13 @@ mod tests {
         let down: Vec<String> = down.iter().map(|m| hex(m.encode())).collect();
         let golden_up = [
             "01000100000003",
-            "010005000000030000000000000011abababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
+            "010006000000030000000000000011abababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababababab",
             "0200000000000000040000000000000007000000000016e360",
             "0300000000000000050000000000000007000000000016e360090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909090909",
         ];
         let golden_down = [
-            "0100000003000000000000000cffffffffffffffff",
-            "0100000003000000000000000c0000000000000028",
+            "0100000003000000000000000cffffffffffffffff00000000000000000000000000000000",
+            "0100000003000000000000000c0000000000000028000000000000000c0000000000001b58",
             concat!(
                 "0200000000000000080101010101010101010101010101010101010101010101010101010101010101020202020202020202020202020202020202020202020202020202020202020200020000000004000000000000000000000000000000000000000000000000000003000000020000000000000005000000000000000006087265706c61796564",
                 "000000010000000100000000000001f400000000010001000000000000000000030100000000000100000000000000000000000000000000001400000002"

@@ -122,6 +122,9 @@ pub struct ReleaseBuffer {
     seq_next: u64,
     heartbeat_next_ns: u64,
     last_now_ns: u64,
+    /// No message is stamped below this: the clock the gateway last saw from this participant,
+    /// possibly from another process (see [`Self::continue_after`]).
+    clock_floor: DeliveryClock,
 }
 
 impl ReleaseBuffer {
@@ -153,24 +156,36 @@ impl ReleaseBuffer {
             seq_next: 0,
             heartbeat_next_ns: start_ns,
             last_now_ns: start_ns,
+            clock_floor: DeliveryClock::default(),
         })
     }
 
-    /// Numbers the next messages after `last_seq`, the last the gateway received from this
-    /// participant (its Welcome says so): a new process of a participant the gateway heard
-    /// from before would otherwise start at 0 again, and every message until it passed the old
-    /// number would be refused as out of order. Numbers never go back.
-    pub fn continue_after(&mut self, last_seq: u64) {
+    /// Goes on after `last_seq` and `last_clock`, the last sequence number and delivery clock
+    /// the gateway received from this participant (its Welcome says so): a new process of a
+    /// participant the gateway heard from before would otherwise start at sequence 0 and clock
+    /// point 0 again, and every message until it passed the old ones would be refused as out of
+    /// order. Neither ever goes back.
+    ///
+    /// The clock is a floor, not a reset: a new process that is handed the same block the old
+    /// one had (the gateway's tip, when no block came since) measures its elapsed time from its
+    /// own delivery, so it would stamp a trade answering at once *below* the old process's last
+    /// heartbeat. Stamped at the floor instead, the trade orders after everything the old
+    /// process sent, which is where it truly is (later in time), never earlier.
+    pub fn continue_after(&mut self, last_seq: u64, last_clock: DeliveryClock) {
         self.seq_next = self.seq_next.max(last_seq.saturating_add(1));
+        self.clock_floor = self.clock_floor.max(last_clock);
     }
 
     pub fn participant(&self) -> ParticipantId {
         self.participant
     }
 
-    /// The delivery clock at `now_ns`, counting only deliveries already made (call `on_tick` first).
+    /// The delivery clock at `now_ns`, counting only deliveries already made (call `on_tick`
+    /// first), and never below the clock the gateway last saw ([`Self::continue_after`]).
     pub fn clock_at(&self, now_ns: u64) -> DeliveryClock {
-        DeliveryClock::new(self.clock_point, now_ns.saturating_sub(self.clock_since_ns))
+        let measured =
+            DeliveryClock::new(self.clock_point, now_ns.saturating_sub(self.clock_since_ns));
+        measured.max(self.clock_floor)
     }
 
     /// When the caller must call [`Self::on_tick`] next.
@@ -385,7 +400,7 @@ mod tests {
     #[test]
     fn a_new_buffer_continues_after_the_gateways_last_sequence_number() {
         let mut rb = ReleaseBuffer::new(0, ReleaseConfig::new(20, 1_000_000), 0).unwrap();
-        rb.continue_after(299);
+        rb.continue_after(299, DeliveryClock::default());
         let sent = |actions: Vec<ReleaseAction>| -> Vec<u64> {
             actions
                 .iter()
@@ -397,8 +412,45 @@ mod tests {
         };
         // A heartbeat is due first, then the trade.
         assert_eq!(sent(rb.on_trade(1, 7).unwrap()), vec![300, 301]);
-        rb.continue_after(5);
+        rb.continue_after(5, DeliveryClock::default());
         assert_eq!(sent(rb.on_trade(2, 8).unwrap()), vec![302], "never back");
+    }
+
+    /// Trigger (CI of stop 53, `two_participant_processes_trade_through_a_gateway_and_see_their_fills`):
+    /// a second process for participant 0 was handed the gateway's tip, block 2, the block the
+    /// first process had last seen, and answered it 780 µs later; the first process's last
+    /// heartbeat had said ⟨2, more than that⟩, so the gateway refused the trade as a clock going
+    /// back. A new buffer now stamps nothing below the clock the gateway last saw.
+    #[test]
+    fn a_new_buffer_stamps_nothing_below_the_clock_the_gateway_last_saw() {
+        let mut rb = ReleaseBuffer::new(0, ReleaseConfig::new(20, 1_000), 0).unwrap();
+        let seen = DeliveryClock::new(2, 5_000_000);
+        rb.continue_after(40, seen);
+        let stamps = |actions: Vec<ReleaseAction>| -> Vec<OrderKey> {
+            actions
+                .iter()
+                .filter_map(|action| match action {
+                    ReleaseAction::Send(message) => Some(message.key()),
+                    _ => None,
+                })
+                .collect()
+        };
+        // Before any block: heartbeats at the floor, after the gateway's last key.
+        let mut keys = stamps(rb.on_tick(2_500).unwrap());
+        rb.on_point(3_000, point(2, 2, true)).unwrap();
+        let trade = stamps(rb.on_trade(3_780, 1).unwrap());
+        assert_eq!(trade.last().map(|key| key.clock), Some(seen), "the trade");
+        keys.extend(trade);
+        let last_seen = OrderKey {
+            clock: seen,
+            participant: 0,
+            seq: 40,
+        };
+        assert!(keys.len() >= 3);
+        assert!(keys.iter().all(|key| *key > last_seen), "{keys:?}");
+        assert!(keys.windows(2).all(|pair| pair[0] < pair[1]), "{keys:?}");
+        // Past the floor, the buffer's own clock again.
+        assert_eq!(rb.clock_at(5_003_001), DeliveryClock::new(2, 5_000_001));
     }
 
     #[test]

@@ -283,6 +283,13 @@ impl Core {
                     participant,
                     height: self.tip.height,
                     last_seq: self.last_seq.get(&participant).copied(),
+                    // The ordering buffer's watermark is the key of the last message it took
+                    // from this participant (none in the timer cut, which ignores clocks).
+                    last_clock: self
+                        .ordering
+                        .watermark(participant)
+                        .map(|key| key.clock)
+                        .unwrap_or_default(),
                 };
                 let _ = downlink.try_send(welcome);
                 for frame in self.catch_up(participant, last_height) {
