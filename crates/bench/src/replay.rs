@@ -287,7 +287,7 @@ fn time_checkpoint(state: &mut ExchangeState, threads: usize) -> Result<(), Tool
     // What a node's block path does instead (a whole draft: no checkpoint file to copy
     // accounts from), and what its writer thread then does.
     let started = Instant::now();
-    let draft = state.draft_checkpoint(None, threads);
+    let draft = state.draft_checkpoint(None);
     let draft_ms = started.elapsed().as_secs_f64() * 1e3;
     let shared = draft.books_shared();
     let started = Instant::now();

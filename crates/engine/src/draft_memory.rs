@@ -18,9 +18,7 @@ pub(crate) struct DraftMemory {
 pub(crate) struct Memory {
     /// Height of the state when it was last drafted; `None`: never.
     pub(crate) drafted_at: Option<u64>,
-    /// Bytes of each piece in that draft.
-    pub(crate) lengths: Vec<u64>,
-    /// Whether each of those pieces changed since (pieces beyond `lengths` are all new).
+    /// Whether each piece of that draft changed since (pieces beyond these are all new).
     pub(crate) changed: Vec<bool>,
 }
 

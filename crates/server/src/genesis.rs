@@ -32,11 +32,10 @@ pub(crate) fn open_or_create(
     config: &NodeConfig,
 ) -> Result<(BlockStore, Option<DevGenesisJson>), NodeError> {
     let dir = &config.data_dir;
-    // Checkpoints are written off the block path: the producer drafts them (what changed
-    // since the last, on its execution threads) and goes on.
+    // Checkpoints are written off the block path: the producer drafts them (the accounts and
+    // books shared, the changed pieces' ids copied) and goes on.
     let options = StoreOptions {
         checkpoint_in_background: true,
-        checkpoint_copy_threads: config.threads,
         ..StoreOptions::default()
     };
     let exists = dir.join("data.mdb").exists();

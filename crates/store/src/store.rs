@@ -75,9 +75,6 @@ pub struct StoreOptions {
     /// crash before the file is whole leaves the previous checkpoint to recover from. Off: the
     /// checkpoint is in the block's own transaction.
     pub checkpoint_in_background: bool,
-    /// Threads the block path drafts a background checkpoint on (the changed account
-    /// pieces, encoded in parallel while the caller holds the state; at least 1).
-    pub checkpoint_copy_threads: usize,
     /// [`BlockStore::append_with_state`] also stores, with every block whose height is a
     /// multiple of this, every pair's book after it (`books`; 0: never): an explanation then
     /// replays at most this many blocks before the offer's creation instead of every block
@@ -95,7 +92,6 @@ impl Default for StoreOptions {
             checkpoint_interval_blocks: DEFAULT_CHECKPOINT_INTERVAL_BLOCKS,
             checkpoint_interval_transactions: DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,
             checkpoint_in_background: false,
-            checkpoint_copy_threads: 1,
             book_snapshot_interval_blocks: DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS,
         }
     }
@@ -145,7 +141,6 @@ pub struct BlockStore {
     map_size_bytes: usize,
     checkpoint_interval_blocks: u64,
     checkpoint_interval_transactions: u64,
-    checkpoint_copy_threads: usize,
     /// Transactions in the blocks stored after the newest checkpoint (as far as this process
     /// knows: recovery sets it to what it replayed).
     transactions_since_checkpoint: AtomicU64,
@@ -501,7 +496,6 @@ impl BlockStore {
             map_size_bytes: options.map_size_bytes,
             checkpoint_interval_blocks: options.checkpoint_interval_blocks.max(1),
             checkpoint_interval_transactions: options.checkpoint_interval_transactions.max(1),
-            checkpoint_copy_threads: options.checkpoint_copy_threads.max(1),
             transactions_since_checkpoint: AtomicU64::new(0),
             meta,
             blocks,
@@ -614,9 +608,7 @@ impl BlockStore {
         }
         // The block is durable: its checkpoint may follow on the writer thread.
         let checkpointed = match &self.writer {
-            Some(writer) if checkpointed => {
-                writer.offer(|base| state.draft_checkpoint(base, self.checkpoint_copy_threads))
-            }
+            Some(writer) if checkpointed => writer.offer(|base| state.draft_checkpoint(base)),
             _ => checkpointed,
         };
         let since = if checkpointed { 0 } else { since };
@@ -1721,7 +1713,7 @@ mod tests {
         let folder = checkpoint_files::folder(&dir);
         let writer = CheckpointWriter::start(store.env.clone(), store.checkpoints, folder.clone());
         let held = store.env.write_txn().unwrap();
-        assert!(writer.offer(|base| state.draft_checkpoint(base, 1)));
+        assert!(writer.offer(|base| state.draft_checkpoint(base)));
         let waited = std::time::Instant::now();
         while writer.written.load(Ordering::Acquire) != 1
             && waited.elapsed() < std::time::Duration::from_secs(10)

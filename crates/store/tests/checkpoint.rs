@@ -397,7 +397,6 @@ fn drafted_checkpoints_are_the_whole_checkpoints_of_their_states() {
     let every_block = StoreOptions {
         checkpoint_interval_blocks: 1,
         checkpoint_in_background: true,
-        checkpoint_copy_threads: 2,
         ..StoreOptions::default()
     };
     let genesis = genesis_of_three_pieces();
