@@ -197,11 +197,7 @@ impl ExchangeState {
     /// grow its buffer twice, copying ~1.8 GB into fresh pages on the block path); the
     /// smaller sections get a bound.
     pub(crate) fn checkpoint_bytes_max(&self) -> usize {
-        let accounts: usize = self
-            .accounts
-            .iter()
-            .map(|account| 8 + account.encoded_len())
-            .sum();
+        let accounts = accounts_encoded_len(&self.accounts, 0..self.accounts.len()) as usize;
         let account_chunks = self.accounts.len().div_ceil(ACCOUNT_CHUNK);
         let offers: usize = self.books.iter().map(BTreeMap::len).sum();
         let head = MAGIC.len().max(MAGIC_V2.len()) + 32 + 8 + 32 + 2 + 16 * self.assets;
@@ -237,11 +233,9 @@ impl ExchangeState {
     }
 
     /// `(id:u64 account)*` for the accounts in `slots`.
-    pub(crate) fn encode_accounts(&self, slots: std::ops::Range<usize>, body: &mut Vec<u8>) {
-        for slot in slots {
-            body.put_u64(self.account_ids[slot].0);
-            self.accounts[slot].encode_into(body);
-        }
+    fn encode_accounts(&self, slots: std::ops::Range<usize>, body: &mut Vec<u8>) {
+        let ids = &self.account_ids[slots.clone()];
+        encode_accounts_into(&self.accounts, slots, ids, body);
     }
 
     /// Rebuilds a state from [`Self::encode_checkpoint`]'s bytes, tries included (on
@@ -711,6 +705,29 @@ fn read_book(
     trie.insert_batch(batch, 1);
     // Ascending input: the map is built in bulk, without a search per offer.
     Ok((entries.into_iter().collect(), trie))
+}
+
+/// `(id:u64 account)*` for the accounts of `accounts` in `slots`, whose ids are `ids` (one
+/// per slot): a checkpoint's account bytes, written by the whole encoding and by a draft's
+/// assembly alike.
+pub(crate) fn encode_accounts_into(
+    accounts: &Accounts,
+    slots: std::ops::Range<usize>,
+    ids: &[AccountId],
+    body: &mut Vec<u8>,
+) {
+    debug_assert_eq!(slots.len(), ids.len(), "one id per account");
+    for (slot, id) in slots.zip(ids) {
+        body.put_u64(id.0);
+        accounts[slot].encode_into(body);
+    }
+}
+
+/// The bytes [`encode_accounts_into`] writes for the accounts in `slots`.
+pub(crate) fn accounts_encoded_len(accounts: &Accounts, slots: std::ops::Range<usize>) -> u64 {
+    slots
+        .map(|slot| 8 + accounts[slot].encoded_len() as u64)
+        .sum()
 }
 
 #[cfg(test)]

@@ -33,7 +33,10 @@
 //! node) gives a whole draft.
 
 use crate::accounts::Accounts;
-use crate::checkpoint::{count_u32, Format, ACCOUNT_CHUNK, BOOK_OFFERS_MAX, PAIRS_MAX};
+use crate::checkpoint::{
+    accounts_encoded_len, count_u32, encode_accounts_into, Format, ACCOUNT_CHUNK, BOOK_OFFERS_MAX,
+    PAIRS_MAX,
+};
 use crate::draft_memory::Memory;
 use crate::shared_books::{
     put_offer, BookSnapshot, FillsMismatch, OpenBook, SharedBooks, BOOK_OFFER_BYTES,
@@ -175,9 +178,7 @@ impl ExchangeState {
         let pieces_count = self.accounts.len().div_ceil(PIECE_ACCOUNTS);
         let pieces: Vec<usize> = (0..pieces_count).collect();
         let lengths = walras_par::map_in_order(&pieces, threads, 64, |piece| {
-            self.piece_slots(*piece)
-                .map(|slot| 8 + self.accounts[slot].encoded_len() as u64)
-                .sum::<u64>()
+            accounts_encoded_len(&self.accounts, self.piece_slots(*piece))
         });
         let mut head = Vec::new();
         self.encode_head(Format::V3, &mut head);
@@ -284,10 +285,7 @@ impl CheckpointDraft {
                 // account (860 MB at 10M) in the writer's memory.
                 Piece::Fresh { slots, ids, length } => {
                     let start = bytes.len();
-                    for (slot, id) in slots.clone().zip(*ids) {
-                        bytes.put_u64(id.0);
-                        self.accounts[slot].encode_into(&mut bytes);
-                    }
+                    encode_accounts_into(&self.accounts, slots.clone(), ids, &mut bytes);
                     assert_eq!(
                         (bytes.len() - start) as u64,
                         *length,
@@ -321,10 +319,7 @@ impl CheckpointDraft {
             let slots = piece_slots(piece, self.accounts.len());
             let (piece_ids, rest) = ids.split_at(slots.len());
             ids = rest;
-            let length = slots
-                .clone()
-                .map(|slot| 8 + self.accounts[slot].encoded_len() as u64)
-                .sum();
+            let length = accounts_encoded_len(&self.accounts, slots.clone());
             pieces.push(Piece::Fresh {
                 slots,
                 ids: piece_ids,
