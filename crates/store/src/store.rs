@@ -210,13 +210,14 @@ impl CheckpointWriter {
                         record(error.to_string());
                     }
                     for Job { draft, copy_ms } in jobs {
-                        let height = draft.height();
+                        let summary = DraftSummary::of(&draft);
+                        let height = summary.height;
                         let drafted_against = lock(&base).take();
-                        match write_draft(&folder, &draft, drafted_against.as_ref()) {
+                        match write_draft(&folder, draft, drafted_against.as_ref()) {
                             Ok((table, parts)) => {
                                 written.store(height, Ordering::Release);
                                 *lock(&base) = Some((height, table));
-                                log_written(&draft, copy_ms, &parts);
+                                log_written(&summary, copy_ms, &parts);
                                 if let Err(error) =
                                     drop_lmdb_checkpoints(&env, checkpoints, &folder)
                                 {
@@ -225,7 +226,6 @@ impl CheckpointWriter {
                             }
                             Err(error) => record(format!("checkpoint at height {height}: {error}")),
                         }
-                        drop(draft);
                         busy.store(false, Ordering::Release);
                     }
                 })
@@ -270,17 +270,34 @@ struct Written {
     write_ms: f64,
 }
 
+/// What the log line says of a draft, kept after the draft is dropped (see [`write_draft`]).
+struct DraftSummary {
+    height: u64,
+    base: Option<u64>,
+    copied_bytes: usize,
+}
+
+impl DraftSummary {
+    fn of(draft: &CheckpointDraft) -> DraftSummary {
+        DraftSummary {
+            height: draft.height(),
+            base: draft.base(),
+            copied_bytes: draft.copied_bytes(),
+        }
+    }
+}
+
 /// One line per checkpoint: its size, and what it cost on and off the block path.
-fn log_written(draft: &CheckpointDraft, copy_ms: f64, parts: &Written) {
-    let against = match draft.base() {
+fn log_written(draft: &DraftSummary, copy_ms: f64, parts: &Written) {
+    let against = match draft.base {
         Some(base) => format!(" (against the checkpoint at {base})"),
         None => String::new(),
     };
     tracing::info!(
         "checkpoint at height {}: {} MB; {} MB copied in {copy_ms:.0} ms on the block path{against}; assembled in {:.0} ms, sealed in {:.0} ms, written in {:.0} ms off it",
-        draft.height(),
+        draft.height,
         parts.bytes >> 20,
-        draft.copied_bytes() >> 20,
+        draft.copied_bytes >> 20,
         parts.assemble_ms,
         parts.seal_ms,
         parts.write_ms,
@@ -294,16 +311,19 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Assembles `draft` (its unchanged pieces from the file `base` names, laid out as its table
 /// says), seals it and writes it as a file; returns where its pieces lie in it.
+///
+/// The draft is dropped as soon as it is assembled: it shares the state's account chunks and
+/// the carried books' chunks, and while it is held the block path copies each chunk it writes
+/// instead of writing it in place. Sealing and writing the file need only the bytes, and take
+/// longer the larger the state (the whole checkpoint hashed, then written and synced).
 fn write_draft(
     folder: &Path,
-    draft: &CheckpointDraft,
+    draft: CheckpointDraft,
     base: Option<&(u64, PieceTable)>,
 ) -> Result<(PieceTable, Written), StoreError> {
     let clock = Instant::now();
-    let refused = |reason: String| StoreError::CheckpointDraft {
-        height: draft.height(),
-        reason,
-    };
+    let height = draft.height();
+    let refused = |reason: String| StoreError::CheckpointDraft { height, reason };
     let assembled = match (draft.base(), base) {
         (None, _) => Some(draft.assemble(None)),
         (Some(wanted), Some((height, table))) if wanted == *height => {
@@ -320,10 +340,11 @@ fn write_draft(
     let (mut bytes, written_table) = assembled
         .ok_or_else(|| refused("the checkpoint file it was drafted against is gone".into()))?
         .map_err(|error| refused(error.to_string()))?;
+    drop(draft);
     let assembled_at = Instant::now();
     walras_engine::seal_checkpoint(&mut bytes);
     let sealed_at = Instant::now();
-    checkpoint_files::write(folder, draft.height(), &bytes, CHECKPOINTS_KEPT)?;
+    checkpoint_files::write(folder, height, &bytes, CHECKPOINTS_KEPT)?;
     Ok((
         written_table,
         Written {
