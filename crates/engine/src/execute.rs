@@ -777,7 +777,7 @@ impl ExchangeState {
             self.apply_sources(transactions, &plan.filtered, width, threads);
         self.apply_credits(outboxes, width, threads);
         self.apply_bridge(transactions, &plan.filtered);
-        let trade_credits = self.update_pairs(&plan, settlement, width, threads);
+        let (trade_credits, fills) = self.update_pairs(&plan, settlement, width, threads);
         touched.extend(
             trade_credits
                 .iter()
@@ -816,7 +816,6 @@ impl ExchangeState {
         );
         self.commit_accounts(&touched, threads);
         self.height += 1;
-        let fills = carried_fills(&plan.books, settlement, self.assets, threads);
         self.carried.keep(self.height, plan.books, fills, threads);
         let root = self.state_root(threads);
         timings.commit = elapsed_ms(started);
@@ -943,14 +942,16 @@ impl ExchangeState {
 
     /// Per pair, in parallel over contiguous pair ranges: removes cancelled offers, adds new
     /// ones, fills the traded offers in canonical order, and rehashes the pair's offer trie.
-    /// Returns seller payouts by pair range and destination account shard.
+    /// Returns seller payouts by pair range and destination account shard, and what each
+    /// traded offer has left (pair, key, rest: 0 when it closed), in (pair, key) order: the
+    /// edits the block's fills make to the books it was cleared on.
     fn update_pairs(
         &mut self,
         plan: &Plan,
         settlement: &Settlement,
         width: usize,
         threads: usize,
-    ) -> Outboxes {
+    ) -> (Outboxes, Vec<FillRest>) {
         let assets = self.assets;
         let per_range = self.books.len().div_ceil(threads);
         let slots = &self.slots;
@@ -965,15 +966,29 @@ impl ExchangeState {
                 tries,
             })
             .collect();
-        run_each(ranges, threads, |mut range| {
+        let per_range = run_each(ranges, threads, |mut range| {
             range.cancel(&plan.cancelled);
-            range.add(&plan.new_offers);
-            let credits = range.trade(&plan.books, settlement, assets, slots, width, threads);
+            let (credits, fills) =
+                range.trade(&plan.books, settlement, assets, slots, width, threads);
+            range.add_and_fill(&plan.new_offers, &fills);
             range.rehash();
-            credits
-        })
+            (credits, fills)
+        });
+        // Ranges are contiguous and in pair order: their fills concatenated are in (pair, key)
+        // order.
+        let mut outboxes = Vec::with_capacity(per_range.len());
+        let mut fills = Vec::with_capacity(per_range.iter().map(|(_, fills)| fills.len()).sum());
+        for (credits, range_fills) in per_range {
+            outboxes.push(credits);
+            fills.extend(range_fills);
+        }
+        (outboxes, fills)
     }
 }
+
+/// What a block's fill left of an offer that traded: (pair index, key, the amount it rests
+/// with: 0 when it closed, filled in full or its dust returned).
+type FillRest = (usize, OfferKey, u64);
 
 /// A contiguous range of pairs, owned by one thread during [`ExchangeState::update_pairs`].
 struct PairRange<'a> {
@@ -1002,38 +1017,81 @@ impl PairRange<'_> {
         }
     }
 
-    fn add(&mut self, new_offers: &[(usize, OfferKey, u64)]) {
-        for run in self
-            .slice(new_offers, |(pair, _, _)| *pair)
-            .chunk_by(|a, b| a.0 == b.0)
-        {
-            let local = run[0].0 - self.start;
-            let mut batch = Vec::with_capacity(run.len());
-            for (_, key, amount) in run {
-                self.books[local].insert(*key, *amount);
-                batch.push((offer_trie_key(key), amount.to_be_bytes()));
+    /// Books the block's new offers and what its fills left of the offers that traded, per
+    /// pair one trie batch: a new offer that traded keeps only its rest, and one that traded
+    /// in full never enters the books (about half the trading mix's offers fill in the block
+    /// that brings them: inserting each, then tombstoning and sweeping it, was most of the
+    /// offer tries' work). `fills` holds (pair, key, rest) in (pair, key) order, as
+    /// [`Self::trade`] returns them. The books and tries end as applying the new offers and
+    /// then the fills one by one leaves them.
+    fn add_and_fill(&mut self, new_offers: &[(usize, OfferKey, u64)], fills: &[FillRest]) {
+        let new_offers = self.slice(new_offers, |(pair, _, _)| *pair);
+        debug_assert!(fills
+            .windows(2)
+            .all(|two| (two[0].0, two[0].1) < (two[1].0, two[1].1)));
+        let mut new_offers = new_offers.iter().peekable();
+        let mut fills = fills.iter().peekable();
+        let mut batch: Vec<([u8; OFFER_KEY_BYTES], [u8; 8])> = Vec::new();
+        let mut batch_pair = None;
+        loop {
+            let next_new = new_offers.peek().map(|(pair, key, _)| (*pair, *key));
+            let next_fill = fills.peek().map(|(pair, key, _)| (*pair, *key));
+            let new_untraded = match (next_new, next_fill) {
+                (None, None) => break,
+                (Some(new), fill) => fill.is_none_or(|fill| new < fill),
+                (None, Some(_)) => false,
+            };
+            // (pair, key, the amount it rests with: 0 when it left the books, whether it is new)
+            let (pair, key, rests_with, is_new) = match new_offers.next_if(|_| new_untraded) {
+                Some((pair, key, amount)) => (*pair, *key, *amount, true),
+                None => {
+                    let (pair, key, rest) = fills.next().expect("a fill comes next");
+                    let traded_new = new_offers.next_if(|(p, k, _)| (p, k) == (pair, key));
+                    (*pair, *key, *rest, traded_new.is_some())
+                }
+            };
+            if batch_pair != Some(pair) {
+                self.insert_batch(batch_pair, std::mem::take(&mut batch));
+                batch_pair = Some(pair);
             }
-            self.tries[local].insert_batch(batch, 1);
+            let local = pair - self.start;
+            if rests_with > 0 {
+                self.books[local].insert(key, rests_with);
+                batch.push((offer_trie_key(&key), rests_with.to_be_bytes()));
+            } else if !is_new {
+                self.books[local].remove(&key);
+                self.tries[local].mark_deleted(&offer_trie_key(&key));
+            }
+        }
+        self.insert_batch(batch_pair, batch);
+    }
+
+    /// Inserts `batch` into the trie of `pair` (when there is a pair and a batch).
+    fn insert_batch(&mut self, pair: Option<usize>, batch: Vec<([u8; OFFER_KEY_BYTES], [u8; 8])>) {
+        if let (Some(pair), false) = (pair, batch.is_empty()) {
+            self.tries[pair - self.start].insert_batch(batch, 1);
         }
     }
 
-    /// Fills this range's traded pairs; returns payouts per destination account shard.
+    /// Pays this range's traded offers; returns the payouts per destination account shard,
+    /// and what each traded offer has left, (pair, key, rest: 0 when it closed, filled in
+    /// full or its dust returned), in (pair, key) order.
     fn trade(
-        &mut self,
+        &self,
         books: &OrderBooks,
         settlement: &Settlement,
         assets: usize,
         slots: &SlotIndex,
         width: usize,
         threads: usize,
-    ) -> Vec<Vec<Credit>> {
+    ) -> (Vec<Vec<Credit>>, Vec<FillRest>) {
         let mut credits: Vec<Vec<Credit>> = vec![Vec::new(); threads];
+        let mut fills = Vec::new();
         for pair in settlement.traded(books) {
             let index = pair.sell().0 as usize * assets + pair.buy().0 as usize;
             if !self.contains(index) {
                 continue;
             }
-            let local = index - self.start;
             let mut pay = |account: &AccountId, asset: AssetId, amount: u64| {
                 let seller = slots[account];
                 credits[seller as usize / width].push((seller, asset, amount));
@@ -1042,22 +1100,15 @@ impl PairRange<'_> {
             // in full at its limit) keeps the rest on the book, unless the rest is dust that
             // the rest rule returns to its account.
             for (offer, fill) in pair.offer_fills() {
-                let key = offer.key();
                 let rest = offer.amount - fill.sold - fill.returned;
-                if rest == 0 {
-                    self.books[local].remove(&key);
-                    self.tries[local].mark_deleted(&offer_trie_key(&key));
-                } else {
-                    self.books[local].insert(key, rest);
-                    self.tries[local].insert(offer_trie_key(&key), rest.to_be_bytes());
-                }
+                fills.push((index, offer.key(), rest));
                 pay(&offer.account, pair.buy(), fill.bought);
                 if fill.returned > 0 {
                     pay(&offer.account, pair.sell(), fill.returned);
                 }
             }
         }
-        credits
+        (credits, fills)
     }
 
     /// Sweeps deleted offers and hashes each changed trie, so the state root finds them ready.
@@ -1087,22 +1138,6 @@ pub struct OfferFill {
     /// (the rest rule, `walras_clearing::PayoutTerms::returned_rest`); 0 when the offer sold
     /// its whole amount or rests with the rest.
     pub returned: u64,
-}
-
-/// What the block's fills did to the books it was cleared on, as [`PairRange::trade`] does it
-/// to the state's books: (pair index, key, remaining amount, 0 when the offer closed).
-fn carried_fills(
-    books: &OrderBooks,
-    settlement: &Settlement,
-    assets: usize,
-    threads: usize,
-) -> Vec<(usize, OfferKey, u64)> {
-    flat_map_traded(books, settlement, threads, |pair| {
-        let index = pair.sell().0 as usize * assets + pair.buy().0 as usize;
-        pair.offer_fills()
-            .map(|(offer, fill)| (index, offer.key(), offer.amount - fill.sold - fill.returned))
-            .collect()
-    })
 }
 
 /// Every offer that traded, by the same fill rule as [`PairRange::trade`] applies.

@@ -811,3 +811,74 @@ fn a_fill_never_leaves_a_rest_that_cannot_trade_at_its_rate() {
     );
     assert!(returned > 0, "the workload returns some rests");
 }
+
+/// An offer that trades in full in the block that brings it never rests: the books hold no
+/// trace of it, and the state root is the root of the same open offers built from scratch (a
+/// state restored from its own checkpoint rebuilds every offer trie from the books).
+///
+/// Guards the apply phase's booking (issue 32, the soak's apply phase): a block's new offers
+/// were booked and put in the offer tries first and its fills applied after, so each new offer
+/// that traded in full was inserted, tombstoned and swept in one block; now each traded offer's
+/// rest is booked once, with the new offers, and a new offer that traded in full is skipped.
+/// The books and tries must end as they did.
+#[test]
+fn an_offer_filled_in_full_in_its_own_block_never_rests() {
+    let genesis = genesis(60);
+    let mut state = ExchangeState::from_genesis(&genesis, 1).unwrap();
+    let mut follower = ExchangeState::from_genesis(&genesis, 1).unwrap();
+    let mut rng = walras_sim::Rng::new(7);
+    let mut sequences = vec![0u64; 60];
+    let (mut closed_new, mut partial_new, mut closed_old) = (0, 0, 0);
+    for _ in 0..8 {
+        let block = market_block(&mut rng, &mut sequences, 300);
+        let created: BTreeMap<(AccountId, OfferId), Price> = block
+            .iter()
+            .filter_map(|signed| match signed.transaction.operation {
+                Operation::CreateOffer { min_price, .. } => Some((
+                    (
+                        signed.transaction.source,
+                        OfferId(signed.transaction.sequence),
+                    ),
+                    min_price,
+                )),
+                _ => None,
+            })
+            .collect();
+        let (block, outcome) = state.propose(block, &config(2)).unwrap();
+        let applied = follower.apply(&block, &config(3)).unwrap();
+        assert_eq!(applied.header.state_root, block.header.state_root);
+        for fill in &outcome.fills {
+            let pair = PairId {
+                sell: fill.sell,
+                buy: fill.buy,
+            };
+            let rests = state
+                .book(pair)
+                .iter()
+                .any(|(key, _)| (key.account, key.id) == (fill.account, fill.offer_id));
+            let is_new = created.contains_key(&(fill.account, fill.offer_id));
+            match (is_new, rests) {
+                (true, false) => closed_new += 1,
+                (true, true) => partial_new += 1,
+                (false, false) => closed_old += 1,
+                (false, true) => {}
+            }
+        }
+        let mut restored = ExchangeState::decode_checkpoint(&state.encode_checkpoint(), 1).unwrap();
+        assert_eq!(
+            restored.state_root(1),
+            state.state_root(1),
+            "block {}: the offer tries are not those of the open offers",
+            block.header.height
+        );
+    }
+    assert!(
+        closed_new > 0,
+        "some new offers trade in full in their block"
+    );
+    assert!(
+        partial_new > 0,
+        "some new offers trade in part in their block"
+    );
+    assert!(closed_old > 0, "some resting offers trade in full");
+}
