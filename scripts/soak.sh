@@ -13,7 +13,9 @@
 # /v1/status (recovery from the newest checkpoint included).
 # Usage: scripts/soak.sh [MINUTES] [RATE] [ACCOUNTS] [THREADS]
 # Env: WALRAS=path to the binary (default: build ./target/release/walras), DATA=store directory
-# (default: a fresh temporary one, removed at the end).
+# (default: a fresh temporary one, removed at the end), LOG=file for the node's log (default: a
+# temporary one, removed at the end; the soak's part is kept as LOG.soak, and its checkpoint
+# lines say what each checkpoint cost).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-10}; rate=${2:-8000}; accounts=${3:-10000}; threads=${4:-2}
@@ -22,7 +24,7 @@ if [ -z "${WALRAS:-}" ]; then
   WALRAS=./target/release/walras
 fi
 data=${DATA:-$(mktemp -d)/node}
-log=$(mktemp)
+log=${LOG:-$(mktemp)}
 echo "# $(date -u '+%F %H:%M') UTC, $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): scripts/soak.sh $minutes $rate $accounts $threads"
 
 start_node() {
@@ -99,6 +101,8 @@ for index, events in enumerate(minutes, 1):
 EOF
 height=$(metric walras_height); checkpoint=$(metric walras_checkpoint_height)
 kill -KILL "$node"; wait "$node" 2>/dev/null || true
+# The restarted node writes the log afresh: the soak's own log is kept beside it.
+[ -z "${LOG:-}" ] || cp "$log" "$log.soak"
 started=$(date +%s.%N)
 start_node
 until curl -sf "$url/v1/status" >/dev/null; do sleep 0.01; done
@@ -106,4 +110,5 @@ served=$(date +%s.%N)
 echo "# restart after SIGKILL at height $height (newest background checkpoint $checkpoint): $(python3 -c "print(round($served - $started, 2))") s to serve /v1/status; $(grep -m1 -o 'loaded the checkpoint.*\|replayed.*' "$log" || true)"
 kill -TERM "$node"; wait "$node" 2>/dev/null || true
 [ -n "${DATA:-}" ] || rm -rf "$(dirname "$data")"
-rm -f "$log" "$events"
+[ -n "${LOG:-}" ] || rm -f "$log"
+rm -f "$events"
