@@ -108,16 +108,20 @@ impl CarriedBooks {
     }
 
     /// Keeps `books`, the books block `height` was cleared on, and `fills`, what it did to
-    /// them (any order); the books carried before (if still here) are kept as spare buffers.
+    /// them, in (pair, key) order (as the block's booking computes them); the books carried
+    /// before (if still here) are kept as spare buffers.
     pub(crate) fn keep(
         &mut self,
         height: u64,
         books: OrderBooks,
-        mut fills: Vec<(usize, OfferKey, u64)>,
-        threads: usize,
+        fills: Vec<(usize, OfferKey, u64)>,
     ) {
-        // (pair, key) is unique, so sorting whole tuples sorts by it.
-        crate::parallel::sort_unstable(&mut fills, threads);
+        debug_assert!(
+            fills
+                .windows(2)
+                .all(|two| (two[0].0, two[0].1) < (two[1].0, two[1].1)),
+            "fills in (pair, key) order"
+        );
         let base = self
             .base
             .get_mut()

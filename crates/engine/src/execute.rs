@@ -816,7 +816,7 @@ impl ExchangeState {
         );
         self.commit_accounts(&touched, threads);
         self.height += 1;
-        self.carried.keep(self.height, plan.books, fills, threads);
+        self.carried.keep(self.height, plan.books, fills);
         let root = self.state_root(threads);
         timings.commit = elapsed_ms(started);
         (root, touched)
@@ -1026,9 +1026,6 @@ impl PairRange<'_> {
     /// then the fills one by one leaves them.
     fn add_and_fill(&mut self, new_offers: &[(usize, OfferKey, u64)], fills: &[FillRest]) {
         let new_offers = self.slice(new_offers, |(pair, _, _)| *pair);
-        debug_assert!(fills
-            .windows(2)
-            .all(|two| (two[0].0, two[0].1) < (two[1].0, two[1].1)));
         let mut new_offers = new_offers.iter().peekable();
         let mut fills = fills.iter().peekable();
         let mut batch: Vec<([u8; OFFER_KEY_BYTES], [u8; 8])> = Vec::new();
