@@ -6,7 +6,9 @@
 # node's execution time per committed transaction (walras_block_execute_seconds_total over
 # walras_transactions_committed_total, both deltas of the minute), persist time per
 # transaction, RSS (anonymous: the process's own memory; file: pages of the mapped store it
-# touched), the store file, open offers and accounts (the /metrics gauges); then, per minute,
+# touched), the store file, open offers and accounts (the /metrics gauges), the node's CPU (% of
+# one core) and the machine's steal time (% of all its CPU time taken by the hypervisor: on a
+# shared VM, a minute with steal ran on a slower machine); then, per minute,
 # each engine phase's milliseconds per block and microseconds per transaction, from the
 # block events (/v1/events), to see which phase grows.
 # Then SIGKILL (a crash, not a clean stop) and the time until the restarted node serves
@@ -35,6 +37,13 @@ start_node() {
   url=$(sed -n 's/^walras node listening on //p' "$log" | tail -1)
 }
 
+cpu_ticks() { # "node_ticks steal_ticks total_ticks": the node's user+system time, the machine's
+  # steal and all its time, in clock ticks since boot
+  local node_ticks; node_ticks=$(awk '{ print $14 + $15 }' "/proc/$node/stat")
+  awk -v node="$node_ticks" '$1 == "cpu" { total = 0; for (i = 2; i <= NF; i++) total += $i;
+    print node, $9, total }' /proc/stat
+}
+
 metric() { # name: the sample's value from /metrics
   curl -sf "$url/metrics" | awk -v name="$1" '$1 == name { print $2 }'
 }
@@ -44,7 +53,8 @@ events=$(mktemp)
 curl -sN "$url/v1/events" >"$events" 2>/dev/null &
 events_reader=$!
 bounds=""
-echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx rss_mb rss_anon_mb rss_file_mb store_mb open_offers accounts"
+echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx rss_mb rss_anon_mb rss_file_mb store_mb open_offers accounts node_cpu_pct steal_pct"
+ticks0=$(cpu_ticks)
 exec0=$(metric walras_block_execute_seconds_total); persist0=$(metric walras_block_persist_seconds_total)
 tx0=$(metric walras_transactions_committed_total)
 for minute in $(seq 1 "$minutes"); do
@@ -58,18 +68,23 @@ for minute in $(seq 1 "$minutes"); do
   file_kb=$(awk '/^RssFile/ { print $2 }' "/proc/$node/status")
   store=$(stat -c %s "$data/data.mdb")
   offers=$(metric walras_state_open_offers); accts=$(metric walras_state_accounts)
-  python3 - "$minute" "$report" "$exec0" "$exec1" "$persist0" "$persist1" "$tx0" "$tx1" "$rss_kb" "$anon_kb" "$file_kb" "$store" "$offers" "$accts" <<'EOF'
+  ticks1=$(cpu_ticks)
+  python3 - "$minute" "$report" "$exec0" "$exec1" "$persist0" "$persist1" "$tx0" "$tx1" "$rss_kb" "$anon_kb" "$file_kb" "$store" "$offers" "$accts" "$ticks0" "$ticks1" "$(nproc)" <<'EOF'
 import json, sys
-minute, report, e0, e1, p0, p1, t0, t1, rss_kb, anon_kb, file_kb, store, offers, accounts = sys.argv[1:]
+minute, report, e0, e1, p0, p1, t0, t1, rss_kb, anon_kb, file_kb, store, offers, accounts, k0, k1, cores = sys.argv[1:]
+(n0, s0, a0), (n1, s1, a1) = [[int(x) for x in k.split()] for k in (k0, k1)]
+all_ticks = max(a1 - a0, 1)
+node_cpu_pct = (n1 - n0) / all_ticks * int(cores) * 100
+steal_pct = (s1 - s0) / all_ticks * 100
 r = json.loads(report); l = r["latency"]
 tx = max(float(t1) - float(t0), 1.0)
 print(minute, round(r["offered_tx_per_s"]), round(r["committed_tx_per_s"]), round(l["p50_ms"]),
       round(l["p99_ms"]), r["blocks"], round((float(e1) - float(e0)) / tx * 1e6, 1),
       round((float(p1) - float(p0)) / tx * 1e6, 1), round(int(rss_kb) / 1024),
       round(int(anon_kb) / 1024), round(int(file_kb) / 1024),
-      round(int(store) / 2**20), offers, accounts)
+      round(int(store) / 2**20), offers, accounts, round(node_cpu_pct), round(steal_pct, 1))
 EOF
-  exec0=$exec1; persist0=$persist1; tx0=$tx1
+  exec0=$exec1; persist0=$persist1; tx0=$tx1; ticks0=$ticks1
 done
 bounds="$bounds $(date +%s%3N)"
 kill "$events_reader" 2>/dev/null || true
