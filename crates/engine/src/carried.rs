@@ -1,7 +1,7 @@
 //! The clearing books carried from one block to the next.
 //!
-//! Planning used to rebuild every block's clearing books from the per-pair `BTreeMap` books
-//! (a tree walk and several copies of every open offer, in fresh arrays). Instead the books the
+//! Planning used to rebuild every block's clearing books from the state's per-pair books
+//! (their offer tries; a tree walk and several copies of every open offer, in fresh arrays). Instead the books the
 //! last block was cleared on are kept, with what that block's fills changed, and the next
 //! block's books are [`OrderBooks::edited`] from them: the fills (removals and partial
 //! amounts), the block's cancels and its new offers, in the previous books' buffers. The books
@@ -27,7 +27,7 @@
 //!
 //! [`OrderBooks::edited`] gives both: its books are equal, field for field, to a build from
 //! scratch of the same open offers (the float curves included), so a restarted node (which
-//! starts from the `BTreeMap` books) proposes what a node that never stopped proposes, and
+//! starts from the state's books) proposes what a node that never stopped proposes, and
 //! the state roots are those of a build that rebuilds every block. Debug builds assert it.
 
 use crate::shared_books::{SharedBooks, SharedPair};

@@ -33,11 +33,9 @@ use crate::account::{Account, Balances};
 use crate::accounts::{Accounts, CHUNK_ACCOUNTS};
 use crate::bridge::PaymentsBridge;
 use crate::market::MarketPrices;
+use crate::offer_book::{offer_trie_key, OfferBook, OfferTrie};
 use crate::slot_index::SlotIndex;
-use crate::state::{
-    all_slots, new_slot, offer_trie_key, ExchangeState, ACCOUNTS_MAX, OFFER_KEY_BYTES,
-};
-use std::collections::BTreeMap;
+use crate::state::{all_slots, new_slot, ExchangeState, ACCOUNTS_MAX};
 use std::time::Instant;
 use walras_crypto::{hash_in, hash_in_each, Domain, Hash, Hasher};
 use walras_trie::Trie;
@@ -167,10 +165,8 @@ impl ExchangeState {
     /// The books section: `open_books:u32 (pair:u32 offers:u32 (limit:u128 account:u64
     /// id:u64 amount:u64)*)*`, non-empty books in pair order, offers in key order.
     pub(crate) fn encode_books(&self, body: &mut Vec<u8>) {
-        let open: Vec<(usize, &BTreeMap<OfferKey, u64>)> = self
-            .books
-            .iter()
-            .enumerate()
+        let open: Vec<(usize, OfferBook<'_>)> = (0..self.offer_tries.len())
+            .map(|index| (index, self.book_at(index)))
             .filter(|(_, book)| !book.is_empty())
             .collect();
         body.put_u32(count_u32(open.len(), PAIRS_MAX, "open books"));
@@ -178,7 +174,7 @@ impl ExchangeState {
             body.put_u32(count_u32(index, PAIRS_MAX - 1, "pair index"));
             body.put_u32(count_u32(book.len(), BOOK_OFFERS_MAX, "offers in a book"));
             for (key, amount) in book {
-                crate::shared_books::put_offer(body, *key, *amount);
+                crate::shared_books::put_offer(body, key, amount);
             }
         }
     }
@@ -199,7 +195,7 @@ impl ExchangeState {
     pub(crate) fn checkpoint_bytes_max(&self) -> usize {
         let accounts = accounts_encoded_len(&self.accounts, 0..self.accounts.len()) as usize;
         let account_chunks = self.accounts.len().div_ceil(ACCOUNT_CHUNK);
-        let offers: usize = self.books.iter().map(BTreeMap::len).sum();
+        let offers = self.open_offer_count();
         let head = MAGIC.len().max(MAGIC_V2.len()) + 32 + 8 + 32 + 2 + 16 * self.assets;
         let market = 8 + 32 * self.assets + 4 + 28 * self.assets * self.assets;
         let bridge = self.payments.as_ref().map_or(0, |payments| {
@@ -210,7 +206,7 @@ impl ExchangeState {
             + 8 * account_chunks
             + accounts
             + 4
-            + 8 * self.books.len()
+            + 8 * self.offer_tries.len()
             + 40 * offers
             + market
             + bridge
@@ -408,14 +404,13 @@ fn read_state(
     };
     let slots = slot_index(&account_ids, threads)?;
     timings.decode_accounts_ms = lap(clock);
-    let (books, offer_tries) = read_books(reader, assets, &slots, threads)?;
+    let offer_tries = read_books(reader, assets, &slots, threads)?;
     timings.decode_offers_ms = lap(clock);
     Ok(ExchangeState {
         assets,
         accounts,
         account_ids,
         slots,
-        books,
         issued,
         burned,
         height,
@@ -633,9 +628,6 @@ fn slot_index(account_ids: &[AccountId], threads: usize) -> Result<SlotIndex, Ch
         .map_err(|id| malformed(&format!("account {} twice", id.0)))
 }
 
-type OfferTrie = Trie<OFFER_KEY_BYTES, [u8; 8]>;
-type Books = (Vec<BTreeMap<OfferKey, u64>>, Vec<OfferTrie>);
-
 /// The books section: pair headers read in turn (an offer is [`OFFER_BYTES`], so each pair's
 /// bytes are found from its count), then the pairs decoded on `threads` threads.
 fn read_books(
@@ -643,7 +635,7 @@ fn read_books(
     assets: usize,
     slots: &SlotIndex,
     threads: usize,
-) -> Result<Books, CheckpointError> {
+) -> Result<Vec<OfferTrie>, CheckpointError> {
     let pairs = assets * assets;
     let pair_count = reader.u32()?;
     let mut previous: Option<usize> = None;
@@ -662,21 +654,16 @@ fn read_books(
     let decoded = walras_par::map_in_order(&open, threads, 2, |(index, bytes)| {
         read_book(*index, bytes, slots)
     });
-    let mut books = vec![BTreeMap::new(); pairs];
     let mut tries: Vec<OfferTrie> = (0..pairs).map(|_| Trie::new()).collect();
-    for ((index, _), book) in open.iter().zip(decoded) {
-        (books[*index], tries[*index]) = book?;
+    for ((index, _), trie) in open.iter().zip(decoded) {
+        tries[*index] = trie?;
     }
-    Ok((books, tries))
+    Ok(tries)
 }
 
 /// One pair's offers, strictly ascending in canonical order (as written), each of a known
-/// account and a non-zero amount: its book and its offer trie.
-fn read_book(
-    index: usize,
-    bytes: &[u8],
-    slots: &SlotIndex,
-) -> Result<(BTreeMap<OfferKey, u64>, OfferTrie), CheckpointError> {
+/// account and a non-zero amount: its offer trie.
+fn read_book(index: usize, bytes: &[u8], slots: &SlotIndex) -> Result<OfferTrie, CheckpointError> {
     let mut reader = Reader::new(bytes);
     let mut entries: Vec<(OfferKey, u64)> = Vec::with_capacity(bytes.len() / OFFER_BYTES);
     while !reader.is_empty() {
@@ -703,8 +690,7 @@ fn read_book(
         .collect();
     let mut trie = Trie::new();
     trie.insert_batch(batch, 1);
-    // Ascending input: the map is built in bulk, without a search per offer.
-    Ok((entries.into_iter().collect(), trie))
+    Ok(trie)
 }
 
 /// `(id:u64 account)*` for the accounts of `accounts` in `slots`, whose ids are `ids` (one

@@ -24,10 +24,10 @@ use crate::accounts::AccountShard;
 use crate::block::{transaction_hash, Block, BlockHeader, PairTrade};
 use crate::carried::Use;
 use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
+use crate::offer_book::{offer_trie_key, OfferTrie, OFFER_KEY_BYTES};
 use crate::parallel::{map_in_order, run_each, sort_unstable};
 use crate::slot_index::SlotIndex;
-use crate::state::{new_slot, offer_trie_key, ExchangeState, ACCOUNTS_MAX, OFFER_KEY_BYTES};
-use std::collections::BTreeMap;
+use crate::state::{new_slot, ExchangeState, ACCOUNTS_MAX};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use walras_clearing::{
@@ -35,7 +35,6 @@ use walras_clearing::{
     SettleError, Settlement, SupplyGrid, SystemClock, TradedPair,
 };
 use walras_crypto::{verify_each_parallel, AcceptedSignatures, Hash, PublicKey, Signature};
-use walras_trie::Trie;
 use walras_types::{
     AccountId, AssetId, Offer, OfferId, OfferKey, Operation, SignedTransaction, Valuation,
 };
@@ -715,7 +714,7 @@ impl ExchangeState {
         new_offers: &[(usize, OfferKey, u64)],
         threads: usize,
     ) -> OrderBooks {
-        let indices: Vec<usize> = (0..self.books.len()).collect();
+        let indices: Vec<usize> = (0..self.offer_tries.len()).collect();
         let lists = walras_par::map_in_order(&indices, threads, 2, |index| {
             let cancelled = pair_slice(cancelled, *index, |(pair, _)| *pair);
             let created = pair_slice(new_offers, *index, |(pair, _, _)| *pair);
@@ -734,7 +733,7 @@ impl ExchangeState {
         cancelled: &[(usize, OfferKey)],
         created: &[(usize, OfferKey, u64)],
     ) -> Vec<Offer> {
-        let book = &self.books[index];
+        let book = self.book_at(index);
         if book.is_empty() && created.is_empty() {
             return Vec::new();
         }
@@ -746,13 +745,13 @@ impl ExchangeState {
         let mut cancel = cancelled.iter().map(|(_, key)| key).peekable();
         let mut create = created.iter().peekable();
         for (key, amount) in book {
-            while let Some((_, new_key, new_amount)) = create.next_if(|(_, new, _)| new < key) {
+            while let Some((_, new_key, new_amount)) = create.next_if(|(_, new, _)| *new < key) {
                 offers.push(offer(sell, buy, new_key, *new_amount));
             }
-            if cancel.next_if_eq(&key).is_some() {
+            if cancel.next_if_eq(&&key).is_some() {
                 continue;
             }
-            offers.push(offer(sell, buy, key, *amount));
+            offers.push(offer(sell, buy, &key, amount));
         }
         for (_, key, amount) in create {
             offers.push(offer(sell, buy, key, *amount));
@@ -953,16 +952,14 @@ impl ExchangeState {
         threads: usize,
     ) -> (Outboxes, Vec<FillRest>) {
         let assets = self.assets;
-        let per_range = self.books.len().div_ceil(threads);
+        let per_range = self.offer_tries.len().div_ceil(threads);
         let slots = &self.slots;
         let ranges: Vec<PairRange> = self
-            .books
+            .offer_tries
             .chunks_mut(per_range)
-            .zip(self.offer_tries.chunks_mut(per_range))
             .enumerate()
-            .map(|(range, (books, tries))| PairRange {
+            .map(|(range, tries)| PairRange {
                 start: range * per_range,
-                books,
                 tries,
             })
             .collect();
@@ -993,27 +990,24 @@ type FillRest = (usize, OfferKey, u64);
 /// A contiguous range of pairs, owned by one thread during [`ExchangeState::update_pairs`].
 struct PairRange<'a> {
     start: usize,
-    books: &'a mut [BTreeMap<OfferKey, u64>],
-    tries: &'a mut [Trie<OFFER_KEY_BYTES, [u8; 8]>],
+    tries: &'a mut [OfferTrie],
 }
 
 impl PairRange<'_> {
     fn contains(&self, pair: usize) -> bool {
-        (self.start..self.start + self.books.len()).contains(&pair)
+        (self.start..self.start + self.tries.len()).contains(&pair)
     }
 
     /// The part of a list sorted by pair index that falls in this range.
     fn slice<'s, T>(&self, sorted: &'s [T], pair_of: impl Fn(&T) -> usize) -> &'s [T] {
         let low = sorted.partition_point(|item| pair_of(item) < self.start);
-        let high = sorted.partition_point(|item| pair_of(item) < self.start + self.books.len());
+        let high = sorted.partition_point(|item| pair_of(item) < self.start + self.tries.len());
         &sorted[low..high]
     }
 
     fn cancel(&mut self, cancelled: &[(usize, OfferKey)]) {
         for (pair, key) in self.slice(cancelled, |(pair, _)| *pair) {
-            let local = pair - self.start;
-            self.books[local].remove(key);
-            self.tries[local].mark_deleted(&offer_trie_key(key));
+            self.tries[pair - self.start].mark_deleted(&offer_trie_key(key));
         }
     }
 
@@ -1051,13 +1045,10 @@ impl PairRange<'_> {
                 self.insert_batch(batch_pair, std::mem::take(&mut batch));
                 batch_pair = Some(pair);
             }
-            let local = pair - self.start;
             if rests_with > 0 {
-                self.books[local].insert(key, rests_with);
                 batch.push((offer_trie_key(&key), rests_with.to_be_bytes()));
             } else if !is_new {
-                self.books[local].remove(&key);
-                self.tries[local].mark_deleted(&offer_trie_key(&key));
+                self.tries[pair - self.start].mark_deleted(&offer_trie_key(&key));
             }
         }
         self.insert_batch(batch_pair, batch);

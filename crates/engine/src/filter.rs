@@ -150,7 +150,7 @@ fn check_one(
         _ => {}
     }
     if let Some(cancel) = transaction.cancelled_offer() {
-        let book = &state.books[state.pair_index(cancel.sell, cancel.buy)];
+        let book = state.book_at(state.pair_index(cancel.sell, cancel.buy));
         if !book.contains_key(&cancel.key) {
             return Err(DropReason::UnknownOffer);
         }
@@ -407,7 +407,11 @@ fn cancel_amounts(
 /// offer is open).
 fn cancel_amount(state: &ExchangeState, transaction: &Transaction) -> Option<u64> {
     let cancel = transaction.cancelled_offer()?;
-    Some(state.books[state.pair_index(cancel.sell, cancel.buy)][&cancel.key])
+    let book = state.book_at(state.pair_index(cancel.sell, cancel.buy));
+    Some(
+        book.get(&cancel.key)
+            .expect("an accepted cancel names an open offer"),
+    )
 }
 
 #[cfg(test)]

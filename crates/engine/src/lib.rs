@@ -34,6 +34,7 @@ mod drop_reason;
 mod execute;
 mod filter;
 mod market;
+mod offer_book;
 mod parallel;
 mod resting;
 mod shared_books;
@@ -55,6 +56,7 @@ pub use execute::{
 };
 pub use filter::filter;
 pub use market::{AssetMarket, LastTrade, MarketDecodeError, MarketPrices};
+pub use offer_book::{OfferBook, OfferBookIter};
 pub use shared_books::{BookSnapshot, SharedBooksError, BOOK_OFFER_BYTES};
 pub use slot_index::SlotMap;
 pub use state::{check_genesis, new_slot, ExchangeState, StateError, ACCOUNTS_MAX};

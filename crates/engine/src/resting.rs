@@ -5,8 +5,8 @@
 //! and locked it, so conservation holds (`accounted() == issued()`). Nothing on the block path
 //! calls this: a node's state starts from its genesis alone.
 
-use crate::state::{offer_trie_key, ExchangeState, StateError};
-use std::collections::btree_map::Entry;
+use crate::offer_book::offer_trie_key;
+use crate::state::{ExchangeState, StateError};
 use walras_types::genesis::Genesis;
 use walras_types::{Offer, Price, MAX_AMOUNT};
 
@@ -22,7 +22,7 @@ impl ExchangeState {
         threads: usize,
     ) -> Result<ExchangeState, StateError> {
         let mut state = ExchangeState::from_genesis(genesis, threads)?;
-        let mut batches: Vec<Vec<([u8; 32], [u8; 8])>> = vec![Vec::new(); state.books.len()];
+        let mut batches: Vec<Vec<([u8; 32], [u8; 8])>> = vec![Vec::new(); state.offer_tries.len()];
         for offer in offers {
             state.check_resting(&offer)?;
             let sell = usize::from(offer.sell.0);
@@ -34,19 +34,18 @@ impl ExchangeState {
                 })?;
             state.issued[sell] = issued;
             let index = state.pair_index(offer.sell, offer.buy);
-            let key = offer.key();
-            match state.books[index].entry(key) {
-                Entry::Occupied(_) => {
-                    return Err(StateError::Genesis(format!(
-                        "resting offer {} of account {} twice",
-                        key.id.0, key.account.0
-                    )))
-                }
-                Entry::Vacant(entry) => entry.insert(offer.amount),
-            };
-            batches[index].push((offer_trie_key(&key), offer.amount.to_be_bytes()));
+            batches[index].push((offer_trie_key(&offer.key()), offer.amount.to_be_bytes()));
         }
-        for (trie, batch) in state.offer_tries.iter_mut().zip(batches) {
+        for (trie, mut batch) in state.offer_tries.iter_mut().zip(batches) {
+            // Trie keys are canonical order: an offer given twice is two equal neighbours.
+            batch.sort_unstable_by_key(|(key, _)| *key);
+            if let Some(twice) = batch.windows(2).find(|two| two[0].0 == two[1].0) {
+                let key = crate::offer_book::offer_key_of(&twice[0].0);
+                return Err(StateError::Genesis(format!(
+                    "resting offer {} of account {} twice",
+                    key.id.0, key.account.0
+                )));
+            }
             if !batch.is_empty() {
                 trie.insert_batch(batch, threads);
             }

@@ -17,18 +17,15 @@ use crate::bridge::PaymentsBridge;
 use crate::carried::CarriedBooks;
 use crate::draft_memory::DraftMemory;
 use crate::market::MarketPrices;
+use crate::offer_book::{OfferBook, OfferTrie};
 use crate::slot_index::SlotIndex;
-use std::collections::BTreeMap;
 use walras_crypto::{Domain, Hash, Hasher as HashWriter};
 use walras_trie::{leaf_hashes, LeafHash, Trie};
 use walras_types::genesis::Genesis;
-use walras_types::{AccountId, AssetId, OfferKey, PairId, MAX_AMOUNT};
+use walras_types::{AccountId, AssetId, PairId, MAX_AMOUNT};
 
 /// Hash domain of the state root.
 pub(crate) const STATE_DOMAIN: Domain = Domain::new("walras/state");
-
-/// Bytes of an offer trie key: limit price (16) ‖ account (8) ‖ offer id (8).
-pub(crate) const OFFER_KEY_BYTES: usize = 32;
 
 /// The most accounts an exchange holds. An account's slot (its index in the state's vectors
 /// and in every per-block work list, and its place in a checkpoint) is a `u32`, so slots run
@@ -85,8 +82,6 @@ pub struct ExchangeState {
     pub(crate) accounts: Accounts,
     pub(crate) account_ids: Vec<AccountId>,
     pub(crate) slots: SlotIndex,
-    /// Per pair index (`sell * assets + buy`): open offers and their remaining amounts.
-    pub(crate) books: Vec<BTreeMap<OfferKey, u64>>,
     pub(crate) issued: Vec<u64>,
     pub(crate) burned: Vec<u64>,
     pub(crate) height: u64,
@@ -94,7 +89,9 @@ pub struct ExchangeState {
     /// Each account's leaf hash, not its encoding: the encoding is `accounts`' (see
     /// `walras_trie::LeafHash`).
     pub(crate) account_trie: Trie<8, LeafHash>,
-    pub(crate) offer_tries: Vec<Trie<OFFER_KEY_BYTES, [u8; 8]>>,
+    /// Per pair index (`sell * assets + buy`): its open offers and their remaining amounts
+    /// (the state's only copy of them; see [`crate::offer_book`]).
+    pub(crate) offer_tries: Vec<OfferTrie>,
     /// The bridge to the payments lane, when the genesis names a committee.
     pub(crate) payments: Option<PaymentsBridge>,
     /// Last traded prices carried forward (not part of the state root: derived from headers).
@@ -154,7 +151,6 @@ impl ExchangeState {
             accounts,
             account_ids,
             slots,
-            books: vec![BTreeMap::new(); assets * assets],
             burned: vec![0; assets],
             issued,
             height: 0,
@@ -200,12 +196,17 @@ impl ExchangeState {
     }
 
     /// Open offers of a pair in canonical order, with remaining amounts.
-    pub fn book(&self, pair: PairId) -> &BTreeMap<OfferKey, u64> {
-        &self.books[pair.sell.0 as usize * self.assets + pair.buy.0 as usize]
+    pub fn book(&self, pair: PairId) -> OfferBook<'_> {
+        self.book_at(self.pair_index(pair.sell, pair.buy))
+    }
+
+    /// The book of pair index `index` (`sell * assets + buy`).
+    pub(crate) fn book_at(&self, index: usize) -> OfferBook<'_> {
+        OfferBook::new(&self.offer_tries[index])
     }
 
     pub fn open_offer_count(&self) -> usize {
-        self.books.iter().map(BTreeMap::len).sum()
+        self.offer_tries.iter().map(OfferTrie::len).sum()
     }
 
     /// Per asset: balances + amounts locked in open offers + burned + payments escrow. Equals
@@ -217,9 +218,10 @@ impl ExchangeState {
                 totals[asset.0 as usize] += *amount as u128;
             }
         }
-        for (index, book) in self.books.iter().enumerate() {
+        for index in 0..self.offer_tries.len() {
             let sell = index / self.assets;
-            totals[sell] += book.values().map(|amount| *amount as u128).sum::<u128>();
+            let book = self.book_at(index);
+            totals[sell] += book.iter().map(|(_, amount)| amount as u128).sum::<u128>();
         }
         for (asset, burned) in self.burned.iter().enumerate() {
             totals[asset] += *burned as u128;
@@ -319,15 +321,6 @@ impl ExchangeState {
 /// spread over the threads.
 const COMMIT_PIECE_ACCOUNTS: usize = 256;
 
-/// The offer trie key of an offer: its canonical order as bytes.
-pub(crate) fn offer_trie_key(key: &OfferKey) -> [u8; OFFER_KEY_BYTES] {
-    let mut bytes = [0u8; OFFER_KEY_BYTES];
-    bytes[..16].copy_from_slice(&key.min_price.0.to_be_bytes());
-    bytes[16..24].copy_from_slice(&key.account.0.to_be_bytes());
-    bytes[24..].copy_from_slice(&key.id.0.to_be_bytes());
-    bytes
-}
-
 #[cfg(test)]
 mod cap_tests {
     use super::*;
@@ -380,7 +373,7 @@ mod account_trie_tests {
                         balances: (0..(i % 5) as u16)
                             .map(|asset| (AssetId(asset % 4), 1 + i * 13))
                             .filter(|(asset, _)| asset.0 < 4)
-                            .collect::<BTreeMap<_, _>>()
+                            .collect::<std::collections::BTreeMap<_, _>>()
                             .into_iter()
                             .collect(),
                     })

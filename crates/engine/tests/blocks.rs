@@ -794,8 +794,8 @@ fn a_fill_never_leaves_a_rest_that_cannot_trade_at_its_rate() {
             }
             if let Some(rest) = resting {
                 partial_fills += 1;
-                let dust = terms.sale(key.min_price, *rest).sold == 0
-                    && terms.payout(*rest) <= DUST_PAYOUT_UNITS_MAX;
+                let dust = terms.sale(key.min_price, rest).sold == 0
+                    && terms.payout(rest) <= DUST_PAYOUT_UNITS_MAX;
                 assert!(
                     !dust,
                     "block {}: offer {} of account {} sold {} and rests with {rest}, which \

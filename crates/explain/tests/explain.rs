@@ -288,7 +288,7 @@ fn check_run(seed: u64, model: Model, blocks: usize, size: usize, seen: &mut See
         let transactions = generator.block(size);
         let before: Vec<BTreeMap<OfferKey, u64>> = pairs()
             .iter()
-            .map(|pair| state.book(*pair).clone())
+            .map(|pair| state.book(*pair).iter().collect())
             .collect();
         let (block, outcome) = state.propose(transactions, &config).unwrap();
         let height = block.header.height;
@@ -374,7 +374,7 @@ fn check_run(seed: u64, model: Model, blocks: usize, size: usize, seen: &mut See
                     latest.received
                 );
                 // What it sold, and the rest the rest rule returned, is what left it.
-                let remaining = after.get(key).copied().unwrap_or(0);
+                let remaining = after.get(key).unwrap_or(0);
                 assert_eq!(
                     held - latest.sold - latest.returned,
                     remaining,

@@ -115,11 +115,12 @@ fn store(blocks: u64, root: &std::path::Path) -> BlockStore {
             }
         }
         let books = |pair: PairId| {
-            if pair.sell == AssetId(0) && pair.buy == AssetId(1) {
+            let book = if pair.sell == AssetId(0) && pair.buy == AssetId(1) {
                 &book
             } else {
                 &empty
-            }
+            };
+            book.iter().map(|(key, amount)| (*key, *amount))
         };
         store.append_with_books(&block, &[], ASSETS, books).unwrap();
         previous = block.header.hash();

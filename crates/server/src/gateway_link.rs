@@ -164,13 +164,13 @@ pub(crate) fn market_data(state: &ExchangeState, header: &BlockHeader) -> Market
                 let full = levels.len() == DEPTH_LEVELS_MAX;
                 match levels.last_mut() {
                     Some(level) if level.min_price == key.min_price.0 => {
-                        level.amount = level.amount.saturating_add(*amount);
+                        level.amount = level.amount.saturating_add(amount);
                         level.offers = level.offers.saturating_add(1);
                     }
                     _ if full => break,
                     _ => levels.push(DepthLevel {
                         min_price: key.min_price.0,
-                        amount: *amount,
+                        amount,
                         offers: 1,
                     }),
                 }

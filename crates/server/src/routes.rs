@@ -350,7 +350,7 @@ pub(crate) async fn account_offers(
                     offer_id: key.id.0,
                     sell,
                     buy,
-                    amount: *amount,
+                    amount,
                     min_price: key.min_price.to_exact_decimal(),
                 });
             }
@@ -442,10 +442,10 @@ pub(crate) async fn book(
     let mut levels: BTreeMap<walras_types::Price, (u64, u32)> = BTreeMap::new();
     let mut amount_total: u64 = 0;
     for (key, amount) in book {
-        amount_total = amount_total.saturating_add(*amount);
+        amount_total = amount_total.saturating_add(amount);
         if levels.len() < levels_max || levels.contains_key(&key.min_price) {
             let level = levels.entry(key.min_price).or_insert((0, 0));
-            level.0 = level.0.saturating_add(*amount);
+            level.0 = level.0.saturating_add(amount);
             level.1 += 1;
         }
     }
@@ -1234,7 +1234,7 @@ mod tests {
                             };
                             for (key, amount) in state.book(pair) {
                                 if key.account == AccountId(account) {
-                                    offers.push((key.id.0, sell, *amount));
+                                    offers.push((key.id.0, sell, amount));
                                 }
                             }
                         }

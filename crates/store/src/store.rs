@@ -664,14 +664,15 @@ impl BlockStore {
     /// when a book snapshot is due ([`StoreOptions::book_snapshot_interval_blocks`]), in the
     /// same transaction. For tools and tests that build a log without executing it (the
     /// explanation benchmark); a node uses [`BlockStore::append_with_results`], which takes the
-    /// books from the state itself. `books` must be the books after `block`, or explanations
-    /// read from this store are wrong.
-    pub fn append_with_books<'b>(
+    /// books from the state itself. `books` must be the books after `block` (each pair's
+    /// offers in key order, with the amounts they have left), or explanations read from this
+    /// store are wrong.
+    pub fn append_with_books<B: IntoIterator<Item = (OfferKey, u64)>>(
         &self,
         block: &Block,
         dropped: &[(u32, DropReason)],
         assets: usize,
-        books: impl Fn(PairId) -> &'b BTreeMap<OfferKey, u64>,
+        books: impl Fn(PairId) -> B,
     ) -> Result<(), StoreError> {
         let mut txn = self.write_txn()?;
         self.put_block(&mut txn, block, dropped, None, None)?;
@@ -689,12 +690,12 @@ impl BlockStore {
 
     /// Every pair's book after block `height`, then the entry that marks the snapshot whole,
     /// all in `txn`.
-    fn put_book_snapshot<'b>(
+    fn put_book_snapshot<B: IntoIterator<Item = (OfferKey, u64)>>(
         &self,
         txn: &mut RwTxn,
         height: u64,
         assets: usize,
-        books: impl Fn(PairId) -> &'b BTreeMap<OfferKey, u64>,
+        books: impl Fn(PairId) -> B,
     ) -> Result<(), StoreError> {
         let assets = u16::try_from(assets).unwrap_or(u16::MAX);
         for sell in 0..assets {
@@ -703,16 +704,12 @@ impl BlockStore {
                     sell: AssetId(sell),
                     buy: AssetId(buy),
                 };
-                let book = books(pair);
+                let book = encode_book(books(pair));
                 if book.is_empty() {
                     continue;
                 }
                 self.books
-                    .put(
-                        txn,
-                        &book_key(height, book_files::pair_code(pair)),
-                        &encode_book(book),
-                    )
+                    .put(txn, &book_key(height, book_files::pair_code(pair)), &book)
                     .map_err(self.write_error("writing a book snapshot"))?;
             }
         }
@@ -1383,13 +1380,13 @@ fn decode_book_key(key: &[u8]) -> Result<(u64, u32), StoreError> {
 }
 
 /// A book as stored: per offer in key order, limit (u128), account, id, amount left.
-fn encode_book(book: &BTreeMap<OfferKey, u64>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(walras_engine::BOOK_OFFER_BYTES * book.len());
+fn encode_book(book: impl IntoIterator<Item = (OfferKey, u64)>) -> Vec<u8> {
+    let mut out = Vec::new();
     for (key, amount) in book {
         out.extend_from_slice(&key.min_price.0.to_be_bytes());
         out.put_u64(key.account.0);
         out.put_u64(key.id.0);
-        out.put_u64(*amount);
+        out.put_u64(amount);
     }
     out
 }

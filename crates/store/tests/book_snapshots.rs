@@ -34,7 +34,7 @@ fn pairs() -> Vec<PairId> {
 fn books_of(state: &ExchangeState) -> BTreeMap<PairId, BTreeMap<OfferKey, u64>> {
     pairs()
         .into_iter()
-        .map(|pair| (pair, state.book(pair).clone()))
+        .map(|pair| (pair, state.book(pair).iter().collect()))
         .collect()
 }
 

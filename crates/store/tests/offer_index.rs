@@ -173,7 +173,12 @@ fn the_book_snapshot_below_a_height_is_the_state_s_book_after_its_block() {
     let mut after = vec![vec![std::collections::BTreeMap::new(); pairs.len()]];
     for _ in 0..BLOCKS {
         common::propose_and_append_with_state(&store, &mut state);
-        after.push(pairs.iter().map(|pair| state.book(*pair).clone()).collect());
+        after.push(
+            pairs
+                .iter()
+                .map(|pair| state.book(*pair).iter().collect())
+                .collect(),
+        );
     }
     let mut nonempty = 0;
     for height in 1..=BLOCKS + 1 {
