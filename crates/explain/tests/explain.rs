@@ -628,8 +628,13 @@ fn store_path_agrees_with_the_full_pass(book_snapshot_interval_blocks: u64, back
         // A clean stop lets the book thread finish; the snapshots are files then.
         drop(store);
         store = walras_store::BlockStore::open_with(dir.path(), &options).unwrap();
-        let files = std::fs::read_dir(dir.path().join("books")).unwrap().count();
-        assert_eq!(files as u64, 10 / book_snapshot_interval_blocks);
+        // One file per interval at most: the book thread thins the older ones by age (and
+        // skips one due while two wait), so an explanation may start further back.
+        let files = std::fs::read_dir(dir.path().join("books")).unwrap().count() as u64;
+        assert!(
+            (1..=10 / book_snapshot_interval_blocks).contains(&files),
+            "{files} book snapshot files"
+        );
     }
     let tip = history.len() as u64;
     let mut used: BTreeMap<u64, BTreeSet<AccountId>> = BTreeMap::new();

@@ -23,6 +23,18 @@
 //! All integers big-endian. Each pair's hash is BLAKE2b-256 in the domain
 //! `walras/books` over `height ‖ code ‖ its offers`, so a reader checks the one pair it
 //! reads, not the whole file.
+//!
+//! **Retention.** A snapshot is O(open offers) bytes (400 MB at 10M), one every 1,024 blocks by
+//! default: kept forever, a node under load for a month would hold thousands. After each file
+//! it writes, the book thread thins the older ones ([`thinned_out`]): the newer a file, the
+//! denser they are kept, so a few dozen files cover any history (about
+//! [`SPACING_PER_AGE`] per doubling of the chain's height) while the newest file at or below
+//! any height stays within about 0.3 of that height's age (plus one interval): what an
+//! explanation of an offer created then replays, against one interval with every file kept.
+//! The queue to the thread holds [`QUEUED_MAX`] snapshots: a snapshot due while that many wait
+//! is skipped (each queued snapshot shares the state's book chunks, which the block path then
+//! copies when it edits them, so a thread that fell behind would cost a copy of the books per
+//! snapshot waiting).
 
 use crate::checkpoint_files::SLICE_BYTES;
 use crate::height_files::{io_error, sync_folder, Kind};
@@ -65,6 +77,49 @@ fn section_hash(height: u64, code: u32, offers: &[u8]) -> Hash {
         .update(&code.to_be_bytes())
         .update(offers);
     hasher.finalize()
+}
+
+/// Snapshots waiting for the book thread at most (besides the one it writes).
+const QUEUED_MAX: usize = 2;
+
+/// The files' spacing is at most their age (in snapshot intervals from the newest) over this.
+const SPACING_PER_AGE: u64 = 4;
+
+/// Of the snapshot files at `heights` (any order), those the retention rule removes (see the
+/// module documentation), for snapshots every `interval` blocks: with `s` a file's height in
+/// intervals and `age` its distance in intervals from the newest, a file stays when `s` is a
+/// multiple of the largest power of two at most `age / SPACING_PER_AGE` (1 when that is 0).
+/// The rule only tightens as the newest grows, so a file it removes would never be kept again.
+pub(crate) fn thinned_out(heights: &[u64], interval: u64) -> Vec<u64> {
+    let interval = interval.max(1);
+    let Some(newest) = heights.iter().max().map(|height| height / interval) else {
+        return Vec::new();
+    };
+    heights
+        .iter()
+        .copied()
+        .filter(|height| {
+            let index = height / interval;
+            let spacing_log2 = ((newest - index) / SPACING_PER_AGE)
+                .checked_ilog2()
+                .unwrap_or(0);
+            index.trailing_zeros() < spacing_log2
+        })
+        .collect()
+}
+
+/// Removes the files of `folder` that [`thinned_out`] names; returns how many.
+fn thin(folder: &Path, interval: u64) -> Result<usize, StoreError> {
+    let removed = thinned_out(&FILES.heights(folder)?, interval);
+    for height in &removed {
+        let path = folder.join(FILES.file_name(*height));
+        fs::remove_file(&path)
+            .map_err(|error| io_error("removing an old book snapshot file", &path, error))?;
+    }
+    if !removed.is_empty() {
+        sync_folder(folder)?;
+    }
+    Ok(removed.len())
 }
 
 /// The newest snapshot file's height below `height` (`None`: none).
@@ -144,16 +199,20 @@ fn write_synced(path: &Path, snapshot: &BookSnapshot) -> Result<(), StoreError> 
 }
 
 /// The book of `pair` in the snapshot file at `height` (offer key → amount left; empty when
-/// the pair held none), its section checked against its hash. A file that does not parse or
-/// whose section fails its hash is [`StoreError::CorruptBookSnapshot`].
+/// the pair held none), its section checked against its hash; `None` when there is no such
+/// file (the book thread may have thinned it out since it was listed). A file that does not
+/// parse or whose section fails its hash is [`StoreError::CorruptBookSnapshot`].
 pub(crate) fn pair_book(
     folder: &Path,
     height: u64,
     pair: PairId,
-) -> Result<BTreeMap<OfferKey, u64>, StoreError> {
+) -> Result<Option<BTreeMap<OfferKey, u64>>, StoreError> {
     let path = folder.join(FILES.file_name(height));
-    let file = File::open(&path)
-        .map_err(|error| io_error("opening a book snapshot file", &path, error))?;
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io_error("opening a book snapshot file", &path, error)),
+    };
     // SAFETY: read-only and private to this call. Only this store's book thread writes these
     // files, under a temporary name renamed when complete, so a mapped file is never written
     // or truncated while mapped (an outside process doing so is a damaged store, as for
@@ -190,7 +249,7 @@ pub(crate) fn pair_book(
             if count != pairs || !rest.is_empty() {
                 return Err(corrupt("its end does not match its pairs"));
             }
-            return Ok(found);
+            return Ok(Some(found));
         }
         if last_code.is_some_and(|last| code <= last) {
             return Err(corrupt("pairs out of order"));
@@ -227,17 +286,28 @@ fn take_u64(rest: &mut &[u8]) -> Option<u64> {
     take(rest, 8).map(|bytes| u64::from_be_bytes(bytes.try_into().expect("8 bytes")))
 }
 
-/// The thread that writes book snapshot files, in the order they are handed to it. A
-/// snapshot that cannot be written is logged and skipped: explanations then start from an
-/// older one, as exact (see the module documentation).
+/// The thread that writes book snapshot files, in the order they are handed to it, then thins
+/// the older ones. A snapshot that cannot be written is logged and skipped: explanations then
+/// start from an older one, as exact (see the module documentation).
 pub(crate) struct BookWriter {
-    queue: Option<std::sync::mpsc::Sender<BookSnapshot>>,
+    queue: Option<std::sync::mpsc::SyncSender<BookSnapshot>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// What became of a snapshot handed to the [`BookWriter`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Queued {
+    Yes,
+    /// [`QUEUED_MAX`] snapshots are already waiting.
+    Full,
+    /// The thread is gone.
+    Gone,
+}
+
 impl BookWriter {
-    pub(crate) fn start(folder: PathBuf) -> BookWriter {
-        let (queue, snapshots) = std::sync::mpsc::channel::<BookSnapshot>();
+    /// Starts the thread writing into `folder` the snapshots taken every `interval` blocks.
+    pub(crate) fn start(folder: PathBuf, interval: u64) -> BookWriter {
+        let (queue, snapshots) = std::sync::mpsc::sync_channel::<BookSnapshot>(QUEUED_MAX);
         let thread = std::thread::Builder::new()
             .name("walras-books".into())
             .spawn(move || {
@@ -257,6 +327,12 @@ impl BookWriter {
                             snapshot.height()
                         ),
                     }
+                    drop(snapshot);
+                    match thin(&folder, interval) {
+                        Ok(0) => {}
+                        Ok(removed) => tracing::info!("{removed} older book snapshot files removed"),
+                        Err(error) => tracing::error!("book snapshots: {error}"),
+                    }
                 }
             })
             .expect("cannot start the book snapshot thread");
@@ -266,11 +342,14 @@ impl BookWriter {
         }
     }
 
-    /// Queues `snapshot` to be written (false when the thread is gone).
-    pub(crate) fn send(&self, snapshot: BookSnapshot) -> bool {
-        self.queue
-            .as_ref()
-            .is_some_and(|queue| queue.send(snapshot).is_ok())
+    /// Queues `snapshot` to be written, unless one is already waiting.
+    pub(crate) fn send(&self, snapshot: BookSnapshot) -> Queued {
+        use std::sync::mpsc::TrySendError;
+        match self.queue.as_ref().map(|queue| queue.try_send(snapshot)) {
+            Some(Ok(())) => Queued::Yes,
+            Some(Err(TrySendError::Full(_))) => Queued::Full,
+            Some(Err(TrySendError::Disconnected(_))) | None => Queued::Gone,
+        }
     }
 }
 
@@ -302,4 +381,82 @@ pub(crate) fn decode_book(bytes: &[u8]) -> Option<BTreeMap<OfferKey, u64>> {
         book.insert(key, reader.u64().ok()?);
     }
     Some(book)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const INTERVAL: u64 = 1_024;
+
+    /// The files left after snapshots at every interval up to `newest` intervals, thinned after
+    /// each as the book thread does, in ascending height.
+    fn kept_after(newest: u64) -> Vec<u64> {
+        let mut kept: Vec<u64> = Vec::new();
+        for index in 1..=newest {
+            kept.push(index * INTERVAL);
+            let removed = thinned_out(&kept, INTERVAL);
+            kept.retain(|height| !removed.contains(height));
+        }
+        kept
+    }
+
+    /// Trigger: a node kept every book snapshot file (400 MB each at 10M open offers, one every
+    /// 1,024 blocks), so its disk filled with history. Thinned after each write, the files of a
+    /// long chain are a few dozen, the newest are all kept, and for any height the newest file
+    /// at or below it (where an explanation of an offer created there starts replaying) is
+    /// within 0.3 of that height's age, plus one interval.
+    #[test]
+    fn old_book_snapshots_are_thinned_to_a_few_dozen_yet_stay_near_any_height() {
+        for newest in [1, 7, 8, 9, 100, 1_000, 5_000] {
+            let kept = kept_after(newest);
+            let newest_height = newest * INTERVAL;
+            assert!(
+                kept.len() as u64 <= 4 * (64 - newest.leading_zeros() as u64) + 8,
+                "{} files kept after {newest} snapshots",
+                kept.len()
+            );
+            for index in newest.saturating_sub(2 * SPACING_PER_AGE - 1).max(1)..=newest {
+                assert!(kept.contains(&(index * INTERVAL)), "a recent file removed");
+            }
+            for height in (1..=newest_height).step_by(97) {
+                let below = kept
+                    .iter()
+                    .rev()
+                    .find(|kept| **kept <= height)
+                    .copied()
+                    .unwrap_or(0);
+                let replayed = height - below;
+                let age = newest_height - height;
+                assert!(
+                    10 * replayed <= 3 * age + 10 * INTERVAL,
+                    "height {height}: the newest file at or below is {below} ({replayed} blocks \
+                     back at an age of {age}), after {newest} snapshots"
+                );
+            }
+        }
+        assert!(kept_after(5_000).len() < 60, "a few dozen files");
+    }
+
+    proptest! {
+        /// The rule only tightens as the newest file grows: a file removed is never one the
+        /// rule would keep later (removal is final, so a kept file must not depend on one
+        /// removed before).
+        #[test]
+        fn a_book_snapshot_file_thinned_out_stays_out(
+            index in 1u64..100_000,
+            newest in 1u64..100_000,
+            later in 0u64..100_000,
+        ) {
+            let newest = newest.max(index);
+            let removed_now = !thinned_out(&[index * INTERVAL, newest * INTERVAL], INTERVAL).is_empty();
+            let removed_later = !thinned_out(
+                &[index * INTERVAL, (newest + later) * INTERVAL],
+                INTERVAL,
+            )
+            .is_empty();
+            prop_assert!(!removed_now || removed_later);
+        }
+    }
 }

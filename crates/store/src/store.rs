@@ -506,9 +506,10 @@ impl BlockStore {
         let writer = options.checkpoint_in_background.then(|| {
             CheckpointWriter::start(env.clone(), checkpoints, checkpoint_files::folder(dir))
         });
-        let book_writer = options
-            .checkpoint_in_background
-            .then(|| book_files::BookWriter::start(book_files::folder(dir)));
+        let book_writer = options.checkpoint_in_background.then(|| {
+            let interval = options.book_snapshot_interval_blocks;
+            book_files::BookWriter::start(book_files::folder(dir), interval)
+        });
         BlockStore {
             writer,
             book_writer,
@@ -621,10 +622,14 @@ impl BlockStore {
         }
         self.commit(txn)?;
         if let (Some(books), Some(snapshot)) = (&self.book_writer, book_snapshot) {
-            if !books.send(snapshot) {
-                tracing::error!(
+            match books.send(snapshot) {
+                book_files::Queued::Yes => {}
+                book_files::Queued::Full => tracing::warn!(
+                    "book snapshot at height {height} skipped: the book thread is behind (the snapshots before it wait to be written)"
+                ),
+                book_files::Queued::Gone => tracing::error!(
                     "book snapshot at height {height} not queued: the book thread is gone"
-                );
+                ),
             }
         }
         // The block is durable: its checkpoint may follow on the writer thread.
@@ -728,11 +733,18 @@ impl BlockStore {
     ) -> Result<(u64, BTreeMap<OfferKey, u64>), StoreError> {
         let files = book_files::folder(&self.dir);
         let in_lmdb = self.newest_lmdb_book_snapshot_below(height)?;
-        match book_files::newest_below(&files, height)? {
-            Some(file) if in_lmdb.is_none_or(|stored| file > stored) => {
-                Ok((file, book_files::pair_book(&files, file, pair)?))
+        let mut below = height;
+        loop {
+            match book_files::newest_below(&files, below)? {
+                Some(file) if in_lmdb.is_none_or(|stored| file > stored) => {
+                    match book_files::pair_book(&files, file, pair)? {
+                        Some(book) => return Ok((file, book)),
+                        // Thinned out since it was listed: the next older one.
+                        None => below = file,
+                    }
+                }
+                _ => return self.lmdb_pair_book_before(height, pair),
             }
-            _ => self.lmdb_pair_book_before(height, pair),
         }
     }
 

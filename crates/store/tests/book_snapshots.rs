@@ -107,6 +107,61 @@ fn book_snapshots_written_off_the_block_path_are_the_books_of_their_heights() {
     );
 }
 
+/// Trigger: every book snapshot file was kept forever (one every 1,024 blocks, 400 MB each at
+/// 10M open offers), so a node under load for weeks filled its disk with them. The book thread
+/// now thins the older files after each write: with a snapshot every block, 40 blocks leave
+/// far fewer than 40 files, the newest kept, every file one the rule keeps, and every height's
+/// book read back is still the state's book at the file it starts from.
+#[test]
+fn a_long_chain_keeps_few_book_snapshot_files_and_each_still_reads_its_height() {
+    let dir = TempDir::new("book-snapshots-thinned");
+    let options = background(1);
+    let blocks = 40;
+    let books = run(&dir, &options, blocks);
+    let heights: Vec<u64> = snapshot_files(&dir)
+        .iter()
+        .map(|name| name.trim_end_matches(".books").parse().unwrap())
+        .collect();
+    assert!(
+        heights.len() < 24,
+        "{} files kept of {blocks} snapshots: {heights:?}",
+        heights.len()
+    );
+    // The thread writes what was queued before the store's drop returns; two may wait, so
+    // a late one may be skipped, never one of the middle of the chain thinned wrongly.
+    let newest = *heights.last().unwrap();
+    assert!(
+        newest + 2 >= blocks,
+        "the newest snapshot is kept: {heights:?}"
+    );
+    // The rule, from its documentation: a file stays when its height (in intervals) is a
+    // multiple of the largest power of two at most its age over 4 (1 when that is 0).
+    for height in &heights {
+        let spacing = match (newest - height) / 4 {
+            0 => 1,
+            quarter => 1 << quarter.ilog2(),
+        };
+        assert_eq!(height % spacing, 0, "{height} kept: {heights:?}");
+    }
+    let store = BlockStore::open_with(dir.path(), &options).unwrap();
+    for height in 1..=blocks + 1 {
+        let expected = heights
+            .iter()
+            .rev()
+            .find(|kept| **kept < height)
+            .copied()
+            .unwrap_or(0);
+        for pair in pairs() {
+            let (at, book) = store.pair_book_before(height, pair).unwrap();
+            assert_eq!(at, expected, "snapshot below {height}");
+            assert_eq!(
+                book, books[at as usize][&pair],
+                "pair {pair:?} before {height}"
+            );
+        }
+    }
+}
+
 /// A snapshot file damaged on disk is refused loudly, never read as a wrong book; a partial
 /// file a crash left behind is never read and is removed when the store opens.
 #[test]
