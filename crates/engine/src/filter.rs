@@ -22,10 +22,10 @@
 
 use crate::accounts::CHUNK_ACCOUNTS;
 use crate::admission::{self, Rejection};
-use crate::parallel::{map_in_order, run_each, sort_unstable};
+use crate::parallel::{map_in_order, run_each};
 use crate::state::{ExchangeState, ACCOUNTS_MAX};
 use std::collections::HashSet;
-use walras_types::{AccountId, AssetId, OfferKey, Operation, SignedTransaction, Transaction};
+use walras_types::{AccountId, AssetId, OfferKey, Operation, SignedTransaction};
 
 pub(crate) use crate::drop_reason::DropReason;
 
@@ -72,9 +72,14 @@ pub fn filter(
     let checked = check_each(state, transactions, signature_ok, threads);
     let mut dropped: Vec<(u32, DropReason)> = Vec::new();
     let mut candidates: Vec<(u32, u32)> = Vec::with_capacity(transactions.len());
+    // (index, amount left of the offer it cancels) of each cancel that passed step 1, by index.
+    let mut open_cancels: Vec<(u32, u64)> = Vec::new();
     for (index, outcome) in checked.iter().enumerate() {
         match outcome {
-            Ok(slot) => candidates.push((index as u32, *slot)),
+            Ok(Passed { slot, cancels }) => {
+                candidates.push((index as u32, *slot));
+                open_cancels.extend(cancels.map(|amount| (index as u32, amount)));
+            }
             Err(reason) => dropped.push((index as u32, *reason)),
         }
     }
@@ -104,12 +109,20 @@ pub fn filter(
         dropped.extend(shard_dropped);
     }
     dropped.sort_unstable();
-    let cancel_amounts = cancel_amounts(state, transactions, &accepted, threads);
+    let cancel_amounts = accepted_cancels(open_cancels, &accepted, transactions.len());
     Filtered {
         accepted,
         dropped,
         cancel_amounts,
     }
+}
+
+/// What step 1 found of a transaction that passed it.
+struct Passed {
+    /// Its source's slot.
+    slot: u32,
+    /// For a cancel, the amount left of the open offer it names (read once, here).
+    cancels: Option<u64>,
 }
 
 /// Step 1: each transaction alone.
@@ -118,7 +131,7 @@ fn check_each(
     transactions: &[SignedTransaction],
     signature_ok: &[bool],
     threads: usize,
-) -> Vec<Result<u32, DropReason>> {
+) -> Vec<Result<Passed, DropReason>> {
     let indices: Vec<usize> = (0..transactions.len()).collect();
     map_in_order(&indices, threads, |index| {
         check_one(state, &transactions[*index], signature_ok[*index])
@@ -129,7 +142,7 @@ fn check_one(
     state: &ExchangeState,
     signed: &SignedTransaction,
     signature_ok: bool,
-) -> Result<u32, DropReason> {
+) -> Result<Passed, DropReason> {
     let transaction = &signed.transaction;
     let slot = state.slot(transaction.source);
     let source = slot.map(|slot| state.accounts[slot as usize].admission_view());
@@ -149,13 +162,14 @@ fn check_one(
         }
         _ => {}
     }
-    if let Some(cancel) = transaction.cancelled_offer() {
-        let book = state.book_at(state.pair_index(cancel.sell, cancel.buy));
-        if !book.contains_key(&cancel.key) {
-            return Err(DropReason::UnknownOffer);
+    let cancels = match transaction.cancelled_offer() {
+        Some(cancel) => {
+            let book = state.book_at(state.pair_index(cancel.sell, cancel.buy));
+            Some(book.get(&cancel.key).ok_or(DropReason::UnknownOffer)?)
         }
-    }
-    Ok(slot)
+        None => None,
+    };
+    Ok(Passed { slot, cancels })
 }
 
 /// Step 2: an account id created twice in the block is created by neither.
@@ -380,38 +394,19 @@ fn account_violation(
     None
 }
 
-/// The remaining amount of every offer an accepted cancel removes.
-fn cancel_amounts(
-    state: &ExchangeState,
-    transactions: &[SignedTransaction],
-    accepted: &[Vec<(u32, u32)>],
-    threads: usize,
+/// Of `open_cancels` (index, amount left of the offer it cancels; ascending index), those of
+/// accepted transactions: the amount each accepted cancel removes from the books, by index.
+fn accepted_cancels(
+    mut open_cancels: Vec<(u32, u64)>,
+    accepted: &[Vec<Admitted>],
+    transactions: usize,
 ) -> Vec<(u32, u64)> {
-    // Each shard's cancels are looked up in the books on its own thread.
-    let per_shard = walras_par::map_in_order(accepted, threads, 2, |shard| {
-        shard
-            .iter()
-            .filter_map(|(index, _)| {
-                let amount = cancel_amount(state, &transactions[*index as usize].transaction)?;
-                Some((*index, amount))
-            })
-            .collect::<Vec<_>>()
-    });
-    let mut amounts: Vec<(u32, u64)> = per_shard.into_iter().flatten().collect();
-    // Transaction indices are distinct: one sorted list whatever the threads.
-    sort_unstable(&mut amounts, threads);
-    amounts
-}
-
-/// The remaining amount of the offer `transaction` cancels, if it is a cancel (accepted: the
-/// offer is open).
-fn cancel_amount(state: &ExchangeState, transaction: &Transaction) -> Option<u64> {
-    let cancel = transaction.cancelled_offer()?;
-    let book = state.book_at(state.pair_index(cancel.sell, cancel.buy));
-    Some(
-        book.get(&cancel.key)
-            .expect("an accepted cancel names an open offer"),
-    )
+    let mut is_accepted = vec![false; transactions];
+    for (index, _) in accepted.iter().flatten() {
+        is_accepted[*index as usize] = true;
+    }
+    open_cancels.retain(|(index, _)| is_accepted[*index as usize]);
+    open_cancels
 }
 
 #[cfg(test)]
