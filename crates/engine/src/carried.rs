@@ -140,6 +140,17 @@ impl CarriedBooks {
     /// per chunk, no offer copied), or `None` when nothing is carried for `height`. While the
     /// share is held, the next books copy the chunks they edit instead of editing them in place.
     pub(crate) fn share(&self, height: u64) -> Option<SharedBooks> {
+        self.share_where(height, |_| true)
+    }
+
+    /// [`Self::share`] of the pair with index `index` (`sell * assets + buy`) alone: its
+    /// chunks and its fills.
+    pub(crate) fn share_pair(&self, height: u64, index: usize) -> Option<SharedBooks> {
+        self.share_where(height, |pair| pair == index)
+    }
+
+    /// [`Self::share`] of the pairs whose index `wanted` says.
+    fn share_where(&self, height: u64, wanted: impl Fn(usize) -> bool) -> Option<SharedBooks> {
         let base = lock(&self.base);
         let base = base.as_ref().filter(|base| base.height == height)?;
         let assets = base.books.assets();
@@ -147,16 +158,26 @@ impl CarriedBooks {
             .books
             .pairs()
             .iter()
-            .map(|pair| SharedPair {
-                index: usize::from(pair.sell) * assets + usize::from(pair.buy),
+            .map(|pair| {
+                (
+                    usize::from(pair.sell) * assets + usize::from(pair.buy),
+                    pair,
+                )
+            })
+            .filter(|(index, _)| wanted(*index))
+            .map(|(index, pair)| SharedPair {
+                index,
                 offers: pair.len(),
                 chunks: base.books.chunks(pair).to_vec(),
             })
             .collect();
-        Some(SharedBooks {
-            pairs,
-            fills: base.fills.clone(),
-        })
+        let fills = base
+            .fills
+            .iter()
+            .filter(|(pair, _, _)| wanted(*pair))
+            .copied()
+            .collect();
+        Some(SharedBooks { pairs, fills })
     }
 
     fn take_spare(&self) -> BookBuffers {

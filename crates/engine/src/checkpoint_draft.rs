@@ -44,7 +44,7 @@ use crate::shared_books::{
 use crate::state::{ExchangeState, ACCOUNTS_MAX};
 use std::sync::PoisonError;
 use walras_types::codec::Writer;
-use walras_types::AccountId;
+use walras_types::{AccountId, PairId};
 
 pub use crate::draft_memory::PIECE_ACCOUNTS;
 const _: () = assert!(ACCOUNT_CHUNK.is_multiple_of(PIECE_ACCOUNTS));
@@ -167,6 +167,18 @@ impl ExchangeState {
             height: self.height,
             assets: self.assets,
             shared: self.carried.share(self.height)?,
+        })
+    }
+
+    /// The open offers of `pair` alone, shared as [`Self::share_books`] shares them all (a
+    /// reference count per chunk of that pair): for a reader that scans one book without
+    /// holding the state.
+    pub fn share_book(&self, pair: PairId) -> Option<BookSnapshot> {
+        let index = self.pair_index(pair.sell, pair.buy);
+        Some(BookSnapshot {
+            height: self.height,
+            assets: self.assets,
+            shared: self.carried.share_pair(self.height, index)?,
         })
     }
 

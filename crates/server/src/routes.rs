@@ -27,7 +27,7 @@ use walras_api::transaction_from_json;
 use walras_api::wire::*;
 use walras_crypto::Hash;
 use walras_engine::{transaction_hash, BookSnapshot};
-use walras_types::{AccountId, AssetId, PairId, SignedTransaction};
+use walras_types::{AccountId, AssetId, OfferKey, PairId, SignedTransaction};
 
 pub(crate) type AppState = Arc<Shared>;
 
@@ -434,35 +434,84 @@ pub(crate) async fn book(
                 ))
             })?,
     };
-    let state = shared.state.read().await;
-    let book = state.book(PairId {
+    let pair = PairId {
         sell: AssetId(sell),
         buy: AssetId(buy),
-    });
-    let mut levels: BTreeMap<walras_types::Price, (u64, u32)> = BTreeMap::new();
-    let mut amount_total: u64 = 0;
-    for (key, amount) in book {
-        amount_total = amount_total.saturating_add(amount);
-        if levels.len() < levels_max || levels.contains_key(&key.min_price) {
-            let level = levels.entry(key.min_price).or_insert((0, 0));
+    };
+    let state = shared.state.read().await;
+    // Every offer of the pair is read (for its total amount): on the pair's books shared with
+    // the state (a reference count per chunk of the pair), after the state's lock is released,
+    // so that a book of millions of offers never holds up the next block.
+    let depth = match state.share_book(pair) {
+        Some(book) => {
+            drop(state);
+            tokio::task::spawn_blocking(move || {
+                let mut depth = BookDepth::new(levels_max);
+                book.for_each_offer(|_, key, amount| depth.add(key, amount))
+                    .map(|()| depth)
+                    .map_err(|error| Failure::internal(error.to_string()))
+            })
+            .await
+            .map_err(|error| Failure::internal(format!("the book scan stopped: {error}")))??
+        }
+        // No books carried (no block yet since the node started): the state's own.
+        None => {
+            let mut depth = BookDepth::new(levels_max);
+            for (key, amount) in state.book(pair) {
+                depth.add(key, amount);
+            }
+            depth
+        }
+    };
+    Ok(Json(depth.into_json(sell, buy)))
+}
+
+/// A book's offers summed by limit price, the lowest `levels_max` prices kept, and in all.
+struct BookDepth {
+    levels_max: usize,
+    levels: BTreeMap<walras_types::Price, (u64, u32)>,
+    offers: u64,
+    amount: u64,
+}
+
+impl BookDepth {
+    fn new(levels_max: usize) -> BookDepth {
+        BookDepth {
+            levels_max,
+            levels: BTreeMap::new(),
+            offers: 0,
+            amount: 0,
+        }
+    }
+
+    /// Adds the book's next offer (they come in key order: ascending limit).
+    fn add(&mut self, key: OfferKey, amount: u64) {
+        self.offers += 1;
+        self.amount = self.amount.saturating_add(amount);
+        if self.levels.len() < self.levels_max || self.levels.contains_key(&key.min_price) {
+            let level = self.levels.entry(key.min_price).or_insert((0, 0));
             level.0 = level.0.saturating_add(amount);
             level.1 += 1;
         }
     }
-    Ok(Json(BookJson {
-        sell,
-        buy,
-        offers: book.len() as u64,
-        amount: amount_total,
-        levels: levels
-            .into_iter()
-            .map(|(price, (amount, offers))| LevelJson {
-                min_price: price.to_exact_decimal(),
-                amount,
-                offers,
-            })
-            .collect(),
-    }))
+
+    fn into_json(self, sell: u16, buy: u16) -> BookJson {
+        BookJson {
+            sell,
+            buy,
+            offers: self.offers,
+            amount: self.amount,
+            levels: self
+                .levels
+                .into_iter()
+                .map(|(price, (amount, offers))| LevelJson {
+                    min_price: price.to_exact_decimal(),
+                    amount,
+                    offers,
+                })
+                .collect(),
+        }
+    }
 }
 
 fn parse_asset(shared: &Shared, text: &str) -> Result<u16, Failure> {
@@ -1198,6 +1247,16 @@ mod tests {
             .collect()
     }
 
+    /// A test node's shared state, and a runtime to call its routes on.
+    fn node_and_runtime(dir: &TempDir) -> (AppState, tokio::runtime::Runtime) {
+        let (shared, _) = node(dir);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        (Arc::new(shared), runtime)
+    }
+
     /// Trigger: `GET /v1/accounts/{id}/offers` scanned every book under the state's read
     /// lock: O(open offers) a request (~0.1-0.2 s at 10M open offers), while the next block
     /// waited for the write lock. It now scans the books shared with the state once the lock
@@ -1206,12 +1265,7 @@ mod tests {
     #[test]
     fn an_accounts_offers_come_from_the_shared_books_at_their_amounts_left() {
         let dir = TempDir::new("account-offers");
-        let (shared, _) = node(&dir);
-        let shared = Arc::new(shared);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
+        let (shared, runtime) = node_and_runtime(&dir);
         let config = walras_engine::EngineConfig::default();
         let mut partly_filled = 0;
         for height in 1..=4 {
@@ -1267,5 +1321,85 @@ mod tests {
             }
         }
         assert!(partly_filled > 0, "some offers rest after a partial fill");
+    }
+
+    /// A book's offer count, total amount and levels (limit, amount, offers), lowest first.
+    type ExpectedDepth = (u64, u64, Vec<(u128, u64, u32)>);
+
+    /// Trigger: `GET /v1/books/{sell}/{buy}` summed the pair's every offer under the state's
+    /// read lock (O(offers in the pair) a request while the next block waited), and reading
+    /// the state's offers became a trie walk. It now reads the pair's books shared with the
+    /// state once the lock is released; the answer must still be the state's book: its offer
+    /// count, total amount and lowest levels, at the amounts left after partial fills.
+    #[test]
+    fn a_books_depth_comes_from_the_shared_pair_at_its_amounts_left() {
+        let dir = TempDir::new("book-depth");
+        let (shared, runtime) = node_and_runtime(&dir);
+        let config = walras_engine::EngineConfig::default();
+        for height in 1..=4 {
+            let expected: Vec<ExpectedDepth> = {
+                let mut state = shared.state.blocking_write();
+                state
+                    .propose(offer_block(height), &config)
+                    .expect("the block executes");
+                (0..2u16)
+                    .map(|sell| {
+                        let pair = PairId {
+                            sell: AssetId(sell),
+                            buy: AssetId(1 - sell),
+                        };
+                        assert!(state.share_book(pair).is_some(), "the pair is shared");
+                        let mut levels: Vec<(u128, u64, u32)> = Vec::new();
+                        let (mut offers, mut amount_total) = (0, 0);
+                        for (key, amount) in state.book(pair) {
+                            offers += 1;
+                            amount_total += amount;
+                            match levels.last_mut() {
+                                Some(level) if level.0 == key.min_price.0 => {
+                                    level.1 += amount;
+                                    level.2 += 1;
+                                }
+                                _ => levels.push((key.min_price.0, amount, 1)),
+                            }
+                        }
+                        (offers, amount_total, levels)
+                    })
+                    .collect()
+            };
+            for (sell, (offers, amount, levels)) in expected.iter().enumerate() {
+                assert!(
+                    *offers > 0,
+                    "offers rest on pair {sell} after block {height}"
+                );
+                for levels_max in [1, 3, 1_000] {
+                    let answer = runtime.block_on(book(
+                        State(shared.clone()),
+                        Path((sell.to_string(), (1 - sell).to_string())),
+                        Query(HashMap::from([("levels".into(), levels_max.to_string())])),
+                    ));
+                    let Ok(Json(answer)) = answer else {
+                        panic!("pair {sell} has an answer");
+                    };
+                    assert_eq!((answer.offers, answer.amount), (*offers, *amount));
+                    let got: Vec<(String, u64, u32)> = answer
+                        .levels
+                        .iter()
+                        .map(|level| (level.min_price.clone(), level.amount, level.offers))
+                        .collect();
+                    let wanted: Vec<(String, u64, u32)> = levels
+                        .iter()
+                        .take(levels_max)
+                        .map(|(price, amount, count)| {
+                            (
+                                walras_types::Price(*price).to_exact_decimal(),
+                                *amount,
+                                *count,
+                            )
+                        })
+                        .collect();
+                    assert_eq!(got, wanted, "pair {sell} after block {height}");
+                }
+            }
+        }
     }
 }
