@@ -162,6 +162,25 @@ fn a_long_chain_keeps_few_book_snapshot_files_and_each_still_reads_its_height() 
     }
 }
 
+/// A snapshot file listed but gone when opened (the book thread thinned it out in between; here
+/// a dangling link in its place, the same to a reader) is passed over for the next older one,
+/// never an error and never a loop.
+#[test]
+fn a_book_snapshot_file_gone_when_read_is_passed_over_for_an_older_one() {
+    let dir = TempDir::new("book-snapshots-gone");
+    let options = background(3);
+    let books = run(&dir, &options, 10);
+    let gone = dir.path().join("books/00000000000000000009.books");
+    std::fs::remove_file(&gone).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &gone).unwrap();
+    let store = BlockStore::open_with(dir.path(), &options).unwrap();
+    for pair in pairs() {
+        let (at, book) = store.pair_book_before(11, pair).unwrap();
+        assert_eq!(at, 6, "the next older snapshot");
+        assert_eq!(book, books[6][&pair], "pair {pair:?}");
+    }
+}
+
 /// A snapshot file damaged on disk is refused loudly, never read as a wrong book; a partial
 /// file a crash left behind is never read and is removed when the store opens.
 #[test]
