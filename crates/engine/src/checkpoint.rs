@@ -665,7 +665,8 @@ fn read_books(
 /// account and a non-zero amount: its offer trie.
 fn read_book(index: usize, bytes: &[u8], slots: &SlotIndex) -> Result<OfferTrie, CheckpointError> {
     let mut reader = Reader::new(bytes);
-    let mut entries: Vec<(OfferKey, u64)> = Vec::with_capacity(bytes.len() / OFFER_BYTES);
+    let mut batch = Vec::with_capacity(bytes.len() / OFFER_BYTES);
+    let mut last: Option<OfferKey> = None;
     while !reader.is_empty() {
         let key = OfferKey {
             min_price: Price(reader.u128()?),
@@ -676,18 +677,15 @@ fn read_book(index: usize, bytes: &[u8], slots: &SlotIndex) -> Result<OfferTrie,
         if amount == 0 || !slots.contains_key(&key.account) {
             return Err(malformed(&format!("offer {} of pair {index}", key.id.0)));
         }
-        if entries.last().is_some_and(|(last, _)| *last >= key) {
+        if last.is_some_and(|last| last >= key) {
             return Err(malformed(&format!(
                 "offer {} of pair {index} out of order or twice",
                 key.id.0
             )));
         }
-        entries.push((key, amount));
+        last = Some(key);
+        batch.push((offer_trie_key(&key), amount.to_be_bytes()));
     }
-    let batch = entries
-        .iter()
-        .map(|(key, amount)| (offer_trie_key(key), amount.to_be_bytes()))
-        .collect();
     let mut trie = Trie::new();
     trie.insert_batch(batch, 1);
     Ok(trie)

@@ -271,6 +271,55 @@ fn a_damaged_v3_checkpoint_is_refused() {
     ));
 }
 
+/// A pair's offers in a checkpoint must come strictly ascending (the trie they load into would
+/// take them in any order and keep one of two equal keys): two offers swapped, or one written
+/// twice, in a body sealed again, are refused as malformed, naming the offer.
+#[test]
+fn a_checkpoint_with_a_books_offers_out_of_order_or_twice_is_refused() {
+    let offers: Vec<_> = (0..2u64).map(|i| (i, 0, 0, 16 + i, 5)).collect();
+    let original = state_with(4, &[9], &offers);
+    let pair = PairId {
+        sell: AssetId(0),
+        buy: AssetId(1),
+    };
+    let records: Vec<Vec<u8>> = original
+        .book(pair)
+        .iter()
+        .map(|(key, amount)| {
+            [
+                &key.min_price.0.to_be_bytes()[..],
+                &key.account.0.to_be_bytes(),
+                &key.id.0.to_be_bytes(),
+                &amount.to_be_bytes(),
+            ]
+            .concat()
+        })
+        .collect();
+    assert_eq!(records.len(), 2, "two offers of one pair");
+    let bytes = original.encode_checkpoint_unsealed();
+    let at = bytes
+        .windows(80)
+        .position(|two| two == [&records[0][..], &records[1][..]].concat())
+        .expect("the pair's offers side by side");
+    let body = b"walras-checkpoint/3".len() + 32;
+    for (second, first, why) in [
+        (&records[0], &records[1], "out of order"),
+        (&records[0], &records[0], "twice"),
+    ] {
+        let mut mangled = bytes.clone();
+        mangled[at..at + 40].copy_from_slice(first);
+        mangled[at + 40..at + 80].copy_from_slice(second);
+        mangled[body - 32..body].fill(0);
+        seal_checkpoint(&mut mangled);
+        match ExchangeState::decode_checkpoint(&mangled, 2) {
+            Err(CheckpointError::Malformed(reason)) => {
+                assert!(reason.contains("out of order or twice"), "{why}: {reason}")
+            }
+            other => panic!("{why}: {:?}", other.map(|state| state.height())),
+        }
+    }
+}
+
 /// Trigger: `/3` accounts are decoded in place, into vectors sized by the account count before
 /// any chunk is read (2026-11-28, to spread a restart's page faults over its threads). A body
 /// sealed with a count of 4,294,967,295 accounts and a matching table of empty chunks would
