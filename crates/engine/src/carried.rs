@@ -1,7 +1,7 @@
 //! The clearing books carried from one block to the next.
 //!
-//! Planning used to rebuild every block's clearing books from the state's per-pair books
-//! (their offer tries; a tree walk and several copies of every open offer, in fresh arrays). Instead the books the
+//! Planning used to rebuild every block's clearing books from the state's per-pair books (a
+//! tree walk and several copies of every open offer, in fresh arrays). Instead the books the
 //! last block was cleared on are kept, with what that block's fills changed, and the next
 //! block's books are [`OrderBooks::edited`] from them: the fills (removals and partial
 //! amounts), the block's cancels and its new offers, in the previous books' buffers. The books
