@@ -138,6 +138,10 @@ fn merge_children<const KEY_BYTES: usize, V: Value + Send>(
 /// children: a block's batches are small (tens of offers per pair), so for most branches they
 /// touch this is all the work, and the general path's three vectors per branch were most of it.
 /// The trie is the same (its shape is a function of its keys).
+///
+/// The branch's counters change by what the merged children's changed: a recount would read
+/// every child, and at a million open offers most of a branch's children are out of cache
+/// while a block's batch touches one or two of them.
 fn merge_children_in_place<const KEY_BYTES: usize, V: Value + Send>(
     branch: &mut Branch<KEY_BYTES, V>,
     batch: &mut [Pending<KEY_BYTES, V>],
@@ -146,12 +150,36 @@ fn merge_children_in_place<const KEY_BYTES: usize, V: Value + Send>(
     for (run_nibble, run) in runs_by_nibble(batch, depth) {
         let at = child_position(branch.bitmap, run_nibble);
         let existing = (branch.bitmap & (1 << run_nibble) != 0).then(|| branch.children.remove(at));
+        let (leaves_before, deleted_before) = existing
+            .as_ref()
+            .map_or((0, 0), |child| (child.leaves(), child.deleted()));
         let merged = merge(existing, run, 1).expect("a non-empty run makes a subtree");
+        branch.leaves = branch.leaves - leaves_before + merged.leaves();
+        let deleted = branch.deleted.get_mut();
+        *deleted = *deleted - deleted_before + merged.deleted();
         branch.children.insert(at, merged);
         branch.bitmap |= 1 << run_nibble;
     }
-    branch.recount();
     *branch.dirty.get_mut() = true;
+    debug_assert!(
+        counts_match_children(branch),
+        "a branch's counters differ from its children's after a merge"
+    );
+}
+
+/// Whether `branch`'s bitmap and counters are what [`Branch::recount`] makes of its children
+/// (the postcondition of every change that keeps them incrementally).
+fn counts_match_children<const KEY_BYTES: usize, V: Value>(branch: &Branch<KEY_BYTES, V>) -> bool {
+    let depth = usize::from(branch.depth);
+    let bitmap = branch
+        .children
+        .iter()
+        .fold(0u16, |bits, child| bits | 1 << nibble(child.path(), depth));
+    let leaves: u64 = branch.children.iter().map(Node::leaves).sum();
+    let deleted: u64 = branch.children.iter().map(Node::deleted).sum();
+    bitmap == branch.bitmap
+        && leaves == branch.leaves
+        && deleted == branch.deleted.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn leaf_from<const KEY_BYTES: usize, V: Value>(
@@ -208,7 +236,11 @@ fn run_tasks<const KEY_BYTES: usize, V: Value + Send>(
     let merged = run_weighted(tasks, threads, weight, |task, budget| {
         merge(task.existing, task.batch, budget)
     });
-    merged.into_iter().flatten().collect()
+    // Every task makes a subtree (a task has a child or entries), so the children fit exactly
+    // (a collected `Flatten` would grow the vector by doubling, up to twice their size).
+    let mut children = Vec::with_capacity(merged.len());
+    children.extend(merged.into_iter().flatten());
+    children
 }
 
 /// Splits a sorted batch whose keys share `depth` nibbles into runs by the next nibble.
