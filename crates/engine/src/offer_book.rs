@@ -73,6 +73,7 @@ impl<'a> OfferBook<'a> {
     pub fn iter(self) -> OfferBookIter<'a> {
         OfferBookIter {
             entries: self.trie.iter(),
+            left: self.len(),
         }
     }
 }
@@ -102,17 +103,26 @@ impl std::fmt::Debug for OfferBook<'_> {
 /// The iterator of [`OfferBook::iter`].
 pub struct OfferBookIter<'a> {
     entries: Iter<'a, OFFER_KEY_BYTES, [u8; 8]>,
+    /// Offers not yet yielded (the trie counts its live leaves): an exact size, so that an
+    /// encoder of a book of millions of offers reserves its bytes once.
+    left: usize,
 }
 
 impl Iterator for OfferBookIter<'_> {
     type Item = (OfferKey, u64);
 
     fn next(&mut self) -> Option<(OfferKey, u64)> {
-        self.entries
-            .next()
-            .map(|(key, amount)| (offer_key_of(key), u64::from_be_bytes(*amount)))
+        let (key, amount) = self.entries.next()?;
+        self.left -= 1;
+        Some((offer_key_of(key), u64::from_be_bytes(*amount)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
     }
 }
+
+impl ExactSizeIterator for OfferBookIter<'_> {}
 
 #[cfg(test)]
 mod tests {
@@ -131,7 +141,7 @@ mod tests {
     proptest! {
         /// The book reads what a map of the same edits holds: the same amounts by key, and
         /// the same entries in the same (canonical) order, through inserts, overwrites and
-        /// deletions.
+        /// deletions; its iterator's size is the number of entries it has left to yield.
         #[test]
         fn a_book_reads_as_the_map_of_its_edits(
             edits in proptest::collection::vec(
@@ -153,6 +163,12 @@ mod tests {
             let book = OfferBook::new(&trie);
             prop_assert_eq!(book.len(), model.len());
             prop_assert_eq!(book.iter().collect::<Vec<_>>(), model.clone().into_iter().collect::<Vec<_>>());
+            // Its size is exact at every step, tombstoned offers left out.
+            let mut entries = book.iter();
+            for left in (0..=model.len()).rev() {
+                prop_assert_eq!(entries.len(), left);
+                prop_assert_eq!(entries.next().is_some(), left > 0);
+            }
             for limit in 0u128..4 {
                 for account in 0..3 {
                     for id in 0..5 {

@@ -1393,7 +1393,8 @@ fn decode_book_key(key: &[u8]) -> Result<(u64, u32), StoreError> {
 
 /// A book as stored: per offer in key order, limit (u128), account, id, amount left.
 fn encode_book(book: impl IntoIterator<Item = (OfferKey, u64)>) -> Vec<u8> {
-    let mut out = Vec::new();
+    let book = book.into_iter();
+    let mut out = Vec::with_capacity(walras_engine::BOOK_OFFER_BYTES * book.size_hint().0);
     for (key, amount) in book {
         out.extend_from_slice(&key.min_price.0.to_be_bytes());
         out.put_u64(key.account.0);
