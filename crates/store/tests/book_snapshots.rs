@@ -58,6 +58,27 @@ fn run(
     books
 }
 
+/// Reads every pair's book below `height` back from `store` and checks it is the state's book
+/// after block `snapshot`, from the snapshot taken there; returns how many hold offers.
+fn assert_books_before(
+    store: &BlockStore,
+    height: u64,
+    snapshot: u64,
+    books: &[BTreeMap<PairId, BTreeMap<OfferKey, u64>>],
+) -> usize {
+    let mut open = 0;
+    for pair in pairs() {
+        let (at, book) = store.pair_book_before(height, pair).unwrap();
+        assert_eq!(at, snapshot, "snapshot below {height}");
+        assert_eq!(
+            book, books[snapshot as usize][&pair],
+            "pair {pair:?} before {height}"
+        );
+        open += usize::from(!book.is_empty());
+    }
+    open
+}
+
 fn snapshot_files(dir: &TempDir) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir.path().join("books"))
         .map(|entries| {
@@ -90,16 +111,7 @@ fn book_snapshots_written_off_the_block_path_are_the_books_of_their_heights() {
     );
     let mut open_books = 0;
     for height in 1..=11u64 {
-        let snapshot = (height - 1) / 3 * 3;
-        for pair in pairs() {
-            let (at, book) = store.pair_book_before(height, pair).unwrap();
-            assert_eq!(at, snapshot, "snapshot below {height}");
-            assert_eq!(
-                book, books[snapshot as usize][&pair],
-                "pair {pair:?} before {height}"
-            );
-            open_books += usize::from(!book.is_empty());
-        }
+        open_books += assert_books_before(&store, height, (height - 1) / 3 * 3, &books);
     }
     assert!(
         open_books > 20,
@@ -151,14 +163,7 @@ fn a_long_chain_keeps_few_book_snapshot_files_and_each_still_reads_its_height() 
             .find(|kept| **kept < height)
             .copied()
             .unwrap_or(0);
-        for pair in pairs() {
-            let (at, book) = store.pair_book_before(height, pair).unwrap();
-            assert_eq!(at, expected, "snapshot below {height}");
-            assert_eq!(
-                book, books[at as usize][&pair],
-                "pair {pair:?} before {height}"
-            );
-        }
+        assert_books_before(&store, height, expected, &books);
     }
 }
 
@@ -174,11 +179,8 @@ fn a_book_snapshot_file_gone_when_read_is_passed_over_for_an_older_one() {
     std::fs::remove_file(&gone).unwrap();
     std::os::unix::fs::symlink(dir.path().join("nowhere"), &gone).unwrap();
     let store = BlockStore::open_with(dir.path(), &options).unwrap();
-    for pair in pairs() {
-        let (at, book) = store.pair_book_before(11, pair).unwrap();
-        assert_eq!(at, 6, "the next older snapshot");
-        assert_eq!(book, books[6][&pair], "pair {pair:?}");
-    }
+    // The next older snapshot.
+    assert_books_before(&store, 11, 6, &books);
 }
 
 /// A snapshot file damaged on disk is refused loudly, never read as a wrong book; a partial
