@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
 use futures_util::{Stream, StreamExt};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -469,7 +469,8 @@ pub(crate) async fn book(
 /// A book's offers summed by limit price, the lowest `levels_max` prices kept, and in all.
 struct BookDepth {
     levels_max: usize,
-    levels: BTreeMap<walras_types::Price, (u64, u32)>,
+    /// (limit, amount, offers), ascending limit.
+    levels: Vec<(walras_types::Price, u64, u32)>,
     offers: u64,
     amount: u64,
 }
@@ -478,20 +479,26 @@ impl BookDepth {
     fn new(levels_max: usize) -> BookDepth {
         BookDepth {
             levels_max,
-            levels: BTreeMap::new(),
+            levels: Vec::new(),
             offers: 0,
             amount: 0,
         }
     }
 
-    /// Adds the book's next offer (they come in key order: ascending limit).
+    /// Adds the book's next offer. They come in key order, ascending limit: an offer joins the
+    /// last level or opens the next one (while fewer than `levels_max` are open).
     fn add(&mut self, key: OfferKey, amount: u64) {
         self.offers += 1;
         self.amount = self.amount.saturating_add(amount);
-        if self.levels.len() < self.levels_max || self.levels.contains_key(&key.min_price) {
-            let level = self.levels.entry(key.min_price).or_insert((0, 0));
-            level.0 = level.0.saturating_add(amount);
-            level.1 += 1;
+        if let Some(level) = self
+            .levels
+            .last_mut()
+            .filter(|level| level.0 == key.min_price)
+        {
+            level.1 = level.1.saturating_add(amount);
+            level.2 += 1;
+        } else if self.levels.len() < self.levels_max {
+            self.levels.push((key.min_price, amount, 1));
         }
     }
 
@@ -504,7 +511,7 @@ impl BookDepth {
             levels: self
                 .levels
                 .into_iter()
-                .map(|(price, (amount, offers))| LevelJson {
+                .map(|(price, amount, offers)| LevelJson {
                     min_price: price.to_exact_decimal(),
                     amount,
                     offers,
