@@ -30,6 +30,7 @@
 //! chunks (no worse), and the account locks the amounts of all of them.
 
 use std::sync::{Arc, OnceLock};
+use walras_par::prefetch::{prefetch, prefetch_slice};
 use walras_types::{Offer, OfferKey, Price, MAX_AMOUNT};
 
 /// Offers per [`Block`].
@@ -583,6 +584,15 @@ impl Carried<'_> {
             Carried::Taken { first, chunks } => chunks[at - first]
                 .as_deref()
                 .expect("a chunk is read before it is carried, and carried once"),
+        }
+    }
+
+    /// The previous books' chunk `at` if it is still here (not yet carried or taken), without
+    /// reading it.
+    fn peek(&self, at: usize) -> Option<&Arc<Chunk>> {
+        match self {
+            Carried::Shared { first, chunks } => chunks.get(at.checked_sub(*first)?),
+            Carried::Taken { first, chunks } => chunks.get(at.checked_sub(*first)?)?.as_ref(),
         }
     }
 
@@ -1164,52 +1174,50 @@ impl PairCut {
         if carried.is_empty() {
             self.merge((&[], &[]), edits, (pending, out))?;
         }
+        let spans = edits_by_chunk(previous, carried.clone(), edits);
         let mut rest = edits;
-        // The chunks without an edit since the last chunk with some, appended as one run.
-        let mut unedited = carried.start..carried.start;
-        for at in carried.clone() {
-            // An edit belongs to the last chunk starting at or before its key (the first chunk
-            // also takes keys before its own first offer).
-            let count = if at + 1 < carried.end {
-                let next_key = previous.arrays.chunk_first_keys[at + 1];
-                rest.partition_point(|(_, edit)| edit.key() < next_key)
-            } else {
-                rest.len()
-            };
+        // The first chunk after the last edited one: chunks from it to the next edited one
+        // are appended as one run.
+        let mut unedited_start = carried.start;
+        for (span, &(at, count)) in spans.iter().enumerate() {
+            prefetch_ahead(&spans, span, chunks);
             let (mine, tail) = rest.split_at(count);
             rest = tail;
-            if mine.is_empty() {
-                // Its first offer is unchanged and started a chunk: it still does.
-                if unedited.is_empty() {
-                    self.close(pending, out);
-                    unedited = at..at;
-                }
-                unedited.end = at + 1;
-            } else {
-                out.push_carried(previous, std::mem::replace(&mut unedited, at..at), chunks);
-                match chunks.take(at) {
-                    Some(mut chunk) => {
-                        let in_place = self.keeps_cut(&chunk, mine);
-                        match Arc::get_mut(&mut chunk).filter(|_| in_place) {
-                            Some(owned) => {
-                                self.close(pending, out);
-                                self.edit_in_place(owned, mine)?;
-                                out.push_new(chunk);
-                            }
-                            None => {
-                                self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
-                                pending.keep_spare(chunk);
-                            }
+            if unedited_start < at {
+                // Their first offers are unchanged and started chunks: they still do.
+                self.close(pending, out);
+                out.push_carried(previous, unedited_start..at, chunks);
+            }
+            unedited_start = at + 1;
+            match chunks.take(at) {
+                Some(mut chunk) => {
+                    let in_place = self.keeps_cut(&chunk, mine);
+                    match Arc::get_mut(&mut chunk).filter(|_| in_place) {
+                        Some(owned) => {
+                            self.close(pending, out);
+                            self.edit_in_place(owned, mine)?;
+                            out.push_new(chunk);
+                        }
+                        None => {
+                            self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
+                            pending.keep_spare(chunk);
                         }
                     }
-                    None => {
-                        let chunk = chunks.get(at);
-                        self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
-                    }
+                }
+                None => {
+                    let chunk = chunks.get(at);
+                    self.merge((&chunk.offers, &chunk.limits), mine, (pending, out))?;
                 }
             }
         }
-        out.push_carried(previous, unedited, chunks);
+        debug_assert!(
+            carried.is_empty() || rest.is_empty(),
+            "every edit falls in a chunk"
+        );
+        if unedited_start < carried.end {
+            self.close(pending, out);
+            out.push_carried(previous, unedited_start..carried.end, chunks);
+        }
         self.close(pending, out);
         Ok(())
     }
@@ -1396,6 +1404,70 @@ fn check_edit_order(index: usize, edits: &[(usize, OfferEdit)]) -> Result<(), Bo
         None => Ok(()),
     }
 }
+
+/// The chunks of `carried` (a pair's, in the previous books) that `edits` (the pair's, in
+/// ascending key order) fall in, as (chunk index, how many of the edits, in order, are its).
+/// An edit belongs to the last chunk starting at or before its key (the first chunk also
+/// takes keys before its own first offer). Reads only the books' array of first keys.
+fn edits_by_chunk(
+    previous: &OrderBooks,
+    carried: std::ops::Range<usize>,
+    edits: &[(usize, OfferEdit)],
+) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut rest = edits;
+    for at in carried.clone() {
+        if rest.is_empty() {
+            break;
+        }
+        let count = if at + 1 < carried.end {
+            let next_key = previous.arrays.chunk_first_keys[at + 1];
+            rest.partition_point(|(_, edit)| edit.key() < next_key)
+        } else {
+            rest.len()
+        };
+        if count > 0 {
+            spans.push((at, count));
+            rest = &rest[count..];
+        }
+    }
+    spans
+}
+
+/// Edited chunks whose header is asked for ahead of their edit, and whose offers and limits
+/// are: each edit reads its chunk whole (the search, the move of the offers after it, the
+/// refold), out of cache at a million open offers; asked for ahead, the misses of the next
+/// chunks overlap the edit of this one instead of following it. Headers first, further ahead,
+/// since reading where a chunk's offers lie needs its header.
+const HEADERS_AHEAD: usize = 3;
+const BODIES_AHEAD: usize = 1;
+
+/// Asks the cache for what the edits of `spans[span + HEADERS_AHEAD]` and
+/// `spans[span + BODIES_AHEAD]` will read (a hint: no result depends on it).
+fn prefetch_ahead(spans: &[(usize, usize)], span: usize, chunks: &Carried<'_>) {
+    if let Some(chunk) = spans
+        .get(span + HEADERS_AHEAD)
+        .and_then(|&(at, _)| chunks.peek(at))
+    {
+        let header = Arc::as_ptr(chunk);
+        // The reference counts lie just before the chunk (an in-place edit checks them).
+        prefetch((header as *const i8).wrapping_sub(2 * std::mem::size_of::<usize>()));
+        prefetch_slice(std::slice::from_ref(&**chunk));
+    }
+    if let Some(chunk) = spans
+        .get(span + BODIES_AHEAD)
+        .and_then(|&(at, _)| chunks.peek(at))
+    {
+        // A long chunk (a hostile account's run of offers that start none) is asked for in
+        // part: past that the edit's own sequential reads are what the hardware prefetches.
+        let offers = chunk.offers.len().min(PREFETCHED_OFFERS_MAX);
+        prefetch_slice(&chunk.offers[..offers]);
+        prefetch_slice(&chunk.limits[..offers]);
+    }
+}
+
+/// Offers of one chunk asked for ahead at most: four times the mean chunk.
+const PREFETCHED_OFFERS_MAX: usize = 4 * CHUNK_OFFERS_MEAN as usize;
 
 /// One pair's offers (canonical order) cut into chunks by the rule.
 fn cut_pair(offers: &[Offer], mean: u32) -> Vec<Arc<Chunk>> {

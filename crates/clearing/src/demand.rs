@@ -21,6 +21,7 @@
 
 use crate::book::{OrderBooks, PairBook, PrefixSums, BLOCK_OFFERS};
 use crate::grid::SupplyGrid;
+use walras_par::prefetch::prefetch;
 use walras_par::ThreadPool;
 
 /// Per-query outputs and the search hints carried between queries of one tâtonnement instance.
@@ -459,17 +460,6 @@ fn finish(
     // The pivot passed, so at least one slot does.
     hint.sums = books.sums_through(pair, chunk_index, block_index, slots.max(1) - 1);
     hint.sums
-}
-
-#[inline(always)]
-fn prefetch(address: *const i8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; it never faults or reads memory architecturally.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
 }
 
 #[cfg(test)]

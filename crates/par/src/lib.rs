@@ -5,8 +5,13 @@
 //!
 //! The contract on `threads`: 0 and 1 run on the calling thread; `n > 1` runs on a pool of
 //! exactly `n` threads (asserted), never more.
+//!
+//! Beside them, [`prefetch`]: the cache hints the engine's memory-bound loops use to overlap
+//! their misses, in one place for every crate (a hint changes no result).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod prefetch;
 
 use rayon::prelude::*;
 use std::collections::BTreeMap;

@@ -57,6 +57,10 @@ fn clean_branch<const KEY_BYTES: usize, V: Value>(
     if deleted == branch.leaves {
         return None;
     }
+    // Every child is read: ask for them all before the first.
+    for child in &branch.children {
+        child.prefetch();
+    }
     let survivors: Vec<Node<KEY_BYTES, V>> = std::mem::take(&mut branch.children)
         .into_iter()
         .filter_map(clean)

@@ -127,6 +127,11 @@ where
     if !*branch.dirty.get_mut() {
         return branch.live_hash;
     }
+    // Every child is read below, the leaves first: ask for them all at once, so that their
+    // misses overlap instead of following the hashing of the children before them.
+    for child in &branch.children {
+        child.prefetch();
+    }
     hash_stale_leaves(&mut branch.children);
     let bitmap = branch.bitmap;
     let live = if threads > 1 {

@@ -147,6 +147,14 @@ fn merge_children_in_place<const KEY_BYTES: usize, V: Value + Send>(
     batch: &mut [Pending<KEY_BYTES, V>],
     depth: usize,
 ) {
+    // Ask for every child a run goes to before merging the first: their misses overlap.
+    for entry in batch.iter() {
+        let entry_nibble = nibble(&entry.key, depth);
+        if branch.bitmap & (1 << entry_nibble) != 0 {
+            let at = child_position(branch.bitmap, entry_nibble);
+            branch.children[at].prefetch();
+        }
+    }
     for (run_nibble, run) in runs_by_nibble(batch, depth) {
         let at = child_position(branch.bitmap, run_nibble);
         let existing = (branch.bitmap & (1 << run_nibble) != 0).then(|| branch.children.remove(at));

@@ -5,6 +5,7 @@ use walras_crypto::Hash;
 
 use crate::nibble::{bitmap_nibbles, nibble};
 use crate::value::Value;
+use walras_par::prefetch::prefetch_slice;
 
 /// A subtree: one leaf, or a branch with at least two children.
 pub(crate) enum Node<const KEY_BYTES: usize, V: Value> {
@@ -67,6 +68,14 @@ impl<const KEY_BYTES: usize, V: Value> Node<KEY_BYTES, V> {
         };
         branch.recount();
         Node::Branch(Box::new(branch))
+    }
+
+    /// Asks the cache for the node's own allocation (a hint: see `walras_par::prefetch`).
+    pub(crate) fn prefetch(&self) {
+        match self {
+            Node::Leaf(leaf) => prefetch_slice(std::slice::from_ref(&**leaf)),
+            Node::Branch(branch) => prefetch_slice(std::slice::from_ref(&**branch)),
+        }
     }
 
     /// The key of a leaf, the prefix of a branch.
