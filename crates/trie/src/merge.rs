@@ -148,12 +148,15 @@ fn merge_children_in_place<const KEY_BYTES: usize, V: Value + Send>(
     depth: usize,
 ) {
     // Ask for every child a run goes to before merging the first: their misses overlap.
+    // (The batch is sorted: one hint per run.)
+    let mut previous_nibble = None;
     for entry in batch.iter() {
         let entry_nibble = nibble(&entry.key, depth);
-        if branch.bitmap & (1 << entry_nibble) != 0 {
+        if previous_nibble != Some(entry_nibble) && branch.bitmap & (1 << entry_nibble) != 0 {
             let at = child_position(branch.bitmap, entry_nibble);
             branch.children[at].prefetch();
         }
+        previous_nibble = Some(entry_nibble);
     }
     for (run_nibble, run) in runs_by_nibble(batch, depth) {
         let at = child_position(branch.bitmap, run_nibble);
