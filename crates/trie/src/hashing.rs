@@ -7,6 +7,7 @@ use crate::nibble::{bitmap_nibbles, prefix_bytes};
 use crate::node::{Branch, Node};
 use crate::parallel::run_weighted;
 use crate::value::{hash_group, leaf_hash_of, LeafInput, Value};
+use walras_par::prefetch::prefetch_slice;
 
 /// Root hash of a trie with no live leaf.
 pub fn empty_root_hash() -> Hash {
@@ -133,6 +134,15 @@ where
         child.prefetch();
     }
     hash_stale_leaves(&mut branch.children);
+    // By now the children have come in: ask for the child lists of the stale child branches
+    // too, so that entering each finds its list and asks for its own children at once.
+    for child in &branch.children {
+        if let Node::Branch(child) = child {
+            if child.dirty.load(Ordering::Relaxed) {
+                prefetch_slice(&child.children);
+            }
+        }
+    }
     let bitmap = branch.bitmap;
     let live = if threads > 1 {
         let children: Vec<&mut Node<KEY_BYTES, V>> = branch.children.iter_mut().collect();
