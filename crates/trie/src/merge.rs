@@ -148,15 +148,12 @@ fn merge_children_in_place<const KEY_BYTES: usize, V: Value + Send>(
     depth: usize,
 ) {
     // Ask for every child a run goes to before merging the first: their misses overlap.
-    // (The batch is sorted: one hint per run.)
-    let mut previous_nibble = None;
-    for entry in batch.iter() {
-        let entry_nibble = nibble(&entry.key, depth);
-        if previous_nibble != Some(entry_nibble) && branch.bitmap & (1 << entry_nibble) != 0 {
-            let at = child_position(branch.bitmap, entry_nibble);
-            branch.children[at].prefetch();
+    let mut rest: &[Pending<KEY_BYTES, V>] = batch;
+    while let Some((run_nibble, run_len)) = first_run(rest, depth) {
+        if branch.bitmap & (1 << run_nibble) != 0 {
+            branch.children[child_position(branch.bitmap, run_nibble)].prefetch();
         }
-        previous_nibble = Some(entry_nibble);
+        rest = &rest[run_len..];
     }
     for (run_nibble, run) in runs_by_nibble(batch, depth) {
         let at = child_position(branch.bitmap, run_nibble);
@@ -269,10 +266,20 @@ fn runs_by_nibble<const KEY_BYTES: usize, V: Value>(
 ) -> impl Iterator<Item = (u8, &mut [Pending<KEY_BYTES, V>])> {
     let mut rest = batch;
     std::iter::from_fn(move || {
-        let run_nibble = nibble(&rest.first()?.key, depth);
-        let run_len = rest.partition_point(|entry| nibble(&entry.key, depth) <= run_nibble);
+        let (run_nibble, run_len) = first_run(rest, depth)?;
         let (run, tail) = std::mem::take(&mut rest).split_at_mut(run_len);
         rest = tail;
         Some((run_nibble, run))
     })
+}
+
+/// The nibble at `depth` of the sorted `batch`'s first run and the run's length; `None` for an
+/// empty batch.
+fn first_run<const KEY_BYTES: usize, V: Value>(
+    batch: &[Pending<KEY_BYTES, V>],
+    depth: usize,
+) -> Option<(u8, usize)> {
+    let run_nibble = nibble(&batch.first()?.key, depth);
+    let run_len = batch.partition_point(|entry| nibble(&entry.key, depth) <= run_nibble);
+    Some((run_nibble, run_len))
 }
