@@ -1172,7 +1172,10 @@ impl PairCut {
     ) -> Result<(), BookError> {
         debug_assert!(pending.is_empty());
         if carried.is_empty() {
+            // A pair new in this batch: its edits are all inserts.
             self.merge((&[], &[]), edits, (pending, out))?;
+            self.close(pending, out);
+            return Ok(());
         }
         let spans = edits_by_chunk(previous, carried.clone(), edits);
         let mut rest = edits;
@@ -1210,10 +1213,7 @@ impl PairCut {
                 }
             }
         }
-        debug_assert!(
-            carried.is_empty() || rest.is_empty(),
-            "every edit falls in a chunk"
-        );
+        debug_assert!(rest.is_empty(), "every edit falls in a chunk");
         if unedited_start < carried.end {
             self.close(pending, out);
             out.push_carried(previous, unedited_start..carried.end, chunks);
