@@ -13,6 +13,8 @@
 # block events (/v1/events), to see which phase grows.
 # Then SIGKILL (a crash, not a clean stop) and the time until the restarted node serves
 # /v1/status (recovery from the newest checkpoint included).
+# iters_per_block is tâtonnement's iterations per cleared block in the minute (the clearing's
+# work grows with them, not with the offers, so a growing plan phase is read against it).
 # Usage: scripts/soak.sh [MINUTES] [RATE] [ACCOUNTS] [THREADS]
 # Env: WALRAS=path to the binary (default: build ./target/release/walras), DATA=store directory
 # (default: a fresh temporary one, removed at the end), LOG=file for the node's log (default: a
@@ -53,25 +55,27 @@ events=$(mktemp)
 curl -sN "$url/v1/events" >"$events" 2>/dev/null &
 events_reader=$!
 bounds=""
-echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx rss_mb rss_anon_mb rss_file_mb store_mb open_offers accounts node_cpu_pct steal_pct"
+echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx iters_per_block rss_mb rss_anon_mb rss_file_mb store_mb open_offers accounts node_cpu_pct steal_pct"
 ticks0=$(cpu_ticks)
 exec0=$(metric walras_block_execute_seconds_total); persist0=$(metric walras_block_persist_seconds_total)
 tx0=$(metric walras_transactions_committed_total)
+iters0=$(metric walras_clearing_iterations_total); clearings0=$(metric walras_clearing_blocks_total)
 for minute in $(seq 1 "$minutes"); do
   bounds="$bounds $(date +%s%3N)"
   report=$("$WALRAS" loadgen --node "$url" --rate "$rate" --seconds 60 --accounts "$accounts" \
     --seed "$minute" --json 2>/dev/null)
   exec1=$(metric walras_block_execute_seconds_total); persist1=$(metric walras_block_persist_seconds_total)
   tx1=$(metric walras_transactions_committed_total)
+  iters1=$(metric walras_clearing_iterations_total); clearings1=$(metric walras_clearing_blocks_total)
   rss_kb=$(awk '/^VmRSS/ { print $2 }' "/proc/$node/status")
   anon_kb=$(awk '/^RssAnon/ { print $2 }' "/proc/$node/status")
   file_kb=$(awk '/^RssFile/ { print $2 }' "/proc/$node/status")
   store=$(stat -c %s "$data/data.mdb")
   offers=$(metric walras_state_open_offers); accts=$(metric walras_state_accounts)
   ticks1=$(cpu_ticks)
-  python3 - "$minute" "$report" "$exec0" "$exec1" "$persist0" "$persist1" "$tx0" "$tx1" "$rss_kb" "$anon_kb" "$file_kb" "$store" "$offers" "$accts" "$ticks0" "$ticks1" "$(nproc)" <<'EOF'
+  python3 - "$minute" "$report" "$exec0" "$exec1" "$persist0" "$persist1" "$tx0" "$tx1" "$iters0" "$iters1" "$clearings0" "$clearings1" "$rss_kb" "$anon_kb" "$file_kb" "$store" "$offers" "$accts" "$ticks0" "$ticks1" "$(nproc)" <<'EOF'
 import json, sys
-minute, report, e0, e1, p0, p1, t0, t1, rss_kb, anon_kb, file_kb, store, offers, accounts, k0, k1, cores = sys.argv[1:]
+minute, report, e0, e1, p0, p1, t0, t1, i0, i1, c0, c1, rss_kb, anon_kb, file_kb, store, offers, accounts, k0, k1, cores = sys.argv[1:]
 (n0, s0, a0), (n1, s1, a1) = [[int(x) for x in k.split()] for k in (k0, k1)]
 all_ticks = max(a1 - a0, 1)
 node_cpu_pct = (n1 - n0) / all_ticks * int(cores) * 100
@@ -80,11 +84,12 @@ r = json.loads(report); l = r["latency"]
 tx = max(float(t1) - float(t0), 1.0)
 print(minute, round(r["offered_tx_per_s"]), round(r["committed_tx_per_s"]), round(l["p50_ms"]),
       round(l["p99_ms"]), r["blocks"], round((float(e1) - float(e0)) / tx * 1e6, 1),
-      round((float(p1) - float(p0)) / tx * 1e6, 1), round(int(rss_kb) / 1024),
+      round((float(p1) - float(p0)) / tx * 1e6, 1),
+      round((float(i1) - float(i0)) / max(float(c1) - float(c0), 1.0), 1), round(int(rss_kb) / 1024),
       round(int(anon_kb) / 1024), round(int(file_kb) / 1024),
       round(int(store) / 2**20), offers, accounts, round(node_cpu_pct), round(steal_pct, 1))
 EOF
-  exec0=$exec1; persist0=$persist1; tx0=$tx1; ticks0=$ticks1
+  exec0=$exec1; persist0=$persist1; tx0=$tx1; ticks0=$ticks1; iters0=$iters1; clearings0=$clearings1
 done
 bounds="$bounds $(date +%s%3N)"
 kill "$events_reader" 2>/dev/null || true
