@@ -26,8 +26,9 @@
 //! Keys are big-endian so LMDB's byte order is height order: the last entry is the last block.
 //! `headers` lets the store check a new block's height and `previous` without decoding blocks.
 //! `offers` is the per-offer index ([`BlockStore::offer_touches`], [`BlockStore::offer_creators`]),
-//! written in each block's own write transaction; a store written before it existed is indexed
-//! when it is opened (once, in the opening transaction).
+//! written in batches of blocks (the newest blocks' entries wait in memory and are derived
+//! again from their blocks after a crash: see `offer_index`); a store written before it
+//! existed is indexed when it is opened (once, in the opening transaction).
 //!
 //! # Durability (invariant 5)
 //!
@@ -105,5 +106,5 @@ pub use recover::{
 pub use store::{
     BlockStore, Blocks, HeaderEntry, StoreOptions, DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS,
     DEFAULT_CHECKPOINT_INTERVAL_BLOCKS, DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,
-    DEFAULT_MAP_SIZE_BYTES, FORMAT,
+    DEFAULT_MAP_SIZE_BYTES, DEFAULT_OFFER_INDEX_FLUSH_BLOCKS, FORMAT,
 };

@@ -34,6 +34,16 @@ const GENESIS_KEY: &[u8] = b"genesis";
 const APP_META_PREFIX: &[u8] = b"app/";
 /// Present in `meta` once `offers` indexes every stored block (see [`crate::offer_index`]).
 const OFFER_INDEX_KEY: &[u8] = b"offer_index";
+/// In `meta`: the height (u64 big-endian) up to which `offers` holds every block; the entries
+/// of the blocks above it are pending in memory (see [`crate::offer_index`]).
+const OFFER_INDEX_THROUGH_KEY: &[u8] = b"offer_index_through";
+/// Default [`StoreOptions::offer_index_flush_blocks`]: at 2,000-transaction blocks the pending
+/// entries are at most ~80k (a few MB in memory, what the next open derives again after a
+/// crash).
+pub const DEFAULT_OFFER_INDEX_FLUSH_BLOCKS: u64 = 32;
+/// Pending offer index entries at most: past it a block's transaction writes every slice
+/// (blocks far larger than the trading mix's at 16 cores, ~20k entries each, reach it).
+const OFFER_INDEX_PENDING_ENTRIES_MAX: usize = 1_000_000;
 /// `meta`, `blocks`, `headers`, `results`, `checkpoints`, `offers`, `books`.
 const DATABASE_COUNT_MAX: u32 = 7;
 /// Default [`StoreOptions::book_snapshot_interval_blocks`].
@@ -83,6 +93,10 @@ pub struct StoreOptions {
     /// [`Self::checkpoint_in_background`] as a file by the store's book thread after the block
     /// committed (the block path shares the state's carried books instead of copying them).
     pub book_snapshot_interval_blocks: u64,
+    /// The offer index's entries wait in memory for at most this many blocks (at least 1: 1
+    /// writes each block's entries with it): each block's transaction writes those of one
+    /// slice of the offer ids, a batch of this many blocks' (see [`crate::offer_index`]).
+    pub offer_index_flush_blocks: u64,
 }
 
 impl Default for StoreOptions {
@@ -93,6 +107,7 @@ impl Default for StoreOptions {
             checkpoint_interval_transactions: DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,
             checkpoint_in_background: false,
             book_snapshot_interval_blocks: DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS,
+            offer_index_flush_blocks: DEFAULT_OFFER_INDEX_FLUSH_BLOCKS,
         }
     }
 }
@@ -151,6 +166,10 @@ pub struct BlockStore {
     checkpoints: Table,
     /// The per-offer index ([`crate::offer_index`]).
     offers: Table,
+    /// The index entries of the blocks above the `offers` table's watermark. Locked for each
+    /// block's whole write (so that a reader sees a block's entries when it sees the block)
+    /// and by readers around their read transaction.
+    pending_offers: Mutex<offer_index::Pending>,
     /// Books after every [`StoreOptions::book_snapshot_interval_blocks`]th block.
     books: Table,
     book_snapshot_interval_blocks: u64,
@@ -460,7 +479,13 @@ impl BlockStore {
             CommitOrAbort::Commit(tables) => tables,
             CommitOrAbort::Abort(error) => return Err(error),
         };
-        Ok(BlockStore::new(env, dir, options, tables))
+        let pending = {
+            let txn = env
+                .read_txn()
+                .map_err(StoreError::lmdb("opening the store"))?;
+            pending_offer_entries(&tables, &txn, options.offer_index_flush_blocks)?
+        };
+        Ok(BlockStore::new(env, dir, options, tables, pending))
     }
 
     /// Creates a store for the chain that `genesis` starts in `dir` (created if missing), with
@@ -490,10 +515,13 @@ impl BlockStore {
             let tables = create_tables(opener, txn, meta)?;
             meta.put(txn, OFFER_INDEX_KEY, &[])
                 .map_err(StoreError::lmdb("stamping the offer index"))?;
+            put_offer_index_through(meta, txn, 0)
+                .map_err(StoreError::lmdb("stamping the offer index"))?;
             Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit(tables))
         })?;
         let CommitOrAbort::Commit(tables) = created;
-        Ok(BlockStore::new(env, dir, options, tables))
+        let pending = offer_index::Pending::above(0, options.offer_index_flush_blocks);
+        Ok(BlockStore::new(env, dir, options, tables, pending))
     }
 
     /// [`BlockStore::create_with`] with default options and no application values.
@@ -501,7 +529,13 @@ impl BlockStore {
         BlockStore::create_with(dir, genesis, &[], &StoreOptions::default())
     }
 
-    fn new(env: Env, dir: &Path, options: &StoreOptions, tables: Tables<'static>) -> BlockStore {
+    fn new(
+        env: Env,
+        dir: &Path,
+        options: &StoreOptions,
+        tables: Tables<'static>,
+        pending_offers: offer_index::Pending,
+    ) -> BlockStore {
         let [meta, blocks, headers, results, checkpoints, offers, books] = tables;
         let writer = options.checkpoint_in_background.then(|| {
             CheckpointWriter::start(env.clone(), checkpoints, checkpoint_files::folder(dir))
@@ -525,6 +559,7 @@ impl BlockStore {
             results,
             checkpoints,
             offers,
+            pending_offers: Mutex::new(pending_offers),
             books,
             book_snapshot_interval_blocks: options.book_snapshot_interval_blocks,
         }
@@ -565,9 +600,10 @@ impl BlockStore {
     /// block, reason): block, header entry and results in one transaction, synced to disk before
     /// this returns. Refuses, changing nothing, a block that does not extend the log.
     pub fn append(&self, block: &Block, dropped: &[(u32, DropReason)]) -> Result<(), StoreError> {
+        let mut pending = self.lock_pending_offers();
         let mut txn = self.write_txn()?;
-        self.put_block(&mut txn, block, dropped, None, None)?;
-        self.commit(txn)
+        let entries = self.put_block(&mut txn, block, dropped, None, None)?;
+        self.commit_block(txn, &mut pending, entries)
     }
 
     /// [`BlockStore::append`], and when the block's height is a multiple of the checkpoint
@@ -612,15 +648,17 @@ impl BlockStore {
             Some(_) if self.book_snapshot_due(height) => state.share_books(),
             _ => None,
         };
+        let mut pending = self.lock_pending_offers();
         let mut txn = self.write_txn()?;
-        self.put_block(&mut txn, block, dropped, clearing, fills)?;
+        let entries = self.put_block(&mut txn, block, dropped, clearing, fills)?;
         if checkpointed && self.writer.is_none() {
             self.put_checkpoint(&mut txn, height, &state.encode_checkpoint())?;
         }
         if self.book_snapshot_due(height) && book_snapshot.is_none() {
             self.put_book_snapshot(&mut txn, height, state.assets(), |pair| state.book(pair))?;
         }
-        self.commit(txn)?;
+        self.commit_block(txn, &mut pending, entries)?;
+        drop(pending);
         if let (Some(books), Some(snapshot)) = (&self.book_writer, book_snapshot) {
             match books.send(snapshot) {
                 book_files::Queued::Yes => {}
@@ -679,13 +717,14 @@ impl BlockStore {
         assets: usize,
         books: impl Fn(PairId) -> B,
     ) -> Result<(), StoreError> {
+        let mut pending = self.lock_pending_offers();
         let mut txn = self.write_txn()?;
-        self.put_block(&mut txn, block, dropped, None, None)?;
+        let entries = self.put_block(&mut txn, block, dropped, None, None)?;
         let height = block.header.height;
         if self.book_snapshot_due(height) {
             self.put_book_snapshot(&mut txn, height, assets, books)?;
         }
-        self.commit(txn)
+        self.commit_block(txn, &mut pending, entries)
     }
 
     fn book_snapshot_due(&self, height: u64) -> bool {
@@ -933,7 +972,7 @@ impl BlockStore {
         dropped: &[(u32, DropReason)],
         clearing: Option<&ClearingReport>,
         fills: Option<&[OfferFill]>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<offer_index::Entries, StoreError> {
         self.check_extends(txn, &block.header)?;
         let key = block.header.height.to_be_bytes();
         let encoded = block.encode();
@@ -952,9 +991,52 @@ impl BlockStore {
         self.results
             .put(txn, &key, &encode_results(dropped, clearing, fills))
             .map_err(self.write_error("writing block results"))?;
-        put_offer_entries(self.offers, txn, block, dropped, fills)
-            .map_err(self.write_error("writing the offer index"))?;
+        Ok(offer_index::entries_of(block, dropped, fills))
+    }
+
+    /// Commits `txn`, which holds the next block, whose offer index entries are `entries`,
+    /// with the pending entries of the slice this block writes (all of them when more than
+    /// [`OFFER_INDEX_PENDING_ENTRIES_MAX`] are pending) and the watermark that leaves (see
+    /// [`offer_index::Pending`]). A failed commit leaves `pending` as it was.
+    fn commit_block(
+        &self,
+        mut txn: RwTxn<'_>,
+        pending: &mut offer_index::Pending,
+        entries: offer_index::Entries,
+    ) -> Result<(), StoreError> {
+        let height = pending.next_height();
+        // Pending holds the blocks up to the tip, and `txn` the next block.
+        assert!(
+            entries
+                .keys()
+                .all(|key| offer_index::height_of(key) == height),
+            "offer index entries of another block than the next, {height}"
+        );
+        let written: Vec<usize> = if pending.len() + entries.len() > OFFER_INDEX_PENDING_ENTRIES_MAX
+        {
+            pending.all_slices().collect()
+        } else {
+            vec![pending.slice_written_by(height)]
+        };
+        for (key, touch) in pending.to_write(&written, &entries) {
+            self.offers
+                .put(&mut txn, key, &[*touch])
+                .map_err(self.write_error("writing the offer index"))?;
+        }
+        let through = pending.through_after(&written);
+        if through != pending.through {
+            put_offer_index_through(self.meta, &mut txn, through)
+                .map_err(self.write_error("writing the offer index"))?;
+        }
+        self.commit(txn)?;
+        pending.committed(&written, entries);
         Ok(())
+    }
+
+    fn lock_pending_offers(&self) -> std::sync::MutexGuard<'_, offer_index::Pending> {
+        self.pending_offers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The blocks that touched offer `id` of `account`, in height order, with what each did
@@ -964,18 +1046,14 @@ impl BlockStore {
         account: AccountId,
         id: OfferId,
     ) -> Result<Vec<(u64, OfferTouch)>, StoreError> {
-        let txn = self.read_txn()?;
-        let prefix = offer_index::offer_prefix(id, Some(account));
-        let entries = self
-            .offers
-            .prefix_iter(&txn, &prefix)
-            .map_err(StoreError::lmdb("reading the offer index"))?;
         let mut touches = Vec::new();
-        for entry in entries {
-            let (key, value) = entry.map_err(StoreError::lmdb("reading the offer index"))?;
-            let (_, height) = decode_offer_entry(key)?;
-            touches.push((height, OfferTouch(value.first().copied().unwrap_or(0))));
-        }
+        self.visit_offer_entries(
+            &offer_index::offer_prefix(id, Some(account)),
+            |_, height, touch| {
+                touches.push((height, touch));
+                true
+            },
+        )?;
         Ok(touches)
     }
 
@@ -988,26 +1066,73 @@ impl BlockStore {
         through_height: u64,
         accounts_max: usize,
     ) -> Result<Vec<AccountId>, StoreError> {
-        let txn = self.read_txn()?;
-        let prefix = offer_index::offer_prefix(id, None);
-        let entries = self
-            .offers
-            .prefix_iter(&txn, &prefix)
-            .map_err(StoreError::lmdb("reading the offer index"))?;
         let mut accounts: Vec<AccountId> = Vec::new();
-        for entry in entries {
-            let (key, value) = entry.map_err(StoreError::lmdb("reading the offer index"))?;
-            let (account, height) = decode_offer_entry(key)?;
-            let creates = height <= through_height
-                && OfferTouch(value.first().copied().unwrap_or(0)).contains(OfferTouch::CREATES);
-            if creates && accounts.last() != Some(&account) {
-                if accounts.len() == accounts_max {
-                    break;
+        self.visit_offer_entries(
+            &offer_index::offer_prefix(id, None),
+            |account, height, touch| {
+                let creates = height <= through_height && touch.contains(OfferTouch::CREATES);
+                if creates && accounts.last() != Some(&account) {
+                    if accounts.len() == accounts_max {
+                        return false;
+                    }
+                    accounts.push(account);
                 }
-                accounts.push(account);
+                true
+            },
+        )?;
+        Ok(accounts)
+    }
+
+    /// Calls `visit` with (account, height, touch) of each index entry whose key starts with
+    /// `prefix`, in key order, those of the `offers` table and the pending ones merged, until
+    /// it returns false. The pending entries are locked for the read transaction's life, so
+    /// the two agree on the watermark between them.
+    fn visit_offer_entries(
+        &self,
+        prefix: &[u8],
+        mut visit: impl FnMut(AccountId, u64, OfferTouch) -> bool,
+    ) -> Result<(), StoreError> {
+        let pending = self.lock_pending_offers();
+        let txn = self.read_txn()?;
+        let mut stored = self
+            .offers
+            .prefix_iter(&txn, prefix)
+            .map_err(StoreError::lmdb("reading the offer index"))?
+            .peekable();
+        let mut held = pending.with_prefix(prefix).peekable();
+        loop {
+            // A key in both (entries an open derived again that their slice had written
+            // before) is the same entry: it is visited once.
+            let (take_stored, take_held) = match (stored.peek(), held.peek()) {
+                (None, None) => return Ok(()),
+                (Some(Err(_)), _) | (Some(Ok(_)), None) => (true, false),
+                (None, Some(_)) => (false, true),
+                (Some(Ok((stored_key, _))), Some((held_key, _))) => {
+                    match (*stored_key).cmp(&held_key[..]) {
+                        std::cmp::Ordering::Less => (true, false),
+                        std::cmp::Ordering::Equal => (true, true),
+                        std::cmp::Ordering::Greater => (false, true),
+                    }
+                }
+            };
+            let held_entry = if take_held { held.next() } else { None };
+            let (key, touch): (&[u8], u8) = if take_stored {
+                let Some(entry) = stored.next() else {
+                    return Ok(());
+                };
+                let (key, value) = entry.map_err(StoreError::lmdb("reading the offer index"))?;
+                (key, value.first().copied().unwrap_or(0))
+            } else {
+                let Some((key, touch)) = held_entry else {
+                    return Ok(());
+                };
+                (&key[..], touch)
+            };
+            let (account, height) = decode_offer_entry(key)?;
+            if !visit(account, height, OfferTouch(touch)) {
+                return Ok(());
             }
         }
-        Ok(accounts)
     }
 
     /// The transactions that block `height` dropped, with why; `None` if no such block.
@@ -1356,18 +1481,79 @@ fn read_fills(
         .collect()
 }
 
-/// Writes block's [`crate::offer_index`] entries into `txn`.
-fn put_offer_entries(
-    offers: OpeningTable<'_>,
+fn put_offer_index_through(
+    meta: OpeningTable<'_>,
     txn: &mut RwTxn,
-    block: &Block,
-    dropped: &[(u32, DropReason)],
-    fills: Option<&[OfferFill]>,
-) -> Result<(), heed::Error> {
-    for (key, touch) in offer_index::entries_of(block, dropped, fills) {
-        offers.put(txn, &key, &[touch])?;
+    height: u64,
+) -> heed::Result<()> {
+    meta.put(txn, OFFER_INDEX_THROUGH_KEY, &height.to_be_bytes())
+}
+
+/// The height up to which `offers` holds every block; `None` for a store stamped before the
+/// watermark existed (or not indexed yet).
+fn offer_index_through(meta: OpeningTable<'_>, txn: &RoTxn) -> Result<Option<u64>, StoreError> {
+    let stored = meta
+        .get(txn, OFFER_INDEX_THROUGH_KEY)
+        .map_err(StoreError::lmdb("reading the offer index watermark"))?;
+    stored
+        .map(|bytes| {
+            <[u8; 8]>::try_from(bytes)
+                .map(u64::from_be_bytes)
+                .map_err(|_| StoreError::CorruptOfferIndex {
+                    reason: format!("a watermark of {} bytes, expected 8", bytes.len()),
+                })
+        })
+        .transpose()
+}
+
+/// The index entries of the stored blocks above the watermark, derived from the blocks and
+/// their stored results as their append derived them (what a crash lost of the pending ones;
+/// some may be in the table too, written with their slice), in `slices` slices.
+fn pending_offer_entries(
+    tables: &Tables<'_>,
+    txn: &RoTxn,
+    slices: u64,
+) -> Result<offer_index::Pending, StoreError> {
+    let [meta, blocks, _, results, _, _, _] = *tables;
+    let through = offer_index_through(meta, txn)?.ok_or_else(|| StoreError::CorruptOfferIndex {
+        reason: "no watermark after the store was opened".to_string(),
+    })?;
+    let mut pending = offer_index::Pending::above(through, slices);
+    let mut height = through + 1;
+    while let Some(entries) = stored_block_entries(blocks, results, txn, height)? {
+        pending.add_block(entries);
+        height += 1;
     }
-    Ok(())
+    Ok(pending)
+}
+
+/// The index entries of stored block `height`, `None` when there is no such block.
+fn stored_block_entries(
+    blocks: OpeningTable<'_>,
+    results: OpeningTable<'_>,
+    txn: &RoTxn,
+    height: u64,
+) -> Result<Option<offer_index::Entries>, StoreError> {
+    let key = height.to_be_bytes();
+    let Some(bytes) = blocks
+        .get(txn, &key)
+        .map_err(StoreError::lmdb("reading a block to index"))?
+    else {
+        return Ok(None);
+    };
+    let block = decode_block(height, bytes)?;
+    let stored = results
+        .get(txn, &key)
+        .map_err(StoreError::lmdb("reading block results to index"))?;
+    let results = stored
+        .map(|bytes| decode_results(height, bytes))
+        .transpose()?;
+    let (dropped, fills) = results.map_or((Vec::new(), None), |r| (r.dropped, r.fills));
+    Ok(Some(offer_index::entries_of(
+        &block,
+        &dropped,
+        fills.as_deref(),
+    )))
 }
 
 /// `books` key: height, then the pair (`sell << 16 | buy`) or [`BOOK_SNAPSHOT_DONE`].
@@ -1415,42 +1601,45 @@ fn decode_offer_entry(key: &[u8]) -> Result<(AccountId, u64), StoreError> {
 }
 
 /// A store written before the offer index existed (no stamp in `meta`): indexes every stored
-/// block, with its stored results, in the opening transaction, then stamps it. A crash
-/// before that transaction commits leaves the store as it was, to be indexed on the next open.
+/// block, with its stored results, in the opening transaction, then stamps it with the
+/// watermark at its tip. A crash before that transaction commits leaves the store as it was,
+/// to be indexed on the next open. A store stamped before the watermark existed indexes every
+/// stored block: it gets the watermark at its tip.
 fn index_unindexed_blocks<'e>(tables: &Tables<'e>, txn: &mut RwTxn<'e>) -> Result<(), StoreError> {
-    let [meta, blocks, _, results, _, offers, _] = *tables;
+    let [meta, blocks, headers, results, _, offers, _] = *tables;
     let indexed = meta
         .get(txn, OFFER_INDEX_KEY)
         .map_err(StoreError::lmdb("reading the offer index stamp"))?
         .is_some();
     if indexed {
+        if offer_index_through(meta, txn)?.is_none() {
+            let tip = match headers
+                .last(txn)
+                .map_err(StoreError::lmdb("reading the last header"))?
+            {
+                Some((key, _)) => decode_height(key)?,
+                None => 0,
+            };
+            put_offer_index_through(meta, txn, tip)
+                .map_err(StoreError::lmdb("stamping the offer index"))?;
+        }
         return Ok(());
     }
     offers
         .clear(txn)
         .map_err(StoreError::lmdb("clearing the offer index"))?;
     let mut height = 1u64;
-    loop {
-        let key = height.to_be_bytes();
-        let Some(bytes) = blocks
-            .get(txn, &key)
-            .map_err(StoreError::lmdb("reading a block to index"))?
-        else {
-            break;
-        };
-        let block = decode_block(height, bytes)?;
-        let stored = results
-            .get(txn, &key)
-            .map_err(StoreError::lmdb("reading block results to index"))?;
-        let results = stored
-            .map(|bytes| decode_results(height, bytes))
-            .transpose()?;
-        let (dropped, fills) = results.map_or((Vec::new(), None), |r| (r.dropped, r.fills));
-        put_offer_entries(offers, txn, &block, &dropped, fills.as_deref())
-            .map_err(StoreError::lmdb("writing the offer index"))?;
+    while let Some(entries) = stored_block_entries(blocks, results, txn, height)? {
+        for (key, touch) in entries {
+            offers
+                .put(txn, &key, &[touch])
+                .map_err(StoreError::lmdb("writing the offer index"))?;
+        }
         height += 1;
     }
     meta.put(txn, OFFER_INDEX_KEY, &[])
+        .map_err(StoreError::lmdb("stamping the offer index"))?;
+    put_offer_index_through(meta, txn, height - 1)
         .map_err(StoreError::lmdb("stamping the offer index"))
 }
 

@@ -1,6 +1,6 @@
-//! The per-offer index (`offers`): written in each block's own transaction, it names every
-//! block that created, cancelled or traded an offer and every account that used an offer id;
-//! a store written before it existed is indexed when opened.
+//! The per-offer index (`offers`): written in batches of blocks (the newest blocks' entries
+//! wait in memory), it names every block that created, cancelled or traded an offer and every
+//! account that used an offer id; a store written before it existed is indexed when opened.
 
 mod common;
 
@@ -128,8 +128,196 @@ fn a_store_written_before_the_offer_index_is_indexed_when_opened() {
     assert_eq!(all_touches(&reopened), written);
 }
 
-/// What a store of the earlier build looks like: `offers` empty and no `offer_index` stamp.
-fn unindex(dir: &std::path::Path) {
+/// Every offer id's creators as `offer_creators` lists them, at each height.
+fn all_creators(store: &BlockStore) -> BTreeMap<(u64, u64), Vec<AccountId>> {
+    let mut creators = BTreeMap::new();
+    for id in 0..=BLOCKS + 1 {
+        for through in 0..=BLOCKS {
+            creators.insert(
+                (id, through),
+                store.offer_creators(OfferId(id), through, 100).unwrap(),
+            );
+        }
+    }
+    creators
+}
+
+/// What the index answers: every (account, id)'s touches and every (id, height)'s creators.
+type Answers = (
+    BTreeMap<(u64, u64), Vec<(u64, OfferTouch)>>,
+    BTreeMap<(u64, u64), Vec<AccountId>>,
+);
+
+/// The index's answers after each block of the workload, for a store writing its batches every
+/// `flush_blocks` blocks; the store is dropped and reopened after block `reopen_after` (a
+/// crash, as far as the entries held in memory go).
+fn answers_after_each_block(flush_blocks: u64, reopen_after: Option<u64>) -> Vec<Answers> {
+    let dir = TempDir::new("offer-index-batches");
+    let options = walras_store::StoreOptions {
+        offer_index_flush_blocks: flush_blocks,
+        ..walras_store::StoreOptions::default()
+    };
+    let (mut store, mut state) = common::fresh_store_with(dir.path(), &options);
+    let mut answers = Vec::new();
+    for height in 1..=BLOCKS {
+        let (block, outcome) = state
+            .propose(transactions(height), &config())
+            .expect("the workload's blocks clear");
+        store
+            .append_with_results(&block, &outcome.dropped, None, Some(&outcome.fills), &state)
+            .expect("the next block is appended");
+        if reopen_after == Some(height) {
+            drop(store);
+            store = BlockStore::open_with(dir.path(), &options).unwrap();
+        }
+        answers.push((all_touches(&store), all_creators(&store)));
+    }
+    answers
+}
+
+/// Trigger: the index's entries held in memory between its batches. A reader that looked in
+/// the table alone would miss the newest blocks' offers; one that read both around a batch
+/// would list its entries twice. Every batch size answers as a store writing each block's
+/// entries with it (a batch of one), after every block.
+#[test]
+fn the_offer_index_answers_the_same_whatever_its_batch_size() {
+    let each_block = answers_after_each_block(1, None);
+    assert!(each_block.iter().all(|(touches, _)| !touches.is_empty()));
+    for flush_blocks in [2, 4, 7] {
+        assert!(
+            answers_after_each_block(flush_blocks, None) == each_block,
+            "batches of {flush_blocks} blocks"
+        );
+    }
+}
+
+/// Trigger: a crash (here, the store dropped) while blocks' entries wait for their batch: the
+/// store opened again derives them from its blocks, and names no block twice.
+#[test]
+fn a_reopened_store_names_the_offers_of_the_blocks_its_last_batch_had_not_written() {
+    let each_block = answers_after_each_block(1, None);
+    for (flush_blocks, reopen_after) in [(4, 6), (4, 4), (4, 3), (7, 5), (2, 1)] {
+        assert!(
+            answers_after_each_block(flush_blocks, Some(reopen_after)) == each_block,
+            "batches of {flush_blocks} blocks, reopened after block {reopen_after}"
+        );
+    }
+}
+
+/// Every (key, value) of a store's `offers` table (no store may be open on `dir`).
+fn table_entries(dir: &std::path::Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let (offers, _, env) = raw_tables(dir);
+    let txn = env.read_txn().unwrap();
+    let entries = offers
+        .iter(&txn)
+        .unwrap()
+        .map(|entry| {
+            let (key, value) = entry.unwrap();
+            (key.to_vec(), value.to_vec())
+        })
+        .collect();
+    entries
+}
+
+/// The slices are what the table holds: with 4 slices, block h writes the entries of the
+/// offer ids i with i mod 4 = h mod 4. After 6 blocks, slice 0 was written by block 4, 1 by
+/// 5, 2 by 6 and 3 by 3: the table holds those slices' entries up to those blocks and no
+/// later ones, and the watermark is 3 (every entry of blocks 1-3 is in).
+#[test]
+fn the_offer_index_table_holds_each_slice_up_to_the_block_that_wrote_it() {
+    let each_block = TempDir::new("offer-index-each-block");
+    let one = walras_store::StoreOptions {
+        offer_index_flush_blocks: 1,
+        ..walras_store::StoreOptions::default()
+    };
+    let (store, mut state) = common::fresh_store_with(each_block.path(), &one);
+    chain_with_fills(&store, &mut state);
+    drop(store);
+    let every_entry = table_entries(each_block.path());
+    let dir = TempDir::new("offer-index-slices");
+    let options = walras_store::StoreOptions {
+        offer_index_flush_blocks: 4,
+        ..walras_store::StoreOptions::default()
+    };
+    let (store, mut state) = common::fresh_store_with(dir.path(), &options);
+    chain_with_fills(&store, &mut state);
+    drop(store);
+    let written_at = [4u64, 5, 6, 3];
+    let word = |key: &[u8], at: usize| u64::from_be_bytes(key[at..at + 8].try_into().unwrap());
+    let expected: BTreeMap<Vec<u8>, Vec<u8>> = every_entry
+        .into_iter()
+        .filter(|(key, _)| word(key, 16) <= written_at[(word(key, 0) % 4) as usize])
+        .collect();
+    assert!(expected.len() > 10);
+    assert_eq!(table_entries(dir.path()), expected);
+    let (_, meta, env) = raw_tables(dir.path());
+    let txn = env.read_txn().unwrap();
+    let through = meta.get(&txn, b"offer_index_through").unwrap().unwrap();
+    assert_eq!(through, 3u64.to_be_bytes());
+}
+
+/// Trigger: a store stamped by the build before the batches (every stored block in the table,
+/// no watermark). Opened with a watermark of 0, it would derive every block's entries again
+/// and list each twice; it gets its tip as watermark, and later blocks go to batches as usual.
+#[test]
+fn a_store_indexed_before_the_batches_gets_its_tip_as_watermark() {
+    let dir = TempDir::new("offer-index-stamped");
+    let options = walras_store::StoreOptions {
+        offer_index_flush_blocks: 1,
+        ..walras_store::StoreOptions::default()
+    };
+    let (store, mut state) = common::fresh_store_with(dir.path(), &options);
+    let mut appended = 0;
+    for _ in 0..BLOCKS - 2 {
+        common::propose_and_append_with_state(&store, &mut state);
+        appended += 1;
+    }
+    drop(store);
+    {
+        let (_, meta, env) = raw_tables(dir.path());
+        let mut txn = env.write_txn().unwrap();
+        assert!(meta.delete(&mut txn, b"offer_index_through").unwrap());
+        txn.commit().unwrap();
+    }
+    let batched = walras_store::StoreOptions {
+        offer_index_flush_blocks: 3,
+        ..walras_store::StoreOptions::default()
+    };
+    let store = BlockStore::open_with(dir.path(), &batched).unwrap();
+    for height in appended + 1..=BLOCKS {
+        common::propose_and_append_with_state(&store, &mut state);
+        assert_eq!(state.height(), height);
+    }
+    for height in 1..=BLOCKS {
+        assert_eq!(
+            store.offer_creators(OfferId(height), BLOCKS, 100).unwrap(),
+            offer_creators_of(height),
+            "block {height}"
+        );
+        for account in 0..common::ACCOUNTS {
+            let touches = store
+                .offer_touches(AccountId(account), OfferId(height))
+                .unwrap();
+            let heights: Vec<u64> = touches.iter().map(|(at, _)| *at).collect();
+            let mut unique = heights.clone();
+            unique.dedup();
+            assert_eq!(
+                heights, unique,
+                "account {account}, id {height}: listed once"
+            );
+            assert_eq!(heights.first(), Some(&height), "account {account}");
+        }
+    }
+}
+
+/// The store's `offers` and `meta` databases opened raw (no store may be open on `dir`).
+fn raw_tables(
+    dir: &std::path::Path,
+) -> (
+    Database<'static, Bytes, Bytes>,
+    Database<'static, Bytes, Bytes>,
+    heed::Env,
+) {
     // SAFETY: no store is open on this directory; nothing else maps the file.
     let env = unsafe { EnvOpenOptions::new().max_dbs(8).open(dir) }.unwrap();
     let opening = env.write_txn().unwrap();
@@ -141,9 +329,16 @@ fn unindex(dir: &std::path::Path) {
         })
         .unwrap()
         .unwrap_commit();
+    (offers, meta, env)
+}
+
+/// What a store of the earlier build looks like: `offers` empty and no `offer_index` stamp.
+fn unindex(dir: &std::path::Path) {
+    let (offers, meta, env) = raw_tables(dir);
     let mut txn = env.write_txn().unwrap();
     offers.clear(&mut txn).unwrap();
     assert!(meta.delete(&mut txn, b"offer_index").unwrap());
+    assert!(meta.delete(&mut txn, b"offer_index_through").unwrap());
     txn.commit().unwrap();
     let txn = env.read_txn().unwrap();
     assert!(offers.is_empty(&txn).unwrap());
