@@ -257,8 +257,9 @@ fn the_offer_index_table_holds_each_slice_up_to_the_block_that_wrote_it() {
 }
 
 /// Trigger: a store stamped by the build before the batches (every stored block in the table,
-/// no watermark). Opened with a watermark of 0, it would derive every block's entries again
-/// and list each twice; it gets its tip as watermark, and later blocks go to batches as usual.
+/// no watermark). Opened with a watermark of 0, every open would derive every stored block's
+/// entries again (a restart that grows with the history, the whole index in memory); it gets
+/// its tip as watermark, lists each entry once, and later blocks go to slices as usual.
 #[test]
 fn a_store_indexed_before_the_batches_gets_its_tip_as_watermark() {
     let dir = TempDir::new("offer-index-stamped");
@@ -267,7 +268,7 @@ fn a_store_indexed_before_the_batches_gets_its_tip_as_watermark() {
         ..walras_store::StoreOptions::default()
     };
     let (store, mut state) = common::fresh_store_with(dir.path(), &options);
-    let mut appended = 0;
+    let mut appended = 0u64;
     for _ in 0..BLOCKS - 2 {
         common::propose_and_append_with_state(&store, &mut state);
         appended += 1;
@@ -283,6 +284,13 @@ fn a_store_indexed_before_the_batches_gets_its_tip_as_watermark() {
         offer_index_flush_blocks: 3,
         ..walras_store::StoreOptions::default()
     };
+    drop(BlockStore::open_with(dir.path(), &batched).unwrap());
+    {
+        let (_, meta, env) = raw_tables(dir.path());
+        let txn = env.read_txn().unwrap();
+        let through = meta.get(&txn, b"offer_index_through").unwrap().unwrap();
+        assert_eq!(through, appended.to_be_bytes(), "the tip at the open");
+    }
     let store = BlockStore::open_with(dir.path(), &batched).unwrap();
     for height in appended + 1..=BLOCKS {
         common::propose_and_append_with_state(&store, &mut state);
