@@ -31,7 +31,7 @@
 //!
 //! [`explain_committed`] and [`offer_accounts`] read the store for the tracer through its
 //! per-offer index ([`walras_store::BlockStore::offer_touches`],
-//! [`walras_store::BlockStore::offer_creators`], written in each block's own transaction), and
+//! [`walras_store::BlockStore::offer_creators`], which names exactly the stored blocks), and
 //! `From<&OfferExplanation> for OfferExplanationJson` gives an explanation's wire form.
 //!
 //! What is read: which accounts used an offer id, and whether any block created offer

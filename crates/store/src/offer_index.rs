@@ -25,10 +25,12 @@
 //! data: a crash loses them and the next open derives the entries of the stored blocks above
 //! the watermark again (some of which their slice had already written: the same key with the
 //! same value, read once), so the index never names a block that is not stored nor misses one
-//! that is. A store written before the index existed has no `offer_index` stamp in `meta`;
-//! opening it indexes every stored block in the opening transaction, then stamps it (once;
-//! see `BlockStore::open_with`). A store stamped before the watermark existed holds every
-//! stored block: its open sets the watermark to its tip.
+//! that is. A store written before the index existed has neither watermark nor stamp; opening
+//! it indexes every stored block in the opening transaction, then sets the watermark (once;
+//! see `BlockStore::open_with`). The builds before the slices stamped a store whose table held
+//! every stored block (`meta/offer_index`): its open sets the watermark to its tip and removes
+//! the stamp, so that such a build, opening a store of this one, indexes it again rather than
+//! trust a table without the newest blocks' entries.
 
 use std::collections::BTreeMap;
 use walras_engine::{Block, DropReason, OfferFill};

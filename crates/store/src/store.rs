@@ -32,7 +32,10 @@ const FORMAT_KEY: &[u8] = b"format";
 const GENESIS_KEY: &[u8] = b"genesis";
 /// Prefix of the keys that applications store in `meta` ([`BlockStore::put_app_meta`]).
 const APP_META_PREFIX: &[u8] = b"app/";
-/// Present in `meta` once `offers` indexes every stored block (see [`crate::offer_index`]).
+/// In `meta` of a store whose `offers` indexes every stored block, as the builds before the
+/// slices wrote it (see [`crate::offer_index`]). This build removes it: such a build opening a
+/// store of this one finds no stamp and indexes every stored block again, instead of trusting
+/// a table that lacks the newest blocks' entries.
 const OFFER_INDEX_KEY: &[u8] = b"offer_index";
 /// In `meta`: the height (u64 big-endian) up to which `offers` holds every block; the entries
 /// of the blocks above it are pending in memory (see [`crate::offer_index`]).
@@ -513,8 +516,6 @@ impl BlockStore {
                     .map_err(StoreError::lmdb("storing application metadata"))?;
             }
             let tables = create_tables(opener, txn, meta)?;
-            meta.put(txn, OFFER_INDEX_KEY, &[])
-                .map_err(StoreError::lmdb("stamping the offer index"))?;
             put_offer_index_through(meta, txn, 0)
                 .map_err(StoreError::lmdb("stamping the offer index"))?;
             Ok::<_, StoreError>(CommitOrAbort::<_, Infallible>::Commit(tables))
@@ -1600,29 +1601,34 @@ fn decode_offer_entry(key: &[u8]) -> Result<(AccountId, u64), StoreError> {
     })
 }
 
-/// A store written before the offer index existed (no stamp in `meta`): indexes every stored
-/// block, with its stored results, in the opening transaction, then stamps it with the
+/// Makes `offers` hold every stored block up to the watermark, in the opening transaction: a
+/// store with the stamp of the builds before the slices (every stored block in the table: one
+/// they wrote, or one of this build that such a build opened and indexed again) gets its tip
+/// as watermark and loses that stamp; a store with neither stamp nor watermark (written before
+/// the index existed) has every stored block indexed, with its stored results, then the
 /// watermark at its tip. A crash before that transaction commits leaves the store as it was,
-/// to be indexed on the next open. A store stamped before the watermark existed indexes every
-/// stored block: it gets the watermark at its tip.
+/// to be indexed on the next open.
 fn index_unindexed_blocks<'e>(tables: &Tables<'e>, txn: &mut RwTxn<'e>) -> Result<(), StoreError> {
     let [meta, blocks, headers, results, _, offers, _] = *tables;
-    let indexed = meta
+    let whole = meta
         .get(txn, OFFER_INDEX_KEY)
         .map_err(StoreError::lmdb("reading the offer index stamp"))?
         .is_some();
-    if indexed {
-        if offer_index_through(meta, txn)?.is_none() {
-            let tip = match headers
-                .last(txn)
-                .map_err(StoreError::lmdb("reading the last header"))?
-            {
-                Some((key, _)) => decode_height(key)?,
-                None => 0,
-            };
-            put_offer_index_through(meta, txn, tip)
-                .map_err(StoreError::lmdb("stamping the offer index"))?;
-        }
+    if whole {
+        let tip = match headers
+            .last(txn)
+            .map_err(StoreError::lmdb("reading the last header"))?
+        {
+            Some((key, _)) => decode_height(key)?,
+            None => 0,
+        };
+        put_offer_index_through(meta, txn, tip)
+            .map_err(StoreError::lmdb("stamping the offer index"))?;
+        meta.delete(txn, OFFER_INDEX_KEY)
+            .map_err(StoreError::lmdb("stamping the offer index"))?;
+        return Ok(());
+    }
+    if offer_index_through(meta, txn)?.is_some() {
         return Ok(());
     }
     offers
@@ -1637,8 +1643,6 @@ fn index_unindexed_blocks<'e>(tables: &Tables<'e>, txn: &mut RwTxn<'e>) -> Resul
         }
         height += 1;
     }
-    meta.put(txn, OFFER_INDEX_KEY, &[])
-        .map_err(StoreError::lmdb("stamping the offer index"))?;
     put_offer_index_through(meta, txn, height - 1)
         .map_err(StoreError::lmdb("stamping the offer index"))
 }

@@ -123,7 +123,7 @@ fn a_store_written_before_the_offer_index_is_indexed_when_opened() {
             offer_creators_of(2)
         );
     }
-    // Indexed once: the stamp is back, and a second open finds the same entries.
+    // Indexed once: the watermark is back, and a second open finds the same entries.
     let reopened = BlockStore::open(dir.path()).unwrap();
     assert_eq!(all_touches(&reopened), written);
 }
@@ -256,64 +256,76 @@ fn the_offer_index_table_holds_each_slice_up_to_the_block_that_wrote_it() {
     assert_eq!(through, 3u64.to_be_bytes());
 }
 
-/// Trigger: a store stamped by the build before the batches (every stored block in the table,
-/// no watermark). Opened with a watermark of 0, every open would derive every stored block's
-/// entries again (a restart that grows with the history, the whole index in memory); it gets
-/// its tip as watermark, lists each entry once, and later blocks go to slices as usual.
+/// Trigger: a store stamped by a build before the slices (`offer_index` in `meta`: every stored
+/// block in the table), with no watermark (written by such a build) or a stale one (one of
+/// this build that such a build opened, and indexed again). Opened with a watermark of 0 or
+/// the stale one, every open would derive the blocks above it again (a restart that grows with
+/// the history); it gets its tip as watermark, loses the old stamp (so that such a build
+/// indexes it again rather than trust a table without the newest blocks), lists each entry
+/// once, and later blocks go to slices as usual.
 #[test]
-fn a_store_indexed_before_the_batches_gets_its_tip_as_watermark() {
-    let dir = TempDir::new("offer-index-stamped");
-    let options = walras_store::StoreOptions {
-        offer_index_flush_blocks: 1,
-        ..walras_store::StoreOptions::default()
-    };
-    let (store, mut state) = common::fresh_store_with(dir.path(), &options);
-    let mut appended = 0u64;
-    for _ in 0..BLOCKS - 2 {
-        common::propose_and_append_with_state(&store, &mut state);
-        appended += 1;
-    }
-    drop(store);
-    {
-        let (_, meta, env) = raw_tables(dir.path());
-        let mut txn = env.write_txn().unwrap();
-        assert!(meta.delete(&mut txn, b"offer_index_through").unwrap());
-        txn.commit().unwrap();
-    }
-    let batched = walras_store::StoreOptions {
-        offer_index_flush_blocks: 3,
-        ..walras_store::StoreOptions::default()
-    };
-    drop(BlockStore::open_with(dir.path(), &batched).unwrap());
-    {
-        let (_, meta, env) = raw_tables(dir.path());
-        let txn = env.read_txn().unwrap();
-        let through = meta.get(&txn, b"offer_index_through").unwrap().unwrap();
-        assert_eq!(through, appended.to_be_bytes(), "the tip at the open");
-    }
-    let store = BlockStore::open_with(dir.path(), &batched).unwrap();
-    for height in appended + 1..=BLOCKS {
-        common::propose_and_append_with_state(&store, &mut state);
-        assert_eq!(state.height(), height);
-    }
-    for height in 1..=BLOCKS {
-        assert_eq!(
-            store.offer_creators(OfferId(height), BLOCKS, 100).unwrap(),
-            offer_creators_of(height),
-            "block {height}"
-        );
-        for account in 0..common::ACCOUNTS {
-            let touches = store
-                .offer_touches(AccountId(account), OfferId(height))
-                .unwrap();
-            let heights: Vec<u64> = touches.iter().map(|(at, _)| *at).collect();
-            let mut unique = heights.clone();
-            unique.dedup();
+fn a_store_stamped_by_a_build_before_the_slices_gets_its_tip_as_watermark() {
+    for stale_watermark in [None, Some(1u64)] {
+        let dir = TempDir::new("offer-index-stamped");
+        let options = walras_store::StoreOptions {
+            offer_index_flush_blocks: 1,
+            ..walras_store::StoreOptions::default()
+        };
+        let (store, mut state) = common::fresh_store_with(dir.path(), &options);
+        let mut appended = 0u64;
+        for _ in 0..BLOCKS - 2 {
+            common::propose_and_append_with_state(&store, &mut state);
+            appended += 1;
+        }
+        drop(store);
+        {
+            let (_, meta, env) = raw_tables(dir.path());
+            let mut txn = env.write_txn().unwrap();
+            match stale_watermark {
+                None => assert!(meta.delete(&mut txn, b"offer_index_through").unwrap()),
+                Some(height) => meta
+                    .put(&mut txn, b"offer_index_through", &height.to_be_bytes())
+                    .unwrap(),
+            }
+            meta.put(&mut txn, b"offer_index", &[]).unwrap();
+            txn.commit().unwrap();
+        }
+        let batched = walras_store::StoreOptions {
+            offer_index_flush_blocks: 3,
+            ..walras_store::StoreOptions::default()
+        };
+        drop(BlockStore::open_with(dir.path(), &batched).unwrap());
+        {
+            let (_, meta, env) = raw_tables(dir.path());
+            let txn = env.read_txn().unwrap();
+            let through = meta.get(&txn, b"offer_index_through").unwrap().unwrap();
+            assert_eq!(through, appended.to_be_bytes(), "the tip at the open");
+            assert!(meta.get(&txn, b"offer_index").unwrap().is_none());
+        }
+        let store = BlockStore::open_with(dir.path(), &batched).unwrap();
+        for height in appended + 1..=BLOCKS {
+            common::propose_and_append_with_state(&store, &mut state);
+            assert_eq!(state.height(), height);
+        }
+        for height in 1..=BLOCKS {
             assert_eq!(
-                heights, unique,
-                "account {account}, id {height}: listed once"
+                store.offer_creators(OfferId(height), BLOCKS, 100).unwrap(),
+                offer_creators_of(height),
+                "block {height}"
             );
-            assert_eq!(heights.first(), Some(&height), "account {account}");
+            for account in 0..common::ACCOUNTS {
+                let touches = store
+                    .offer_touches(AccountId(account), OfferId(height))
+                    .unwrap();
+                let heights: Vec<u64> = touches.iter().map(|(at, _)| *at).collect();
+                let mut unique = heights.clone();
+                unique.dedup();
+                assert_eq!(
+                    heights, unique,
+                    "account {account}, id {height}: listed once"
+                );
+                assert_eq!(heights.first(), Some(&height), "account {account}");
+            }
         }
     }
 }
@@ -340,12 +352,13 @@ fn raw_tables(
     (offers, meta, env)
 }
 
-/// What a store of the earlier build looks like: `offers` empty and no `offer_index` stamp.
+/// What a store of a build before the index looks like: `offers` empty, no stamp, no
+/// watermark.
 fn unindex(dir: &std::path::Path) {
     let (offers, meta, env) = raw_tables(dir);
     let mut txn = env.write_txn().unwrap();
     offers.clear(&mut txn).unwrap();
-    assert!(meta.delete(&mut txn, b"offer_index").unwrap());
+    assert!(meta.get(&txn, b"offer_index").unwrap().is_none());
     assert!(meta.delete(&mut txn, b"offer_index_through").unwrap());
     txn.commit().unwrap();
     let txn = env.read_txn().unwrap();
