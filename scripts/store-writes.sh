@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a solo node's store writes per block (issue 32: LMDB page churn): starts `walras node`
 # on a copy of STORE (the data directory of an earlier node, e.g. one a soak kept with
-# DATA=...) or on a fresh store (`fresh`), drives it with `walras loadgen` at RATE tx/s for
+# DATA=...; the copy is synced first, so that its write-back is not counted) or on a fresh
+# store (`fresh`), drives it with `walras loadgen` at RATE tx/s for
 # SECONDS seconds, and from the 8th second on measures: bytes the node wrote (`wchar` of
 # /proc/<pid>/io: what LMDB and the checkpoint files handed the kernel) and sectors the disk
 # received (/proc/diskstats of the store's device), per committed block; the persist time per
@@ -20,7 +21,7 @@ fi
 work=$(mktemp -d)
 node=""; events_reader=""
 trap 'kill "$node" "$events_reader" 2>/dev/null || true; rm -rf "$work"' EXIT
-[ "$store" = fresh ] || cp -r "$store" "$work/node"
+[ "$store" = fresh ] || { cp -r "$store" "$work/node"; sync; }
 "$WALRAS" node --data "$work/node" --listen 127.0.0.1:0 --dev --dev-accounts "$accounts" \
   --rate-limit-rps 0 --threads 2 >"$work/log" 2>&1 &
 node=$!

@@ -482,12 +482,19 @@ impl BlockStore {
             CommitOrAbort::Commit(tables) => tables,
             CommitOrAbort::Abort(error) => return Err(error),
         };
+        let derived = Instant::now();
         let pending = {
             let txn = env
                 .read_txn()
                 .map_err(StoreError::lmdb("opening the store"))?;
             pending_offer_entries(&tables, &txn, options.offer_index_flush_blocks)?
         };
+        tracing::info!(
+            "offer index: the entries of the {} blocks above its watermark {} derived in {} ms",
+            pending.next_height() - 1 - pending.through,
+            pending.through,
+            derived.elapsed().as_millis()
+        );
         Ok(BlockStore::new(env, dir, options, tables, pending))
     }
 
