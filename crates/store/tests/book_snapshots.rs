@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{config, fresh_store_with, transactions, TempDir};
+use common::{fresh_store_with, propose_and_append_with_fills, TempDir};
 use std::collections::BTreeMap;
 use walras_engine::ExchangeState;
 use walras_store::{BlockStore, StoreError, StoreOptions};
@@ -46,13 +46,8 @@ fn run(
 ) -> Vec<BTreeMap<PairId, BTreeMap<OfferKey, u64>>> {
     let (store, mut state) = fresh_store_with(dir.path(), options);
     let mut books = vec![books_of(&state)];
-    for height in 1..=blocks {
-        let (block, outcome) = state
-            .propose(transactions(height), &config())
-            .expect("the workload's blocks clear");
-        store
-            .append_with_results(&block, &outcome.dropped, None, Some(&outcome.fills), &state)
-            .expect("the next block is appended");
+    for _ in 1..=blocks {
+        propose_and_append_with_fills(&store, &mut state);
         books.push(books_of(&state));
     }
     books

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{config, fresh_store, offer_creators_of, transactions, TempDir};
+use common::{fresh_store, offer_creators_of, TempDir};
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, EnvOpenOptions};
 use std::collections::BTreeMap;
@@ -19,17 +19,9 @@ fn chain_with_fills(
     store: &BlockStore,
     state: &mut ExchangeState,
 ) -> BTreeMap<u64, Vec<OfferFill>> {
-    let mut fills = BTreeMap::new();
-    for height in 1..=BLOCKS {
-        let (block, outcome) = state
-            .propose(transactions(height), &config())
-            .expect("the workload's blocks clear");
-        store
-            .append_with_results(&block, &outcome.dropped, None, Some(&outcome.fills), state)
-            .expect("the next block is appended");
-        fills.insert(height, outcome.fills);
-    }
-    fills
+    (1..=BLOCKS)
+        .map(|height| (height, common::propose_and_append_with_fills(store, state)))
+        .collect()
 }
 
 /// Every (account, id) of the workload's blocks with its touches.
@@ -160,12 +152,7 @@ fn answers_after_each_block(flush_blocks: u64, reopen_after: Option<u64>) -> Vec
     let (mut store, mut state) = common::fresh_store_with(dir.path(), &options);
     let mut answers = Vec::new();
     for height in 1..=BLOCKS {
-        let (block, outcome) = state
-            .propose(transactions(height), &config())
-            .expect("the workload's blocks clear");
-        store
-            .append_with_results(&block, &outcome.dropped, None, Some(&outcome.fills), &state)
-            .expect("the next block is appended");
+        common::propose_and_append_with_fills(&store, &mut state);
         if reopen_after == Some(height) {
             drop(store);
             store = BlockStore::open_with(dir.path(), &options).unwrap();

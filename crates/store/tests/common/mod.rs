@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use walras_crypto::Keypair;
-use walras_engine::{Block, EngineConfig, ExchangeState};
+use walras_engine::{Block, EngineConfig, ExchangeState, OfferFill};
 use walras_store::{BlockStore, StoreOptions};
 use walras_types::genesis::{Genesis, GenesisAccount};
 use walras_types::{AccountId, AssetId, Operation, Price, SignedTransaction, Transaction};
@@ -154,6 +154,22 @@ pub(crate) fn propose_and_append_with_state(
         .append_with_state(&block, &outcome.dropped, state)
         .expect("the next block is appended");
     block
+}
+
+/// Proposes the next block on `state` and appends it with its results and the state (as a
+/// node does); returns what its offers sold and bought.
+pub(crate) fn propose_and_append_with_fills(
+    store: &BlockStore,
+    state: &mut ExchangeState,
+) -> Vec<OfferFill> {
+    let height = state.height() + 1;
+    let (block, outcome) = state
+        .propose(transactions(height), &config())
+        .expect("the workload's blocks clear");
+    store
+        .append_with_results(&block, &outcome.dropped, None, Some(&outcome.fills), state)
+        .expect("the next block is appended");
+    outcome.fills
 }
 
 /// The accounts whose transaction in block `height` of the workload creates an offer (its id
