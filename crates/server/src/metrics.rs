@@ -56,10 +56,12 @@ pub struct Metrics {
     /// Blocks this node proposed, by where their tâtonnement started (fit, previous, oracle).
     warm_start_total: IntCounterVec,
     /// Memory accounted for (issue 32), set after each committed block: what the state holds,
-    /// the recent-transaction index, the store's file and the newest checkpoint.
+    /// the recent-transaction index, the offer index's entries waiting in memory, the store's
+    /// file and the newest checkpoint.
     pub state_accounts: IntGauge,
     pub state_open_offers: IntGauge,
     pub recent_index_transactions: IntGauge,
+    pub offer_index_pending_entries: IntGauge,
     pub store_file_bytes: IntGauge,
     pub checkpoint_height: IntGauge,
     pub checkpoint_file_bytes: IntGauge,
@@ -201,6 +203,10 @@ impl Metrics {
                 "walras_recent_index_transactions",
                 "Committed transactions indexed for status queries.",
             )?,
+            offer_index_pending_entries: gauge(
+                "walras_offer_index_pending_entries",
+                "Entries of the store's per-offer index held in memory until their slice is written (at most 32 blocks' entries).",
+            )?,
             store_file_bytes: gauge(
                 "walras_store_file_bytes",
                 "Size of the store's data.mdb (the mapped file: blocks, indexes, checkpoints written with a block).",
@@ -217,7 +223,7 @@ impl Metrics {
     }
 
     /// The metrics in exposition order (the order of the text before this crate was used).
-    fn collectors(&self) -> [&dyn Collector; 35] {
+    fn collectors(&self) -> [&dyn Collector; 36] {
         [
             &self.height,
             &self.blocks_total,
@@ -247,6 +253,7 @@ impl Metrics {
             &self.state_accounts,
             &self.state_open_offers,
             &self.recent_index_transactions,
+            &self.offer_index_pending_entries,
             &self.store_file_bytes,
             &self.checkpoint_height,
             &self.checkpoint_file_bytes,
@@ -461,6 +468,9 @@ walras_state_open_offers 0
 # HELP walras_recent_index_transactions Committed transactions indexed for status queries.
 # TYPE walras_recent_index_transactions gauge
 walras_recent_index_transactions 0
+# HELP walras_offer_index_pending_entries Entries of the store's per-offer index held in memory until their slice is written (at most 32 blocks' entries).
+# TYPE walras_offer_index_pending_entries gauge
+walras_offer_index_pending_entries 0
 # HELP walras_store_file_bytes Size of the store's data.mdb (the mapped file: blocks, indexes, checkpoints written with a block).
 # TYPE walras_store_file_bytes gauge
 walras_store_file_bytes 0

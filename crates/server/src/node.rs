@@ -490,6 +490,9 @@ pub(crate) fn record_state_gauges(shared: &Shared, counts: StateCounts) {
     metrics
         .recent_index_transactions
         .set(gauge_value(shared.recent().len()));
+    metrics
+        .offer_index_pending_entries
+        .set(gauge_value(shared.store.offer_index_pending_entries()));
     if let Ok(file) = std::fs::metadata(shared.store.dir().join("data.mdb")) {
         metrics.store_file_bytes.set(gauge_value(file.len()));
     }

@@ -1041,6 +1041,12 @@ impl BlockStore {
         Ok(())
     }
 
+    /// Entries of the offer index held in memory until their slice is written (a gauge of
+    /// memory: see [`crate::offer_index`]).
+    pub fn offer_index_pending_entries(&self) -> usize {
+        self.lock_pending_offers().len()
+    }
+
     fn lock_pending_offers(&self) -> std::sync::MutexGuard<'_, offer_index::Pending> {
         self.pending_offers
             .lock()

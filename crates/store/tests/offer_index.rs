@@ -206,7 +206,8 @@ fn table_entries(dir: &std::path::Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     entries
 }
 
-/// The slices are what the table holds: with 4 slices, block h writes the entries of the
+/// The slices are what the table holds (and what memory holds is the rest, as its gauge
+/// counts): with 4 slices, block h writes the entries of the
 /// offer ids i with i mod 4 = h mod 4. After 6 blocks, slice 0 was written by block 4, 1 by
 /// 5, 2 by 6 and 3 by 3: the table holds those slices' entries up to those blocks and no
 /// later ones, and the watermark is 3 (every entry of blocks 1-3 is in).
@@ -221,6 +222,7 @@ fn the_offer_index_table_holds_each_slice_up_to_the_block_that_wrote_it() {
     chain_with_fills(&store, &mut state);
     drop(store);
     let every_entry = table_entries(each_block.path());
+    let every_entry_count = every_entry.len();
     let dir = TempDir::new("offer-index-slices");
     let options = walras_store::StoreOptions {
         offer_index_flush_blocks: 4,
@@ -228,6 +230,7 @@ fn the_offer_index_table_holds_each_slice_up_to_the_block_that_wrote_it() {
     };
     let (store, mut state) = common::fresh_store_with(dir.path(), &options);
     chain_with_fills(&store, &mut state);
+    let pending = store.offer_index_pending_entries();
     drop(store);
     let written_at = [4u64, 5, 6, 3];
     let word = |key: &[u8], at: usize| u64::from_be_bytes(key[at..at + 8].try_into().unwrap());
@@ -236,6 +239,9 @@ fn the_offer_index_table_holds_each_slice_up_to_the_block_that_wrote_it() {
         .filter(|(key, _)| word(key, 16) <= written_at[(word(key, 0) % 4) as usize])
         .collect();
     assert!(expected.len() > 10);
+    // The memory gauge counts what the table does not hold yet.
+    assert_eq!(pending, every_entry_count - expected.len());
+    assert!(pending > 0);
     assert_eq!(table_entries(dir.path()), expected);
     let (_, meta, env) = raw_tables(dir.path());
     let txn = env.read_txn().unwrap();
