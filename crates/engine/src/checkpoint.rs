@@ -282,7 +282,7 @@ impl ExchangeState {
             state.payments = Some(read_bridge(&mut reader, state.assets)?);
         }
         reader.finish()?;
-        if !state.conserves() {
+        if !state.conserves_on(threads) {
             return Err(malformed(
                 "balances, offers and burns do not add up to issuance",
             ));
@@ -651,12 +651,17 @@ fn read_books(
         reader.ensure_items(offer_count, OFFER_BYTES)?;
         open.push((index, reader.take(offer_count * OFFER_BYTES)?));
     }
-    let decoded = walras_par::map_in_order(&open, threads, 2, |(index, bytes)| {
-        read_book(*index, bytes, slots)
+    // Pairs differ in size by orders of magnitude: each is a task of its own (rayon splits
+    // the list as threads go idle), so that the largest do not end up queued behind each other
+    // on one thread while the others wait (at 10M offers, the last second of the decode ran on
+    // one of two threads when the list went in eight fixed pieces).
+    let indices: Vec<usize> = open.iter().map(|(index, _)| *index).collect();
+    let decoded = walras_par::map_owned_in_order(open, threads, 2, |(index, bytes)| {
+        read_book(index, bytes, slots)
     });
     let mut tries: Vec<OfferTrie> = (0..pairs).map(|_| Trie::new()).collect();
-    for ((index, _), trie) in open.iter().zip(decoded) {
-        tries[*index] = trie?;
+    for (index, trie) in indices.into_iter().zip(decoded) {
+        tries[index] = trie?;
     }
     Ok(tries)
 }
