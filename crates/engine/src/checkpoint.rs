@@ -656,21 +656,33 @@ fn read_books(
     // on one thread while the others wait (at 10M offers, the last second of the decode ran on
     // one of two threads when the list went in eight fixed pieces).
     let indices: Vec<usize> = open.iter().map(|(index, _)| *index).collect();
-    let decoded = walras_par::map_owned_in_order(open, threads, 2, |(index, bytes)| {
-        read_book(index, bytes, slots)
-    });
+    let decoded =
+        walras_par::map_owned_in_order(open, threads, 2, |(index, bytes)| read_book(index, bytes));
     let mut tries: Vec<OfferTrie> = (0..pairs).map(|_| Trie::new()).collect();
-    for (index, trie) in indices.into_iter().zip(decoded) {
-        tries[index] = trie?;
+    let mut accounts = Vec::with_capacity(indices.len());
+    for (index, book) in indices.into_iter().zip(decoded) {
+        let (trie, book_accounts) = book?;
+        tries[index] = trie;
+        accounts.push(book_accounts);
+    }
+    // Every offer's account exists: looked up shard by shard rather than offer by offer (at
+    // 10M accounts a lookup in offer order missed the cache two or three times: 1 s of a
+    // restart at 10M open offers).
+    if let Some(unknown) = slots.first_missing(accounts, threads) {
+        return Err(malformed(&format!(
+            "an offer of account {}, which the checkpoint does not hold",
+            unknown.0
+        )));
     }
     Ok(tries)
 }
 
-/// One pair's offers, strictly ascending in canonical order (as written), each of a known
-/// account and a non-zero amount: its offer trie.
-fn read_book(index: usize, bytes: &[u8], slots: &SlotIndex) -> Result<OfferTrie, CheckpointError> {
+/// One pair's offers, strictly ascending in canonical order (as written), each of a non-zero
+/// amount: its offer trie, and the offers' accounts (for the caller to check they exist).
+fn read_book(index: usize, bytes: &[u8]) -> Result<(OfferTrie, Vec<AccountId>), CheckpointError> {
     let mut reader = Reader::new(bytes);
     let mut batch = Vec::with_capacity(bytes.len() / OFFER_BYTES);
+    let mut accounts = Vec::with_capacity(bytes.len() / OFFER_BYTES);
     let mut last: Option<OfferKey> = None;
     while !reader.is_empty() {
         let key = OfferKey {
@@ -679,8 +691,11 @@ fn read_book(index: usize, bytes: &[u8], slots: &SlotIndex) -> Result<OfferTrie,
             id: OfferId(reader.u64()?),
         };
         let amount = reader.u64()?;
-        if amount == 0 || !slots.contains_key(&key.account) {
-            return Err(malformed(&format!("offer {} of pair {index}", key.id.0)));
+        if amount == 0 {
+            return Err(malformed(&format!(
+                "offer {} of pair {index} with nothing left",
+                key.id.0
+            )));
         }
         if last.is_some_and(|last| last >= key) {
             return Err(malformed(&format!(
@@ -689,11 +704,12 @@ fn read_book(index: usize, bytes: &[u8], slots: &SlotIndex) -> Result<OfferTrie,
             )));
         }
         last = Some(key);
+        accounts.push(key.account);
         batch.push((offer_trie_key(&key), amount.to_be_bytes()));
     }
     let mut trie = Trie::new();
     trie.insert_batch(batch, 1);
-    Ok(trie)
+    Ok((trie, accounts))
 }
 
 /// `(id:u64 account)*` for the accounts of `accounts` in `slots`, whose ids are `ids` (one
