@@ -23,7 +23,7 @@ pub(crate) struct LoadgenArgs {
     /// Interval between batch requests, in milliseconds
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     batch_ms: u64,
-    /// trading: offers near the current prices, some cancels and payments; payments: payments only
+    /// trading: offers near the current prices, some cancels and payments; payments: payments only; resting: offers far above the prices, which rest (to build a state of many open offers)
     #[arg(long, value_enum, default_value = "trading")]
     mix: Mix,
     /// Seed of the transaction choices

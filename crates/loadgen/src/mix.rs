@@ -21,6 +21,8 @@ const LIMIT_PRICE_SPREAD: f64 = 0.01;
 /// Share of the trading mix that cancels (when there is a resting offer) and that pays.
 const CANCEL_SHARE: f64 = 0.1;
 const PAYMENT_SHARE: f64 = 0.1;
+/// The resting mix's limits lie this many decades (log-uniform) above the price ratio.
+const RESTING_DECADES: (f64, f64) = (3.0, 6.0);
 /// Resting offers examined per cancel before giving up (each one found probably filled is
 /// forgotten).
 const CANCEL_TRIES: usize = 4;
@@ -32,6 +34,10 @@ pub enum Mix {
     Trading,
     /// Only payments between the accounts in use.
     Payments,
+    /// Only offers far above the price ratio (1,000 to 1,000,000 times it), which rest: builds
+    /// a state of millions of open offers through the node, to measure its block cost and
+    /// restart there (issue 32). Not a market's shape: real books straddle the price.
+    Resting,
 }
 
 impl Mix {
@@ -39,6 +45,7 @@ impl Mix {
         match self {
             Mix::Trading => "trading",
             Mix::Payments => "payments",
+            Mix::Resting => "resting",
         }
     }
 }
@@ -143,6 +150,9 @@ pub fn plan_operation(
     payees: &[u64],
     market: &Market,
 ) -> Option<Operation> {
+    if mix == Mix::Resting {
+        return plan_resting_offer(rng, account, market);
+    }
     let draw = rng.uniform_f64();
     let wants_payment = mix == Mix::Payments || draw < PAYMENT_SHARE;
     if wants_payment {
@@ -162,6 +172,23 @@ pub fn plan_operation(
 }
 
 fn plan_offer(rng: &mut Rng, account: &mut LoadAccount, market: &Market) -> Option<Operation> {
+    let (sell, buy, amount) = offer_pair_and_amount(rng, account, market)?;
+    let limit = market.ratio(sell, buy) * (1.0 + LIMIT_PRICE_SPREAD * rng.normal());
+    Some(Operation::CreateOffer {
+        sell: AssetId(sell),
+        buy: AssetId(buy),
+        amount,
+        min_price: limit_price(limit),
+    })
+}
+
+/// An offer's sell asset and amount (a fraction of a held balance, debited from the estimate)
+/// and another asset to buy; `None` with fewer than two assets or nothing to spend.
+fn offer_pair_and_amount(
+    rng: &mut Rng,
+    account: &mut LoadAccount,
+    market: &Market,
+) -> Option<(u16, u16, u64)> {
     let assets = market.assets();
     if assets < 2 {
         return None;
@@ -171,12 +198,24 @@ fn plan_offer(rng: &mut Rng, account: &mut LoadAccount, market: &Market) -> Opti
     if buy >= sell {
         buy += 1;
     }
-    let limit = market.ratio(sell, buy) * (1.0 + LIMIT_PRICE_SPREAD * rng.normal());
+    Some((sell, buy, amount))
+}
+
+/// An offer whose limit is 10^3 to 10^6 times the current ratio (log-uniform): it rests
+/// unless prices move by that much.
+fn plan_resting_offer(
+    rng: &mut Rng,
+    account: &mut LoadAccount,
+    market: &Market,
+) -> Option<Operation> {
+    let (sell, buy, amount) = offer_pair_and_amount(rng, account, market)?;
+    let above =
+        10f64.powf(RESTING_DECADES.0 + (RESTING_DECADES.1 - RESTING_DECADES.0) * rng.uniform_f64());
     Some(Operation::CreateOffer {
         sell: AssetId(sell),
         buy: AssetId(buy),
         amount,
-        min_price: limit_price(limit),
+        min_price: limit_price(market.ratio(sell, buy) * above),
     })
 }
 
@@ -354,6 +393,47 @@ mod tests {
         }
         assert_eq!(cancels, vec![9], "one cancel, of the offer above the rate");
         assert!(trader.resting.is_empty());
+    }
+
+    /// The resting mix makes only offers, each 10^3 to 10^6 times above its pair's ratio (so
+    /// it rests), spending held assets, until the account can afford nothing.
+    #[test]
+    fn resting_offers_lie_far_above_the_price_and_spend_held_assets() {
+        let mut rng = Rng::new(4);
+        let mut market = Market::flat(4);
+        market.update(&[Some(1.0), Some(2.0), Some(0.5), Some(4.0)]);
+        let mut trader = account(3, vec![(1, 1_000_000), (3, 2_000_000), (2, 500)]);
+        let mut locked = 0u64;
+        let mut offers = 0;
+        while let Some(operation) =
+            plan_operation(&mut rng, Mix::Resting, &mut trader, &[3, 4], &market)
+        {
+            let Operation::CreateOffer {
+                sell,
+                buy,
+                amount,
+                min_price,
+            } = operation
+            else {
+                panic!("resting mix made {operation:?}");
+            };
+            assert!(sell.0 == 1 || sell.0 == 3, "only held assets: {}", sell.0);
+            assert_ne!(buy, sell);
+            let above = min_price.to_f64() / market.ratio(sell.0, buy.0);
+            assert!(
+                (999.0..=1.000_001e6).contains(&above),
+                "limit {above} x the ratio"
+            );
+            locked += amount;
+            offers += 1;
+        }
+        assert!(offers > 100, "{offers} offers");
+        let left: u64 = trader.balances.iter().map(|(_, balance)| balance).sum();
+        assert_eq!(locked + left, 3_000_500, "every unit locked or left");
+        assert_eq!(
+            trader.balances[2].1, 500,
+            "the small balance was never spent"
+        );
     }
 
     #[test]
