@@ -19,7 +19,7 @@ if [ -z "${WALRAS:-}" ]; then
   WALRAS=./target/release/walras
 fi
 log="$data.log"
-mkdir -p "$(dirname "$data")"
+mkdir -p "$(dirname "$data")"; touch "$log"
 node=""; loadgen=""
 trap 'kill "$loadgen" 2>/dev/null || true; kill -9 "$node" 2>/dev/null || true' EXIT
 "$WALRAS" node --data "$data" --listen 127.0.0.1:0 --dev --dev-accounts "$accounts" \
