@@ -19,17 +19,20 @@
 # Env: WALRAS=path to the binary (default: build ./target/release/walras), DATA=store directory
 # (default: a fresh temporary one, removed at the end), LOG=file for the node's log (default: a
 # temporary one, removed at the end; the soak's part is kept as LOG.soak, and its checkpoint
-# lines say what each checkpoint cost).
+# lines say what each checkpoint cost), LOAD_ACCOUNTS=how many of the ACCOUNTS loadgen sends
+# from (default: all; on a store of millions of accounts, e.g. one scripts/resting-store.sh
+# built, a few thousand keep loadgen's start short).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-10}; rate=${2:-8000}; accounts=${3:-10000}; threads=${4:-2}
+load_accounts=${LOAD_ACCOUNTS:-$accounts}
 if [ -z "${WALRAS:-}" ]; then
   cargo build --release -p walras-cli >&2
   WALRAS=./target/release/walras
 fi
 data=${DATA:-$(mktemp -d)/node}
 log=${LOG:-$(mktemp)}
-echo "# $(date -u '+%F %H:%M') UTC, $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): scripts/soak.sh $minutes $rate $accounts $threads"
+echo "# $(date -u '+%F %H:%M') UTC, $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'): scripts/soak.sh $minutes $rate $accounts $threads (loadgen from $load_accounts accounts)"
 
 start_node() {
   "$WALRAS" node --data "$data" --listen 127.0.0.1:0 --dev --dev-accounts "$accounts" \
@@ -62,7 +65,7 @@ tx0=$(metric walras_transactions_committed_total)
 iters0=$(metric walras_clearing_iterations_total); clearings0=$(metric walras_clearing_blocks_total)
 for minute in $(seq 1 "$minutes"); do
   bounds="$bounds $(date +%s%3N)"
-  report=$("$WALRAS" loadgen --node "$url" --rate "$rate" --seconds 60 --accounts "$accounts" \
+  report=$("$WALRAS" loadgen --node "$url" --rate "$rate" --seconds 60 --accounts "$load_accounts" \
     --seed "$minute" --json 2>/dev/null)
   exec1=$(metric walras_block_execute_seconds_total); persist1=$(metric walras_block_persist_seconds_total)
   tx1=$(metric walras_transactions_committed_total)
