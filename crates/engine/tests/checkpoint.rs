@@ -591,7 +591,9 @@ proptest! {
     /// the fills still to apply to them) assembles to exactly the whole checkpoint, after any
     /// blocks of payments, creations (which grow the last piece and open a new one), offers
     /// that trade in full, in part or not at all, and cancels; and a draft whose base was
-    /// lost (a failed write: the caller names an older checkpoint) is whole, and right.
+    /// lost (a failed write: the caller names an older checkpoint) is whole, and right. The
+    /// same, assembled into one buffer reused from draft to draft (as the store's writer
+    /// does), starting longer than any checkpoint here and full of other bytes.
     #[test]
     fn a_draft_assembles_to_the_whole_checkpoint_of_its_state(
         blocks in prop::collection::vec(
@@ -604,6 +606,7 @@ proptest! {
         let mut created = 0;
         let mut offers = std::collections::HashMap::new();
         let mut base: Option<(u64, Vec<u8>, PieceTable)> = None;
+        let mut reused = vec![0xa5u8; 1 << 20];
         for (index, block) in blocks.iter().enumerate() {
             let transactions =
                 draft_block_with_offers(block, &mut sequences, &mut created, &mut offers);
@@ -615,6 +618,11 @@ proptest! {
                 .expect("the draft's base is given");
             let whole = state.encode_checkpoint_unsealed();
             prop_assert!(bytes == whole, "block {}: the draft differs from the whole checkpoint", index);
+            let reused_table = draft
+                .assemble_into(base.as_ref().map(|(_, bytes, table)| (&bytes[..], table)), &mut reused)
+                .expect("the draft's base is given");
+            prop_assert!(reused == whole, "block {}: assembled into a used buffer, it differs", index);
+            prop_assert_eq!(&reused_table, &table);
             // Incremental exactly when the base given is the state's last draft.
             let expected = base
                 .as_ref()
