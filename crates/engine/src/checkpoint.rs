@@ -655,12 +655,12 @@ fn read_books(
     // the list as threads go idle), so that the largest do not end up queued behind each other
     // on one thread while the others wait (at 10M offers, the last second of the decode ran on
     // one of two threads when the list went in eight fixed pieces).
-    let indices: Vec<usize> = open.iter().map(|(index, _)| *index).collect();
-    let decoded =
-        walras_par::map_owned_in_order(open, threads, 2, |(index, bytes)| read_book(index, bytes));
+    let decoded = walras_par::map_owned_in_order(open, threads, 2, |(index, bytes)| {
+        (index, read_book(index, bytes))
+    });
     let mut tries: Vec<OfferTrie> = (0..pairs).map(|_| Trie::new()).collect();
-    let mut accounts = Vec::with_capacity(indices.len());
-    for (index, book) in indices.into_iter().zip(decoded) {
+    let mut accounts = Vec::with_capacity(decoded.len());
+    for (index, book) in decoded {
         let (trie, book_accounts) = book?;
         tries[index] = trie;
         accounts.push(book_accounts);
