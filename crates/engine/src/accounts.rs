@@ -4,7 +4,7 @@
 //! ([`crate::AccountView`]) while the producer writes the next block's changes. A snapshot is a
 //! clone of this table: one reference per chunk, no account copied. A write goes through
 //! [`Arc::make_mut`], so the first change to a chunk still held by a snapshot copies that chunk
-//! (256 accounts) and every other chunk stays shared.
+//! ([`CHUNK_ACCOUNTS`] accounts) and every other chunk stays shared.
 //!
 //! Before, the view kept its own copy of every account's admission facts, built whole at
 //! start-up (1.7-2.2 s and 1.28 GB of fresh pages at 10M accounts on the 2-core VM, issue
@@ -16,9 +16,13 @@ use crate::account::Account;
 use std::ops::Index;
 use std::sync::Arc;
 
-/// Accounts per shared chunk: small enough that a block touching one account copies little,
-/// large enough that the chunk list of 10M accounts stays ~40,000 pointers.
-pub(crate) const CHUNK_ACCOUNTS: usize = 256;
+/// Accounts per shared chunk: what a block copies for each account it writes (the view still
+/// holds the chunk), against one reference per chunk that each view takes. At 256, blocks whose
+/// transactions came from a million different accounts took twice as long to apply as blocks
+/// from 10,000 (the copies and the kernel zeroing their fresh pages); at 32 the apply phase took
+/// about half as long there, and a view of 10M accounts (312,500 references) costs nothing
+/// the node's block timings show (BENCHMARKS.md, "Account chunks of 32", 2-core VM).
+pub(crate) const CHUNK_ACCOUNTS: usize = 32;
 
 /// Accounts by slot; every chunk but the last is full.
 #[derive(Clone, Debug, Default)]
