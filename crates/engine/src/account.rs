@@ -16,7 +16,7 @@ pub struct Account {
     /// restart that decoded all of them would pay ~100 s of CPU at 10M accounts (issue 32).
     /// Behind a pointer: the decoded point is ~190 bytes, paid only by accounts that sign. An
     /// `Arc`, not a `Box`: the state's accounts are shared in chunks with the admission view
-    /// (`crate::accounts`), and the first write to a shared chunk copies its 256 accounts, a
+    /// (`crate::accounts`), and the first write to a shared chunk copies its 32 accounts, a
     /// reference count for a decoded key rather than an allocation and a copy. `None` inside:
     /// not a valid key. The verdict is the same whenever it is decoded: it depends only on
     /// `public_key`.

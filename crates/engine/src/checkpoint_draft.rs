@@ -14,7 +14,7 @@
 //! the format does not change (tests compare the two byte for byte).
 //!
 //! The changed pieces are not encoded on the block path either: the draft shares the state's
-//! accounts (`crate::accounts::Accounts`: a reference count per chunk of 256 accounts; the
+//! accounts (`crate::accounts::Accounts`: a reference count per chunk of 32 accounts; the
 //! block path copies a chunk it then writes, as it does for the published account view) and
 //! copies only the ids of the changed pieces' accounts; the writer encodes them when it
 //! assembles the draft. A whole draft (the first after a start) cost the block path 1.5 s at
