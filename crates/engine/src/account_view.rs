@@ -120,6 +120,15 @@ mod tests {
         ExchangeState::from_genesis(&genesis, 1).unwrap()
     }
 
+    /// A payment of 5 units of asset 0 to `to`.
+    fn payment(to: u64) -> Operation {
+        Operation::Payment {
+            to: AccountId(to),
+            asset: AssetId(0),
+            amount: 5,
+        }
+    }
+
     fn signed(source: u64, sequence: u64, operation: Operation) -> SignedTransaction {
         let transaction = Transaction {
             source: AccountId(source),
@@ -166,12 +175,7 @@ mod tests {
         assert!(decoded(&view, 4) && !decoded(&view, 5));
 
         // Account 4 receives a payment (so its chunk is copied) but signs nothing.
-        let payment = Operation::Payment {
-            to: AccountId(4),
-            asset: AssetId(0),
-            amount: 5,
-        };
-        execute(&mut state, vec![signed(3, 1, payment)]);
+        execute(&mut state, vec![signed(3, 1, payment(4))]);
         let next = AccountView::of(&state);
         assert!(decoded(&next, 4), "kept from the view before");
         assert!(
@@ -190,12 +194,7 @@ mod tests {
     fn a_key_decoded_in_the_old_view_after_the_block_copied_its_chunk_is_kept() {
         let mut state = state(10);
         let view = AccountView::of(&state);
-        let payment = Operation::Payment {
-            to: AccountId(4),
-            asset: AssetId(0),
-            amount: 5,
-        };
-        execute(&mut state, vec![signed(3, 1, payment)]);
+        execute(&mut state, vec![signed(3, 1, payment(4))]);
         // A reader still holding the view before the block decodes account 6's key.
         assert!(view.source(AccountId(6)).unwrap().key.is_some());
         let next = view.after_block(&state);
@@ -242,11 +241,6 @@ mod tests {
         let mut state = state(accounts);
         let genesis_view = AccountView::of(&state);
         assert_eq!(genesis_view.len(), accounts as usize);
-        let payment = |to: u64| Operation::Payment {
-            to: AccountId(to),
-            asset: AssetId(0),
-            amount: 5,
-        };
         let block = vec![
             signed(3, 1, payment(4)),
             signed(CHUNK_ACCOUNTS as u64 + 1, 4, payment(3)),
@@ -297,11 +291,6 @@ mod tests {
         let accounts = 4 * 256 + 10;
         let mut state = state(accounts as u64);
         let view = AccountView::of(&state);
-        let payment = |to: u64| Operation::Payment {
-            to: AccountId(to),
-            asset: AssetId(0),
-            amount: 5,
-        };
         // Two payments between accounts of the first 256 and one from the middle of the table.
         let block = vec![
             signed(3, 1, payment(130)),
