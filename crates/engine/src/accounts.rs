@@ -20,8 +20,10 @@ use std::sync::Arc;
 /// holds the chunk), against one reference per chunk that each view takes. At 256, blocks whose
 /// transactions came from a million different accounts took twice as long to apply as blocks
 /// from 10,000 (the copies and the kernel zeroing their fresh pages); at 32 the apply phase took
-/// about half as long there, and a view of 10M accounts (312,500 references) costs nothing
-/// the node's block timings show (BENCHMARKS.md, "Account chunks of 32", 2-core VM).
+/// about half as long there. The price is outside the block timings: each view takes and
+/// later drops one reference per chunk, on the producer between blocks, ~4 ms each at 10M
+/// accounts (312,500 chunks) against ~1.1 ms at 256 (BENCHMARKS.md, "Account chunks of 32",
+/// 2-core VM). Both are work per block that grows with the accounts, not with the block.
 pub(crate) const CHUNK_ACCOUNTS: usize = 32;
 
 /// Accounts by slot; every chunk but the last is full.
