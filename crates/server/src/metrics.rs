@@ -24,6 +24,7 @@ pub struct Metrics {
     pub transactions_admitted_total: IntCounter,
     pub block_execute_seconds_total: prometheus::Counter,
     pub block_persist_seconds_total: prometheus::Counter,
+    pub block_publish_seconds_total: prometheus::Counter,
     pub block_transactions_last: IntGauge,
     pub sse_subscribers: IntGauge,
     /// Replicated mode: proposals this node built, their clearing time, proposals it rejected,
@@ -167,6 +168,10 @@ impl Metrics {
                 "walras_block_persist_seconds_total",
                 "Time spent committing blocks to the store (synchronous).",
             )?,
+            block_publish_seconds_total: seconds(
+                "walras_block_publish_seconds_total",
+                "Time spent reporting committed blocks to admission (account view, mempool).",
+            )?,
             block_transactions_last: gauge(
                 "walras_block_transactions",
                 "Transactions in the last committed block.",
@@ -223,7 +228,7 @@ impl Metrics {
     }
 
     /// The metrics in exposition order (the order of the text before this crate was used).
-    fn collectors(&self) -> [&dyn Collector; 36] {
+    fn collectors(&self) -> [&dyn Collector; 37] {
         [
             &self.height,
             &self.blocks_total,
@@ -242,6 +247,7 @@ impl Metrics {
             &self.forward_refused_total,
             &self.block_execute_seconds_total,
             &self.block_persist_seconds_total,
+            &self.block_publish_seconds_total,
             &self.block_transactions_last,
             &self.mempool_transactions,
             &self.mempool_capacity,
@@ -378,6 +384,10 @@ mod tests {
             &metrics.block_persist_seconds_total,
             Duration::from_millis(250),
         );
+        add_seconds(
+            &metrics.block_publish_seconds_total,
+            Duration::from_millis(125),
+        );
         metrics.block_transactions_last.set(10);
         metrics.sse_subscribers.inc();
         metrics.count_dropped("insufficient_balance");
@@ -437,6 +447,9 @@ walras_block_execute_seconds_total 1.5
 # HELP walras_block_persist_seconds_total Time spent committing blocks to the store (synchronous).
 # TYPE walras_block_persist_seconds_total counter
 walras_block_persist_seconds_total 0.25
+# HELP walras_block_publish_seconds_total Time spent reporting committed blocks to admission (account view, mempool).
+# TYPE walras_block_publish_seconds_total counter
+walras_block_publish_seconds_total 0.125
 # HELP walras_block_transactions Transactions in the last committed block.
 # TYPE walras_block_transactions gauge
 walras_block_transactions 10
