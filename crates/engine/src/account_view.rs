@@ -7,28 +7,68 @@
 //! write-locked for the length of a block's execution. The view is a value: a reader holding it
 //! sees one block's accounts, whatever commits meanwhile.
 //!
-//! The view holds the state's own account table ([`Accounts`]), shared chunk by chunk: taking
-//! one copies no account, and the next block's first write to a chunk the view holds copies
-//! that chunk for the state (copy-on-write). The id → slot index is the state's, shared shard
-//! by shard ([`SlotIndex`]). A key is decoded on its account's first signature check, by
-//! whichever reader or block needs it first, and the decoded key travels with the account's
-//! chunk when it is copied.
+//! A view is a *base*, the state's own account table ([`Accounts`]) as of some earlier block,
+//! shared chunk by chunk, plus *layers*: per block since the base, a copy of each account that
+//! block wrote (changed or created). The next block's first write to a chunk the base holds
+//! copies that chunk for the state (copy-on-write), once per base, not once per block.
+//!
+//! Before, every view took the state's table anew: one reference per chunk of 32 accounts to
+//! take and, a block later, one to drop, on the producer between blocks (~4 ms each at 10M
+//! accounts on the 2-core VM, issue 32): work per block that grew with the accounts, not with
+//! the block. Now a block's view costs a copy of what the block wrote, and the base is retaken
+//! (the same references, once) only when the layers would hold [`LAYERS_MAX`] blocks or more
+//! accounts than a fresh base costs ([`rebase_written_max`]). Lookups read at most
+//! [`LAYERS_MAX`] small maps before the base.
+//!
+//! The id → slot index is the state's, shared shard by shard ([`SlotIndex`]). A key is decoded
+//! on its account's first signature check, by whichever reader or block needs it first, and
+//! the decoded key travels with the account when the state copies its chunk or a layer copies
+//! the account; the view after a block hands the keys its readers decoded to the state.
 
 use crate::account::Account;
-use crate::accounts::Accounts;
+use crate::accounts::{Accounts, CHUNK_ACCOUNTS};
 use crate::admission::SourceView;
-use crate::slot_index::SlotIndex;
+use crate::slot_index::{IdHasher, SlotIndex};
 use crate::state::ExchangeState;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 use walras_types::{AccountId, AssetId};
+
+/// Most blocks a view holds as layers before it retakes its base: each is one more map a
+/// lookup of an account the layers do not hold reads before the base.
+pub(crate) const LAYERS_MAX: usize = 8;
+
+/// Fewest written accounts the layers may hold before a view retakes its base, whatever the
+/// accounts: below it a base is cheap to retake anyway.
+const REBASE_WRITTEN_MIN: usize = 1 << 14;
+
+/// Most accounts the layers may hold before the view retakes its base, for a base of
+/// `accounts`: one per eight chunks (retaking a base takes a reference per chunk, and dropping
+/// the old one drops as many), so the references cost at most 16 per written account; and the
+/// chunks the state copied while the base held them (at most one per written account) are at
+/// most an eighth of the table.
+pub(crate) fn rebase_written_max(accounts: usize) -> usize {
+    (accounts.div_ceil(CHUNK_ACCOUNTS) / 8).max(REBASE_WRITTEN_MIN)
+}
+
+/// The accounts one block wrote, by slot, as they were after it.
+type Layer = HashMap<u32, Account, BuildHasherDefault<IdHasher>>;
 
 /// The accounts after the block at [`AccountView::height`].
 #[derive(Clone, Debug)]
 pub struct AccountView {
     height: u64,
+    /// Accounts at this height.
+    len: usize,
     /// The state's index at this height, shared shard by shard (see [`SlotIndex`]).
     slots: SlotIndex,
-    /// The state's accounts at this height, shared chunk by chunk.
-    accounts: Accounts,
+    /// The state's accounts at an earlier height (or this one), shared chunk by chunk.
+    base: Arc<Accounts>,
+    /// Per block since the base's height, oldest first: the accounts it wrote.
+    layers: Vec<Arc<Layer>>,
+    /// Accounts in `layers`, counted once per layer they are in.
+    written: usize,
 }
 
 impl AccountView {
@@ -38,24 +78,74 @@ impl AccountView {
     pub fn of(state: &ExchangeState) -> AccountView {
         let view = AccountView {
             height: state.height,
+            len: state.accounts.len(),
             slots: state.slots.clone(),
-            accounts: state.accounts.clone(),
+            base: Arc::new(state.accounts.clone()),
+            layers: Vec::new(),
+            written: 0,
         };
         assert_eq!(
             view.slots.len(),
-            view.accounts.len(),
+            view.len,
             "the view indexes every account once"
         );
         view
     }
 
-    /// The view of `state` after a block, `self` the view before it: [`Self::of`], with the
-    /// keys readers of `self` decoded in chunks the block has copied since kept for the new
-    /// view (and for the state, whose chunks those are).
+    /// The view of `state` after a block, `self` the view before it: `self` plus a layer of
+    /// the accounts the block wrote, or a fresh base ([`Self::of`]) when the layers are full
+    /// or `state` is not exactly one block past `self`. Either way the keys readers of `self`
+    /// decoded are kept for the new view and for the state.
     pub fn after_block(&self, state: &ExchangeState) -> AccountView {
-        let view = AccountView::of(state);
-        view.accounts.keep_decoded_keys(&self.accounts);
+        let writes = &state.last_writes;
+        let one_block_on = state.height == self.height + 1 && writes.height == state.height;
+        let full = self.layers.len() >= LAYERS_MAX
+            || self.written + writes.slots.len() > rebase_written_max(self.base.len());
+        let view = if one_block_on && !full {
+            self.with_layer(state, &writes.slots)
+        } else {
+            self.rebased(state)
+        };
+        assert_eq!(view.height, state.height);
+        assert_eq!(view.len, state.accounts.len());
         view
+    }
+
+    /// `self` and a layer of `slots`' accounts as `state` holds them.
+    fn with_layer(&self, state: &ExchangeState, slots: &[u32]) -> AccountView {
+        let mut layer = Layer::with_capacity_and_hasher(slots.len(), Default::default());
+        for &slot in slots {
+            let account = &state.accounts[slot as usize];
+            // Most written accounts signed in the block, so the state decoded their keys.
+            if !account.key_is_decoded() {
+                if let Some(older) = self.account_at(slot as usize) {
+                    account.keep_decoded_key(older);
+                }
+            }
+            layer.insert(slot, account.clone());
+        }
+        let mut layers = self.layers.clone();
+        layers.push(Arc::new(layer));
+        AccountView {
+            height: state.height,
+            len: state.accounts.len(),
+            slots: state.slots.clone(),
+            base: Arc::clone(&self.base),
+            written: self.written + slots.len(),
+            layers,
+        }
+    }
+
+    /// [`Self::of`] `state`, with the keys readers of `self` decoded since the state copied
+    /// their accounts (in the base's chunks and in the layers) given to the state first.
+    fn rebased(&self, state: &ExchangeState) -> AccountView {
+        state.accounts.keep_decoded_keys(&self.base);
+        for layer in self.layers.iter().rev() {
+            for (slot, older) in layer.iter() {
+                state.accounts[*slot as usize].keep_decoded_key(older);
+            }
+        }
+        AccountView::of(state)
     }
 
     /// The height of the block this view is the result of (0: the genesis).
@@ -65,11 +155,11 @@ impl AccountView {
 
     /// Accounts in the view.
     pub fn len(&self) -> usize {
-        self.accounts.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.accounts.len() == 0
+        self.len == 0
     }
 
     /// What the admission rule reads of `id`; `None` when the account does not exist.
@@ -84,7 +174,22 @@ impl AccountView {
 
     fn account(&self, id: AccountId) -> Option<&Account> {
         let slot = *self.slots.get(&id)? as usize;
-        Some(&self.accounts[slot])
+        let account = self.account_at(slot);
+        assert!(
+            account.is_some(),
+            "slot {slot} of {id:?} is in no layer and past the base"
+        );
+        account
+    }
+
+    /// The account at `slot` as of this view: the newest layer's copy, else the base's.
+    fn account_at(&self, slot: usize) -> Option<&Account> {
+        let key = slot as u32;
+        self.layers
+            .iter()
+            .rev()
+            .find_map(|layer| layer.get(&key))
+            .or_else(|| (slot < self.base.len()).then(|| &self.base[slot]))
     }
 }
 
@@ -189,7 +294,7 @@ mod tests {
     /// published view after the next block had copied that account's chunk was decoded in the
     /// old chunk only: at 10,000 accounts (every chunk written each block) admission would
     /// decode most keys again after every block (about 10 µs each). The view after the block
-    /// keeps such keys.
+    /// keeps such keys, and gives them to the state when it retakes its base.
     #[test]
     fn a_key_decoded_in_the_old_view_after_the_block_copied_its_chunk_is_kept() {
         let mut state = state(10);
@@ -199,12 +304,104 @@ mod tests {
         assert!(view.source(AccountId(6)).unwrap().key.is_some());
         let next = view.after_block(&state);
         assert!(next.account(AccountId(6)).unwrap().key_is_decoded());
-        assert!(state.account(AccountId(6)).unwrap().key_is_decoded());
         assert!(!next.account(AccountId(7)).unwrap().key_is_decoded());
+        // (Not compared with a view of the state: reading it would decode the key there.)
+        assert_eq!(next.source(AccountId(6)), view.source(AccountId(6)));
+        // Account 4 was written by the block; its key, decoded by a reader of `next`'s
+        // layer, reaches the state with the next block that writes it.
+        assert!(next.source(AccountId(4)).unwrap().key.is_some());
+        assert!(!state.account(AccountId(4)).unwrap().key_is_decoded());
+        execute(&mut state, vec![signed(3, 2, payment(4))]);
+        let third = next.after_block(&state);
+        assert!(Arc::ptr_eq(&third.base, &view.base), "no base retaken yet");
+        assert!(state.account(AccountId(4)).unwrap().key_is_decoded());
+        assert!(third.account(AccountId(4)).unwrap().key_is_decoded());
+        // Account 6's key reaches the state when a view retakes the base.
+        assert!(!state.account(AccountId(6)).unwrap().key_is_decoded());
+        let rebased = third.rebased(&state);
+        assert!(state.account(AccountId(6)).unwrap().key_is_decoded());
+        assert!(rebased.account(AccountId(6)).unwrap().key_is_decoded());
+        assert!(!rebased.account(AccountId(7)).unwrap().key_is_decoded());
+    }
+
+    /// Trigger: every view took the state's whole account table, one reference per chunk of
+    /// 32 accounts, and dropped the one before it: ~4 ms each on the producer between blocks
+    /// at 10M accounts (2-core VM, issue 32), whatever the block's size. The view after a
+    /// block shares the view before's table and copies only the accounts the block wrote,
+    /// until its layers fill and it retakes the state's table.
+    #[test]
+    fn a_view_after_a_block_copies_the_accounts_the_block_wrote_not_a_reference_per_chunk() {
+        let accounts = (4 * CHUNK_ACCOUNTS) as u64;
+        let mut state = state(accounts);
+        let mut view = AccountView::of(&state);
+        let genesis_base = Arc::clone(&view.base);
+        for block in 0..LAYERS_MAX as u64 {
+            let sequence = block + 1;
+            execute(
+                &mut state,
+                vec![
+                    signed(3, sequence, payment(4)),
+                    signed(CHUNK_ACCOUNTS as u64 + 9, sequence, payment(3)),
+                ],
+            );
+            view = view.after_block(&state);
+            assert!(Arc::ptr_eq(&view.base, &genesis_base), "block {block}");
+            assert_eq!(view.layers.len(), block as usize + 1);
+            assert_eq!(view.layers.last().unwrap().len(), 3, "3, 4 and 41 written");
+            assert_eq!(view.written, 3 * (block as usize + 1));
+        }
         assert_eq!(
-            next.source(AccountId(6)),
-            AccountView::of(&state).source(AccountId(6))
+            view.balance(AccountId(4), AssetId(0)),
+            1_000_000 + 5 * LAYERS_MAX as u64
         );
+        // The chunks the blocks wrote were copied for the state once, not once per block.
+        assert_eq!(
+            state.accounts.chunks_shared_with(&genesis_base),
+            vec![false, false, true, true]
+        );
+        // With its layers full, the next view retakes the state's table.
+        execute(&mut state, vec![signed(3, 9, payment(4))]);
+        let rebased = view.after_block(&state);
+        assert!(!Arc::ptr_eq(&rebased.base, &genesis_base));
+        assert!(rebased.layers.is_empty() && rebased.written == 0);
+        assert_eq!(
+            state.accounts.chunks_shared_with(&rebased.base),
+            vec![true; 4]
+        );
+        assert_eq!(
+            rebased.balance(AccountId(4), AssetId(0)),
+            1_000_000 + 5 * (LAYERS_MAX as u64 + 1)
+        );
+        assert_eq!(
+            view.balance(AccountId(4), AssetId(0)),
+            1_000_000 + 5 * LAYERS_MAX as u64,
+            "the view before is a value"
+        );
+    }
+
+    /// The layers may hold no more accounts than a fresh base costs: at 10M accounts one per
+    /// eight chunks of 32, and never fewer than [`REBASE_WRITTEN_MIN`].
+    #[test]
+    fn layers_hold_at_most_one_account_per_eight_chunks_before_the_base_is_retaken() {
+        assert_eq!(rebase_written_max(10_000_000), 10_000_000 / 32 / 8);
+        assert_eq!(rebase_written_max(10_000), REBASE_WRITTEN_MIN);
+        assert_eq!(rebase_written_max(0), REBASE_WRITTEN_MIN);
+    }
+
+    /// A view that is not exactly one block behind the state (a node that applied blocks
+    /// without publishing views between them) retakes the base instead of missing a block's
+    /// writes.
+    #[test]
+    fn a_view_two_blocks_behind_the_state_retakes_the_base() {
+        let mut state = state(10);
+        let view = AccountView::of(&state);
+        execute(&mut state, vec![signed(3, 1, payment(4))]);
+        execute(&mut state, vec![signed(5, 1, payment(6))]);
+        let next = view.after_block(&state);
+        assert!(next.layers.is_empty());
+        assert_eq!(next.height(), 2);
+        assert_eq!(next.balance(AccountId(4), AssetId(0)), 1_000_005);
+        assert_eq!(next.balance(AccountId(6), AssetId(0)), 1_000_005);
     }
 
     /// Trigger: the view kept an id → slot map of its own and copied it whole for every block
@@ -276,7 +473,7 @@ mod tests {
         assert_eq!(genesis_view.source(AccountId(1_000)), None);
         // Chunks 0 and 1 were written (and the last, which took the new account); chunk 2
         // is still the genesis view's.
-        let shared = next.accounts.chunks_shared_with(&genesis_view.accounts);
+        let shared = next.base.chunks_shared_with(&genesis_view.base);
         assert_eq!(shared, vec![false, false, true, false]);
     }
 
@@ -299,7 +496,7 @@ mod tests {
         ];
         let touched = execute(&mut state, block).len();
         assert_eq!(touched, 5, "3, 130, 200, 600 and 601 were written");
-        let shared = state.accounts.chunks_shared_with(&view.accounts);
+        let shared = state.accounts.chunks_shared_with(&view.base);
         let copied: usize = shared
             .iter()
             .enumerate()
@@ -331,16 +528,19 @@ mod tests {
         /// Every view keeps the accounts of its height while later blocks write the state's
         /// shared chunks: payments credit receivers, crossing offers credit their owners in
         /// blocks they sent nothing in, overdrafts are dropped. A write that reached a chunk
-        /// a view still held would show a reader a balance of another height.
+        /// a view still held would show a reader a balance of another height; a layer that
+        /// missed an account a block wrote, the balance of the height before. Views are taken
+        /// fresh and chained block after block (through layers and retaken bases).
         #[test]
         fn every_view_keeps_the_accounts_of_its_height_while_blocks_go_on(
             blocks in proptest::collection::vec(
                 proptest::collection::vec((0u64..6, 0u64..6, 0u8..4, 1u64..600_000), 1..8),
-                1..5,
+                1..(2 * LAYERS_MAX + 4),
             )
         ) {
             let mut state = state(6);
             let mut views = vec![AccountView::of(&state)];
+            let mut chained = vec![AccountView::of(&state)];
             let copy = |state: &ExchangeState| -> Vec<Option<Account>> {
                 (0..6).map(|id| state.account(AccountId(id)).cloned()).collect()
             };
@@ -369,9 +569,11 @@ mod tests {
                     .collect();
                 execute(&mut state, transactions);
                 views.push(AccountView::of(&state));
+                chained.push(chained.last().unwrap().after_block(&state));
                 copies.push(copy(&state));
             }
-            for (view, copy) in views.iter().zip(&copies) {
+            let all_views = views.iter().zip(&copies).chain(chained.iter().zip(&copies));
+            for (view, copy) in all_views {
                 for id in 0..6u64 {
                     let account = copy[id as usize].as_ref();
                     proptest::prop_assert_eq!(view.account(AccountId(id)), account);

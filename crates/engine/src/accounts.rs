@@ -1,8 +1,8 @@
 //! The state's accounts by slot, in chunks of [`CHUNK_ACCOUNTS`] shared by reference count.
 //!
 //! Admission reads a snapshot of every account as of the last committed block
-//! ([`crate::AccountView`]) while the producer writes the next block's changes. A snapshot is a
-//! clone of this table: one reference per chunk, no account copied. A write goes through
+//! ([`crate::AccountView`]) while the producer writes the next block's changes. A snapshot's
+//! base is a clone of this table: one reference per chunk, no account copied. A write goes through
 //! [`Arc::make_mut`], so the first change to a chunk still held by a snapshot copies that chunk
 //! ([`CHUNK_ACCOUNTS`] accounts) and every other chunk stays shared.
 //!
@@ -16,14 +16,14 @@ use crate::account::Account;
 use std::ops::Index;
 use std::sync::Arc;
 
-/// Accounts per shared chunk: what a block copies for each account it writes (the view still
-/// holds the chunk), against one reference per chunk that each view takes. At 256, blocks whose
-/// transactions came from a million different accounts took twice as long to apply as blocks
-/// from 10,000 (the copies and the kernel zeroing their fresh pages); at 32 the apply phase took
-/// about half as long there. The price is outside the block timings: each view takes and
-/// later drops one reference per chunk, on the producer between blocks, ~4 ms each at 10M
-/// accounts (312,500 chunks) against ~1.1 ms at 256 (BENCHMARKS.md, "Account chunks of 32",
-/// 2-core VM). Both are work per block that grows with the accounts, not with the block.
+/// Accounts per shared chunk: what a block copies for each account it writes while a view's
+/// base still holds the chunk, against one reference per chunk that retaking a view's base
+/// takes (and later drops). At 256, blocks whose transactions came from a million different
+/// accounts took twice as long to apply as blocks from 10,000 (the copies and the kernel
+/// zeroing their fresh pages); at 32 the apply phase took about half as long there. Retaking a
+/// base costs ~4 ms to take and as much to drop at 10M accounts (312,500 chunks) against ~1.1
+/// ms at 256 (BENCHMARKS.md, "Account chunks of 32", 2-core VM); a view retakes it only every
+/// few blocks (see `crate::account_view`).
 pub(crate) const CHUNK_ACCOUNTS: usize = 32;
 
 /// Accounts by slot; every chunk but the last is full.

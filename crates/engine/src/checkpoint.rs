@@ -421,6 +421,7 @@ fn read_state(
         market: MarketPrices::new(assets, height),
         carried: Default::default(),
         draft_memory: Default::default(),
+        last_writes: Default::default(),
     })
 }
 

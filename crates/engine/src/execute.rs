@@ -27,7 +27,7 @@ use crate::filter::{filter, shard_width, Admitted, DropReason, Filtered};
 use crate::offer_book::{offer_trie_key, OfferTrie, OFFER_KEY_BYTES};
 use crate::parallel::{map_in_order, run_each, sort_unstable};
 use crate::slot_index::SlotIndex;
-use crate::state::{new_slot, ExchangeState, ACCOUNTS_MAX};
+use crate::state::{new_slot, BlockWrites, ExchangeState, ACCOUNTS_MAX};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use walras_clearing::{
@@ -815,6 +815,10 @@ impl ExchangeState {
         );
         self.commit_accounts(&touched, threads);
         self.height += 1;
+        self.last_writes = BlockWrites {
+            height: self.height,
+            slots: touched.clone(),
+        };
         self.carried.keep(self.height, plan.books, fills);
         let root = self.state_root(threads);
         timings.commit = elapsed_ms(started);

@@ -17,7 +17,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use walras_types::AccountId;
 
-/// A fast hasher for account ids (already well distributed). Only for lookups: nothing iterates
+/// A fast hasher for account ids and slots (already well distributed). Only for lookups: nothing iterates
 /// this map in an order that matters.
 #[derive(Default, Clone, Copy)]
 pub struct IdHasher(u64);
@@ -33,6 +33,10 @@ impl Hasher for IdHasher {
     }
     fn write_u64(&mut self, value: u64) {
         self.0 = id_hash(value);
+    }
+    /// Slots (the account view's written accounts) are keys too.
+    fn write_u32(&mut self, value: u32) {
+        self.0 = id_hash(u64::from(value));
     }
 }
 

@@ -102,6 +102,18 @@ pub struct ExchangeState {
     /// Which account pieces changed since the last checkpoint draft (not part of the state;
     /// see `crate::checkpoint_draft`).
     pub(crate) draft_memory: DraftMemory,
+    /// The slots the last applied block wrote (not part of the state: what the account view
+    /// after that block copies; see [`crate::account_view`]).
+    pub(crate) last_writes: BlockWrites,
+}
+
+/// The slots of the accounts one block changed or created, sorted.
+#[derive(Debug, Default)]
+pub(crate) struct BlockWrites {
+    /// Height of the state after that block (0: no block applied since this state was
+    /// built).
+    pub(crate) height: u64,
+    pub(crate) slots: Vec<u32>,
 }
 
 impl ExchangeState {
@@ -147,6 +159,7 @@ impl ExchangeState {
             market: MarketPrices::new(assets, 0),
             carried: CarriedBooks::default(),
             draft_memory: DraftMemory::default(),
+            last_writes: Default::default(),
             assets,
             accounts,
             account_ids,
