@@ -347,7 +347,11 @@ mod tests {
             view = view.after_block(&state);
             assert!(Arc::ptr_eq(&view.base, &genesis_base), "block {block}");
             assert_eq!(view.layers.len(), block as usize + 1);
-            assert_eq!(view.layers.last().unwrap().len(), 3, "3, 4 and 41 written");
+            assert_eq!(
+                view.layers.last().unwrap().len(),
+                3,
+                "3, 4 and the second chunk's sender written"
+            );
             assert_eq!(view.written, 3 * (block as usize + 1));
         }
         assert_eq!(
@@ -383,7 +387,10 @@ mod tests {
     /// eight chunks of 32, and never fewer than [`REBASE_WRITTEN_MIN`].
     #[test]
     fn layers_hold_at_most_one_account_per_eight_chunks_before_the_base_is_retaken() {
-        assert_eq!(rebase_written_max(10_000_000), 10_000_000 / 32 / 8);
+        assert_eq!(
+            rebase_written_max(10_000_000),
+            10_000_000 / CHUNK_ACCOUNTS / 8
+        );
         assert_eq!(rebase_written_max(10_000), REBASE_WRITTEN_MIN);
         assert_eq!(rebase_written_max(0), REBASE_WRITTEN_MIN);
     }
