@@ -59,16 +59,12 @@ type Layer = HashMap<u32, Account, BuildHasherDefault<IdHasher>>;
 #[derive(Clone, Debug)]
 pub struct AccountView {
     height: u64,
-    /// Accounts at this height.
-    len: usize,
     /// The state's index at this height, shared shard by shard (see [`SlotIndex`]).
     slots: SlotIndex,
     /// The state's accounts at an earlier height (or this one), shared chunk by chunk.
     base: Arc<Accounts>,
     /// Per block since the base's height, oldest first: the accounts it wrote.
     layers: Vec<Arc<Layer>>,
-    /// Accounts in `layers`, counted once per layer they are in.
-    written: usize,
 }
 
 impl AccountView {
@@ -78,15 +74,13 @@ impl AccountView {
     pub fn of(state: &ExchangeState) -> AccountView {
         let view = AccountView {
             height: state.height,
-            len: state.accounts.len(),
             slots: state.slots.clone(),
             base: Arc::new(state.accounts.clone()),
             layers: Vec::new(),
-            written: 0,
         };
         assert_eq!(
             view.slots.len(),
-            view.len,
+            state.accounts.len(),
             "the view indexes every account once"
         );
         view
@@ -100,14 +94,14 @@ impl AccountView {
         let writes = &state.last_writes;
         let one_block_on = state.height == self.height + 1 && writes.height == state.height;
         let full = self.layers.len() >= LAYERS_MAX
-            || self.written + writes.slots.len() > rebase_written_max(self.base.len());
+            || self.written() + writes.slots.len() > rebase_written_max(self.base.len());
         let view = if one_block_on && !full {
             self.with_layer(state, &writes.slots)
         } else {
             self.rebased(state)
         };
         assert_eq!(view.height, state.height);
-        assert_eq!(view.len, state.accounts.len());
+        assert_eq!(view.len(), state.accounts.len());
         view
     }
 
@@ -128,10 +122,8 @@ impl AccountView {
         layers.push(Arc::new(layer));
         AccountView {
             height: state.height,
-            len: state.accounts.len(),
             slots: state.slots.clone(),
             base: Arc::clone(&self.base),
-            written: self.written + slots.len(),
             layers,
         }
     }
@@ -153,13 +145,18 @@ impl AccountView {
         self.height
     }
 
-    /// Accounts in the view.
+    /// Accounts in the view (the index holds each once).
     pub fn len(&self) -> usize {
-        self.len
+        self.slots.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
+    }
+
+    /// Accounts in the layers, counted once per layer they are in.
+    fn written(&self) -> usize {
+        self.layers.iter().map(|layer| layer.len()).sum()
     }
 
     /// What the admission rule reads of `id`; `None` when the account does not exist.
@@ -352,7 +349,7 @@ mod tests {
                 3,
                 "3, 4 and the second chunk's sender written"
             );
-            assert_eq!(view.written, 3 * (block as usize + 1));
+            assert_eq!(view.written(), 3 * (block as usize + 1));
         }
         assert_eq!(
             view.balance(AccountId(4), AssetId(0)),
@@ -367,7 +364,7 @@ mod tests {
         execute(&mut state, vec![signed(3, 9, payment(4))]);
         let rebased = view.after_block(&state);
         assert!(!Arc::ptr_eq(&rebased.base, &genesis_base));
-        assert!(rebased.layers.is_empty() && rebased.written == 0);
+        assert!(rebased.layers.is_empty() && rebased.written() == 0);
         assert_eq!(
             state.accounts.chunks_shared_with(&rebased.base),
             vec![true; 4]

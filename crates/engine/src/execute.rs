@@ -518,9 +518,10 @@ impl ExchangeState {
             plan.filtered.dropped.clone(),
         );
         let fills = block_fills(&plan.books, &settlement, config.threads);
-        let (state_root, touched_slots) =
-            self.execute(transactions, plan, &settlement, config, &mut timings);
-        let touched_accounts = touched_slots
+        let state_root = self.execute(transactions, plan, &settlement, config, &mut timings);
+        let touched_accounts = self
+            .last_writes
+            .slots
             .iter()
             .map(|slot| self.account_ids[*slot as usize])
             .collect();
@@ -759,8 +760,8 @@ impl ExchangeState {
         offers
     }
 
-    /// Phases 5–6: apply the block's effects and commit them; returns the new state root and
-    /// the slots of the accounts the block changed (sorted, distinct).
+    /// Phases 5–6: apply the block's effects and commit them; returns the new state root. The
+    /// slots of the accounts the block changed (sorted, distinct) are left in `last_writes`.
     fn execute(
         &mut self,
         transactions: &[SignedTransaction],
@@ -768,7 +769,7 @@ impl ExchangeState {
         settlement: &Settlement,
         config: &EngineConfig,
         timings: &mut PhaseTimings,
-    ) -> (Hash, Vec<u32>) {
+    ) -> Hash {
         let threads = config.threads.max(1);
         let started = Instant::now();
         let width = shard_width(self.accounts.len(), threads);
@@ -817,12 +818,12 @@ impl ExchangeState {
         self.height += 1;
         self.last_writes = BlockWrites {
             height: self.height,
-            slots: touched.clone(),
+            slots: touched,
         };
         self.carried.keep(self.height, plan.books, fills);
         let root = self.state_root(threads);
         timings.commit = elapsed_ms(started);
-        (root, touched)
+        root
     }
 
     /// Source-side effects, per shard: sequence numbers, debits, refunds. Returns payment

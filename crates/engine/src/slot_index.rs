@@ -17,8 +17,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use walras_types::AccountId;
 
-/// A fast hasher for account ids and slots (already well distributed). Only for lookups: nothing iterates
-/// this map in an order that matters.
+/// A fast hasher for account ids and slots (already well distributed). Only for lookups:
+/// nothing iterates these maps in an order that matters.
 #[derive(Default, Clone, Copy)]
 pub struct IdHasher(u64);
 
