@@ -83,16 +83,40 @@ impl SupplyGrid {
     /// [`Self::for_mu`], the pairs tabulated on up to `threads` threads (each pair's table
     /// depends on its offers alone: the same table for any thread count).
     pub fn for_mu_on(books: &OrderBooks, mu: Fraction, threads: usize) -> Option<SupplyGrid> {
-        (mu != Fraction::ZERO).then(|| SupplyGrid::build_on(books, mu, threads))
+        SupplyGrid::for_mu_reusing(books, mu, threads, Vec::new())
+    }
+
+    /// [`Self::for_mu_on`], the table's entries held in `values`, the allocation of an earlier
+    /// table ([`Self::into_values`]; what it holds is not read). Where limits spread widely a
+    /// table is up to [`MAX_POINTS_PER_PAIR`] entries a pair, and allocating it afresh every
+    /// block paid for its pages' faults and zeroing again each time (at 3M resting offers,
+    /// ~0.5 ms a block on the 2-core VM, issue 32).
+    pub fn for_mu_reusing(
+        books: &OrderBooks,
+        mu: Fraction,
+        threads: usize,
+        values: Vec<AtomicU32>,
+    ) -> Option<SupplyGrid> {
+        (mu != Fraction::ZERO).then(|| SupplyGrid::build_on(books, mu, threads, values))
+    }
+
+    /// The table's allocation, for the next table ([`Self::for_mu_reusing`]).
+    pub fn into_values(self) -> Vec<AtomicU32> {
+        self.values
     }
 
     /// Tabulates every pair of `books` for smoothing width `mu` (> 0).
     #[cfg(test)]
     fn build(books: &OrderBooks, mu_exact: Fraction) -> SupplyGrid {
-        SupplyGrid::build_on(books, mu_exact, 1)
+        SupplyGrid::build_on(books, mu_exact, 1, Vec::new())
     }
 
-    fn build_on(books: &OrderBooks, mu_exact: Fraction, threads: usize) -> SupplyGrid {
+    fn build_on(
+        books: &OrderBooks,
+        mu_exact: Fraction,
+        threads: usize,
+        mut values: Vec<AtomicU32>,
+    ) -> SupplyGrid {
         let mu = mu_exact.to_f64();
         assert!(
             mu > 0.0 && mu < 1.0,
@@ -119,7 +143,9 @@ impl SupplyGrid {
             points += table.points;
             grid.tables.push(table);
         }
-        grid.values = (0..points).map(|_| AtomicU32::new(UNSET)).collect();
+        values.clear();
+        values.resize_with(points as usize, || AtomicU32::new(UNSET));
+        grid.values = values;
         grid
     }
 
@@ -317,6 +343,38 @@ mod tests {
             "entries depend on reading order"
         );
         assert_eq!(format!("{one:?}"), format!("{two:?}"));
+    }
+
+    /// A table built in another table's allocation, after that one computed entries, is the
+    /// table built afresh: every entry starts unset, whatever the allocation held.
+    #[test]
+    fn a_table_built_in_a_used_allocation_is_the_table_built_afresh() {
+        let mu = Fraction::power_of_two(10);
+        let wide = book_of(&[0.5, 1.0, 3.0, 7.0]);
+        let old = SupplyGrid::for_mu(&wide, mu).unwrap();
+        let rates: Vec<f64> = (0..200).map(|i| 0.4 + i as f64 * 0.04).collect();
+        let read = |grid: &SupplyGrid, books: &OrderBooks| -> Vec<Option<f64>> {
+            rates
+                .iter()
+                .map(|rate| grid.supply(books, 0, *rate))
+                .collect()
+        };
+        read(&old, &wide);
+        let values = old.into_values();
+        assert!(values.iter().any(|v| v.load(Ordering::Relaxed) != UNSET));
+        // Whatever it holds: every entry an answer (of other books).
+        for value in &values {
+            value.store(1.0f32.to_bits(), Ordering::Relaxed);
+        }
+        let allocation = values.as_ptr();
+        let narrow = book_of(&[1.0, 1.001, 1.002]);
+        let reused = SupplyGrid::for_mu_reusing(&narrow, mu, 1, values).unwrap();
+        assert!(reused.values.len() < 100);
+        assert_eq!(reused.values.as_ptr(), allocation, "the allocation is kept");
+        let fresh = SupplyGrid::for_mu(&narrow, mu).unwrap();
+        assert_eq!(format!("{reused:?}"), format!("{fresh:?}"));
+        assert_eq!(read(&reused, &narrow), read(&fresh, &narrow));
+        assert_eq!(format!("{reused:?}"), format!("{fresh:?}"));
     }
 
     fn book_of(limits: &[f64]) -> OrderBooks {

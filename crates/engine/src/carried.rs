@@ -31,6 +31,7 @@
 //! the state roots are those of a build that rebuilds every block. Debug builds assert it.
 
 use crate::shared_books::{SharedBooks, SharedPair};
+use std::sync::atomic::AtomicU32;
 use std::sync::Mutex;
 use walras_clearing::{BookBuffers, OfferEdit, OrderBooks};
 use walras_types::{AssetId, Offer, OfferKey};
@@ -43,6 +44,9 @@ pub(crate) struct CarriedBooks {
     base: Mutex<Option<Base>>,
     /// The buffers of the books before `base`, for the next books to be built in.
     spare: Mutex<Option<BookBuffers>>,
+    /// The last supply table's entries, for the next table to be built in
+    /// (`SupplyGrid::for_mu_reusing`).
+    grid_values: Mutex<Vec<AtomicU32>>,
 }
 
 #[derive(Debug)]
@@ -178,6 +182,16 @@ impl CarriedBooks {
             .copied()
             .collect();
         Some(SharedBooks { pairs, fills })
+    }
+
+    /// The allocation of the last supply table (empty when none was kept).
+    pub(crate) fn take_grid_values(&self) -> Vec<AtomicU32> {
+        std::mem::take(&mut *lock(&self.grid_values))
+    }
+
+    /// Keeps a supply table's allocation for the next.
+    pub(crate) fn keep_grid_values(&self, values: Vec<AtomicU32>) {
+        *lock(&self.grid_values) = values;
     }
 
     fn take_spare(&self) -> BookBuffers {

@@ -373,7 +373,12 @@ impl ExchangeState {
         // The proposer's supply table, beside the books (a follower checks the header exactly
         // and needs none); timed with planning, as before clearing.
         let started = Instant::now();
-        let supply_grid = SupplyGrid::for_mu_on(&plan.books, config.clearing.mu, config.threads);
+        let supply_grid = SupplyGrid::for_mu_reusing(
+            &plan.books,
+            config.clearing.mu,
+            config.threads,
+            self.carried.take_grid_values(),
+        );
         timings.plan += elapsed_ms(started);
         let started = Instant::now();
         let clock = SystemClock;
@@ -394,6 +399,9 @@ impl ExchangeState {
             resources,
         )
         .map_err(EngineError::Clearing)?;
+        if let Some(grid) = supply_grid {
+            self.carried.keep_grid_values(grid.into_values());
+        }
         timings.clearing = elapsed_ms(started);
         let header = BlockHeader {
             height: self.height + 1,
