@@ -364,6 +364,18 @@ mod tests {
         assert!(!rebased.account(AccountId(7)).unwrap().key_is_decoded());
     }
 
+    /// A block in which account 3 pays 4 and the second chunk's account 9 pays 3 (sequence
+    /// `sequence` for both): it writes those three accounts, in two chunks.
+    fn pay_across_two_chunks(state: &mut ExchangeState, sequence: u64) {
+        execute(
+            state,
+            vec![
+                signed(3, sequence, payment(4)),
+                signed(CHUNK_ACCOUNTS as u64 + 9, sequence, payment(3)),
+            ],
+        );
+    }
+
     /// Trigger: every view took the state's whole account table, one reference per chunk of
     /// 32 accounts, and dropped the one before it: ~4 ms each on the producer between blocks
     /// at 10M accounts (2-core VM, issue 32), whatever the block's size. The view after a
@@ -377,13 +389,7 @@ mod tests {
         let genesis_base = Arc::clone(&view.base);
         for block in 0..LAYERS_MAX as u64 {
             let sequence = block + 1;
-            execute(
-                &mut state,
-                vec![
-                    signed(3, sequence, payment(4)),
-                    signed(CHUNK_ACCOUNTS as u64 + 9, sequence, payment(3)),
-                ],
-            );
+            pay_across_two_chunks(&mut state, sequence);
             view = view.after_block(&state);
             assert!(Arc::ptr_eq(&view.base, &genesis_base), "block {block}");
             assert_eq!(view.layers.len(), block as usize + 1);
@@ -444,13 +450,7 @@ mod tests {
         let genesis_base = Arc::clone(&view.base);
         let blocks = 4 * LAYERS_MAX as u64;
         for sequence in 1..=blocks {
-            execute(
-                &mut state,
-                vec![
-                    signed(3, sequence, payment(4)),
-                    signed(CHUNK_ACCOUNTS as u64 + 9, sequence, payment(3)),
-                ],
-            );
+            pay_across_two_chunks(&mut state, sequence);
             view = view.after_block(&state);
             assert!(Arc::ptr_eq(&view.base, &genesis_base), "block {sequence}");
             assert!(view.layers.len() <= LAYERS_MAX);
