@@ -90,7 +90,7 @@ impl SupplyGrid {
     /// table ([`Self::into_values`]; what it holds is not read). Where limits spread widely a
     /// table is up to [`MAX_POINTS_PER_PAIR`] entries a pair, and allocating it afresh every
     /// block paid for its pages' faults and zeroing again each time (at 3M resting offers,
-    /// ~0.5 ms a block on the 2-core VM, issue 32).
+    /// planning took ~1.1 ms a block more on the 2-core VM, issue 32).
     pub fn for_mu_reusing(
         books: &OrderBooks,
         mu: Fraction,

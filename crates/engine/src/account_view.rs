@@ -39,7 +39,7 @@ use walras_types::{AccountId, AssetId};
 /// Most layers a view holds: each is one more map a lookup of an account the layers do not
 /// hold reads before the base. Past it the newest layers are merged ([`merge_newest`]).
 /// (Before, the view retook its base after this many blocks, however little they wrote: at
-/// 10M accounts and 50 transactions a block, 0.9 ms a block on the 2-core VM.)
+/// 10M accounts and 50 transactions a block, 0.5-0.9 ms a block on the 2-core VM.)
 pub(crate) const LAYERS_MAX: usize = 8;
 
 /// Fewest written accounts the layers may hold before a view retakes its base, whatever the
@@ -439,7 +439,7 @@ mod tests {
     }
 
     /// Trigger: the view retook its base every [`LAYERS_MAX`] blocks however little they
-    /// wrote: at 10M accounts and 50 transactions a block, publishing cost 0.9 ms a block on
+    /// wrote: at 10M accounts and 50 transactions a block, publishing cost 0.5-0.9 ms a block on
     /// the 2-core VM (issue 32, 2026-12-07), against ~4 ms for the whole block's execution.
     /// Small blocks now merge their layers, and the base is retaken only once the layers
     /// hold more accounts than it costs.
