@@ -1,7 +1,8 @@
 //! What one block's edits cost the offer tries, shaped like the soak's (issue 32): 90 tries (one
 //! per pair of 10 assets) of 32-byte offer keys (limit price first, within about 2% of 1.0), and
 //! per trie and block 14 deletions and 18 insertions, then `clean` and `root_hash` on one
-//! thread each, as the node's apply phase does per pair. Prints the median time per block.
+//! thread each, as the node's apply phase does per pair. Prints the median time per block, and
+//! of each part (each part's own median).
 //!
 //! `cargo run --release -p walras-trie --example offer_tries -- [KEYS_PER_TRIE] [BLOCKS]`
 //! (defaults 10000 60)
@@ -62,28 +63,49 @@ fn main() {
         trie.insert_batch(new_entries(&mut rng, ks, per, 1), 1);
         trie.root_hash(1);
     }
-    let mut times = Vec::new();
+    // Per block: the whole, then deletions, insertions, clean, root hash (ms).
+    let mut times: [Vec<f64>; 5] = Default::default();
     for block in 0..blocks {
-        let started = Instant::now();
+        let mut phases = [0.0f64; 5];
         for (trie, ks) in tries.iter_mut().zip(&mut keys) {
+            let started = Instant::now();
             for _ in 0..14 {
                 let at = (rng.next_u64() as usize) % ks.len();
                 let k = ks.swap_remove(at);
                 trie.mark_deleted(&k);
             }
-            trie.insert_batch(new_entries(&mut rng, ks, 18, 2), 1);
+            phases[1] += elapsed_ms(started);
+            let entries = new_entries(&mut rng, ks, 18, 2);
+            let started = Instant::now();
+            trie.insert_batch(entries, 1);
+            phases[2] += elapsed_ms(started);
+            let started = Instant::now();
             if trie.deleted_len() > 0 {
                 trie.clean();
             }
+            phases[3] += elapsed_ms(started);
+            let started = Instant::now();
             trie.root_hash(1);
+            phases[4] += elapsed_ms(started);
         }
+        phases[0] = phases[1..].iter().sum();
         if block >= WARM_UP_BLOCKS {
-            times.push(started.elapsed().as_secs_f64() * 1e3);
+            for (list, phase) in times.iter_mut().zip(phases) {
+                list.push(phase);
+            }
         }
     }
-    times.sort_by(f64::total_cmp);
+    let median = |list: &mut Vec<f64>| {
+        list.sort_by(f64::total_cmp);
+        list[list.len() / 2]
+    };
+    let [all, delete, insert, clean, hash] = times.each_mut().map(median);
     println!(
-        "per trie {per}: median {:.3} ms per block ({TRIES} tries, 32 edits each)",
-        times[times.len() / 2]
+        "per trie {per}: median {all:.3} ms per block ({TRIES} tries, 32 edits each): \
+         delete {delete:.3}, insert {insert:.3}, clean {clean:.3}, root hash {hash:.3}"
     );
+}
+
+fn elapsed_ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
 }
