@@ -49,9 +49,10 @@
 //! # Checkpoints and recovery (restart in O(state))
 //!
 //! [`BlockStore::append_with_state`] also stores, every
-//! [`StoreOptions::checkpoint_interval_blocks`] blocks or once the blocks since the last
-//! checkpoint hold [`StoreOptions::checkpoint_interval_transactions`] transactions (whichever
-//! comes first), a checkpoint of the state after it; the two newest are kept. The checkpoint
+//! [`StoreOptions::checkpoint_interval_blocks`] blocks, once the blocks since the last
+//! checkpoint hold [`StoreOptions::checkpoint_interval_transactions`] transactions, or with the
+//! first block [`StoreOptions::checkpoint_interval_seconds`] after the last checkpoint
+//! (whichever comes first), a checkpoint of the state after it; the two newest are kept. The checkpoint
 //! is written in the block's own transaction, or, with
 //! [`StoreOptions::checkpoint_in_background`] (what a node uses), by the store's writer thread
 //! as a file beside `data.mdb` after the block has committed (`checkpoint_files`: no LMDB
@@ -105,6 +106,7 @@ pub use recover::{
 };
 pub use store::{
     BlockStore, Blocks, HeaderEntry, StoreOptions, DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS,
-    DEFAULT_CHECKPOINT_INTERVAL_BLOCKS, DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,
-    DEFAULT_MAP_SIZE_BYTES, DEFAULT_OFFER_INDEX_FLUSH_BLOCKS, FORMAT,
+    DEFAULT_CHECKPOINT_INTERVAL_BLOCKS, DEFAULT_CHECKPOINT_INTERVAL_SECONDS,
+    DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS, DEFAULT_MAP_SIZE_BYTES,
+    DEFAULT_OFFER_INDEX_FLUSH_BLOCKS, FORMAT,
 };

@@ -13,7 +13,7 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use walras_crypto::Hash;
 use walras_engine::{
     Block, BlockHeader, CheckpointDraft, ClearingReport, DropReason, ExchangeState, OfferFill,
@@ -63,6 +63,11 @@ const _: () = assert!(DEFAULT_CHECKPOINT_INTERVAL_BLOCKS > 0);
 /// transactions a second, so a few seconds), whatever the block sizes. Before it, checkpoints
 /// came every 1,000 blocks only, and 142 blocks of ~11k transactions took 62 s to replay.
 pub const DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS: u64 = 100_000;
+/// Default [`StoreOptions::checkpoint_interval_seconds`]: under a light load (a block every
+/// few seconds, a few transactions each) neither rule above comes for a long while, and the
+/// newest checkpoint would be that old: a restart then replays little work but every block
+/// since, and a copy of the store taken for a backup or a new node starts that far back.
+pub const DEFAULT_CHECKPOINT_INTERVAL_SECONDS: u64 = 300;
 /// The `previous` of block 1: no header precedes it.
 const GENESIS_PREVIOUS: Hash = Hash([0; 32]);
 const HEADER_ENTRY_BYTES: usize = 64;
@@ -79,6 +84,11 @@ pub struct StoreOptions {
     /// the restart's replay began) to at least this many (at least 1): the work a restart
     /// replays is bounded whatever the block sizes.
     pub checkpoint_interval_transactions: u64,
+    /// ... and with the first block appended at least this many seconds after the last
+    /// checkpoint (or after the store was opened; 0: no rule by time): how old the newest
+    /// checkpoint can be is bounded whatever the load. Local to this store: which blocks are
+    /// checkpointed decides nothing any other node sees.
+    pub checkpoint_interval_seconds: u64,
     /// Write checkpoints on a thread of the store's own, off the block path: the appending
     /// thread only copies the state ([`ExchangeState::encode_checkpoint_unsealed`]); the
     /// checksum and the write, as a file in the store's `checkpoints/` folder (not LMDB,
@@ -108,10 +118,30 @@ impl Default for StoreOptions {
             map_size_bytes: DEFAULT_MAP_SIZE_BYTES,
             checkpoint_interval_blocks: DEFAULT_CHECKPOINT_INTERVAL_BLOCKS,
             checkpoint_interval_transactions: DEFAULT_CHECKPOINT_INTERVAL_TRANSACTIONS,
+            checkpoint_interval_seconds: DEFAULT_CHECKPOINT_INTERVAL_SECONDS,
             checkpoint_in_background: false,
             book_snapshot_interval_blocks: DEFAULT_BOOK_SNAPSHOT_INTERVAL_BLOCKS,
             offer_index_flush_blocks: DEFAULT_OFFER_INDEX_FLUSH_BLOCKS,
         }
+    }
+}
+
+/// When a block falls due for a checkpoint (see [`StoreOptions`]): a pure rule, time given.
+#[derive(Clone, Copy, Debug)]
+struct CheckpointRule {
+    interval_blocks: u64,
+    interval_transactions: u64,
+    /// 0: no rule by time.
+    interval_seconds: u64,
+}
+
+impl CheckpointRule {
+    /// Whether the block at `height`, bringing the transactions since the last checkpoint to
+    /// `transactions_since`, `elapsed` after the last checkpoint, is checkpointed.
+    fn is_due(&self, height: u64, transactions_since: u64, elapsed: Duration) -> bool {
+        height.is_multiple_of(self.interval_blocks)
+            || transactions_since >= self.interval_transactions
+            || (self.interval_seconds > 0 && elapsed.as_secs() >= self.interval_seconds)
     }
 }
 
@@ -157,11 +187,14 @@ pub struct BlockStore {
     env: Env,
     dir: PathBuf,
     map_size_bytes: usize,
-    checkpoint_interval_blocks: u64,
-    checkpoint_interval_transactions: u64,
+    /// When a block falls due for a checkpoint.
+    checkpoint_rule: CheckpointRule,
     /// Transactions in the blocks stored after the newest checkpoint (as far as this process
     /// knows: recovery sets it to what it replayed).
     transactions_since_checkpoint: AtomicU64,
+    /// When the newest checkpoint was taken by this process (at first: when the store was
+    /// opened).
+    last_checkpoint_at: Mutex<Instant>,
     meta: Table,
     blocks: Table,
     headers: Table,
@@ -564,9 +597,13 @@ impl BlockStore {
             env,
             dir: dir.to_path_buf(),
             map_size_bytes: options.map_size_bytes,
-            checkpoint_interval_blocks: options.checkpoint_interval_blocks.max(1),
-            checkpoint_interval_transactions: options.checkpoint_interval_transactions.max(1),
+            checkpoint_rule: CheckpointRule {
+                interval_blocks: options.checkpoint_interval_blocks.max(1),
+                interval_transactions: options.checkpoint_interval_transactions.max(1),
+                interval_seconds: options.checkpoint_interval_seconds,
+            },
             transactions_since_checkpoint: AtomicU64::new(0),
+            last_checkpoint_at: Mutex::new(Instant::now()),
             meta,
             blocks,
             headers,
@@ -654,8 +691,16 @@ impl BlockStore {
         }
         let since = self.transactions_since_checkpoint.load(Ordering::Relaxed)
             + block.transactions.len() as u64;
-        let checkpointed = height.is_multiple_of(self.checkpoint_interval_blocks)
-            || since >= self.checkpoint_interval_transactions;
+        let now = Instant::now();
+        let last_checkpoint_at = *self
+            .last_checkpoint_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let checkpointed = self.checkpoint_rule.is_due(
+            height,
+            since,
+            now.saturating_duration_since(last_checkpoint_at),
+        );
         // With a book thread, the snapshot shares the state's carried books and is written
         // after the block; without one (or with no books carried), in the block's transaction.
         let book_snapshot = match &self.book_writer {
@@ -692,6 +737,12 @@ impl BlockStore {
         let since = if checkpointed { 0 } else { since };
         self.transactions_since_checkpoint
             .store(since, Ordering::Relaxed);
+        if checkpointed {
+            *self
+                .last_checkpoint_at
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = now;
+        }
         Ok(())
     }
 
@@ -1812,6 +1863,27 @@ fn create_database<'e>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A block is checkpointed by height, by transactions since the last checkpoint, or by the
+    /// time since it, whichever comes first; a time interval of 0 is no rule by time.
+    #[test]
+    fn a_checkpoint_falls_due_by_blocks_transactions_or_time() {
+        let rule = CheckpointRule {
+            interval_blocks: 1_000,
+            interval_transactions: 100_000,
+            interval_seconds: 300,
+        };
+        let seconds = Duration::from_secs;
+        assert!(!rule.is_due(999, 99_999, seconds(299)));
+        assert!(rule.is_due(1_000, 0, seconds(0)));
+        assert!(rule.is_due(17, 100_000, seconds(0)));
+        assert!(rule.is_due(17, 3, seconds(300)));
+        let no_time = CheckpointRule {
+            interval_seconds: 0,
+            ..rule
+        };
+        assert!(!no_time.is_due(17, 3, seconds(86_400)));
+    }
 
     /// Regression: adding `DropReason::Replayed` in the middle of `DropReason::ALL` shifted
     /// the stored code of every later reason, so an existing store would have reported its old
