@@ -285,9 +285,14 @@ fn four_validators_agree_survive_crashes_and_catch_up() {
             net.logs()
         );
         // The memory gauges follow the blocks in CometBFT mode too. Trigger: only the solo
-        // producer set them, so a validator's `walras_state_accounts` stayed 0.
-        let accounts = metric(&client, &apis[0], "walras_state_accounts").await;
-        assert!(accounts > 0, "node 0 reports {accounts} accounts in its state");
+        // producer set them, so a validator's `walras_state_accounts` stayed 0. (Recovery now
+        // sets them from the recovered state too, so the gauge read here is one that only
+        // committed blocks move: the recent-transaction index, empty at genesis.)
+        let indexed = metric(&client, &apis[0], "walras_recent_index_transactions").await;
+        assert!(
+            indexed > 0,
+            "node 0 reports {indexed} transactions in its recent index after {node_committed} committed"
+        );
 
         // 2. One validator down: the rest keep committing.
         net.kill(3);

@@ -3,7 +3,8 @@
 
 use crate::config::{admission_floor, proposer_engine_config, recovery_engine_config, Consensus};
 use crate::genesis::{asset_names, open_or_create, warn_if_dev};
-use crate::node::{Shared, StateCounts, Tip};
+use crate::metrics::gauge_value;
+use crate::node::{record_state_gauges, Shared, StateCounts, Tip};
 use crate::oracle::OracleSettings;
 use crate::{gateway_link, limits, mempool, metrics, oracle, overload, recent};
 use crate::{NodeConfig, NodeError};
@@ -66,7 +67,7 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
         Some(settings) => Some(Arc::new(oracle_handle(settings, assets)?)),
         None => None,
     };
-    Ok(Shared {
+    let shared = Shared {
         explain: limits::ExplainGate::new(proposer_engine_config(config).clearing.epsilon),
         offer_scans: limits::FairTurns::new(
             limits::OFFER_SCANS_MAX,
@@ -105,7 +106,12 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
         )),
         record_admitted_verdicts: std::sync::atomic::AtomicBool::new(false),
         checkpoint_failure_reported: Mutex::new(None),
-    })
+    };
+    // The gauges of what the node holds describe the recovered state from the start, not only
+    // after the next block (an idle node restarted on 10M accounts reported 0 of them).
+    shared.metrics.height.set(gauge_value(shared.tip().height));
+    record_state_gauges(&shared, shared.tip().counts);
+    Ok(shared)
 }
 
 /// The oracle's shared state, with its asset map checked against the genesis's assets.
