@@ -66,6 +66,11 @@ pub struct Metrics {
     pub store_file_bytes: IntGauge,
     pub checkpoint_height: IntGauge,
     pub checkpoint_file_bytes: IntGauge,
+    /// The process's resident and virtual memory, CPU seconds, open files and start time, as
+    /// every Prometheus client exposes them (`process_resident_memory_bytes`, ...): what the
+    /// node's memory is beside what its state holds (issue 32). Linux only: read from /proc.
+    #[cfg(target_os = "linux")]
+    process: prometheus::process_collector::ProcessCollector,
 }
 
 /// Adds a duration as seconds.
@@ -224,6 +229,8 @@ impl Metrics {
                 "walras_checkpoint_file_bytes",
                 "Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints and the spare the next is written over).",
             )?,
+            #[cfg(target_os = "linux")]
+            process: prometheus::process_collector::ProcessCollector::for_self(),
         })
     }
 
@@ -328,7 +335,11 @@ impl Metrics {
         self.mempool_transactions.set(gauge_value(mempool.0));
         self.mempool_capacity.set(gauge_value(mempool.1));
         let mut families = Vec::new();
-        for collector in self.collectors() {
+        #[cfg(target_os = "linux")]
+        let process = [&self.process as &dyn Collector];
+        #[cfg(not(target_os = "linux"))]
+        let process: [&dyn Collector; 0] = [];
+        for collector in self.collectors().into_iter().chain(process) {
             for mut family in collector.collect() {
                 // The encoder refuses a family without samples (a labelled counter before its
                 // first count); a labelled family's samples are sorted by label values, as
@@ -503,7 +514,7 @@ walras_commit_age_max_ms 0
 # TYPE walras_blocks_committed_late_total counter
 walras_blocks_committed_late_total 0
 ";
-        let text = metrics.render((4, 100));
+        let text = own_families(&metrics.render((4, 100)));
         for (line, (got, want)) in text.lines().zip(expected.lines()).enumerate() {
             assert_eq!(got, want, "line {}", line + 1);
         }
@@ -518,7 +529,7 @@ walras_blocks_committed_late_total 0
             for status in order {
                 metrics.count_response("/v1/transactions", *status);
             }
-            metrics.render((0, 1))
+            own_families(&metrics.render((0, 1)))
         };
         let mut reversed = statuses;
         reversed.reverse();
@@ -532,6 +543,43 @@ walras_blocks_committed_late_total 0
         sorted.sort();
         assert_eq!(samples.len(), 5);
         assert_eq!(samples, sorted);
+    }
+
+    /// The text less the process collector's families (`process_*`: memory and CPU time
+    /// change from one render to the next).
+    fn own_families(text: &str) -> String {
+        text.lines()
+            .filter(|line| {
+                let name = line
+                    .strip_prefix("# HELP ")
+                    .or_else(|| line.strip_prefix("# TYPE "))
+                    .unwrap_or(line);
+                !name.starts_with("process_")
+            })
+            .map(|line| format!("{line}\n"))
+            .collect()
+    }
+
+    /// The node's memory beside what its state holds (issue 32): the standard process
+    /// families follow the node's own, the resident memory among them.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_exposition_ends_with_the_process_s_memory_and_cpu_time() {
+        let text = Metrics::new().unwrap().render((0, 1));
+        let resident: u64 = text
+            .lines()
+            .find_map(|line| line.strip_prefix("process_resident_memory_bytes "))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .map(|bytes| bytes as u64)
+            .unwrap_or_else(|| panic!("no resident memory in:\n{text}"));
+        assert!(
+            resident > 1 << 20,
+            "a test process holds more than 1 MiB: {resident}"
+        );
+        assert!(text.contains("\n# TYPE process_cpu_seconds_total counter\n"));
+        let last_own = text.rfind("walras_").expect("the node's own families");
+        let first_process = text.find("process_").expect("the process families");
+        assert!(last_own < first_process, "the process families come last");
     }
 
     #[test]
