@@ -372,6 +372,8 @@ mod tests {
         assert!(reused.values.len() < 100);
         assert_eq!(reused.values.as_ptr(), allocation, "the allocation is kept");
         let fresh = SupplyGrid::for_mu(&narrow, mu).unwrap();
+        // Equal before any entry is computed (every one unset), the same answers, and equal
+        // again once reading has filled the entries it reached.
         assert_eq!(format!("{reused:?}"), format!("{fresh:?}"));
         assert_eq!(read(&reused, &narrow), read(&fresh, &narrow));
         assert_eq!(format!("{reused:?}"), format!("{fresh:?}"));
