@@ -12,6 +12,8 @@
 //!   splits by nibble into runs for disjoint subtrees, each merged into the existing child or
 //!   built as a fresh local subtree, on separate threads (`walras-par` pools, `threads`
 //!   parameter). Same trie for any thread count and any batch split.
+//! - [`Trie::from_sorted_pieces`]: a whole trie from entries already in key order, made in
+//!   pieces on several threads and written straight into the build (a restart's account trie).
 //! - [`Trie::mark_deleted`] (through `&self`, thread-safe) sets a leaf's tombstone and counts it
 //!   in every branch above; [`Trie::clean`] removes tombstoned leaves in one pass that skips
 //!   subtrees without any and drops fully deleted subtrees whole.

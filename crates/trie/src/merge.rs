@@ -49,6 +49,51 @@ pub(crate) fn sort_batch<const KEY_BYTES: usize, V: Value + Send>(
     unique
 }
 
+/// The pending list of [`crate::Trie::from_sorted_pieces`]: each piece made on the thread that
+/// writes it into its place, then checked for strictly ascending keys (within pieces there,
+/// across their seams here).
+pub(crate) fn pending_from_sorted_pieces<const KEY_BYTES: usize, V: Value + Send>(
+    len: usize,
+    piece_len: usize,
+    threads: usize,
+    make_piece: impl Fn(std::ops::Range<usize>) -> Vec<([u8; KEY_BYTES], V)> + Sync + Send,
+) -> Vec<Pending<KEY_BYTES, V>> {
+    assert!(piece_len > 0, "pieces of at least one entry");
+    let mut pending = walras_par::filled(len, threads, || Pending {
+        key: [0; KEY_BYTES],
+        value: None,
+    });
+    let places: Vec<(usize, &mut [Pending<KEY_BYTES, V>])> =
+        pending.chunks_mut(piece_len).enumerate().collect();
+    walras_par::run_each(places, threads, |(index, place)| {
+        let start = index * piece_len;
+        let entries = make_piece(start..start + place.len());
+        assert_eq!(
+            entries.len(),
+            place.len(),
+            "piece {index} made {} entries for {} indexes",
+            entries.len(),
+            place.len()
+        );
+        for (slot, (key, value)) in place.iter_mut().zip(entries) {
+            *slot = Pending {
+                key,
+                value: Some(value),
+            };
+        }
+        assert!(
+            place.windows(2).all(|pair| pair[0].key < pair[1].key),
+            "piece {index}: keys not strictly ascending"
+        );
+    });
+    let seams_ascend = pending
+        .chunks(piece_len)
+        .zip(pending.chunks(piece_len).skip(1))
+        .all(|(before, after)| before[before.len() - 1].key < after[0].key);
+    assert!(seams_ascend, "keys not strictly ascending across pieces");
+    pending
+}
+
 /// Batches shorter than this sort on the calling thread (a block's few hundred keys).
 const SORT_SERIAL_BELOW: usize = 8_192;
 
