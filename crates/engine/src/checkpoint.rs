@@ -35,7 +35,7 @@ use crate::bridge::PaymentsBridge;
 use crate::market::MarketPrices;
 use crate::offer_book::{offer_trie_key, OfferBook, OfferTrie};
 use crate::slot_index::SlotIndex;
-use crate::state::{all_slots, new_slot, ExchangeState, ACCOUNTS_MAX};
+use crate::state::{new_slot, ExchangeState, ACCOUNTS_MAX};
 use std::time::Instant;
 use walras_crypto::{hash_in, hash_in_each, Domain, Hash, Hasher};
 use walras_trie::Trie;
@@ -288,8 +288,7 @@ impl ExchangeState {
             ));
         }
         timings.decode_offers_ms += lap(&mut clock);
-        let all = all_slots(state.accounts.len());
-        state.commit_accounts(&all, threads);
+        state.build_account_trie(threads);
         timings.account_trie_ms = lap(&mut clock);
         Ok((state, timings))
     }
