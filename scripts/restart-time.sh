@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One timed restart of an existing store (issue 32): starts a solo node on DATA, prints the
-# seconds until /v1/status answers, the node's CPU (user + system) and RSS at that moment,
+# seconds until /v1/status answers, the node's CPU (user + system) and RSS at that moment
+# (and its peak so far),
 # and its recovery lines, then kills it with SIGKILL (the store is left as it was found).
 # Runs alternating two builds on one store compare them: the figures of one run are noisy.
 # Usage: scripts/restart-time.sh DATA ACCOUNTS [THREADS]
@@ -27,11 +28,12 @@ ended=$(date +%s.%N)
 ticks=$(getconf CLK_TCK)
 read -r user system < <(awk '{ print $14, $15 }' "/proc/$node/stat")
 rss_kb=$(awk '/^VmRSS/ { print $2 }' "/proc/$node/status")
+hwm_kb=$(awk '/^VmHWM/ { print $2 }' "/proc/$node/status")
 kill -9 "$node"; wait "$node" 2>/dev/null
-python3 - "$started" "$ended" "$user" "$system" "$ticks" "$rss_kb" <<'PY'
+python3 - "$started" "$ended" "$user" "$system" "$ticks" "$rss_kb" "$hwm_kb" <<'PY'
 import sys
-started, ended, user, system, ticks, rss_kb = map(float, sys.argv[1:])
+started, ended, user, system, ticks, rss_kb, hwm_kb = map(float, sys.argv[1:])
 print(f"serve {ended - started:.2f} s; cpu user {user / ticks:.2f} s, system {system / ticks:.2f} s; "
-      f"rss {rss_kb / 1024:.0f} MB")
+      f"rss {rss_kb / 1024:.0f} MB (peak {hwm_kb / 1024:.0f} MB)")
 PY
 grep -oE "(loaded the checkpoint|recovered height).*" "$log"
