@@ -55,12 +55,13 @@ fn check_counts<const KEY_BYTES: usize, V: Value>(
     at: &str,
 ) -> Result<(), String> {
     let leaves: u64 = branch.children.iter().map(Node::leaves).sum();
+    let branches: u64 = 1 + branch.children.iter().map(Node::branches).sum::<u64>();
     let deleted: u64 = branch.children.iter().map(Node::deleted).sum();
     let own_deleted = branch.deleted.load(std::sync::atomic::Ordering::Relaxed);
-    if leaves != branch.leaves || deleted != own_deleted {
+    if leaves != branch.leaves || deleted != own_deleted || branches != branch.branches {
         return Err(format!(
-            "{at}: counts {}/{own_deleted} but children hold {leaves}/{deleted}",
-            branch.leaves
+            "{at}: counts {}/{own_deleted}/{} branches but children hold {leaves}/{deleted}/{branches}",
+            branch.leaves, branch.branches
         ));
     }
     Ok(())

@@ -94,5 +94,5 @@ pub use error::{ProofDecodeError, ProofError};
 pub use hashing::empty_root_hash;
 pub use iter::Iter;
 pub use proof::{verify, verify_bytes, Proof, ProofEnd, ProofStep};
-pub use trie::{Trie, KEY_BYTES_MAX};
+pub use trie::{Trie, TrieMemory, KEY_BYTES_MAX};
 pub use value::{leaf_hashes, LeafHash, LeafInput, Value};

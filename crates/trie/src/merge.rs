@@ -203,11 +203,13 @@ fn merge_children_in_place<const KEY_BYTES: usize, V: Value + Send>(
     for (run_nibble, run) in runs_by_nibble(batch, depth) {
         let at = child_position(branch.bitmap, run_nibble);
         let existing = (branch.bitmap & (1 << run_nibble) != 0).then(|| branch.children.remove(at));
-        let (leaves_before, deleted_before) = existing
-            .as_ref()
-            .map_or((0, 0), |child| (child.leaves(), child.deleted()));
+        let (leaves_before, branches_before, deleted_before) =
+            existing.as_ref().map_or((0, 0, 0), |child| {
+                (child.leaves(), child.branches(), child.deleted())
+            });
         let merged = merge(existing, run, 1).expect("a non-empty run makes a subtree");
         branch.leaves = branch.leaves - leaves_before + merged.leaves();
+        branch.branches = branch.branches - branches_before + merged.branches();
         let deleted = branch.deleted.get_mut();
         *deleted = *deleted - deleted_before + merged.deleted();
         branch.children.insert(at, merged);
@@ -229,9 +231,11 @@ fn counts_match_children<const KEY_BYTES: usize, V: Value>(branch: &Branch<KEY_B
         .iter()
         .fold(0u16, |bits, child| bits | 1 << nibble(child.path(), depth));
     let leaves: u64 = branch.children.iter().map(Node::leaves).sum();
+    let branches: u64 = 1 + branch.children.iter().map(Node::branches).sum::<u64>();
     let deleted: u64 = branch.children.iter().map(Node::deleted).sum();
     bitmap == branch.bitmap
         && leaves == branch.leaves
+        && branches == branch.branches
         && deleted == branch.deleted.load(std::sync::atomic::Ordering::Relaxed)
 }
 

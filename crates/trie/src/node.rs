@@ -34,6 +34,8 @@ pub(crate) struct Branch<const KEY_BYTES: usize, V: Value> {
     pub children: Vec<Node<KEY_BYTES, V>>,
     /// Leaves below, tombstoned ones included (the structure's size, for work splitting).
     pub leaves: u64,
+    /// Branches below, this one included (with `leaves`, the trie's memory: `Trie::memory`).
+    pub branches: u64,
     /// Tombstoned leaves below: `clean` skips subtrees where this is 0 and drops subtrees
     /// where it equals `leaves`.
     pub deleted: AtomicU64,
@@ -62,6 +64,7 @@ impl<const KEY_BYTES: usize, V: Value> Node<KEY_BYTES, V> {
             bitmap: 0,
             children,
             leaves: 0,
+            branches: 1,
             deleted: AtomicU64::new(0),
             live_hash: None,
             dirty: AtomicBool::new(true),
@@ -101,6 +104,14 @@ impl<const KEY_BYTES: usize, V: Value> Node<KEY_BYTES, V> {
         }
     }
 
+    /// Branches in this subtree, itself included.
+    pub(crate) fn branches(&self) -> u64 {
+        match self {
+            Node::Leaf(_) => 0,
+            Node::Branch(branch) => branch.branches,
+        }
+    }
+
     pub(crate) fn deleted(&self) -> u64 {
         match self {
             Node::Leaf(leaf) => u64::from(leaf.deleted.load(Ordering::Relaxed)),
@@ -132,6 +143,7 @@ impl<const KEY_BYTES: usize, V: Value> Branch<KEY_BYTES, V> {
             .iter()
             .fold(0, |bits, child| bits | 1 << nibble(child.path(), depth));
         self.leaves = self.children.iter().map(Node::leaves).sum();
+        self.branches = 1 + self.children.iter().map(Node::branches).sum::<u64>();
         *self.deleted.get_mut() = self.children.iter().map(Node::deleted).sum();
     }
 

@@ -6,13 +6,23 @@ use crate::hashing::{empty_root_hash, refresh};
 use crate::iter::Iter;
 use crate::merge::{merge, pending_from_sorted_pieces, sort_batch};
 use crate::nibble::nibble;
-use crate::node::Node;
+use crate::node::{Branch, Leaf, Node};
 use crate::proof::{prove, Proof};
 use crate::value::Value;
 use crate::{delete, invariants};
 
 /// Longest supported key. Depths are stored in a byte, which would allow 127; 64 is plenty.
 pub const KEY_BYTES_MAX: usize = 64;
+
+/// A trie's size: [`Trie::memory`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrieMemory {
+    /// Leaves, tombstoned ones not yet cleaned included.
+    pub leaves: u64,
+    pub branches: u64,
+    /// Bytes of the nodes: leaves, branches and the slots that hold them.
+    pub bytes: u64,
+}
 
 /// A Merkle-Patricia trie from `KEY_BYTES`-byte keys to values `V` (see the crate docs).
 pub struct Trie<const KEY_BYTES: usize, V: Value = Vec<u8>> {
@@ -48,6 +58,27 @@ impl<const KEY_BYTES: usize, V: Value> Trie<KEY_BYTES, V> {
     /// True when no key is live.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// What the trie's nodes take in memory, from its counts (O(1)): each leaf, each branch
+    /// and each child slot at its type's size. Not counted: the allocator's rounding, spare
+    /// capacity of children vectors, and bytes a value holds on the heap (the engine's values
+    /// hold none).
+    pub fn memory(&self) -> TrieMemory {
+        let (leaves, branches) = self
+            .root
+            .as_ref()
+            .map_or((0, 0), |root| (root.leaves(), root.branches()));
+        // Every node but the root sits in its parent's children; the root in the trie.
+        let node_slots = leaves + branches;
+        let bytes = branches * std::mem::size_of::<Branch<KEY_BYTES, V>>() as u64
+            + node_slots * std::mem::size_of::<Node<KEY_BYTES, V>>() as u64
+            + leaves * std::mem::size_of::<Leaf<KEY_BYTES, V>>() as u64;
+        TrieMemory {
+            leaves,
+            branches,
+            bytes,
+        }
     }
 
     /// Keys marked deleted and not yet removed by [`Trie::clean`]. O(1).

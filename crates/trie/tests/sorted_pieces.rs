@@ -12,7 +12,11 @@ use walras_trie::{LeafHash, Trie};
 
 /// The distinct entries of `entries` (a later repeat wins), in key order.
 fn sorted_unique(entries: Vec<(Key, Vec<u8>)>) -> Vec<(Key, Vec<u8>)> {
-    entries.into_iter().collect::<BTreeMap<_, _>>().into_iter().collect()
+    entries
+        .into_iter()
+        .collect::<BTreeMap<_, _>>()
+        .into_iter()
+        .collect()
 }
 
 /// The trie of `sorted` built from pieces of `piece_len` on `threads` threads.
@@ -71,7 +75,11 @@ fn a_large_trie_from_pieces_on_several_threads_has_the_batch_s_root() {
     for threads in [1, 2, 4] {
         let mut built = from_pieces(&sorted, 4_096, threads);
         built.check_invariants();
-        assert_eq!(built.root_hash(threads), expected.root_hash(1), "threads {threads}");
+        assert_eq!(
+            built.root_hash(threads),
+            expected.root_hash(1),
+            "threads {threads}"
+        );
     }
 }
 
@@ -111,4 +119,31 @@ fn a_piece_of_the_wrong_length_is_refused() {
     Trie::<8>::from_sorted_pieces(3, 3, 1, |_| {
         vec![(1u64.to_be_bytes(), vec![1]), (2u64.to_be_bytes(), vec![2])]
     });
+}
+
+/// `Trie::memory` counts nodes as they are: 16 keys differing in their last nibble are one
+/// branch over 16 leaves; 16 more under another prefix add that prefix's branch and a root
+/// above both; cleaning deleted keys gives their memory back.
+#[test]
+fn a_trie_s_memory_counts_its_leaves_and_branches() {
+    let mut trie = Trie::<8>::new();
+    assert_eq!(trie.memory().bytes, 0);
+    trie.insert_batch((0..16u64).map(|i| (i.to_be_bytes(), vec![1])).collect(), 1);
+    let one = trie.memory();
+    assert_eq!((one.leaves, one.branches), (16, 1));
+    trie.insert_batch(
+        (0..16u64)
+            .map(|i| ((0x100 + i).to_be_bytes(), vec![1]))
+            .collect(),
+        2,
+    );
+    let two = trie.memory();
+    assert_eq!((two.leaves, two.branches), (32, 3));
+    assert!(two.bytes > 2 * one.bytes);
+    for i in 0..16u64 {
+        assert!(trie.mark_deleted(&(0x100 + i).to_be_bytes()));
+    }
+    assert_eq!(trie.memory(), two, "marked, not yet removed");
+    trie.clean();
+    assert_eq!(trie.memory(), one);
 }
