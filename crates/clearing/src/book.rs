@@ -210,6 +210,19 @@ impl Chunk {
     }
 
     #[inline]
+    /// The chunk's own allocation (behind its `Arc`) and what it points to.
+    fn heap_bytes(&self) -> u64 {
+        let detail = self.detail.get().map_or(0, |detail| {
+            std::mem::size_of_val(&*detail.blocks)
+                + std::mem::size_of_val(&*detail.exact_cum_amount)
+        });
+        (std::mem::size_of::<Chunk>()
+            + 2 * std::mem::size_of::<usize>()
+            + self.offers.capacity() * std::mem::size_of::<Offer>()
+            + self.limits.capacity() * std::mem::size_of::<f64>()
+            + detail) as u64
+    }
+
     fn detail(&self) -> &ChunkDetail {
         self.detail
             .get_or_init(|| ChunkDetail::of(&self.offers, &self.limits, self.total))
@@ -446,6 +459,27 @@ pub struct BookBuffers {
 }
 
 impl BookBuffers {
+    /// Bytes held on the heap, at the vectors' capacities: the per-pair and per-chunk arrays
+    /// and every chunk (its offers, limits and, once a query built it, its detail). A chunk
+    /// shared with other books (the books before an edit) is counted here too. O(chunks).
+    pub fn heap_bytes(&self) -> u64 {
+        fn bytes<T>(items: &Vec<T>) -> u64 {
+            (items.capacity() * std::mem::size_of::<T>()) as u64
+        }
+        let arrays = bytes(&self.pairs)
+            + bytes(&self.chunks)
+            + bytes(&self.chunk_first_limits)
+            + bytes(&self.chunk_first_keys)
+            + bytes(&self.chunk_first_limits_f64)
+            + bytes(&self.chunk_records)
+            + bytes(&self.chunk_amount_before)
+            + bytes(&self.chunk_count_before)
+            + bytes(&self.block_pivot_limits)
+            + bytes(&self.pair_totals);
+        let chunks: u64 = self.chunks.iter().map(|chunk| chunk.heap_bytes()).sum();
+        arrays + chunks
+    }
+
     /// Appends `chunk`, read for its records (a chunk just cut).
     fn push_new(&mut self, chunk: Arc<Chunk>) {
         let pivots_start = self.block_pivot_limits.len() as u32;
@@ -1008,6 +1042,11 @@ impl OrderBooks {
 
     pub fn offer_count(&self) -> usize {
         self.arrays.pairs.iter().map(PairBook::len).sum()
+    }
+
+    /// Bytes these books hold on the heap ([`BookBuffers::heap_bytes`]).
+    pub fn heap_bytes(&self) -> u64 {
+        self.arrays.heap_bytes()
     }
 
     /// Chunks held, all pairs together.
