@@ -1,6 +1,7 @@
 //! Accounts: key, sequence number, balances.
 
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use walras_crypto::PublicKey;
 use walras_types::codec::Writer;
@@ -20,7 +21,7 @@ pub struct Account {
     /// reference count for a decoded key rather than an allocation and a copy. `None` inside:
     /// not a valid key. The verdict is the same whenever it is decoded: it depends only on
     /// `public_key`.
-    verifying_key: OnceLock<Option<Arc<PublicKey>>>,
+    verifying_key: OnceLock<Option<Arc<DecodedKey>>>,
     /// The highest sequence number used; the next transaction must lie in
     /// `(last_sequence, last_sequence + SEQUENCE_WINDOW]`.
     pub last_sequence: u64,
@@ -32,6 +33,38 @@ pub struct Account {
     /// 300k trade credits took 124 ms on 1 thread and 121–126 ms on 16).
     balances: Balances,
 }
+
+/// A decoded public key, counted while it lives: each account that signed since the node
+/// started holds one (~190 bytes beside the account table), which the node's memory gauges
+/// must show ([`decoded_keys_live`]).
+#[derive(Debug)]
+struct DecodedKey(PublicKey);
+
+/// Decoded keys alive in this process, all states and views together.
+static DECODED_KEYS_LIVE: AtomicU64 = AtomicU64::new(0);
+
+impl DecodedKey {
+    fn new(key: PublicKey) -> DecodedKey {
+        DECODED_KEYS_LIVE.fetch_add(1, Ordering::Relaxed);
+        DecodedKey(key)
+    }
+}
+
+impl Drop for DecodedKey {
+    fn drop(&mut self) {
+        DECODED_KEYS_LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Decoded public keys alive in this process (every state and account view together; a key
+/// shared by copies of an account counts once).
+pub fn decoded_keys_live() -> u64 {
+    DECODED_KEYS_LIVE.load(Ordering::Relaxed)
+}
+
+/// Heap bytes of one decoded key: the key and its `Arc`'s two counters.
+pub const DECODED_KEY_BYTES: u64 =
+    (std::mem::size_of::<DecodedKey>() + 2 * std::mem::size_of::<usize>()) as u64;
 
 /// An account's balances as it holds them (see [`Account::balances`]).
 pub(crate) type Balances = SmallVec<[(AssetId, u64); BALANCES_INLINE]>;
@@ -90,14 +123,21 @@ impl Account {
     /// The decoded public key, or `None` if the stored bytes are not a valid key.
     pub fn verifying_key(&self) -> Option<&PublicKey> {
         self.verifying_key
-            .get_or_init(|| PublicKey::from_bytes(&self.public_key).ok().map(Arc::new))
+            .get_or_init(|| {
+                PublicKey::from_bytes(&self.public_key)
+                    .ok()
+                    .map(|key| Arc::new(DecodedKey::new(key)))
+            })
             .as_deref()
+            .map(|decoded| &decoded.0)
     }
 
     /// The decoded key if [`Self::verifying_key`] has decoded it already (`Some(None)`: not a
     /// valid key); `None` if not yet. Never decodes.
     pub fn decoded_key(&self) -> Option<Option<&PublicKey>> {
-        self.verifying_key.get().map(Option::as_deref)
+        self.verifying_key
+            .get()
+            .map(|decoded| decoded.as_deref().map(|decoded| &decoded.0))
     }
 
     /// Takes `older`'s decoded key if it has one and `self` has none yet: `older` is the same

@@ -66,6 +66,17 @@ impl Accounts {
         self.len
     }
 
+    /// Bytes of the table, O(1): its list of chunks, and each chunk (the `Arc`'s counters, the
+    /// vector and [`CHUNK_ACCOUNTS`] accounts; every chunk but the last is full, the last is
+    /// counted full). Balances past an account's inline ones, on the heap, are not counted.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let chunk = 2 * size_of::<usize>()
+            + size_of::<Vec<Account>>()
+            + CHUNK_ACCOUNTS * size_of::<Account>();
+        (self.chunks.capacity() * size_of::<Arc<Vec<Account>>>() + self.chunks.len() * chunk) as u64
+    }
+
     /// Appends an account at slot [`Self::len`].
     pub(crate) fn push(&mut self, account: Account) {
         match self.chunks.last_mut() {

@@ -72,6 +72,18 @@ pub(crate) enum Use {
 }
 
 impl CarriedBooks {
+    /// Bytes of the books carried to the next block and the spare arrays kept for it.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        let base = lock(&self.base).as_ref().map_or(0, |base| {
+            base.books.heap_bytes()
+                + (base.fills.capacity() * std::mem::size_of::<(usize, OfferKey, u64)>()) as u64
+        });
+        let spare = lock(&self.spare)
+            .as_ref()
+            .map_or(0, BookBuffers::heap_bytes);
+        base + spare
+    }
+
     /// The clearing books at `height` with the block's `cancelled` and `created` offers
     /// (both sorted by (pair, key)), or `None` when nothing is carried for this height (the
     /// first block after genesis or a restart): then build them from the state's books.

@@ -41,7 +41,7 @@ mod shared_books;
 mod slot_index;
 mod state;
 
-pub use account::Account;
+pub use account::{decoded_keys_live, Account, DECODED_KEY_BYTES};
 pub use account_view::AccountView;
 pub use admission::{admit, admit_source, check_funds, debit, Rejection, SourceView};
 pub use block::{transaction_hash, Block, BlockDecodeError, BlockHeader, PairTrade, TRADE_BYTES};
@@ -59,4 +59,4 @@ pub use market::{AssetMarket, LastTrade, MarketDecodeError, MarketPrices};
 pub use offer_book::{OfferBook, OfferBookIter};
 pub use shared_books::{BookSnapshot, SharedBooksError, BOOK_OFFER_BYTES};
 pub use slot_index::SlotMap;
-pub use state::{check_genesis, new_slot, ExchangeState, StateError, ACCOUNTS_MAX};
+pub use state::{check_genesis, new_slot, ExchangeState, StateError, StateMemory, ACCOUNTS_MAX};

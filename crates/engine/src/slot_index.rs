@@ -169,6 +169,29 @@ impl SlotIndex {
         self.len
     }
 
+    /// Bytes of the index, O(shards): the pointer array, and each shard's map (its `Arc`'s
+    /// counters, the map, and per bucket an entry and a control byte; buckets found from the
+    /// map's capacity by hashbrown's rule: capacity + 1 rounded up to a power of two below 8
+    /// buckets, 7/8 of the buckets from 8 up).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let per_bucket = size_of::<(AccountId, u32)>() + 1;
+        let maps: usize = self
+            .shards
+            .iter()
+            .map(|shard| {
+                let capacity = shard.capacity();
+                let buckets = match capacity {
+                    0 => 0,
+                    1..=7 => (capacity + 1).next_power_of_two(),
+                    _ => capacity * 8 / 7,
+                };
+                2 * size_of::<usize>() + size_of::<SlotMap>() + buckets * per_bucket
+            })
+            .sum();
+        (2 * size_of::<usize>() + SHARDS * size_of::<Arc<SlotMap>>() + maps) as u64
+    }
+
     /// Whether `self` and `other` share every shard (a view taken and nothing created since).
     #[cfg(test)]
     pub(crate) fn shares_all_with(&self, other: &SlotIndex) -> bool {

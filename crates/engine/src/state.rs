@@ -70,6 +70,25 @@ pub fn new_slot(accounts: usize, accounts_max: usize) -> Option<u32> {
 }
 
 /// Why a genesis cannot start an exchange.
+/// Bytes a state holds in memory, by part: each from its structures' sizes and counts (not
+/// the allocator's own figures), so their sum is below the process's RSS by the allocator's
+/// rounding and free pages, the account views' copies, decoded keys
+/// ([`crate::decoded_keys_live`]), the server's indexes and the mapped store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateMemory {
+    /// The account table: every account at its type's size (balances past the inline ones
+    /// not counted).
+    pub accounts: u64,
+    /// The account id → slot index and the ids by slot.
+    pub account_index: u64,
+    /// The account trie's nodes ([`walras_trie::Trie::memory`]).
+    pub account_trie: u64,
+    /// Every pair's offer trie's nodes.
+    pub offer_tries: u64,
+    /// The clearing books carried to the next block (shared chunks counted once per holder).
+    pub books: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
     #[error("invalid genesis: {0}")]
@@ -219,6 +238,23 @@ impl ExchangeState {
 
     pub fn open_offer_count(&self) -> usize {
         self.offer_tries.iter().map(OfferTrie::len).sum()
+    }
+
+    /// What this state holds in memory, by part (see [`StateMemory`]). Cheap enough for every
+    /// block: O(shards of the id index + pairs + chunks of the carried books).
+    pub fn memory(&self) -> StateMemory {
+        StateMemory {
+            accounts: self.accounts.heap_bytes(),
+            account_index: self.slots.heap_bytes()
+                + (self.account_ids.capacity() * std::mem::size_of::<AccountId>()) as u64,
+            account_trie: self.account_trie.memory().bytes,
+            offer_tries: self
+                .offer_tries
+                .iter()
+                .map(|trie| trie.memory().bytes)
+                .sum(),
+            books: self.carried.heap_bytes(),
+        }
     }
 
     /// Per asset: balances + amounts locked in open offers + burned + payments escrow. Equals
@@ -510,9 +546,8 @@ mod account_trie_tests {
             state.build_account_trie(threads);
             assert_eq!(state.account_trie.root_hash(threads), expected);
 
-            let mut loaded =
-                ExchangeState::decode_checkpoint(&state.encode_checkpoint(), threads)
-                    .expect("its checkpoint loads");
+            let mut loaded = ExchangeState::decode_checkpoint(&state.encode_checkpoint(), threads)
+                .expect("its checkpoint loads");
             assert_eq!(loaded.account_trie.root_hash(threads), expected);
             assert_eq!(loaded.state_root(threads), state.state_root(threads));
         }
