@@ -13,7 +13,9 @@
 //! rather than whole microseconds, so their last digits may differ.
 
 use prometheus::core::Collector;
-use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, TextEncoder};
+use prometheus::{
+    Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, TextEncoder,
+};
 
 /// Every metric this node exposes. Counters only go up; gauges are set.
 pub struct Metrics {
@@ -61,6 +63,8 @@ pub struct Metrics {
     /// file and the newest checkpoint.
     pub state_accounts: IntGauge,
     pub state_open_offers: IntGauge,
+    /// Bytes the state holds, by part ([`MEMORY_PARTS`]; `walras_engine::StateMemory`).
+    pub state_memory_bytes: IntGaugeVec,
     pub recent_index_transactions: IntGauge,
     pub offer_index_pending_entries: IntGauge,
     pub store_file_bytes: IntGauge,
@@ -76,6 +80,25 @@ pub struct Metrics {
 /// Adds a duration as seconds.
 pub(crate) fn add_seconds(counter: &prometheus::Counter, duration: std::time::Duration) {
     counter.inc_by(duration.as_secs_f64());
+}
+
+/// The parts of `walras_state_memory_bytes`: `walras_engine::StateMemory`'s fields, and the
+/// public keys decoded for signature checks (each account that signed since the start).
+pub(crate) const MEMORY_PARTS: [&str; 6] = [
+    "accounts",
+    "account_index",
+    "account_trie",
+    "offer_tries",
+    "books",
+    "decoded_keys",
+];
+
+/// `family` with a sample for every part at 0: an operator sees every part from the start.
+fn memory_parts(family: IntGaugeVec) -> IntGaugeVec {
+    for part in MEMORY_PARTS {
+        family.with_label_values(&[part]).set(0);
+    }
+    family
 }
 
 /// A count or size as a gauge value (saturating: gauges are `i64`).
@@ -209,6 +232,13 @@ impl Metrics {
                 "walras_state_open_offers",
                 "Open offers in the exchange state (each in its book and its pair's trie).",
             )?,
+            state_memory_bytes: memory_parts(IntGaugeVec::new(
+                Opts::new(
+                    "walras_state_memory_bytes",
+                    "Bytes the exchange state holds in memory, by part, from its structures' sizes and counts (below the process's resident memory by the allocator's rounding and free pages, the account views' copies and the server's indexes).",
+                ),
+                &["part"],
+            )?),
             recent_index_transactions: gauge(
                 "walras_recent_index_transactions",
                 "Committed transactions indexed for status queries.",
@@ -235,7 +265,7 @@ impl Metrics {
     }
 
     /// The metrics in exposition order (the order of the text before this crate was used).
-    fn collectors(&self) -> [&dyn Collector; 37] {
+    fn collectors(&self) -> [&dyn Collector; 38] {
         [
             &self.height,
             &self.blocks_total,
@@ -265,6 +295,7 @@ impl Metrics {
             &self.warm_start_total,
             &self.state_accounts,
             &self.state_open_offers,
+            &self.state_memory_bytes,
             &self.recent_index_transactions,
             &self.offer_index_pending_entries,
             &self.store_file_bytes,
@@ -489,6 +520,14 @@ walras_state_accounts 0
 # HELP walras_state_open_offers Open offers in the exchange state (each in its book and its pair's trie).
 # TYPE walras_state_open_offers gauge
 walras_state_open_offers 0
+# HELP walras_state_memory_bytes Bytes the exchange state holds in memory, by part, from its structures' sizes and counts (below the process's resident memory by the allocator's rounding and free pages, the account views' copies and the server's indexes).
+# TYPE walras_state_memory_bytes gauge
+walras_state_memory_bytes{part=\"account_index\"} 0
+walras_state_memory_bytes{part=\"account_trie\"} 0
+walras_state_memory_bytes{part=\"accounts\"} 0
+walras_state_memory_bytes{part=\"books\"} 0
+walras_state_memory_bytes{part=\"decoded_keys\"} 0
+walras_state_memory_bytes{part=\"offer_tries\"} 0
 # HELP walras_recent_index_transactions Committed transactions indexed for status queries.
 # TYPE walras_recent_index_transactions gauge
 walras_recent_index_transactions 0

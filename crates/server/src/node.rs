@@ -15,7 +15,7 @@
 //! A gateway's sealed batches were checked by nobody: their blocks check every signature.
 
 use super::mempool::Mempool;
-use super::metrics::{add_seconds, gauge_value, Metrics};
+use super::metrics::{add_seconds, gauge_value, Metrics, MEMORY_PARTS};
 use super::overload::Overload;
 use super::recent::RecentTransactions;
 use arc_swap::ArcSwap;
@@ -29,7 +29,7 @@ use walras_api::wire::{
 use walras_crypto::{AcceptedSignatures, Hash};
 use walras_engine::{
     AccountView, Block, BlockHeader, BlockOutcome, ClearingReport, EngineConfig, EngineError,
-    ExchangeState, MarketPrices,
+    ExchangeState, MarketPrices, StateMemory,
 };
 use walras_store::{BlockStore, StoreError};
 use walras_types::SignedTransaction;
@@ -68,6 +68,8 @@ pub struct Tip {
 pub struct StateCounts {
     pub accounts: u64,
     pub open_offers: u64,
+    /// Bytes by part, for `/metrics` (`walras_state_memory_bytes`).
+    pub memory: StateMemory,
 }
 
 impl StateCounts {
@@ -75,6 +77,7 @@ impl StateCounts {
         StateCounts {
             accounts: state.account_count() as u64,
             open_offers: state.open_offer_count() as u64,
+            memory: state.memory(),
         }
     }
 }
@@ -493,6 +496,22 @@ pub(crate) fn record_state_gauges(shared: &Shared, counts: StateCounts) {
     metrics
         .state_open_offers
         .set(gauge_value(counts.open_offers));
+    let memory = counts.memory;
+    let decoded_keys = walras_engine::decoded_keys_live() * walras_engine::DECODED_KEY_BYTES;
+    let parts = [
+        memory.accounts,
+        memory.account_index,
+        memory.account_trie,
+        memory.offer_tries,
+        memory.books,
+        decoded_keys,
+    ];
+    for (part, bytes) in MEMORY_PARTS.into_iter().zip(parts) {
+        metrics
+            .state_memory_bytes
+            .with_label_values(&[part])
+            .set(gauge_value(bytes));
+    }
     metrics
         .recent_index_transactions
         .set(gauge_value(shared.recent().len()));

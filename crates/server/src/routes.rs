@@ -872,6 +872,7 @@ pub(crate) async fn status(State(shared): State<AppState>) -> Json<StatusJson> {
     let StateCounts {
         accounts,
         open_offers,
+        ..
     } = tip.counts;
     Json(StatusJson {
         version: env!("CARGO_PKG_VERSION").to_string(),
