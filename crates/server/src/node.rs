@@ -19,7 +19,7 @@ use super::metrics::{add_seconds, gauge_value, Metrics, MEMORY_PARTS};
 use super::overload::Overload;
 use super::recent::RecentTransactions;
 use arc_swap::ArcSwap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast;
 use walras_api::wire::{
@@ -68,16 +68,48 @@ pub struct Tip {
 pub struct StateCounts {
     pub accounts: u64,
     pub open_offers: u64,
-    /// Bytes by part, for `/metrics` (`walras_state_memory_bytes`).
-    pub memory: StateMemory,
+    /// Bytes by part, for `/metrics` (`walras_state_memory_bytes`); `None` where not measured
+    /// with this block (see [`StateCounts::after_block`]).
+    pub memory: Option<StateMemory>,
 }
 
+/// How often blocks measure the state's memory: [`ExchangeState::memory`] reads every shard of
+/// the id index and every chunk of the carried books (on the order of a millisecond at 10M
+/// accounts and a million offers), under the state's lock on the block path.
+pub(crate) const MEMORY_GAUGE_INTERVAL: Duration = Duration::from_secs(1);
+
 impl StateCounts {
+    /// Counts and memory of `state` (recovery: once).
     pub fn of(state: &ExchangeState) -> StateCounts {
+        StateCounts {
+            memory: Some(state.memory()),
+            ..StateCounts::counts_of(state)
+        }
+    }
+
+    /// Counts of `state` after a block; its memory too if the last measure is
+    /// [`MEMORY_GAUGE_INTERVAL`] old (or none was taken since the start).
+    pub(crate) fn after_block(shared: &Shared, state: &ExchangeState) -> StateCounts {
+        let mut measured = shared
+            .memory_measured_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        let due = measured.is_none_or(|at| now.duration_since(at) >= MEMORY_GAUGE_INTERVAL);
+        if due {
+            *measured = Some(now);
+        }
+        StateCounts {
+            memory: due.then(|| state.memory()),
+            ..StateCounts::counts_of(state)
+        }
+    }
+
+    fn counts_of(state: &ExchangeState) -> StateCounts {
         StateCounts {
             accounts: state.account_count() as u64,
             open_offers: state.open_offer_count() as u64,
-            memory: state.memory(),
+            memory: None,
         }
     }
 }
@@ -133,6 +165,8 @@ pub struct Shared {
     pub record_admitted_verdicts: std::sync::atomic::AtomicBool,
     /// The last background checkpoint failure logged (each is logged once).
     pub checkpoint_failure_reported: Mutex<Option<String>>,
+    /// When a block last measured the state's memory ([`StateCounts::after_block`]).
+    pub memory_measured_at: Mutex<Option<Instant>>,
     /// Transactions submissions have room reserved for while their signatures are checked
     /// (between the room check and the mempool lock): counted as pending by the overload rule,
     /// so the verification queue is bounded too.
@@ -391,7 +425,7 @@ pub(super) fn produce_block(
     // found a transaction neither pending nor recently committed (404 for an accepted one).
     index_block(shared, &block, &outcome, hashes);
     shared.committed(&batch, &state);
-    let counts = StateCounts::of(&state);
+    let counts = StateCounts::after_block(shared, &state);
     drop(state);
     record_state_gauges(shared, counts);
     let timings = BlockTimings {
@@ -496,21 +530,22 @@ pub(crate) fn record_state_gauges(shared: &Shared, counts: StateCounts) {
     metrics
         .state_open_offers
         .set(gauge_value(counts.open_offers));
-    let memory = counts.memory;
-    let decoded_keys = walras_engine::decoded_keys_live() * walras_engine::DECODED_KEY_BYTES;
-    let parts = [
-        memory.accounts,
-        memory.account_index,
-        memory.account_trie,
-        memory.offer_tries,
-        memory.books,
-        decoded_keys,
-    ];
-    for (part, bytes) in MEMORY_PARTS.into_iter().zip(parts) {
-        metrics
-            .state_memory_bytes
-            .with_label_values(&[part])
-            .set(gauge_value(bytes));
+    if let Some(memory) = counts.memory {
+        let decoded_keys = walras_engine::decoded_keys_live() * walras_engine::DECODED_KEY_BYTES;
+        let parts = [
+            memory.accounts,
+            memory.account_index,
+            memory.account_trie,
+            memory.offer_tries,
+            memory.books,
+            decoded_keys,
+        ];
+        for (part, bytes) in MEMORY_PARTS.into_iter().zip(parts) {
+            metrics
+                .state_memory_bytes
+                .with_label_values(&[part])
+                .set(gauge_value(bytes));
+        }
     }
     metrics
         .recent_index_transactions

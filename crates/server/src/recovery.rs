@@ -106,6 +106,7 @@ pub(crate) fn open_and_recover(config: &NodeConfig) -> Result<Shared, NodeError>
         )),
         record_admitted_verdicts: std::sync::atomic::AtomicBool::new(false),
         checkpoint_failure_reported: Mutex::new(None),
+        memory_measured_at: Mutex::new(None),
     };
     // The gauges of what the node holds describe the recovered state from the start, not only
     // after the next block (an idle node restarted on 10M accounts reported 0 of them).

@@ -917,7 +917,7 @@ impl Application for WalrasApp {
         let counts = {
             let state = self.state();
             self.shared.committed(&batch, &state);
-            StateCounts::of(&state)
+            StateCounts::after_block(&self.shared, &state)
         };
         let timings = BlockTimings {
             execute: decided.execute,
