@@ -70,6 +70,7 @@ pub struct Metrics {
     pub store_file_bytes: IntGauge,
     pub checkpoint_height: IntGauge,
     pub checkpoint_file_bytes: IntGauge,
+    pub checkpoint_buffer_bytes: IntGauge,
     /// The process's resident and virtual memory, CPU seconds, open files and start time, as
     /// every Prometheus client exposes them (`process_resident_memory_bytes`, ...): what the
     /// node's memory is beside what its state holds (issue 32). Linux only: read from /proc.
@@ -259,13 +260,17 @@ impl Metrics {
                 "walras_checkpoint_file_bytes",
                 "Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints and the spare the next is written over).",
             )?,
+            checkpoint_buffer_bytes: gauge(
+                "walras_checkpoint_buffer_bytes",
+                "Bytes of the buffer the background checkpoint writer keeps between checkpoints (about the last checkpoint's size; memory outside the state).",
+            )?,
             #[cfg(target_os = "linux")]
             process: prometheus::process_collector::ProcessCollector::for_self(),
         })
     }
 
     /// The metrics in exposition order (the order of the text before this crate was used).
-    fn collectors(&self) -> [&dyn Collector; 38] {
+    fn collectors(&self) -> [&dyn Collector; 39] {
         [
             &self.height,
             &self.blocks_total,
@@ -301,6 +306,7 @@ impl Metrics {
             &self.store_file_bytes,
             &self.checkpoint_height,
             &self.checkpoint_file_bytes,
+            &self.checkpoint_buffer_bytes,
             &self.commit_rate_tx_per_s,
             &self.commit_age_max_ms,
             &self.blocks_committed_late_total,
@@ -543,6 +549,9 @@ walras_checkpoint_height 0
 # HELP walras_checkpoint_file_bytes Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints and the spare the next is written over).
 # TYPE walras_checkpoint_file_bytes gauge
 walras_checkpoint_file_bytes 0
+# HELP walras_checkpoint_buffer_bytes Bytes of the buffer the background checkpoint writer keeps between checkpoints (about the last checkpoint's size; memory outside the state).
+# TYPE walras_checkpoint_buffer_bytes gauge
+walras_checkpoint_buffer_bytes 0
 # HELP walras_commit_rate_tx_per_s Commit rate admission goes by: moving average over recent blocks, per second.
 # TYPE walras_commit_rate_tx_per_s gauge
 walras_commit_rate_tx_per_s 0

@@ -562,6 +562,9 @@ pub(crate) fn record_state_gauges(shared: &Shared, counts: StateCounts) {
     metrics
         .checkpoint_file_bytes
         .set(gauge_value(shared.store.checkpoint_file_bytes()));
+    metrics
+        .checkpoint_buffer_bytes
+        .set(gauge_value(shared.store.checkpoint_buffer_bytes()));
     // Blocks are durable without it, so a failed checkpoint does not stop the node; but a
     // restart then replays more, so the operator hears of it (once per failure).
     if let Some(failure) = shared.store.checkpoint_failure() {

@@ -229,6 +229,8 @@ struct CheckpointWriter {
     failure: Arc<Mutex<Option<String>>>,
     /// Height of the newest checkpoint this thread wrote (0: none yet).
     written: Arc<AtomicU64>,
+    /// Capacity of the buffer the thread keeps between checkpoints (see below).
+    buffer_bytes: Arc<AtomicU64>,
     /// The checkpoint file the next draft may be drafted against and where its pieces lie
     /// in it (`None`: none was written or adopted yet, or the last write failed).
     base: Arc<Mutex<Option<(u64, PieceTable)>>>,
@@ -251,10 +253,16 @@ impl CheckpointWriter {
         let busy = Arc::new(AtomicBool::new(false));
         let failure = Arc::new(Mutex::new(None));
         let written = Arc::new(AtomicU64::new(0));
+        let buffer_bytes = Arc::new(AtomicU64::new(0));
         let base = Arc::new(Mutex::new(None));
         let thread = {
-            let (busy, failure, written, base) =
-                (busy.clone(), failure.clone(), written.clone(), base.clone());
+            let (busy, failure, written, buffer_bytes, base) = (
+                busy.clone(),
+                failure.clone(),
+                written.clone(),
+                buffer_bytes.clone(),
+                base.clone(),
+            );
             std::thread::Builder::new()
                 .name("walras-checkpoint".into())
                 .spawn(move || {
@@ -286,6 +294,7 @@ impl CheckpointWriter {
                             }
                             Err(error) => record(format!("checkpoint at height {height}: {error}")),
                         }
+                        buffer_bytes.store(buffer.capacity() as u64, Ordering::Relaxed);
                         busy.store(false, Ordering::Release);
                     }
                 })
@@ -297,6 +306,7 @@ impl CheckpointWriter {
             busy,
             failure,
             written,
+            buffer_bytes,
             base,
         }
     }
@@ -957,6 +967,15 @@ impl BlockStore {
     }
 
     /// Height of the newest checkpoint the background writer committed (0: none yet).
+    /// Bytes of the buffer the background writer keeps from checkpoint to checkpoint (about
+    /// the last checkpoint's size; 0 before the first): memory of the state's size outside the
+    /// state, which a node's RSS shows from its first background checkpoint on.
+    pub fn checkpoint_buffer_bytes(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map_or(0, |writer| writer.buffer_bytes.load(Ordering::Relaxed))
+    }
+
     pub fn background_checkpoint_height(&self) -> u64 {
         self.writer
             .as_ref()

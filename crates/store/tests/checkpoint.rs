@@ -237,6 +237,11 @@ fn background_checkpoints_recover_the_live_state() {
         ..options()
     };
     let (store, mut live) = fresh_store_with(dir.path(), &background);
+    assert_eq!(
+        store.checkpoint_buffer_bytes(),
+        0,
+        "no checkpoint written yet"
+    );
     for _ in 0..BLOCKS {
         propose_and_append_with_state(&store, &mut live);
         store.wait_for_checkpoints();
@@ -244,6 +249,10 @@ fn background_checkpoints_recover_the_live_state() {
     assert_eq!(store.checkpoint_heights().unwrap(), vec![30, 20]);
     assert_eq!(store.background_checkpoint_height(), 30);
     assert_eq!(store.checkpoint_failure(), None);
+    // The writer's kept buffer holds at least the last checkpoint's bytes (for the node's
+    // memory gauges).
+    let newest = store.checkpoint(30).unwrap().expect("checkpoint 30");
+    assert!(store.checkpoint_buffer_bytes() >= newest.len() as u64);
     drop(store);
     let store = BlockStore::open_with(dir.path(), &background).unwrap();
     let mut recovery = recover_store_with(&store, &config(), 1, |_, _| {}).unwrap();
