@@ -4,7 +4,7 @@ use walras_crypto::Hash;
 
 use crate::hashing::{empty_root_hash, refresh};
 use crate::iter::Iter;
-use crate::merge::{merge, pending_from_sorted_pieces, sort_batch};
+use crate::merge::{build_over_leaves, leaves_from_sorted_pieces, merge, sort_batch};
 use crate::nibble::nibble;
 use crate::node::{Branch, Leaf, Node};
 use crate::proof::{prove, Proof};
@@ -171,8 +171,8 @@ impl<const KEY_BYTES: usize, V: Value + Send> Trie<KEY_BYTES, V> {
 
     /// The trie of `len` entries made in pieces, keys strictly ascending across all of them:
     /// piece `i` is `make_piece(i * piece_len .. ((i + 1) * piece_len).min(len))`, one entry per
-    /// index of its range. Pieces are made on up to `threads` threads and written straight
-    /// into the list the trie is built from. The same trie as [`Trie::insert_batch`] of every
+    /// index of its range. Pieces are made on up to `threads` threads, their leaves allocated
+    /// there and placed straight into the list the trie's branches are built over. The same trie as [`Trie::insert_batch`] of every
     /// entry into an empty trie, without the batch's copies and its sort: for every account of
     /// a 10M-account state at a restart those were ~1.2 GB of memory touched once and freed,
     /// and about a second (issue 32).
@@ -187,8 +187,10 @@ impl<const KEY_BYTES: usize, V: Value + Send> Trie<KEY_BYTES, V> {
         make_piece: impl Fn(std::ops::Range<usize>) -> Vec<([u8; KEY_BYTES], V)> + Sync + Send,
     ) -> Self {
         let mut trie = Self::new();
-        let mut pending = pending_from_sorted_pieces(len, piece_len, threads, make_piece);
-        trie.root = merge(None, &mut pending, threads.max(1));
+        let mut leaves = leaves_from_sorted_pieces(len, piece_len, threads, make_piece);
+        if !leaves.is_empty() {
+            trie.root = Some(build_over_leaves(&mut leaves, threads.max(1)));
+        }
         assert_eq!(trie.len(), len, "every entry of the pieces is a live leaf");
         trie
     }
