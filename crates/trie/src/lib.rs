@@ -36,7 +36,8 @@
 //! - **Branch**: `prefix: [u8; KEY_BYTES]` (the first `depth` nibbles shared by every key below,
 //!   later nibbles zero), `depth: u8`, `bitmap: u16` (bit n set: a child for nibble n),
 //!   `children` (one per bit, in nibble order), `leaves: u64` (leaves below, tombstoned ones
-//!   included), `deleted: AtomicU64` (tombstoned leaves below), cached `live_hash:
+//!   included), `branches: u64` (branches below, itself included: with `leaves`, the trie's
+//!   memory, [`Trie::memory`]), `deleted: AtomicU64` (tombstoned leaves below), cached `live_hash:
 //!   Option<Hash>`, `dirty: AtomicBool` (something below changed since `live_hash`).
 //!
 //! Path compression: a branch exists only where keys differ, and after `clean` every branch has
