@@ -9,6 +9,7 @@
 # walras_block_publish_seconds_total; serial work on the block path outside the block
 # timings) per transaction, RSS (anonymous: the process's own memory; file: pages of the mapped store it
 # touched), what the state says it holds (state_mb: the sum of walras_state_memory_bytes), the
+# checkpoint writer's kept buffer and the recent-transaction index (buffer_mb, recent_mb), the
 # store file, open offers and accounts (the /metrics gauges), the node's CPU (% of
 # one core) and the machine's steal time (% of all its CPU time taken by the hypervisor: on a
 # shared VM, a minute with steal ran on a slower machine); then, per minute,
@@ -65,7 +66,7 @@ events=$(mktemp)
 curl -sN "$url/v1/events" >"$events" 2>/dev/null &
 events_reader=$!
 bounds=""
-echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx publish_us_per_tx iters_per_block rss_mb rss_anon_mb rss_file_mb state_mb store_mb open_offers accounts node_cpu_pct steal_pct"
+echo "minute offered_tx_s committed_tx_s p50_ms p99_ms blocks exec_us_per_tx persist_us_per_tx publish_us_per_tx iters_per_block rss_mb rss_anon_mb rss_file_mb state_mb buffer_mb recent_mb store_mb open_offers accounts node_cpu_pct steal_pct"
 ticks0=$(cpu_ticks)
 exec0=$(metric walras_block_execute_seconds_total); persist0=$(metric walras_block_persist_seconds_total)
 publish0=$(metric walras_block_publish_seconds_total)
@@ -83,11 +84,12 @@ for minute in $(seq 1 "$minutes"); do
   anon_kb=$(awk '/^RssAnon/ { print $2 }' "/proc/$node/status")
   file_kb=$(awk '/^RssFile/ { print $2 }' "/proc/$node/status")
   store=$(stat -c %s "$data/data.mdb"); state=$(state_bytes)
+  buffer=$(metric walras_checkpoint_buffer_bytes); recent=$(metric walras_recent_index_bytes)
   offers=$(metric walras_state_open_offers); accts=$(metric walras_state_accounts)
   ticks1=$(cpu_ticks)
-  python3 - "$minute" "$report" "$exec0" "$exec1" "$persist0" "$persist1" "${publish0:-0}" "${publish1:-0}" "$tx0" "$tx1" "$iters0" "$iters1" "$clearings0" "$clearings1" "$rss_kb" "$anon_kb" "$file_kb" "$state" "$store" "$offers" "$accts" "$ticks0" "$ticks1" "$(nproc)" <<'EOF'
+  python3 - "$minute" "$report" "$exec0" "$exec1" "$persist0" "$persist1" "${publish0:-0}" "${publish1:-0}" "$tx0" "$tx1" "$iters0" "$iters1" "$clearings0" "$clearings1" "$rss_kb" "$anon_kb" "$file_kb" "$state" "${buffer:-0}" "${recent:-0}" "$store" "$offers" "$accts" "$ticks0" "$ticks1" "$(nproc)" <<'EOF'
 import json, sys
-minute, report, e0, e1, p0, p1, u0, u1, t0, t1, i0, i1, c0, c1, rss_kb, anon_kb, file_kb, state, store, offers, accounts, k0, k1, cores = sys.argv[1:]
+minute, report, e0, e1, p0, p1, u0, u1, t0, t1, i0, i1, c0, c1, rss_kb, anon_kb, file_kb, state, buffer, recent, store, offers, accounts, k0, k1, cores = sys.argv[1:]
 (n0, s0, a0), (n1, s1, a1) = [[int(x) for x in k.split()] for k in (k0, k1)]
 all_ticks = max(a1 - a0, 1)
 node_cpu_pct = (n1 - n0) / all_ticks * int(cores) * 100
@@ -99,6 +101,7 @@ print(minute, round(r["offered_tx_per_s"]), round(r["committed_tx_per_s"]), roun
       round((float(p1) - float(p0)) / tx * 1e6, 1), round((float(u1) - float(u0)) / tx * 1e6, 1),
       round((float(i1) - float(i0)) / max(float(c1) - float(c0), 1.0), 1), round(int(rss_kb) / 1024),
       round(int(anon_kb) / 1024), round(int(file_kb) / 1024), round(float(state) / 2**20),
+      round(float(buffer) / 2**20), round(float(recent) / 2**20),
       round(int(store) / 2**20), offers, accounts, round(node_cpu_pct), round(steal_pct, 1))
 EOF
   exec0=$exec1; persist0=$persist1; publish0=$publish1; tx0=$tx1; ticks0=$ticks1; iters0=$iters1; clearings0=$clearings1

@@ -57,8 +57,9 @@ fn a_restarted_idle_node_reports_the_state_it_recovered_before_any_block() {
 
 /// The state's bytes by part (issue 32: memory accounted for) describe what it holds: the
 /// account table at least every account at its size, the index and trie non-empty, an offer
-/// resting after its block in its trie and the carried books, the signers' decoded keys; and a
-/// restarted node reports the recovered state's parts before any block.
+/// resting after its block in its trie and the carried books, the signers' decoded keys, the
+/// recent-transaction index and the mapped store; and a restarted node reports the recovered
+/// state's parts before any block.
 #[test]
 fn the_state_s_memory_by_part_follows_what_it_holds_also_after_a_restart() {
     let data = TempDir::new("metrics-memory");
@@ -93,6 +94,16 @@ fn the_state_s_memory_by_part_follows_what_it_holds_also_after_a_restart() {
         memory_bytes(&text, "decoded_keys") >= 2 * walras_engine::DECODED_KEY_BYTES,
         "the two signers' keys: {text}"
     );
+    assert!(
+        metric::<u64>(&text, "walras_recent_index_bytes") >= 2 * 32,
+        "two transactions indexed by hash: {text}"
+    );
+    if cfg!(target_os = "linux") {
+        assert!(
+            metric::<u64>(&text, "walras_mapped_resident_bytes") > 0,
+            "the process's file mappings are resident: {text}"
+        );
+    }
     let offer_tries = memory_bytes(&text, "offer_tries");
     drop(node);
 

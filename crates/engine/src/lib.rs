@@ -58,5 +58,5 @@ pub use filter::filter;
 pub use market::{AssetMarket, LastTrade, MarketDecodeError, MarketPrices};
 pub use offer_book::{OfferBook, OfferBookIter};
 pub use shared_books::{BookSnapshot, SharedBooksError, BOOK_OFFER_BYTES};
-pub use slot_index::SlotMap;
+pub use slot_index::{hash_map_heap_bytes, SlotMap};
 pub use state::{check_genesis, new_slot, ExchangeState, StateError, StateMemory, ACCOUNTS_MAX};

@@ -17,6 +17,19 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use walras_types::AccountId;
 
+/// Heap bytes of a `std::collections::HashMap` of `capacity` (as `HashMap::capacity` reports
+/// it) with entries of `entry_bytes`: per bucket an entry and a control byte, the buckets found
+/// by hashbrown's rule (capacity + 1 rounded up to a power of two below 8 buckets, 7/8 of the
+/// buckets usable from 8 up). For the memory gauges.
+pub fn hash_map_heap_bytes(capacity: usize, entry_bytes: usize) -> u64 {
+    let buckets = match capacity {
+        0 => 0,
+        1..=7 => (capacity + 1).next_power_of_two(),
+        _ => capacity * 8 / 7,
+    };
+    (buckets * (entry_bytes + 1)) as u64
+}
+
 /// A fast hasher for account ids and slots (already well distributed). Only for lookups:
 /// nothing iterates these maps in an order that matters.
 #[derive(Default, Clone, Copy)]
@@ -170,26 +183,18 @@ impl SlotIndex {
     }
 
     /// Bytes of the index, O(shards): the pointer array, and each shard's map (its `Arc`'s
-    /// counters, the map, and per bucket an entry and a control byte; buckets found from the
-    /// map's capacity by hashbrown's rule: capacity + 1 rounded up to a power of two below 8
-    /// buckets, 7/8 of the buckets from 8 up).
+    /// counters, the map, and its table: [`hash_map_heap_bytes`]).
     pub(crate) fn heap_bytes(&self) -> u64 {
         use std::mem::size_of;
-        let per_bucket = size_of::<(AccountId, u32)>() + 1;
-        let maps: usize = self
+        let maps: u64 = self
             .shards
             .iter()
             .map(|shard| {
-                let capacity = shard.capacity();
-                let buckets = match capacity {
-                    0 => 0,
-                    1..=7 => (capacity + 1).next_power_of_two(),
-                    _ => capacity * 8 / 7,
-                };
-                2 * size_of::<usize>() + size_of::<SlotMap>() + buckets * per_bucket
+                (2 * size_of::<usize>() + size_of::<SlotMap>()) as u64
+                    + hash_map_heap_bytes(shard.capacity(), size_of::<(AccountId, u32)>())
             })
             .sum();
-        (2 * size_of::<usize>() + SHARDS * size_of::<Arc<SlotMap>>() + maps) as u64
+        (2 * size_of::<usize>() + SHARDS * size_of::<Arc<SlotMap>>()) as u64 + maps
     }
 
     /// Whether `self` and `other` share every shard (a view taken and nothing created since).

@@ -71,6 +71,8 @@ pub struct Metrics {
     pub checkpoint_height: IntGauge,
     pub checkpoint_file_bytes: IntGauge,
     pub checkpoint_buffer_bytes: IntGauge,
+    pub recent_index_bytes: IntGauge,
+    pub mapped_resident_bytes: IntGauge,
     /// The process's resident and virtual memory, CPU seconds, open files and start time, as
     /// every Prometheus client exposes them (`process_resident_memory_bytes`, ...): what the
     /// node's memory is beside what its state holds (issue 32). Linux only: read from /proc.
@@ -260,6 +262,14 @@ impl Metrics {
                 "walras_checkpoint_file_bytes",
                 "Bytes of the checkpoint files beside data.mdb (the newest two background checkpoints and the spare the next is written over).",
             )?,
+            recent_index_bytes: gauge(
+                "walras_recent_index_bytes",
+                "Bytes of the recent-transaction index (its map and per-block lists, at their capacities).",
+            )?,
+            mapped_resident_bytes: gauge(
+                "walras_mapped_resident_bytes",
+                "Resident bytes of mapped files (RssFile: pages of the store's data.mdb and checkpoint files the node touched, and its binary); page cache the kernel can take back. Linux only.",
+            )?,
             checkpoint_buffer_bytes: gauge(
                 "walras_checkpoint_buffer_bytes",
                 "Bytes of the buffer the background checkpoint writer keeps between checkpoints (about the last checkpoint's size; memory outside the state).",
@@ -270,7 +280,7 @@ impl Metrics {
     }
 
     /// The metrics in exposition order (the order of the text before this crate was used).
-    fn collectors(&self) -> [&dyn Collector; 39] {
+    fn collectors(&self) -> [&dyn Collector; 41] {
         [
             &self.height,
             &self.blocks_total,
@@ -307,6 +317,8 @@ impl Metrics {
             &self.checkpoint_height,
             &self.checkpoint_file_bytes,
             &self.checkpoint_buffer_bytes,
+            &self.recent_index_bytes,
+            &self.mapped_resident_bytes,
             &self.commit_rate_tx_per_s,
             &self.commit_age_max_ms,
             &self.blocks_committed_late_total,
@@ -552,6 +564,12 @@ walras_checkpoint_file_bytes 0
 # HELP walras_checkpoint_buffer_bytes Bytes of the buffer the background checkpoint writer keeps between checkpoints (about the last checkpoint's size; memory outside the state).
 # TYPE walras_checkpoint_buffer_bytes gauge
 walras_checkpoint_buffer_bytes 0
+# HELP walras_recent_index_bytes Bytes of the recent-transaction index (its map and per-block lists, at their capacities).
+# TYPE walras_recent_index_bytes gauge
+walras_recent_index_bytes 0
+# HELP walras_mapped_resident_bytes Resident bytes of mapped files (RssFile: pages of the store's data.mdb and checkpoint files the node touched, and its binary); page cache the kernel can take back. Linux only.
+# TYPE walras_mapped_resident_bytes gauge
+walras_mapped_resident_bytes 0
 # HELP walras_commit_rate_tx_per_s Commit rate admission goes by: moving average over recent blocks, per second.
 # TYPE walras_commit_rate_tx_per_s gauge
 walras_commit_rate_tx_per_s 0

@@ -546,6 +546,13 @@ pub(crate) fn record_state_gauges(shared: &Shared, counts: StateCounts) {
                 .with_label_values(&[part])
                 .set(gauge_value(bytes));
         }
+        // Measured as often as the state's memory: the index's lists are read one by one.
+        metrics
+            .recent_index_bytes
+            .set(gauge_value(shared.recent().heap_bytes()));
+        if let Some(bytes) = mapped_resident_bytes() {
+            metrics.mapped_resident_bytes.set(gauge_value(bytes));
+        }
     }
     metrics
         .recent_index_transactions
@@ -577,6 +584,15 @@ pub(crate) fn record_state_gauges(shared: &Shared, counts: StateCounts) {
             *reported = Some(failure);
         }
     }
+}
+
+/// Resident bytes of the process's file mappings (`RssFile` in /proc/self/status): the pages
+/// of the store's files it touched, and its binary. `None` where /proc does not say (not Linux).
+fn mapped_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("RssFile:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 pub(super) struct BlockTimings {

@@ -43,6 +43,22 @@ impl RecentTransactions {
         self.by_hash.len()
     }
 
+    /// Bytes of the index on the heap, O(indexed blocks): the map by hash and the per-block
+    /// lists of hashes, at their capacities.
+    pub fn heap_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let map = walras_engine::hash_map_heap_bytes(
+            self.by_hash.capacity(),
+            size_of::<(Hash, Committed)>(),
+        );
+        let lists: usize = self
+            .blocks
+            .iter()
+            .map(|(_, hashes)| hashes.capacity() * size_of::<Hash>())
+            .sum();
+        map + (self.blocks.capacity() * size_of::<(u64, Vec<Hash>)>() + lists) as u64
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_hash.is_empty()
     }
