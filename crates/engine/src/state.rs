@@ -69,7 +69,6 @@ pub fn new_slot(accounts: usize, accounts_max: usize) -> Option<u32> {
     u32::try_from(accounts).ok()
 }
 
-/// Why a genesis cannot start an exchange.
 /// Bytes a state holds in memory, by part: each from its structures' sizes and counts (not
 /// the allocator's own figures), so their sum is below the process's RSS by the allocator's
 /// rounding and free pages, the account views' copies, decoded keys
@@ -89,6 +88,7 @@ pub struct StateMemory {
     pub books: u64,
 }
 
+/// Why a genesis cannot start an exchange.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
     #[error("invalid genesis: {0}")]
@@ -240,8 +240,8 @@ impl ExchangeState {
         self.offer_tries.iter().map(OfferTrie::len).sum()
     }
 
-    /// What this state holds in memory, by part (see [`StateMemory`]). Cheap enough for every
-    /// block: O(shards of the id index + pairs + chunks of the carried books).
+    /// What this state holds in memory, by part (see [`StateMemory`]). O(shards of the id
+    /// index + pairs + chunks of the carried books): a node measures it at most once a second.
     pub fn memory(&self) -> StateMemory {
         StateMemory {
             accounts: self.accounts.heap_bytes(),
