@@ -209,7 +209,6 @@ impl Chunk {
         self.detail().exact_cum_amount[count]
     }
 
-    #[inline]
     /// The chunk's own allocation (behind its `Arc`) and what it points to.
     fn heap_bytes(&self) -> u64 {
         let detail = self.detail.get().map_or(0, |detail| {
@@ -223,6 +222,7 @@ impl Chunk {
             + detail) as u64
     }
 
+    #[inline]
     fn detail(&self) -> &ChunkDetail {
         self.detail
             .get_or_init(|| ChunkDetail::of(&self.offers, &self.limits, self.total))

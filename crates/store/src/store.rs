@@ -966,7 +966,6 @@ impl BlockStore {
             .clone()
     }
 
-    /// Height of the newest checkpoint the background writer committed (0: none yet).
     /// Bytes of the buffer the background writer keeps from checkpoint to checkpoint (about
     /// the last checkpoint's size; 0 before the first): memory of the state's size outside the
     /// state, which a node's RSS shows from its first background checkpoint on.
@@ -976,6 +975,7 @@ impl BlockStore {
             .map_or(0, |writer| writer.buffer_bytes.load(Ordering::Relaxed))
     }
 
+    /// Height of the newest checkpoint the background writer committed (0: none yet).
     pub fn background_checkpoint_height(&self) -> u64 {
         self.writer
             .as_ref()
