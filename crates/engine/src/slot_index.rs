@@ -403,4 +403,26 @@ mod tests {
         assert_eq!(state.insert(AccountId(1), 7), Some(50_000));
         assert_eq!(state.len(), 50_001);
     }
+
+    /// The memory gauges' bucket rule inverts the standard map's capacity: for a map made for
+    /// any number of entries, the buckets found are a power of two whose usable share (one
+    /// less below 8, 7/8 from 8 up) is the capacity the map reports, and at least the entries.
+    #[test]
+    fn a_map_s_buckets_are_found_from_its_capacity() {
+        assert_eq!(hash_map_heap_bytes(0, 16), 0);
+        for entries in (1..2_000).chain([2_441, 10_000, 100_000]) {
+            let map: SlotMap = HashMap::with_capacity_and_hasher(entries, Default::default());
+            let capacity = map.capacity();
+            let buckets = (hash_map_heap_bytes(capacity, 0)) as usize;
+            assert!(buckets.is_power_of_two(), "{entries}: {buckets} buckets");
+            let usable = if buckets < 8 {
+                buckets - 1
+            } else {
+                buckets / 8 * 7
+            };
+            assert_eq!(usable, capacity, "{entries} entries");
+            assert!(capacity >= entries);
+            assert_eq!(hash_map_heap_bytes(capacity, 16), (buckets * 17) as u64);
+        }
+    }
 }
